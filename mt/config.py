@@ -1,0 +1,286 @@
+"""Typed configuration: the dataclasses are the schema and the defaults.
+
+A recipe (YAML) or flags fill an `ExperimentConfig`; the first step on a new experiment writes every
+field into the experiment directory, and later steps read it back. Model, tokenizer and data fields
+are frozen once written; training and decoding fields may be overridden per call, and each override
+is recorded (see `mt.experiment`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from mt.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel corpus comes from and which direction to translate."""
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    # "files": aligned text files; "hf": datasets.load_dataset; "ding": Debian's trans-de-en dictionary.
+    source: str = "files"
+    train_src: str | None = None
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    test_src: str | None = None
+    test_tgt: str | None = None
+    # fairseq style: PREFIX.src_lang and PREFIX.tgt_lang (used when the *_src/*_tgt pair is unset).
+    train_prefix: str | None = None
+    valid_prefix: str | None = None
+    test_prefix: str | None = None
+    hf_name: str | None = None  # e.g. "bentrevett/multi30k", "wmt14", or "json" for local files
+    hf_config: str | None = None  # e.g. "de-en" for wmt14
+    hf_data_files: dict[str, str] | None = None  # split -> file, for local datasets ("json", "csv")
+    # Our split names -> the dataset's split names.
+    hf_splits: dict[str, str] = field(
+        default_factory=lambda: {"train": "train", "valid": "validation", "test": "test"}
+    )
+    ding_path: str = "/usr/share/trans/de-en"
+    ding_phrases: bool = True  # add the ~390k phrase pairs to train (sentence pairs always)
+    ding_valid_size: int = 500  # held-out sentence pairs, chosen by a fixed hash of the pair
+    ding_test_size: int = 500
+    max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
+
+
+@dataclass
+class TokenizerConfig:
+    model_type: str = "unigram"  # or "bpe"
+    vocab_size: int = 8000
+    joint: bool = True  # one vocabulary for both sides: needed for the paper's shared embeddings
+    character_coverage: float = 1.0
+    byte_fallback: bool = True  # unseen characters become bytes, never <unk>
+    input_sentence_size: int = 2_000_000  # sentences sampled for training on large corpora
+
+
+@dataclass
+class ModelConfig:
+    """The paper's hyper-parameters (Table 3); defaults are Transformer base."""
+
+    enc_layers: int = 6
+    dec_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    dropout: float = 0.1  # P_drop: sub-layer outputs and embeddings+positions (Sec. 5.4)
+    attention_dropout: float = 0.0  # not in the paper; fairseq/tensor2tensor option
+    activation_dropout: float = 0.0  # not in the paper: dropout after the FFN's ReLU
+    pre_norm: bool = False  # the paper is post-norm (Sec. 3.1)
+    tie_embeddings: bool = True  # Sec. 3.4; three-way when the vocabulary is joint
+    max_positions: int = 1024
+
+
+@dataclass
+class TrainConfig:
+    max_tokens: int = 4096  # per batch, padded source or target tokens, whichever is larger
+    update_freq: int = 1
+    max_steps: int = 100_000
+    max_time: float | None = None  # seconds of training (flags accept "12m", "2h")
+    # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
+    # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
+    lr_peak: float | None = None
+    lr_scale: float = 1.0
+    warmup_steps: int = 4000
+    label_smoothing: float = 0.1  # epsilon_ls (Sec. 5.4)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # 0 = no clipping (the paper does not clip)
+    seed: int = 1
+    log_every: int = 50
+    valid_every: int = 1000
+    save_every: int = 1000
+    keep_last: int = 5
+    precision: str = "fp32"  # fp32 | bf16 | fp16
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 4  # Sec. 6.1
+    alpha: float = 0.6  # Sec. 6.1
+    # "gnmt": ((5+|Y|)/6)^alpha as in the paper (Wu et al. 2016); "length": |Y|^alpha as fairseq,
+    # Marian and CTranslate2; "none": raw log-probability.
+    length_penalty: str = "gnmt"
+    max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
+    max_len_b: int = 50
+    max_tokens: int = 2000  # source tokens per decoding batch
+    checkpoint: str = "best"  # "best", "last", "average" or a file name under checkpoints/
+
+
+@dataclass
+class ExperimentConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+# Sections whose fields may not change once the experiment holds them: changing them would
+# silently mix incompatible tokenizers, data and weights.
+FROZEN_SECTIONS = ("data", "tokenizer", "model")
+
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    # The paper's Table 3.
+    "base": dict(enc_layers=6, dec_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1),
+    "big": dict(enc_layers=6, dec_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
+    # CPU-sized: the Multi30k benchmark preset (3+3 layers, d_model 256).
+    "small": dict(enc_layers=3, dec_layers=3, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
+    "tiny": dict(enc_layers=2, dec_layers=2, d_model=64, d_ff=256, n_heads=4, dropout=0.1),
+}
+
+RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples"}
+STEPS = ("train-tokenizer", "binarize", "train", "evaluate")
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check/convert one value against its field type (recipes are YAML: ints for floats etc.)."""
+    text = str(hint)
+    if value is None:
+        if "None" in text:
+            return None
+        raise ConfigError(f"{where}: must not be empty")
+    if "dict" in text:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if text.startswith("float") or "float" in text.split("|")[0]:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if hint is bool or text == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if hint is int or text == "int":
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+        if as_float != int(as_float):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return int(as_float)
+    return str(value)
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'90', '90s', '12m', '1.5h' -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(text))
+    if not match:
+        raise ConfigError(f"max_time: expected a duration like 90s, 12m or 2h, got {text!r}")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "override") -> Any:
+    """Set `section.field` on cfg from a plain value, checking the key and type. Returns the value."""
+    section_name, _, name = key.partition(".")
+    section = getattr(cfg, section_name, None) if name else None
+    if section is None or not dataclasses.is_dataclass(section):
+        raise ConfigError(f"{where}: unknown config key {key!r} (expected section.field)")
+    hints = get_type_hints(type(section))
+    if name not in hints:
+        known = ", ".join(f.name for f in dataclasses.fields(section))
+        raise ConfigError(f"{where}: unknown key {key!r}; {section_name} has: {known}")
+    if key == "train.max_time" and value is not None:
+        value = parse_duration(value)
+    value = _coerce(value, hints[name], f"{where}: {key}")
+    setattr(section, name, value)
+    return value
+
+
+def from_dict(raw: dict[str, Any], where: str) -> ExperimentConfig:
+    """Build a config from nested sections; unknown sections or keys are an error naming `where`."""
+    cfg = ExperimentConfig()
+    preset = raw.get("preset")
+    if preset is not None:
+        if preset not in MODEL_PRESETS:
+            raise ConfigError(f"{where}: unknown preset {preset!r}; known: {', '.join(MODEL_PRESETS)}")
+        for name, value in MODEL_PRESETS[preset].items():
+            setattr(cfg.model, name, value)
+    for section_name, values in raw.items():
+        if section_name in RECIPE_KEYS:
+            continue
+        if not hasattr(cfg, section_name):
+            known = ", ".join(f.name for f in dataclasses.fields(cfg))
+            raise ConfigError(f"{where}: unknown section {section_name!r}; known: {known}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: section {section_name!r} must be a mapping")
+        for name, value in values.items():
+            set_field(cfg, f"{section_name}.{name}", value, where)
+    validate(cfg, where)
+    return cfg
+
+
+def validate(cfg: ExperimentConfig, where: str) -> None:
+    """Value checks that types alone do not catch."""
+    checks = [
+        (cfg.data.source in ("files", "hf", "ding"), "data.source must be files, hf or ding"),
+        (cfg.tokenizer.model_type in ("unigram", "bpe"), "tokenizer.model_type must be unigram or bpe"),
+        (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
+        (cfg.train.precision in ("fp32", "bf16", "fp16"), "train.precision must be fp32, bf16 or fp16"),
+        (cfg.decode.length_penalty in ("gnmt", "length", "none"),
+         "decode.length_penalty must be gnmt, length or none"),
+        (cfg.decode.beam >= 1, "decode.beam must be at least 1"),
+        (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
+        (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
+        (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{where}: {message}")
+
+
+def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
+    """Read a recipe: returns its config and its run keys (exp, steps, translate_examples)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read recipe ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        at = f":{line + 1}" if line is not None else ""
+        raise ConfigError(f"{path}{at}: not valid YAML") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a recipe must be a mapping of sections")
+    cfg = from_dict(raw, str(path))
+    run = {key: raw[key] for key in RECIPE_KEYS if key in raw}
+    for step in run.get("steps", []):
+        if step not in STEPS:
+            raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
+    return cfg, run
+
+
+def save_yaml(cfg: ExperimentConfig) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def load_saved(path: Path) -> ExperimentConfig:
+    """Read the resolved config an experiment holds."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the experiment config ({exc})") from None
+    return from_dict(raw, str(path))

@@ -1,0 +1,253 @@
+"""The experiment directory: every file name in it, atomic writes, the config, the training lock.
+
+Layout (documented in the README):
+
+    EXP/config.yaml            resolved config, written by the first step, read by every later one
+    EXP/overrides.jsonl        every flag that changed a recipe/config value: time, command, key, old, new
+    EXP/tokenizer/spm.model    SentencePiece model (spm.src.model + spm.tgt.model if not joint)
+    EXP/data/{split}.{src,tgt}.ids.npy      token ids of a split, concatenated (memory-mapped)
+    EXP/data/{split}.{src,tgt}.offsets.npy  sentence i is ids[offsets[i]:offsets[i+1]]
+    EXP/data/stats.json        pairs kept/dropped per reason, tokens, mean lengths, tokenizer hash
+    EXP/checkpoints/           step_XXXXXXX.pt, last.pt, best.pt, average.pt
+    EXP/train.jsonl            training log: step, loss, lr, tokens/s, validation metrics
+    EXP/translations/{split}.hyp   detokenized output of `mt evaluate`
+    EXP/scores/{split}.json    BLEU/chrF with sacrebleu signatures
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from mt import config as cfglib
+from mt.config import ExperimentConfig
+from mt.errors import ConfigError, MtError
+
+SPLITS = ("train", "valid", "test")
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path to write to; it becomes `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Experiment:
+    """Knows every file name in an experiment directory; nothing else builds these paths."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    # -- paths ---------------------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def overrides_path(self) -> Path:
+        return self.root / "overrides.jsonl"
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / "tokenizer"
+
+    def spm_prefix(self, side: str) -> Path:
+        """side: "joint", "src" or "tgt"; SentencePiece adds .model/.vocab to this prefix."""
+        return self.tokenizer_dir / ("spm" if side == "joint" else f"spm.{side}")
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    def ids_path(self, split: str, side: str) -> Path:
+        return self.data_dir / f"{split}.{side}.ids.npy"
+
+    def offsets_path(self, split: str, side: str) -> Path:
+        return self.data_dir / f"{split}.{side}.offsets.npy"
+
+    @property
+    def data_stats_path(self) -> Path:
+        return self.data_dir / "stats.json"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.root / "checkpoints"
+
+    def checkpoint_path(self, name: str) -> Path:
+        """"best", "last", "average", "step_100", or a file name under checkpoints/."""
+        if name.startswith("step_") and name[5:].isdigit():
+            name = f"step_{int(name[5:]):07d}"
+        if not name.endswith(".pt"):
+            name += ".pt"
+        return self.checkpoints_dir / name
+
+    def step_checkpoints(self) -> list[Path]:
+        """Periodic checkpoints, oldest first."""
+        return sorted(self.checkpoints_dir.glob("step_*.pt"))
+
+    @property
+    def train_log_path(self) -> Path:
+        return self.root / "train.jsonl"
+
+    def hyp_path(self, split: str) -> Path:
+        return self.root / "translations" / f"{split}.hyp"
+
+    def score_path(self, split: str) -> Path:
+        return self.root / "scores" / f"{split}.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / "train.lock"
+
+    # -- config --------------------------------------------------------------------------------
+    def has_config(self) -> bool:
+        return self.config_path.exists()
+
+    def load_config(self) -> ExperimentConfig:
+        if not self.has_config():
+            raise MtError(
+                f"{self.root}: not an experiment yet (no config.yaml); start with "
+                f"`mt run RECIPE` or `mt train-tokenizer --exp {self.root} ...`"
+            )
+        return cfglib.load_saved(self.config_path)
+
+    def resolve_config(
+        self,
+        overrides: dict[str, Any],
+        base: ExperimentConfig | None = None,
+        persist: bool = True,
+    ) -> ExperimentConfig:
+        """The config for this step: the saved one (or `base` on a new experiment) plus overrides.
+
+        A new experiment gets its config written once. On an existing one, an override that would
+        change a frozen section (data, tokenizer, model) is refused; other overrides are recorded in
+        overrides.jsonl and, with `persist`, saved so that later steps (and resumes) see them.
+        """
+        new = not self.has_config()
+        cfg = (base or ExperimentConfig()) if new else self.load_config()
+        changes = []
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            section, _, name = key.partition(".")
+            old = getattr(getattr(cfg, section, None), name, None)
+            new_value = cfglib.set_field(cfg, key, value, where=f"--{name.replace('_', '-')}")
+            if new_value == old:
+                continue
+            if not new and section in cfglib.FROZEN_SECTIONS:
+                raise ConfigError(
+                    f"{key} is fixed at {old!r} in {self.config_path}; "
+                    f"start a new experiment (--exp) to change it"
+                )
+            changes.append({"key": key, "old": old, "new": new_value})
+        cfglib.validate(cfg, "flags")
+        if new:
+            self.root.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
+        elif changes and persist:
+            write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
+        if changes:
+            self._record_overrides(changes, persisted=persist or new)
+        return cfg
+
+    def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        command = " ".join(["mt", *sys.argv[1:]])
+        lines = [
+            json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
+            for change in changes
+        ]
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.overrides_path, "a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+    # -- lock ----------------------------------------------------------------------------------
+    @contextmanager
+    def training_lock(self) -> Iterator[None]:
+        """Refuse a second trainer on this experiment; take over a lock left by a dead process."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    pid = int(self.lock_path.read_text().strip() or 0)
+                except (OSError, ValueError):
+                    pid = 0
+                if pid and pid != os.getpid() and _pid_alive(pid):
+                    raise MtError(
+                        f"{self.root} is already being trained by process {pid} "
+                        f"(lock {self.lock_path}); wait for it or stop it"
+                    ) from None
+                self.lock_path.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{os.getpid()}\n")
+            break
+        try:
+            yield
+        finally:
+            self.lock_path.unlink(missing_ok=True)
+
+    # -- small readers -------------------------------------------------------------------------
+    def read_json(self, path: Path) -> Any:
+        try:
+            return json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise MtError(f"{path}: unreadable ({exc})") from None
+
+
+def dump_yaml(obj: Any) -> str:
+    return yaml.safe_dump(obj, sort_keys=False)

@@ -1,0 +1,42 @@
+"""Status output: everything here goes to stderr, so stdout carries results only."""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+console = Console(stderr=True, highlight=False)
+quiet = False  # set by the CLI's --quiet
+
+
+def info(message: str) -> None:
+    """One status line on stderr (silenced by --quiet)."""
+    if not quiet:
+        console.print(message)
+
+
+def warn(message: str) -> None:
+    console.print(f"[yellow]warning:[/yellow] {message}")
+
+
+def progress_enabled() -> bool:
+    """Live bars only for a person watching: not with --quiet, not when stderr is a file or pipe."""
+    return not quiet and sys.stderr.isatty()
+
+
+def make_progress(*extra_columns) -> Progress:
+    """A rich progress bar with ETA on stderr; disabled (no output) unless progress_enabled()."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        *extra_columns,
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not progress_enabled(),
+        transient=False,
+    )
