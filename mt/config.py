@@ -2,7 +2,7 @@
 
 A recipe (YAML) or flags fill an `ExperimentConfig`; the first step on a new experiment writes every
 field into the experiment directory, and later steps read it back. Model, tokenizer and data fields
-are frozen once written; training and decoding fields may be overridden per call, and each override
+are frozen once used (see `Experiment.frozen_sections`); training and decoding fields may be overridden per call, and each override
 is recorded (see `mt.experiment`).
 """
 
@@ -124,10 +124,6 @@ class ExperimentConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
-
-# Sections whose fields may not change once the experiment holds them: changing them would
-# silently mix incompatible tokenizers, data and weights.
-FROZEN_SECTIONS = ("data", "tokenizer", "model")
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # The paper's Table 3.

@@ -161,6 +161,17 @@ class Experiment:
             )
         return cfglib.load_saved(self.config_path)
 
+    def frozen_sections(self) -> set[str]:
+        """Sections that can no longer change: what the tokenizer, data or checkpoints were made with."""
+        frozen = set()
+        if self.tokenizer_dir.exists():
+            frozen |= {"data", "tokenizer"}
+        if self.data_dir.exists():
+            frozen.add("data")
+        if self.checkpoints_dir.exists() and any(self.checkpoints_dir.glob("*.pt")):
+            frozen.add("model")
+        return frozen
+
     def resolve_config(
         self,
         overrides: dict[str, Any],
@@ -169,12 +180,24 @@ class Experiment:
     ) -> ExperimentConfig:
         """The config for this step: the saved one (or `base` on a new experiment) plus overrides.
 
-        A new experiment gets its config written once. On an existing one, an override that would
-        change a frozen section (data, tokenizer, model) is refused; other overrides are recorded in
-        overrides.jsonl and, with `persist`, saved so that later steps (and resumes) see them.
+        A new experiment gets its config written once. On an existing one, `base` (a recipe) counts
+        as overrides where it differs from the saved config. An override of a section that is
+        already in use (data and tokenizer once the tokenizer exists, model once a checkpoint does)
+        is refused; other overrides are recorded in overrides.jsonl and, with `persist`, saved so
+        that later steps (and resumes) see them.
         """
         new = not self.has_config()
         cfg = (base or ExperimentConfig()) if new else self.load_config()
+        if not new and base is not None:
+            saved, recipe = cfglib.to_dict(cfg), cfglib.to_dict(base)
+            differing = {
+                f"{section}.{name}": value
+                for section, fields in recipe.items()
+                for name, value in fields.items()
+                if saved[section][name] != value
+            }
+            overrides = {**differing, **overrides}
+        frozen = set() if new else self.frozen_sections()
         changes = []
         for key, value in overrides.items():
             if value is None:
@@ -184,9 +207,9 @@ class Experiment:
             new_value = cfglib.set_field(cfg, key, value, where=f"--{name.replace('_', '-')}")
             if new_value == old:
                 continue
-            if not new and section in cfglib.FROZEN_SECTIONS:
+            if section in frozen:
                 raise ConfigError(
-                    f"{key} is fixed at {old!r} in {self.config_path}; "
+                    f"{key} is fixed at {old!r} in {self.config_path} (already used); "
                     f"start a new experiment (--exp) to change it"
                 )
             changes.append({"key": key, "old": old, "new": new_value})

@@ -1,0 +1,358 @@
+"""The `mt` command: one short function per subcommand that parses flags, calls `mt`, renders.
+
+Results go to stdout; status, progress and errors to stderr. Exit codes: 0 ok, 1 a failure the
+input caused, 2 bad flags or config.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from mt import log
+from mt.errors import ConfigError, MtError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Machine translation with the Transformer (Vaswani et al., 2017): "
+    "train-tokenizer -> binarize -> train -> translate / evaluate, all in one experiment directory.",
+)
+
+_debug = False
+
+Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).")]
+Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: section.field=value.")]
+Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (default: torch's choice).")]
+Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+
+
+@app.callback()
+def _global(
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines or progress bars.")] = False,
+    debug: Annotated[bool, typer.Option(help="Show the traceback of an error.")] = False,
+) -> None:
+    global _debug
+    log.quiet = quiet
+    _debug = debug
+
+
+# -- config plumbing ----------------------------------------------------------------------------
+def _parse_sets(sets: list[str] | None) -> dict[str, str]:
+    overrides = {}
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected section.field=value")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets: list[str] | None,
+            preset: str | None = None, persist: bool = True):
+    """The experiment and its resolved config: saved config (or recipe/defaults) + flags."""
+    from mt import config as cfglib
+    from mt.experiment import Experiment
+
+    exp = Experiment(exp_dir)
+    base = cfglib.load_recipe(recipe)[0] if recipe else None
+    if preset is not None:
+        if preset not in cfglib.MODEL_PRESETS:
+            raise ConfigError(f"--preset {preset!r}: known presets are {', '.join(cfglib.MODEL_PRESETS)}")
+        overrides = {**{f"model.{k}": v for k, v in cfglib.MODEL_PRESETS[preset].items()}, **overrides}
+    overrides = {**overrides, **_parse_sets(sets)}
+    return exp, exp.resolve_config(overrides, base=base, persist=persist)
+
+
+def _threads(threads: int | None) -> None:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def _data_overrides(**flags) -> dict[str, Any]:
+    return {f"data.{name}": value for name, value in flags.items() if value is not None}
+
+
+# -- subcommands --------------------------------------------------------------------------------
+@app.command("train-tokenizer")
+def train_tokenizer_cmd(
+    exp: Exp,
+    recipe: Recipe = None,
+    src_lang: Annotated[Optional[str], typer.Option(help="Source language code, e.g. de.")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(help="Target language code, e.g. en.")] = None,
+    train_src: Annotated[Optional[str], typer.Option(help="Training source text (.gz ok).")] = None,
+    train_tgt: Annotated[Optional[str], typer.Option(help="Training target text, aligned by line.")] = None,
+    valid_src: Annotated[Optional[str], typer.Option()] = None,
+    valid_tgt: Annotated[Optional[str], typer.Option()] = None,
+    test_src: Annotated[Optional[str], typer.Option()] = None,
+    test_tgt: Annotated[Optional[str], typer.Option()] = None,
+    train_prefix: Annotated[Optional[str], typer.Option(help="fairseq style: PREFIX.SRC_LANG + PREFIX.TGT_LANG.")] = None,
+    valid_prefix: Annotated[Optional[str], typer.Option()] = None,
+    test_prefix: Annotated[Optional[str], typer.Option()] = None,
+    hf_dataset: Annotated[Optional[str], typer.Option(help="Hugging Face dataset name, e.g. bentrevett/multi30k.")] = None,
+    hf_config: Annotated[Optional[str], typer.Option(help="Dataset config, e.g. de-en.")] = None,
+    ding: Annotated[bool, typer.Option(help="Use the Ding dictionary (Debian trans-de-en).")] = False,
+    vocab_size: Annotated[Optional[int], typer.Option(help="SentencePiece vocabulary size.")] = None,
+    model_type: Annotated[Optional[str], typer.Option(help="unigram or bpe.")] = None,
+    separate_vocab: Annotated[bool, typer.Option(help="One vocabulary per side instead of a joint one.")] = False,
+    sets: Sets = None,
+) -> None:
+    """Train the SentencePiece model on the training corpus (joint source+target by default)."""
+    from mt.tokenizer import train_tokenizer
+
+    paths = dict(train_src=train_src, train_tgt=train_tgt, valid_src=valid_src, valid_tgt=valid_tgt,
+                 test_src=test_src, test_tgt=test_tgt, train_prefix=train_prefix,
+                 valid_prefix=valid_prefix, test_prefix=test_prefix)
+    paths = {k: str(Path(v).resolve()) for k, v in paths.items() if v is not None}
+    overrides = _data_overrides(src_lang=src_lang, tgt_lang=tgt_lang, hf_name=hf_dataset, hf_config=hf_config, **paths)
+    if paths:
+        overrides["data.source"] = "files"
+    if hf_dataset:
+        overrides["data.source"] = "hf"
+    if ding:
+        overrides["data.source"] = "ding"
+    overrides.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
+    if separate_vocab:
+        overrides["tokenizer.joint"] = False
+    experiment, cfg = _config(exp, recipe, overrides, sets)
+    summary = train_tokenizer(experiment, cfg)
+    log.info(f"tokenizer written to {experiment.tokenizer_dir}: {summary}")
+
+
+@app.command()
+def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None) -> None:
+    """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
+    from mt.binarize import binarize as run_binarize
+
+    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len}, sets)
+    stats = run_binarize(experiment, cfg)
+    _print_data_table(stats)
+
+
+@app.command()
+def train(
+    exp: Exp,
+    recipe: Recipe = None,
+    preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch.")] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
+    max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs.")] = None,
+    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate (default: the paper's d^-0.5 * warmup^-0.5).")] = None,
+    warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warmup steps.")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32, bf16 or fp16 (CUDA).")] = None,
+    seed: Annotated[Optional[int], typer.Option()] = None,
+    sets: Sets = None,
+    threads: Threads = None,
+    device: Device = "cpu",
+) -> None:
+    """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
+    from mt.train import train as run_train
+
+    overrides = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
+                 "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.precision": precision,
+                 "train.seed": seed}
+    experiment, cfg = _config(exp, recipe, overrides, sets, preset=preset)
+    _threads(threads)
+    summary = run_train(experiment, cfg, device=device)
+    log.info(
+        f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
+        + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
+    )
+
+
+def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens) -> dict[str, Any]:
+    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty,
+            "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}
+
+
+Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default 4 as the paper.")]
+Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default 0.6 as the paper.")]
+Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
+MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
+MaxLenB = Annotated[Optional[int], typer.Option()]
+DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
+Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, step_N or a .pt file.")]
+
+
+@app.command()
+def translate(
+    exp: Exp,
+    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option(help="Replace --output if it exists.")] = False,
+    buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,
+    checkpoint: Checkpoint = None,
+    beam: Beam = None,
+    alpha: Alpha = None,
+    length_penalty: Penalty = None,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
+    batch_tokens: DecodeTokens = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
+    device: Device = "cpu",
+) -> None:
+    """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line."""
+    from mt.experiment import atomic_path
+    from mt.translate import Translator
+
+    if buffer < 1:
+        raise ConfigError("--buffer must be at least 1")
+    if output is not None and output.exists() and not force:
+        raise MtError(f"{output}: exists; choose another --output or add --force")
+    experiment, cfg = _config(exp, None, _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens), None, persist=False)
+    _threads(threads)
+    translator = Translator(experiment, cfg, checkpoint, device)
+    source = _open_input(input)
+    if output is None:
+        def write(line: str) -> None:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        translator.stream(source, write, buffer)
+        return
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        translator.stream(source, lambda line: handle.write(line + "\n"), buffer)
+
+
+def _open_input(path: Path | None):
+    """Lines of a file or of stdin, read as they arrive; invalid UTF-8 is an error naming the line."""
+    stream = open(path, "rb") if path is not None else sys.stdin.buffer
+    name = str(path) if path is not None else "<stdin>"
+
+    def lines():
+        for number, raw in enumerate(iter(stream.readline, b""), start=1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise MtError(f"{name}:{number}: not valid UTF-8") from None
+    if path is not None and not path.is_file():
+        raise MtError(f"{path}: no such input file")
+    return lines()
+
+
+@app.command()
+def evaluate(
+    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.")] = None,
+    split: Annotated[str, typer.Option(help="valid or test.")] = "test",
+    hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
+    ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
+    checkpoint: Checkpoint = None,
+    beam: Beam = None,
+    alpha: Alpha = None,
+    length_penalty: Penalty = None,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
+    batch_tokens: DecodeTokens = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
+    device: Device = "cpu",
+) -> None:
+    """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
+    import json
+
+    from mt import evaluate as ev
+
+    if hyp is not None or ref is not None:
+        if hyp is None or ref is None:
+            raise ConfigError("--hyp and --ref go together")
+        scores = ev.score(ev.read_lines(hyp), ev.read_lines(ref))
+    else:
+        if exp is None:
+            raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
+        if split not in ("train", "valid", "test"):
+            raise ConfigError(f"--split {split!r}: expected valid or test")
+        experiment, cfg = _config(exp, None, _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens), None, persist=False)
+        _threads(threads)
+        scores = ev.evaluate_split(experiment, cfg, split, checkpoint, device)
+    if json_out:
+        print(json.dumps(scores))
+    else:
+        print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+        print(scores["bleu_signature"])
+        print(scores["chrf_signature"])
+
+
+@app.command()
+def run(
+    recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML).")],
+    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment directory (default: the recipe's exp).")] = None,
+    sets: Sets = None,
+    threads: Threads = None,
+    device: Device = "cpu",
+) -> None:
+    """Run a recipe's steps in order into its experiment, skipping steps already done."""
+    from mt.run import run_recipe
+
+    _threads(threads)
+    run_recipe(recipe, exp, _parse_sets(sets), device=device, print_result=print)
+
+
+@app.command()
+def info(
+    exp: Exp,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """What the experiment holds: config, data, checkpoints, scores."""
+    import json
+
+    from mt.experiment import Experiment
+    from mt.info import experiment_info
+
+    summary = experiment_info(Experiment(exp))
+    if json_out:
+        print(json.dumps(summary, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for title, rows in summary.items():
+        if not rows:
+            continue
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("key", style="bold")
+        table.add_column("value")
+        for key, value in rows.items():
+            table.add_row(str(key), str(value))
+        console.print(table)
+
+
+def _print_data_table(stats: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title="binarized data")
+    for column in ("split", "pairs in", "kept", "dropped empty", "dropped too long", "src tokens", "tgt tokens", "mean src len", "mean tgt len"):
+        table.add_column(column, justify="right" if column != "split" else "left")
+    for split, s in stats.get("splits", stats).items():
+        if not isinstance(s, dict) or "kept" not in s:
+            continue
+        table.add_row(split, f"{s['pairs_in']:,}", f"{s['kept']:,}", f"{s['dropped']['empty']:,}",
+                      f"{s['dropped']['too_long']:,}", f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}",
+                      f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}")
+    log.console.print(table)
+
+
+def main() -> None:
+    """Console entry point: MtError becomes one line on stderr and an exit code."""
+    try:
+        app()
+    except MtError as exc:
+        if _debug or os.environ.get("MT_DEBUG"):
+            traceback.print_exc()
+        log.console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        log.console.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

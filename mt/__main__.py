@@ -1,0 +1,5 @@
+"""`python -m mt ...` (and `torchrun -m mt ...`) runs the same command line as `mt`."""
+
+from cli.main import main
+
+main()

@@ -1,0 +1,60 @@
+"""`mt info`: what an experiment holds, as plain sections of key -> value."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mt.experiment import Experiment
+
+
+def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
+    cfg = exp.load_config()
+    data = cfg.data
+    corpus = {"files": f"{data.train_src or data.train_prefix}", "hf": f"{data.hf_name} {data.hf_config or ''}",
+              "ding": data.ding_path}[data.source]
+    sections: dict[str, dict[str, Any]] = {
+        "experiment": {
+            "directory": str(exp.root),
+            "direction": f"{data.src_lang} -> {data.tgt_lang}",
+            "corpus": f"{data.source}: {corpus}",
+            "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
+            + ("" if exp.tokenizer_dir.exists() else " (not trained)"),
+            "model": f"{cfg.model.enc_layers}+{cfg.model.dec_layers} layers, d_model {cfg.model.d_model}, "
+            f"d_ff {cfg.model.d_ff}, {cfg.model.n_heads} heads, dropout {cfg.model.dropout}"
+            + (", pre-norm" if cfg.model.pre_norm else ""),
+            "training": f"max_tokens {cfg.train.max_tokens}, warmup {cfg.train.warmup_steps}, "
+            f"label smoothing {cfg.train.label_smoothing}, {cfg.train.precision}",
+            "decoding": f"beam {cfg.decode.beam}, alpha {cfg.decode.alpha} ({cfg.decode.length_penalty})",
+        }
+    }
+    stats = exp.read_json(exp.data_stats_path) if exp.data_stats_path.exists() else None
+    sections["data"] = {}
+    for split, s in ((stats or {}).get("splits") or {}).items():
+        sections["data"][split] = (
+            f"{s['kept']:,} pairs kept of {s['pairs_in']:,}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
+        )
+    sections["checkpoints"] = {}
+    if exp.checkpoints_dir.exists():
+        for path in sorted(exp.checkpoints_dir.glob("*.pt")):
+            sections["checkpoints"][path.stem] = f"{path.stat().st_size / 1e6:.1f} MB"
+    sections["training"] = {}
+    if exp.train_log_path.exists():
+        records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines() if line.strip()]
+        train_records = [r for r in records if "loss" in r]
+        valid_records = [r for r in records if "valid_nll" in r]
+        if train_records:
+            last = train_records[-1]
+            sections["training"]["last step"] = last["step"]
+            sections["training"]["train loss / ppl"] = f"{last['loss']:.3f} / {last['ppl']:.2f}"
+            sections["training"]["tgt tokens/s"] = f"{last['tgt_tokens_per_s']:.0f}"
+            sections["training"]["hours"] = f"{last['elapsed'] / 3600:.2f}"
+        if valid_records:
+            best = min(valid_records, key=lambda r: r["valid_nll"])
+            sections["training"]["best valid ppl"] = f"{best['valid_ppl']:.2f} (step {best['step']})"
+    sections["scores"] = {}
+    for split in ("valid", "test"):
+        scores = exp.read_json(exp.score_path(split))
+        if scores:
+            sections["scores"][split] = f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {scores['bleu_signature']}"
+    return sections

@@ -1,0 +1,182 @@
+"""Greedy and beam search over `model.encode()` / `model.decode()` with an incremental cache.
+
+Beam search as in Sec. 6.1 of the paper: beam size 4 and length penalty alpha 0.6, the GNMT penalty
+lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al., 2016); |Y| counts the generated tokens including EOS.
+Beams are laid out as (sentences x beam) rows of one tensor; the encoder runs once per sentence and
+its output is shared by the beams. A sentence leaves the batch when it has `beam` finished
+hypotheses, when no live hypothesis can still beat its best finished one, or at its maximum length
+(a * source length + b; the paper: source length + 50).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # generated ids, EOS not included
+    score: float  # log-probability / length penalty: what the search ranks by
+    logprob: float  # sum of token log-probabilities, EOS included
+
+
+def length_penalty(length: torch.Tensor | float, alpha: float, kind: str) -> torch.Tensor | float:
+    """The divisor of a hypothesis' log-probability; `length` counts tokens including EOS."""
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if kind == "length":  # fairseq, Marian, CTranslate2
+        return length**alpha
+    if kind == "none":
+        return length * 0 + 1.0
+    raise ValueError(f"unknown length penalty {kind!r}")
+
+
+def max_lengths(src_ids: torch.Tensor, a: float, b: int, limit: int) -> torch.Tensor:
+    """Maximum number of generated tokens (EOS included) per sentence: a * source length + b."""
+    src_len = (src_ids != PAD_ID).sum(dim=1) - 1  # without the source EOS
+    return (src_len.float() * a + b).long().clamp(min=1, max=limit)
+
+
+def _step_logprobs(model, tokens, memory, src_mask, cache) -> torch.Tensor:
+    """Log-probabilities of the next token for each row, (rows, vocab), in float32."""
+    if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
+        logits = model.decode(tokens, memory, src_mask)[:, -1]
+    else:
+        logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    logprobs[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
+    logprobs[:, BOS_ID] = -torch.inf
+    return logprobs
+
+
+def _force_eos(logprobs: torch.Tensor, rows: torch.Tensor) -> None:
+    """Rows at their length limit may only end: every token but EOS gets -inf."""
+    if rows.any():
+        eos = logprobs[rows, EOS_ID].clone()
+        logprobs[rows] = -torch.inf
+        logprobs[rows, EOS_ID] = eos
+
+
+@torch.no_grad()
+def greedy_search(model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
+    """The most probable token at every step, for each sentence of src_ids (batch, src_len)."""
+    model.eval()
+    batch = src_ids.size(0)
+    memory, src_mask = model.encode(src_ids)
+    limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
+    cache = model.new_cache()
+    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src_ids.device)
+    logprob = torch.zeros(batch, device=src_ids.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
+    for step in range(int(limit.max())):
+        logprobs = _step_logprobs(model, tokens, memory, src_mask, cache)
+        _force_eos(logprobs, step + 1 >= limit)
+        best, token = logprobs.max(dim=-1)
+        token = torch.where(done, PAD_ID, token)
+        logprob += torch.where(done, 0.0, best)
+        tokens = torch.cat([tokens, token[:, None]], dim=1)
+        done |= token == EOS_ID
+        if done.all():
+            break
+    hyps = []
+    for row in range(batch):
+        ids = tokens[row, 1:].tolist()
+        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+        hyps.append(Hypothesis(ids, float(logprob[row]), float(logprob[row])))
+    return hyps
+
+
+@torch.no_grad()
+def beam_search(
+    model,
+    src_ids: torch.Tensor,  # (batch, src_len), each source ending in EOS, right-padded
+    beam: int = 4,
+    alpha: float = 0.6,
+    penalty: str = "gnmt",
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    nbest: int = 1,
+    use_cache: bool = True,
+) -> list[list[Hypothesis]]:
+    """The `nbest` best hypotheses of each sentence, best first."""
+    model.eval()
+    device = src_ids.device
+    batch = src_ids.size(0)
+    nbest = min(nbest, beam)
+    memory, src_mask = model.encode(src_ids)
+    limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
+    # Every beam row of a sentence reads the same encoder output.
+    memory = memory.repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
+    src_mask = src_mask.repeat_interleave(beam, dim=0)
+    cache = model.new_cache() if use_cache else None
+    tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+    # Only the first beam of each sentence is live at the start; the others would duplicate it.
+    scores = torch.full((batch, beam), -torch.inf, device=device)
+    scores[:, 0] = 0.0
+    active = torch.arange(batch, device=device)  # original index of each sentence still searching
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    step = 0
+    while active.numel() > 0:
+        step += 1
+        logprobs = _step_logprobs(model, tokens, memory, src_mask, cache)  # (rows, vocab)
+        vocab = logprobs.size(1)
+        _force_eos(logprobs, (step >= limit[active]).repeat_interleave(beam))
+        candidates = (scores.view(-1, 1) + logprobs).view(len(active), beam * vocab)
+        top_scores, top_ids = candidates.topk(min(2 * beam, beam * vocab), dim=1)
+        top_beam, top_token = top_ids // vocab, top_ids % vocab
+
+        _finish(finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step)
+        # The next beams: the best `beam` candidates that did not end (at most `beam` of 2*beam can).
+        is_eos = top_token == EOS_ID
+        rank = torch.arange(top_ids.size(1), device=device).expand_as(top_ids)
+        keep = (rank + is_eos * top_ids.size(1)).argsort(dim=1)[:, :beam]
+        scores = top_scores.gather(1, keep)
+        rows = (torch.arange(len(active), device=device)[:, None] * beam + top_beam.gather(1, keep)).view(-1)
+        tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
+
+        still = _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty)
+        rows = rows.view(len(active), beam)[still].view(-1)
+        if not still.all():
+            keep_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
+            tokens, scores, active = tokens[keep_rows], scores[still], active[still]
+            memory, src_mask = memory[rows], src_mask[rows]
+        if cache is not None:
+            model.reorder_cache(cache, rows)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _finish(finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step) -> None:
+    """Set aside hypotheses that end with EOS among each sentence's `beam` best candidates."""
+    ended = (top_token[:, :beam] == EOS_ID) & torch.isfinite(top_scores[:, :beam])
+    if not ended.any():
+        return
+    divisor = float(length_penalty(float(step), alpha, penalty))
+    for s, j in ended.nonzero().tolist():
+        sentence = int(active[s])
+        row = s * beam + int(top_beam[s, j])
+        logprob = float(top_scores[s, j])
+        finished[sentence].append(Hypothesis(tokens[row, 1:].tolist(), logprob / divisor, logprob))
+
+
+def _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty) -> torch.Tensor:
+    """Which active sentences go on: not at their length limit, fewer than `beam` finished
+    hypotheses, and a live hypothesis that could still beat the `nbest`-th finished one."""
+    still = step < limit[active]
+    # Log-probabilities only fall as a hypothesis grows, and the penalty only grows up to the
+    # length limit, so score / lp(limit) bounds what a live hypothesis can still reach.
+    best_live = scores.max(dim=1).values / length_penalty(limit[active].float(), alpha, penalty)
+    for s, sentence in enumerate(active.tolist()):
+        done = finished[sentence]
+        if len(done) >= beam:
+            still[s] = False
+        elif len(done) >= nbest:
+            kth = sorted((h.score for h in done), reverse=True)[nbest - 1]
+            if float(best_live[s]) <= kth:
+                still[s] = False
+    return still

@@ -1,0 +1,121 @@
+"""Token-based batching: budget, coverage, determinism, padding; collate's BOS/EOS/PAD layout."""
+
+import numpy as np
+import pytest
+import torch
+
+from mt.batching import ROWS_MULTIPLE, collate, make_batches, pad_fraction
+from mt.binarize import ParallelData
+from mt.experiment import Experiment
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def random_lengths(n=5000, seed=0):
+    """Target lengths loosely following source lengths, as in real parallel text."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(1, 60, n)
+    tgt = np.clip((src * rng.uniform(0.7, 1.4, n)).astype(np.int64), 1, None)
+    return src, tgt
+
+
+def padded_size(batch, src, tgt):
+    return len(batch) * max(src[batch].max() + 1, tgt[batch].max() + 1)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_batches_cover_every_index_once_within_budget(shuffle):
+    src, tgt = random_lengths()
+    batches = make_batches(src, tgt, max_tokens=1000, seed=1, epoch=1, shuffle=shuffle)
+    np.testing.assert_array_equal(np.sort(np.concatenate(batches)), np.arange(len(src)))
+    assert all(padded_size(b, src, tgt) <= 1000 for b in batches)
+    assert all(len(b) % ROWS_MULTIPLE == 0 for b in batches if len(b) >= ROWS_MULTIPLE)
+
+
+def test_batches_are_deterministic_and_differ_between_epochs():
+    src, tgt = random_lengths()
+    first = make_batches(src, tgt, 1000, seed=3, epoch=1)
+    again = make_batches(src, tgt, 1000, seed=3, epoch=1)
+    assert len(first) == len(again) and all(np.array_equal(a, b) for a, b in zip(first, again))
+    other = make_batches(src, tgt, 1000, seed=3, epoch=2)
+    assert [b.tolist() for b in first] != [b.tolist() for b in other]
+    assert make_batches(src, tgt, 1000, seed=4, epoch=1)[0].tolist() != first[0].tolist()
+
+
+def test_unshuffled_batches_are_in_length_order():
+    src, tgt = random_lengths()
+    batches = make_batches(src, tgt, 1000, seed=1, epoch=1, shuffle=False)
+    order = np.concatenate(batches)
+    assert np.all(np.diff(tgt[order]) >= 0)
+
+
+def test_over_long_pair_gets_its_own_batch():
+    src = np.array([3, 4, 500, 5, 2])
+    tgt = np.array([3, 5, 7, 4, 600])
+    batches = make_batches(src, tgt, max_tokens=100, seed=1, epoch=1)
+    assert sorted(b.tolist() for b in batches if len(b) == 1 and b[0] in (2, 4)) == [[2], [4]]
+    np.testing.assert_array_equal(np.sort(np.concatenate(batches)), np.arange(5))
+
+
+def test_length_bucketing_keeps_padding_low():
+    src, tgt = random_lengths()
+    batches = make_batches(src, tgt, 2000, seed=1, epoch=1)
+    src_pad, tgt_pad = pad_fraction(batches, src, tgt)
+    assert 0.0 <= tgt_pad < 0.05 and 0.0 <= src_pad < 0.4
+    rng = np.random.default_rng(0)
+    unsorted = np.array_split(rng.permutation(len(src)), len(batches))
+    assert pad_fraction(unsorted, src, tgt)[1] > 0.3  # what bucketing saves
+    assert make_batches(np.array([], int), np.array([], int), 100, 1, 1) == []
+
+
+def write_data(exp, split, src_seqs, tgt_seqs):
+    """Binarized arrays in the layout binarize writes, from hand-made id sequences."""
+    exp.data_dir.mkdir(parents=True)
+    for side, seqs in (("src", src_seqs), ("tgt", tgt_seqs)):
+        offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+        np.save(exp.ids_path(split, side), np.array([i for s in seqs for i in s], dtype=np.uint16))
+        np.save(exp.offsets_path(split, side), offsets)
+
+
+def test_collate_places_bos_eos_and_padding(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    src_seqs = [[10, 11, 12], [20], [30, 31, 32, 33, 34]]
+    tgt_seqs = [[40, 41], [50, 51, 52, 53], [60]]
+    write_data(exp, "train", src_seqs, tgt_seqs)
+    data = ParallelData(exp, "train")
+    batch = collate(data, np.array([2, 0, 1]))
+    assert batch.size == 3 and batch.indices.tolist() == [2, 0, 1]
+    P, B, E = PAD_ID, BOS_ID, EOS_ID
+    assert batch.src_ids.dtype == torch.long
+    assert batch.src_ids.tolist() == [
+        [30, 31, 32, 33, 34, E],
+        [10, 11, 12, E, P, P],
+        [20, E, P, P, P, P],
+    ]
+    assert batch.tgt_in.tolist() == [
+        [B, 60, P, P, P],
+        [B, 40, 41, P, P],
+        [B, 50, 51, 52, 53],
+    ]
+    assert batch.tgt_out.tolist() == [
+        [60, E, P, P, P],
+        [40, 41, E, P, P],
+        [50, 51, 52, 53, E],
+    ]
+    assert batch.n_src_tokens == 9 + 3 and batch.n_tgt_tokens == 7 + 3
+
+
+def test_collate_over_make_batches_matches_lengths(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    rng = np.random.default_rng(5)
+    src_seqs = [rng.integers(4, 300, rng.integers(1, 20)).tolist() for _ in range(200)]
+    tgt_seqs = [rng.integers(4, 300, rng.integers(1, 20)).tolist() for _ in range(200)]
+    write_data(exp, "valid", src_seqs, tgt_seqs)
+    data = ParallelData(exp, "valid")
+    for indices in make_batches(data.src_lens, data.tgt_lens, 256, seed=1, epoch=1):
+        batch = collate(data, indices)
+        assert batch.src_ids.numel() <= 256 or batch.size == 1
+        assert batch.n_src_tokens == int(data.src_lens[indices].sum()) + batch.size
+        assert batch.n_tgt_tokens == int(data.tgt_lens[indices].sum()) + batch.size
+        i = int(indices[0])
+        assert batch.tgt_out[0, : data.tgt_lens[i]].tolist() == tgt_seqs[i]
+        assert batch.tgt_in[0, 1 : data.tgt_lens[i] + 1].tolist() == tgt_seqs[i]

@@ -1,0 +1,63 @@
+"""mt.evaluate: sacrebleu scores and signatures, and reading hypothesis/reference files."""
+
+from __future__ import annotations
+
+import pytest
+import sacrebleu
+
+from mt.errors import MtError
+from mt.evaluate import read_lines, score
+
+REFS = [
+    "The cat sat on the mat.",
+    "There is a dog in the garden, and it is barking loudly.",
+    "We will meet again tomorrow morning at nine o'clock.",
+]
+HYPS = [
+    "The cat sat on a mat.",
+    "A dog is in the garden and it barks loudly.",
+    "We meet again tomorrow at nine in the morning.",
+]
+
+
+def test_identical_text_scores_100():
+    scores = score(REFS, REFS)
+    assert scores["bleu"] == pytest.approx(100.0)
+    assert scores["chrf"] == pytest.approx(100.0)
+    assert scores["sentences"] == 3
+
+
+def test_matches_sacrebleu_directly():
+    scores = score(HYPS, REFS)
+    bleu = sacrebleu.corpus_bleu(HYPS, [REFS])
+    chrf = sacrebleu.corpus_chrf(HYPS, [REFS])
+    assert scores["bleu"] == pytest.approx(bleu.score)
+    assert scores["chrf"] == pytest.approx(chrf.score)
+    assert scores["bleu_detail"] == str(bleu)
+    assert 0.0 < scores["bleu"] < 100.0
+
+
+def test_signatures():
+    scores = score(HYPS, REFS)
+    assert "nrefs:1" in scores["bleu_signature"] and "tok:13a" in scores["bleu_signature"]
+    assert "nrefs:1" in scores["chrf_signature"] and "nc:6" in scores["chrf_signature"]
+    assert f"version:{sacrebleu.__version__}" in scores["bleu_signature"]
+
+
+def test_mismatched_or_empty():
+    with pytest.raises(MtError, match="3 hypotheses but 2 references"):
+        score(HYPS, REFS[:2])
+    with pytest.raises(MtError, match="nothing to score"):
+        score([], [])
+
+
+def test_read_lines(tmp_path):
+    path = tmp_path / "hyp.en"
+    path.write_bytes("Grüße aus Köln\r\n\nzwei\n".encode("utf-8"))
+    assert read_lines(path) == ["Grüße aus Köln", "", "zwei"]
+    bad = tmp_path / "bad.en"
+    bad.write_bytes(b"ok\n\xc3\x28 broken\n")
+    with pytest.raises(MtError, match=r"bad\.en:2: not valid UTF-8"):
+        read_lines(bad)
+    with pytest.raises(MtError, match=r"missing\.en: no such file"):
+        read_lines(tmp_path / "missing.en")

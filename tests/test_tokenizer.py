@@ -1,0 +1,133 @@
+"""SentencePiece training and loading: fixed special ids, round trips, byte fallback, clean errors."""
+
+import hashlib
+import itertools
+import random
+
+import pytest
+
+from mt.config import DataConfig, ExperimentConfig, TokenizerConfig
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.tokenizer import (
+    BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, load_tokenizers, model_path, train_spm, train_tokenizer,
+)
+
+SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein kleines Mädchen", "A little girl"),
+            ("Ein Junge", "A boy"), ("Ein älterer Herr", "An older gentleman"), ("Ein Hund", "A dog"),
+            ("Ein Radfahrer", "A cyclist"), ("Eine Musikerin", "A musician")]
+CLOTHES = [("mit einem roten Hemd", "in a red shirt"), ("mit blauer Jacke", "in a blue jacket"),
+           ("mit einem gelben Hut", "with a yellow hat"), ("mit Sonnenbrille", "with sunglasses"), ("", "")]
+VERBS = [("läuft", "walks"), ("sitzt", "sits"), ("wartet", "waits"), ("spielt", "plays"),
+         ("steht", "stands"), ("schläft", "sleeps"), ("tanzt", "dances")]
+PLACES = [("auf der Straße", "on the street"), ("im Park", "in the park"), ("am Strand", "on the beach"),
+          ("vor einem Geschäft", "in front of a shop"), ("neben dem Brunnen", "next to the fountain"),
+          ("unter einem großen Baum", "under a big tree"), ("in der Küche", "in the kitchen"),
+          ("auf einer Bühne", "on a stage")]
+VOCAB = 320  # this corpus allows about 300 (characters + 256 bytes) to 380 pieces
+
+
+def sentence_pairs(n: int = 400, seed: int = 0) -> tuple[list[str], list[str]]:
+    """German/English pairs like Multi30k captions, from word lists."""
+    combos = list(itertools.product(SUBJECTS, CLOTHES, VERBS, PLACES))
+    random.Random(seed).shuffle(combos)
+    src, tgt = [], []
+    for parts in combos[:n]:
+        src.append(" ".join(p[0] for p in parts if p[0]) + ".")
+        tgt.append(" ".join(p[1] for p in parts if p[1]) + ".")
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    src, tgt = sentence_pairs()
+    prefix = tmp_path_factory.mktemp("tok") / "spm"
+    train_spm(src + tgt, prefix, TokenizerConfig(vocab_size=VOCAB))
+    return Tokenizer.load(model_path(prefix))
+
+
+def files_config(tmp_path, vocab_size=VOCAB, joint=True, byte_fallback=True) -> ExperimentConfig:
+    src, tgt = sentence_pairs()
+    (tmp_path / "train.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    return ExperimentConfig(
+        data=DataConfig(source="files", train_src=str(tmp_path / "train.de"), train_tgt=str(tmp_path / "train.en")),
+        tokenizer=TokenizerConfig(vocab_size=vocab_size, joint=joint, byte_fallback=byte_fallback),
+    )
+
+
+def test_special_ids_are_fixed(tokenizer):
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    assert tokenizer.pieces([PAD_ID, UNK_ID, BOS_ID, EOS_ID]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tokenizer.vocab_size == VOCAB
+    assert tokenizer.sha256 == hashlib.sha256(tokenizer.path.read_bytes()).hexdigest()
+
+
+def test_encode_decode_round_trip(tokenizer):
+    src, tgt = sentence_pairs(50, seed=1)
+    ids = tokenizer.encode(src + tgt)
+    assert all(seq and min(seq) > EOS_ID for seq in ids)  # no BOS/EOS/UNK added
+    assert tokenizer.decode(ids) == src + tgt
+    assert tokenizer.encode([""]) == [[]]
+    assert tokenizer.decode([]) == []
+
+
+def test_decode_drops_special_ids(tokenizer):
+    ids = tokenizer.encode(["Ein Hund spielt im Park."])[0]
+    assert tokenizer.decode([[BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]]) == ["Ein Hund spielt im Park."]
+
+
+def test_byte_fallback_keeps_unseen_characters(tokenizer):
+    line = "Ein Schneemann ☃ steht vor dem Café."
+    ids = tokenizer.encode([line])[0]
+    assert UNK_ID not in ids
+    assert any(piece.startswith("<0x") for piece in tokenizer.pieces(ids))
+    assert tokenizer.decode([ids]) == [line]
+
+
+def test_vocab_too_large_is_one_clean_error(tmp_path):
+    src, tgt = sentence_pairs()
+    with pytest.raises(MtError, match=r"--vocab-size 9000 is too large .* at most \d+") as info:
+        train_spm(src + tgt, tmp_path / "spm", TokenizerConfig(vocab_size=9000))
+    assert "\n" not in str(info.value)
+    assert not list(tmp_path.glob("spm*"))
+    with pytest.raises(MtError, match=r"--vocab-size 100 is too small .* at least \d+"):
+        train_spm(src + tgt, tmp_path / "spm", TokenizerConfig(vocab_size=100))
+
+
+def test_load_missing_or_corrupt_names_the_file(tmp_path):
+    with pytest.raises(MtError, match="nope.model: tokenizer model not found"):
+        Tokenizer.load(tmp_path / "nope.model")
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(b"not a protobuf")
+    with pytest.raises(MtError, match="bad.model: not a SentencePiece model"):
+        Tokenizer.load(bad)
+
+
+def test_train_tokenizer_step_joint_and_refuses_overwrite(tmp_path):
+    cfg = files_config(tmp_path)
+    exp = Experiment(tmp_path / "exp")
+    summary = train_tokenizer(exp, cfg)
+    assert summary["vocab_size"] == {"joint": VOCAB}
+    assert summary["sentences"] == {"src": 400, "tgt": 400}
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    assert src_tok is tgt_tok
+    before = model_path(exp.spm_prefix("joint")).read_bytes()
+    with pytest.raises(MtError, match="already has a tokenizer; nothing overwritten"):
+        train_tokenizer(exp, cfg)
+    assert model_path(exp.spm_prefix("joint")).read_bytes() == before
+    assert not [p for p in exp.tokenizer_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_train_tokenizer_step_separate_vocabularies(tmp_path):
+    cfg = files_config(tmp_path, vocab_size=60, joint=False, byte_fallback=False)
+    exp = Experiment(tmp_path / "exp")
+    assert train_tokenizer(exp, cfg)["vocab_size"] == {"src": 60, "tgt": 60}
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    assert src_tok.path.name == "spm.src.model" and tgt_tok.path.name == "spm.tgt.model"
+    assert src_tok.sha256 != tgt_tok.sha256
+
+
+def test_load_tokenizers_without_model_points_to_train_tokenizer(tmp_path):
+    with pytest.raises(MtError, match="mt train-tokenizer"):
+        load_tokenizers(Experiment(tmp_path / "exp"), ExperimentConfig())
