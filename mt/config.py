@@ -262,11 +262,29 @@ def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe must be a mapping of sections")
     cfg = from_dict(raw, str(path))
+    _absolute_data_paths(cfg)
     run = {key: raw[key] for key in RECIPE_KEYS if key in raw}
     for step in run.get("steps", []):
         if step not in STEPS:
             raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
     return cfg, run
+
+
+DATA_PATH_FIELDS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt",
+                    "train_prefix", "valid_prefix", "test_prefix", "ding_path")
+
+
+def _absolute_data_paths(cfg: ExperimentConfig) -> None:
+    """Relative corpus paths in a recipe are relative to where `mt` runs; the saved config holds
+    absolute ones so that later steps work from any directory."""
+    for name in DATA_PATH_FIELDS:
+        value = getattr(cfg.data, name)
+        if value and not Path(value).is_absolute():
+            setattr(cfg.data, name, str(Path(value).resolve()))
+    if cfg.data.hf_data_files:
+        cfg.data.hf_data_files = {
+            split: str(Path(f).resolve()) if "://" not in f else f for split, f in cfg.data.hf_data_files.items()
+        }
 
 
 def save_yaml(cfg: ExperimentConfig) -> str:

@@ -29,6 +29,45 @@ from mt.model import Transformer, build_model, count_parameters
 from mt.tokenizer import PAD_ID, load_tokenizers
 
 
+def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Per-row smoothed cross entropy and NLL from logits, with the gradient written out.
+
+    With q the smoothed target distribution, the gradient w.r.t. the logits is softmax - q: one
+    (tokens, vocab) tensor in the backward pass instead of the several that log_softmax, gather and
+    masking would keep alive (the output layer is the largest activation of this model).
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target, epsilon: float, pad_id: int):
+        z = _at_least_fp32(logits)  # (n, vocab)
+        lse = torch.logsumexp(z, dim=-1)  # (n,)
+        keep = (target != pad_id).to(z.dtype)
+        nll = (lse - z.gather(1, target[:, None]).squeeze(1)) * keep
+        # Mean of -log p over the V - 1 non-pad classes.
+        uniform = (lse - (z.sum(dim=-1) - z[:, pad_id]) / (z.size(-1) - 1)) * keep
+        ctx.save_for_backward(logits, target, lse, keep)
+        ctx.epsilon, ctx.pad_id = epsilon, pad_id
+        return (1.0 - epsilon) * nll + epsilon * uniform, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss, grad_nll):
+        logits, target, lse, keep = ctx.saved_tensors
+        eps, pad_id = ctx.epsilon, ctx.pad_id
+        vocab = logits.size(-1)
+        g_loss = (grad_loss if grad_loss is not None else torch.zeros_like(lse)) * keep  # (n,)
+        g_nll = (grad_nll if grad_nll is not None else torch.zeros_like(lse)) * keep
+        grad = torch.exp(_at_least_fp32(logits) - lse[:, None]).mul_((g_loss + g_nll)[:, None])  # softmax * g
+        # minus q: eps / (V - 1) on every non-pad class, and (1 - eps) more on the target.
+        grad.sub_((g_loss * eps / (vocab - 1))[:, None])
+        grad[:, pad_id] += g_loss * eps / (vocab - 1)
+        grad.scatter_add_(1, target[:, None], -(g_loss * (1.0 - eps) + g_nll)[:, None])
+        return grad.to(logits.dtype), None, None, None
+
+
 def label_smoothed_loss(
     logits: torch.Tensor,  # (tokens, vocab)
     target: torch.Tensor,  # (tokens,)
@@ -41,13 +80,17 @@ def label_smoothed_loss(
     non-pad classes (Szegedy et al. 2016, as in Sec. 5.4); the pad class gets no mass, and pad
     positions are not scored.
     """
-    keep = target != pad_id
-    logprobs = F.log_softmax(logits[keep].float(), dim=-1)  # (n, vocab)
-    target = target[keep]
-    nll = -logprobs.gather(1, target[:, None]).squeeze(1)  # (n,)
-    uniform = -(logprobs.sum(dim=-1) - logprobs[:, pad_id]) / (logprobs.size(-1) - 1)
-    loss = (1.0 - epsilon) * nll + epsilon * uniform
-    return loss.sum(), nll.sum(), int(keep.sum())
+    loss, nll = _SmoothedCrossEntropy.apply(logits, target, epsilon, pad_id)
+    return loss.sum(), nll.sum(), int((target != pad_id).sum())
+
+
+def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Forward pass and loss of one batch; the output layer runs on non-pad target positions only."""
+    memory, src_mask = model.encode(batch.src_ids)
+    hidden = model.decode_hidden(batch.tgt_in, memory, src_mask)  # (batch, tgt_len, d_model)
+    keep = batch.tgt_out != PAD_ID
+    logits = model.output(hidden[keep])  # (target tokens, vocab)
+    return label_smoothed_loss(logits, batch.tgt_out[keep], epsilon)
 
 
 def peak_lr(cfg: TrainConfig, d_model: int) -> float:
@@ -97,8 +140,7 @@ def validate(model: Transformer, data: ParallelData, cfg: TrainConfig, device: t
     for indices in make_batches(data.src_lens, data.tgt_lens, cfg.max_tokens, cfg.seed, 0, shuffle=False):
         batch = _to(collate(data, indices), device)
         with _autocast(cfg.precision, device):
-            logits = model(batch.src_ids, batch.tgt_in)
-        loss, nll, n = label_smoothed_loss(logits.flatten(0, 1), batch.tgt_out.flatten(), cfg.label_smoothing)
+            loss, nll, n = batch_loss(model, batch, cfg.label_smoothing)
         loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + n
     model.train()
     nll = nll_sum / max(tokens, 1)
@@ -148,7 +190,7 @@ class Trainer:
             betas=(self.tcfg.adam_beta1, self.tcfg.adam_beta2),
             eps=self.tcfg.adam_eps,
             weight_decay=self.tcfg.weight_decay,
-            foreach=True,
+            fused=True,  # one kernel over all parameters: ~3x faster than foreach on this CPU
         )
         self.peak_lr = peak_lr(self.tcfg, cfg.model.d_model)
         self.step_count = 0
@@ -225,10 +267,7 @@ class Trainer:
         for _ in range(self.tcfg.update_freq):
             batch = _to(self.next_batch(), self.device)
             with _autocast(self.tcfg.precision, self.device):
-                logits = self.model(batch.src_ids, batch.tgt_in)
-            loss, nll, n = label_smoothed_loss(
-                logits.flatten(0, 1), batch.tgt_out.flatten(), self.tcfg.label_smoothing
-            )
+                loss, nll, n = batch_loss(self.model, batch, self.tcfg.label_smoothing)
             loss.backward()  # summed over tokens; divided by the total below
             loss_sum, nll_sum = loss_sum + float(loss.detach()), nll_sum + float(nll.detach())
             tgt_tokens, src_tokens = tgt_tokens + n, src_tokens + batch.n_src_tokens

@@ -1,0 +1,169 @@
+"""Multi30k EN->DE benchmark: the pipeline issue's preset, trained for a fixed wall-clock budget.
+
+    python bench/multi30k.py [--minutes 12] [--exp experiments/bench-multi30k] [--precision fp32]
+
+Inputs: ../shared/data/multi30k/{train,val,test_2016_flickr}.{en,de} (raw text). Joint SentencePiece
+unigram 8000 on train.en+train.de; encoder/decoder 3 layers, d_model 256, 4 heads, FFN 1024, dropout
+0.1, label smoothing 0.1, tied embeddings, Adam (0.9, 0.98, 1e-9), inverse-sqrt schedule with 1000
+warmup steps and peak lr 7e-4, 4096 tokens per batch, 2 threads. Then test2016 at beam 5 with
+sacrebleu's default BLEU and chrF. Each phase runs in its own process so that peak RSS is per phase.
+Prints a table, and as its last line one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import resource
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# fairseq 0.12.2 on this machine class, same setup (from the pipeline issue).
+REFERENCE = {
+    "fairseq 0.12.2": dict(tgt_tokens_per_s=2461, steps=484, bleu=14.87, chrf=37.58, sent_per_s=62.9, rss="1.66 / 1.34"),
+    "OpenNMT-py 3.5.1": dict(tgt_tokens_per_s=2328, steps=470, bleu=6.77, chrf=26.51, sent_per_s=85.8, rss="4.56 / 0.77"),
+    "Sockeye 3.1.34": dict(tgt_tokens_per_s=2036, steps=440, bleu=6.10, chrf=26.81, sent_per_s=18.2, rss="2.27 / 1.48"),
+    "Joey NMT 2.3.0": dict(tgt_tokens_per_s=746, steps=160, bleu=0.01, chrf=8.68, sent_per_s=None, rss="5.08 / 0.67"),
+}
+
+
+def recipe(args) -> dict:
+    data = Path(args.data).resolve()
+    return {
+        "data": {
+            "src_lang": "en", "tgt_lang": "de", "source": "files",
+            "train_prefix": str(data / "train"), "valid_prefix": str(data / "val"),
+            "test_prefix": str(data / "test_2016_flickr"),
+        },
+        "tokenizer": {"model_type": "unigram", "vocab_size": 8000, "joint": True},
+        "preset": "small",
+        "model": {"dropout": 0.1, "tie_embeddings": True},
+        "train": {
+            "max_tokens": 4096, "max_steps": 10**9, "max_time": args.minutes * 60.0, "lr_peak": 7e-4,
+            "warmup_steps": 1000, "label_smoothing": 0.1, "precision": args.precision, "seed": 1,
+            # Validation and periodic checkpoints would eat into the budget: only at the end.
+            "valid_every": 10**9, "save_every": 10**9, "log_every": 20,
+        },
+        "decode": {"beam": 5, "alpha": 0.6, "length_penalty": "gnmt", "checkpoint": "last"},
+    }
+
+
+def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
+    """One pipeline phase in a fresh process; reports its result and its own peak RSS."""
+    import torch
+
+    from mt.binarize import binarize
+    from mt.evaluate import evaluate_split
+    from mt.experiment import Experiment
+    from mt.tokenizer import train_tokenizer
+    from mt.train import train
+
+    torch.set_num_threads(threads)
+    exp = Experiment(exp_dir)
+    cfg = exp.load_config()
+    if name == "prepare":
+        train_tokenizer(exp, cfg)
+        binarize(exp, cfg)
+        result = {}
+    elif name == "train":
+        result = train(exp, cfg)
+    else:
+        result = evaluate_split(exp, cfg, "test")
+    queue.put({**result, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def run_phase(name: str, exp_dir: Path, threads: int) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=_phase, args=(name, str(exp_dir), threads, queue))
+    start = time.perf_counter()
+    process.start()
+    result = queue.get()
+    process.join()
+    if process.exitcode != 0:
+        raise SystemExit(f"phase {name} failed with exit code {process.exitcode}")
+    return {**result, "wall_seconds": time.perf_counter() - start}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
+    parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
+    args = parser.parse_args()
+
+    import yaml
+
+    from mt.config import from_dict
+    from mt.experiment import Experiment
+
+    exp_dir = Path(args.exp)
+    if args.fresh and exp_dir.exists():
+        shutil.rmtree(exp_dir)
+    if Experiment(exp_dir).has_config():
+        raise SystemExit(f"{exp_dir} exists: pass --fresh to rebuild it or another --exp")
+    cfg = from_dict(recipe(args), "bench/multi30k.py")
+    Experiment(exp_dir).resolve_config({}, base=cfg)
+    print(f"inputs: {args.data}; experiment: {exp_dir}; {args.minutes} min, {args.precision}, {args.threads} threads",
+          file=sys.stderr)
+
+    prepare = run_phase("prepare", exp_dir, args.threads)
+    trained = run_phase("train", exp_dir, args.threads)
+    decoded = run_phase("decode", exp_dir, args.threads)
+
+    records = [json.loads(line) for line in (exp_dir / "train.jsonl").read_text().splitlines()]
+    speeds = [r for r in records if "tgt_tokens_per_s" in r][1:]  # the first window includes warm-up
+    tgt_tps = statistics.median(r["tgt_tokens_per_s"] for r in speeds)
+    all_tps = statistics.median(r["tokens_per_s"] for r in speeds)
+    sentences = decoded["sentences"]
+    result = {
+        "bleu": round(decoded["bleu"], 2),
+        "chrf": round(decoded["chrf"], 2),
+        "tgt_tokens_per_s": round(tgt_tps, 1),
+        "tokens_per_s": round(all_tps, 1),
+        "steps": trained["steps"],
+        "params": trained["params"],
+        "train_seconds": round(trained["seconds"], 1),
+        "decode_seconds": decoded["translate_seconds"],
+        "sent_per_s": round(sentences / decoded["translate_seconds"], 1),
+        "peak_rss_mb": round(max(trained["peak_rss_mb"], decoded["peak_rss_mb"]), 1),
+        "peak_rss_train_mb": round(trained["peak_rss_mb"], 1),
+        "peak_rss_decode_mb": round(decoded["peak_rss_mb"], 1),
+        "valid_ppl": round(trained.get("valid_ppl", float("nan")), 2),
+        "precision": args.precision,
+        "minutes": args.minutes,
+        "threads": args.threads,
+        "bleu_signature": decoded["bleu_signature"],
+    }
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Multi30k EN->DE test2016, {args.minutes:g} min training, beam 5")
+    for column in ("toolkit", "tgt tok/s (src+tgt)", "steps", "BLEU", "chrF", "sent/s", "peak RSS train / decode GB"):
+        table.add_column(column, justify="left" if column == "toolkit" else "right")
+    table.add_row(
+        f"mt ({args.precision})", f"{tgt_tps:,.0f} ({all_tps:,.0f})", str(result["steps"]), f"{result['bleu']:.2f}",
+        f"{result['chrf']:.2f}", f"{result['sent_per_s']:.1f}",
+        f"{trained['peak_rss_mb'] / 1024:.2f} / {decoded['peak_rss_mb'] / 1024:.2f}",
+    )
+    for name, ref in REFERENCE.items():
+        table.add_row(name, f"{ref['tgt_tokens_per_s']:,}", str(ref["steps"]), f"{ref['bleu']:.2f}", f"{ref['chrf']:.2f}",
+                      "-" if ref["sent_per_s"] is None else f"{ref['sent_per_s']:.1f}", ref["rss"])
+    Console().print(table)
+    print(f"params {result['params']:,}; {decoded['bleu_signature']}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""mt.model: the paper's details (Sec. 3) and the invariants search and training rely on.
+
+Sinusoids and the sqrt(d_model) embedding scale against the formulas; tied weights and the exact
+parameter count; post-norm sub-layers; the causal mask; padding, batch position and the incremental
+cache leaving a sentence's logits unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.model import Transformer, count_parameters, sinusoid_table
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+VOCAB = 32
+ATOL = 1e-5
+
+
+def tiny_model(seed: int = 0, **kwargs) -> Transformer:
+    """d_model 16, 2+2 layers, vocab 32, in eval mode (no dropout)."""
+    torch.manual_seed(seed)
+    args = dict(d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=2, dropout=0.1, max_positions=64)
+    args.update(kwargs)
+    return Transformer(VOCAB, VOCAB, **args).eval()
+
+
+def random_ids(lengths: list[int], seed: int, first: int = 4, vocab: int = VOCAB) -> torch.Tensor:
+    """Right-padded rows of real tokens (ids >= first) ending in EOS, one row per length."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(lengths), max(lengths) + 1), PAD_ID)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = torch.randint(first, vocab, (n,), generator=gen)
+        ids[row, n] = EOS_ID
+    return ids
+
+
+def tgt_inputs(lengths: list[int], seed: int) -> torch.Tensor:
+    """BOS + real tokens, right-padded: the decoder's input."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(lengths), max(lengths) + 1), PAD_ID)
+    for row, n in enumerate(lengths):
+        ids[row, 0] = BOS_ID
+        ids[row, 1 : n + 1] = torch.randint(4, VOCAB, (n,), generator=gen)
+    return ids
+
+
+# -- Sec. 3.5: positional encoding ----------------------------------------------------------------
+
+
+def test_sinusoid_table_matches_the_formula():
+    d_model = 16
+    table = sinusoid_table(100, d_model)
+    assert table.shape == (100, d_model)
+    for pos in (0, 1, 7, 50, 99):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+# -- Sec. 3.4: embeddings * sqrt(d_model) + positions --------------------------------------------
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_embedding_is_scaled_tokens_plus_positions(start):
+    model = tiny_model()
+    ids = random_ids([6, 3], seed=1)
+    d_model = model.d_model
+    table = torch.tensor(
+        [
+            [
+                math.sin(pos / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** ((j - 1) / d_model))
+                for j in range(d_model)
+            ]
+            for pos in range(start, start + ids.size(1))
+        ]
+    )
+    for embed in (model.src_embed, model.tgt_embed):
+        expected = embed.tokens.weight[ids] * math.sqrt(d_model) + table
+        torch.testing.assert_close(embed(ids, start), expected, atol=ATOL, rtol=0)
+
+
+def test_pad_embedding_is_zero():
+    model = tiny_model()
+    assert torch.count_nonzero(model.src_embed.tokens.weight[PAD_ID]) == 0
+
+
+# -- Sec. 3.4: shared weights, and the parameter count ---------------------------------------------
+
+
+def test_shared_vocabulary_ties_three_ways():
+    model = tiny_model()
+    assert model.src_embed.tokens.weight is model.tgt_embed.tokens.weight
+    assert model.output.weight is model.tgt_embed.tokens.weight
+    # Tied means one tensor: a step on the output projection moves both embeddings.
+    model.output.weight.grad = torch.ones_like(model.output.weight)
+    before = model.src_embed.tokens.weight.detach().clone()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    torch.testing.assert_close(model.src_embed.tokens.weight.detach(), before - 0.1)
+
+
+def test_separate_vocabularies_tie_two_ways():
+    torch.manual_seed(0)
+    model = Transformer(40, 24, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1, shared_vocab=False)
+    assert model.output.weight is model.tgt_embed.tokens.weight
+    assert model.src_embed.tokens.weight is not model.tgt_embed.tokens.weight
+    assert model.src_embed.tokens.weight.shape == (40, 16)
+    assert model.output.weight.shape == (24, 16)
+
+
+def test_untied_embeddings_are_three_matrices():
+    model = tiny_model(tie_embeddings=False)
+    weights = {id(model.src_embed.tokens.weight), id(model.tgt_embed.tokens.weight), id(model.output.weight)}
+    assert len(weights) == 3
+
+
+def expected_parameters(vocab, d_model, d_ff, enc_layers, dec_layers, tied=True):
+    """By hand: biases everywhere but the output projection; LayerNorm = 2 * d; sinusoids are free."""
+    linear = lambda n_in, n_out: n_in * n_out + n_out  # noqa: E731
+    attention = 4 * linear(d_model, d_model)  # q, k, v, out (fused or not, the same count)
+    ffn = linear(d_model, d_ff) + linear(d_ff, d_model)
+    norm = 2 * d_model
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    embeddings = vocab * d_model if tied else 3 * vocab * d_model
+    return embeddings + enc_layers * encoder_layer + dec_layers * decoder_layer
+
+
+def test_count_parameters_of_the_benchmark_preset():
+    """The 'small' preset: 3+3 layers, d 256, ff 1024, 4 heads, joint vocabulary of 8000."""
+    model = Transformer(8000, 8000, d_model=256, d_ff=1024, n_heads=4, enc_layers=3, dec_layers=3)
+    expected = expected_parameters(8000, 256, 1024, 3, 3)
+    assert expected == 7_577_600  # the hand computation, spelled out
+    assert count_parameters(model) == expected
+    assert count_parameters(model) < sum(p.numel() for p in model.state_dict().values())  # tied counted once
+    untied = Transformer(8000, 8000, d_model=256, d_ff=1024, n_heads=4, enc_layers=3, dec_layers=3, tie_embeddings=False)
+    assert count_parameters(untied) == expected_parameters(8000, 256, 1024, 3, 3, tied=False)
+
+
+# -- Sec. 3.1: post-norm ----------------------------------------------------------------------------
+
+
+def perturb_norms(model: Transformer, seed: int = 3) -> None:
+    """Non-trivial LayerNorm affines, so that a test can tell where each norm sits."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=gen))
+                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=gen))
+
+
+def test_post_norm_layers_are_layernorm_of_x_plus_sublayer():
+    model = tiny_model()
+    perturb_norms(model)
+    src = random_ids([5, 3], seed=2)
+    tgt = tgt_inputs([4, 2], seed=3)
+    with torch.no_grad():
+        # Encoder, written out: x = LN(x + SelfAttn(x)); x = LN(x + FFN(x)).
+        memory, src_mask = model.encode(src)
+        x = model.src_embed(src)
+        for layer in model.encoder:
+            x = layer.attn_block.norm(x + layer.self_attn(x, key_mask=src_mask))
+            x = layer.ffn_block.norm(x + layer.ffn(x))
+        torch.testing.assert_close(memory, x, atol=ATOL, rtol=0)  # and no final LayerNorm
+        # Decoder, written out, with causal self-attention and cross-attention to the memory.
+        y = model.tgt_embed(tgt)
+        for layer in model.decoder:
+            y = layer.self_block.norm(y + layer.self_attn(y, causal=True))
+            y = layer.cross_block.norm(y + layer.cross_attn(y, memory, key_mask=src_mask))
+            y = layer.ffn_block.norm(y + layer.ffn(y))
+        torch.testing.assert_close(model.decode(tgt, memory, src_mask), model.output(y), atol=ATOL, rtol=0)
+
+
+def test_post_norm_outputs_are_normalised_and_pre_norm_adds_a_final_norm():
+    post = tiny_model()
+    assert not any(isinstance(m, nn.LayerNorm) for m in (post.enc_norm, post.dec_norm))
+    src = random_ids([7, 4], seed=4)
+    with torch.no_grad():
+        memory, src_mask = post.encode(src)
+        hidden = post.decode_hidden(tgt_inputs([5, 2], seed=5), memory, src_mask)
+    for out in (memory, hidden):  # LayerNorm weight 1, bias 0 at init: each row mean 0, variance 1
+        torch.testing.assert_close(out.mean(-1), torch.zeros(out.shape[:-1]), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.var(-1, unbiased=False), torch.ones(out.shape[:-1]), atol=1e-3, rtol=0)
+
+    pre = tiny_model(pre_norm=True)
+    assert isinstance(pre.enc_norm, nn.LayerNorm) and isinstance(pre.dec_norm, nn.LayerNorm)
+    perturb_norms(pre)
+    with torch.no_grad():
+        memory, src_mask = pre.encode(src)
+        x = pre.src_embed(src)
+        for layer in pre.encoder:  # pre-norm: x + SelfAttn(LN(x)); x + FFN(LN(x)); then LN
+            x = x + layer.self_attn(layer.attn_block.norm(x), key_mask=src_mask)
+            x = x + layer.ffn(layer.ffn_block.norm(x))
+        torch.testing.assert_close(memory, pre.enc_norm(x), atol=ATOL, rtol=0)
+
+
+# -- Sec. 3.2.3: the decoder sees only earlier target positions ------------------------------------
+
+
+def test_future_target_tokens_do_not_change_earlier_logits():
+    model = tiny_model()
+    src = random_ids([6, 4], seed=6)
+    tgt = tgt_inputs([7, 7], seed=7)
+    changed = tgt.clone()
+    k = 4
+    changed[:, k] = (changed[:, k] - 4 + 1) % (VOCAB - 4) + 4  # another real token at position k
+    with torch.no_grad():
+        logits = model(src, tgt)
+        logits_changed = model(src, changed)
+    torch.testing.assert_close(logits[:, :k], logits_changed[:, :k], atol=ATOL, rtol=0)
+    for pos in range(k, tgt.size(1)):  # position k reads the changed token; later ones attend to it
+        assert (logits[:, pos] - logits_changed[:, pos]).abs().max() > 1e-3
+
+
+# -- padding and batch position ----------------------------------------------------------------------
+
+
+def test_source_padding_does_not_change_logits():
+    model = tiny_model()
+    src = random_ids([6, 2, 4], seed=8)
+    tgt = tgt_inputs([5, 3, 1], seed=9)
+    padded = F.pad(src, (0, 5), value=PAD_ID)
+    with torch.no_grad():
+        logits = model(src, tgt)
+        logits_padded = model(padded, tgt)
+        memory, _ = model.encode(src)
+        memory_padded, _ = model.encode(padded)
+    torch.testing.assert_close(logits_padded, logits, atol=ATOL, rtol=0)
+    lengths = (src != PAD_ID).sum(1)
+    for row, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(memory_padded[row, :n], memory[row, :n], atol=ATOL, rtol=0)
+
+
+def test_target_padding_does_not_change_real_positions():
+    model = tiny_model()
+    src = random_ids([6, 2], seed=10)
+    tgt = tgt_inputs([5, 3], seed=11)
+    with torch.no_grad():
+        logits = model(src, tgt)
+        logits_padded = model(src, F.pad(tgt, (0, 4), value=PAD_ID))
+    torch.testing.assert_close(logits_padded[:, : tgt.size(1)], logits, atol=ATOL, rtol=0)
+
+
+def test_a_sentence_scores_the_same_alone_and_in_a_batch():
+    model = tiny_model()
+    src_lengths, tgt_lengths = [3, 8, 5, 1], [4, 2, 6, 3]
+    src = random_ids(src_lengths, seed=12)
+    tgt = tgt_inputs(tgt_lengths, seed=13)
+    with torch.no_grad():
+        batch_logits = model(src, tgt)
+        for row in range(len(src_lengths)):
+            s, t = src_lengths[row] + 1, tgt_lengths[row] + 1
+            alone = model(src[row : row + 1, :s], tgt[row : row + 1, :t])
+            torch.testing.assert_close(batch_logits[row : row + 1, :t], alone, atol=ATOL, rtol=0)
+        flipped = model(src.flip(0), tgt.flip(0)).flip(0)  # other rows around it
+    for row, n in enumerate(tgt_lengths):
+        torch.testing.assert_close(flipped[row, : n + 1], batch_logits[row, : n + 1], atol=ATOL, rtol=0)
+
+
+# -- incremental decoding ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_cached_decoding_equals_full_recomputation(pre_norm):
+    model = tiny_model(pre_norm=pre_norm)
+    src = random_ids([5, 9, 2], seed=14)
+    tgt = tgt_inputs([8, 8, 8], seed=15)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        full = model.decode(tgt, memory, src_mask)
+        cache = model.new_cache()
+        for t in range(tgt.size(1)):
+            step = model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
+            torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
+        assert cache[0]["k"].size(2) == tgt.size(1)
+
+
+def test_reordered_cache_follows_its_rows():
+    """As beam search uses it: rows are dropped and duplicated mid-sentence."""
+    model = tiny_model()
+    src = random_ids([5, 9, 2], seed=16)
+    tgt = tgt_inputs([6, 6, 6], seed=17)
+    order = torch.tensor([2, 0, 0])
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        cache = model.new_cache()
+        for t in range(3):
+            model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
+        model.reorder_cache(cache, order)
+        # After the reorder, row i continues old row order[i]'s prefix with row i's own tokens.
+        prefix = torch.cat([tgt[order, :3], tgt[:, 3:]], dim=1)
+        full = model.decode(prefix, memory[order], src_mask[order])
+        for t in range(3, tgt.size(1)):
+            step = model.decode(tgt[:, t : t + 1], memory[order], src_mask[order], cache)
+            torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
+
+
+def test_positions_beyond_max_positions_are_an_error():
+    model = tiny_model(max_positions=8)
+    with pytest.raises(ValueError, match="max_positions=8"):
+        model.encode(random_ids([8], seed=18))

@@ -1,0 +1,290 @@
+"""mt.search: length penalties, greedy and beam search against exhaustive and hand-computed answers.
+
+A tiny random Transformer checks the invariants (beam 1 is greedy, the cache changes nothing, beam
+search finds the best sequence when nothing is pruned); a table model whose next-token
+probabilities are written out checks the length-penalty flip with exact scores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from mt.model import Transformer
+from mt.search import beam_search, greedy_search, length_penalty
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+A, B = 4, 5  # the two real tokens of the small vocabularies below
+
+
+def tiny_model(vocab: int = 32, seed: int = 0, max_positions: int = 64) -> Transformer:
+    torch.manual_seed(seed)
+    return Transformer(
+        vocab, vocab, d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=2, max_positions=max_positions
+    ).eval()
+
+
+def sources(lengths: list[int], vocab: int = 32, seed: int = 0) -> torch.Tensor:
+    """Right-padded sources of real tokens ending in EOS."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(lengths), max(lengths) + 1), PAD_ID)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = torch.randint(4, vocab, (n,), generator=gen)
+        ids[row, n] = EOS_ID
+    return ids
+
+
+# -- length penalties --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [1, 2, 7, 30])
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
+def test_length_penalty_values(length, alpha):
+    assert length_penalty(float(length), alpha, "gnmt") == pytest.approx(((5 + length) / 6) ** alpha)
+    assert length_penalty(float(length), alpha, "length") == pytest.approx(length**alpha)
+    assert length_penalty(float(length), alpha, "none") == 1.0
+    lengths = torch.tensor([float(length), 3.0])
+    torch.testing.assert_close(
+        length_penalty(lengths, alpha, "gnmt"), torch.tensor([((5 + length) / 6) ** alpha, (8 / 6) ** alpha])
+    )
+
+
+def test_unknown_length_penalty_is_an_error():
+    with pytest.raises(ValueError, match="unknown length penalty 'wu'"):
+        length_penalty(3.0, 0.6, "wu")
+
+
+# -- invariants on a random tiny Transformer -----------------------------------------------------------
+
+
+def test_beam_1_equals_greedy():
+    model = tiny_model()
+    src = sources([3, 9, 1, 6, 12], seed=1)
+    greedy = greedy_search(model, src, max_len_a=1.5, max_len_b=5)
+    beam = beam_search(model, src, beam=1, max_len_a=1.5, max_len_b=5)
+    for g, (b,) in zip(greedy, beam):
+        assert b.tokens == g.tokens
+        assert b.logprob == pytest.approx(g.logprob, abs=1e-4)
+    assert len({tuple(g.tokens) for g in greedy}) > 1  # the model does not say one thing to everything
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_cached_beam_search_equals_full_recomputation(beam):
+    model = tiny_model(seed=1)
+    src = sources([3, 9, 1, 6, 12], seed=2)
+    cached = beam_search(model, src, beam=beam, max_len_a=1.5, max_len_b=5, nbest=beam)
+    full = beam_search(model, src, beam=beam, max_len_a=1.5, max_len_b=5, nbest=beam, use_cache=False)
+    for hyps_cached, hyps_full in zip(cached, full):
+        assert [h.tokens for h in hyps_cached] == [h.tokens for h in hyps_full]
+        for c, f in zip(hyps_cached, hyps_full):
+            assert c.score == pytest.approx(f.score, abs=1e-4)
+            assert c.logprob == pytest.approx(f.logprob, abs=1e-4)
+
+
+def test_a_sentence_gets_the_same_translation_alone_and_in_a_batch():
+    model = tiny_model(seed=2)
+    lengths = [3, 9, 1, 6]
+    src = sources(lengths, seed=3)
+    batch = beam_search(model, src, beam=3, max_len_a=1.0, max_len_b=4)
+    for row, n in enumerate(lengths):
+        (alone,) = beam_search(model, src[row : row + 1, : n + 1], beam=3, max_len_a=1.0, max_len_b=4)
+        assert alone[0].tokens == batch[row][0].tokens
+        assert alone[0].score == pytest.approx(batch[row][0].score, abs=1e-4)
+
+
+def test_nbest_is_sorted_and_scores_are_logprob_over_penalty():
+    model = tiny_model(seed=3)
+    src = sources([4, 7, 2], seed=4)
+    alpha = 0.6
+    for hyps in beam_search(model, src, beam=5, alpha=alpha, max_len_a=1.0, max_len_b=3, nbest=5):
+        assert len(hyps) == 5
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 5
+        for h in hyps:
+            assert h.score == pytest.approx(h.logprob / ((5 + len(h.tokens) + 1) / 6) ** alpha, rel=1e-6)
+
+
+@pytest.mark.parametrize("a, b", [(1.0, 2), (0.5, 3), (0.0, 4)])
+def test_outputs_respect_the_maximum_length(a, b):
+    """At most a * src_len + b generated tokens, EOS included; here the limit is always reached."""
+    model = TableModel({}, default={A: 0.6, B: 0.399, EOS_ID: 0.001})  # EOS only when forced
+    lengths = [1, 4, 9]
+    src = sources(lengths, seed=5)
+    limits = [int(a * n + b) for n in lengths]
+    for hyps, limit in zip(beam_search(model, src, beam=3, max_len_a=a, max_len_b=b, nbest=3), limits):
+        assert max(len(h.tokens) + 1 for h in hyps) == limit
+    for hyp, limit in zip(greedy_search(model, src, max_len_a=a, max_len_b=b), limits):
+        assert len(hyp.tokens) + 1 == limit
+    # The real model too: no hypothesis past the limit.
+    real = tiny_model(seed=4)
+    for hyps, limit in zip(beam_search(real, src, beam=4, max_len_a=a, max_len_b=b, nbest=4), limits):
+        assert all(len(h.tokens) + 1 <= limit for h in hyps)
+
+
+def test_never_generates_pad_or_bos():
+    model = tiny_model(seed=5)
+    src = sources([5, 8], seed=6)
+    for hyps in beam_search(model, src, beam=4, max_len_a=1.0, max_len_b=5, nbest=4):
+        for h in hyps:
+            assert PAD_ID not in h.tokens and BOS_ID not in h.tokens and EOS_ID not in h.tokens
+
+
+# -- exhaustive: beam search with nothing pruned finds the best sequence -----------------------------
+
+
+def rescore(model: Transformer, src_row: torch.Tensor, tokens: list[int]) -> float:
+    """Sum of the model's log-probabilities of tokens + EOS, computed without the search."""
+    target = tokens + [EOS_ID]
+    with torch.no_grad():
+        memory, src_mask = model.encode(src_row[None])
+        logits = model.decode(torch.tensor([[BOS_ID] + tokens]), memory, src_mask)[0]
+    logprobs = torch.log_softmax(logits.double(), dim=-1)
+    return sum(float(logprobs[t, tok]) for t, tok in enumerate(target))
+
+
+def test_beam_search_finds_the_exhaustive_argmax():
+    vocab = 6  # PAD UNK BOS EOS A B: search may generate UNK, A, B and EOS
+    model = tiny_model(vocab=vocab, seed=4)
+    src = sources([2, 5, 3], vocab=vocab, seed=7)
+    generable = [UNK_ID, A, B]
+    max_len_b = 4  # max_len_a = 0: up to 3 tokens + EOS; EOS forced at the 4th
+    candidates = [list(seq) for n in range(max_len_b) for seq in itertools.product(generable, repeat=n)]
+    beam = len(candidates)  # 40: wider than every step's candidates, so nothing is pruned
+    logprobs = [{tuple(seq): rescore(model, src[row], seq) for seq in candidates} for row in range(len(src))]
+    winners = set()
+    for alpha, penalty in [(0.0, "gnmt"), (0.6, "gnmt"), (1.0, "gnmt"), (1.0, "length")]:
+        found = beam_search(model, src, beam=beam, alpha=alpha, penalty=penalty, max_len_a=0, max_len_b=max_len_b)
+        for row, (best,) in enumerate(found):
+            scored = sorted(
+                ((lp / length_penalty(len(seq) + 1.0, alpha, penalty), list(seq)) for seq, lp in logprobs[row].items()),
+                reverse=True,
+            )
+            (top_score, top_seq), (second_score, _) = scored[0], scored[1]
+            assert top_score - second_score > 1e-3  # a clear winner, not a float tie
+            assert best.tokens == top_seq, f"alpha {alpha} {penalty}, sentence {row}"
+            assert best.score == pytest.approx(top_score, abs=1e-4)
+            assert best.logprob == pytest.approx(logprobs[row][tuple(top_seq)], abs=1e-4)
+            winners.add(tuple(top_seq))
+        # A narrow beam may miss the argmax, but what it returns must be scored right.
+        for row, hyps in enumerate(beam_search(model, src, beam=2, alpha=alpha, penalty=penalty, max_len_a=0,
+                                               max_len_b=max_len_b, nbest=2)):
+            for h in hyps:
+                assert h.logprob == pytest.approx(logprobs[row][tuple(h.tokens)], abs=1e-4)
+    # The case is not trivial: the answer moves with the penalty, and greedy misses it.
+    assert len(winners) > 1
+    greedy = {tuple(h.tokens) for h in greedy_search(model, src, max_len_a=0, max_len_b=max_len_b)}
+    assert not greedy & winners
+
+
+# -- hand-computed: the length-penalty flip ------------------------------------------------------------
+
+
+class TableModel(nn.Module):
+    """Next-token probabilities that depend only on the generated prefix: table[prefix] or default.
+
+    Implements what search uses of a model: encode, decode (with or without cache), new_cache,
+    reorder_cache, max_positions.
+    """
+
+    max_positions = 64
+
+    def __init__(self, table: dict[tuple[int, ...], dict[int, float]], default: dict[int, float], vocab: int = 6):
+        super().__init__()
+        self.table, self.default, self.vocab = table, default, vocab
+
+    def encode(self, src_ids):
+        return src_ids[:, :, None].float(), (src_ids != PAD_ID)[:, None, None, :]
+
+    def _logits(self, prefix: list[int]) -> torch.Tensor:
+        probs = self.table.get(tuple(prefix), self.default)
+        logits = torch.full((self.vocab,), -torch.inf)
+        for token, p in probs.items():
+            logits[token] = math.log(p)
+        return logits
+
+    def decode(self, tgt_ids, memory, src_mask, cache=None):
+        if cache is not None:
+            cache["prefix"] = tgt_ids if "prefix" not in cache else torch.cat([cache["prefix"], tgt_ids], dim=1)
+            tgt_ids = cache["prefix"]
+        rows = []
+        for row in tgt_ids.tolist():  # row[0] is BOS; position t predicts from row[1 : t + 1]
+            rows.append(torch.stack([self._logits(row[1 : t + 1]) for t in range(len(row))]))
+        return torch.stack(rows)
+
+    def new_cache(self):
+        return {}
+
+    def reorder_cache(self, cache, order):
+        cache["prefix"] = cache["prefix"].index_select(0, order)
+
+
+# "A" then EOS: p = 0.48, 2 tokens. "B B B B" then EOS: p = 0.45, 5 tokens. Everything else far
+# worse, and never ending early by default, so that beam 2 does not fill up with finished junk.
+FLIP = {
+    (): {A: 0.5, B: 0.45, EOS_ID: 0.05},
+    (A,): {EOS_ID: 0.96, A: 0.04},
+    (B,): {B: 1.0},
+    (B, B): {B: 1.0},
+    (B, B, B): {B: 1.0},
+    (B, B, B, B): {EOS_ID: 1.0},
+}
+FLIP_DEFAULT = {A: 0.5, B: 0.4, EOS_ID: 0.1}
+SHORT_LOGPROB = math.log(0.5 * 0.96)
+LONG_LOGPROB = math.log(0.45)
+
+
+def test_flip_tables_are_what_the_test_says():
+    """Without a penalty the short output wins; with gnmt alpha 1 the long one does."""
+    assert SHORT_LOGPROB > LONG_LOGPROB
+    assert SHORT_LOGPROB / (7 / 6) < LONG_LOGPROB / (10 / 6)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_no_penalty_picks_the_short_hypothesis(use_cache):
+    model = TableModel(FLIP, FLIP_DEFAULT)
+    (best,) = beam_search(model, sources([3]), beam=2, alpha=0.0, max_len_a=0, max_len_b=10, use_cache=use_cache)[0]
+    assert best.tokens == [A]
+    assert best.logprob == pytest.approx(SHORT_LOGPROB, abs=1e-6)
+    assert best.score == pytest.approx(SHORT_LOGPROB, abs=1e-6)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_gnmt_penalty_alpha_1_picks_the_long_hypothesis(use_cache):
+    model = TableModel(FLIP, FLIP_DEFAULT)
+    hyps = beam_search(
+        model, sources([3]), beam=2, alpha=1.0, max_len_a=0, max_len_b=10, nbest=2, use_cache=use_cache
+    )[0]
+    assert [h.tokens for h in hyps] == [[B, B, B, B], [A]]
+    assert hyps[0].logprob == pytest.approx(LONG_LOGPROB, abs=1e-6)
+    assert hyps[0].score == pytest.approx(LONG_LOGPROB / (10 / 6), abs=1e-6)
+    assert hyps[1].score == pytest.approx(SHORT_LOGPROB / (7 / 6), abs=1e-6)
+
+
+def test_length_penalty_kind_length_also_flips():
+    model = TableModel(FLIP, FLIP_DEFAULT)
+    (best,) = beam_search(model, sources([3]), beam=2, alpha=1.0, penalty="length", max_len_a=0, max_len_b=10)[0]
+    assert best.tokens == [B, B, B, B]
+    assert best.score == pytest.approx(LONG_LOGPROB / 5, abs=1e-6)
+
+
+def test_greedy_takes_the_locally_best_token():
+    model = TableModel(FLIP, FLIP_DEFAULT)
+    (hyp,) = greedy_search(model, sources([3]), max_len_a=0, max_len_b=10)
+    assert hyp.tokens == [A]
+    assert hyp.logprob == pytest.approx(SHORT_LOGPROB, abs=1e-6)
+
+
+def test_each_sentence_of_a_batch_uses_its_own_limit_and_stops_on_its_own():
+    """Sentence 0 can reach the long output (limit 5), sentence 1 cannot (limit 3): the short one."""
+    model = TableModel(FLIP, FLIP_DEFAULT)
+    src = sources([4, 2])  # limits: 1.0 * 4 + 1 = 5 and 1.0 * 2 + 1 = 3 tokens with EOS
+    found = beam_search(model, src, beam=2, alpha=1.0, max_len_a=1.0, max_len_b=1, nbest=2)
+    assert found[0][0].tokens == [B, B, B, B]
+    assert found[1][0].tokens == [A]
+    assert found[1][0].score == pytest.approx(SHORT_LOGPROB / (7 / 6), abs=1e-6)
+    assert all(len(h.tokens) + 1 <= 3 for h in found[1])
