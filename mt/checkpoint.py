@@ -38,7 +38,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise MtError(f"{path}: refused: not plain tensors/data ({_reason(exc, 'Unsupported')})") from None
-    except Exception as exc:  # noqa: BLE001 -- an empty or foreign file fails in many ways (EOFError, KeyError, ...)
+    except Exception as exc:  # an empty or foreign file fails in many ways: EOFError, KeyError, ...
         raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {_reason(exc)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise MtError(f"{path}: not an mt checkpoint (format {FORMAT!r} expected)")
@@ -49,9 +49,8 @@ def _reason(exc: Exception, prefer: str = "") -> str:
     """One short line from torch.load's message, which may be empty, multi-line or hold ANSI codes."""
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(exc).splitlines()]
     lines = [line for line in lines if line]
-    if not lines:
-        return type(exc).__name__
-    return next((line for line in lines if prefer and prefer in line), lines[0])[:120]
+    line = next((line for line in lines if prefer and prefer in line), lines[0] if lines else "")
+    return f"{type(exc).__name__}: {line}"[:120] if line else type(exc).__name__
 
 
 def model_from_checkpoint(state: dict[str, Any]) -> Transformer:

@@ -2,8 +2,8 @@
 
 A recipe (YAML) or flags fill an `ExperimentConfig`; the first step on a new experiment writes every
 field into the experiment directory, and later steps read it back. Model, tokenizer and data fields
-are frozen once used (see `Experiment.frozen_sections`); training and decoding fields may be overridden per call, and each override
-is recorded (see `mt.experiment`).
+are frozen once used (see `Experiment.frozen_by`); training and decoding fields may be overridden
+per call, and each override is recorded (see `mt.experiment`).
 """
 
 from __future__ import annotations
@@ -200,7 +200,10 @@ def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "overrid
         known = ", ".join(f.name for f in dataclasses.fields(section))
         raise ConfigError(f"{where}: unknown key {key!r}; {section_name} has: {known}")
     if key == "train.max_time" and value is not None:
-        value = parse_duration(value)
+        try:
+            value = parse_duration(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {key}: {str(exc).partition(': ')[2]}") from None
     value = _coerce(value, hints[name], f"{where}: {key}")
     setattr(section, name, value)
     return value
@@ -249,8 +252,8 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
             raise ConfigError(f"{where}: {message}")
 
 
-def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
-    """Read a recipe: returns its config and its run keys (exp, steps, translate_examples)."""
+def _read_recipe(path: Path) -> dict[str, Any]:
+    """A recipe's raw mapping; unreadable files and bad YAML are one-line errors naming the file."""
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except OSError as exc:
@@ -261,13 +264,37 @@ def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
         raise ConfigError(f"{path}{at}: not valid YAML") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a recipe must be a mapping of sections")
+    return raw
+
+
+def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
+    """Read a recipe: returns its config and its run keys (exp, steps, translate_examples)."""
+    raw = _read_recipe(path)
     cfg = from_dict(raw, str(path))
     _absolute_data_paths(cfg)
     run = {key: raw[key] for key in RECIPE_KEYS if key in raw}
-    for step in run.get("steps", []):
+    steps = run.get("steps", [])
+    if not isinstance(steps, list):
+        raise ConfigError(f"{path}: steps must be a list, e.g. [{', '.join(STEPS)}]")
+    for step in steps:
         if step not in STEPS:
             raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
+    if not isinstance(run.get("translate_examples", []), list):
+        raise ConfigError(f"{path}: translate_examples must be a list of sentences")
     return cfg, run
+
+
+def recipe_fields(path: Path) -> dict[str, Any]:
+    """The fields a recipe sets itself (its preset expanded), as section.field -> checked value.
+
+    On an existing experiment these, and only these, count as overrides: a field the recipe leaves
+    out keeps the experiment's value instead of going back to the default.
+    """
+    raw = _read_recipe(path)
+    cfg, _ = load_recipe(path)
+    keys = [f"model.{name}" for name in MODEL_PRESETS.get(raw.get("preset"), {})]
+    keys += [f"{section}.{name}" for section, values in raw.items() if section not in RECIPE_KEYS for name in values]
+    return {key: getattr(getattr(cfg, key.partition(".")[0]), key.partition(".")[2]) for key in keys}
 
 
 DATA_PATH_FIELDS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt",

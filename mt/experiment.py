@@ -16,6 +16,7 @@ Layout (documented in the README):
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import os
@@ -87,6 +88,7 @@ class Experiment:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        self._created_root: bool | None = None  # set when resolve_config starts a new experiment
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -161,67 +163,116 @@ class Experiment:
             )
         return cfglib.load_saved(self.config_path)
 
-    def frozen_sections(self) -> set[str]:
-        """Sections that can no longer change: what the tokenizer, data or checkpoints were made with."""
-        frozen = set()
-        if self.tokenizer_dir.exists():
-            frozen |= {"data", "tokenizer"}
-        if self.data_dir.exists():
-            frozen.add("data")
-        if self.checkpoints_dir.exists() and any(self.checkpoints_dir.glob("*.pt")):
-            frozen.add("model")
-        return frozen
+    def has_tokenizer(self) -> bool:
+        """A finished tokenizer: its .model file is written last (joint, or the per-side pair)."""
+        return (self.tokenizer_dir / "spm.model").exists() or (self.tokenizer_dir / "spm.src.model").exists()
+
+    def has_data(self) -> bool:
+        """Binarized data: binarize renames its whole directory into place when it is done."""
+        return self.data_dir.is_dir()
+
+    def has_checkpoints(self) -> bool:
+        return self.checkpoints_dir.is_dir() and any(self.checkpoints_dir.glob("*.pt"))
+
+    def frozen_by(self, key: str) -> str | None:
+        """Why config field `key` may no longer change (what was made with it), or None."""
+        section = key.partition(".")[0]
+        if section == "model" and self.has_checkpoints():
+            return f"the checkpoints in {self.checkpoints_dir} hold a model built with it"
+        if section == "data" and self.has_data():
+            return f"{self.data_dir} was binarized with it"
+        # data.max_len is binarize's setting, not the tokenizer's
+        if (section == "tokenizer" or (section == "data" and key != "data.max_len")) and self.has_tokenizer():
+            return f"{self.tokenizer_dir} was trained with it"
+        return None
 
     def resolve_config(
         self,
         overrides: dict[str, Any],
         base: ExperimentConfig | None = None,
         persist: bool = True,
+        recipe: Path | None = None,
+        origins: dict[str, str] | None = None,
     ) -> ExperimentConfig:
-        """The config for this step: the saved one (or `base` on a new experiment) plus overrides.
+        """The config for this step: the saved one (or `base`, or `recipe`, on a new experiment) plus overrides.
 
-        A new experiment gets its config written once. On an existing one, `base` (a recipe) counts
-        as overrides where it differs from the saved config. An override of a section that is
-        already in use (data and tokenizer once the tokenizer exists, model once a checkpoint does)
-        is refused; other overrides are recorded in overrides.jsonl and, with `persist`, saved so
-        that later steps (and resumes) see them.
+        A new experiment gets its config written once (with `persist`). On an existing one, the
+        fields `recipe` sets count as overrides (flags win over them), and `base` where it differs
+        from the saved config. An override of a field that is already in use (see `frozen_by`) is
+        refused; other overrides are recorded in overrides.jsonl and, with `persist`, saved so that
+        later steps (and resumes) see them. `origins` names where an override came from (a flag,
+        `--set ...`, a recipe) for error messages; by default the flag named after the field.
         """
+        origins = dict(origins or {})
         new = not self.has_config()
-        cfg = (base or ExperimentConfig()) if new else self.load_config()
+        if recipe is not None:
+            recipe_cfg, _ = cfglib.load_recipe(recipe)
+            if new:
+                base = recipe_cfg
+            else:
+                fields = cfglib.recipe_fields(recipe)
+                overrides = {**fields, **{k: v for k, v in overrides.items() if v is not None}}
+                origins = {**{k: str(recipe) for k in fields}, **origins}
+        cfg = copy.deepcopy(base or ExperimentConfig()) if new else self.load_config()
         if not new and base is not None:
-            saved, recipe = cfglib.to_dict(cfg), cfglib.to_dict(base)
+            saved, wanted = cfglib.to_dict(cfg), cfglib.to_dict(base)
             differing = {
                 f"{section}.{name}": value
-                for section, fields in recipe.items()
+                for section, fields in wanted.items()
                 for name, value in fields.items()
                 if saved[section][name] != value
             }
             overrides = {**differing, **overrides}
-        frozen = set() if new else self.frozen_sections()
         changes = []
         for key, value in overrides.items():
             if value is None:
                 continue
             section, _, name = key.partition(".")
+            where = origins.get(key, f"--{name.replace('_', '-')}")
             old = getattr(getattr(cfg, section, None), name, None)
-            new_value = cfglib.set_field(cfg, key, value, where=f"--{name.replace('_', '-')}")
+            new_value = cfglib.set_field(cfg, key, value, where=where)
             if new_value == old:
                 continue
-            if section in frozen:
+            used_by = None if new else self.frozen_by(key)
+            if used_by:
                 raise ConfigError(
-                    f"{key} is fixed at {old!r} in {self.config_path} (already used); "
-                    f"start a new experiment (--exp) to change it"
+                    f"{where}: {key} is fixed at {old!r} (not {new_value!r}): {used_by}; "
+                    f"start a new experiment (another --exp) to change it"
                 )
             changes.append({"key": key, "old": old, "new": new_value})
-        cfglib.validate(cfg, "flags")
-        if new:
+        cfglib.validate(cfg, "flags" if recipe is None else f"{recipe} with flags")
+        if new and persist:
+            self._created_root = not self.root.exists()
             self.root.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
         elif changes and persist:
             write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
-        if changes:
-            self._record_overrides(changes, persisted=persist or new)
+        if changes and (persist or not new):
+            self._record_overrides(changes, persisted=persist)
         return cfg
+
+    @contextmanager
+    def undo_if_new_fails(self) -> Iterator[None]:
+        """Around a step that may have started this experiment: if the step fails and left nothing
+        but the config behind, remove that too, so that the corrected command starts afresh."""
+        try:
+            yield
+        except BaseException:
+            if self._created_root is not None:
+                self._remove_bare_start()
+            raise
+
+    def _remove_bare_start(self) -> None:
+        own = {self.config_path, self.overrides_path, self.lock_path}
+        files = [p for p in self.root.rglob("*") if not p.is_dir()]
+        if any(p not in own for p in files):
+            return  # the step made something (a tokenizer, data, checkpoints): keep it all
+        for path in files:
+            path.unlink(missing_ok=True)
+        for path in sorted((p for p in self.root.rglob("*") if p.is_dir()), reverse=True):
+            path.rmdir()
+        if self._created_root:
+            self.root.rmdir()
 
     def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -19,7 +19,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
             "direction": f"{data.src_lang} -> {data.tgt_lang}",
             "corpus": f"{data.source}: {corpus}",
             "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
-            + ("" if exp.tokenizer_dir.exists() else " (not trained)"),
+            + ("" if exp.has_tokenizer() else " (not trained)"),
             "model": f"{cfg.model.enc_layers}+{cfg.model.dec_layers} layers, d_model {cfg.model.d_model}, "
             f"d_ff {cfg.model.d_ff}, {cfg.model.n_heads} heads, dropout {cfg.model.dropout}"
             + (", pre-norm" if cfg.model.pre_norm else ""),
@@ -40,7 +40,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
             sections["checkpoints"][path.stem] = f"{path.stat().st_size / 1e6:.1f} MB"
     sections["training"] = {}
     if exp.train_log_path.exists():
-        records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines() if line.strip()]
+        records = _records(exp.train_log_path.read_text(encoding="utf-8", errors="replace"))
         train_records = [r for r in records if "loss" in r]
         valid_records = [r for r in records if "valid_nll" in r]
         if train_records:
@@ -58,3 +58,16 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         if scores:
             sections["scores"][split] = f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {scores['bleu_signature']}"
     return sections
+
+
+def _records(text: str) -> list[dict[str, Any]]:
+    """The train.jsonl records; a line cut short by a killed run is skipped, not an error."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "step" in record:
+            records.append(record)
+    return records

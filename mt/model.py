@@ -274,11 +274,15 @@ class Transformer(nn.Module):
         return [{} for _ in self.decoder]
 
     @staticmethod
-    def reorder_cache(cache: DecoderCache, order: torch.Tensor) -> None:
-        """Keep/duplicate batch rows of the cache in place: row i becomes old row order[i]."""
+    def reorder_cache(cache: DecoderCache, order: torch.Tensor, source_order: torch.Tensor | None = None) -> None:
+        """Row i of the self-attention cache becomes old row order[i]; the cross-attention keys and
+        values (which depend on the source only) are reordered only when `source_order` is given."""
         for layer_cache in cache:
             for key, value in layer_cache.items():
-                layer_cache[key] = value.index_select(0, order)
+                if key in ("k", "v"):
+                    layer_cache[key] = value.index_select(0, order)
+                elif source_order is not None:
+                    layer_cache[key] = value.index_select(0, source_order)
 
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_mask = self.encode(src_ids)

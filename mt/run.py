@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from mt import config as cfglib
 from mt import log
+from mt.config import ExperimentConfig
 from mt.errors import ConfigError
 from mt.experiment import Experiment
 
@@ -17,55 +18,97 @@ def run_recipe(
     overrides: dict[str, Any],
     device: str = "cpu",
     print_result: Callable[[str], None] = print,
+    print_data: Callable[[dict], None] | None = None,
 ) -> Experiment:
-    """Resolve the recipe into its experiment, then train-tokenizer, binarize, train, evaluate."""
+    """Resolve the recipe into its experiment, then train-tokenizer, binarize, train, evaluate.
+
+    `overrides` are `--set` fields (they win over the recipe); `print_result` gets the score and
+    example lines (stdout in the CLI), `print_data` binarize's statistics.
+    """
     from mt.binarize import binarize
-    from mt.evaluate import evaluate_split
     from mt.tokenizer import train_tokenizer
     from mt.train import train
-    from mt.translate import Translator
-    from mt.corpus import has_split
 
-    base, run = cfglib.load_recipe(recipe)
-    exp_dir = exp_dir or (Path(run["exp"]) if "exp" in run else None)
+    _, run = cfglib.load_recipe(recipe)
+    exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
     if exp_dir is None:
         raise ConfigError(f"{recipe}: no `exp:` directory in the recipe; give --exp")
     exp = Experiment(exp_dir)
-    cfg = exp.resolve_config(overrides, base=base)
-    for step in run.get("steps", list(cfglib.STEPS)):
-        if step == "train-tokenizer":
-            if exp.tokenizer_dir.exists():
-                log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
-                continue
-            log.info("[bold]train-tokenizer[/bold]")
-            train_tokenizer(exp, cfg)
-        elif step == "binarize":
-            if exp.data_dir.exists():
-                log.info(f"binarize: done already ({exp.data_dir})")
-                continue
-            log.info("[bold]binarize[/bold]")
-            from cli.main import _print_data_table  # the same table as `mt binarize`
-
-            _print_data_table(binarize(exp, cfg))
-        elif step == "train":
-            log.info("[bold]train[/bold]")
-            train(exp, cfg, device=device)
-        elif step == "evaluate":
-            last = exp.checkpoint_path("last")
-            for split in ("valid", "test"):
-                if not has_split(cfg.data, split):
+    cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
+    with exp.undo_if_new_fails():
+        for step in run.get("steps") or list(cfglib.STEPS):
+            if step == "train-tokenizer":
+                if exp.has_tokenizer():
+                    log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
                     continue
-                score_path = exp.score_path(split)
-                if score_path.exists() and last.exists() and score_path.stat().st_mtime > last.stat().st_mtime:
-                    scores = exp.read_json(score_path)
-                    log.info(f"evaluate {split}: done already ({score_path})")
-                else:
-                    log.info(f"[bold]evaluate {split}[/bold]")
-                    scores = evaluate_split(exp, cfg, split, None, device)
-                print_result(f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['bleu_signature']})")
-    examples = run.get("translate_examples") or []
+                log.info("[bold]train-tokenizer[/bold]")
+                train_tokenizer(exp, cfg)
+            elif step == "binarize":
+                if exp.has_data():
+                    log.info(f"binarize: done already ({exp.data_dir})")
+                    continue
+                log.info("[bold]binarize[/bold]")
+                stats = binarize(exp, cfg)
+                if print_data is not None:
+                    print_data(stats)
+            elif step == "train":
+                done = _training_done(exp, cfg)
+                if done:
+                    log.info(f"train: done already ({done})")
+                    continue
+                log.info("[bold]train[/bold]")
+                summary = train(exp, cfg, device=device)
+                log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s")
+            elif step == "evaluate":
+                _evaluate(exp, cfg, device, print_result)
+    examples = [str(e) for e in run.get("translate_examples") or []]
     if examples:
+        from mt.translate import Translator
+
         translator = Translator(exp, cfg, None, device)
-        for source, output in zip(examples, translator.translate([str(e) for e in examples])):
+        for source, output in zip(examples, translator.translate(examples)):
             print_result(f"{source}  ->  {output}")
     return exp
+
+
+def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
+    """Why training has nothing left to do (max_steps or max_time reached), or None."""
+    from mt.checkpoint import load_checkpoint
+
+    last = exp.checkpoint_path("last")
+    if not last.exists():
+        return None
+    state = load_checkpoint(last)
+    step, elapsed = int(state.get("step", 0)), float(state.get("elapsed", 0.0))
+    if step >= cfg.train.max_steps:
+        return f"step {step} of max_steps {cfg.train.max_steps}"
+    if cfg.train.max_time is not None and elapsed >= cfg.train.max_time:
+        return f"{elapsed:.0f}s of max_time {cfg.train.max_time:.0f}s at step {step}"
+    return None
+
+
+def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:
+    """Score valid and test; a split is rescored only when its scores are older than the last
+    checkpoint or were decoded with other options."""
+    from mt.corpus import has_split
+    from mt.evaluate import evaluate_split
+
+    last = exp.checkpoint_path("last")
+    decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty}
+    for split in ("valid", "test"):
+        if not has_split(cfg.data, split):
+            continue
+        score_path = exp.score_path(split)
+        scores = exp.read_json(score_path) if score_path.exists() else None
+        fresh = (
+            scores is not None
+            and scores.get("decode") == decode
+            and last.exists()
+            and score_path.stat().st_mtime > last.stat().st_mtime
+        )
+        if fresh:
+            log.info(f"evaluate {split}: done already ({score_path})")
+        else:
+            log.info(f"[bold]evaluate {split}[/bold]")
+            scores = evaluate_split(exp, cfg, split, None, device)
+        print_result(f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['bleu_signature']})")

@@ -140,13 +140,16 @@ def beam_search(
         tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
 
         still = _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty)
-        rows = rows.view(len(active), beam)[still].view(-1)
-        if not still.all():
-            keep_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
-            tokens, scores, active = tokens[keep_rows], scores[still], active[still]
-            memory, src_mask = memory[rows], src_mask[rows]
+        source_rows = None
+        if not still.all():  # finished sentences leave the batch
+            rows = rows.view(len(active), beam)[still].view(-1)
+            source_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
+            tokens, scores, active = tokens[source_rows], scores[still], active[still]
+            memory, src_mask = memory[source_rows], src_mask[source_rows]
         if cache is not None:
-            model.reorder_cache(cache, rows)
+            # Rows of one sentence share their source: its cross-attention cache moves only with
+            # the sentence, the self-attention cache follows each beam's parent.
+            model.reorder_cache(cache, rows, source_rows)
 
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
 

@@ -21,6 +21,16 @@ VOCAB = 32
 ATOL = 1e-5
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: extra intra-op threads only add synchronisation, and on a shared 2-core
+    machine they make a step ten times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_model(seed: int = 0, **kwargs) -> Transformer:
     """d_model 16, 2+2 layers, vocab 32, in eval mode (no dropout)."""
     torch.manual_seed(seed)
@@ -52,15 +62,21 @@ def tgt_inputs(lengths: list[int], seed: int) -> torch.Tensor:
 # -- Sec. 3.5: positional encoding ----------------------------------------------------------------
 
 
+def paper_pe(pos: int, j: int, d_model: int) -> float:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)), by the math module."""
+    two_i = j - j % 2
+    angle = pos / 10000 ** (two_i / d_model)
+    return math.sin(angle) if j % 2 == 0 else math.cos(angle)
+
+
 def test_sinusoid_table_matches_the_formula():
     d_model = 16
     table = sinusoid_table(100, d_model)
     assert table.shape == (100, d_model)
     for pos in (0, 1, 7, 50, 99):
-        for i in range(d_model // 2):
-            angle = pos / 10000 ** (2 * i / d_model)
-            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
-            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+        for j in range(d_model):
+            assert table[pos, j].item() == pytest.approx(paper_pe(pos, j, d_model), abs=1e-6)
+    assert table[1, 0].item() == pytest.approx(math.sin(1.0)) and table[1, 1].item() == pytest.approx(math.cos(1.0))
 
 
 # -- Sec. 3.4: embeddings * sqrt(d_model) + positions --------------------------------------------
@@ -71,15 +87,8 @@ def test_embedding_is_scaled_tokens_plus_positions(start):
     model = tiny_model()
     ids = random_ids([6, 3], seed=1)
     d_model = model.d_model
-    table = torch.tensor(
-        [
-            [
-                math.sin(pos / 10000 ** (j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** ((j - 1) / d_model))
-                for j in range(d_model)
-            ]
-            for pos in range(start, start + ids.size(1))
-        ]
-    )
+    positions = range(start, start + ids.size(1))
+    table = torch.tensor([[paper_pe(pos, j, d_model) for j in range(d_model)] for pos in positions])
     for embed in (model.src_embed, model.tgt_embed):
         expected = embed.tokens.weight[ids] * math.sqrt(d_model) + table
         torch.testing.assert_close(embed(ids, start), expected, atol=ATOL, rtol=0)
@@ -138,7 +147,9 @@ def test_count_parameters_of_the_benchmark_preset():
     assert expected == 7_577_600  # the hand computation, spelled out
     assert count_parameters(model) == expected
     assert count_parameters(model) < sum(p.numel() for p in model.state_dict().values())  # tied counted once
-    untied = Transformer(8000, 8000, d_model=256, d_ff=1024, n_heads=4, enc_layers=3, dec_layers=3, tie_embeddings=False)
+    untied = Transformer(
+        8000, 8000, d_model=256, d_ff=1024, n_heads=4, enc_layers=3, dec_layers=3, tie_embeddings=False
+    )
     assert count_parameters(untied) == expected_parameters(8000, 256, 1024, 3, 3, tied=False)
 
 
@@ -281,24 +292,40 @@ def test_cached_decoding_equals_full_recomputation(pre_norm):
         assert cache[0]["k"].size(2) == tgt.size(1)
 
 
-def test_reordered_cache_follows_its_rows():
-    """As beam search uses it: rows are dropped and duplicated mid-sentence."""
-    model = tiny_model()
-    src = random_ids([5, 9, 2], seed=16)
-    tgt = tgt_inputs([6, 6, 6], seed=17)
-    order = torch.tensor([2, 0, 0])
+def continue_after_reorder(model, src, tgt, order, source_order, split=3):
+    """Decode `split` positions with the cache, reorder it, decode the rest; compare each step with a
+    full recomputation of what row i now holds: old row order[i]'s prefix, then row i's tokens."""
     with torch.no_grad():
         memory, src_mask = model.encode(src)
         cache = model.new_cache()
-        for t in range(3):
+        for t in range(split):
             model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
-        model.reorder_cache(cache, order)
-        # After the reorder, row i continues old row order[i]'s prefix with row i's own tokens.
-        prefix = torch.cat([tgt[order, :3], tgt[:, 3:]], dim=1)
-        full = model.decode(prefix, memory[order], src_mask[order])
-        for t in range(3, tgt.size(1)):
-            step = model.decode(tgt[:, t : t + 1], memory[order], src_mask[order], cache)
+        model.reorder_cache(cache, order, source_order)
+        sources = order if source_order is None else source_order
+        memory, src_mask = memory[sources], src_mask[sources]
+        prefix = torch.cat([tgt[order, :split], tgt[: len(order), split:]], dim=1)
+        full = model.decode(prefix, memory, src_mask)
+        for t in range(split, tgt.size(1)):
+            step = model.decode(prefix[:, t : t + 1], memory, src_mask, cache)
             torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
+
+
+def test_reordered_cache_follows_its_beams():
+    """Beams of one sentence: rows dropped and duplicated, the source (cross-attention cache) shared."""
+    model = tiny_model()
+    src = random_ids([6], seed=16).expand(3, -1)
+    continue_after_reorder(model, src, tgt_inputs([6, 6, 6], seed=17), torch.tensor([2, 0, 0]), None)
+
+
+def test_reordered_cache_drops_finished_sentences():
+    """Sentence 1 of three leaves the batch: its self- and cross-attention caches go with it."""
+    model = tiny_model()
+    src = random_ids([5, 9, 2], seed=18)
+    keep = torch.tensor([0, 2])
+    continue_after_reorder(model, src, tgt_inputs([6, 6, 6], seed=19), keep, keep)
+    # A different parent per row and a different source per row at once.
+    order = torch.tensor([2, 2, 0])
+    continue_after_reorder(model, src, tgt_inputs([6, 6, 6], seed=20), order, order)
 
 
 def test_positions_beyond_max_positions_are_an_error():

@@ -1,0 +1,325 @@
+"""mt.train and mt.checkpoint: the label-smoothed loss and the schedule by hand (Sec. 5.3, 5.4), a tiny
+Transformer that learns to reverse sequences, and checkpoints that round-trip, refuse and average.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+
+import numpy as np
+
+import pytest
+import sacrebleu
+import torch
+import torch.nn.functional as F
+
+from mt.checkpoint import average_checkpoints, load_checkpoint, model_from_checkpoint, save_checkpoint
+from mt.config import ModelConfig, TrainConfig
+from mt.errors import MtError
+from mt.model import Transformer, build_model
+from mt.search import greedy_search
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mt.batching import Batch
+from mt.train import batch_loss, inverse_sqrt_lr, label_smoothed_loss, peak_lr
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: extra intra-op threads only add synchronisation, and on a shared 2-core
+    machine they make a step ten times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# -- Sec. 5.4: label smoothing -----------------------------------------------------------------------
+
+LOGITS = [
+    [1.0, 2.0, 0.5, -1.0, 0.0],
+    [0.3, -0.2, 1.5, 0.7, 2.2],
+    [4.0, 0.0, 0.0, 9.0, -3.0],  # its target is PAD: must not count, whatever the logits
+]
+TARGET = [2, 4, PAD_ID]
+
+
+def hand_smoothed_loss(eps: float) -> tuple[float, float]:
+    """-sum_j q_j log p_j with q = (1 - eps) on the target + eps / (V - 1) on every non-pad class."""
+    vocab = 5
+    loss = nll = 0.0
+    for logits, target in zip(LOGITS, TARGET):
+        if target == PAD_ID:
+            continue
+        log_z = math.log(sum(math.exp(v) for v in logits))
+        logp = [v - log_z for v in logits]
+        q = [0.0 if j == PAD_ID else eps / (vocab - 1) for j in range(vocab)]
+        q[target] += 1 - eps
+        assert sum(q) == pytest.approx(1.0)
+        loss -= sum(qj * lj for qj, lj in zip(q, logp))
+        nll -= logp[target]
+    return loss, nll
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.3])
+def test_label_smoothed_loss_by_hand(eps):
+    loss, nll, n = label_smoothed_loss(torch.tensor(LOGITS), torch.tensor(TARGET), eps)
+    expected_loss, expected_nll = hand_smoothed_loss(eps)
+    assert n == 2
+    assert loss.item() == pytest.approx(expected_loss, abs=1e-5)
+    assert nll.item() == pytest.approx(expected_nll, abs=1e-5)
+
+
+def test_pad_targets_do_not_count():
+    logits = torch.tensor(LOGITS, requires_grad=True)
+    loss, _, _ = label_smoothed_loss(logits, torch.tensor(TARGET), 0.1)
+    loss.backward()
+    assert torch.count_nonzero(logits.grad[2]) == 0
+    assert torch.count_nonzero(logits.grad[:2]) > 0
+
+
+def test_epsilon_0_is_cross_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(12, 9)
+    target = torch.randint(0, 9, (12,))
+    target[[3, 7]] = PAD_ID
+    loss, nll, n = label_smoothed_loss(logits, target, 0.0)
+    expected = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="sum")
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(nll, expected)
+    assert n == int((target != PAD_ID).sum())
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_loss_gradient_matches_numerical_differences(eps):
+    """label_smoothed_loss writes its backward out by hand (softmax - q); check it in float64."""
+    torch.manual_seed(1)
+    logits = torch.randn(7, 6, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([2, 5, PAD_ID, 1, 3, PAD_ID, 4])
+    assert torch.autograd.gradcheck(lambda x: label_smoothed_loss(x, target, eps)[:2], (logits,))
+
+
+def test_loss_gradient_matches_autograd_of_the_reference():
+    torch.manual_seed(2)
+    logits = torch.randn(9, 7, requires_grad=True)
+    target = torch.tensor([2, 5, PAD_ID, 1, 3, 6, PAD_ID, 4, 4])
+    eps, vocab = 0.1, 7
+    loss, nll, _ = label_smoothed_loss(logits, target, eps)
+    (grad,) = torch.autograd.grad(loss + 0.5 * nll, logits)
+    reference = logits.detach().clone().requires_grad_(True)
+    keep = target != PAD_ID
+    logp = torch.log_softmax(reference[keep], dim=-1)
+    q = torch.full_like(logp, eps / (vocab - 1))
+    q[:, PAD_ID] = 0.0
+    q[torch.arange(len(q)), target[keep]] += 1 - eps
+    ref_nll = -logp.gather(1, target[keep, None]).sum()
+    ((-(q * logp).sum()) + 0.5 * ref_nll).backward()
+    torch.testing.assert_close(grad, reference.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_batch_loss_equals_the_loss_over_all_logits():
+    """batch_loss runs the output layer on real target positions only: the same numbers."""
+    torch.manual_seed(3)
+    model = Transformer(20, 20, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1).eval()
+    src = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]])
+    tgt_in = torch.tensor([[BOS_ID, 9, 10, 11], [BOS_ID, 12, PAD_ID, PAD_ID]])
+    tgt_out = torch.tensor([[9, 10, 11, EOS_ID], [12, EOS_ID, PAD_ID, PAD_ID]])
+    loss, nll, n = batch_loss(model, Batch(src, tgt_in, tgt_out, np.arange(2)), 0.1)
+    ref_loss, ref_nll, ref_n = label_smoothed_loss(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
+    assert n == ref_n == 6
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+
+
+# -- Sec. 5.3: the learning-rate schedule ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d_model, warmup", [(512, 4000), (256, 1000)])
+def test_schedule_is_the_papers_formula(d_model, warmup):
+    peak = peak_lr(TrainConfig(lr_peak=None, warmup_steps=warmup), d_model)
+    for step in (1, warmup // 2, warmup, 4 * warmup, 10 * warmup):
+        paper = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert inverse_sqrt_lr(step, warmup, peak) == pytest.approx(paper, rel=1e-9)
+    assert peak == pytest.approx(d_model**-0.5 * warmup**-0.5, rel=1e-9)
+    scaled = peak_lr(TrainConfig(lr_peak=None, lr_scale=2.0, warmup_steps=warmup), d_model)
+    assert scaled == pytest.approx(2 * peak)
+
+
+def test_schedule_with_a_peak_lr():
+    peak = peak_lr(TrainConfig(lr_peak=7e-4, warmup_steps=4000), 512)
+    assert peak == 7e-4
+    assert inverse_sqrt_lr(4000, 4000, peak) == pytest.approx(7e-4)
+    assert inverse_sqrt_lr(16000, 4000, peak) == pytest.approx(3.5e-4)
+    assert inverse_sqrt_lr(2000, 4000, peak) == pytest.approx(3.5e-4)  # linear warmup
+    assert inverse_sqrt_lr(1, 4000, peak) == pytest.approx(7e-4 / 4000)
+
+
+# -- learning: reverse random sequences ---------------------------------------------------------------
+
+N_REAL = 10  # real tokens 4..13
+VOCAB = 4 + N_REAL
+
+
+def random_sequences(n: int, gen: torch.Generator) -> list[list[int]]:
+    lengths = torch.randint(3, 9, (n,), generator=gen).tolist()
+    return [torch.randint(4, VOCAB, (length,), generator=gen).tolist() for length in lengths]
+
+
+def padded(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
+
+
+def reverse_batch(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """src + EOS; BOS + reversed; reversed + EOS, as mt.batching.collate lays them out."""
+    tgts = [s[::-1] for s in seqs]
+    src = padded([s + [EOS_ID] for s in seqs])
+    return src, padded([[BOS_ID] + t for t in tgts]), padded([t + [EOS_ID] for t in tgts])
+
+
+@pytest.mark.slow
+def test_a_tiny_transformer_learns_to_reverse():
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = Transformer(VOCAB, VOCAB, d_model=32, d_ff=64, n_heads=4, enc_layers=2, dec_layers=2, dropout=0.1,
+                        max_positions=32)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+    for step in range(1, 501):
+        src, tgt_in, tgt_out = reverse_batch(random_sequences(64, gen))
+        loss, _, n = label_smoothed_loss(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
+        optimizer.zero_grad()
+        (loss / n).backward()
+        for group in optimizer.param_groups:
+            group["lr"] = inverse_sqrt_lr(step, 100, 3e-3)
+        optimizer.step()
+
+    test = random_sequences(200, torch.Generator().manual_seed(123))
+    src, _, _ = reverse_batch(test)
+    hyps = greedy_search(model, src, max_len_a=1.0, max_len_b=2)
+    output = [" ".join(map(str, h.tokens)) for h in hyps]
+    refs = [" ".join(map(str, s[::-1])) for s in test]
+    bleu = sacrebleu.corpus_bleu(output, [refs]).score
+    assert bleu > 90, f"BLEU {bleu:.1f}; e.g. {output[0]!r} for {refs[0]!r}"
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------
+
+TINY = ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=4, max_positions=32)
+
+
+def tiny_state() -> tuple[Transformer, dict]:
+    torch.manual_seed(0)
+    model = build_model(TINY, 20, 20, shared_vocab=True)
+    state = {
+        "model": model.state_dict(),
+        "model_config": dataclasses.asdict(TINY),
+        "vocab": {"src_size": 20, "tgt_size": 20, "shared": True},
+        "tokenizer_sha256": {"src": "ab" * 32, "tgt": "ab" * 32},
+        "step": 7,
+        "best_valid": 1.5,
+    }
+    return model, state
+
+
+def test_checkpoint_round_trip(tmp_path):
+    model, state = tiny_state()
+    path = tmp_path / "checkpoints" / "last.pt"
+    save_checkpoint(path, state)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["last.pt"]  # no temporary file left
+    loaded = load_checkpoint(path)
+    assert loaded["step"] == 7 and loaded["best_valid"] == 1.5 and loaded["vocab"] == state["vocab"]
+    assert loaded["tokenizer_sha256"] == state["tokenizer_sha256"]
+    for key, value in state["model"].items():
+        torch.testing.assert_close(loaded["model"][key], value, atol=0, rtol=0)
+    rebuilt = model_from_checkpoint(loaded).eval()
+    assert rebuilt.output.weight is rebuilt.src_embed.tokens.weight  # still tied after loading
+    src = torch.tensor([[5, 6, 7, EOS_ID]])
+    tgt = torch.tensor([[BOS_ID, 8, 9]])
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(src, tgt), model.eval()(src, tgt), atol=0, rtol=0)
+
+
+def assert_one_line_error(path, match: str) -> None:
+    with pytest.raises(MtError) as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert "\n" not in message and "\x1b" not in message
+    assert message.startswith(f"{path}: ") and match in message
+    assert len(message) < 300
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.001, 0.01, 0.5, 0.999])
+def test_truncated_checkpoint_is_a_one_line_error(tmp_path, keep):
+    _, state = tiny_state()
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, state)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(MtError):
+        load_checkpoint(path)
+    assert_one_line_error(path, "")
+
+
+RAN = []
+
+
+def _record(what):
+    RAN.append(what)
+    return what
+
+
+class Sneaky:
+    """Unpickling this calls _record: code a checkpoint must never run."""
+
+    def __reduce__(self):
+        return (_record, ("unpickled code ran",))
+
+
+def test_foreign_files_are_refused_with_one_line(tmp_path):
+    plain = tmp_path / "plain.pt"
+    torch.save({"model": {"w": torch.zeros(2)}}, plain)  # a torch file, but not ours
+    assert_one_line_error(plain, "not an mt checkpoint")
+
+    listed = tmp_path / "list.pt"
+    torch.save([torch.zeros(2)], listed)
+    assert_one_line_error(listed, "not an mt checkpoint")
+
+    torch_object = tmp_path / "object.pt"
+    torch.save({"format": "mt-checkpoint-1", "model": Sneaky()}, torch_object)
+    assert_one_line_error(torch_object, "refused")
+
+    pickled = tmp_path / "pickled.pt"
+    pickled.write_bytes(pickle.dumps(Sneaky(), protocol=2))
+    assert_one_line_error(pickled, "")
+
+    text = tmp_path / "notes.pt"
+    text.write_text("hello\n")
+    assert_one_line_error(text, "not a readable checkpoint")
+
+    assert_one_line_error(tmp_path / "missing.pt", "no such checkpoint")
+    assert RAN == []
+
+
+def test_average_checkpoints_is_the_mean(tmp_path):
+    _, state = tiny_state()
+    paths = []
+    for k in (1, 2, 6):
+        weights = {
+            "w": torch.tensor([[1.0, -2.0], [0.5, 4.0]]) * k,
+            "b": torch.full((3,), float(k)),
+            "steps": torch.tensor(k),  # not floating point: taken from the last checkpoint
+        }
+        path = tmp_path / f"step_{k}.pt"
+        save_checkpoint(path, {**state, "model": weights, "step": k})
+        paths.append(path)
+    averaged = average_checkpoints(paths)
+    torch.testing.assert_close(averaged["model"]["w"], torch.tensor([[3.0, -6.0], [1.5, 12.0]]))
+    torch.testing.assert_close(averaged["model"]["b"], torch.full((3,), 3.0))
+    assert averaged["model"]["w"].dtype == torch.float32
+    assert int(averaged["model"]["steps"]) == 6
+    assert averaged["step"] == 6 and averaged["model_config"] == state["model_config"]
+    assert averaged["averaged_from"] == ["step_1.pt", "step_2.pt", "step_6.pt"]
+    with pytest.raises(MtError, match="no checkpoints to average"):
+        average_checkpoints([])
