@@ -56,19 +56,29 @@ def _parse_sets(sets: list[str] | None) -> dict[str, str]:
 
 
 def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets: list[str] | None,
-            preset: str | None = None, persist: bool = True):
-    """The experiment and its resolved config: saved config (or recipe/defaults) + flags."""
+            preset: str | None = None, persist: bool = True, existing: bool = False):
+    """The experiment and its resolved config: saved config (or recipe/defaults) + recipe + flags.
+
+    Precedence, lowest first: saved config, recipe, --preset, the named flags, --set. With
+    `existing` the experiment must already exist (translate, evaluate): nothing is created.
+    """
     from mt import config as cfglib
     from mt.experiment import Experiment
 
     exp = Experiment(exp_dir)
-    base = cfglib.load_recipe(recipe)[0] if recipe else None
+    if existing:
+        exp.load_config()  # a one-line error when there is no experiment here
+    origins: dict[str, str] = {}
     if preset is not None:
         if preset not in cfglib.MODEL_PRESETS:
             raise ConfigError(f"--preset {preset!r}: known presets are {', '.join(cfglib.MODEL_PRESETS)}")
-        overrides = {**{f"model.{k}": v for k, v in cfglib.MODEL_PRESETS[preset].items()}, **overrides}
-    overrides = {**overrides, **_parse_sets(sets)}
-    return exp, exp.resolve_config(overrides, base=base, persist=persist)
+        preset_fields = {f"model.{k}": v for k, v in cfglib.MODEL_PRESETS[preset].items()}
+        origins.update({key: f"--preset {preset}" for key in preset_fields})
+        overrides = {**preset_fields, **{k: v for k, v in overrides.items() if v is not None}}
+    sets_fields = _parse_sets(sets)
+    origins.update({key: "--set" for key in sets_fields})
+    overrides = {**overrides, **sets_fields}
+    return exp, exp.resolve_config(overrides, persist=persist, recipe=recipe, origins=origins)
 
 
 def _threads(threads: int | None) -> None:
@@ -124,8 +134,11 @@ def train_tokenizer_cmd(
     if separate_vocab:
         overrides["tokenizer.joint"] = False
     experiment, cfg = _config(exp, recipe, overrides, sets)
-    summary = train_tokenizer(experiment, cfg)
-    log.info(f"tokenizer written to {experiment.tokenizer_dir}: {summary}")
+    with experiment.undo_if_new_fails():
+        summary = train_tokenizer(experiment, cfg)
+    sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
+    log.info(f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
+             f"{summary['sentences']['src']:,} training pairs; {summary['seconds']:.1f}s")
 
 
 @app.command()
@@ -134,7 +147,8 @@ def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], 
     from mt.binarize import binarize as run_binarize
 
     experiment, cfg = _config(exp, recipe, {"data.max_len": max_len}, sets)
-    stats = run_binarize(experiment, cfg)
+    with experiment.undo_if_new_fails():
+        stats = run_binarize(experiment, cfg)
     _print_data_table(stats)
 
 
@@ -155,14 +169,15 @@ def train(
     device: Device = "cpu",
 ) -> None:
     """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
-    from mt.train import train as run_train
-
     overrides = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
                  "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.precision": precision,
                  "train.seed": seed}
     experiment, cfg = _config(exp, recipe, overrides, sets, preset=preset)
+    from mt.train import train as run_train  # torch: imported after the flags are checked
+
     _threads(threads)
-    summary = run_train(experiment, cfg, device=device)
+    with experiment.undo_if_new_fails():
+        summary = run_train(experiment, cfg, device=device)
     log.info(
         f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
         + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
@@ -201,17 +216,18 @@ def translate(
     device: Device = "cpu",
 ) -> None:
     """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line."""
-    from mt.experiment import atomic_path
-    from mt.translate import Translator
-
     if buffer < 1:
         raise ConfigError("--buffer must be at least 1")
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
-    experiment, cfg = _config(exp, None, _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens), None, persist=False)
+    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
+    experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
+    from mt.experiment import atomic_path
+    from mt.translate import Translator
+
+    source = _open_input(input)
     _threads(threads)
     translator = Translator(experiment, cfg, checkpoint, device)
-    source = _open_input(input)
     if output is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
@@ -224,24 +240,25 @@ def translate(
 
 def _open_input(path: Path | None):
     """Lines of a file or of stdin, read as they arrive; invalid UTF-8 is an error naming the line."""
+    if path is not None and not path.is_file():
+        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
     stream = open(path, "rb") if path is not None else sys.stdin.buffer
     name = str(path) if path is not None else "<stdin>"
 
     def lines():
-        for number, raw in enumerate(iter(stream.readline, b""), start=1):
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise MtError(f"{name}:{number}: not valid UTF-8") from None
-    if path is not None and not path.is_file():
-        raise MtError(f"{path}: no such input file")
+        with stream:
+            for number, raw in enumerate(iter(stream.readline, b""), start=1):
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise MtError(f"{name}:{number}: not valid UTF-8") from None
     return lines()
 
 
 @app.command()
 def evaluate(
     exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.")] = None,
-    split: Annotated[str, typer.Option(help="valid or test.")] = "test",
+    split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
     hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
     checkpoint: Checkpoint = None,
@@ -268,8 +285,9 @@ def evaluate(
         if exp is None:
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
         if split not in ("train", "valid", "test"):
-            raise ConfigError(f"--split {split!r}: expected valid or test")
-        experiment, cfg = _config(exp, None, _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens), None, persist=False)
+            raise ConfigError(f"--split {split!r}: expected train, valid or test")
+        decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
+        experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
         _threads(threads)
         scores = ev.evaluate_split(experiment, cfg, split, checkpoint, device)
     if json_out:
@@ -292,7 +310,7 @@ def run(
     from mt.run import run_recipe
 
     _threads(threads)
-    run_recipe(recipe, exp, _parse_sets(sets), device=device, print_result=print)
+    run_recipe(recipe, exp, _parse_sets(sets), device=device, print_result=print, print_data=_print_data_table)
 
 
 @app.command()
@@ -325,33 +343,74 @@ def info(
         console.print(table)
 
 
+def _count(n: int) -> str:
+    """Exact below 100,000, then rounded (128k, 4.5M): keeps the data table within 80 columns."""
+    if n < 100_000:
+        return f"{n:,}"
+    if n < 1_000_000:
+        return f"{n / 1e3:.0f}k"
+    return f"{n / 1e6:.1f}M" if n < 1_000_000_000 else f"{n / 1e9:.1f}B"
+
+
 def _print_data_table(stats: dict) -> None:
+    """Pairs kept and dropped per split, tokens and mean lengths: fits 80 columns (WMT sizes too)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="binarized data")
-    for column in ("split", "pairs in", "kept", "dropped empty", "dropped too long", "src tokens", "tgt tokens", "mean src len", "mean tgt len"):
-        table.add_column(column, justify="right" if column != "split" else "left")
+    table = Table(title="binarized data: pairs kept, dropped (empty, too long), tokens, mean length",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in ("split", "pairs", "kept", "empty", "too long", "tokens src/tgt", "len src/tgt"):
+        table.add_column(column, justify="left" if column == "split" else "right", no_wrap=True)
     for split, s in stats.get("splits", stats).items():
         if not isinstance(s, dict) or "kept" not in s:
             continue
         table.add_row(split, f"{s['pairs_in']:,}", f"{s['kept']:,}", f"{s['dropped']['empty']:,}",
-                      f"{s['dropped']['too_long']:,}", f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}",
-                      f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}")
+                      f"{s['dropped']['too_long']:,}", f"{_count(s['src_tokens'])}/{_count(s['tgt_tokens'])}",
+                      f"{s['mean_src_len']:.1f}/{s['mean_tgt_len']:.1f}")
     log.console.print(table)
 
 
 def main() -> None:
-    """Console entry point: MtError becomes one line on stderr and an exit code."""
+    """Console entry point: errors become one line on stderr and an exit code (1 input, 2 flags/config)."""
+    from rich.markup import escape
+
+    try:  # recent typer vendors click as typer._click; older typer uses click itself
+        from typer._click import exceptions as click_errors
+    except ImportError:
+        from click import exceptions as click_errors
+
+    def fail(message: str, code: int) -> None:
+        log.console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+        sys.exit(code)
+
     try:
-        app()
+        code = app(standalone_mode=False)
     except MtError as exc:
         if _debug or os.environ.get("MT_DEBUG"):
             traceback.print_exc()
-        log.console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
-        sys.exit(exc.exit_code)
+        fail(str(exc), exc.exit_code)
+    except click_errors.NoArgsIsHelpError:
+        sys.exit(2)  # typer has printed the help
+    except click_errors.ClickException as exc:  # bad flags: click's message, on one line
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        fail(" ".join(exc.format_message().split()) + hint, exc.exit_code)
+    except typer.Abort:
+        log.console.print("aborted")
+        sys.exit(1)
     except KeyboardInterrupt:
         log.console.print("interrupted")
         sys.exit(130)
+    except BrokenPipeError:  # `mt translate | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:  # disk full, permissions: not a bug in mt
+        if _debug or os.environ.get("MT_DEBUG"):
+            traceback.print_exc()
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc} (--debug shows where)", 1)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,15 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise MtError(f"{path}: no such checkpoint")
+    unreadable = f"{path}: truncated or not a checkpoint; remove it or choose another checkpoint"
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; anything else is damage
+        raise MtError(unreadable)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise MtError(f"{path}: refused: not plain tensors/data ({_reason(exc, 'Unsupported')})") from None
-    except Exception as exc:  # an empty or foreign file fails in many ways: EOFError, KeyError, ...
-        raise MtError(f"{path}: not a readable checkpoint (truncated or corrupt: {_reason(exc)})") from None
+        raise MtError(f"{path}: refused: holds more than tensors and plain data ({_reason(exc, 'Unsupported')})") from None
+    except Exception as exc:  # a damaged archive fails in many ways: EOFError, KeyError, RuntimeError...
+        raise MtError(f"{unreadable} ({_reason(exc)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise MtError(f"{path}: not an mt checkpoint (format {FORMAT!r} expected)")
     return state

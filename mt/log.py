@@ -14,11 +14,11 @@ quiet = False  # set by the CLI's --quiet
 def info(message: str) -> None:
     """One status line on stderr (silenced by --quiet)."""
     if not quiet:
-        console.print(message)
+        console.print(message, soft_wrap=True)
 
 
 def warn(message: str) -> None:
-    console.print(f"[yellow]warning:[/yellow] {message}")
+    console.print(f"[yellow]warning:[/yellow] {message}", soft_wrap=True)
 
 
 def progress_enabled() -> bool:

@@ -58,7 +58,8 @@ def run_recipe(
                     continue
                 log.info("[bold]train[/bold]")
                 summary = train(exp, cfg, device=device)
-                log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s")
+                log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) "
+                         f"after {summary['seconds']:.0f}s")
             elif step == "evaluate":
                 _evaluate(exp, cfg, device, print_result)
     examples = [str(e) for e in run.get("translate_examples") or []]

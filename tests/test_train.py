@@ -296,7 +296,7 @@ def test_foreign_files_are_refused_with_one_line(tmp_path):
 
     text = tmp_path / "notes.pt"
     text.write_text("hello\n")
-    assert_one_line_error(text, "not a readable checkpoint")
+    assert_one_line_error(text, "truncated or not a checkpoint")
 
     assert_one_line_error(tmp_path / "missing.pt", "no such checkpoint")
     assert RAN == []

@@ -1,0 +1,266 @@
+"""mt.config and the config half of mt.experiment: recipes, presets, strict keys and types,
+durations, and overrides on an existing experiment (recorded, or refused once a field is in use)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mt import config as cfglib
+from mt.config import MODEL_PRESETS, ExperimentConfig, ModelConfig, from_dict, load_recipe, parse_duration
+from mt.errors import ConfigError
+from mt.experiment import Experiment
+
+RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- recipes ------------------------------------------------------------------------------------
+def test_recipes_dir_holds_recipes():
+    files = [p for p in RECIPES_DIR.iterdir() if p.is_file()] if RECIPES_DIR.is_dir() else []
+    if files:
+        assert RECIPES, f"{RECIPES_DIR} has files but no *.yaml recipe"
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
+def test_every_recipe_loads(path: Path):
+    cfg, run = load_recipe(path)
+    assert isinstance(cfg, ExperimentConfig)
+    cfglib.validate(cfg, str(path))
+    assert run.get("exp"), f"{path.name}: no exp: directory"
+    assert set(run.get("steps", cfglib.STEPS)) <= set(cfglib.STEPS)
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# mt run"), f"{path.name} should open with the command that runs it"
+    fields = cfglib.recipe_fields(path)
+    for key, value in fields.items():  # what the recipe sets is what the config holds
+        section, _, name = key.partition(".")
+        assert getattr(getattr(cfg, section), name) == value
+
+
+RECIPE = """\
+# mt run recipe.yaml
+exp: experiments/demo
+steps: [train-tokenizer, binarize, train, evaluate]
+translate_examples: ["Ein Hund.", "Zwei Katzen."]
+data:
+  src_lang: en
+  tgt_lang: de
+  train_prefix: corpus/train
+  test_src: corpus/test.en
+  test_tgt: /abs/test.de
+tokenizer:
+  vocab_size: 500
+preset: tiny
+model:
+  dropout: 0.2
+train:
+  max_steps: 30
+  max_time: 12m
+  lr_peak: 1    # an int where a float is expected is fine
+decode:
+  beam: 2
+"""
+
+
+def test_recipe_in_tmp_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg, run = load_recipe(write(tmp_path / "recipe.yaml", RECIPE))
+    assert {k: run[k] for k in ("exp", "steps", "translate_examples")} == {
+        "exp": "experiments/demo", "steps": list(cfglib.STEPS), "translate_examples": ["Ein Hund.", "Zwei Katzen."]}
+    assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.tokenizer.vocab_size) == ("en", "de", 500)
+    assert cfg.model.d_model == MODEL_PRESETS["tiny"]["d_model"] and cfg.model.dropout == 0.2  # recipe beats preset
+    assert cfg.train.max_time == 720.0 and cfg.train.lr_peak == 1.0 and isinstance(cfg.train.lr_peak, float)
+    assert cfg.decode.beam == 2 and cfg.train.warmup_steps == 4000  # unset fields keep their defaults
+    # Relative corpus paths are taken from where mt runs, and stored absolute.
+    assert cfg.data.train_prefix == str(tmp_path / "corpus" / "train")
+    assert cfg.data.test_src == str(tmp_path / "corpus" / "test.en") and cfg.data.test_tgt == "/abs/test.de"
+
+
+def test_recipe_fields_are_only_what_it_sets(tmp_path):
+    path = write(tmp_path / "r.yaml", "preset: tiny\ntrain:\n  max_steps: 7\n")
+    fields = cfglib.recipe_fields(path)
+    assert fields == {**{f"model.{k}": v for k, v in MODEL_PRESETS["tiny"].items()}, "train.max_steps": 7}
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("trian:\n  max_steps: 5\n", ["trian", "unknown section"]),
+    ("train:\n  max_stpes: 5\n", ["train.max_stpes", "max_steps"]),  # names the key and lists the real ones
+    ("model:\n  d_model: 64\n  n_heads: 5\n", ["d_model", "n_heads"]),
+    ("preset: huge\n", ["huge", "tiny"]),
+    ("steps: [train, deploy]\n", ["deploy"]),
+    ("train: 5\n", ["train", "mapping"]),
+    ("- a list\n", ["mapping"]),
+    ("train:\n  max_steps: [1\n", ["not valid YAML"]),
+])
+def test_bad_recipe_names_the_key_and_file(tmp_path, text, needles):
+    path = write(tmp_path / "bad.yaml", text)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message
+    for needle in needles:
+        assert needle in message
+
+
+def test_missing_recipe(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        load_recipe(tmp_path / "nope.yaml")
+
+
+# -- presets ------------------------------------------------------------------------------------
+def test_presets():
+    defaults = dataclasses.asdict(ModelConfig())
+    assert all(defaults[k] == v for k, v in MODEL_PRESETS["base"].items())  # the defaults are the paper's base
+    assert MODEL_PRESETS["big"] == dict(enc_layers=6, dec_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3)
+    for name, fields in MODEL_PRESETS.items():
+        cfg = from_dict({"preset": name}, "test")
+        assert {k: getattr(cfg.model, k) for k in fields} == fields
+        assert fields["d_model"] % fields["n_heads"] == 0, name
+
+
+# -- types --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("section, values, key", [
+    ("train", {"max_steps": "abc"}, "train.max_steps"),
+    ("train", {"max_steps": 1.5}, "train.max_steps"),
+    ("train", {"max_steps": True}, "train.max_steps"),
+    ("train", {"lr_peak": "fast"}, "train.lr_peak"),
+    ("model", {"pre_norm": "maybe"}, "model.pre_norm"),
+    ("tokenizer", {"vocab_size": None}, "tokenizer.vocab_size"),
+    ("data", {"hf_splits": "train"}, "data.hf_splits"),
+    ("train", {"max_time": "soon"}, "train.max_time"),
+])
+def test_type_errors_name_the_key(section, values, key):
+    with pytest.raises(ConfigError) as info:
+        from_dict({section: values}, "recipe.yaml")
+    assert key in str(info.value) and "recipe.yaml" in str(info.value)
+
+
+def test_types_are_converted():
+    cfg = from_dict({"train": {"max_steps": "30", "lr_peak": 1, "max_time": "1.5h"},
+                     "model": {"pre_norm": "true"}, "data": {"train_src": 5}}, "test")
+    assert cfg.train.max_steps == 30 and cfg.train.lr_peak == 1.0 and cfg.train.max_time == 5400.0
+    assert cfg.model.pre_norm is True and cfg.data.train_src == "5"
+
+
+@pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("12m", 720), ("1.5h", 5400), (" 2h ", 7200),
+                                           (90, 90), (1.5, 1.5), (".5m", 30)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "5x", "-1m", "1h30m", "ninety", "1.2.3s"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ConfigError, match="duration"):
+        parse_duration(text)
+
+
+# -- an experiment's config -----------------------------------------------------------------------
+def overrides_of(exp: Experiment) -> list[dict]:
+    if not exp.overrides_path.exists():
+        return []
+    return [json.loads(line) for line in exp.overrides_path.read_text().splitlines()]
+
+
+def test_new_experiment_writes_every_field(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    cfg = exp.resolve_config({"tokenizer.vocab_size": 500, "train.max_steps": None})
+    saved = yaml.safe_load(exp.config_path.read_text())
+    assert saved == dataclasses.asdict(cfg) and saved["tokenizer"]["vocab_size"] == 500
+    assert exp.load_config() == cfg
+    assert [(r["key"], r["old"], r["new"]) for r in overrides_of(exp)] == [("tokenizer.vocab_size", 8000, 500)]
+
+
+def test_resolve_without_persist_writes_nothing_new(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({"decode.beam": 2}, persist=False)
+    assert not exp.root.exists()
+
+
+def test_overrides_are_recorded(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({})
+    cfg = exp.resolve_config({"train.max_steps": 40, "train.seed": 1})  # seed 1 is no change
+    assert cfg.train.max_steps == 40 and exp.load_config().train.max_steps == 40
+    record = overrides_of(exp)[-1]
+    assert (record["key"], record["old"], record["new"], record["persisted"]) == ("train.max_steps", 100_000, 40, True)
+    assert {"time", "command"} <= set(record) and len(overrides_of(exp)) == 1
+    # Decoding options for one call: recorded, not saved.
+    cfg = exp.resolve_config({"decode.beam": 1}, persist=False)
+    assert cfg.decode.beam == 1 and exp.load_config().decode.beam == 4
+    assert overrides_of(exp)[-1]["persisted"] is False
+
+
+def test_used_fields_are_frozen(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({})
+    exp.tokenizer_dir.mkdir()
+    exp.resolve_config({"tokenizer.vocab_size": 500})  # a tokenizer dir without a model: not trained yet
+    (exp.tokenizer_dir / "spm.model").write_bytes(b"x")
+    before = exp.config_path.read_text(), overrides_of(exp)
+    for key, value in [("tokenizer.vocab_size", 600), ("data.src_lang", "fr"), ("data.train_prefix", "x")]:
+        with pytest.raises(ConfigError) as info:
+            exp.resolve_config({key: value}, origins={key: "--set"})
+        assert key in str(info.value) and "--set" in str(info.value) and "tokenizer" in str(info.value)
+    assert (exp.config_path.read_text(), overrides_of(exp)) == before
+    exp.resolve_config({"tokenizer.vocab_size": 500, "data.max_len": 100})  # same value; binarize's field
+    exp.data_dir.mkdir()
+    with pytest.raises(ConfigError, match="data.max_len"):
+        exp.resolve_config({"data.max_len": 50})
+    exp.resolve_config({"model.d_model": 64, "model.n_heads": 4})  # no checkpoint yet
+    exp.checkpoints_dir.mkdir()
+    (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="model.d_model is fixed at 64"):
+        exp.resolve_config({"model.d_model": 128})
+    cfg = exp.resolve_config({"train.max_steps": 5, "decode.beam": 2})  # training and decoding may change
+    assert (cfg.train.max_steps, cfg.decode.beam) == (5, 2)
+
+
+def test_recipe_on_an_existing_experiment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({**{f"model.{k}": v for k, v in MODEL_PRESETS["tiny"].items()}, "train.max_tokens": 1000})
+    (exp.checkpoints_dir).mkdir()
+    (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
+    recipe = write(tmp_path / "r.yaml", "train:\n  max_steps: 50\n")
+    cfg = exp.resolve_config({}, recipe=recipe)
+    # Only what the recipe sets counts: the model and max_tokens keep the experiment's values.
+    assert cfg.train.max_steps == 50 and cfg.model.d_model == 64 and cfg.train.max_tokens == 1000
+    cfg = exp.resolve_config({"train.max_steps": 60}, recipe=recipe)  # flags beat the recipe
+    assert cfg.train.max_steps == 60
+    with pytest.raises(ConfigError) as info:
+        exp.resolve_config({}, recipe=write(tmp_path / "big.yaml", "preset: big\n"))
+    assert "big.yaml" in str(info.value) and "model." in str(info.value)
+
+
+def test_recipe_starts_a_new_experiment(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exp = Experiment(tmp_path / "exp")
+    cfg = exp.resolve_config({"train.max_steps": 9}, recipe=write(tmp_path / "r.yaml", RECIPE))
+    assert cfg.model.d_model == 64 and cfg.train.max_steps == 9 and cfg.decode.beam == 2
+    assert exp.load_config() == cfg
+
+
+def test_a_failed_first_step_leaves_nothing(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({"tokenizer.vocab_size": 500})
+    with pytest.raises(RuntimeError), exp.undo_if_new_fails():
+        exp.tokenizer_dir.mkdir()
+        raise RuntimeError("sentencepiece failed")
+    assert not exp.root.exists()
+    # An experiment that existed before keeps its config.
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({})
+    again = Experiment(tmp_path / "exp")
+    again.resolve_config({"train.max_steps": 3})
+    with pytest.raises(RuntimeError), again.undo_if_new_fails():
+        raise RuntimeError("boom")
+    assert again.load_config().train.max_steps == 3
