@@ -40,22 +40,29 @@ def score(hyps: list[str], refs: list[str]) -> dict:
 
 
 def evaluate_split(
-    exp: Experiment, cfg: ExperimentConfig, split: str, checkpoint: str | None = None, device: str = "cpu"
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    split: str,
+    checkpoint: str | list[str] | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    quantize: str | None = None,
 ) -> dict:
     """Translate every source line of a split (raw text, nothing dropped) and score it against its
     references; the translations and scores are saved in the experiment."""
     from mt.translate import Translator
 
     src_lines, refs = load_split(cfg.data, split)
-    translator = Translator(exp, cfg, checkpoint, device)
+    translator = Translator(exp, cfg, checkpoint, device, precision, quantize)
     start = time.perf_counter()
     hyps = translator.translate(src_lines)
     seconds = time.perf_counter() - start
     result = {
         "split": split,
         **score(hyps, refs),
-        "checkpoint": translator.checkpoint_path.name,
-        "decode": {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty},
+        "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
+        "decode": {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
+                   "precision": precision, "quantize": quantize},
         "translate_seconds": round(seconds, 2),
     }
     write_text_atomic(exp.hyp_path(split), "".join(h + "\n" for h in hyps))

@@ -61,32 +61,78 @@ def _force_eos(logprobs: torch.Tensor, rows: torch.Tensor) -> None:
         logprobs[rows, EOS_ID] = eos
 
 
+def select_rows(state, rows: torch.Tensor):
+    """Rows of an encoder state: a tensor, or (nested) tuples/lists of them (ensembles)."""
+    if isinstance(state, torch.Tensor):
+        return state.index_select(0, rows)
+    return type(state)(select_rows(item, rows) for item in state)
+
+
 @torch.no_grad()
 def greedy_search(model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
     """The most probable token at every step, for each sentence of src_ids (batch, src_len)."""
+    return _single_path(model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.argmax(dim=-1))
+
+
+@torch.no_grad()
+def sample_search(
+    model,
+    src_ids: torch.Tensor,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> list[Hypothesis]:
+    """One sampled translation per sentence (e.g. for back-translation): the next token is drawn
+    from the model's distribution at `temperature`, restricted to the `top_k` most probable tokens
+    and/or the smallest set whose probability reaches `top_p` (nucleus sampling)."""
+
+    def pick(logprobs: torch.Tensor) -> torch.Tensor:
+        logits = logprobs / max(temperature, 1e-6)
+        if top_k > 0:
+            kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, -torch.inf)
+        if top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # the mass before it already reaches top_p
+            drop = torch.empty_like(drop_sorted).scatter_(1, order, drop_sorted)
+            logits = logits.masked_fill(drop, -torch.inf)
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+    return _single_path(model, src_ids, max_len_a, max_len_b, pick)
+
+
+def _single_path(model, src_ids, max_len_a, max_len_b, pick) -> list[Hypothesis]:
+    """Greedy or sampled decoding: one hypothesis per sentence; finished sentences leave the batch."""
     model.eval()
     batch = src_ids.size(0)
+    device = src_ids.device
     memory, src_mask = model.encode(src_ids)
     limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
     cache = model.new_cache()
-    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=src_ids.device)
-    logprob = torch.zeros(batch, device=src_ids.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
-    for step in range(int(limit.max())):
+    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    logprob = torch.zeros(batch, device=device)
+    active = torch.arange(batch, device=device)
+    hyps: list[Hypothesis | None] = [None] * batch
+    step = 0
+    while active.numel() > 0:
+        step += 1
         logprobs = _step_logprobs(model, tokens, memory, src_mask, cache)
-        _force_eos(logprobs, step + 1 >= limit)
-        best, token = logprobs.max(dim=-1)
-        token = torch.where(done, PAD_ID, token)
-        logprob += torch.where(done, 0.0, best)
+        _force_eos(logprobs, step >= limit[active])
+        token = pick(logprobs)
+        logprob += logprobs.gather(1, token[:, None]).squeeze(1)
         tokens = torch.cat([tokens, token[:, None]], dim=1)
-        done |= token == EOS_ID
-        if done.all():
-            break
-    hyps = []
-    for row in range(batch):
-        ids = tokens[row, 1:].tolist()
-        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
-        hyps.append(Hypothesis(ids, float(logprob[row]), float(logprob[row])))
+        ended = token == EOS_ID
+        if ended.any():
+            for row in ended.nonzero().squeeze(1).tolist():
+                hyps[int(active[row])] = Hypothesis(tokens[row, 1:-1].tolist(), float(logprob[row]), float(logprob[row]))
+            keep = (~ended).nonzero().squeeze(1)
+            tokens, logprob, active = tokens[keep], logprob[keep], active[keep]
+            memory, src_mask = select_rows(memory, keep), select_rows(src_mask, keep)
+            model.reorder_cache(cache, keep, keep)
     return hyps
 
 
@@ -109,9 +155,9 @@ def beam_search(
     nbest = min(nbest, beam)
     memory, src_mask = model.encode(src_ids)
     limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
-    # Every beam row of a sentence reads the same encoder output.
-    memory = memory.repeat_interleave(beam, dim=0)  # (batch * beam, src_len, d_model)
-    src_mask = src_mask.repeat_interleave(beam, dim=0)
+    # Every beam row of a sentence reads the same encoder output: (batch * beam, src_len, d_model).
+    beam_rows = torch.arange(batch, device=device).repeat_interleave(beam)
+    memory, src_mask = select_rows(memory, beam_rows), select_rows(src_mask, beam_rows)
     cache = model.new_cache() if use_cache else None
     tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
     # Only the first beam of each sentence is live at the start; the others would duplicate it.
@@ -145,7 +191,7 @@ def beam_search(
             rows = rows.view(len(active), beam)[still].view(-1)
             source_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
             tokens, scores, active = tokens[source_rows], scores[still], active[still]
-            memory, src_mask = memory[source_rows], src_mask[source_rows]
+            memory, src_mask = select_rows(memory, source_rows), select_rows(src_mask, source_rows)
         if cache is not None:
             # Rows of one sentence share their source: its cross-attention cache moves only with
             # the sentence, the self-attention cache follows each beam's parent.

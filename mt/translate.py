@@ -1,11 +1,22 @@
 """Lines in, translations out: tokenize, batch by length, search, detokenize, restore input order.
 
 `Translator.stream()` reads lines as they arrive and writes each group of `buffer` lines as soon
-as it is translated, so `mt translate` works in a pipe that stays open.
+as it is translated, so `mt translate` works in a pipe that stays open and memory stays flat on any
+input size.
+
+Output formats (one input line gives):
+- plain: one line, the translation;
+- `scores`: one line, `SCORE<TAB>TRANSLATION`;
+- `nbest` K: K lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting input lines from 1
+  (an empty input line gives one line with an empty translation and score 0).
+SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
+the log-probability (greedy, sampling).
 """
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import torch
@@ -13,56 +24,113 @@ import torch
 from mt import log
 from mt.checkpoint import load_checkpoint, model_from_checkpoint, resolve_checkpoint
 from mt.config import DecodeConfig, ExperimentConfig
+from mt.ensemble import Ensemble
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.search import beam_search, greedy_search
+from mt.search import Hypothesis, beam_search, greedy_search, sample_search
 from mt.tokenizer import EOS_ID, PAD_ID, load_tokenizers
 
 
-class Translator:
-    """A trained model with its tokenizers and decoding options."""
+@dataclass
+class Sampling:
+    """Draw translations instead of searching for the best (back-translation)."""
 
-    def __init__(self, exp: Experiment, cfg: ExperimentConfig, checkpoint: str | None = None, device: str = "cpu"):
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 1
+
+
+def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):
+    """bf16/fp16 weights, or int8 dynamic quantization of the linear layers (CPU)."""
+    if quantize == "int8":
+        if device.type != "cpu":
+            raise MtError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
+        from torch.ao.quantization import quantize_dynamic
+
+        with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
+            warnings.simplefilter("ignore")
+            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    if quantize is not None:
+        raise MtError(f"--quantize {quantize!r}: only int8 is supported")
+    if precision == "bf16":
+        return model.to(torch.bfloat16)
+    if precision == "fp16":
+        if device.type != "cuda":
+            raise MtError("--precision fp16 needs a GPU; use bf16 on the CPU")
+        return model.to(torch.float16)
+    if precision != "fp32":
+        raise MtError(f"--precision {precision!r}: expected fp32, bf16 or fp16")
+    return model
+
+
+class Translator:
+    """Trained model(s) with their tokenizers and decoding options."""
+
+    def __init__(
+        self,
+        exp: Experiment,
+        cfg: ExperimentConfig,
+        checkpoint: str | list[str] | None = None,
+        device: str = "cpu",
+        precision: str = "fp32",
+        quantize: str | None = None,
+    ):
         self.decode_cfg: DecodeConfig = cfg.decode
         self.device = torch.device(device)
         self.src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
-        path = resolve_checkpoint(exp, checkpoint or cfg.decode.checkpoint)
-        state = load_checkpoint(path)
+        names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         expected = {"src": self.src_tok.sha256, "tgt": self.tgt_tok.sha256}
-        if state.get("tokenizer_sha256") != expected:
-            raise MtError(f"{path}: trained with a different tokenizer than {exp.tokenizer_dir}")
-        self.checkpoint_path = path
-        self.model = model_from_checkpoint(state).to(self.device).eval()
+        models = []
+        self.checkpoint_paths = []
+        for name in names:
+            path = resolve_checkpoint(exp, name)
+            state = load_checkpoint(path)
+            if state.get("tokenizer_sha256") != expected:
+                raise MtError(f"{path}: trained with a different tokenizer than {exp.tokenizer_dir}")
+            models.append(model_from_checkpoint(state).to(self.device).eval())
+            self.checkpoint_paths.append(path)
+        self.checkpoint_path = self.checkpoint_paths[0]
+        model = models[0] if len(models) == 1 else Ensemble(models).eval()
+        self.model = optimise_for_inference(model, precision, quantize, self.device)
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
-        outputs = [""] * len(lines)
+        return [hyps[0][0] for hyps in self.search(lines)]
+
+    def search(self, lines: list[str], nbest: int = 1, sampling: Sampling | None = None) -> list[list[tuple[str, float]]]:
+        """For each line, up to `nbest` (translation, score) pairs, best first."""
+        results: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
         if not todo:
-            return outputs
+            return results
         encoded = self.src_tok.encode([lines[i] for i in todo])
         for k, ids in enumerate(encoded):
             if len(ids) > self.max_src_tokens:
                 log.warn(f"input line {todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
                 encoded[k] = ids[: self.max_src_tokens]
+        generator = None
+        if sampling is not None:
+            generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
         for group in self._length_batches([len(ids) for ids in encoded]):
             src_ids = self._pad([encoded[k] for k in group])
-            for k, tokens in zip(group, self._search(src_ids)):
-                outputs[todo[k]] = tokens
-        return outputs
+            for k, hyps in zip(group, self._search(src_ids, nbest, sampling, generator)):
+                texts = self.tgt_tok.decode([h.tokens for h in hyps])
+                results[todo[k]] = [(text, h.score) for text, h in zip(texts, hyps)]
+        return results
 
-    def _search(self, src_ids: torch.Tensor) -> list[str]:
+    def _search(self, src_ids, nbest, sampling, generator) -> list[list[Hypothesis]]:
         cfg = self.decode_cfg
+        if sampling is not None:
+            hyps = sample_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b, sampling.temperature,
+                                 sampling.top_k, sampling.top_p, generator)
+            return [[h] for h in hyps]
         if cfg.beam == 1:
-            hyps = greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)
-        else:
-            best = beam_search(
-                self.model, src_ids, cfg.beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a, cfg.max_len_b
-            )
-            hyps = [h[0] for h in best]
-        return self.tgt_tok.decode([h.tokens for h in hyps])
+            return [[h] for h in greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)]
+        return beam_search(self.model, src_ids, cfg.beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
+                           cfg.max_len_b, nbest=nbest)
 
     def _length_batches(self, lengths: list[int]) -> Iterator[list[int]]:
         """Indices grouped by similar length, each group's padded size within max_tokens."""
@@ -85,20 +153,37 @@ class Translator:
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
 
-    def stream(self, lines: Iterable[str], write: Callable[[str], None], buffer: int = 256) -> int:
-        """Translate lines as they come, `buffer` at a time; write each output line in input order."""
+    def stream(
+        self,
+        lines: Iterable[str],
+        write: Callable[[str], None],
+        buffer: int = 256,
+        nbest: int = 0,
+        scores: bool = False,
+        sampling: Sampling | None = None,
+    ) -> int:
+        """Translate lines as they come, `buffer` at a time; write the output in input order.
+        nbest > 0 selects the n-best format, `scores` the scored 1-best format (module docstring)."""
         count = 0
         pending: list[str] = []
         for line in lines:
             pending.append(line.rstrip("\r\n"))
             if len(pending) >= buffer:
-                count += self._flush(pending, write)
+                self._flush(pending, write, count, nbest, scores, sampling)
+                count += len(pending)
                 pending = []
         if pending:
-            count += self._flush(pending, write)
+            self._flush(pending, write, count, nbest, scores, sampling)
+            count += len(pending)
         return count
 
-    def _flush(self, pending: list[str], write: Callable[[str], None]) -> int:
-        for output in self.translate(pending):
-            write(output)
-        return len(pending)
+    def _flush(self, pending, write, first_line, nbest, scores, sampling) -> None:
+        for offset, hyps in enumerate(self.search(pending, max(nbest, 1), sampling)):
+            if nbest > 0:
+                for text, score in hyps:
+                    write(f"{first_line + offset + 1}\t{score:.4f}\t{text}")
+            elif scores:
+                text, score = hyps[0]
+                write(f"{score:.4f}\t{text}")
+            else:
+                write(hyps[0][0])

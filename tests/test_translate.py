@@ -1,0 +1,141 @@
+"""Translating: streaming order, empty and over-long lines, output formats, ensembles, fast modes.
+
+A tiny experiment (tokenizer + binarized data + a 40-step model) is built once through the library;
+the streaming checks pipe real processes through `python -m mt translate`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mt.binarize import binarize
+from mt.config import ExperimentConfig, save_yaml
+from mt.experiment import Experiment, write_text_atomic
+from mt.tokenizer import train_tokenizer
+from mt.train import train
+from mt.translate import Sampling, Translator
+
+WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
+WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
+
+
+def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
+        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
+        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Experiment:
+    root = tmp_path_factory.mktemp("translate")
+    cfg = ExperimentConfig()
+    for split, n in (("train", 400), ("valid", 30), ("test", 30)):
+        src, tgt = _corpus(n, seed=len(split))
+        (root / f"{split}.de").write_text("\n".join(src) + "\n")
+        (root / f"{split}.en").write_text("\n".join(tgt) + "\n")
+        setattr(cfg.data, f"{split}_prefix", str(root / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
+    cfg.train.__dict__.update(max_steps=40, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=20,
+                              valid_every=40, save_every=20)
+    cfg.decode.max_len_b = 10
+    exp = Experiment(root / "exp")
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_tokenizer(exp, cfg)
+        binarize(exp, cfg)
+        train(exp, cfg)
+    finally:
+        torch.set_num_threads(threads)
+    return exp
+
+
+def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
+                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+
+
+def test_ten_thousand_lines_come_out_in_order_with_empty_lines(experiment):
+    distinct = _corpus(40, seed=99)[0]
+    translator = Translator(experiment, experiment.load_config())
+    alone = {line: translator.translate([line])[0] for line in distinct}
+    assert len(set(alone.values())) > 5, "the tiny model must tell inputs apart for this test to mean anything"
+    rng = random.Random(5)
+    lines = [rng.choice(distinct) if rng.random() > 0.1 else "" for _ in range(10_000)]
+    done = mt_translate(experiment, "\n".join(lines) + "\n", "--beam", "1", "--max-len-b", "4")
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode().split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    greedy = Translator(experiment, experiment.load_config())
+    greedy.decode_cfg.beam, greedy.decode_cfg.max_len_b = 1, 4
+    expected = {line: greedy.translate([line])[0] for line in distinct}
+    assert out[:-1] == [expected[line] if line else "" for line in lines]
+
+
+def test_a_very_long_line_is_cut_with_a_warning(experiment):
+    long_line = ("Der Hund läuft im Park. " * 5000)[:100_000]
+    done = mt_translate(experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(done.stdout.decode().split("\n")) == 4
+    assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()
+
+
+def test_nbest_and_scores_formats(experiment):
+    done = mt_translate(experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
+    assert done.returncode == 0, done.stderr.decode()
+    rows = [line.split("\t") for line in done.stdout.decode().splitlines()]
+    assert [r[0] for r in rows] == ["1", "1", "1", "2", "3", "3", "3"]
+    for line_rows in (rows[0:3], rows[4:7]):
+        scores = [float(r[1]) for r in line_rows]
+        assert scores == sorted(scores, reverse=True)
+    assert rows[3] == ["2", "0.0000", ""]
+    scored = mt_translate(experiment, "Ein Mann läuft.\n", "--scores")
+    score, text = scored.stdout.decode().rstrip("\n").split("\t")
+    assert float(score) == float(rows[0][1]) and text == rows[0][2]
+
+
+def test_sampling_is_seeded_and_differs_from_search(experiment):
+    translator = Translator(experiment, experiment.load_config())
+    lines = _corpus(20, seed=3)[0]
+    first = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
+    again = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
+    other = translator.search(lines, sampling=Sampling(temperature=1.5, seed=8))
+    assert first == again
+    assert first != other
+    nucleus = translator.search(lines, sampling=Sampling(top_k=1, seed=9))
+    greedy = Translator(experiment, experiment.load_config())
+    greedy.decode_cfg.beam = 1
+    assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
+
+
+def test_ensemble_of_one_model_twice_equals_the_model(experiment):
+    cfg = experiment.load_config()
+    lines = _corpus(15, seed=4)[0]
+    single = Translator(experiment, cfg, "last").search(lines, nbest=2)
+    double = Translator(experiment, cfg, ["last", "last"]).search(lines, nbest=2)
+    assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
+    for h1, h2 in zip(single, double):
+        for (_, s1), (_, s2) in zip(h1, h2):
+            assert abs(s1 - s2) < 1e-4
+
+
+@pytest.mark.parametrize("precision,quantize", [("bf16", None), ("fp32", "int8")])
+def test_fast_modes_translate(experiment, precision, quantize):
+    cfg = experiment.load_config()
+    lines = _corpus(10, seed=6)[0]
+    fast = Translator(experiment, cfg, None, "cpu", precision, quantize).translate(lines)
+    assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
