@@ -157,31 +157,111 @@ def train(
     exp: Exp,
     recipe: Recipe = None,
     preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch (and process).")] = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
     max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs.")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate (default: the paper's d^-0.5 * warmup^-0.5).")] = None,
     warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warmup steps.")] = None,
+    update_freq: Annotated[Optional[int], typer.Option(help="Batches per update: K times the batch size, same memory.")] = None,
+    clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper).")] = None,
+    keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
     precision: Annotated[Optional[str], typer.Option(help="fp32, bf16 or fp16 (CUDA).")] = None,
     seed: Annotated[Optional[int], typer.Option()] = None,
+    init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
+    nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,
     sets: Sets = None,
     threads: Threads = None,
     device: Device = "cpu",
 ) -> None:
     """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
     overrides = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
-                 "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.precision": precision,
+                 "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.update_freq": update_freq,
+                 "train.clip_norm": clip_norm, "train.keep_last": keep_last, "train.precision": precision,
                  "train.seed": seed}
-    experiment, cfg = _config(exp, recipe, overrides, sets, preset=preset)
+    if nproc is not None and nproc < 1:
+        raise ConfigError(f"--nproc {nproc}: expected at least 1")
+    torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1  # this is one of torchrun's processes
+    if nproc and nproc > 1 and torchrun:
+        raise ConfigError("--nproc: this process was started by torchrun already; drop --nproc")
+    if nproc and nproc > 1:
+        _launch_train(exp, recipe, overrides, sets, preset, nproc, init_from, threads, device)
+        return
+    group = None
+    if torchrun:  # join the other processes
+        from mt import distributed
+
+        group = distributed.setup(device)
+    try:
+        summary = _train_here(exp, recipe, overrides, sets, preset, init_from, threads, device, group)
+    finally:
+        if group is not None:
+            distributed.shutdown(group)
+    if summary["stopped_by"] not in ("SIGINT", "SIGTERM", "signal"):  # train() said what a signal did
+        log.info(
+            f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
+            + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
+            + (f"; {summary['skipped']} updates skipped (non-finite)" if summary["skipped"] else "")
+        )
+
+
+def _train_here(exp, recipe, overrides, sets, preset, init_from, threads, device, group) -> dict:
+    """This process's part: all of training, or one rank of torchrun's (rank 0 resolves the config)."""
+    from mt.experiment import Experiment
+
+    if group is None or group.is_main:
+        _refuse_if_training(exp)
+        experiment, cfg = _config(exp, recipe, overrides, sets, preset=preset)
+    if group is not None:
+        group.barrier()  # the other ranks read the config rank 0 has written
+        if not group.is_main:
+            log.quiet = True  # one voice: rank 0's
+            experiment = Experiment(exp)
+            cfg = experiment.load_config()
     from mt.train import train as run_train  # torch: imported after the flags are checked
 
     _threads(threads)
     with experiment.undo_if_new_fails():
-        summary = run_train(experiment, cfg, device=device)
-    log.info(
-        f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
-        + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
-    )
+        return run_train(experiment, cfg, device=device, init_from=init_from, group=group)
+
+
+def _refuse_if_training(exp: Path) -> None:
+    """A one-line error, before the config takes this run's flags, if another trainer holds the lock
+    (train() takes the lock itself; this only spares the config and the workers a doomed start)."""
+    from mt.experiment import Experiment
+
+    if exp.is_dir():
+        with Experiment(exp).training_lock():
+            pass
+
+
+def _launch_train(exp, recipe, overrides, sets, preset, nproc, init_from, threads, device) -> None:
+    """`mt train --nproc N`: resolve and save the config here, then start N workers that read it."""
+    from mt.distributed import launch
+
+    _refuse_if_training(exp)
+    experiment, _ = _config(exp, recipe, overrides, sets, preset=preset)
+    args = ["train", "--exp", str(exp), "--device", device]
+    args += ["--init-from", init_from] if init_from else []
+    args += ["--threads", str(threads)] if threads else []
+    args = (["-q"] if log.quiet else []) + (["--debug"] if _debug else []) + args
+    signal_name = launch(nproc, args)
+    if signal_name:
+        log.info(f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
+                 f"run `mt train --exp {exp} --nproc {nproc}` again to resume")
+
+
+@app.command()
+def average(
+    exp: Exp,
+    last: Annotated[int, typer.Option(help="Average the last N periodic checkpoints (step_N.pt).")] = 5,
+    output: Annotated[str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")] = "average",
+) -> None:
+    """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
+    from mt.checkpoint import average_last
+    from mt.experiment import Experiment
+
+    path, used = average_last(Experiment(exp), last, output)
+    log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 
 def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens) -> dict[str, Any]:
@@ -198,6 +278,11 @@ DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Sou
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, step_N or a .pt file.")]
 
 
+Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, step_N or a .pt file; several = an ensemble.")]
+Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or fp16 (GPU).")]
+Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
+
+
 @app.command()
 def translate(
     exp: Exp,
@@ -205,37 +290,52 @@ def translate(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
     force: Annotated[bool, typer.Option(help="Replace --output if it exists.")] = False,
     buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,
-    checkpoint: Checkpoint = None,
+    checkpoint: Checkpoints = None,
     beam: Beam = None,
     alpha: Alpha = None,
     length_penalty: Penalty = None,
     max_len_a: MaxLenA = None,
     max_len_b: MaxLenB = None,
     batch_tokens: DecodeTokens = None,
+    nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
+    scores: Annotated[bool, typer.Option(help="Write SCORE<TAB>TRANSLATION.")] = False,
+    sample: Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation).")] = False,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    top_k: Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")] = 0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1,
+    precision: Precision = "fp32",
+    quantize: Quantize = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
     device: Device = "cpu",
 ) -> None:
     """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line."""
     if buffer < 1:
         raise ConfigError("--buffer must be at least 1")
+    if nbest < 0 or (nbest and sample):
+        raise ConfigError("--nbest must be positive and cannot be combined with --sample")
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
+    if nbest and (beam or 0) < nbest:
+        decode["decode.beam"] = max(nbest, beam or 0, 4)  # n-best lists come from the beam
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
     from mt.experiment import atomic_path
-    from mt.translate import Translator
+    from mt.translate import Sampling, Translator
 
+    sampling = Sampling(temperature, top_k, top_p, seed) if sample else None
     source = _open_input(input)
     _threads(threads)
-    translator = Translator(experiment, cfg, checkpoint, device)
+    translator = Translator(experiment, cfg, checkpoint, device, precision, quantize)
+    options = dict(nbest=nbest, scores=scores, sampling=sampling)
     if output is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
-        translator.stream(source, write, buffer)
+        translator.stream(source, write, buffer, **options)
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        translator.stream(source, lambda line: handle.write(line + "\n"), buffer)
+        translator.stream(source, lambda line: handle.write(line + "\n"), buffer, **options)
 
 
 def _open_input(path: Path | None):
@@ -261,7 +361,7 @@ def evaluate(
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
     hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
-    checkpoint: Checkpoint = None,
+    checkpoint: Checkpoints = None,
     beam: Beam = None,
     alpha: Alpha = None,
     length_penalty: Penalty = None,
@@ -270,6 +370,8 @@ def evaluate(
     batch_tokens: DecodeTokens = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
+    precision: Precision = "fp32",
+    quantize: Quantize = None,
     device: Device = "cpu",
 ) -> None:
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
@@ -289,7 +391,7 @@ def evaluate(
         decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
         experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
         _threads(threads)
-        scores = ev.evaluate_split(experiment, cfg, split, checkpoint, device)
+        scores = ev.evaluate_split(experiment, cfg, split, checkpoint, device, precision, quantize)
     if json_out:
         print(json.dumps(scores))
     else:

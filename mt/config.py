@@ -80,10 +80,13 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    max_tokens: int = 4096  # per batch, padded source or target tokens, whichever is larger
-    update_freq: int = 1
+    max_tokens: int = 4096  # per batch and process, padded source or target tokens, whichever is larger
+    update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
     max_steps: int = 100_000
-    max_time: float | None = None  # seconds of training (flags accept "12m", "2h")
+    max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h")
+    # During the last fraction of the budget (max_time if set, else max_steps) the lr falls linearly
+    # to 0 from the schedule's value where it begins; 0 = off.
+    cooldown: float = 0.0
     # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
     # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
     lr_peak: float | None = None
@@ -98,9 +101,14 @@ class TrainConfig:
     seed: int = 1
     log_every: int = 50
     valid_every: int = 1000
+    valid_bleu: bool = False  # also greedy BLEU on a fixed sample of the validation set
+    valid_bleu_sentences: int = 200  # the sample's size: greedy decoding costs time at every validation
+    best_metric: str = "nll"  # nll | bleu: what makes best.pt (bleu needs valid_bleu)
+    patience: int = 0  # stop after this many validations without improvement; 0 = never
     save_every: int = 1000
-    keep_last: int = 5
-    precision: str = "fp32"  # fp32 | bf16 | fp16
+    keep_last: int = 5  # periodic step_N.pt checkpoints kept; 0 = all
+    precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA, with a dynamic loss scale)
+    max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
 
 
 @dataclass
@@ -243,6 +251,17 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
          "decode.length_penalty must be gnmt, length or none"),
         (cfg.decode.beam >= 1, "decode.beam must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
+        (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
+        (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
+        (cfg.train.best_metric in ("nll", "bleu"), "train.best_metric must be nll or bleu"),
+        (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
+        (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
+        (cfg.train.patience >= 0, "train.patience must be 0 (off) or more"),
+        (cfg.train.keep_last >= 0, "train.keep_last must be 0 (keep all) or more"),
+        (cfg.train.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
+        (cfg.train.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
+        (min(cfg.train.log_every, cfg.train.valid_every, cfg.train.save_every) >= 1,
+         "train.log_every, valid_every and save_every must be at least 1"),
         (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),

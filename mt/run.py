@@ -95,7 +95,8 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     from mt.evaluate import evaluate_split
 
     last = exp.checkpoint_path("last")
-    decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty}
+    decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
+              "precision": "fp32", "quantize": None}  # as evaluate_split records them
     for split in ("valid", "test"):
         if not has_split(cfg.data, split):
             continue

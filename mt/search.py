@@ -169,18 +169,15 @@ def beam_search(
     step = 0
     while active.numel() > 0:
         step += 1
-        logprobs = _step_logprobs(model, tokens, memory, src_mask, cache)  # (rows, vocab)
-        vocab = logprobs.size(1)
-        _force_eos(logprobs, (step >= limit[active]).repeat_interleave(beam))
-        candidates = (scores.view(-1, 1) + logprobs).view(len(active), beam * vocab)
-        top_scores, top_ids = candidates.topk(min(2 * beam, beam * vocab), dim=1)
-        top_beam, top_token = top_ids // vocab, top_ids % vocab
+        top_scores, top_beam, top_token = _expand(
+            model, tokens, memory, src_mask, cache, scores, (step >= limit[active]).repeat_interleave(beam), beam
+        )
 
         _finish(finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step)
         # The next beams: the best `beam` candidates that did not end (at most `beam` of 2*beam can).
         is_eos = top_token == EOS_ID
-        rank = torch.arange(top_ids.size(1), device=device).expand_as(top_ids)
-        keep = (rank + is_eos * top_ids.size(1)).argsort(dim=1)[:, :beam]
+        rank = torch.arange(top_token.size(1), device=device).expand_as(top_token)
+        keep = (rank + is_eos * top_token.size(1)).argsort(dim=1)[:, :beam]
         scores = top_scores.gather(1, keep)
         rows = (torch.arange(len(active), device=device)[:, None] * beam + top_beam.gather(1, keep)).view(-1)
         tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
@@ -198,6 +195,29 @@ def beam_search(
             model.reorder_cache(cache, rows, source_rows)
 
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]
+
+
+def _expand(model, tokens, memory, src_mask, cache, scores, at_limit, beam):
+    """Each sentence's 2*beam best continuations: (scores, parent beam, token), each (sentences, 2*beam).
+
+    The best 2*beam of a sentence's beam * vocab candidates are among the 2*beam best tokens of each
+    of its beams, so only those are scored: log p = logit - logsumexp(logits), without
+    materialising log-probabilities over the whole vocabulary.
+    """
+    if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
+        logits = model.decode(tokens, memory, src_mask)[:, -1].float()
+    else:
+        logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1].float()  # (rows, vocab)
+    normaliser = torch.logsumexp(logits, dim=-1)  # (rows,)
+    logits[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
+    logits[:, BOS_ID] = -torch.inf
+    _force_eos(logits, at_limit)
+    k = min(2 * beam, logits.size(1))
+    row_logits, row_tokens = logits.topk(k, dim=1)  # (rows, k)
+    candidates = (scores.view(-1) - normaliser)[:, None] + row_logits
+    sentences = scores.size(0)
+    top_scores, top_ids = candidates.view(sentences, beam * k).topk(min(2 * beam, beam * k), dim=1)
+    return top_scores, top_ids // k, row_tokens.view(sentences, beam * k).gather(1, top_ids)
 
 
 def _finish(finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step) -> None:

@@ -1,7 +1,12 @@
-"""Training: label-smoothed loss, the paper's schedule, the loop, validation, checkpoints.
+"""Training: label-smoothed loss, the paper's schedule, the Trainer (one update), the loop, validation.
 
 Sec. 5: Adam (beta1 0.9, beta2 0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step *
 warmup^-1.5), label smoothing 0.1, batches of about equal source and target token counts.
+
+Beyond the paper: several batches per update (update_freq) and several processes
+(DistributedDataParallel, see mt.distributed), bf16/fp16 autocast, updates with a non-finite loss
+or gradient norm skipped, a linear cooldown at the end of the budget, validation loss and greedy
+BLEU with patience, and checkpoints from which a run resumes bitwise as if never interrupted.
 """
 
 from __future__ import annotations
@@ -9,24 +14,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import signal
 import time
-from contextlib import nullcontext
-from typing import Any
+from contextlib import ExitStack, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torch import nn
 
 from mt import log
 from mt.batching import Batch, collate, make_batches
-from mt.binarize import ParallelData
-from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.binarize import ParallelData, lines_path
+from mt.checkpoint import init_weights, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from mt.config import ExperimentConfig, TrainConfig
+from mt.corpus import load_split
+from mt.distributed import Distributed
 from mt.errors import MtError
+from mt.evaluate import score
 from mt.experiment import Experiment
 from mt.model import Transformer, build_model, count_parameters
-from mt.tokenizer import PAD_ID, load_tokenizers
+from mt.search import greedy_search
+from mt.tokenizer import PAD_ID, Tokenizer, load_tokenizers
 
 
 def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
@@ -131,20 +142,88 @@ def _to(batch: Batch, device: torch.device) -> Batch:
     )
 
 
+def cooldown_factor(progress: float, fraction: float) -> float | None:
+    """In the last `fraction` of the budget the lr multiplier that falls linearly to 0 at progress 1;
+    None before it (and with fraction 0). progress: the share of the budget spent before the update."""
+    if fraction <= 0.0 or progress < 1.0 - fraction:
+        return None
+    return max(0.0, 1.0 - progress) / fraction
+
+
+class _LossModule(nn.Module):
+    """The model and its loss as one module, so that DistributedDataParallel wraps the whole forward."""
+
+    def __init__(self, model: Transformer, epsilon: float):
+        super().__init__()
+        self.model, self.epsilon = model, epsilon
+
+    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+        loss, nll, _ = batch_loss(self.model, Batch(src_ids, tgt_in, tgt_out, np.empty(0, np.int64)), self.epsilon)
+        return loss, nll
+
+
 @torch.no_grad()
-def validate(model: Transformer, data: ParallelData, cfg: TrainConfig, device: torch.device) -> dict[str, float]:
-    """Validation loss (smoothed, per token), NLL per token and perplexity exp(NLL)."""
+def validate(
+    model: Transformer, data: ParallelData, cfg: TrainConfig, device: torch.device, group: Distributed | None = None
+) -> dict[str, float]:
+    """Validation loss (smoothed, per token), NLL per token and perplexity exp(NLL); each process
+    scores its share of the batches and the sums are added up."""
+    group = group or Distributed(device=device)
     model.eval()
     loss_sum = nll_sum = 0.0
     tokens = 0
-    for indices in make_batches(data.src_lens, data.tgt_lens, cfg.max_tokens, cfg.seed, 0, shuffle=False):
+    batches = make_batches(data.src_lens, data.tgt_lens, cfg.max_tokens, cfg.seed, 0, shuffle=False)
+    for indices in batches[group.rank :: group.world_size]:
         batch = _to(collate(data, indices), device)
         with _autocast(cfg.precision, device):
             loss, nll, n = batch_loss(model, batch, cfg.label_smoothing)
         loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + n
     model.train()
+    loss_sum, nll_sum, tokens = group.all_sum([loss_sum, nll_sum, tokens])
     nll = nll_sum / max(tokens, 1)
     return {"valid_loss": loss_sum / max(tokens, 1), "valid_nll": nll, "valid_ppl": math.exp(min(nll, 50.0))}
+
+
+class BleuSample:
+    """BLEU during training: greedy translations of a fixed sample of the binarized validation
+    sources, detokenized, against the raw reference lines (sacreBLEU, as `mt evaluate`)."""
+
+    def __init__(self, exp: Experiment, cfg: ExperimentConfig, data: ParallelData, tgt_tok: Tokenizer):
+        size = min(cfg.train.valid_bleu_sentences, len(data))
+        # The same sentences at every validation, so that the scores compare; a private generator
+        # leaves the global ones (saved in checkpoints) alone.
+        self.indices = np.sort(np.random.default_rng(0).choice(len(data), size, replace=False))
+        line_numbers = np.load(lines_path(exp, "valid"))  # binarize may have dropped pairs
+        _, refs = load_split(cfg.data, "valid")
+        self.refs = [refs[int(line_numbers[i])] for i in self.indices]
+        self.data, self.tgt_tok, self.cfg = data, tgt_tok, cfg
+
+    @torch.no_grad()
+    def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
+        """BLEU and the hypotheses in sample order; each process translates its share."""
+        mine = np.arange(len(self.indices))[group.rank :: group.world_size]
+        mine = mine[np.argsort(self.data.src_lens[self.indices[mine]], kind="stable")]  # similar lengths together
+        hyps: dict[int, str] = {}
+        for positions in self._groups(mine):
+            src_ids = collate(self.data, self.indices[positions]).src_ids.to(device)
+            with _autocast(self.cfg.train.precision, device):
+                found = greedy_search(model, src_ids, self.cfg.decode.max_len_a, self.cfg.decode.max_len_b)
+            hyps.update(zip(positions.tolist(), self.tgt_tok.decode([h.tokens for h in found])))
+        model.train()
+        for part in group.all_gather(hyps):
+            hyps.update(part)
+        ordered = [hyps[i] for i in range(len(self.indices))]
+        return score(ordered, self.refs)["bleu"], ordered
+
+    def _groups(self, positions: np.ndarray) -> list[np.ndarray]:
+        """Consecutive runs whose padded source size stays within decode.max_tokens."""
+        groups, start = [], 0
+        widths = self.data.src_lens[self.indices[positions]] + 1
+        for end in range(1, len(positions) + 1):
+            if end == len(positions) or widths[end] * (end - start + 1) > self.cfg.decode.max_tokens:
+                groups.append(positions[start:end])
+                start = end
+        return groups
 
 
 class _StopSignal:
@@ -171,19 +250,26 @@ class _StopSignal:
 
 
 class Trainer:
-    """Owns the model, optimizer and position in the data; one `step()` is one parameter update."""
+    """Owns the model, optimizer and position in the data; one `step()` is one parameter update.
 
-    def __init__(self, exp: Experiment, cfg: ExperimentConfig, device: str = "cpu"):
+    With several processes (`group`), each holds a copy of the model inside DistributedDataParallel
+    and reads its own share of the batches.
+    """
+
+    def __init__(self, exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", group: Distributed | None = None):
         self.exp, self.cfg, self.tcfg = exp, cfg, cfg.train
-        self.device = torch.device(device)
-        src_tok, tgt_tok = load_tokenizers(exp, cfg)
-        self.shared_vocab = src_tok is tgt_tok
-        self.tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
-        self.vocab = {"src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size, "shared": self.shared_vocab}
+        self.group = group or Distributed(device=torch.device(device))
+        self.device = self.group.device
+        if self.tcfg.precision == "fp16" and self.device.type != "cuda":
+            raise MtError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
+        src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
+        self.shared_vocab = src_tok is self.tgt_tok
+        self.tokenizer_sha256 = {"src": src_tok.sha256, "tgt": self.tgt_tok.sha256}
+        self.vocab = {"src_size": src_tok.vocab_size, "tgt_size": self.tgt_tok.vocab_size, "shared": self.shared_vocab}
         self.train_data = ParallelData(exp, "train")
         self.valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
-        torch.manual_seed(self.tcfg.seed)
-        self.model = build_model(cfg.model, src_tok.vocab_size, tgt_tok.vocab_size, self.shared_vocab).to(self.device)
+        self.model = self._build_model(src_tok.vocab_size)
+        self.loss_module = self.group.wrap(_LossModule(self.model, self.tcfg.label_smoothing))
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
@@ -192,205 +278,473 @@ class Trainer:
             weight_decay=self.tcfg.weight_decay,
             fused=True,  # one kernel over all parameters: ~3x faster than foreach on this CPU
         )
+        # fp16 needs a loss scale that keeps small gradients representable; bf16 has fp32's range.
+        self.scaler = torch.amp.GradScaler("cuda") if self.tcfg.precision == "fp16" else None
         self.peak_lr = peak_lr(self.tcfg, cfg.model.d_model)
         self.step_count = 0
         self.epoch = 0
-        self.batch_in_epoch = 0
-        self.best_valid = math.inf
+        self.batch_in_epoch = 0  # batches of this epoch taken by all processes together
+        self.best_valid = math.inf if self.tcfg.best_metric == "nll" else -math.inf
+        self.bad_validations = 0  # validations in a row without a new best (for patience)
+        self.cooldown_from: float | None = None  # the schedule's lr where the cooldown began
+        self.skipped = 0  # updates skipped for a non-finite loss or gradient norm, all runs
+        self.bad_in_row = 0
+        self.init_source: str | None = None
         self.elapsed = 0.0  # training seconds over all runs of this experiment
         self._batches = None
+        self._bleu: BleuSample | None = None
+        self.start_clock()
+
+    def _build_model(self, src_vocab_size: int) -> Transformer:
+        """The model, initialised from the seed (the same on every process), and the seeded RNGs."""
+        seed, rank = self.tcfg.seed, self.group.rank
+        torch.manual_seed(seed)
+        model = build_model(self.cfg.model, src_vocab_size, self.tgt_tok.vocab_size, self.shared_vocab)
+        if rank:  # its own dropout masks; rank 0 continues the single-process stream
+            torch.manual_seed(seed + rank)
+        # Unused by training itself, but seeded and checkpointed too, so that whatever draws from
+        # them (a library, a later feature) resumes exactly.
+        random.seed(seed + rank)
+        np.random.seed(seed + rank)
+        return model.to(self.device)
+
+    def start_clock(self) -> None:
+        """Count training time from now, on top of the `elapsed` of earlier runs."""
+        self._clock = (time.perf_counter(), self.elapsed)
 
     # -- state ---------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
+        """Everything a resumed run needs to continue exactly; every process must call it (RNG states)."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "model_config": dataclasses.asdict(self.cfg.model),
             "vocab": self.vocab,
             "tokenizer_sha256": self.tokenizer_sha256,
             "step": self.step_count,
             "epoch": self.epoch,
             "batch_in_epoch": self.batch_in_epoch,
+            "world_size": self.group.world_size,
+            "best_metric": self.tcfg.best_metric,
             "best_valid": self.best_valid,
+            "bad_validations": self.bad_validations,
+            "cooldown_from": self.cooldown_from,
+            "skipped": self.skipped,
             "elapsed": self.elapsed,
-            "torch_rng": torch.get_rng_state(),
+            "init_from": self.init_source,
+            "rng": self.group.all_gather(rng_state(self.device)),  # one per process, in rank order
         }
 
     def resume(self) -> bool:
-        """Continue from checkpoints/last.pt if there is one."""
+        """Continue from checkpoints/last.pt if there is one (saved with as many processes as now)."""
         path = self.exp.checkpoint_path("last")
         if not path.exists():
             return False
         state = load_checkpoint(path)
         if state.get("tokenizer_sha256") != self.tokenizer_sha256:
             raise MtError(f"{path}: trained with a different tokenizer than {self.exp.tokenizer_dir}")
+        saved_world = int(state.get("world_size", 1))
+        if saved_world != self.group.world_size:
+            raise MtError(f"{path}: saved by {saved_world} training process(es), now {self.group.world_size}; "
+                          f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.step_count, self.epoch = int(state["step"]), int(state["epoch"])
         self.batch_in_epoch = int(state["batch_in_epoch"])
-        self.best_valid, self.elapsed = float(state["best_valid"]), float(state["elapsed"])
-        torch.set_rng_state(state["torch_rng"])
+        if state.get("best_metric", "nll") == self.tcfg.best_metric:  # else: a new metric starts afresh
+            self.best_valid = float(state["best_valid"])
+            self.bad_validations = int(state.get("bad_validations", 0))
+        self.cooldown_from = state.get("cooldown_from")
+        self.skipped = int(state.get("skipped", 0))
+        self.init_source = state.get("init_from")
+        self.elapsed = float(state["elapsed"])
+        rng = state["rng"][self.group.rank] if "rng" in state else {"torch": state["torch_rng"]}
+        set_rng_state(rng, self.device)
+        self.start_clock()
         return True
 
-    def save(self, valid_metric: float | None = None) -> None:
-        """last.pt always; step_N.pt every save_every steps (keeping keep_last); best.pt on a new best."""
+    def init_from(self, source: str) -> Path:
+        """Start from the weights of another experiment or checkpoint (fresh optimizer and schedule)."""
+        path, weights = init_weights(source, self.tokenizer_sha256, self.cfg.model)
+        self.model.load_state_dict(weights)
+        self.init_source = str(path)
+        return path
+
+    def save(self, is_best: bool = False) -> None:
+        """last.pt, best.pt on a new best, step_N.pt every save_every steps (keeping keep_last).
+
+        Every process calls this (it gathers their RNG states); rank 0 writes. last.pt is written
+        first, so a run killed once step_N.pt exists resumes from step N.
+        """
         state = self.state()
+        if not self.group.is_main:
+            return
         ckpt = self.exp.checkpoint_path
-        if self.step_count % self.tcfg.save_every == 0:
-            save_checkpoint(ckpt(f"step_{self.step_count}"), state)
-            for old in self.exp.step_checkpoints()[: -self.tcfg.keep_last or None]:
+        periodic = self.step_count > 0 and self.step_count % self.tcfg.save_every == 0
+        paths = [ckpt("last")]
+        if is_best:
+            paths.append(ckpt("best"))
+        if periodic:
+            paths.append(ckpt(f"step_{self.step_count}"))
+        save_checkpoint(paths, state)
+        if periodic and self.tcfg.keep_last > 0:
+            for old in self.exp.step_checkpoints()[: -self.tcfg.keep_last]:
                 old.unlink(missing_ok=True)
-        if valid_metric is not None and valid_metric <= self.best_valid:
-            save_checkpoint(ckpt("best"), state)
-        save_checkpoint(ckpt("last"), state)
 
     # -- data ----------------------------------------------------------------------------------
     def next_batch(self) -> Batch:
-        """The next batch in the seeded order; a new epoch reshuffles."""
+        """This process's next batch: all processes step through one seeded order of the epoch's
+        batches, process r taking batch batch_in_epoch + r. A new epoch reshuffles."""
+        world = self.group.world_size
         if self._batches is None:
             self._batches = make_batches(
                 self.train_data.src_lens, self.train_data.tgt_lens, self.tcfg.max_tokens, self.tcfg.seed, self.epoch
             )
-        if self.batch_in_epoch >= len(self._batches):
+            if len(self._batches) < world:
+                raise MtError(f"{len(self._batches)} training batches for {world} processes: use a smaller max_tokens")
+        if self.batch_in_epoch + world > len(self._batches):  # a last round short of one batch per process is left out
             self.epoch, self.batch_in_epoch, self._batches = self.epoch + 1, 0, None
             return self.next_batch()
-        indices = self._batches[self.batch_in_epoch]
-        self.batch_in_epoch += 1
+        indices = self._batches[self.batch_in_epoch + self.group.rank]
+        self.batch_in_epoch += world
         return collate(self.train_data, indices)
 
     # -- one update ----------------------------------------------------------------------------
-    def step(self) -> dict[str, float]:
-        """Forward/backward over update_freq batches, loss normalised by their target tokens, one Adam step."""
+    def learning_rate(self, step: int) -> float:
+        """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's linear fall to 0."""
+        lr = inverse_sqrt_lr(step, self.tcfg.warmup_steps, self.peak_lr)
+        if self.tcfg.max_time is not None:
+            progress = self.elapsed / self.tcfg.max_time
+        else:
+            progress = (step - 1) / max(self.tcfg.max_steps, 1)
+        factor = cooldown_factor(progress, self.tcfg.cooldown)
+        if factor is None:
+            self.cooldown_from = None
+            return lr
+        if self.cooldown_from is None:
+            self.cooldown_from = lr
+        return self.cooldown_from * factor
+
+    def step(self, batches: list[Batch] | None = None, stop: bool = False) -> dict[str, Any]:
+        """One update over update_freq batches of this process (or `batches`), the loss normalised by
+        the target tokens of all batches of all processes. A non-finite loss or gradient norm skips
+        the update: no optimizer step, gradients dropped, `skipped` counted. `stop` is this process's
+        wish to stop; the result's "stop" is true on all processes if one wished so."""
         self.model.train()
-        loss_sum = nll_sum = 0.0
-        tgt_tokens = src_tokens = 0
-        for _ in range(self.tcfg.update_freq):
-            batch = _to(self.next_batch(), self.device)
-            with _autocast(self.tcfg.precision, self.device):
-                loss, nll, n = batch_loss(self.model, batch, self.tcfg.label_smoothing)
-            loss.backward()  # summed over tokens; divided by the total below
-            loss_sum, nll_sum = loss_sum + float(loss.detach()), nll_sum + float(nll.detach())
-            tgt_tokens, src_tokens = tgt_tokens + n, src_tokens + batch.n_src_tokens
+        if batches is None:
+            batches = [self.next_batch() for _ in range(self.tcfg.update_freq)]
+        local = self._forward_backward(batches)
+        now = self._clock[1] + time.perf_counter() - self._clock[0]
+        loss, nll, tgt_tokens, src_tokens, stops, seconds = self.group.all_sum([*local, stop, now])
+        self.elapsed = seconds / self.group.world_size  # one clock for all: max_time and cooldown agree
+        grad_norm = self._finish_gradients(tgt_tokens)
+        finite = self._update(loss, grad_norm)
+        return {
+            "loss": loss / max(tgt_tokens, 1),
+            "nll": nll / max(tgt_tokens, 1),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "grad_norm": grad_norm,
+            "tgt_tokens": int(tgt_tokens),
+            "src_tokens": int(src_tokens),
+            "skipped": not finite,
+            "stop": stops > 0,
+        }
+
+    def _update(self, loss: float, grad_norm: float) -> bool:
+        """The optimizer step, unless the loss or the gradient norm is not finite; drops the gradients."""
+        finite = math.isfinite(loss) and math.isfinite(grad_norm)
+        if finite:
+            self.step_count += 1
+            lr = self.learning_rate(self.step_count)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)  # it finds no inf (we checked): it steps
+            else:
+                self.optimizer.step()
+        else:
+            self.skipped += 1
+        # With fp16, an overflow of the scaled gradients is the loss scale's doing: the scaler lowers it.
+        overflow = self.scaler is not None and math.isfinite(loss)
+        self.bad_in_row = 0 if finite or overflow else self.bad_in_row + 1
+        if self.scaler is not None:
+            self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return finite
+
+    def _forward_backward(self, batches: list[Batch]) -> list[float]:
+        """Backward of each batch's summed loss; returns summed loss, NLL, target and source tokens."""
+        totals = [0.0, 0.0, 0, 0]
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            # DDP averages the gradients over processes once, in the backward of the last batch.
+            no_sync = nullcontext() if last or self.group.world_size == 1 else self.loss_module.no_sync()
+            counts = (batch.n_tgt_tokens, batch.n_src_tokens)
+            batch = _to(batch, self.device)
+            with no_sync:
+                with _autocast(self.tcfg.precision, self.device):
+                    loss, nll = self.loss_module(batch.src_ids, batch.tgt_in, batch.tgt_out)
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            totals = [totals[0] + float(loss.detach()), totals[1] + float(nll.detach()),
+                      totals[2] + counts[0], totals[3] + counts[1]]
+        return totals
+
+    def _finish_gradients(self, tgt_tokens: float) -> float:
+        """Gradients of the mean loss per target token, clipped; returns their norm before clipping."""
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        # Each process holds the mean over processes of their summed-loss gradients (DDP averages):
+        # times world_size, over all target tokens, is the gradient of the loss per token.
+        divisor = max(tgt_tokens, 1) / self.group.world_size
         for param in self.model.parameters():
             if param.grad is not None:
-                param.grad.div_(max(tgt_tokens, 1))
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.tcfg.clip_norm if self.tcfg.clip_norm > 0 else math.inf
-        )
-        self.step_count += 1
-        lr = inverse_sqrt_lr(self.step_count, self.tcfg.warmup_steps, self.peak_lr)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return {
-            "loss": loss_sum / max(tgt_tokens, 1),
-            "nll": nll_sum / max(tgt_tokens, 1),
-            "lr": lr,
-            "grad_norm": float(grad_norm),
-            "tgt_tokens": tgt_tokens,
-            "src_tokens": src_tokens,
-        }
+                param.grad.div_(divisor)
+        max_norm = self.tcfg.clip_norm if self.tcfg.clip_norm > 0 else math.inf
+        return float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+
+    # -- validation ----------------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        """Validation loss, NLL and perplexity; with train.valid_bleu, greedy BLEU on a sample."""
+        metrics = validate(self.model, self.valid_data, self.tcfg, self.device, self.group)
+        if self.tcfg.valid_bleu:
+            if self._bleu is None:
+                self._bleu = BleuSample(self.exp, self.cfg, self.valid_data, self.tgt_tok)
+            metrics["valid_bleu"] = round(self._bleu.score(self.model, self.device, self.group)[0], 2)
+        return metrics
+
+    def record_validation(self, metrics: dict[str, float]) -> bool:
+        """Track the best value of best_metric and the validations since; True on a new best."""
+        if self.tcfg.best_metric == "bleu":
+            better = metrics["valid_bleu"] > self.best_valid
+            value = metrics["valid_bleu"]
+        else:
+            better = metrics["valid_nll"] < self.best_valid
+            value = metrics["valid_nll"]
+        if better:
+            self.best_valid, self.bad_validations = value, 0
+        else:
+            self.bad_validations += 1
+        return better
+
+    @property
+    def out_of_patience(self) -> bool:
+        return 0 < self.tcfg.patience <= self.bad_validations
 
 
-def train(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu") -> dict[str, Any]:
-    """`mt train`: train (or resume) until max_steps or max_time; returns a summary."""
-    with exp.training_lock():
-        trainer = Trainer(exp, cfg, device)
+@contextmanager
+def _training_lock(exp: Experiment, group: Distributed) -> Iterator[None]:
+    """Rank 0 holds the experiment's lock; the other processes go on only if it got it."""
+    with ExitStack() as stack:
+        error = None
+        if group.is_main:
+            try:
+                stack.enter_context(exp.training_lock())
+            except MtError as exc:
+                error = exc
+        if group.any(error is not None):
+            raise error or MtError(f"rank {group.rank}: not started: rank 0 could not lock {exp.root}")
+        yield
+
+
+def train(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    device: str = "cpu",
+    init_from: str | None = None,
+    group: Distributed | None = None,
+) -> dict[str, Any]:
+    """`mt train`: train (or resume) until max_steps, max_time or patience; returns a summary.
+
+    `init_from` (another experiment or a checkpoint file) gives a new run its starting weights.
+    `group`: this process's place among several (see mt.distributed); one process by default.
+    """
+    group = group or Distributed(device=torch.device(device))
+    with _training_lock(exp, group):
+        trainer = Trainer(exp, cfg, device, group)
         resumed = trainer.resume()
-        tcfg = cfg.train
-        params = count_parameters(trainer.model)
-        log.info(
-            f"{'resuming at step ' + str(trainer.step_count) if resumed else 'training'}: "
-            f"{params / 1e6:.2f}M parameters, {len(trainer.train_data)} training pairs, "
-            f"peak lr {trainer.peak_lr:.2e} at step {tcfg.warmup_steps}"
-        )
-        budget = tcfg.max_time if tcfg.max_time is not None else math.inf
-        start_elapsed = trainer.elapsed
-        start = time.perf_counter()
-        window = {"loss": 0.0, "nll": 0.0, "tgt": 0, "src": 0, "steps": 0, "time": time.perf_counter()}
-        last_valid: dict[str, float] = {}
-        stopped_by = "max_steps"
-        saved_at = trainer.step_count if resumed else -1
-        with _StopSignal() as stop, log.make_progress() as progress, open(exp.train_log_path, "a") as log_file:
-            task = progress.add_task("train", total=tcfg.max_steps, completed=trainer.step_count)
-            while trainer.step_count < tcfg.max_steps:
-                if trainer.elapsed >= budget:  # max_time counts all runs of this experiment
-                    stopped_by = "max_time"
-                    break
-                stats = trainer.step()
-                trainer.elapsed = start_elapsed + time.perf_counter() - start
-                _accumulate(window, stats)
-                progress.update(task, completed=trainer.step_count)
-                step = trainer.step_count
-                record = None
-                if step % tcfg.log_every == 0:
-                    record = _window_record(window, trainer, stats)
-                valid_metric = None
-                if trainer.valid_data is not None and step % tcfg.valid_every == 0:
-                    last_valid = validate(trainer.model, trainer.valid_data, tcfg, trainer.device)
-                    valid_metric = last_valid["valid_nll"]
-                    record = {**(record or _window_record(window, trainer, stats)), **last_valid}
-                if record is not None:
-                    log_file.write(json.dumps(record) + "\n")
-                    log_file.flush()
-                    _report(record, progress, task)
-                if step % tcfg.save_every == 0 or valid_metric is not None:
-                    if valid_metric is not None and valid_metric <= trainer.best_valid:
-                        trainer.best_valid = valid_metric
-                    trainer.save(valid_metric)
-                    saved_at = step
-                if stop.received:
-                    stopped_by = stop.received
-                    break
-            # Final checkpoint, validated, unless the last step just saved one.
-            if saved_at != trainer.step_count:
-                valid_metric = None
-                if trainer.valid_data is not None:
-                    last_valid = validate(trainer.model, trainer.valid_data, tcfg, trainer.device)
-                    record = {"step": trainer.step_count, "elapsed": round(trainer.elapsed, 2), **last_valid}
-                    log_file.write(json.dumps(record) + "\n")
-                    valid_metric = last_valid["valid_nll"]
-                    trainer.best_valid = min(trainer.best_valid, valid_metric)
-                trainer.save(valid_metric)
-        if stopped_by in ("SIGINT", "SIGTERM"):
-            log.info(f"{stopped_by}: saved {exp.checkpoint_path('last')} at step {trainer.step_count}; run `mt train` again to resume")
+        if init_from and resumed:
+            log.info(f"--init-from {init_from}: ignored, this experiment resumes from its own checkpoint")
+        elif init_from:
+            log.info(f"starting from the weights of {trainer.init_from(init_from)}")
+        _log_start(trainer, resumed)
+        with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group) as log_file:
+            loop = _Loop(trainer, stop, progress, log_file, saved_at=trainer.step_count if resumed else -1)
+            stopped_by = loop.run()
+        if stopped_by in ("SIGINT", "SIGTERM", "signal"):
+            again = f" with {group.world_size} processes" if group.world_size > 1 else ""
+            log.info(f"{stopped_by}: saved {exp.checkpoint_path('last')} at step {trainer.step_count}; "
+                     f"run `mt train --exp {exp.root}` again{again} to resume")
         return {
             "steps": trainer.step_count,
-            "params": params,
+            "params": count_parameters(trainer.model),
             "stopped_by": stopped_by,
-            "seconds": trainer.elapsed - start_elapsed,
-            **last_valid,
+            "seconds": trainer.elapsed - loop.start_elapsed,
+            "skipped": trainer.skipped,
+            "world_size": group.world_size,
+            **loop.last_valid,
         }
 
 
-def _accumulate(window: dict, stats: dict) -> None:
-    window["loss"] += stats["loss"] * stats["tgt_tokens"]
-    window["nll"] += stats["nll"] * stats["tgt_tokens"]
-    window["tgt"] += stats["tgt_tokens"]
-    window["src"] += stats["src_tokens"]
-    window["steps"] += 1
+def _log_start(trainer: Trainer, resumed: bool) -> None:
+    tcfg, world = trainer.tcfg, trainer.group.world_size
+    log.info(
+        f"{'resuming at step ' + str(trainer.step_count) if resumed else 'training'}: "
+        f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(trainer.train_data)} training pairs, "
+        f"peak lr {trainer.peak_lr:.2e} at step {tcfg.warmup_steps}"
+        + (f", {world} processes" if world > 1 else "")
+        + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
+    )
 
 
-def _window_record(window: dict, trainer: Trainer, stats: dict) -> dict[str, Any]:
-    """Averages since the previous record, then reset the window."""
-    now = time.perf_counter()
-    seconds = max(now - window["time"], 1e-9)
-    tgt = max(window["tgt"], 1)
-    record = {
-        "step": trainer.step_count,
-        "epoch": trainer.epoch,
-        "loss": round(window["loss"] / tgt, 4),
-        "nll": round(window["nll"] / tgt, 4),
-        "ppl": round(math.exp(min(window["nll"] / tgt, 50.0)), 2),
-        "lr": stats["lr"],
-        "grad_norm": round(stats["grad_norm"], 4),
-        "tgt_tokens_per_s": round(window["tgt"] / seconds, 1),
-        "tokens_per_s": round((window["tgt"] + window["src"]) / seconds, 1),
-        "elapsed": round(trainer.elapsed, 2),
-    }
-    window.update(loss=0.0, nll=0.0, tgt=0, src=0, steps=0, time=now)
-    return record
+@contextmanager
+def _open_log(exp: Experiment, group: Distributed) -> Iterator[Any]:
+    """train.jsonl for rank 0 (appended to over runs); None for the other processes."""
+    if not group.is_main:
+        yield None
+        return
+    with open(exp.train_log_path, "a", encoding="utf-8") as handle:
+        yield handle
+
+
+class _Loop:
+    """One run's loop over updates: log records, validation, checkpoints and the rules that stop it."""
+
+    def __init__(self, trainer: Trainer, stop: _StopSignal, progress, log_file, saved_at: int):
+        self.trainer, self.tcfg, self.stop = trainer, trainer.tcfg, stop
+        self.progress, self.log_file = progress, log_file
+        self.task = progress.add_task("train", total=self.tcfg.max_steps, completed=trainer.step_count)
+        self.saved_at = saved_at  # the step of the newest checkpoint, -1 if none
+        self.start_elapsed = trainer.elapsed
+        self.last_valid: dict[str, float] = {}
+        self.window = _Window()
+        trainer.start_clock()
+
+    def run(self) -> str:
+        """Updates until a budget or patience runs out or a signal arrives; then the final checkpoint."""
+        stopped_by = None
+        while stopped_by is None:
+            stopped_by = self._spent()
+            if stopped_by:
+                break
+            stats = self.trainer.step(stop=self.stop.received is not None)
+            self.window.add(stats)
+            if stats["skipped"]:
+                self._check_bad_steps()
+            else:
+                self.progress.update(self.task, completed=self.trainer.step_count)
+                self._after_update(stats)
+            if stats["stop"]:
+                stopped_by = self.stop.received or "signal"
+        self._finish()
+        return stopped_by
+
+    def _spent(self) -> str | None:
+        trainer = self.trainer
+        if trainer.step_count >= self.tcfg.max_steps:
+            return "max_steps"
+        if self.tcfg.max_time is not None and trainer.elapsed >= self.tcfg.max_time:
+            return "max_time"  # counts all runs of this experiment
+        if trainer.out_of_patience:
+            return "patience"
+        return None
+
+    def _after_update(self, stats: dict[str, Any]) -> None:
+        step = self.trainer.step_count
+        record = self.window.record(self.trainer, stats) if step % self.tcfg.log_every == 0 else None
+        validated, is_best = False, False
+        if self.trainer.valid_data is not None and step % self.tcfg.valid_every == 0:
+            validated, (metrics, is_best) = True, self._validate()
+            record = {**(record or self.window.record(self.trainer, stats)), **metrics}
+        if record is not None:
+            self._write(record)
+        if step % self.tcfg.save_every == 0 or validated:
+            self.trainer.save(is_best)
+            self.saved_at = step
+
+    def _validate(self) -> tuple[dict[str, float], bool]:
+        metrics = self.trainer.validate()
+        is_best = self.trainer.record_validation(metrics)
+        self.last_valid = metrics
+        return metrics, is_best
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.log_file is None:
+            return
+        self.log_file.write(json.dumps(record) + "\n")
+        self.log_file.flush()
+        _report(record, self.progress, self.task)
+
+    def _check_bad_steps(self) -> None:
+        trainer = self.trainer
+        if trainer.bad_in_row < self.tcfg.max_bad_steps:
+            return
+        last = (f"{trainer.exp.checkpoint_path('last')} (step {self.saved_at})" if self.saved_at >= 0
+                else "none saved yet")
+        raise MtError(
+            f"step {trainer.step_count + 1}: {trainer.bad_in_row} updates in a row had a non-finite loss or "
+            f"gradient norm and were skipped (train.max_bad_steps); last good checkpoint: {last}; "
+            f"lower the learning rate or set --clip-norm, then run `mt train` again"
+        )
+
+    def _finish(self) -> None:
+        """The final checkpoint, validated, unless the last update just saved one."""
+        trainer = self.trainer
+        if self.saved_at == trainer.step_count:
+            return
+        is_best = False
+        if trainer.valid_data is not None:
+            metrics, is_best = self._validate()
+            self._write({"step": trainer.step_count, "elapsed": round(trainer.elapsed, 2), **metrics})
+        trainer.save(is_best)
+        self.saved_at = trainer.step_count
+
+
+class _Window:
+    """Sums over the updates since the previous log record."""
+
+    def __init__(self):
+        self.reset(time.perf_counter())
+
+    def reset(self, now: float) -> None:
+        self.loss = self.nll = 0.0
+        self.tgt = self.src = self.steps = self.skipped = 0
+        self.time = now
+
+    def add(self, stats: dict[str, Any]) -> None:
+        if stats["skipped"]:
+            self.skipped += 1
+            return
+        self.loss += stats["loss"] * stats["tgt_tokens"]
+        self.nll += stats["nll"] * stats["tgt_tokens"]
+        self.tgt += stats["tgt_tokens"]
+        self.src += stats["src_tokens"]
+        self.steps += 1
+
+    def record(self, trainer: Trainer, stats: dict[str, Any]) -> dict[str, Any]:
+        """Averages since the previous record; then start a new window."""
+        now = time.perf_counter()
+        seconds = max(now - self.time, 1e-9)
+        tgt = max(self.tgt, 1)
+        record = {
+            "step": trainer.step_count,
+            "epoch": trainer.epoch,
+            "loss": round(self.loss / tgt, 4),
+            "nll": round(self.nll / tgt, 4),
+            "ppl": round(math.exp(min(self.nll / tgt, 50.0)), 2),
+            "lr": stats["lr"],
+            "grad_norm": round(stats["grad_norm"], 4),
+            "tgt_tokens_per_s": round(self.tgt / seconds, 1),
+            "tokens_per_s": round((self.tgt + self.src) / seconds, 1),
+            "skipped": self.skipped,
+            "elapsed": round(trainer.elapsed, 2),
+        }
+        if trainer.scaler is not None:
+            record["loss_scale"] = trainer.scaler.get_scale()
+        self.reset(now)
+        return record
 
 
 def _report(record: dict, progress, task) -> None:
@@ -398,7 +752,9 @@ def _report(record: dict, progress, task) -> None:
         f"step {record['step']}"
         + (f" loss {record['loss']:.3f} ppl {record['ppl']:.1f} lr {record['lr']:.2e} "
            f"{record['tgt_tokens_per_s']:.0f} tgt tok/s" if "loss" in record else "")
+        + (f" skipped {record['skipped']}" if record.get("skipped") else "")
         + (f" | valid nll {record['valid_nll']:.3f} ppl {record['valid_ppl']:.2f}" if "valid_nll" in record else "")
+        + (f" bleu {record['valid_bleu']:.2f}" if "valid_bleu" in record else "")
     )
     if progress.disable:
         log.info(text)

@@ -1,0 +1,127 @@
+"""Several training processes: the process group, sums over processes, and launching with torchrun.
+
+`torchrun --nproc-per-node N -m mt train ...` (or `mt train --nproc N`, which runs the same through
+torch.distributed.run) starts N copies of `mt train`; each reads RANK, WORLD_SIZE, LOCAL_RANK and
+MASTER_ADDR/MASTER_PORT from its environment and joins one process group: gloo on the CPU, NCCL on
+GPUs (one GPU per process: cuda:LOCAL_RANK). The model is wrapped in DistributedDataParallel, which
+averages the gradients over processes after each backward pass. A single process needs none of
+this: `Distributed()` is the one-process group, and every method below is then a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from mt.errors import ConfigError, MtError
+
+ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass
+class Distributed:
+    """This process's place among the training processes, and the collectives training needs."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 writes checkpoints and logs and holds the experiment's lock."""
+        return self.rank == 0
+
+    def all_sum(self, values: list[float]) -> list[float]:
+        """Element-wise sums over all processes (float64, so token counts stay exact)."""
+        if self.world_size == 1:
+            return [float(v) for v in values]
+        totals = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL: on the GPU
+        dist.all_reduce(totals)
+        return totals.tolist()
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        """Every process's `obj`, in rank order (pickled; for small things such as RNG states)."""
+        if self.world_size == 1:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def any(self, flag: bool) -> bool:
+        """True on every process if it is true on one."""
+        return self.all_sum([float(flag)])[0] > 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            dist.barrier()
+
+    def wrap(self, module: nn.Module) -> nn.Module:
+        """DistributedDataParallel around `module` when there are several processes."""
+        if self.world_size == 1:
+            return module
+        from torch.nn.parallel import DistributedDataParallel
+
+        device_ids = [self.device] if self.device.type == "cuda" else None
+        # The only buffers are the sinusoid tables, which never change: no broadcast at every forward.
+        return DistributedDataParallel(module, device_ids=device_ids, forward_sync_buffers=False)
+
+
+def launched_by_torchrun() -> bool:
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def setup(device: str = "cpu") -> Distributed:
+    """Join the process group that torchrun's environment describes; a single process otherwise.
+
+    On CUDA each process takes the GPU of its local rank (whatever cuda:N `device` names).
+    """
+    if not launched_by_torchrun():
+        return Distributed(device=torch.device(device))
+    missing = [key for key in ENV_KEYS if key not in os.environ]
+    if missing:
+        raise ConfigError(f"WORLD_SIZE is set but {', '.join(missing)} is not: start with torchrun or `mt train --nproc N`")
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    target = torch.device(device)
+    if target.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise MtError(f"local rank {local_rank} needs a GPU, but this machine has {torch.cuda.device_count()}")
+        target = torch.device("cuda", local_rank)
+        torch.cuda.set_device(target)
+    if not dist.is_initialized():
+        if target.type == "cuda":  # device_id: NCCL knows this process's GPU from the start
+            dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=target)
+        else:
+            dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    return Distributed(rank, world_size, local_rank, target)
+
+
+def shutdown(group: Distributed) -> None:
+    if group.world_size > 1 and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def launch(nproc: int, args: list[str]) -> str | None:
+    """`mt train --nproc N`: run `python -m mt ARGS` in N processes on this machine through torchrun.
+
+    Returns the name of the signal that stopped training (the workers got it too and saved at a step
+    boundary), or None. A failed worker has printed its own error line; this adds one with the count.
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    options = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "mt", *args])
+    try:
+        run(options)
+    except ChildFailedError as exc:
+        raise MtError(f"{len(exc.failures)} of {nproc} training processes failed (their errors are above)") from None
+    except SignalException as exc:
+        return exc.sigval.name
+    return None

@@ -1,0 +1,151 @@
+"""Exact resume, signals and the training lock, through `mt train` run as a real process.
+
+A run killed with SIGKILL and resumed ends with bitwise the same parameters, optimizer state and
+random number generators as an uninterrupted run (CPU, dropout on); SIGINT and SIGTERM save at the
+next step boundary and exit 0; a second trainer is refused while one runs, and a lock left by a dead
+process is taken over. The tiny experiment comes from test_trainer.build_experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mt.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from mt.experiment import Experiment
+from test_trainer import build_experiment, copy_experiment
+
+N = 40  # steps of the uninterrupted run; the other is killed after its checkpoint at N / 2
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Experiment:
+    return build_experiment(tmp_path_factory.mktemp("resume"))
+
+
+def start_train(exp: Experiment, log: Path, *flags: str) -> subprocess.Popen:
+    """`mt train` in the background; stderr to a file (a pipe nobody reads could fill and block it)."""
+    with open(log, "wb") as handle:
+        return subprocess.Popen([sys.executable, "-m", "mt", "train", "--exp", str(exp.root), "--threads", "1",
+                                 *flags], stdout=subprocess.DEVNULL, stderr=handle, env=ENV)
+
+
+def run_train(exp: Experiment, *flags: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "mt", "train", "--exp", str(exp.root), "--threads", "1", *flags],
+                          capture_output=True, env=ENV, timeout=120)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def wait_until(condition, process: subprocess.Popen, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, f"mt train exited ({process.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout}s"
+        time.sleep(0.005)
+
+
+def logged_steps(exp: Experiment) -> list[int]:
+    if not exp.train_log_path.exists():
+        return []
+    return [int(m) for m in re.findall(r'"step": (\d+), "epoch"', exp.train_log_path.read_text())]
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Equal down to the last bit: tensors with torch.equal, containers item by item."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{where} differs"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
+    # Bitwise on the CPU, not merely close: nothing in a step depends on more than the saved state.
+    # The model, Adam's moments and step, the data position (the batch order is a function of seed
+    # and epoch) and the RNGs (dropout draws from torch's) are restored exactly; matmuls on one
+    # thread reduce in a fixed order; validation and checkpointing consume no random numbers.
+    straight, _ = copy_experiment(base, tmp_path / "straight", max_steps=N, save_every=N // 2)
+    killed, _ = copy_experiment(base, tmp_path / "killed", max_steps=N, save_every=N // 2)
+    assert straight.load_config().model.dropout > 0
+
+    done = run_train(straight)
+    assert done.returncode == 0, done.stderr
+
+    # Never ends by itself (max_steps 10^6): killed once step_{N/2}.pt exists. last.pt is written
+    # before step_N.pt, so it holds step N/2 (the next save would be at step N).
+    process = start_train(killed, tmp_path / "killed.err", "--max-steps", "1000000")
+    wait_until(killed.checkpoint_path(f"step_{N // 2}").exists, process, f"step_{N // 2}.pt")
+    process.kill()
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert killed.lock_path.read_text().strip() == str(process.pid)  # left behind by the dead process
+    assert load_checkpoint(killed.checkpoint_path("last"))["step"] == N // 2
+
+    done = run_train(killed, "--max-steps", str(N))  # the stale lock is taken over
+    assert done.returncode == 0, done.stderr
+    assert f"resuming at step {N // 2}" in done.stderr
+    assert not killed.lock_path.exists()
+
+    ours, theirs = (load_checkpoint(e.checkpoint_path("last")) for e in (killed, straight))
+    assert ours["step"] == theirs["step"] == N
+    for key in ("model", "optimizer", "rng", "epoch", "batch_in_epoch", "best_valid"):
+        assert_same(ours[key], theirs[key], key)
+
+
+def test_signals_save_at_a_step_boundary_and_the_lock_refuses_a_second_trainer(base, tmp_path):
+    exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=10**6, log_every=10, save_every=10**6)
+    first = start_train(exp, tmp_path / "first.err")
+    wait_until(lambda: logged_steps(exp), first, "a log record")
+
+    second = run_train(exp)
+    assert second.returncode == 1 and "Traceback" not in second.stderr
+    last_line = second.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: ") and f"already being trained by process {first.pid}" in last_line
+    assert first.poll() is None
+
+    for sig, process, err in ((signal.SIGTERM, first, "first.err"), (signal.SIGINT, None, "third.err")):
+        if process is None:  # resume, then interrupt as Ctrl-C would
+            before = max(logged_steps(exp))
+            process = start_train(exp, tmp_path / err)
+            wait_until(lambda: max(logged_steps(exp)) > before, process, "a new log record")
+        process.send_signal(sig)
+        assert process.wait(timeout=60) == 0
+        stderr = (tmp_path / err).read_text()
+        assert "Traceback" not in stderr
+        mentions = [line for line in stderr.splitlines() if sig.name in line]
+        assert len(mentions) == 1, stderr
+        step = int(re.search(r"saved .*last\.pt at step (\d+)", mentions[0]).group(1))
+        assert load_checkpoint(exp.checkpoint_path("last"))["step"] == step > 0
+        assert not exp.lock_path.exists()
+
+
+def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
+    random.seed(3)
+    np.random.seed(4)
+    torch.manual_seed(5)
+    random.random(), np.random.normal(), torch.rand(1)  # numpy now holds a cached gaussian
+    path = tmp_path / "rng.pt"
+    save_checkpoint(path, {"rng": rng_state(torch.device("cpu"))})
+    expected = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
+    random.seed(0), np.random.seed(0), torch.manual_seed(0)
+    set_rng_state(load_checkpoint(path)["rng"], torch.device("cpu"))  # loaded with weights_only=True
+    again = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
+    assert again[:4] == expected[:4] and torch.equal(again[4], expected[4])

@@ -1,0 +1,426 @@
+"""mt.train's Trainer and loop: update_freq, bf16, skipped non-finite updates, the cooldown, validation
+BLEU, patience, keep_last, --init-from, and `mt average` through the CLI.
+
+`build_experiment` (also used by test_resume.py and test_distributed.py) makes a tiny experiment in
+a temporary directory through the library: generated German-English word-for-word pairs, a 100-piece
+SentencePiece model, binarized splits, and a 1+1-layer model with d_model 32.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mt.batching import collate, make_batches
+from mt.binarize import binarize
+from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.config import ExperimentConfig, save_yaml
+from mt.corpus import load_split
+from mt.errors import MtError
+from mt.experiment import Experiment, write_text_atomic
+from mt.search import greedy_search
+from mt.tokenizer import EOS_ID, train_tokenizer
+from mt.train import Trainer, cooldown_factor, inverse_sqrt_lr, train
+
+WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
+WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
+
+
+def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
+        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
+        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
+    return src, tgt
+
+
+def tiny_config(corpus_dir: Path) -> ExperimentConfig:
+    cfg = ExperimentConfig()
+    for split in ("train", "valid", "test"):
+        setattr(cfg.data, f"{split}_prefix", str(corpus_dir / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
+    cfg.train.__dict__.update(max_steps=10, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=5,
+                              valid_every=1000, save_every=1000)
+    cfg.decode.max_len_b = 10
+    return cfg
+
+
+def build_experiment(root: Path) -> Experiment:
+    """Corpus files under root, then root/exp with its tokenizer and binarized data (no checkpoints)."""
+    root.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", 300), ("valid", 40), ("test", 20)):
+        src, tgt = _corpus(n, seed=len(split))
+        if split == "valid":
+            src[3] = ""  # binarize drops this pair: valid.lines.npy is then not 0..n-1
+        (root / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+        (root / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    exp = Experiment(root / "exp")
+    cfg = tiny_config(root)
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    train_tokenizer(exp, cfg)
+    binarize(exp, cfg)
+    return exp
+
+
+def copy_experiment(exp: Experiment, root: Path, **train_fields) -> tuple[Experiment, ExperimentConfig]:
+    """A fresh copy of exp's config, tokenizer and data (no checkpoints), with train fields changed
+    (`model__dropout=0.0` changes a model field)."""
+    new = Experiment(root)
+    root.mkdir(parents=True)
+    for name in ("tokenizer", "data"):
+        shutil.copytree(exp.root / name, root / name)
+    cfg = copy.deepcopy(exp.load_config())
+    for key, value in train_fields.items():
+        section, _, name = key.rpartition("__")
+        setattr(getattr(cfg, section or "train"), name, value)
+    write_text_atomic(new.config_path, save_yaml(cfg))
+    return new, cfg
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Experiment:
+    return build_experiment(tmp_path_factory.mktemp("trainer"))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors on a shared 2-core machine: one intra-op thread is fastest, and deterministic."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+def assert_params_close(a: dict, b: dict, atol: float) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=0, msg=lambda m: f"{name}: {m}")
+
+
+# -- update_freq ---------------------------------------------------------------------------------------
+
+
+def test_update_freq_k_equals_one_batch_of_k_times_the_rows(base, tmp_path):
+    # Adam's first update is lr * g / (|g| + eps): with eps -> 0 it is lr * sign(g), and rounding
+    # noise in a near-zero gradient could flip it. A large eps makes the update Lipschitz in g, so
+    # that 1e-6 on the parameters tests the gradients.
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0, update_freq=3, adam_eps=1e-3)
+    accumulated = Trainer(exp, cfg)
+    order = make_batches(accumulated.train_data.src_lens, accumulated.train_data.tgt_lens, cfg.train.max_tokens,
+                         cfg.train.seed, 0)
+    stats = accumulated.step()  # update_freq 3: the first three batches of the seeded order
+    assert accumulated.batch_in_epoch == 3 and accumulated.step_count == 1
+
+    whole = Trainer(exp, cfg)
+    big = collate(whole.train_data, np.concatenate(order[:3]))
+    assert big.size == sum(len(b) for b in order[:3])
+    whole_stats = whole.step([big])
+    assert stats["tgt_tokens"] == whole_stats["tgt_tokens"] == big.n_tgt_tokens
+    assert stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-6)
+    assert_params_close(params(accumulated.model), params(whole.model), atol=1e-6)
+    assert not all(torch.equal(a, b) for a, b in zip(params(whole.model).values(),
+                                                       params(Trainer(exp, cfg).model).values()))
+
+
+# -- precision -----------------------------------------------------------------------------------------
+
+
+def test_bf16_step_on_cpu(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", precision="bf16")
+    trainer = Trainer(exp, cfg)
+    before = params(trainer.model)
+    stats = [trainer.step() for _ in range(2)]
+    assert all(math.isfinite(s["loss"]) and math.isfinite(s["grad_norm"]) and not s["skipped"] for s in stats)
+    assert trainer.step_count == 2
+    after = params(trainer.model)
+    assert all(p.dtype == torch.float32 for p in after.values())  # autocast: fp32 weights, bf16 matmuls
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_fp16_needs_cuda(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", precision="fp16")
+    with pytest.raises(MtError, match="fp16 needs a CUDA device"):
+        Trainer(exp, cfg)
+
+
+# -- non-finite updates --------------------------------------------------------------------------------
+
+
+def test_a_non_finite_loss_skips_the_update(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp")
+    trainer = Trainer(exp, cfg)
+    with torch.no_grad():
+        trainer.model.output.weight[7, 3] = float("nan")  # tied: every logit of token 7 is nan
+    before = params(trainer.model)
+    stats = trainer.step()
+    assert stats["skipped"] and math.isnan(stats["loss"])
+    assert trainer.step_count == 0 and trainer.skipped == 1 and trainer.bad_in_row == 1
+    assert all(p.grad is None for p in trainer.model.parameters())  # gradients dropped
+    assert trainer.optimizer.state_dict()["state"] == {}  # Adam never stepped
+    for name, value in params(trainer.model).items():
+        assert torch.equal(value.nan_to_num(), before[name].nan_to_num()), name
+
+    with torch.no_grad():
+        trainer.model.output.weight[7, 3] = 0.0
+    stats = trainer.step()
+    assert not stats["skipped"] and math.isfinite(stats["loss"])
+    assert trainer.step_count == 1 and trainer.skipped == 1 and trainer.bad_in_row == 0
+
+
+def poisoned(state: dict, token: int) -> dict:
+    """A checkpoint state whose source embedding of `token` is nan (untied embeddings)."""
+    state = dict(state, model=dict(state["model"]))
+    weight = state["model"]["src_embed.tokens.weight"].clone()
+    weight[token] = float("nan")
+    state["model"]["src_embed.tokens.weight"] = weight
+    return state
+
+
+def test_skipped_updates_are_logged_and_training_goes_on(base, tmp_path):
+    """A nan in the source embedding of one piece spoils exactly the batches that contain it."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__tie_embeddings=False, log_every=2, max_steps=12,
+                               max_bad_steps=100, max_tokens=100)
+    trainer = Trainer(exp, cfg)
+    data = trainer.train_data
+    sequence = [batch for epoch in range(3) for batch in
+                make_batches(data.src_lens, data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, epoch)]
+
+    def skips(token: int) -> int:
+        """Updates skipped on the way to 12 good ones: each skipped update still takes a batch."""
+        taken = good = 0
+        while good < 12:
+            if taken == len(sequence):
+                return len(sequence)  # in (nearly) every batch
+            good += not any(token in data.src(i) for i in sequence[taken])
+            taken += 1
+        return taken - 12
+
+    counts = np.bincount(np.concatenate([data.src(i) for i in range(len(data))]), minlength=100)
+    token = next(t for t in np.argsort(counts) if counts[t] and 1 <= skips(int(t)) <= 6)
+    save_checkpoint(tmp_path / "nan.pt", poisoned(trainer.state(), int(token)))
+
+    summary = train(exp, cfg, init_from=str(tmp_path / "nan.pt"))
+    assert summary["steps"] == 12 and summary["skipped"] == skips(int(token))
+    records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines()]
+    logged = [r for r in records if "loss" in r]
+    assert [r["step"] for r in logged] == [2, 4, 6, 8, 10, 12]
+    assert sum(r["skipped"] for r in logged) == summary["skipped"]
+    assert all(math.isfinite(r["loss"]) for r in logged)
+
+
+def test_too_many_bad_updates_in_a_row_stop_naming_the_last_checkpoint(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__tie_embeddings=False, max_steps=4, save_every=2,
+                               max_bad_steps=3)
+    train(exp, cfg)
+    last = exp.checkpoint_path("last")
+    save_checkpoint(last, poisoned(load_checkpoint(last), EOS_ID))  # every source ends in EOS
+    cfg.train.max_steps = 10
+    with pytest.raises(MtError) as info:
+        train(exp, cfg)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("step 5: 3 updates in a row had a non-finite loss or gradient norm")
+    assert f"{last} (step 4)" in message
+    assert load_checkpoint(last)["step"] == 4  # nothing saved after the bad updates
+    assert not exp.lock_path.exists()
+
+
+# -- learning rate: cooldown ---------------------------------------------------------------------------
+
+
+def test_cooldown_factor():
+    assert cooldown_factor(0.5, 0.0) is None
+    assert cooldown_factor(0.7, 0.25) is None
+    assert cooldown_factor(0.75, 0.25) == 1.0
+    assert cooldown_factor(0.875, 0.25) == 0.5
+    assert cooldown_factor(1.0, 0.25) == 0.0
+    assert cooldown_factor(1.5, 0.25) == 0.0
+
+
+def test_cooldown_by_steps_is_linear_to_zero_and_resumes(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, cooldown=0.25, warmup_steps=2, lr_peak=1e-3,
+                               log_every=1, save_every=7)
+    summary = train(exp, cfg)
+    assert summary["steps"] == 8
+    lrs = [r["lr"] for r in map(json.loads, exp.train_log_path.read_text().splitlines()) if "lr" in r]
+    schedule = [inverse_sqrt_lr(step, 2, 1e-3) for step in range(1, 9)]
+    # Updates 1..6 follow the schedule; the last quarter (updates 7, 8, which start at 6/8 and 7/8
+    # of the budget) falls from the schedule's value at update 7 towards 0 at the end.
+    assert lrs[:6] == pytest.approx(schedule[:6], rel=1e-12)
+    assert lrs[6:] == pytest.approx([schedule[6] * 1.0, schedule[6] * 0.5], rel=1e-12)
+
+    # Killed after update 7 (step_7.pt becomes last.pt) and resumed: update 8 gets the same lr.
+    shutil.copy(exp.checkpoint_path("step_7"), exp.checkpoint_path("last"))
+    trainer = Trainer(exp, cfg)
+    assert trainer.resume() and trainer.step_count == 7
+    assert trainer.learning_rate(8) == lrs[7]
+    assert Trainer(exp, cfg).learning_rate(8) != lrs[7]  # without the saved start of the cooldown
+
+
+def test_cooldown_by_time(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_time=100.0, cooldown=0.2, warmup_steps=4, lr_peak=1e-3)
+    trainer = Trainer(exp, cfg)
+    expected = []
+    for step, elapsed in ((1, 0.0), (2, 50.0), (10, 79.0), (11, 80.0), (12, 90.0), (13, 95.0), (14, 100.0)):
+        trainer.elapsed = elapsed
+        expected.append(trainer.learning_rate(step))
+    start = inverse_sqrt_lr(11, 4, 1e-3)
+    assert expected[:3] == [inverse_sqrt_lr(s, 4, 1e-3) for s in (1, 2, 10)]
+    assert expected[3:] == pytest.approx([start, start * 0.5, start * 0.25, 0.0], rel=1e-12)
+    assert trainer.state()["cooldown_from"] == start  # saved: a resumed run decays from the same value
+
+
+# -- validation: BLEU, best metric, patience -------------------------------------------------------------
+
+
+def test_validation_bleu_on_a_sample_with_raw_references(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", valid_bleu=True, valid_bleu_sentences=12, best_metric="bleu",
+                               max_steps=6, valid_every=3, log_every=3)
+    summary = train(exp, cfg)
+    records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines()]
+    validated = [r for r in records if "valid_nll" in r]
+    assert [r["step"] for r in validated] == [3, 6]
+    assert all(0.0 <= r["valid_bleu"] <= 100.0 for r in validated)
+    assert summary["valid_bleu"] == validated[-1]["valid_bleu"]
+    best_step = max(validated, key=lambda r: r["valid_bleu"])["step"]  # the first of equals
+    assert load_checkpoint(exp.checkpoint_path("best"))["step"] == best_step
+
+    # The sample: references are the raw lines of the pairs binarize kept (one was dropped).
+    trainer = Trainer(exp, cfg)
+    trainer.resume()
+    metrics = trainer.validate()
+    sample = trainer._bleu
+    lines = np.load(exp.data_dir / "valid.lines.npy")
+    assert 3 not in lines.tolist() and len(sample.indices) == 12
+    _, refs = load_split(cfg.data, "valid")
+    assert sample.refs == [refs[lines[i]] for i in sample.indices]
+    bleu, hyps = sample.score(trainer.model, trainer.device, trainer.group)
+    assert bleu == pytest.approx(metrics["valid_bleu"], abs=0.01)
+    src = collate(trainer.valid_data, sample.indices[:1]).src_ids
+    first = greedy_search(trainer.model, src, cfg.decode.max_len_a, cfg.decode.max_len_b)[0]
+    assert hyps[0] == trainer.tgt_tok.decode([first.tokens])[0]
+
+
+def test_patience_stops_after_validations_without_improvement(base, tmp_path):
+    # lr 0: the model never changes, so no validation after the first improves on it.
+    exp, cfg = copy_experiment(base, tmp_path / "exp", lr_peak=0.0, max_steps=50, valid_every=2, patience=2)
+    summary = train(exp, cfg)
+    assert summary["stopped_by"] == "patience" and summary["steps"] == 6  # best at 2; none better at 4, 6
+    state = load_checkpoint(exp.checkpoint_path("last"))
+    assert state["bad_validations"] == 2 and load_checkpoint(exp.checkpoint_path("best"))["step"] == 2
+    assert train(exp, cfg)["steps"] == 6  # a rerun does not start again
+
+
+def test_best_metric_bleu_needs_valid_bleu():
+    from mt.config import from_dict
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs train.valid_bleu"):
+        from_dict({"train": {"best_metric": "bleu"}}, "recipe.yaml")
+
+
+# -- checkpoints kept ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep_last, kept", [(2, [6, 8]), (0, [2, 4, 6, 8])])
+def test_keep_last(base, tmp_path, keep_last, kept):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, save_every=2, keep_last=keep_last)
+    train(exp, cfg)
+    assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == kept
+
+
+# -- pre-train, then fine-tune -------------------------------------------------------------------------
+
+
+def test_init_from_starts_from_exactly_those_weights(base, tmp_path):
+    pre, cfg = copy_experiment(base, tmp_path / "pre", max_steps=3)
+    train(pre, cfg)
+    weights = load_checkpoint(pre.checkpoint_path("best"))["model"]
+
+    fine, fcfg = copy_experiment(base, tmp_path / "fine", max_steps=0, model__dropout=0.3)  # dropout may differ
+    summary = train(fine, fcfg, init_from=str(pre.root))
+    assert summary["steps"] == 0
+    state = load_checkpoint(fine.checkpoint_path("last"))
+    assert state["model"].keys() == weights.keys()
+    assert all(torch.equal(state["model"][k], weights[k]) for k in weights)
+    assert state["optimizer"]["state"] == {}  # a fresh optimizer
+    assert state["init_from"] == str(pre.checkpoint_path("best"))
+
+    trainer = Trainer(fine, fcfg)
+    trainer.init_from(str(pre.checkpoint_path("last")))  # a checkpoint file works too
+    assert trainer.step_count == 0 and trainer.learning_rate(1) == inverse_sqrt_lr(1, fcfg.train.warmup_steps,
+                                                                                     fcfg.train.lr_peak)
+
+
+def test_init_from_refuses_another_tokenizer_or_model(base, tmp_path):
+    pre, cfg = copy_experiment(base, tmp_path / "pre", max_steps=0)
+    train(pre, cfg)
+    state = load_checkpoint(pre.checkpoint_path("last"))
+    other_tok = dict(state, tokenizer_sha256={"src": "0" * 64, "tgt": "0" * 64})
+    save_checkpoint(tmp_path / "tok.pt", other_tok)
+    other_model = dict(state, model_config={**state["model_config"], "d_ff": 128})
+    save_checkpoint(tmp_path / "model.pt", other_model)
+
+    fine, fcfg = copy_experiment(base, tmp_path / "fine", max_steps=2)
+    for name, needle in (("tok.pt", "another tokenizer"), ("model.pt", "model.d_ff 128 (ours 64)"),
+                         ("missing", "no such experiment")):
+        with pytest.raises(MtError) as info:
+            train(fine, fcfg, init_from=str(tmp_path / name))
+        assert needle in str(info.value) and "\n" not in str(info.value)
+    assert not fine.has_checkpoints()
+
+
+# -- mt average ------------------------------------------------------------------------------------------
+
+
+def test_average_cli_and_translate_with_it(base, tmp_path):
+    exp, _ = copy_experiment(base, tmp_path / "exp")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def mt(*args, stdin=""):
+        return subprocess.run([sys.executable, "-m", "mt", *args], input=stdin.encode(), capture_output=True,
+                              env=env, timeout=120)
+
+    done = mt("train", "--exp", str(exp.root), "--max-steps", "8", "--set", "train.save_every=2",
+              "--keep-last", "3", "--update-freq", "2", "--clip-norm", "1.0", "--threads", "1")
+    assert done.returncode == 0, done.stderr.decode()
+    saved = exp.load_config().train
+    assert (saved.keep_last, saved.update_freq, saved.clip_norm) == (3, 2, 1.0)
+    steps = exp.step_checkpoints()
+    assert [p.name for p in steps] == ["step_0000004.pt", "step_0000006.pt", "step_0000008.pt"]
+
+    done = mt("average", "--exp", str(exp.root), "--last", "3")
+    assert done.returncode == 0 and done.stdout == b"", done.stderr.decode()
+    averaged = load_checkpoint(exp.checkpoint_path("average"))
+    states = [load_checkpoint(p)["model"] for p in steps]
+    for key, value in averaged["model"].items():
+        torch.testing.assert_close(value, sum(s[key] for s in states) / 3, atol=1e-7, rtol=1e-6)
+    assert averaged["averaged_from"] == [p.name for p in steps]
+
+    done = mt("translate", "--exp", str(exp.root), "--checkpoint", "average", "--threads", "1",
+              stdin="Der hund läuft.\nEine frau sitzt im park.\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(done.stdout.decode().splitlines()) == 2
+
+    done = mt("average", "--exp", str(exp.root), "--last", "4")
+    assert done.returncode == 1
+    assert done.stderr.decode().strip().splitlines()[-1].startswith("error: ")
+    assert "fewer than --last 4" in done.stderr.decode()
