@@ -102,7 +102,6 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
 
-    import yaml
 
     from mt.config import from_dict
     from mt.experiment import Experiment
@@ -117,7 +116,7 @@ def main() -> None:
     print(f"inputs: {args.data}; experiment: {exp_dir}; {args.minutes} min, {args.precision}, {args.threads} threads",
           file=sys.stderr)
 
-    prepare = run_phase("prepare", exp_dir, args.threads)
+    run_phase("prepare", exp_dir, args.threads)
     trained = run_phase("train", exp_dir, args.threads)
     decoded = run_phase("decode", exp_dir, args.threads)
 

@@ -37,6 +37,12 @@ class Batch:
     def size(self) -> int:
         return self.src_ids.shape[0]
 
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its tensors on `device` (itself on the CPU)."""
+        if device.type == "cpu":
+            return self
+        return Batch(*(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices)
+
 
 def _length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
     """Indices sorted by (tgt_len, src_len); ties in random order when rng is given, else by index."""

@@ -1,4 +1,5 @@
-"""Training: label-smoothed loss, the paper's schedule, the Trainer (one update), the loop, validation.
+"""Training: the Trainer (one update) and the loop around it; loss in mt.loss, schedule in
+mt.schedule, validation in mt.validate.
 
 Sec. 5: Adam (beta1 0.9, beta2 0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step *
 warmup^-1.5), label smoothing 0.1, batches of about equal source and target token counts.
@@ -27,127 +28,17 @@ from torch import nn
 
 from mt import log
 from mt.batching import Batch, collate, make_batches
-from mt.binarize import ParallelData, lines_path
+from mt.binarize import ParallelData
 from mt.checkpoint import init_weights, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from mt.config import ExperimentConfig, TrainConfig
-from mt.corpus import load_split
+from mt.config import ExperimentConfig
 from mt.distributed import Distributed
 from mt.errors import MtError
-from mt.evaluate import score
 from mt.experiment import Experiment
+from mt.loss import autocast, batch_loss
 from mt.model import Transformer, build_model, count_parameters
-from mt.search import greedy_search
-from mt.tokenizer import PAD_ID, Tokenizer, load_tokenizers
-
-
-def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Per-row smoothed cross entropy and NLL from logits, with the gradient written out.
-
-    With q the smoothed target distribution, the gradient w.r.t. the logits is softmax - q: one
-    (tokens, vocab) tensor in the backward pass instead of the several that log_softmax, gather and
-    masking would keep alive (the output layer is the largest activation of this model).
-    """
-
-    @staticmethod
-    def forward(ctx, logits, target, epsilon: float, pad_id: int):
-        z = _at_least_fp32(logits)  # (n, vocab)
-        lse = torch.logsumexp(z, dim=-1)  # (n,)
-        keep = (target != pad_id).to(z.dtype)
-        nll = (lse - z.gather(1, target[:, None]).squeeze(1)) * keep
-        # Mean of -log p over the V - 1 non-pad classes.
-        uniform = (lse - (z.sum(dim=-1) - z[:, pad_id]) / (z.size(-1) - 1)) * keep
-        ctx.save_for_backward(logits, target, lse, keep)
-        ctx.epsilon, ctx.pad_id = epsilon, pad_id
-        return (1.0 - epsilon) * nll + epsilon * uniform, nll
-
-    @staticmethod
-    def backward(ctx, grad_loss, grad_nll):
-        logits, target, lse, keep = ctx.saved_tensors
-        eps, pad_id = ctx.epsilon, ctx.pad_id
-        vocab = logits.size(-1)
-        g_loss = (grad_loss if grad_loss is not None else torch.zeros_like(lse)) * keep  # (n,)
-        g_nll = (grad_nll if grad_nll is not None else torch.zeros_like(lse)) * keep
-        grad = torch.exp(_at_least_fp32(logits) - lse[:, None]).mul_((g_loss + g_nll)[:, None])  # softmax * g
-        # minus q: eps / (V - 1) on every non-pad class, and (1 - eps) more on the target.
-        grad.sub_((g_loss * eps / (vocab - 1))[:, None])
-        grad[:, pad_id] += g_loss * eps / (vocab - 1)
-        grad.scatter_add_(1, target[:, None], -(g_loss * (1.0 - eps) + g_nll)[:, None])
-        return grad.to(logits.dtype), None, None, None
-
-
-def label_smoothed_loss(
-    logits: torch.Tensor,  # (tokens, vocab)
-    target: torch.Tensor,  # (tokens,)
-    epsilon: float,
-    pad_id: int = PAD_ID,
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Summed smoothed cross entropy and summed NLL over the non-pad targets, and their count.
-
-    The smoothed target is (1 - eps) on the true class plus eps spread evenly over the V - 1
-    non-pad classes (Szegedy et al. 2016, as in Sec. 5.4); the pad class gets no mass, and pad
-    positions are not scored.
-    """
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target, epsilon, pad_id)
-    return loss.sum(), nll.sum(), int((target != pad_id).sum())
-
-
-def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Forward pass and loss of one batch; the output layer runs on non-pad target positions only."""
-    memory, src_mask = model.encode(batch.src_ids)
-    hidden = model.decode_hidden(batch.tgt_in, memory, src_mask)  # (batch, tgt_len, d_model)
-    keep = batch.tgt_out != PAD_ID
-    logits = model.output(hidden[keep])  # (target tokens, vocab)
-    return label_smoothed_loss(logits, batch.tgt_out[keep], epsilon)
-
-
-def peak_lr(cfg: TrainConfig, d_model: int) -> float:
-    """The schedule's maximum, reached at step = warmup: lr_peak, or the paper's d^-0.5 * warmup^-0.5."""
-    if cfg.lr_peak is not None:
-        return cfg.lr_peak
-    return cfg.lr_scale * d_model**-0.5 * cfg.warmup_steps**-0.5
-
-
-def inverse_sqrt_lr(step: int, warmup: int, peak: float) -> float:
-    """Linear warmup to `peak`, then proportional to step^-0.5 (Sec. 5.3); step counts from 1.
-
-    peak * min(step / warmup, sqrt(warmup / step)) equals the paper's
-    d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) when peak = d_model^-0.5 * warmup^-0.5.
-    """
-    step = max(step, 1)
-    return peak * min(step / warmup, math.sqrt(warmup / step))
-
-
-def _autocast(precision: str, device: torch.device):
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    if precision == "fp16":
-        if device.type != "cuda":
-            raise MtError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
-        return torch.autocast("cuda", dtype=torch.float16)
-    return nullcontext()
-
-
-def _to(batch: Batch, device: torch.device) -> Batch:
-    if device.type == "cpu":
-        return batch
-    return dataclasses.replace(
-        batch,
-        src_ids=batch.src_ids.to(device, non_blocking=True),
-        tgt_in=batch.tgt_in.to(device, non_blocking=True),
-        tgt_out=batch.tgt_out.to(device, non_blocking=True),
-    )
-
-
-def cooldown_factor(progress: float, fraction: float) -> float | None:
-    """In the last `fraction` of the budget the lr multiplier that falls linearly to 0 at progress 1;
-    None before it (and with fraction 0). progress: the share of the budget spent before the update."""
-    if fraction <= 0.0 or progress < 1.0 - fraction:
-        return None
-    return max(0.0, 1.0 - progress) / fraction
+from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
+from mt.tokenizer import load_tokenizers
+from mt.validate import BleuSample, validate
 
 
 class _LossModule(nn.Module):
@@ -160,70 +51,6 @@ class _LossModule(nn.Module):
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
         loss, nll, _ = batch_loss(self.model, Batch(src_ids, tgt_in, tgt_out, np.empty(0, np.int64)), self.epsilon)
         return loss, nll
-
-
-@torch.no_grad()
-def validate(
-    model: Transformer, data: ParallelData, cfg: TrainConfig, device: torch.device, group: Distributed | None = None
-) -> dict[str, float]:
-    """Validation loss (smoothed, per token), NLL per token and perplexity exp(NLL); each process
-    scores its share of the batches and the sums are added up."""
-    group = group or Distributed(device=device)
-    model.eval()
-    loss_sum = nll_sum = 0.0
-    tokens = 0
-    batches = make_batches(data.src_lens, data.tgt_lens, cfg.max_tokens, cfg.seed, 0, shuffle=False)
-    for indices in batches[group.rank :: group.world_size]:
-        batch = _to(collate(data, indices), device)
-        with _autocast(cfg.precision, device):
-            loss, nll, n = batch_loss(model, batch, cfg.label_smoothing)
-        loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + n
-    model.train()
-    loss_sum, nll_sum, tokens = group.all_sum([loss_sum, nll_sum, tokens])
-    nll = nll_sum / max(tokens, 1)
-    return {"valid_loss": loss_sum / max(tokens, 1), "valid_nll": nll, "valid_ppl": math.exp(min(nll, 50.0))}
-
-
-class BleuSample:
-    """BLEU during training: greedy translations of a fixed sample of the binarized validation
-    sources, detokenized, against the raw reference lines (sacreBLEU, as `mt evaluate`)."""
-
-    def __init__(self, exp: Experiment, cfg: ExperimentConfig, data: ParallelData, tgt_tok: Tokenizer):
-        size = min(cfg.train.valid_bleu_sentences, len(data))
-        # The same sentences at every validation, so that the scores compare; a private generator
-        # leaves the global ones (saved in checkpoints) alone.
-        self.indices = np.sort(np.random.default_rng(0).choice(len(data), size, replace=False))
-        line_numbers = np.load(lines_path(exp, "valid"))  # binarize may have dropped pairs
-        _, refs = load_split(cfg.data, "valid")
-        self.refs = [refs[int(line_numbers[i])] for i in self.indices]
-        self.data, self.tgt_tok, self.cfg = data, tgt_tok, cfg
-
-    @torch.no_grad()
-    def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
-        """BLEU and the hypotheses in sample order; each process translates its share."""
-        mine = np.arange(len(self.indices))[group.rank :: group.world_size]
-        mine = mine[np.argsort(self.data.src_lens[self.indices[mine]], kind="stable")]  # similar lengths together
-        hyps: dict[int, str] = {}
-        for positions in self._groups(mine):
-            src_ids = collate(self.data, self.indices[positions]).src_ids.to(device)
-            with _autocast(self.cfg.train.precision, device):
-                found = greedy_search(model, src_ids, self.cfg.decode.max_len_a, self.cfg.decode.max_len_b)
-            hyps.update(zip(positions.tolist(), self.tgt_tok.decode([h.tokens for h in found])))
-        model.train()
-        for part in group.all_gather(hyps):
-            hyps.update(part)
-        ordered = [hyps[i] for i in range(len(self.indices))]
-        return score(ordered, self.refs)["bleu"], ordered
-
-    def _groups(self, positions: np.ndarray) -> list[np.ndarray]:
-        """Consecutive runs whose padded source size stays within decode.max_tokens."""
-        groups, start = [], 0
-        widths = self.data.src_lens[self.indices[positions]] + 1
-        for end in range(1, len(positions) + 1):
-            if end == len(positions) or widths[end] * (end - start + 1) > self.cfg.decode.max_tokens:
-                groups.append(positions[start:end])
-                start = end
-        return groups
 
 
 class _StopSignal:
@@ -483,9 +310,9 @@ class Trainer:
             # DDP averages the gradients over processes once, in the backward of the last batch.
             no_sync = nullcontext() if last or self.group.world_size == 1 else self.loss_module.no_sync()
             counts = (batch.n_tgt_tokens, batch.n_src_tokens)
-            batch = _to(batch, self.device)
+            batch = batch.to(self.device)
             with no_sync:
-                with _autocast(self.tcfg.precision, self.device):
+                with autocast(self.tcfg.precision, self.device):
                     loss, nll = self.loss_module(batch.src_ids, batch.tgt_in, batch.tgt_out)
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             totals = [totals[0] + float(loss.detach()), totals[1] + float(nll.detach()),

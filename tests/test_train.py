@@ -22,7 +22,8 @@ from mt.model import Transformer, build_model
 from mt.search import greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.batching import Batch
-from mt.train import batch_loss, inverse_sqrt_lr, label_smoothed_loss, peak_lr
+from mt.loss import batch_loss, label_smoothed_loss
+from mt.schedule import inverse_sqrt_lr, peak_lr
 
 
 @pytest.fixture(autouse=True)

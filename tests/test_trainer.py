@@ -31,7 +31,8 @@ from mt.errors import MtError
 from mt.experiment import Experiment, write_text_atomic
 from mt.search import greedy_search
 from mt.tokenizer import EOS_ID, train_tokenizer
-from mt.train import Trainer, cooldown_factor, inverse_sqrt_lr, train
+from mt.schedule import cooldown_factor, inverse_sqrt_lr
+from mt.train import Trainer, train
 
 WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
 WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()

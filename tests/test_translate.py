@@ -10,7 +10,6 @@ import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch

@@ -1,0 +1,84 @@
+"""Validation during training: loss and perplexity on the validation set, and greedy BLEU on a sample."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from mt.batching import collate, make_batches
+from mt.binarize import ParallelData, lines_path
+from mt.config import ExperimentConfig, TrainConfig
+from mt.corpus import load_split
+from mt.distributed import Distributed
+from mt.evaluate import score
+from mt.experiment import Experiment
+from mt.loss import autocast, batch_loss
+from mt.model import Transformer
+from mt.search import greedy_search
+from mt.tokenizer import Tokenizer
+
+
+@torch.no_grad()
+def validate(
+    model: Transformer, data: ParallelData, cfg: TrainConfig, device: torch.device, group: Distributed | None = None
+) -> dict[str, float]:
+    """Validation loss (smoothed, per token), NLL per token and perplexity exp(NLL); each process
+    scores its share of the batches and the sums are added up."""
+    group = group or Distributed(device=device)
+    model.eval()
+    loss_sum = nll_sum = 0.0
+    tokens = 0
+    batches = make_batches(data.src_lens, data.tgt_lens, cfg.max_tokens, cfg.seed, 0, shuffle=False)
+    for indices in batches[group.rank :: group.world_size]:
+        batch = collate(data, indices).to(device)
+        with autocast(cfg.precision, device):
+            loss, nll, n = batch_loss(model, batch, cfg.label_smoothing)
+        loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + n
+    model.train()
+    loss_sum, nll_sum, tokens = group.all_sum([loss_sum, nll_sum, tokens])
+    nll = nll_sum / max(tokens, 1)
+    return {"valid_loss": loss_sum / max(tokens, 1), "valid_nll": nll, "valid_ppl": math.exp(min(nll, 50.0))}
+
+
+class BleuSample:
+    """BLEU during training: greedy translations of a fixed sample of the binarized validation
+    sources, detokenized, against the raw reference lines (sacreBLEU, as `mt evaluate`)."""
+
+    def __init__(self, exp: Experiment, cfg: ExperimentConfig, data: ParallelData, tgt_tok: Tokenizer):
+        size = min(cfg.train.valid_bleu_sentences, len(data))
+        # The same sentences at every validation, so that the scores compare; a private generator
+        # leaves the global ones (saved in checkpoints) alone.
+        self.indices = np.sort(np.random.default_rng(0).choice(len(data), size, replace=False))
+        line_numbers = np.load(lines_path(exp, "valid"))  # binarize may have dropped pairs
+        _, refs = load_split(cfg.data, "valid")
+        self.refs = [refs[int(line_numbers[i])] for i in self.indices]
+        self.data, self.tgt_tok, self.cfg = data, tgt_tok, cfg
+
+    @torch.no_grad()
+    def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
+        """BLEU and the hypotheses in sample order; each process translates its share."""
+        mine = np.arange(len(self.indices))[group.rank :: group.world_size]
+        mine = mine[np.argsort(self.data.src_lens[self.indices[mine]], kind="stable")]  # similar lengths together
+        hyps: dict[int, str] = {}
+        for positions in self._groups(mine):
+            src_ids = collate(self.data, self.indices[positions]).src_ids.to(device)
+            with autocast(self.cfg.train.precision, device):
+                found = greedy_search(model, src_ids, self.cfg.decode.max_len_a, self.cfg.decode.max_len_b)
+            hyps.update(zip(positions.tolist(), self.tgt_tok.decode([h.tokens for h in found])))
+        model.train()
+        for part in group.all_gather(hyps):
+            hyps.update(part)
+        ordered = [hyps[i] for i in range(len(self.indices))]
+        return score(ordered, self.refs)["bleu"], ordered
+
+    def _groups(self, positions: np.ndarray) -> list[np.ndarray]:
+        """Consecutive runs whose padded source size stays within decode.max_tokens."""
+        groups, start = [], 0
+        widths = self.data.src_lens[self.indices[positions]] + 1
+        for end in range(1, len(positions) + 1):
+            if end == len(positions) or widths[end] * (end - start + 1) > self.cfg.decode.max_tokens:
+                groups.append(positions[start:end])
+                start = end
+        return groups
