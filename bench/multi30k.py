@@ -50,6 +50,7 @@ def recipe(args) -> dict:
             "warmup_steps": 1000, "label_smoothing": 0.1, "precision": args.precision, "seed": 1,
             # Validation and periodic checkpoints would eat into the budget: only at the end.
             "valid_every": 10**9, "save_every": 10**9, "log_every": 20,
+            "cooldown": args.cooldown,
         },
         "decode": {"beam": 5, "alpha": 0.6, "length_penalty": "gnmt", "checkpoint": "last"},
     }
@@ -99,6 +100,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=12.0)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cooldown", type=float, default=0.0,
+                        help="Decay the lr linearly to 0 over this last fraction of the budget (0 = off).")
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
 
@@ -140,6 +143,7 @@ def main() -> None:
         "peak_rss_decode_mb": round(decoded["peak_rss_mb"], 1),
         "valid_ppl": round(trained.get("valid_ppl", float("nan")), 2),
         "precision": args.precision,
+        "cooldown": args.cooldown,
         "minutes": args.minutes,
         "threads": args.threads,
         "bleu_signature": decoded["bleu_signature"],
@@ -148,7 +152,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Multi30k EN->DE test2016, {args.minutes:g} min training, beam 5")
+    table = Table(title=f"Multi30k EN->DE test2016, {args.minutes:g} min training, beam 5"
+                  + (f", cooldown {args.cooldown:g}" if args.cooldown else ""))
     for column in ("toolkit", "tgt tok/s (src+tgt)", "steps", "BLEU", "chrF", "sent/s", "peak RSS train / decode GB"):
         table.add_column(column, justify="left" if column == "toolkit" else "right")
     table.add_row(
@@ -159,7 +164,7 @@ def main() -> None:
     for name, ref in REFERENCE.items():
         table.add_row(name, f"{ref['tgt_tokens_per_s']:,}", str(ref["steps"]), f"{ref['bleu']:.2f}", f"{ref['chrf']:.2f}",
                       "-" if ref["sent_per_s"] is None else f"{ref['sent_per_s']:.1f}", ref["rss"])
-    Console().print(table)
+    Console(width=120).print(table)
     print(f"params {result['params']:,}; {decoded['bleu_signature']}")
     print(json.dumps(result))
 
