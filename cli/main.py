@@ -111,6 +111,7 @@ def train_tokenizer_cmd(
     hf_dataset: Annotated[Optional[str], typer.Option(help="Hugging Face dataset name, e.g. bentrevett/multi30k.")] = None,
     hf_config: Annotated[Optional[str], typer.Option(help="Dataset config, e.g. de-en.")] = None,
     ding: Annotated[bool, typer.Option(help="Use the Ding dictionary (Debian trans-de-en).")] = False,
+    train_source: Annotated[Optional[list[str]], typer.Option(help="Training corpus, repeatable: files:PREFIX, tsv:FILE, jsonl:FILE, hf:NAME[:CONFIG] or ding, each with an optional *WEIGHT.")] = None,
     vocab_size: Annotated[Optional[int], typer.Option(help="SentencePiece vocabulary size.")] = None,
     model_type: Annotated[Optional[str], typer.Option(help="unigram or bpe.")] = None,
     separate_vocab: Annotated[bool, typer.Option(help="One vocabulary per side instead of a joint one.")] = False,
@@ -130,6 +131,10 @@ def train_tokenizer_cmd(
         overrides["data.source"] = "hf"
     if ding:
         overrides["data.source"] = "ding"
+    if train_source:
+        from mt.config import absolute_source
+
+        overrides["data.train_sources"] = [absolute_source(spec) for spec in train_source]
     overrides.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
     if separate_vocab:
         overrides["tokenizer.joint"] = False
@@ -142,13 +147,16 @@ def train_tokenizer_cmd(
 
 
 @app.command()
-def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None) -> None:
+def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None,
+             workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.binarize import binarize as run_binarize
 
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: expected at least 1")
     experiment, cfg = _config(exp, recipe, {"data.max_len": max_len}, sets)
     with experiment.undo_if_new_fails():
-        stats = run_binarize(experiment, cfg)
+        stats = run_binarize(experiment, cfg, workers=workers)
     _print_data_table(stats)
 
 
@@ -304,12 +312,16 @@ def translate(
     top_k: Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")] = 0,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")] = 1.0,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1,
+    alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
+    alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
     device: Device = "cpu",
 ) -> None:
     """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line."""
+    if alignment_layer is not None and not alignments:
+        raise ConfigError("--alignment-layer goes with --alignments")
     if buffer < 1:
         raise ConfigError("--buffer must be at least 1")
     if nbest < 0 or (nbest and sample):
@@ -328,6 +340,10 @@ def translate(
     _threads(threads)
     translator = Translator(experiment, cfg, checkpoint, device, precision, quantize)
     options = dict(nbest=nbest, scores=scores, sampling=sampling)
+    if alignments:
+        from mt.attention import check_layer
+
+        options["alignment_layer"] = check_layer(translator.model, alignment_layer, "--alignment-layer")
     if output is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
@@ -443,6 +459,73 @@ def info(
         for key, value in rows.items():
             table.add_row(str(key), str(value))
         console.print(table)
+
+
+@app.command()
+def attention(
+    exp: Exp,
+    sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where the files go (default: EXP/attention/).")] = None,
+    layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
+    encoder: Annotated[bool, typer.Option(help="Also draw the encoder self-attention of each layer.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.")] = "png",
+    target: Annotated[Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")] = None,
+    force: Annotated[bool, typer.Option(help="Replace files already in --output-dir.")] = False,
+    checkpoint: Checkpoint = None,
+    beam: Beam = None,
+    alpha: Alpha = None,
+    length_penalty: Penalty = None,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
+    device: Device = "cpu",
+) -> None:
+    """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
+    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None)
+    experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
+    from mt import attention as attn
+    from mt.translate import Translator
+
+    if fmt not in attn.FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected {', '.join(attn.FORMATS)}")
+    _threads(threads)
+    translator = Translator(experiment, cfg, checkpoint, device)
+    index = attn.check_layer(translator.model, layer, "--layer")
+    out_dir = output_dir if output_dir is not None else experiment.root / attn.ATTENTION_DIR
+    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force)
+    print(maps.translation)
+    log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")
+
+
+@app.command()
+def plot(
+    exp: Annotated[list[Path], typer.Option("--exp", "-e", help="Experiment directory; repeat to overlay several.")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: curves.png in the first experiment).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace --output if it exists.")] = False,
+) -> None:
+    """Training and validation loss, perplexity, BLEU and learning rate against steps and wall time, as one PNG."""
+    from mt.experiment import Experiment
+    from mt.plot import plot as run_plot
+
+    print(run_plot([Experiment(path) for path in exp], output, force))
+
+
+@app.command()
+def report(
+    exp: Exp,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: EXP/report.html).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace --output if it exists.")] = False,
+    samples: Annotated[int, typer.Option(help="Sample translations shown per split.")] = 10,
+    sentence: Annotated[Optional[str], typer.Option(help="Sentence for the attention example (default: the first test sentence).")] = None,
+    checkpoint: Checkpoint = None,
+    threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
+) -> None:
+    """One self-contained HTML page: config, data, curves, scores, sample translations, an attention example."""
+    from mt.experiment import Experiment
+    from mt.report import report as run_report
+
+    _threads(threads)
+    print(run_report(Experiment(exp), output, force, samples, sentence, checkpoint))
 
 
 def _count(n: int) -> str:

@@ -2,108 +2,415 @@
 
 Each split and side is one flat id array (uint16 when the vocabulary fits, else int32) plus int64
 offsets: sentence i is ids[offsets[i]:offsets[i + 1]]. Ids carry no BOS/EOS; batching adds them.
+
+Binarizing streams: the sources are read in chunks (mt.corpus), decoded, cleaned, encoded and
+filtered in worker processes, and the results are appended in corpus order to .npy files whose
+header (which holds the length) is written last, so memory stays flat whatever the corpus size.
+Everything is written to a hidden directory that is renamed into place at the end, beside a
+manifest (pairs, tokens, size and sha256 of every file, the tokenizer's sha256) that `mt train`
+checks before it trusts the data.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import itertools
+import multiprocessing
 import os
+import re
 import shutil
+import signal
 import tempfile
 import time
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from mt import corpus, log
 from mt.config import ExperimentConfig
 from mt.errors import MtError
-from mt.experiment import SPLITS, Experiment, write_json_atomic
+from mt.experiment import SPLITS, Experiment, _pid_alive, write_json_atomic
 from mt.tokenizer import Tokenizer, load_tokenizers
 
-ENCODE_CHUNK = 100_000  # lines per encode call: bounds the memory of Python id lists
+ENCODE_CHUNK = 20_000  # pairs per unit of work: bounds a worker's memory (Python id lists) and a write
+WORKERS = 2
+# Drop reasons, in the order they are checked; valid/test (never cleaned) only drop empty and too long.
+CLEAN_REASONS = ("invalid_utf8", "malformed", "empty", "too_long", "ratio", "duplicate")
+RAW_REASONS = ("empty", "too_long")
 
 
 def lines_path(exp: Experiment, split: str) -> Path:
-    """0-based line numbers (in the split's text) of the pairs binarize kept, int64."""
+    """0-based numbers of the pairs binarize kept, int64: the line in the split's text (with several
+    train sources, the position in their concatenation; an upsampled pair repeats its number)."""
     return exp.data_dir / f"{split}.lines.npy"
+
+
+def manifest_path(exp: Experiment) -> Path:
+    return exp.data_dir / "manifest.json"
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
 
 
-def encode_pairs(
-    src_lines: list[str], tgt_lines: list[str], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
-) -> tuple[dict[str, np.ndarray], dict]:
-    """Encode aligned lines and drop unusable pairs.
+# ---------------------------------------------------------------------------------------------
+# One chunk: decode, clean, encode, filter (in a worker process, or in this one)
 
-    Returns arrays {src_ids, src_offsets, tgt_ids, tgt_offsets, lines} and counts
-    {pairs_in, kept, dropped: {empty, too_long}}. A pair is "empty" if either side has no tokens and
-    "too_long" if either side has more than max_len tokens.
-    """
-    if len(src_lines) != len(tgt_lines):
-        raise MtError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
-    kept = {"src": [], "tgt": []}  # per chunk: flat id arrays
-    lens = {"src": [], "tgt": []}  # per chunk: lengths of kept pairs
-    line_numbers, empty, too_long = [], 0, 0
-    for start in range(0, len(src_lines), ENCODE_CHUNK):
-        src = src_tok.encode(src_lines[start : start + ENCODE_CHUNK])
-        tgt = tgt_tok.encode(tgt_lines[start : start + ENCODE_CHUNK])
+
+@dataclass(frozen=True)
+class Filters:
+    """What a split's pairs go through: cleaning (train by default) and the length limits."""
+
+    clean: str | None  # corpus.decode_chunk's `clean`: the Unicode normalisation, or None for strict
+    max_len: int
+    max_len_ratio: float  # 0 = off
+    dedup: bool
+
+
+def _pair_hash(src: str, tgt: str) -> int:
+    # A fixed hash (Python's hash() is salted per process, and workers are processes). Cleaned text
+    # has no tabs, so the joined string is unambiguous.
+    return int.from_bytes(hashlib.blake2b(f"{src}\t{tgt}".encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class Encoder:
+    """Turns a corpus.RawChunk into the id arrays of the pairs that pass, with counts per drop reason."""
+
+    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer):
+        self.src_tok, self.tgt_tok = src_tok, tgt_tok
+
+    def __call__(self, chunk: corpus.RawChunk, filters: Filters) -> dict:
+        decoded = corpus.decode_chunk(chunk, filters.clean)
+        src, tgt = self.src_tok.encode(decoded.src), self.tgt_tok.encode(decoded.tgt)
         src_len = np.fromiter(map(len, src), dtype=np.int64, count=len(src))
         tgt_len = np.fromiter(map(len, tgt), dtype=np.int64, count=len(tgt))
         is_empty = (src_len == 0) | (tgt_len == 0)
-        is_long = ~is_empty & ((src_len > max_len) | (tgt_len > max_len))
-        empty += int(is_empty.sum())
-        too_long += int(is_long.sum())
-        keep = np.flatnonzero(~is_empty & ~is_long)
-        line_numbers.append(keep + start)
-        for side, seqs, seq_len, tok in (("src", src, src_len, src_tok), ("tgt", tgt, tgt_len, tgt_tok)):
-            total = int(seq_len[keep].sum())
+        is_long = ~is_empty & ((src_len > filters.max_len) | (tgt_len > filters.max_len))
+        dropped = dict(decoded.dropped) if filters.clean is not None else {}
+        dropped["empty"] = dropped.get("empty", 0) + int(is_empty.sum())
+        dropped["too_long"] = int(is_long.sum())
+        bad = is_empty | is_long
+        if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
+            is_off = ~bad & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))
+            dropped["ratio"] = int(is_off.sum())
+            bad |= is_off
+        keep = np.flatnonzero(~bad)
+        result = {
+            "pairs_in": len(chunk),
+            "index": np.asarray(decoded.kept, dtype=np.int64)[keep],  # positions in the chunk
+            "dropped": dropped,
+            "fixed": decoded.fixed,
+            "examples": decoded.examples,
+        }
+        for side, seqs, seq_len, tok in (("src", src, src_len, self.src_tok), ("tgt", tgt, tgt_len, self.tgt_tok)):
             flat = itertools.chain.from_iterable(seqs[i] for i in keep)
-            kept[side].append(np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=total))
-            lens[side].append(seq_len[keep])
-    arrays = {"lines": np.concatenate(line_numbers) if line_numbers else np.zeros(0, np.int64)}
-    for side, tok in (("src", src_tok), ("tgt", tgt_tok)):
-        side_lens = np.concatenate(lens[side]) if lens[side] else np.zeros(0, np.int64)
-        arrays[f"{side}_offsets"] = np.concatenate([[0], np.cumsum(side_lens)]).astype(np.int64)
-        arrays[f"{side}_ids"] = (
-            np.concatenate(kept[side]) if kept[side] else np.zeros(0, id_dtype(tok.vocab_size))
-        )
-    counts = {
-        "pairs_in": len(src_lines),
-        "kept": len(arrays["lines"]),
-        "dropped": {"empty": empty, "too_long": too_long},
+            result[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(seq_len[keep].sum()))
+            result[f"{side}_lens"] = seq_len[keep]
+        if filters.dedup:
+            hashes = (_pair_hash(decoded.src[i], decoded.tgt[i]) for i in keep)
+            result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
+        return result
+
+
+_worker_encoder: Encoder | None = None
+
+
+def _init_worker(src_proto: bytes, tgt_proto: bytes | None) -> None:
+    # Ctrl-C reaches the whole process group; the main process stops the workers and cleans up.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    global _worker_encoder
+    src_tok = Tokenizer(Path("src"), src_proto, threads=1)
+    tgt_tok = src_tok if tgt_proto is None else Tokenizer(Path("tgt"), tgt_proto, threads=1)
+    _worker_encoder = Encoder(src_tok, tgt_tok)
+
+
+def _work(chunk: corpus.RawChunk, filters: Filters) -> dict:
+    return _worker_encoder(chunk, filters)
+
+
+class Workers:
+    """Encodes chunks in order: in this process until a split passes ENCODE_CHUNK pairs, then in
+    `workers` processes (started once), with at most 2 chunks per worker in flight (flat memory)."""
+
+    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, workers: int):
+        self.local = Encoder(src_tok, tgt_tok)
+        self.protos = (src_tok.proto, None if tgt_tok is src_tok else tgt_tok.proto)
+        self.workers = workers
+        self.pool = None
+
+    def map(self, tasks: Iterator[tuple[object, corpus.RawChunk, Filters]]) -> Iterator[tuple[object, dict]]:
+        """(meta, result) for each (meta, chunk, filters) task, in task order."""
+        tasks = iter(tasks)
+        pairs = 0
+        for meta, chunk, filters in tasks:
+            pairs += len(chunk)
+            if self.workers <= 1 or pairs <= ENCODE_CHUNK:  # a small split: not worth starting processes
+                yield meta, self.local(chunk, filters)
+                continue
+            yield from self._in_pool(itertools.chain([(meta, chunk, filters)], tasks))
+            return
+
+    def _in_pool(self, tasks) -> Iterator[tuple[object, dict]]:
+        if self.pool is None:
+            # spawn: fresh interpreters, safe whatever threads this process runs (torch, rich).
+            context = multiprocessing.get_context("spawn")
+            self.pool = context.Pool(self.workers, initializer=_init_worker, initargs=self.protos)
+        pending: deque = deque()
+        for meta, chunk, filters in tasks:
+            pending.append((meta, self.pool.apply_async(_work, (chunk, filters))))
+            if len(pending) >= 2 * self.workers:
+                done_meta, result = pending.popleft()
+                yield done_meta, result.get()
+        while pending:
+            done_meta, result = pending.popleft()
+            yield done_meta, result.get()
+
+    def close(self) -> None:
+        """Stop the workers (all results are in, or an error makes the rest moot)."""
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class NpyWriter:
+    """A 1-D .npy file written in appended pieces; the header, which holds the length, is written last."""
+
+    _PLACEHOLDER = 2**63 - 1  # the header of the largest length: as long as any real one (128 bytes)
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.length = Path(path), np.dtype(dtype), 0
+        self.handle = open(self.path, "wb")
+        self.header_size = self.handle.write(self._header(self._PLACEHOLDER))
+
+    def _header(self, length: int) -> bytes:
+        buffer = io.BytesIO()
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (length,)}
+        np.lib.format.write_array_header_1_0(buffer, header)
+        return buffer.getvalue()
+
+    def append(self, values: np.ndarray) -> None:
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        self.handle.write(values.data)
+        self.length += len(values)
+
+    def close(self) -> dict:
+        """Finish the file; returns its size and sha256 for the manifest."""
+        header = self._header(self.length)
+        assert len(header) == self.header_size, "npy header sizes differ"  # both pad to 128 bytes
+        self.handle.seek(0)
+        self.handle.write(header)
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        return {"bytes": self.path.stat().st_size, "sha256": _sha256(self.path)}
+
+    def abandon(self) -> None:
+        self.handle.close()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class SplitWriter:
+    """The five arrays of a split (ids and offsets per side, line numbers), appended to as pairs come."""
+
+    def __init__(self, exp: Experiment, tmp_dir: Path, split: str, src_dtype: np.dtype, tgt_dtype: np.dtype):
+        paths = {
+            "src_ids": (exp.ids_path(split, "src"), src_dtype),
+            "src_offsets": (exp.offsets_path(split, "src"), np.int64),
+            "tgt_ids": (exp.ids_path(split, "tgt"), tgt_dtype),
+            "tgt_offsets": (exp.offsets_path(split, "tgt"), np.int64),
+            "lines": (lines_path(exp, split), np.int64),
+        }
+        # The names they will have under exp.data_dir, which is flat.
+        self.files = {key: NpyWriter(tmp_dir / path.name, dtype) for key, (path, dtype) in paths.items()}
+        self.tokens = {"src": 0, "tgt": 0}
+        for side in ("src", "tgt"):
+            self.files[f"{side}_offsets"].append(np.zeros(1, np.int64))
+
+    def append(self, arrays: dict, lines: np.ndarray) -> None:
+        for side in ("src", "tgt"):
+            self.files[f"{side}_ids"].append(arrays[f"{side}_ids"])
+            ends = self.tokens[side] + np.cumsum(arrays[f"{side}_lens"])
+            self.files[f"{side}_offsets"].append(ends)
+            if len(ends):
+                self.tokens[side] = int(ends[-1])
+        self.files["lines"].append(lines)
+
+    @property
+    def pairs(self) -> int:
+        return self.files["lines"].length
+
+    def close(self) -> dict[str, dict]:
+        return {writer.path.name: writer.close() for writer in self.files.values()}
+
+    def abandon(self) -> None:
+        for writer in self.files.values():
+            writer.abandon()
+
+
+class SeenPairs:
+    """64-bit hashes of the pairs kept so far, for exact deduplication in 8 bytes a pair: sorted runs
+    merged like a binary counter (a merge of two sorted runs is one linear timsort pass)."""
+
+    def __init__(self):
+        self.runs: list[np.ndarray] = []
+
+    def first_seen(self, hashes: np.ndarray) -> np.ndarray:
+        """True for each hash not seen before (in earlier chunks, or earlier in this one); remembers them."""
+        unique, first = np.unique(hashes, return_index=True)
+        new = np.ones(len(unique), dtype=bool)
+        for run in self.runs:
+            at = np.searchsorted(run, unique).clip(max=len(run) - 1)
+            new &= run[at] != unique
+        mask = np.zeros(len(hashes), dtype=bool)
+        mask[first[new]] = True
+        run = unique[new]
+        while self.runs and len(self.runs[-1]) <= len(run):
+            run = np.sort(np.concatenate([self.runs.pop(), run]), kind="stable")
+        if len(run):
+            self.runs.append(run)
+        return mask
+
+
+def _select(arrays: dict, mask: np.ndarray) -> dict:
+    """The pairs of an encoded chunk where mask is True."""
+    out = dict(arrays)
+    for side in ("src", "tgt"):
+        out[f"{side}_ids"] = arrays[f"{side}_ids"][np.repeat(mask, arrays[f"{side}_lens"])]
+        out[f"{side}_lens"] = arrays[f"{side}_lens"][mask]
+    out["index"] = arrays["index"][mask]
+    return out
+
+
+def _copies(weight: float, n: int, rng: np.random.Generator) -> list[np.ndarray | None]:
+    """Upsampling: int(weight) full copies (None: all pairs), and for the fraction a random subset."""
+    copies: list[np.ndarray | None] = [None] * int(weight)
+    fraction = weight - int(weight)
+    if fraction > 1e-9:
+        copies.append(rng.random(n) < fraction)
+    return copies
+
+
+# ---------------------------------------------------------------------------------------------
+# The step
+
+
+def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: Path, workers: Workers,
+                   src_tok: Tokenizer, tgt_tok: Tokenizer) -> tuple[dict, dict]:
+    """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest)."""
+    data = cfg.data
+    clean = corpus.cleaning(data, split)
+    filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
+                      clean is not None and data.dedup)
+    sources = corpus.sources(data, split)
+    tally = {
+        "dropped": dict.fromkeys(CLEAN_REASONS if clean is not None else RAW_REASONS, 0),
+        "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
+        "examples": {},
+        "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0} for s in sources],
     }
-    return arrays, counts
-
-
-def _split_stats(arrays: dict[str, np.ndarray], counts: dict) -> dict:
-    kept = counts["kept"]
-    src_tokens, tgt_tokens = len(arrays["src_ids"]), len(arrays["tgt_ids"])
-    return {
-        **counts,
-        "src_tokens": src_tokens,
-        "tgt_tokens": tgt_tokens,
-        "mean_src_len": round(src_tokens / kept, 2) if kept else 0.0,
-        "mean_tgt_len": round(tgt_tokens / kept, 2) if kept else 0.0,
+    seen = SeenPairs() if filters.dedup else None
+    tasks = (
+        ((index, chunk.start), chunk, filters)
+        for index, source in enumerate(sources)
+        for chunk in corpus.chunks(source, data, split, ENCODE_CHUNK)
+    )
+    writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size))
+    try:
+        with log.make_progress() as progress:
+            bar = progress.add_task(f"binarize {split}", total=None)  # pairs read; the total is unknown
+            for (index, start), result in workers.map(tasks):
+                progress.update(bar, advance=result["pairs_in"])
+                _add_chunk(result, index, start, sources[index].weight, tally, seen, writer)
+    except BaseException:
+        writer.abandon()
+        raise
+    stats = {
+        "pairs_in": sum(s["pairs_in"] for s in tally["sources"]),
+        "kept": writer.pairs,
+        "dropped": tally["dropped"],
+        "src_tokens": writer.tokens["src"],
+        "tgt_tokens": writer.tokens["tgt"],
+        "mean_src_len": round(writer.tokens["src"] / writer.pairs, 2) if writer.pairs else 0.0,
+        "mean_tgt_len": round(writer.tokens["tgt"] / writer.pairs, 2) if writer.pairs else 0.0,
     }
+    if clean is not None:
+        stats["cleaning"] = {"normalize": clean, "fixed_lines": tally["fixed"], "examples": tally["examples"]}
+    if split == "train" and data.train_sources:
+        stats["sources"] = tally["sources"]
+    return stats, writer.close()
 
 
-def _write_split(exp: Experiment, tmp_dir: Path, split: str, arrays: dict[str, np.ndarray]) -> None:
-    """Save a split's arrays under tmp_dir with the names they will have under exp.data_dir."""
-    targets = {
-        "src_ids": exp.ids_path(split, "src"),
-        "src_offsets": exp.offsets_path(split, "src"),
-        "tgt_ids": exp.ids_path(split, "tgt"),
-        "tgt_offsets": exp.offsets_path(split, "tgt"),
-        "lines": lines_path(exp, split),
-    }
-    for key, path in targets.items():
-        np.save(tmp_dir / path.relative_to(exp.data_dir), arrays[key])
+def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
+               writer: SplitWriter) -> None:
+    """Count an encoded chunk of source `index`, drop its duplicates, write it `weight` times."""
+    # Chunks arrive in order: every earlier source is complete, so its size is known.
+    offset = sum(s["pairs_in"] for s in tally["sources"][:index])
+    tally["sources"][index]["pairs_in"] = start + result["pairs_in"]
+    for reason, count in result["dropped"].items():
+        tally["dropped"][reason] += count
+    for kind, count in result["fixed"].items():
+        tally["fixed"][kind] += count
+    for reason, shown in result["examples"].items():
+        kept = tally["examples"].setdefault(reason, [])
+        kept.extend(shown[: corpus.MAX_EXAMPLES - len(kept)])
+    arrays = result
+    if seen is not None:
+        new = seen.first_seen(result["hashes"])
+        tally["dropped"]["duplicate"] += int((~new).sum())
+        arrays = _select(result, new)
+    tally["sources"][index]["kept"] += len(arrays["index"])
+    rng = np.random.default_rng([index, start])  # the same subset whatever the number of workers
+    for mask in _copies(weight, len(arrays["index"]), rng):
+        part = arrays if mask is None else _select(arrays, mask)
+        writer.append(part, offset + start + part["index"])
 
 
-def binarize(exp: Experiment, cfg: ExperimentConfig) -> dict:
+def _log_split(split: str, stats: dict, seconds: float) -> None:
+    dropped = stats["dropped"]
+    others = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in dropped.items()
+                       if reason not in RAW_REASONS and count)
+    log.info(
+        f"{split}: kept {stats['kept']:,} of {stats['pairs_in']:,} pairs "
+        f"(empty {dropped['empty']:,}, too long {dropped['too_long']:,}{', ' + others if others else ''}) "
+        f"in {seconds:.1f}s"
+    )
+    examples = stats.get("cleaning", {}).get("examples", {})
+    for reason in ("invalid_utf8", "malformed"):
+        for example in examples.get(reason, []):
+            log.warn(f"{split}: skipped {example}")
+        more = dropped.get(reason, 0) - len(examples.get(reason, []))
+        if more > 0:
+            log.warn(f"{split}: skipped {more:,} more pairs for {reason.replace('_', ' ')} (counts in data/stats.json)")
+
+
+_TMP_DIR = re.compile(r"\.data-(\d+)-")
+
+
+def _remove_abandoned(exp: Experiment) -> None:
+    """Remove the hidden directories of binarize runs that were killed (their process is gone)."""
+    for path in exp.root.glob(".data-*"):
+        match = _TMP_DIR.match(path.name)
+        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> dict:
     """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written."""
     if exp.data_dir.exists():
         raise MtError(
@@ -114,33 +421,78 @@ def binarize(exp: Experiment, cfg: ExperimentConfig) -> dict:
     splits = [split for split in SPLITS if corpus.has_split(cfg.data, split)]
     if not splits:
         raise MtError("no data splits are configured (set data.train_src/train_tgt or the like)")
-    stats: dict = {
-        "max_len": cfg.data.max_len,
-        "tokenizer_sha256": {"src": src_tok.sha256, "tgt": tgt_tok.sha256},
-        "splits": {},
-    }
+    tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
+    stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
+    manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}}
     exp.root.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(exp)
     # Everything is built in a hidden directory and renamed at the end: an interrupted run leaves
     # no data dir behind, and a data dir that exists is complete.
-    tmp_dir = Path(tempfile.mkdtemp(dir=exp.root, prefix=".data-"))
+    tmp_dir = Path(tempfile.mkdtemp(dir=exp.root, prefix=f".data-{os.getpid()}-"))
+    pool = Workers(src_tok, tgt_tok, workers)
     try:
-        for split in splits:
-            started = time.perf_counter()
-            src_lines, tgt_lines = corpus.load_split(cfg.data, split)
-            arrays, counts = encode_pairs(src_lines, tgt_lines, src_tok, tgt_tok, cfg.data.max_len)
-            _write_split(exp, tmp_dir, split, arrays)
-            stats["splits"][split] = _split_stats(arrays, counts)
-            log.info(
-                f"{split}: kept {counts['kept']:,} of {counts['pairs_in']:,} pairs "
-                f"(empty {counts['dropped']['empty']:,}, too long {counts['dropped']['too_long']:,}) "
-                f"in {time.perf_counter() - started:.1f}s"
-            )
-        write_json_atomic(tmp_dir / exp.data_stats_path.relative_to(exp.data_dir), stats)
+        try:
+            for split in splits:
+                started = time.perf_counter()
+                split_stats, files = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok)
+                stats["splits"][split] = split_stats
+                manifest["splits"][split] = {key: split_stats[key] for key in ("kept", "src_tokens", "tgt_tokens")}
+                manifest["files"].update(files)
+                _log_split(split, split_stats, time.perf_counter() - started)
+        finally:
+            pool.close()
+        write_json_atomic(tmp_dir / exp.data_stats_path.name, stats)
+        write_json_atomic(tmp_dir / manifest_path(exp).name, manifest)
         os.replace(tmp_dir, exp.data_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
     return stats
+
+
+def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
+    """Refuse binarized data made with another tokenizer, or changed since `mt binarize` wrote it."""
+    rebuild = f"remove {exp.data_dir} and run `mt binarize --exp {exp.root}` again"
+    manifest = exp.read_json(manifest_path(exp))
+    made_with = (manifest or exp.read_json(exp.data_stats_path) or {}).get("tokenizer_sha256")
+    if made_with is not None and made_with != tokenizer_sha256:
+        raise MtError(
+            f"{exp.data_dir} was binarized with another tokenizer than the one in {exp.tokenizer_dir} "
+            f"(retrained since?); {rebuild}"
+        )
+    for name, entry in (manifest or {}).get("files", {}).items():
+        path = exp.data_dir / name
+        if not path.exists():
+            raise MtError(f"{path}: missing, but listed in {manifest_path(exp)}; {rebuild}")
+        if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
+            raise MtError(f"{path}: changed since `mt binarize` (size or sha256 differ from {manifest_path(exp).name}); {rebuild}")
+
+
+def encode_pairs(
+    src_lines: list[str], tgt_lines: list[str], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Encode aligned lines held in memory (as they are, no cleaning) and drop unusable pairs.
+
+    Returns arrays {src_ids, src_offsets, tgt_ids, tgt_offsets, lines} and counts
+    {pairs_in, kept, dropped: {empty, too_long}}. A pair is "empty" if either side has no tokens and
+    "too_long" if either side has more than max_len tokens.
+    """
+    if len(src_lines) != len(tgt_lines):
+        raise MtError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
+    encoder, filters = Encoder(src_tok, tgt_tok), Filters(None, max_len, 0.0, False)
+    parts = []
+    for start in range(0, len(src_lines), ENCODE_CHUNK):
+        end = start + ENCODE_CHUNK
+        chunk = corpus.RawChunk("text", src_lines[start:end], tgt_lines[start:end], ("source", "target"), start)
+        parts.append((start, encoder(chunk, filters)))
+    arrays = {"lines": np.concatenate([np.zeros(0, np.int64)] + [start + r["index"] for start, r in parts])}
+    for side, tok in (("src", src_tok), ("tgt", tgt_tok)):
+        lens = np.concatenate([np.zeros(0, np.int64)] + [r[f"{side}_lens"] for _, r in parts])
+        arrays[f"{side}_offsets"] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        ids = [np.zeros(0, id_dtype(tok.vocab_size))] + [r[f"{side}_ids"] for _, r in parts]
+        arrays[f"{side}_ids"] = np.concatenate(ids)
+    dropped = {reason: sum(r["dropped"][reason] for _, r in parts) for reason in RAW_REASONS}
+    return arrays, {"pairs_in": len(src_lines), "kept": len(arrays["lines"]), "dropped": dropped}
 
 
 class ParallelData:

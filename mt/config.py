@@ -49,6 +49,17 @@ class DataConfig:
     ding_valid_size: int = 500  # held-out sentence pairs, chosen by a fixed hash of the pair
     ding_test_size: int = 500
     max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
+    # More training corpora, concatenated in order, instead of the train split of the fields above:
+    # "files:PREFIX", "tsv:FILE[:SRC-TGT]", "jsonl:FILE", "hf:NAME[:CONFIG]" or "ding[:FILE]", each
+    # with an optional "*WEIGHT" (an upsampling factor; 0.5 keeps a random half). Valid and test
+    # still come from the fields above.
+    train_sources: list[str] = field(default_factory=list)
+    hf_streaming: bool = False  # read hub datasets record by record instead of downloading them first
+    # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
+    clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
+    normalize: str = "nfc"  # none | nfc | nfkc: Unicode normalisation when cleaning (always: whitespace, control chars)
+    max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
+    dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
 
 
 @dataclass
@@ -58,7 +69,7 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both sides: needed for the paper's shared embeddings
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters become bytes, never <unk>
-    input_sentence_size: int = 2_000_000  # sentences sampled for training on large corpora
+    input_sentence_size: int = 2_000_000  # sentences per model, reservoir-sampled while reading the corpus
 
 
 @dataclass
@@ -153,6 +164,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     """Check/convert one value against its field type (recipes are YAML: ints for floats etc.)."""
     text = str(hint)
+    if text.startswith("list"):
+        return _coerce_list(value, where)
     if value is None:
         if "None" in text:
             return None
@@ -185,6 +198,64 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         return int(as_float)
     return str(value)
+
+
+def _coerce_list(value: Any, where: str) -> list[str]:
+    """A list of strings: a YAML list, or from a flag "[a, b]" (YAML) or "a,b"; empty for null."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise ConfigError(f"{where}: expected a list like [a, b], got {value!r}") from None
+        else:
+            value = [item.strip() for item in text.split(",") if item.strip()]
+    if not isinstance(value, list) or any(isinstance(v, (dict, list)) or v is None for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return [str(v) for v in value]
+
+
+SOURCE_KINDS = ("files", "tsv", "jsonl", "hf", "ding")
+_WEIGHT = re.compile(r"\*\s*([0-9]*\.?[0-9]+)\s*$")
+TSV_COLUMNS = re.compile(r":([A-Za-z][\w]*)-([A-Za-z][\w]*)$")  # tsv:FILE:de-en names its columns
+
+
+def split_source(spec: str, where: str = "data.train_sources") -> tuple[str, str, float]:
+    """"tsv:corpus/a.tsv*2" -> ("tsv", "corpus/a.tsv", 2.0): kind, argument, weight (default 1)."""
+    text, weight = spec.strip(), 1.0
+    match = _WEIGHT.search(text)
+    if match:
+        weight, text = float(match.group(1)), text[: match.start()].rstrip()
+    kind, _, arg = text.partition(":")
+    kind, arg = kind.strip(), arg.strip()
+    if kind not in SOURCE_KINDS:
+        raise ConfigError(
+            f"{where}: {spec!r}: unknown kind {kind!r}; expected files:PREFIX, tsv:FILE, jsonl:FILE, "
+            f"hf:NAME[:CONFIG] or ding[:FILE], each with an optional *WEIGHT"
+        )
+    if not arg and kind != "ding":
+        raise ConfigError(f"{where}: {spec!r}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
+    if weight <= 0:
+        raise ConfigError(f"{where}: {spec!r}: the weight must be above 0")
+    return kind, arg, weight
+
+
+def absolute_source(spec: str) -> str:
+    """The spec with its path made absolute (relative to the working directory), weight kept."""
+    kind, arg, weight = split_source(spec)
+    if kind == "hf":
+        name, sep, rest = arg.partition(":")
+        if Path(name).exists():  # a local datasets file or save_to_disk directory
+            arg = str(Path(name).resolve()) + sep + rest
+    elif arg:
+        columns = TSV_COLUMNS.search(arg) if kind == "tsv" else None
+        path, suffix = (arg[: columns.start()], columns.group(0)) if columns else (arg, "")
+        arg = str(Path(path).resolve()) + suffix
+    weight_text = f"*{weight:g}" if weight != 1.0 else ""
+    return (f"{kind}:{arg}" if arg else kind) + weight_text
 
 
 def parse_duration(text: str | float | int) -> float:
@@ -265,10 +336,17 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),
+        (cfg.tokenizer.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
+        (cfg.data.normalize in ("none", "nfc", "nfkc"), "data.normalize must be none, nfc or nfkc"),
+        (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
+        (not (cfg.data.train_sources and (cfg.data.train_src or cfg.data.train_tgt or cfg.data.train_prefix)),
+         "data.train_sources replaces data.train_src/train_tgt/train_prefix: set one or the other"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{where}: {message}")
+    for spec in cfg.data.train_sources:
+        split_source(spec, f"{where}: data.train_sources")
 
 
 def _read_recipe(path: Path) -> dict[str, Any]:
@@ -316,6 +394,9 @@ def recipe_fields(path: Path) -> dict[str, Any]:
     return {key: getattr(getattr(cfg, key.partition(".")[0]), key.partition(".")[2]) for key in keys}
 
 
+# Data fields that only binarize uses: they may change after the tokenizer is trained.
+BINARIZE_FIELDS = ("data.max_len", "data.max_len_ratio", "data.dedup")
+
 DATA_PATH_FIELDS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt",
                     "train_prefix", "valid_prefix", "test_prefix", "ding_path")
 
@@ -327,6 +408,7 @@ def _absolute_data_paths(cfg: ExperimentConfig) -> None:
         value = getattr(cfg.data, name)
         if value and not Path(value).is_absolute():
             setattr(cfg.data, name, str(Path(value).resolve()))
+    cfg.data.train_sources = [absolute_source(spec) for spec in cfg.data.train_sources]
     if cfg.data.hf_data_files:
         cfg.data.hf_data_files = {
             split: str(Path(f).resolve()) if "://" not in f else f for split, f in cfg.data.hf_data_files.items()

@@ -35,12 +35,18 @@ from mt.errors import ConfigError, MtError
 SPLITS = ("train", "valid", "test")
 
 
+_umask = os.umask(0)
+os.umask(_umask)
+_FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes files private; ours are ordinary files
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -65,6 +71,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, _FILE_MODE)
     os.close(fd)
     try:
         yield Path(tmp)
@@ -181,8 +188,8 @@ class Experiment:
             return f"the checkpoints in {self.checkpoints_dir} hold a model built with it"
         if section == "data" and self.has_data():
             return f"{self.data_dir} was binarized with it"
-        # data.max_len is binarize's setting, not the tokenizer's
-        if (section == "tokenizer" or (section == "data" and key != "data.max_len")) and self.has_tokenizer():
+        # data.max_len and the like are binarize's settings, not the tokenizer's
+        if (section == "tokenizer" or (section == "data" and key not in cfglib.BINARIZE_FIELDS)) and self.has_tokenizer():
             return f"{self.tokenizer_dir} was trained with it"
         return None
 

@@ -5,12 +5,15 @@ wrapped in residual + dropout + LayerNorm (post-norm, Sec. 3.1 and 5.4), token e
 sqrt(d_model) plus sinusoidal positions (Sec. 3.4, 3.5), weights shared between the embeddings and
 the output projection (Sec. 3.4). Search talks to the model through `encode()` and `decode()`;
 `decode()` takes an optional cache of keys/values for incremental decoding, and search reorders that
-cache with `reorder_cache()` without the model knowing about beams.
+cache with `reorder_cache()` without the model knowing about beams. Inside `capture_attention()`
+the chosen attention layers also keep their weights, for alignments and heatmaps (`mt.attention`).
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from typing import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -60,11 +63,16 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention (Sec. 3.2.2) through F.scaled_dot_product_attention.
 
     Self-attention projects queries, keys and values with one fused matrix; cross-attention projects
-    the query alone and keys/values with one fused matrix, once per source.
+    the query alone and keys/values with one fused matrix, once per source. With `store_weights`
+    (see `capture_attention`) the same attention is computed explicitly and its weights kept in
+    `weights`, (batch, heads, len, key_len); the normal path never materialises them.
     """
+
+    store_weights = False  # set per instance by capture_attention()
 
     def __init__(self, d_model: int, n_heads: int, attention_dropout: float, self_attention: bool):
         super().__init__()
+        self.weights: torch.Tensor | None = None
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.self_attention = self_attention
@@ -112,16 +120,48 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:
                     cache["ck"], cache["cv"] = k, v
-        context = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=key_mask,
-            dropout_p=self.attention_dropout if self.training else 0.0,
-            is_causal=causal and key_mask is None,
-        )  # (batch, heads, len, d_head)
+        if self.store_weights:
+            context = self._attend_keeping_weights(q, k, v, key_mask, causal)
+        else:
+            context = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=key_mask,
+                dropout_p=self.attention_dropout if self.training else 0.0,
+                is_causal=causal and key_mask is None,
+            )  # (batch, heads, len, d_head)
         batch, _, length, _ = context.shape
         return self.out(context.transpose(1, 2).reshape(batch, length, -1))
+
+    def _attend_keeping_weights(self, q, k, v, key_mask, causal) -> torch.Tensor:
+        """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), keeping the softmax in `weights`."""
+        scores = q.float() @ k.float().transpose(-2, -1) / math.sqrt(self.d_head)  # (batch, heads, len, key_len)
+        if key_mask is not None:
+            scores = scores.masked_fill(~key_mask, -torch.inf)
+        elif causal:  # query i (of the last `len` positions) sees keys up to its own position
+            length, key_len = scores.shape[-2:]
+            future = torch.ones(length, key_len, dtype=torch.bool, device=scores.device).triu(key_len - length + 1)
+            scores = scores.masked_fill(future, -torch.inf)
+        weights = scores.softmax(dim=-1)
+        self.weights = weights
+        if self.training and self.attention_dropout > 0:
+            weights = F.dropout(weights, self.attention_dropout)
+        return (weights @ v.float()).to(v.dtype)
+
+
+@contextmanager
+def capture_attention(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHeadAttention]]:
+    """Within the block, each of `modules` keeps the weights of its last call in `.weights`
+    (batch, heads, len, key_len); read them inside the block: they are dropped when it ends."""
+    modules = list(modules)
+    for module in modules:
+        module.store_weights, module.weights = True, None
+    try:
+        yield modules
+    finally:
+        for module in modules:
+            module.store_weights, module.weights = False, None
 
 
 class FeedForward(nn.Module):

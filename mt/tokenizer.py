@@ -64,7 +64,7 @@ def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
                 vocab_size=cfg.vocab_size,
                 character_coverage=cfg.character_coverage,
                 byte_fallback=cfg.byte_fallback,
-                # Sample this many sentences on large corpora (random ones, not the first ones).
+                # A cap: train_tokenizer passes a sample of at most this many already.
                 input_sentence_size=cfg.input_sentence_size,
                 shuffle_input_sentence=True,
                 normalization_rule_name="nmt_nfkc",
@@ -85,9 +85,11 @@ def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
 class Tokenizer:
     """A loaded SentencePiece model with the fixed special ids above."""
 
-    def __init__(self, path: Path, proto: bytes):
+    def __init__(self, path: Path, proto: bytes, threads: int = 2):
         self.path = Path(path)
+        self.proto = proto  # the model file's bytes: binarize's worker processes load it from these
         self.sha256 = hashlib.sha256(proto).hexdigest()
+        self.threads = threads  # for encode()
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(proto)
@@ -114,7 +116,7 @@ class Tokenizer:
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Subword ids per line, without BOS/EOS (batching adds them)."""
-        return self._sp.encode(list(lines), out_type=int, num_threads=2)
+        return self._sp.encode(list(lines), out_type=int, num_threads=self.threads)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '."""
@@ -133,7 +135,8 @@ def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
 
 
 def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
-    """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on the train split."""
+    """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on a random sample of the
+    train split (tokenizer.input_sentence_size sentences per model), read as a stream."""
     existing = [model_path(exp.spm_prefix(s)) for s in ("joint", "src", "tgt")]
     existing = [p for p in existing if p.exists()]
     if existing:
@@ -142,16 +145,26 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             f"(start a new experiment with --exp to train another)"
         )
     started = time.perf_counter()
-    src_lines, tgt_lines = corpus.load_split(cfg.data, "train")
+    # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
+    pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
+    sample = corpus.sample_pairs(cfg.data, "train", pairs)
+    skipped = sum(sample.dropped.values())
+    log.info(
+        f"sampled {len(sample.src):,} of {sample.pairs_read:,} training pairs"
+        + (f" ({skipped:,} sampled pairs skipped by cleaning)" if skipped else "")
+    )
+    for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
+        log.warn(f"train: skipped {example}")
     vocab_sizes = {}
     for side in _sides(cfg):
-        lines = {"joint": src_lines + tgt_lines, "src": src_lines, "tgt": tgt_lines}[side]
+        lines = {"joint": sample.src + sample.tgt, "src": sample.src, "tgt": sample.tgt}[side]
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)
         vocab_sizes[side] = Tokenizer.load(model_path(exp.spm_prefix(side))).vocab_size
     return {
         "vocab_size": vocab_sizes,
-        "sentences": {"src": len(src_lines), "tgt": len(tgt_lines)},
+        "sentences": {"src": len(sample.src), "tgt": len(sample.tgt)},
+        "pairs_read": sample.pairs_read,
         "seconds": round(time.perf_counter() - started, 2),
     }
 

@@ -28,7 +28,7 @@ from torch import nn
 
 from mt import log
 from mt.batching import Batch, collate, make_batches
-from mt.binarize import ParallelData
+from mt.binarize import ParallelData, check_data
 from mt.checkpoint import init_weights, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from mt.config import ExperimentConfig
 from mt.distributed import Distributed
@@ -92,6 +92,7 @@ class Trainer:
         src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
         self.shared_vocab = src_tok is self.tgt_tok
         self.tokenizer_sha256 = {"src": src_tok.sha256, "tgt": self.tgt_tok.sha256}
+        check_data(exp, self.tokenizer_sha256)  # data binarized with another tokenizer is refused
         self.vocab = {"src_size": src_tok.vocab_size, "tgt_size": self.tgt_tok.vocab_size, "shared": self.shared_vocab}
         self.train_data = ParallelData(exp, "train")
         self.valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None

@@ -10,7 +10,9 @@ Output formats (one input line gives):
 - `nbest` K: K lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting input lines from 1
   (an empty input line gives one line with an empty translation and score 0).
 SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
-the log-probability (greedy, sampling).
+the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
+one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.attention`);
+an empty input line gives an empty translation and an empty alignment.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 
 from mt import log
+from mt.attention import word_alignments
 from mt.checkpoint import load_checkpoint, model_from_checkpoint, resolve_checkpoint
 from mt.config import DecodeConfig, ExperimentConfig
 from mt.ensemble import Ensemble
@@ -100,9 +103,12 @@ class Translator:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
         return [hyps[0][0] for hyps in self.search(lines)]
 
-    def search(self, lines: list[str], nbest: int = 1, sampling: Sampling | None = None) -> list[list[tuple[str, float]]]:
-        """For each line, up to `nbest` (translation, score) pairs, best first."""
-        results: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in lines]
+    def search(self, lines: list[str], nbest: int = 1, sampling: Sampling | None = None,
+               alignment_layer: int | None = None) -> list[list[tuple]]:
+        """For each line, up to `nbest` (translation, score) pairs, best first; with `alignment_layer`
+        (0-based decoder layer), (translation, score, alignment) triples."""
+        empty = ("", 0.0) if alignment_layer is None else ("", 0.0, "")
+        results: list[list[tuple]] = [[empty] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
         if not todo:
             return results
@@ -116,10 +122,28 @@ class Translator:
             generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
         for group in self._length_batches([len(ids) for ids in encoded]):
             src_ids = self._pad([encoded[k] for k in group])
-            for k, hyps in zip(group, self._search(src_ids, nbest, sampling, generator)):
+            found = self._search(src_ids, nbest, sampling, generator)
+            for k, hyps in zip(group, found):
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[todo[k]] = [(text, h.score) for text, h in zip(texts, hyps)]
+            if alignment_layer is not None:
+                aligned = word_alignments(self.model, src_ids, [encoded[k] for k in group], found,
+                                          self.src_tok, self.tgt_tok, alignment_layer)
+                for k, alignments in zip(group, aligned):
+                    results[todo[k]] = [(*r, a) for r, a in zip(results[todo[k]], alignments)]
         return results
+
+    def encode_line(self, line: str) -> tuple[torch.Tensor, list[int]]:
+        """One line's source ids: (1, src_len) with EOS, ready for search, and the ids without EOS."""
+        ids = self.src_tok.encode([line])[0]
+        if len(ids) > self.max_src_tokens:
+            log.warn(f"{len(ids)} tokens, cut to {self.max_src_tokens}")
+            ids = ids[: self.max_src_tokens]
+        return self._pad([ids]), ids
+
+    def best_hypothesis(self, src_ids: torch.Tensor) -> Hypothesis:
+        """The best translation of one sentence, src_ids (1, src_len), under the decoding options."""
+        return self._search(src_ids, 1, None, None)[0][0]
 
     def _search(self, src_ids, nbest, sampling, generator) -> list[list[Hypothesis]]:
         cfg = self.decode_cfg
@@ -161,29 +185,31 @@ class Translator:
         nbest: int = 0,
         scores: bool = False,
         sampling: Sampling | None = None,
+        alignment_layer: int | None = None,
     ) -> int:
         """Translate lines as they come, `buffer` at a time; write the output in input order.
-        nbest > 0 selects the n-best format, `scores` the scored 1-best format (module docstring)."""
+        nbest > 0 selects the n-best format, `scores` the scored 1-best format, `alignment_layer`
+        appends the alignment (module docstring)."""
         count = 0
         pending: list[str] = []
         for line in lines:
             pending.append(line.rstrip("\r\n"))
             if len(pending) >= buffer:
-                self._flush(pending, write, count, nbest, scores, sampling)
+                self._flush(pending, write, count, nbest, scores, sampling, alignment_layer)
                 count += len(pending)
                 pending = []
         if pending:
-            self._flush(pending, write, count, nbest, scores, sampling)
+            self._flush(pending, write, count, nbest, scores, sampling, alignment_layer)
             count += len(pending)
         return count
 
-    def _flush(self, pending, write, first_line, nbest, scores, sampling) -> None:
-        for offset, hyps in enumerate(self.search(pending, max(nbest, 1), sampling)):
+    def _flush(self, pending, write, first_line, nbest, scores, sampling, alignment_layer) -> None:
+        for offset, hyps in enumerate(self.search(pending, max(nbest, 1), sampling, alignment_layer)):
             if nbest > 0:
-                for text, score in hyps:
-                    write(f"{first_line + offset + 1}\t{score:.4f}\t{text}")
+                for text, score, *alignment in hyps:
+                    write("\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment]))
             elif scores:
-                text, score = hyps[0]
-                write(f"{score:.4f}\t{text}")
+                text, score, *alignment = hyps[0]
+                write("\t".join([f"{score:.4f}", text, *alignment]))
             else:
-                write(hyps[0][0])
+                write("\t".join([hyps[0][0], *hyps[0][2:]]))

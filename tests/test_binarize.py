@@ -1,15 +1,21 @@
-"""Binarize: drop counts, ids/offsets round trips, atomic data dir, and the memory-mapped reader."""
+"""Binarize: drop counts, ids/offsets round trips, atomic data dir, the memory-mapped reader; at scale:
+streamed .npy writing, worker processes, cleaning per reason, weights, the manifest checked by train."""
 
+import hashlib
 import itertools
 import json
+import multiprocessing
 import random
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 import mt.binarize
-from mt.binarize import ParallelData, binarize, encode_pairs, lines_path
-from mt.config import DataConfig, ExperimentConfig, TokenizerConfig
+from mt.binarize import ParallelData, binarize, check_data, encode_pairs, lines_path, manifest_path
+from mt.config import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.tokenizer import load_tokenizers, train_tokenizer
@@ -91,7 +97,9 @@ def test_binarize_writes_stats_and_readable_data(setup):
     assert json.loads(exp.data_stats_path.read_text()) == stats
     train = stats["splits"]["train"]
     assert train["pairs_in"] == 210 and train["kept"] == 207
-    assert train["dropped"] == {"empty": 2, "too_long": 1}
+    # train is cleaned (every reason counted), valid is not (only what training cannot use)
+    assert train["dropped"] == {"invalid_utf8": 0, "malformed": 0, "empty": 2, "too_long": 1, "ratio": 0, "duplicate": 0}
+    assert stats["splits"]["valid"]["dropped"] == {"empty": 2, "too_long": 1}
     assert stats["max_len"] == MAX_LEN
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
     assert stats["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
@@ -119,14 +127,14 @@ def test_binarize_refuses_existing_data_dir(setup):
 
 def test_interrupted_binarize_leaves_no_data_dir(setup, monkeypatch):
     exp, cfg, _ = setup
-    real_write = mt.binarize._write_split
+    real_append = mt.binarize.SplitWriter.append
 
-    def write_then_fail(exp_, tmp_dir, split, arrays):
-        if split == "valid":  # train is already written to the temporary directory
+    def append_then_fail(self, arrays, lines):
+        if self.files["lines"].path.name.startswith("valid"):  # train is already written to the temporary directory
             raise KeyboardInterrupt
-        real_write(exp_, tmp_dir, split, arrays)
+        real_append(self, arrays, lines)
 
-    monkeypatch.setattr(mt.binarize, "_write_split", write_then_fail)
+    monkeypatch.setattr(mt.binarize.SplitWriter, "append", append_then_fail)
     with pytest.raises(KeyboardInterrupt):
         binarize(exp, cfg)
     assert not exp.data_dir.exists()
@@ -144,3 +152,215 @@ def test_binarize_without_tokenizer_points_to_train_tokenizer(tmp_path):
 def test_parallel_data_missing_points_to_binarize(tmp_path):
     with pytest.raises(MtError, match=r"no binarized test data; run `mt binarize"):
         ParallelData(Experiment(tmp_path / "exp"), "test")
+
+
+# ---------------------------------------------------------------------------------------------
+# At scale: streaming writers, worker processes, cleaning, weights, the manifest
+
+
+def test_npy_writer_appends_pieces_into_one_loadable_array(tmp_path):
+    writer = mt.binarize.NpyWriter(tmp_path / "a.npy", np.uint16)
+    pieces = [np.arange(5), np.zeros(0, np.int64), np.arange(1000, 1003)]
+    for piece in pieces:
+        writer.append(piece)
+    entry = writer.close()
+    expected = np.concatenate(pieces).astype(np.uint16)
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), expected)
+    assert np.load(tmp_path / "a.npy", mmap_mode="r").dtype == np.uint16
+    assert entry["bytes"] == (tmp_path / "a.npy").stat().st_size
+    assert entry["sha256"] == hashlib.sha256((tmp_path / "a.npy").read_bytes()).hexdigest()
+
+
+def test_seen_pairs_finds_duplicates_across_and_within_chunks():
+    seen = mt.binarize.SeenPairs()
+    rng = np.random.default_rng(0)
+    stream = rng.integers(0, 300, size=2000).astype(np.uint64)  # many repeats
+    masks = [seen.first_seen(stream[i : i + 37]) for i in range(0, len(stream), 37)]
+    kept = stream[np.concatenate(masks)]
+    assert len(kept) == len(set(kept.tolist())) == len(set(stream.tolist()))
+    first_positions = sorted({int(v): i for i, v in reversed(list(enumerate(stream.tolist())))}.values())
+    assert np.flatnonzero(np.concatenate(masks)).tolist() == first_positions  # the first of each is kept
+    assert len(seen.runs) <= 12  # merged like a binary counter
+
+
+def copy_tokenizer(exp: Experiment, root) -> Experiment:
+    other = Experiment(root)
+    shutil.copytree(exp.tokenizer_dir, other.tokenizer_dir)
+    return other
+
+
+def data_files(exp: Experiment) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(exp.data_dir.glob("*.npy"))}
+
+
+def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch):
+    exp, cfg, _ = setup
+    # Two sources, one upsampled by 1.5: the random half-copy must not depend on the workers either.
+    cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
+    cfg.data.train_src = cfg.data.train_tgt = None
+    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
+    one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
+    two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
+    assert one == two
+    assert data_files(Experiment(tmp_path / "one")) == data_files(Experiment(tmp_path / "two"))
+    sources = one["splits"]["train"]["sources"]
+    assert [s["pairs_in"] for s in sources] == [210, 210]
+    # The valid file holds the same captions in another order: deduplication spans sources.
+    assert sources[0]["kept"] == 207 and sources[1]["kept"] < 10
+    counts = np.bincount(np.load(lines_path(Experiment(tmp_path / "two"), "train")), minlength=420)
+    assert set(counts[:210].tolist()) == {0, 1, 2} and 60 < (counts[:210] == 2).sum() < 150  # 1.5: once, about half twice
+    assert set(counts[210:].tolist()) <= {0, 1} and counts.sum() == one["splits"]["train"]["kept"]
+    assert not multiprocessing.active_children()
+
+
+def crafted_corpus(tmp_path) -> list[str]:
+    """Every kind of bad line, in three sources (aligned files, TSV, JSON lines)."""
+    long_src = " und ".join(["Ein Mann läuft im Park"] * 30) + "."
+    de = [b"Ein Mann l\xc3\xa4uft im Park.",  # 1 kept
+          b"Ein Hund \xff sitzt.",  # 2 invalid UTF-8
+          b"",  # 3 empty
+          b"   ",  # 4 empty once whitespace is trimmed
+          long_src.encode(),  # 5 too long
+          "Ein Mann läuft im Park und eine Frau wartet am Strand und ein Hund spielt.".encode(),  # 6 ratio
+          "Ein Mann läuft im Park.".encode(),  # 7 duplicate of 1
+          "Ein  Mann läuft im Park. ".encode(),  # 8 duplicate of 1 once whitespace is collapsed
+          "Eine Frau\x07 wartet am Strand.".encode(),  # 9 control character: kept, cleaned
+          "Ein kleines Ma\u0308dchen spielt.".encode(),  # 10 decomposed umlaut: kept, NFC
+          "Ein kleines Mädchen spielt.".encode()]  # 11 duplicate of 10 after NFC
+    en = ["A man walks in the park.", "A dog sits.", "A woman.", "A boy.", "A man.", "Dog.",
+          "A man walks in the park.", "A man walks in the park.", "A woman waits on the beach.",
+          "A little girl plays.", "A little girl plays."]
+    (tmp_path / "crafted.de").write_bytes(b"\n".join(de) + b"\n")
+    (tmp_path / "crafted.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp_path / "extra.tsv").write_text("Ein Hund\tA dog\textra column\nEin Hund spielt.\tA dog plays.\n", encoding="utf-8")
+    (tmp_path / "extra.jsonl").write_text(
+        '{"translation": {"de": "Ein Junge tanzt.", "en": "A boy dances."}}\n{"de": "broken\n', encoding="utf-8")
+    return [f"files:{tmp_path / 'crafted'}", f"tsv:{tmp_path / 'extra.tsv'}", f"jsonl:{tmp_path / 'extra.jsonl'}"]
+
+
+def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
+    exp, cfg, _ = setup
+    cfg.data.train_src = cfg.data.train_tgt = None
+    cfg.data.train_sources = crafted_corpus(tmp_path)
+    cfg.data.max_len_ratio = 3.0
+    src_tok, _ = load_tokenizers(exp, cfg)
+    assert len(src_tok.encode(["Ein Mann läuft im Park und eine Frau wartet am Strand und ein Hund spielt."])[0]) > 3 * len(
+        src_tok.encode(["Dog."])[0])
+    stats = binarize(exp, cfg)["splits"]["train"]
+    assert stats["pairs_in"] == 11 + 2 + 2
+    assert stats["dropped"] == {"invalid_utf8": 1, "malformed": 2, "empty": 2, "too_long": 1, "ratio": 1, "duplicate": 3}
+    assert stats["kept"] == 5
+    assert stats["cleaning"]["fixed_lines"] == {"control": 1, "unicode": 1, "whitespace": 3}
+    examples = stats["cleaning"]["examples"]
+    assert examples["invalid_utf8"] == [f"{tmp_path / 'crafted.de'}:2: not valid UTF-8 (byte 0xff)"]
+    assert examples["malformed"] == [f"{tmp_path / 'extra.tsv'}:1: expected 2 tab-separated fields, found 3",
+                                     f"{tmp_path / 'extra.jsonl'}:2: not a JSON object"]
+    assert [s["kept"] for s in stats["sources"]] == [3, 1, 1]
+    # Line numbers run over the sources in order; kept pairs are the cleaned text.
+    lines = np.load(lines_path(exp, "train")).tolist()
+    assert lines == [0, 8, 9, 12, 13]
+    data = ParallelData(exp, "train")
+    assert src_tok.decode([data.src(1), data.src(2)]) == ["Eine Frau wartet am Strand.", "Ein kleines Mädchen spielt."]
+    err = capsys.readouterr().err
+    assert "crafted.de:2: not valid UTF-8" in err and "duplicate 3" in err
+    # valid is not cleaned: its raw lines stay (the scores compare against them)
+    assert stats is not None and "cleaning" not in json.loads(exp.data_stats_path.read_text())["splits"]["valid"]
+
+
+def test_without_cleaning_invalid_utf8_is_an_error(setup, tmp_path):
+    exp, cfg, _ = setup
+    cfg.data.train_src = cfg.data.train_tgt = None
+    cfg.data.train_sources = crafted_corpus(tmp_path)[:1]
+    cfg.data.clean = False
+    with pytest.raises(MtError, match=r"crafted\.de:2: not valid UTF-8 \(byte 0xff\)"):
+        binarize(exp, cfg)
+    assert not exp.data_dir.exists()
+
+
+def test_mismatched_line_counts_name_both_files(setup, tmp_path):
+    exp, cfg, _ = setup
+    (tmp_path / "train.en").write_text("one\ntwo\n", encoding="utf-8")
+    with pytest.raises(MtError, match=rf"{tmp_path / 'train.de'} has 210 lines but {tmp_path / 'train.en'} has 2"):
+        binarize(exp, cfg)
+    assert not exp.data_dir.exists()
+
+
+def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, monkeypatch):
+    exp, cfg, _ = setup
+    exp.root.joinpath(".data-999999999-x1y2").mkdir()  # left by a binarize that was killed
+    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
+    real_append, calls = mt.binarize.SplitWriter.append, []
+
+    def append_then_interrupt(self, arrays, lines):
+        calls.append(1)
+        if len(calls) == 3:  # the pool is running, with chunks in flight
+            raise KeyboardInterrupt
+        real_append(self, arrays, lines)
+
+    monkeypatch.setattr(mt.binarize.SplitWriter, "append", append_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        binarize(exp, cfg, workers=2)
+    assert not exp.data_dir.exists() and not multiprocessing.active_children()
+    # Its own temporary directory is gone, and so is the killed run's (its process is not alive).
+    assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
+    monkeypatch.setattr(mt.binarize.SplitWriter, "append", real_append)
+    stats = binarize(exp, cfg, workers=2)
+    assert stats["splits"]["train"]["kept"] == 207
+
+
+def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
+    from mt.train import Trainer
+
+    exp, cfg, _ = setup
+    binarize(exp, cfg)
+    manifest = json.loads(manifest_path(exp).read_text())
+    src_tok, _ = load_tokenizers(exp, cfg)
+    assert manifest["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": src_tok.sha256}
+    assert manifest["splits"]["train"] == {"kept": 207, "src_tokens": manifest["splits"]["train"]["src_tokens"],
+                                           "tgt_tokens": manifest["splits"]["train"]["tgt_tokens"]}
+    assert set(manifest["files"]) == {p.name for p in exp.data_dir.glob("*.npy")}
+    for name, entry in manifest["files"].items():
+        assert entry["sha256"] == hashlib.sha256((exp.data_dir / name).read_bytes()).hexdigest()
+    check_data(exp, manifest["tokenizer_sha256"])
+
+    shutil.rmtree(exp.tokenizer_dir)  # retrained after binarizing
+    cfg.tokenizer.vocab_size = 320
+    train_tokenizer(exp, cfg)
+    cfg.model = ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2)
+    with pytest.raises(MtError, match="binarized with another tokenizer") as err:
+        Trainer(exp, cfg)
+    assert "\n" not in str(err.value) and "mt binarize" in str(err.value)
+
+    with open(exp.ids_path("train", "src"), "r+b") as handle:  # a changed data file
+        handle.seek(-1, 2)
+        handle.write(b"\x07")
+    with pytest.raises(MtError, match=r"train\.src\.ids\.npy: changed since `mt binarize`"):
+        check_data(exp, manifest["tokenizer_sha256"])
+
+
+def test_cli_train_sources_and_workers(tmp_path):
+    """`mt train-tokenizer --train-source ...` then `mt binarize --workers 2`, through the CLI."""
+    src, tgt = sentence_pairs(0)
+    (tmp_path / "a.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in zip(src[:120], tgt[:120])), encoding="utf-8")
+    (tmp_path / "b.de").write_text("\n".join(src[120:]) + "\n", encoding="utf-8")
+    (tmp_path / "b.en").write_text("\n".join(tgt[120:]) + "\n", encoding="utf-8")
+
+    def mt_cli(*args):
+        return subprocess.run([sys.executable, "-m", "mt", *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+
+    done = mt_cli("train-tokenizer", "--exp", "exp", "--train-source", "tsv:a.tsv", "--train-source", "files:b*2",
+                  "--valid-prefix", "b", "--src-lang", "de", "--tgt-lang", "en", "--vocab-size", "300")
+    assert done.returncode == 0, done.stderr
+    assert "of 210 training pairs" in done.stderr
+    config = (tmp_path / "exp" / "config.yaml").read_text()
+    assert f"tsv:{tmp_path / 'a.tsv'}" in config and f"files:{tmp_path / 'b'}*2" in config
+    bad = mt_cli("binarize", "--exp", "exp", "--workers", "0")
+    assert bad.returncode == 2 and "--workers 0" in bad.stderr
+    done = mt_cli("binarize", "--exp", "exp", "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads((tmp_path / "exp" / "data" / "stats.json").read_text())
+    train = stats["splits"]["train"]
+    assert [s["pairs_in"] for s in train["sources"]] == [120, 90]
+    assert train["sources"][0]["kept"] in (116, 117) and train["sources"][1]["kept"] == 90  # a.tsv holds the bad pairs
+    assert train["kept"] == train["sources"][0]["kept"] + 2 * 90 and "train: kept" in done.stderr

@@ -224,9 +224,12 @@ def test_bad_corpus_is_one_line_and_writes_nothing(work: Path):
     raw[6] = b"A caf\xe9 in Latin-1.\n"
     (work / "latin1.en").write_bytes(b"".join(raw))
     result = mt(work, "train-tokenizer", "--exp", "bad", "--train-src", "latin1.en", "--train-tgt", "train.de",
-                "--vocab-size", "500")
+                "--vocab-size", "500", "--set", "data.clean=false")
     error(result, 1, "latin1.en:7", "UTF-8")
     assert not (work / "bad").exists()
+    result = mt(work, "train-tokenizer", "--exp", "cleaned", "--train-src", "latin1.en", "--train-tgt", "train.de",
+                "--vocab-size", "500")  # cleaning (the default for training data) skips the line and names it
+    assert result.returncode == 0 and "skipped" in result.stderr and "latin1.en:7: not valid UTF-8" in result.stderr
 
     result = mt(work, "train-tokenizer", "--exp", "bad", "--train-prefix", "nowhere", "--vocab-size", "500")
     error(result, 1, "nowhere.de")  # src_lang de by default

@@ -299,3 +299,146 @@ def test_real_ding_counts():
     train_de, _ = load_split(data, "train")
     assert len(train_de) > 300_000
     assert not set(train_de) & (set(valid[0]) | set(test[0]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Several training sources, each read as a stream: specs, loaders, cleaning, sampling
+
+
+def test_source_specs_in_config(tmp_path, monkeypatch):
+    from mt.config import ExperimentConfig, absolute_source, set_field, split_source, validate
+    from mt.errors import ConfigError
+
+    cfg = ExperimentConfig()
+    # A YAML list in a recipe, "[a, b]" or "a,b" from a flag
+    assert set_field(cfg, "data.train_sources", ["files:a", "tsv:b.tsv*2"]) == ["files:a", "tsv:b.tsv*2"]
+    assert set_field(cfg, "data.train_sources", "[hf:wmt14:de-en*0.5, ding]") == ["hf:wmt14:de-en*0.5", "ding"]
+    assert set_field(cfg, "data.train_sources", "jsonl:c.jsonl,ding*3") == ["jsonl:c.jsonl", "ding*3"]
+    assert set_field(cfg, "data.train_sources", None) == []
+    assert split_source("hf:wmt14:de-en*0.5") == ("hf", "wmt14:de-en", 0.5)
+    assert split_source("ding") == ("ding", "", 1.0)
+    monkeypatch.chdir(tmp_path)
+    assert absolute_source("tsv:x.tsv.gz:en-de*2") == f"tsv:{tmp_path}/x.tsv.gz:en-de*2"
+    assert absolute_source("hf:bentrevett/multi30k") == "hf:bentrevett/multi30k"  # not a local path
+    for bad, message in (("csv:x", "unknown kind 'csv'"), ("files:", "needs a path"), ("tsv:x*0", "above 0")):
+        cfg.data.train_sources = [bad]
+        with pytest.raises(ConfigError, match=message):
+            validate(cfg, "recipe.yaml")
+    cfg.data.train_sources, cfg.data.train_prefix = ["ding"], "corpus/train"
+    with pytest.raises(ConfigError, match="set one or the other"):
+        validate(cfg, "recipe.yaml")
+
+
+def test_every_file_loader_plain_and_gzip(tmp_path):
+    write(tmp_path / "a.de", "eins\nzwei\n")
+    with gzip.open(tmp_path / "a.en.gz", "wb") as handle:  # PREFIX.en.gz when PREFIX.en is absent
+        handle.write(b"one\ntwo\n")
+    with gzip.open(tmp_path / "b.tsv.gz", "wt", encoding="utf-8") as handle:
+        handle.write("three\tdrei\nfour\tvier\n")  # columns named by the spec: en, de
+    write(tmp_path / "c.tsv", "fünf\tfive\r\n")
+    write_jsonl(tmp_path / "d.jsonl", [{"translation": {"de": "sechs", "en": "six"}}, {"en": "seven", "de": "sieben", "id": 7}])
+    specs = [f"files:{tmp_path / 'a'}", f"tsv:{tmp_path / 'b.tsv.gz'}:en-de*2", f"tsv:{tmp_path / 'c.tsv'}",
+             f"jsonl:{tmp_path / 'd.jsonl'}"]
+    data = DataConfig(train_sources=specs)
+    assert has_split(data, "train")
+    assert [(s.kind, s.weight) for s in corpus.sources(data, "train")] == [("files", 1), ("tsv", 2), ("tsv", 1), ("jsonl", 1)]
+    de = ["eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben"]
+    en = ["one", "two", "three", "four", "five", "six", "seven"]
+    assert load_split(data, "train") == (de, en)  # raw lines, every source in order, weights ignored
+    data.src_lang, data.tgt_lang = "en", "de"
+    data.train_sources = [spec for spec in specs if "c.tsv" not in spec]  # its columns are SOURCE<TAB>TARGET
+    assert load_split(data, "train") == (en[:4] + en[5:], de[:4] + de[5:])
+
+
+def test_records_that_break_are_errors_when_strict_and_counted_when_cleaning(tmp_path):
+    write(tmp_path / "x.tsv", "gut\tgood\nnur eine Spalte\nzu\tviele\tSpalten\n")
+    write(tmp_path / "y.jsonl", '{"de": "ja", "en": "yes"}\n[1, 2]\n{"de": "nein"}\n{"de": 5, "en": "five"}\nnot json\n')
+    data = DataConfig(train_sources=[f"tsv:{tmp_path / 'x.tsv'}", f"jsonl:{tmp_path / 'y.jsonl'}"])
+    with pytest.raises(MtError, match=r"x\.tsv:2: expected 2 tab-separated fields, found 1"):
+        load_split(data, "train")
+    tsv, jsonl = (next(corpus.chunks(source, data, "train")) for source in corpus.sources(data, "train"))
+    decoded = corpus.decode_chunk(jsonl, "nfc")
+    assert (decoded.src, decoded.tgt, decoded.dropped["malformed"]) == (["ja"], ["yes"], 4)
+    assert decoded.examples["malformed"] == [
+        f"{tmp_path / 'y.jsonl'}:2: not a JSON object", f"{tmp_path / 'y.jsonl'}:3: no language key 'en'",
+        f"{tmp_path / 'y.jsonl'}:4: language key 'de' holds int, expected text", f"{tmp_path / 'y.jsonl'}:5: not a JSON object"]
+    assert corpus.decode_chunk(tsv, "nfc").dropped["malformed"] == 2
+
+
+def test_clean_text_steps():
+    fixed = {"control": 0, "unicode": 0, "whitespace": 0}
+    assert corpus.clean_text(" a\x00b \t c\u00a0 ", "none", fixed) == "a b c"  # NBSP is whitespace to str.split
+    assert corpus.clean_text("Ma\u0308dchen", "nfc", fixed) == "Mädchen"
+    assert corpus.clean_text("Ｆｕｌｌ ﬁ", "nfc", fixed) == "Ｆｕｌｌ ﬁ"  # compatibility forms: NFKC only
+    assert corpus.clean_text("Ｆｕｌｌ ﬁ", "nfkc", fixed) == "Full fi"
+    assert fixed == {"control": 1, "unicode": 2, "whitespace": 1}
+
+
+def test_invalid_utf8_skipped_with_its_line_when_cleaning(tmp_path):
+    write(tmp_path / "t.de", b"gut\nschlecht \xc3\x28\nauch gut\n")
+    write(tmp_path / "t.en", "good\nbad\nalso good\n")
+    data = DataConfig(train_prefix=str(tmp_path / "t"))
+    [chunk] = corpus.chunks(corpus.sources(data, "train")[0], data, "train")
+    decoded = corpus.decode_chunk(chunk, "nfc")
+    assert decoded.src == ["gut", "auch gut"] and decoded.kept == [0, 2]
+    assert decoded.examples["invalid_utf8"] == [f"{tmp_path / 't.de'}:2: not valid UTF-8 (byte 0xc3)"]
+    with pytest.raises(MtError, match=r"t\.de:2: not valid UTF-8"):
+        load_split(data, "train")  # strict: the raw lines, for scoring
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_streamed_files_with_mismatched_counts_name_both(tmp_path, gz):
+    # Plain files are counted before reading; gzip ones are found out when one of them ends first.
+    write(tmp_path / "m.de", "\n".join(str(i) for i in range(50_001)) + "\n")
+    with (gzip.open(tmp_path / "m.en.gz", "wt") if gz else open(tmp_path / "m.en", "w")) as handle:
+        handle.write("\n".join(str(i) for i in range(50_003)) + "\n")
+    data = DataConfig(train_sources=[f"files:{tmp_path / 'm'}"])
+    en = tmp_path / ("m.en.gz" if gz else "m.en")
+    with pytest.raises(MtError, match=rf"{tmp_path / 'm.de'} has 50001 lines but {en} has 50003") as err:
+        list(corpus.chunks(corpus.sources(data, "train")[0], data, "train"))
+    assert "\n" not in str(err.value)
+
+
+def test_hub_loader_on_local_datasets_files(tmp_path, hf_cache):
+    datasets = pytest.importorskip("datasets")
+    rows = {"translation": [{"de": f"satz {i}", "en": f"sentence {i}"} for i in range(5)]}
+    datasets.Dataset.from_dict(rows).to_parquet(str(tmp_path / "t.parquet"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"de": ["a", "b"], "en": ["A", "B"]}),
+                          "validation": datasets.Dataset.from_dict({"de": ["c"], "en": ["C"]})}).save_to_disk(
+        str(tmp_path / "saved"))
+    write_jsonl(tmp_path / "s.jsonl", [{"de": "gestreamt", "en": "streamed"}])
+    data = DataConfig(train_sources=[f"hf:{tmp_path / 't.parquet'}", f"hf:{tmp_path / 'saved'}", f"hf:{tmp_path / 's.jsonl'}"],
+                      hf_streaming=True)
+    src, tgt = load_split(data, "train")
+    assert src == [f"satz {i}" for i in range(5)] + ["a", "b", "gestreamt"]
+    assert tgt == [f"sentence {i}" for i in range(5)] + ["A", "B", "streamed"]
+    data = DataConfig(source="hf", hf_name=str(tmp_path / "saved"))
+    assert load_split(data, "valid") == (["c"], ["C"])
+    with pytest.raises(MtError, match=r"has no split 'test'; it has: train, validation"):
+        load_split(data, "test")
+
+
+def test_ding_as_one_of_several_sources(tmp_path, ding_file):
+    write(tmp_path / "extra.tsv", "Guten Morgen.\tGood morning.\n")
+    legacy = ding_config(ding_file, 2, 2)
+    data = ding_config(ding_file, 2, 2, train_sources=[f"ding:{ding_file}", f"tsv:{tmp_path / 'extra.tsv'}"])
+    de, en = load_split(data, "train")
+    assert (de[:-1], en[:-1]) == load_split(legacy, "train")  # the held-out pairs stay out
+    assert (de[-1], en[-1]) == ("Guten Morgen.", "Good morning.")
+    assert load_split(data, "valid") == load_split(legacy, "valid")
+
+
+def test_sample_is_bounded_uniform_and_weighted(tmp_path):
+    n = 30_000  # more than a chunk
+    write(tmp_path / "a.tsv", "".join(f"a{i}\tA{i}\n" for i in range(n)))
+    write(tmp_path / "b.tsv", "".join(f"b{i}\tB{i}\n" for i in range(n)))
+    data = DataConfig(train_sources=[f"tsv:{tmp_path / 'a.tsv'}", f"tsv:{tmp_path / 'b.tsv'}*3"])
+    sample = corpus.sample_pairs(data, "train", 2000)
+    assert sample.pairs_read == 2 * n and len(sample.src) == 2000 and len(set(sample.src)) == 2000
+    assert all(s.upper() == t for s, t in zip(sample.src, sample.tgt))
+    share_b = sum(s.startswith("b") for s in sample.src) / 2000
+    assert 0.70 < share_b < 0.80  # weight 3 against 1
+    assert corpus.sample_pairs(data, "train", 2000).src == sample.src  # seeded
+    spread = [int(s[1:]) for s in sample.src if s.startswith("a")]
+    assert min(spread) < n / 10 and max(spread) > n * 9 / 10  # from all over, not the first lines
+    assert corpus.sample_pairs(data, "train", 10 * n).pairs_read == 2 * n  # all of a small corpus

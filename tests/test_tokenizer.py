@@ -131,3 +131,15 @@ def test_train_tokenizer_step_separate_vocabularies(tmp_path):
 def test_load_tokenizers_without_model_points_to_train_tokenizer(tmp_path):
     with pytest.raises(MtError, match="mt train-tokenizer"):
         load_tokenizers(Experiment(tmp_path / "exp"), ExperimentConfig())
+
+
+def test_train_tokenizer_reads_a_bounded_sample(tmp_path, monkeypatch):
+    from mt import corpus
+
+    cfg = files_config(tmp_path, vocab_size=100, byte_fallback=False)
+    cfg.tokenizer.input_sentence_size = 300  # a joint model: 150 pairs, both sides
+    monkeypatch.setattr(corpus, "load_split", None)  # the corpus is streamed, never loaded whole
+    monkeypatch.setattr(corpus, "CHUNK_PAIRS", 64)
+    summary = train_tokenizer(Experiment(tmp_path / "exp"), cfg)
+    assert summary["sentences"] == {"src": 150, "tgt": 150}
+    assert summary["pairs_read"] == 400

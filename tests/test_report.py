@@ -1,0 +1,155 @@
+"""`mt plot` and `mt report` on a tiny trained and evaluated experiment.
+
+The curves are one real PNG for one or several experiments, resumed logs are read as one run, and
+the report is one HTML page whose images are embedded PNGs, with every section filled in (and a
+note, not a failure, where an input is missing).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mt.binarize import binarize
+from mt.config import ExperimentConfig, save_yaml
+from mt.errors import MtError
+from mt.evaluate import evaluate_split
+from mt.experiment import Experiment, write_text_atomic
+from mt.plot import load_train_log, plot
+from mt.report import build_report, report
+from mt.tokenizer import train_tokenizer
+from mt.train import train
+
+WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
+WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
+
+
+def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
+        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
+        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
+    return src, tgt
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Experiment:
+    """Tokenizer, data, 30 steps with validation every 10, and the test split translated and scored."""
+    root = tmp_path_factory.mktemp("report")
+    cfg = ExperimentConfig()
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        src, tgt = _corpus(n, seed=len(split))
+        (root / f"{split}.de").write_text("\n".join(src) + "\n")
+        (root / f"{split}.en").write_text("\n".join(tgt) + "\n")
+        setattr(cfg.data, f"{split}_prefix", str(root / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(enc_layers=1, dec_layers=2, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
+    cfg.train.__dict__.update(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=5,
+                              valid_every=10, save_every=30)
+    cfg.decode.__dict__.update(max_len_b=10, beam=2)
+    exp = Experiment(root / "exp")
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_tokenizer(exp, cfg)
+        binarize(exp, cfg)
+        train(exp, cfg)
+        evaluate_split(exp, cfg, "test")
+    finally:
+        torch.set_num_threads(threads)
+    return exp
+
+
+def test_curves_of_one_and_several_experiments(experiment, tmp_path):
+    path = plot([experiment], tmp_path / "one.png")
+    width, height = png_size(path.read_bytes())
+    assert width >= 800 and height >= 800 and path.stat().st_size > 20_000
+    other = Experiment(tmp_path / "other")
+    other.root.mkdir()
+    shutil.copy(experiment.train_log_path, other.train_log_path)
+    both = plot([experiment, other], tmp_path / "two.png")
+    assert png_size(both.read_bytes()) == (width, height)
+    assert both.read_bytes() != path.read_bytes()
+    with pytest.raises(MtError, match="exists.*--force"):
+        plot([experiment], path)
+    plot([experiment], path, force=True)
+    with pytest.raises(MtError, match="no training log"):
+        plot([Experiment(tmp_path)], tmp_path / "none.png")
+
+
+def test_a_resumed_log_reads_as_one_run(tmp_path):
+    records = [{"step": s, "loss": 10 - s, "ppl": 9.0, "lr": 1e-4, "elapsed": s} for s in (10, 20, 30)]
+    records.append({"step": 20, "elapsed": 20, "valid_loss": 5.0, "valid_ppl": 7.0, "valid_nll": 2.0})
+    records += [{"step": s, "loss": 1.0, "ppl": 3.0, "lr": 2e-4, "elapsed": s} for s in (30, 40)]  # resumed at 20
+    path = tmp_path / "train.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + '\n{"step": 50, "lo')  # cut by a kill
+    train, valid = load_train_log(path)
+    assert [r["step"] for r in train] == [10, 20, 30, 40]
+    assert train[2]["loss"] == 1.0
+    assert [r["step"] for r in valid] == [20]
+
+
+def test_report_is_one_page_with_every_section(experiment, tmp_path):
+    path = report(experiment, tmp_path / "report.html", samples=5)
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    for title in ("Experiment", "Data", "Training", "Scores", "Sample translations", "Attention"):
+        assert f"<h2>{title}</h2>" in page
+    assert "not available" not in page, re.findall(r"not available[^<]*", page)
+    assert not re.search(r"(src|href)=['\"](?!data:)", page)  # nothing outside the page
+    images = re.findall(r"src='data:image/png;base64,([^']+)'", page)
+    assert len(images) == 3  # curves, alignment, every layer
+    for data in images:
+        width, height = png_size(base64.b64decode(data))
+        assert width >= 200 and height >= 150
+    score = json.loads(experiment.score_path("test").read_text())
+    assert score["bleu_signature"] in page and f"{score['bleu']:.2f}" in page
+    hyps = experiment.hyp_path("test").read_text().splitlines()
+    shown = [h for h in hyps if f"<td class=hyp>{h}</td>" in page]
+    assert len(shown) >= 3  # sample rows (two samples may share a translation)
+    assert "kept" in page and "20" in page
+    with pytest.raises(MtError, match="exists"):
+        report(experiment, path)
+
+
+def test_report_notes_what_is_missing(experiment, tmp_path):
+    bare = Experiment(tmp_path / "bare")
+    bare.root.mkdir()
+    shutil.copy(experiment.config_path, bare.config_path)
+    page = build_report(bare)
+    assert page.count("class='missing'") == 5  # all but the config: nothing trained, binarized or scored
+    assert "mt evaluate" in page and "mt binarize" in page
+
+
+def test_cli_report_and_plot(experiment, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "mt", "plot", "--exp", str(experiment.root), "--exp",
+                           str(tmp_path / "missing"), "-o", str(tmp_path / "c.png")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "missing" in done.stderr
+    assert not (tmp_path / "c.png").exists()
+    done = subprocess.run([sys.executable, "-m", "mt", "report", "--exp", str(experiment.root), "-o",
+                           str(tmp_path / "r.html"), "--samples", "2", "--threads", "1"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "r.html") and (tmp_path / "r.html").stat().st_size > 50_000
