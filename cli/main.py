@@ -210,6 +210,12 @@ def train(
             + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
             + (f"; {summary['skipped']} updates skipped (non-finite)" if summary["skipped"] else "")
         )
+    if torchrun:
+        # Leave without the interpreter's teardown: destroying the process group's communication
+        # threads there sometimes aborts a worker ("terminate called without an active exception").
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _train_here(exp, recipe, overrides, sets, preset, init_from, threads, device, group) -> dict:

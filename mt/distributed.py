@@ -103,8 +103,13 @@ def setup(device: str = "cpu") -> Distributed:
 
 
 def shutdown(group: Distributed) -> None:
+    """Leave the process group together: a process tearing down its connections while another still
+    writes its last checkpoint can abort the other's communication threads at exit."""
     if group.world_size > 1 and dist.is_initialized():
-        dist.destroy_process_group()
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()
 
 
 def launch(nproc: int, args: list[str]) -> str | None:
