@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from toy import one_thread, tiny_experiment, toy_corpus
 from mt.attention import (
     alignment_weights,
     attention,
@@ -28,17 +29,13 @@ from mt.attention import (
     source_word_index,
     word_alignment,
 )
-from mt.binarize import binarize
-from mt.config import ExperimentConfig, save_yaml
 from mt.errors import MtError
-from mt.experiment import Experiment, write_text_atomic
+from mt.experiment import Experiment
 from mt.model import Transformer, capture_attention
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, train_tokenizer
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.train import train
 from mt.translate import Translator
 
-WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
-WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -119,40 +116,16 @@ def test_hard_alignment_leaves_out_end_of_sentence_and_words_pair_up_once():
 
 
 # -- on a tiny trained experiment -----------------------------------------------------------------
-def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
-    rng = random.Random(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
-        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
-        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
-    return src, tgt
-
-
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory) -> Experiment:
-    root = tmp_path_factory.mktemp("attention")
-    cfg = ExperimentConfig()
-    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
-        src, tgt = _corpus(n, seed=len(split))
-        (root / f"{split}.de").write_text("\n".join(src) + "\n")
-        (root / f"{split}.en").write_text("\n".join(tgt) + "\n")
-        setattr(cfg.data, f"{split}_prefix", str(root / split))
-    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
-    cfg.model.__dict__.update(enc_layers=2, dec_layers=2, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
-    cfg.train.__dict__.update(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=10,
-                              valid_every=30, save_every=30)
-    cfg.decode.max_len_b = 10
-    exp = Experiment(root / "exp")
-    write_text_atomic(exp.config_path, save_yaml(cfg))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_tokenizer(exp, cfg)
-        binarize(exp, cfg)
+    exp, cfg = tiny_experiment(
+        tmp_path_factory.mktemp("attention"), {"train": 300, "valid": 20, "test": 20},
+        model=dict(enc_layers=2, dec_layers=2, dropout=0.0),
+        train=dict(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=10, valid_every=30, save_every=30),
+        decode=dict(max_len_b=10),
+    )
+    with one_thread():
         train(exp, cfg)
-    finally:
-        torch.set_num_threads(threads)
     return exp
 
 
@@ -208,7 +181,7 @@ def test_word_indices_follow_the_whitespace_words_of_input_and_output(experiment
 
 
 def test_translate_alignments_one_line_per_input_line(experiment):
-    lines = _corpus(12, seed=7)[0]
+    lines = toy_corpus(12, seed=7)[0]
     lines[3] = ""
     lines[8] = "   "
     done = mt(experiment, "translate", "--exp", "exp", "--threads", "1", "--alignments", "--buffer", "5",

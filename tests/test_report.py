@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import random
 import re
 import shutil
 import struct
@@ -18,30 +17,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from mt.binarize import binarize
-from mt.config import ExperimentConfig, save_yaml
+from toy import one_thread, tiny_experiment
 from mt.errors import MtError
 from mt.evaluate import evaluate_split
-from mt.experiment import Experiment, write_text_atomic
+from mt.experiment import Experiment
 from mt.plot import load_train_log, plot
 from mt.report import build_report, report
-from mt.tokenizer import train_tokenizer
 from mt.train import train
 
-WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
-WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
-
-
-def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
-    rng = random.Random(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
-        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
-        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
-    return src, tgt
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -52,29 +36,15 @@ def png_size(data: bytes) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory) -> Experiment:
     """Tokenizer, data, 30 steps with validation every 10, and the test split translated and scored."""
-    root = tmp_path_factory.mktemp("report")
-    cfg = ExperimentConfig()
-    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
-        src, tgt = _corpus(n, seed=len(split))
-        (root / f"{split}.de").write_text("\n".join(src) + "\n")
-        (root / f"{split}.en").write_text("\n".join(tgt) + "\n")
-        setattr(cfg.data, f"{split}_prefix", str(root / split))
-    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
-    cfg.model.__dict__.update(enc_layers=1, dec_layers=2, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
-    cfg.train.__dict__.update(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=5,
-                              valid_every=10, save_every=30)
-    cfg.decode.__dict__.update(max_len_b=10, beam=2)
-    exp = Experiment(root / "exp")
-    write_text_atomic(exp.config_path, save_yaml(cfg))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_tokenizer(exp, cfg)
-        binarize(exp, cfg)
+    exp, cfg = tiny_experiment(
+        tmp_path_factory.mktemp("report"), {"train": 300, "valid": 20, "test": 20},
+        model=dict(enc_layers=1, dec_layers=2, dropout=0.0),
+        train=dict(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=5, valid_every=10, save_every=30),
+        decode=dict(max_len_b=10, beam=2),
+    )
+    with one_thread():
         train(exp, cfg)
         evaluate_split(exp, cfg, "test")
-    finally:
-        torch.set_num_threads(threads)
     return exp
 
 

@@ -12,7 +12,6 @@ import copy
 import json
 import math
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from toy import toy_corpus
 from mt.batching import collate, make_batches
 from mt.binarize import binarize
 from mt.checkpoint import load_checkpoint, save_checkpoint
@@ -34,18 +34,6 @@ from mt.tokenizer import EOS_ID, train_tokenizer
 from mt.schedule import cooldown_factor, inverse_sqrt_lr
 from mt.train import Trainer, train
 
-WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
-WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
-
-
-def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
-    rng = random.Random(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
-        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
-        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
-    return src, tgt
 
 
 def tiny_config(corpus_dir: Path) -> ExperimentConfig:
@@ -64,7 +52,7 @@ def build_experiment(root: Path) -> Experiment:
     """Corpus files under root, then root/exp with its tokenizer and binarized data (no checkpoints)."""
     root.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", 300), ("valid", 40), ("test", 20)):
-        src, tgt = _corpus(n, seed=len(split))
+        src, tgt = toy_corpus(n, seed=len(split))
         if split == "valid":
             src[3] = ""  # binarize drops this pair: valid.lines.npy is then not 0..n-1
         (root / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")

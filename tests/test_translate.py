@@ -12,53 +12,24 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-from mt.binarize import binarize
-from mt.config import ExperimentConfig, save_yaml
-from mt.experiment import Experiment, write_text_atomic
-from mt.tokenizer import train_tokenizer
+from toy import one_thread, tiny_experiment, toy_corpus
+from mt.experiment import Experiment
 from mt.train import train
 from mt.translate import Sampling, Translator
 
-WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
-WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
-
-
-def _corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
-    rng = random.Random(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
-        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
-        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
-    return src, tgt
 
 
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory) -> Experiment:
-    root = tmp_path_factory.mktemp("translate")
-    cfg = ExperimentConfig()
-    for split, n in (("train", 400), ("valid", 30), ("test", 30)):
-        src, tgt = _corpus(n, seed=len(split))
-        (root / f"{split}.de").write_text("\n".join(src) + "\n")
-        (root / f"{split}.en").write_text("\n".join(tgt) + "\n")
-        setattr(cfg.data, f"{split}_prefix", str(root / split))
-    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
-    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.0)
-    cfg.train.__dict__.update(max_steps=40, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=20,
-                              valid_every=40, save_every=20)
-    cfg.decode.max_len_b = 10
-    exp = Experiment(root / "exp")
-    write_text_atomic(exp.config_path, save_yaml(cfg))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train_tokenizer(exp, cfg)
-        binarize(exp, cfg)
+    exp, cfg = tiny_experiment(
+        tmp_path_factory.mktemp("translate"), {"train": 400, "valid": 30, "test": 30},
+        model=dict(enc_layers=1, dec_layers=1, dropout=0.0),
+        train=dict(max_steps=40, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=20, valid_every=40, save_every=20),
+        decode=dict(max_len_b=10),
+    )
+    with one_thread():
         train(exp, cfg)
-    finally:
-        torch.set_num_threads(threads)
     return exp
 
 
@@ -69,7 +40,7 @@ def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.Complet
 
 
 def test_ten_thousand_lines_come_out_in_order_with_empty_lines(experiment):
-    distinct = _corpus(40, seed=99)[0]
+    distinct = toy_corpus(40, seed=99)[0]
     translator = Translator(experiment, experiment.load_config())
     alone = {line: translator.translate([line])[0] for line in distinct}
     assert len(set(alone.values())) > 5, "the tiny model must tell inputs apart for this test to mean anything"
@@ -109,7 +80,7 @@ def test_nbest_and_scores_formats(experiment):
 
 def test_sampling_is_seeded_and_differs_from_search(experiment):
     translator = Translator(experiment, experiment.load_config())
-    lines = _corpus(20, seed=3)[0]
+    lines = toy_corpus(20, seed=3)[0]
     first = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
     again = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
     other = translator.search(lines, sampling=Sampling(temperature=1.5, seed=8))
@@ -123,7 +94,7 @@ def test_sampling_is_seeded_and_differs_from_search(experiment):
 
 def test_ensemble_of_one_model_twice_equals_the_model(experiment):
     cfg = experiment.load_config()
-    lines = _corpus(15, seed=4)[0]
+    lines = toy_corpus(15, seed=4)[0]
     single = Translator(experiment, cfg, "last").search(lines, nbest=2)
     double = Translator(experiment, cfg, ["last", "last"]).search(lines, nbest=2)
     assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
@@ -135,6 +106,6 @@ def test_ensemble_of_one_model_twice_equals_the_model(experiment):
 @pytest.mark.parametrize("precision,quantize", [("bf16", None), ("fp32", "int8")])
 def test_fast_modes_translate(experiment, precision, quantize):
     cfg = experiment.load_config()
-    lines = _corpus(10, seed=6)[0]
+    lines = toy_corpus(10, seed=6)[0]
     fast = Translator(experiment, cfg, None, "cpu", precision, quantize).translate(lines)
     assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)

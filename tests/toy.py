@@ -1,0 +1,61 @@
+"""A toy German-English corpus and a tiny experiment trained on it, shared by the tests.
+
+The pairs are word-for-word (a word list in each language, same order), so even a model of a few
+thousand parameters learns something in seconds.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+from mt.binarize import binarize
+from mt.config import ExperimentConfig, save_yaml
+from mt.experiment import Experiment, write_text_atomic
+from mt.tokenizer import train_tokenizer
+
+WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
+WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()
+
+
+def toy_corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
+    """n sentence pairs of 3-9 words, German and English."""
+    rng = random.Random(seed)
+    src, tgt = [], []
+    for _ in range(n):
+        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
+        src.append(" ".join(WORDS_DE[i] for i in idx).capitalize() + ".")
+        tgt.append(" ".join(WORDS_EN[i] for i in idx).capitalize() + ".")
+    return src, tgt
+
+
+def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict, decode: dict) -> tuple[Experiment, ExperimentConfig]:
+    """root/{split}.de|en toy files, and root/exp with its config, tokenizer (vocabulary 100) and binarized data."""
+    cfg = ExperimentConfig()
+    for split, n in sizes.items():
+        src, tgt = toy_corpus(n, seed=len(split))
+        (root / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+        (root / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+        setattr(cfg.data, f"{split}_prefix", str(root / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(d_model=32, d_ff=64, n_heads=2, **model)
+    cfg.train.__dict__.update(train)
+    cfg.decode.__dict__.update(decode)
+    exp = Experiment(root / "exp")
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    train_tokenizer(exp, cfg)
+    binarize(exp, cfg)
+    return exp, cfg
+
+
+class one_thread:
+    """Train on one thread (the other core may be busy), then restore torch's setting."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
