@@ -21,14 +21,7 @@ VOCAB = 32
 ATOL = 1e-5
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: extra intra-op threads only add synchronisation, and on a shared 2-core
-    machine they make a step ten times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def tiny_model(seed: int = 0, **kwargs) -> Transformer:

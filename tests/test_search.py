@@ -21,14 +21,7 @@ from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 A, B = 4, 5  # the two real tokens of the small vocabularies below
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: extra intra-op threads only add synchronisation, and on a shared 2-core
-    machine they make a step ten times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def tiny_model(vocab: int = 32, seed: int = 0, max_positions: int = 64) -> Transformer:

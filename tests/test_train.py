@@ -26,14 +26,7 @@ from mt.loss import batch_loss, label_smoothed_loss
 from mt.schedule import inverse_sqrt_lr, peak_lr
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: extra intra-op threads only add synchronisation, and on a shared 2-core
-    machine they make a step ten times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 # -- Sec. 5.4: label smoothing -----------------------------------------------------------------------

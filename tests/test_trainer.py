@@ -85,13 +85,7 @@ def base(tmp_path_factory) -> Experiment:
     return build_experiment(tmp_path_factory.mktemp("trainer"))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors on a shared 2-core machine: one intra-op thread is fastest, and deterministic."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
