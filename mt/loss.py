@@ -17,43 +17,39 @@ from mt.model import Transformer
 from mt.tokenizer import PAD_ID
 
 
-def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """Per-row smoothed cross entropy and NLL from logits, with the gradient written out.
 
-    With q the smoothed target distribution, the gradient w.r.t. the logits is softmax - q: one
-    (tokens, vocab) tensor in the backward pass instead of the several that log_softmax, gather and
-    masking would keep alive (the output layer is the largest activation of this model).
+    The forward pass keeps one (tokens, vocab) tensor, the log-probabilities (at least fp32); the
+    backward pass makes one more, the gradient softmax * g - q * g, in three passes (log_softmax,
+    gather and masking under autograd would keep several).
     """
 
     @staticmethod
     def forward(ctx, logits, target, epsilon: float, pad_id: int):
-        z = _at_least_fp32(logits)  # (n, vocab)
-        lse = torch.logsumexp(z, dim=-1)  # (n,)
-        keep = (target != pad_id).to(z.dtype)
-        nll = (lse - z.gather(1, target[:, None]).squeeze(1)) * keep
+        dtype = torch.float32 if logits.dtype in (torch.float16, torch.bfloat16) else logits.dtype
+        logp = torch.log_softmax(logits, dim=-1, dtype=dtype)  # (n, vocab)
+        keep = (target != pad_id).to(logp.dtype)
+        nll = -logp.gather(1, target[:, None]).squeeze(1) * keep
         # Mean of -log p over the V - 1 non-pad classes.
-        uniform = (lse - (z.sum(dim=-1) - z[:, pad_id]) / (z.size(-1) - 1)) * keep
-        ctx.save_for_backward(logits, target, lse, keep)
-        ctx.epsilon, ctx.pad_id = epsilon, pad_id
+        uniform = -(logp.sum(dim=-1) - logp[:, pad_id]) / (logp.size(-1) - 1) * keep
+        ctx.save_for_backward(logp, target, keep)
+        ctx.epsilon, ctx.pad_id, ctx.logits_dtype = epsilon, pad_id, logits.dtype
         return (1.0 - epsilon) * nll + epsilon * uniform, nll
 
     @staticmethod
     def backward(ctx, grad_loss, grad_nll):
-        logits, target, lse, keep = ctx.saved_tensors
+        logp, target, keep = ctx.saved_tensors
         eps, pad_id = ctx.epsilon, ctx.pad_id
-        vocab = logits.size(-1)
-        g_loss = (grad_loss if grad_loss is not None else torch.zeros_like(lse)) * keep  # (n,)
-        g_nll = (grad_nll if grad_nll is not None else torch.zeros_like(lse)) * keep
-        grad = torch.exp(_at_least_fp32(logits) - lse[:, None]).mul_((g_loss + g_nll)[:, None])  # softmax * g
+        vocab = logp.size(-1)
+        g_loss = (grad_loss if grad_loss is not None else torch.zeros_like(keep)) * keep  # (n,)
+        g_nll = (grad_nll if grad_nll is not None else torch.zeros_like(keep)) * keep
+        grad = logp.exp().mul_((g_loss + g_nll)[:, None])  # softmax * g
         # minus q: eps / (V - 1) on every non-pad class, and (1 - eps) more on the target.
         grad.sub_((g_loss * eps / (vocab - 1))[:, None])
         grad[:, pad_id] += g_loss * eps / (vocab - 1)
         grad.scatter_add_(1, target[:, None], -(g_loss * (1.0 - eps) + g_nll)[:, None])
-        return grad.to(logits.dtype), None, None, None
+        return grad.to(ctx.logits_dtype), None, None, None
 
 
 def label_smoothed_loss(
