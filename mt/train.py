@@ -36,6 +36,7 @@ from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.loss import autocast, batch_loss
 from mt.model import Transformer, build_model, count_parameters
+from mt.runtime import keep_freed_memory
 from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import load_tokenizers
 from mt.validate import BleuSample, validate
@@ -87,6 +88,8 @@ class Trainer:
         self.exp, self.cfg, self.tcfg = exp, cfg, cfg.train
         self.group = group or Distributed(device=torch.device(device))
         self.device = self.group.device
+        if self.device.type == "cpu":
+            keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
         if self.tcfg.precision == "fp16" and self.device.type != "cuda":
             raise MtError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
