@@ -46,7 +46,8 @@ def recipe(args) -> dict:
         "preset": "small",
         "model": {"dropout": 0.1, "tie_embeddings": True},
         "train": {
-            "max_tokens": 4096, "max_steps": 10**9, "max_time": args.minutes * 60.0, "lr_peak": 7e-4,
+            "max_tokens": 4096, "max_steps": args.steps or 10**9, "max_time": None if args.steps else args.minutes * 60.0,
+            "lr_peak": 7e-4,
             "warmup_steps": 1000, "label_smoothing": 0.1, "precision": args.precision, "seed": 1,
             # Validation and periodic checkpoints would eat into the budget: only at the end.
             "valid_every": 10**9, "save_every": 10**9, "log_every": 20,
@@ -98,6 +99,8 @@ def main() -> None:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "multi30k"))
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="Train for this many updates instead of --minutes (to compare precisions at equal steps).")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cooldown", type=float, default=0.0,
@@ -116,7 +119,8 @@ def main() -> None:
         raise SystemExit(f"{exp_dir} exists: pass --fresh to rebuild it or another --exp")
     cfg = from_dict(recipe(args), "bench/multi30k.py")
     Experiment(exp_dir).resolve_config({}, base=cfg)
-    print(f"inputs: {args.data}; experiment: {exp_dir}; {args.minutes} min, {args.precision}, {args.threads} threads",
+    budget = f"{args.steps} steps" if args.steps else f"{args.minutes} min"
+    print(f"inputs: {args.data}; experiment: {exp_dir}; {budget}, {args.precision}, {args.threads} threads",
           file=sys.stderr)
 
     run_phase("prepare", exp_dir, args.threads)
@@ -144,7 +148,7 @@ def main() -> None:
         "valid_ppl": round(trained.get("valid_ppl", float("nan")), 2),
         "precision": args.precision,
         "cooldown": args.cooldown,
-        "minutes": args.minutes,
+        "minutes": None if args.steps else args.minutes,
         "threads": args.threads,
         "bleu_signature": decoded["bleu_signature"],
     }
@@ -152,7 +156,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Multi30k EN->DE test2016, {args.minutes:g} min training, beam 5"
+    table = Table(title=f"Multi30k EN->DE test2016, {budget} training, beam 5"
                   + (f", cooldown {args.cooldown:g}" if args.cooldown else ""))
     for column in ("toolkit", "tgt tok/s (src+tgt)", "steps", "BLEU", "chrF", "sent/s", "peak RSS train / decode GB"):
         table.add_column(column, justify="left" if column == "toolkit" else "right")
