@@ -11,16 +11,24 @@ target tokens/s = tokens / time over the measured steps. MFU = 6 x (encoder para
 (decoder params + output projection) x tgt tokens/s) / measured peak (embeddings excluded: lookups,
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
 epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
-Prints tables, and as its last line one JSON object.
+(e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
+LayerNorm, output layer + loss, optimizer, data, other) in fp32 and bf16, see `profile_phases`.
+(f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
+per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
+and tokens/s. Prints tables, and as its last line one JSON object.
+
+    python bench/throughput.py --profile --compile --scaling --steps 12
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,13 +58,211 @@ def model_flops_per_token(model) -> tuple[int, int]:
     return encoder, decoder + model.output.weight.numel()
 
 
+PHASES = ("embedding", "attention", "FFN", "residual+LayerNorm", "output+loss", "optimizer", "data")
+SCALING_MODELS = {256: dict(d_ff=1024, n_heads=4), 512: dict(d_ff=2048, n_heads=8)}
+SCALING_MAX_TOKENS = (2048, 4096, 8192)
+
+
+def _phase_of_module(module, trainer) -> str | None:
+    from mt.model import Embedding, FeedForward, MultiHeadAttention, Residual
+
+    if isinstance(module, Embedding):
+        return "embedding"
+    if isinstance(module, MultiHeadAttention):  # self and cross, with their projections
+        return "attention"
+    if isinstance(module, FeedForward):
+        return "FFN"
+    if isinstance(module, Residual):  # its LayerNorm, dropout and sum; the sublayer is its own scope
+        return "residual+LayerNorm"
+    if module is trainer.model.output or module is trainer.loss_module:
+        # The loss module's scope is the outermost: whatever the forward does outside the model's
+        # sub-layers (masks, picking the non-pad positions, the loss itself) counts here.
+        return "output+loss"
+    return None
+
+
+def profile_phases(trainer, steps: int) -> dict[str, float]:
+    """Milliseconds per step of each of PHASES, "other" (the step less all of them) and "step".
+
+    Why this way: the profiler sees operators, not the model's structure. Forward hooks open a
+    record_function scope per sub-layer; a forward operator belongs to its innermost scope, and a
+    backward node to the phase of the forward operator that made it (same autograd sequence_nr).
+    Data (next_batch + collate) and optimizer (gradient scaling and clipping, Adam, zero_grad) are
+    scopes around the Trainer's methods. Times are those of the profiled steps, which the
+    profiler's own overhead makes slower than plain ones; shares are of the profiled step.
+    """
+    from torch.autograd.profiler import record_function
+    from torch.profiler import ProfilerActivity, profile
+
+    open_scopes: dict[int, list] = {}
+
+    def enter(phase):
+        def hook(module, args):
+            scope = record_function(f"phase:{phase}")
+            scope.__enter__()
+            open_scopes.setdefault(id(module), []).append(scope)
+        return hook
+
+    def leave(module, args, output):
+        open_scopes[id(module)].pop().__exit__(None, None, None)
+
+    def scoped(phase, method):
+        def run(*args, **kwargs):
+            with record_function(f"phase:{phase}"):
+                return method(*args, **kwargs)
+        return run
+
+    modules = [*trainer.model.modules(), trainer.loss_module]
+    with ExitStack() as stack:
+        for module in modules:
+            phase = _phase_of_module(module, trainer)
+            if phase is not None:
+                stack.callback(module.register_forward_pre_hook(enter(phase)).remove)
+                stack.callback(module.register_forward_hook(leave, always_call=True).remove)
+        for name, phase in (("next_batch", "data"), ("_finish_gradients", "optimizer"), ("_update", "optimizer")):
+            setattr(trainer, name, scoped(phase, getattr(trainer, name)))
+            stack.callback(delattr, trainer, name)  # back to the class's method
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                with record_function("phase:step"):
+                    trainer.step()
+    return attribute_phases(prof.events(), steps)
+
+
+def attribute_phases(events, steps: int) -> dict[str, float]:
+    """The arithmetic of `profile_phases` on a profiler's events: exclusive time of each phase
+    scope (its span less the phase scopes nested in it) plus the backward nodes of its operators."""
+    def phase_above(event):
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("phase:"):
+            parent = parent.cpu_parent
+        return parent
+
+    totals = dict.fromkeys(PHASES, 0.0)
+    step = 0.0
+    forward_phase: dict[int, str] = {}  # autograd sequence_nr -> phase of the op that made the node
+    backward = []
+    for event in events:
+        duration = event.time_range.end - event.time_range.start  # microseconds
+        if event.name == "phase:step":
+            step += duration
+        elif event.name.startswith("phase:"):
+            totals[event.name[6:]] += duration
+            scope = phase_above(event)
+            if scope is not None and scope.name != "phase:step":
+                totals[scope.name[6:]] -= duration
+        elif event.name.startswith("autograd::engine::evaluate_function:"):
+            backward.append((event.sequence_nr, duration))
+        elif event.sequence_nr >= 0:
+            scope = phase_above(event)
+            if scope is not None and scope.name != "phase:step":
+                forward_phase.setdefault(event.sequence_nr, scope.name[6:])
+    for sequence_nr, duration in backward:
+        phase = forward_phase.get(sequence_nr)
+        if phase is not None:  # else (AccumulateGrad, ...) it stays in "other"
+            totals[phase] += duration
+    result = {phase: totals[phase] / steps / 1e3 for phase in PHASES}
+    result["other"] = step / steps / 1e3 - sum(result.values())
+    result["step"] = step / steps / 1e3
+    return result
+
+
+def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
+    """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
+    all precisions see the same machine load; seconds of every step and the tokens."""
+    measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
+    for precision in precisions:  # first-call allocations, kernel selection (or compilation)
+        trainer.tcfg.precision = precision
+        for _ in range(warmup):
+            start = time.perf_counter()
+            trainer.step()
+            measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
+    for _ in range(steps):
+        for precision in precisions:
+            trainer.tcfg.precision = precision
+            start = time.perf_counter()
+            stats = trainer.step()
+            measured[precision]["seconds"].append(time.perf_counter() - start)
+            measured[precision]["tgt"] += stats["tgt_tokens"]
+            measured[precision]["src"] += stats["src_tokens"]
+    return measured
+
+
+def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, float], precision: str) -> dict[str, float]:
+    """Tokens/s, GFLOP/s by the 6N rule and MFU against the fp32 (and, for bf16, the bf16) peak."""
+    seconds = sum(m["seconds"])
+    tgt_per_s, src_per_s = m["tgt"] / seconds, m["src"] / seconds
+    flops = 6 * (encoder_params * src_per_s + decoder_params * tgt_per_s)
+    result = {
+        "tgt_tokens_per_s": tgt_per_s,
+        "tokens_per_s": tgt_per_s + src_per_s,
+        "median_step_s": statistics.median(m["seconds"]),
+        "achieved_gflops": flops / 1e9,
+        "mfu_vs_fp32_peak": flops / 1e9 / peak["fp32 2048^3"],
+    }
+    if precision == "bf16":
+        result["mfu_vs_bf16_peak"] = flops / 1e9 / peak["bf16 2048^3"]
+    return result
+
+
+def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float]) -> list[dict]:
+    """Each SCALING_MODELS size (3+3 layers) at each of SCALING_MAX_TOKENS: a fresh Trainer on the
+    same experiment (it reads the experiment, writes nothing unless save() is called)."""
+    from mt.train import Trainer
+
+    rows = []
+    for d_model, shape in SCALING_MODELS.items():
+        for max_tokens in SCALING_MAX_TOKENS:
+            run_cfg = copy.deepcopy(cfg)
+            run_cfg.model.__dict__.update(d_model=d_model, enc_layers=3, dec_layers=3, **shape)
+            run_cfg.train.max_tokens = max_tokens
+            trainer = Trainer(exp, run_cfg)
+            encoder_params, decoder_params = model_flops_per_token(trainer.model)
+            measured = measure(trainer, precisions, steps)
+            for precision in precisions:
+                rows.append({"d_model": d_model, "max_tokens": max_tokens, "precision": precision,
+                             **{k: round(v, 4 if "mfu" in k or k == "median_step_s" else 1)
+                                for k, v in rates(measured[precision], encoder_params, decoder_params, peak, precision).items()}})
+            del trainer
+    return rows
+
+
+def measure_compiled(exp, cfg, precisions: list[str], steps: int, eager: dict[str, dict], peak) -> dict:
+    """A fresh Trainer with train.compile: compile seconds (its first steps in each precision less as
+    many plain steps) and its tokens/s; {"error": text} where torch.compile fails here."""
+    from mt.train import Trainer
+
+    run_cfg = copy.deepcopy(cfg)
+    run_cfg.train.compile = True
+    try:
+        trainer = Trainer(exp, run_cfg)
+        encoder_params, decoder_params = model_flops_per_token(trainer.model)
+        # Three warm-up steps: the first compiles, the next shapes recompile with dynamic sizes.
+        measured = measure(trainer, precisions, steps, warmup=3)
+    except Exception as exc:  # noqa: BLE001 - any compiler failure is a result to report
+        return {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]}
+    result = {}
+    for precision in precisions:
+        m = measured[precision]
+        plain = eager[precision]["median_step_s"]
+        result[precision] = {
+            "compile_seconds": sum(m["warmup_seconds"]) - len(m["warmup_seconds"]) * plain,
+            **rates(m, encoder_params, decoder_params, peak, precision),
+        }
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
-    parser.add_argument("--steps", type=int, default=12, help="Measured steps per precision.")
+    parser.add_argument("--steps", type=int, default=12, help="Measured steps per precision (and per scaling point).")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="Top operators of an fp32 step, and --phases.")
+    parser.add_argument("--phases", action="store_true", help="The step split into phases, fp32 and bf16.")
+    parser.add_argument("--phase-steps", type=int, default=3, help="Profiled steps per precision for --phases.")
+    parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
+    parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
     args = parser.parse_args()
 
     import torch
@@ -69,6 +275,7 @@ def main() -> None:
     precisions = [p.strip() for p in args.precisions.split(",")]
     peak = {
         "fp32 2048^3": matmul_gflops(2048, 2048, 2048, torch.float32),
+        "bf16 2048^3": matmul_gflops(2048, 2048, 2048, torch.bfloat16),
         "fp32 4096x256x1024": matmul_gflops(4096, 256, 1024, torch.float32),
         "bf16 4096x256x1024": matmul_gflops(4096, 256, 1024, torch.bfloat16),
     }
@@ -80,32 +287,8 @@ def main() -> None:
     batches = make_batches(trainer.train_data.src_lens, trainer.train_data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, 0)
     src_pad, tgt_pad = pad_fraction(batches, trainer.train_data.src_lens, trainer.train_data.tgt_lens)
 
-    for precision in precisions:  # warm-up: first-call allocations, kernel selection
-        cfg.train.precision = precision
-        for _ in range(2):
-            trainer.step()
-    measured = {p: {"seconds": [], "tgt": 0, "src": 0} for p in precisions}
-    for _ in range(args.steps):
-        for precision in precisions:
-            cfg.train.precision = precision
-            start = time.perf_counter()
-            stats = trainer.step()
-            measured[precision]["seconds"].append(time.perf_counter() - start)
-            measured[precision]["tgt"] += stats["tgt_tokens"]
-            measured[precision]["src"] += stats["src_tokens"]
-
-    results = {}
-    for precision, m in measured.items():
-        seconds = sum(m["seconds"])
-        tgt_per_s, src_per_s = m["tgt"] / seconds, m["src"] / seconds
-        flops = 6 * (encoder_params * src_per_s + decoder_params * tgt_per_s)
-        results[precision] = {
-            "tgt_tokens_per_s": tgt_per_s,
-            "tokens_per_s": tgt_per_s + src_per_s,
-            "median_step_s": statistics.median(m["seconds"]),
-            "achieved_gflops": flops / 1e9,
-            "mfu_vs_fp32_peak": flops / 1e9 / peak["fp32 2048^3"],
-        }
+    measured = measure(trainer, precisions, args.steps)
+    results = {p: rates(m, encoder_params, decoder_params, peak, p) for p, m in measured.items()}
 
     from rich.console import Console
     from rich.table import Table
@@ -137,6 +320,54 @@ def main() -> None:
                 trainer.step()
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
 
+    phases = {}
+    if args.phases or args.profile:
+        for precision in precisions:
+            cfg.train.precision = precision
+            phases[precision] = profile_phases(trainer, args.phase_steps)
+        table = Table(title=f"where a step's time goes, {args.phase_steps} profiled steps each (profiler overhead included)")
+        table.add_column("phase")
+        for precision in precisions:
+            table.add_column(f"{precision} ms/step", justify="right")
+            table.add_column(f"{precision} %", justify="right")
+        for phase in (*PHASES, "other", "step"):
+            cells = []
+            for precision in precisions:
+                ms, step = phases[precision][phase], phases[precision]["step"]
+                cells += [f"{ms:.1f}", f"{ms / step:.0%}"]
+            table.add_row("other / Python overhead" if phase == "other" else phase, *cells)
+        console.print(table)
+
+    compiled = {}
+    if args.compile:
+        compiled = measure_compiled(exp, cfg, precisions, args.steps, results, peak)
+        table = Table(title=f"train.compile: torch.compile'd forward + loss, {args.steps} steps each")
+        for column in ("precision", "compile s", "tgt tok/s", "src+tgt tok/s", "median s/step", "vs eager"):
+            table.add_column(column, justify="left" if column == "precision" else "right")
+        if "error" in compiled:
+            table.add_row("failed", compiled["error"], "", "", "", "")
+        for precision, r in compiled.items():
+            if precision != "error":
+                table.add_row(precision, f"{r['compile_seconds']:.1f}", f"{r['tgt_tokens_per_s']:,.0f}",
+                              f"{r['tokens_per_s']:,.0f}", f"{r['median_step_s']:.3f}",
+                              f"{r['tgt_tokens_per_s'] / results[precision]['tgt_tokens_per_s']:.2f}x")
+        console.print(table)
+
+    scaling_rows = []
+    if args.scaling:
+        del trainer  # its activations' memory goes back before the larger models
+        scaling_rows = scaling(exp, cfg, precisions, args.steps, peak)
+        table = Table(title=f"scaling, 3+3 layers, {args.steps} steps each (after 2 warm-up), fresh models")
+        for column in ("d_model", "max_tokens", "precision", "tgt tok/s", "src+tgt tok/s", "median s/step", "GFLOP/s",
+                       "MFU fp32 peak", "MFU bf16 peak"):
+            table.add_column(column, justify="right")
+        for r in scaling_rows:
+            bf16_mfu = f"{r['mfu_vs_bf16_peak']:.0%}" if "mfu_vs_bf16_peak" in r else ""
+            table.add_row(str(r["d_model"]), str(r["max_tokens"]), r["precision"], f"{r['tgt_tokens_per_s']:,.0f}",
+                          f"{r['tokens_per_s']:,.0f}", f"{r['median_step_s']:.3f}", f"{r['achieved_gflops']:.0f}",
+                          f"{r['mfu_vs_fp32_peak']:.0%}", bf16_mfu)
+        console.print(table)
+
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
     fp32 = results.get("fp32", results[precisions[0]])
     summary = {
@@ -147,6 +378,7 @@ def main() -> None:
         "fast_over_fp32": round(results[fast_mode]["tgt_tokens_per_s"] / fp32["tgt_tokens_per_s"], 3),
         **{f"tgt_tokens_per_s_{p}": round(r["tgt_tokens_per_s"], 1) for p, r in results.items()},
         "matmul_gflops_fp32": round(peak["fp32 2048^3"], 1),
+        "matmul_gflops_bf16": round(peak["bf16 2048^3"], 1),
         "matmul_gflops_fp32_train_shape": round(peak["fp32 4096x256x1024"], 1),
         "matmul_gflops_bf16_train_shape": round(peak["bf16 4096x256x1024"], 1),
         "pad_fraction": round(max(src_pad, tgt_pad), 4),
@@ -155,6 +387,19 @@ def main() -> None:
         "steps": args.steps,
         "threads": args.threads,
     }
+    if "bf16" in results:
+        summary["mfu_bf16_vs_bf16_peak"] = round(results["bf16"]["mfu_vs_bf16_peak"], 3)
+    for precision, ms in phases.items():
+        summary[f"phases_ms_{precision}"] = {phase: round(value, 2) for phase, value in ms.items()}
+    if "error" in compiled:
+        summary["compile_error"] = compiled["error"]
+    elif compiled:
+        summary["compile_seconds"] = round(compiled[precisions[0]]["compile_seconds"], 1)
+        for precision, r in compiled.items():
+            summary[f"compile_seconds_{precision}"] = round(r["compile_seconds"], 1)
+            summary[f"tgt_tokens_per_s_compiled_{precision}"] = round(r["tgt_tokens_per_s"], 1)
+    if scaling_rows:
+        summary["scaling"] = scaling_rows
     print(json.dumps(summary))
 
 

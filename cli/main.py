@@ -174,6 +174,7 @@ def train(
     clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper).")] = None,
     keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
     precision: Annotated[Optional[str], typer.Option(help="fp32, bf16 or fp16 (CUDA).")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: slower first steps, then faster ones.")] = None,
     seed: Annotated[Optional[int], typer.Option()] = None,
     init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
     nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,
@@ -185,7 +186,7 @@ def train(
     overrides = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
                  "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.update_freq": update_freq,
                  "train.clip_norm": clip_norm, "train.keep_last": keep_last, "train.precision": precision,
-                 "train.seed": seed}
+                 "train.compile": compile, "train.seed": seed}
     if nproc is not None and nproc < 1:
         raise ConfigError(f"--nproc {nproc}: expected at least 1")
     torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1  # this is one of torchrun's processes

@@ -120,6 +120,9 @@ class TrainConfig:
     keep_last: int = 5  # periodic step_N.pt checkpoints kept; 0 = all
     precision: str = "fp32"  # fp32 | bf16 | fp16 (CUDA, with a dynamic loss scale)
     max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
+    # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
+    # precision's first, pay the compilation. Checkpoints are the same as without it.
+    compile: bool = False
 
 
 @dataclass
@@ -133,6 +136,7 @@ class DecodeConfig:
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
     checkpoint: str = "best"  # "best", "last", "average" or a file name under checkpoints/
+    average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 
 
 @dataclass
@@ -154,7 +158,7 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples"}
-STEPS = ("train-tokenizer", "binarize", "train", "evaluate")
+STEPS = ("train-tokenizer", "binarize", "train", "average", "evaluate")
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

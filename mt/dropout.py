@@ -5,7 +5,8 @@ elements on this machine's two cores, ~10% of a training step of the benchmark p
 64-bit random word feeds four elements (15 bits each), and the mask is applied as one multiply that
 autograd differentiates as usual: ~1 ms per million elements. The rate is rounded to a multiple of
 2^-15 (0.1 becomes 0.100006) and kept values are scaled by 1 / (1 - that rate), so the expectation
-is exact. On CUDA, torch's fused dropout is already fast and is used as is.
+is exact. On CUDA, torch's fused dropout is already fast and is used as is; so is F.dropout under
+torch.compile, whose generated code draws the mask itself.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """F.dropout's contract (zero with probability p, scale the rest by 1 / (1 - p)), faster on the CPU."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
-        return F.dropout(x, p, True)
+    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():
+        return F.dropout(x, p, True)  # under torch.compile, inductor generates its own fused mask
     return x * dropout_mask(x, p)
 
 

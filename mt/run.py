@@ -60,6 +60,8 @@ def run_recipe(
                 summary = train(exp, cfg, device=device)
                 log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) "
                          f"after {summary['seconds']:.0f}s")
+            elif step == "average":
+                _average(exp, cfg)
             elif step == "evaluate":
                 _evaluate(exp, cfg, device, print_result)
     examples = [str(e) for e in run.get("translate_examples") or []]
@@ -88,6 +90,21 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
     return None
 
 
+def _average(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """checkpoints/average.pt from the last decode.average_last periodic checkpoints (Sec. 6.1),
+    unless it is newer than all of them."""
+    from mt.checkpoint import average_last
+
+    periodic = exp.step_checkpoints()
+    target = exp.checkpoint_path("average")
+    if target.exists() and periodic and target.stat().st_mtime > max(p.stat().st_mtime for p in periodic):
+        log.info(f"average: done already ({target})")
+        return
+    log.info("[bold]average[/bold]")
+    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or cfg.decode.average_last)
+    log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
+
+
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
@@ -95,6 +112,7 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     from mt.evaluate import evaluate_split
 
     last = exp.checkpoint_path("last")
+    chosen = exp.checkpoint_path(cfg.decode.checkpoint)  # e.g. average.pt, written after last.pt
     decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
               "precision": "fp32", "quantize": None}  # as evaluate_split records them
     for split in ("valid", "test"):
@@ -107,6 +125,7 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
             and scores.get("decode") == decode
             and last.exists()
             and score_path.stat().st_mtime > last.stat().st_mtime
+            and (not chosen.exists() or score_path.stat().st_mtime > chosen.stat().st_mtime)
         )
         if fresh:
             log.info(f"evaluate {split}: done already ({score_path})")

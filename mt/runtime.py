@@ -4,8 +4,10 @@ glibc hands every allocation over 32 MB (and by default those over 128 KB) to mm
 to the kernel on free, so each training step pays page faults and zeroing again for its large
 activations: allocating and filling the 4096 x 8000 fp32 logits of the benchmark preset takes 34 ms
 that way against 5 ms from a heap that keeps its memory (log_softmax over them: 44 ms against 13).
-A training step allocates the same sizes every time, so keeping freed memory for reuse costs no
-more than the step's own peak. torch has no caching allocator on the CPU; this is the equivalent.
+Serving them from the heap lets a freed block be reused by the next step; glibc still returns
+memory at the top of the heap. torch has no caching allocator on the CPU; this is the nearest thing.
+Measured on the benchmark preset, bf16, 15 steps: 4,305 tgt tok/s and 1.74 GB peak RSS without,
+5,450 and 1.95 GB with (keeping all freed memory too, M_TRIM_THRESHOLD: no faster, larger).
 """
 
 from __future__ import annotations
@@ -14,13 +16,12 @@ import ctypes
 import ctypes.util
 import platform
 
-_M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
-_M_MMAP_MAX = -4
+_M_MMAP_MAX = -4  # mallopt parameter, from glibc's malloc.h
 _applied = False
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc to serve large blocks from the heap and keep freed memory; False where not glibc."""
+    """Ask glibc to serve large blocks from the heap, for reuse; False where that is not glibc."""
     global _applied
     if _applied:
         return True
@@ -28,7 +29,7 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = libc.mallopt(_M_MMAP_MAX, 0) == 1 and libc.mallopt(_M_TRIM_THRESHOLD, 1 << 40) == 1
+        ok = libc.mallopt(_M_MMAP_MAX, 0) == 1
     except (OSError, AttributeError):
         return False
     _applied = ok

@@ -100,7 +100,12 @@ class Trainer:
         self.train_data = ParallelData(exp, "train")
         self.valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
         self.model = self._build_model(src_tok.vocab_size)
-        self.loss_module = self.group.wrap(_LossModule(self.model, self.tcfg.label_smoothing))
+        loss_module = _LossModule(self.model, self.tcfg.label_smoothing)
+        if self.tcfg.compile:
+            # In place (same module, same state_dict keys), and before DDP wraps it, as torch's docs
+            # advise; self.model, which checkpoints save, stays the plain model.
+            loss_module.compile()
+        self.loss_module = self.group.wrap(loss_module)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,

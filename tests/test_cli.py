@@ -185,7 +185,7 @@ def test_train_resumes(work: Path, built: dict):
 def test_run_recipe_then_again(work: Path):
     recipe = {
         "exp": "run_exp",
-        "steps": ["train-tokenizer", "binarize", "train", "evaluate"],
+        "steps": ["train-tokenizer", "binarize", "train", "average", "evaluate"],
         "translate_examples": ["A man is walking.", "Two dogs play in the snow."],
         "data": {"source": "files", "src_lang": "en", "tgt_lang": "de",
                  "train_prefix": "train", "valid_prefix": "val", "test_prefix": "test"},
@@ -193,6 +193,7 @@ def test_run_recipe_then_again(work: Path):
         "preset": "tiny",
         "train": {"max_steps": 10, "max_tokens": 1000, "warmup_steps": 5, "valid_every": 5,
                   "save_every": 5, "log_every": 5},
+        "decode": {"checkpoint": "average", "average_last": 2},
     }
     (work / "recipe.yaml").write_text("# mt run recipe.yaml\n" + yaml.safe_dump(recipe, sort_keys=False))
     first = ok(mt(work, "run", "recipe.yaml"))
@@ -203,10 +204,14 @@ def test_run_recipe_then_again(work: Path):
     exp = work / "run_exp"
     assert yaml.safe_load((exp / "config.yaml").read_text())["model"]["d_model"] == 64
     assert json.loads((exp / "scores" / "test.json").read_text())["sentences"] == 50
+    import torch
+
+    averaged = torch.load(exp / "checkpoints" / "average.pt", map_location="cpu", weights_only=True)
+    assert averaged["averaged_from"] == ["step_0000005.pt", "step_0000010.pt"]
 
     files = snapshot(exp)
     again = ok(mt(work, "run", "recipe.yaml"))
-    for step in ("train-tokenizer", "binarize", "train", "evaluate valid", "evaluate test"):
+    for step in ("train-tokenizer", "binarize", "train", "average", "evaluate valid", "evaluate test"):
         assert f"{step}: done already" in again.stderr, again.stderr
     assert again.stdout.splitlines()[:2] == out[:2]
     assert snapshot(exp) == files  # nothing redone

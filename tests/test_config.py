@@ -49,7 +49,7 @@ def test_every_recipe_loads(path: Path):
 RECIPE = """\
 # mt run recipe.yaml
 exp: experiments/demo
-steps: [train-tokenizer, binarize, train, evaluate]
+steps: [train-tokenizer, binarize, train, average, evaluate]
 translate_examples: ["Ein Hund.", "Zwei Katzen."]
 data:
   src_lang: en
