@@ -36,10 +36,13 @@ from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.loss import autocast, batch_loss
 from mt.model import Transformer, build_model, count_parameters
-from mt.runtime import keep_freed_memory
+from mt.runtime import keep_freed_memory, release_freed_memory
 from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import load_tokenizers
 from mt.validate import BleuSample, validate
+
+
+TRIM_EVERY = 10  # updates between returning the heap's free pages to the kernel (CPU only)
 
 
 class _LossModule(nn.Module):
@@ -278,6 +281,8 @@ class Trainer:
         self.elapsed = seconds / self.group.world_size  # one clock for all: max_time and cooldown agree
         grad_norm = self._finish_gradients(tgt_tokens)
         finite = self._update(loss, grad_norm)
+        if self.device.type == "cpu" and self.step_count % TRIM_EVERY == 0:
+            release_freed_memory()  # bounds the heap's fragmentation (see mt.runtime)
         return {
             "loss": loss / max(tgt_tokens, 1),
             "nll": nll / max(tgt_tokens, 1),
