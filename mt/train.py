@@ -507,6 +507,8 @@ class _Loop:
 
     def _validate(self) -> tuple[dict[str, float], bool]:
         metrics = self.trainer.validate()
+        if self.trainer.device.type == "cpu":
+            release_freed_memory()  # validation's batches (and greedy decoding's) leave their own holes
         is_best = self.trainer.record_validation(metrics)
         self.last_valid = metrics
         return metrics, is_best

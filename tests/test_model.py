@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mt.model import Transformer, count_parameters, sinusoid_table
+from mt.model import MultiHeadAttention, Transformer, count_parameters, sinusoid_table
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 32
@@ -325,3 +325,16 @@ def test_positions_beyond_max_positions_are_an_error():
     model = tiny_model(max_positions=8)
     with pytest.raises(ValueError, match="max_positions=8"):
         model.encode(random_ids([8], seed=18))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_written_out_attention_equals_torch_sdpa(causal):
+    """On the CPU attention is written out (mt.model._attend_explicit); it must equal torch's SDPA."""
+    torch.manual_seed(4)
+    attn = MultiHeadAttention(32, 4, 0.0, self_attention=True).eval()
+    x = torch.randn(5, 7, 32)
+    key_mask = None if causal else (torch.arange(7) < torch.tensor([7, 3, 6, 1, 5])[:, None])[:, None, None, :]
+    q, k, v = (attn._heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=causal)
+    expected = attn.out(expected.transpose(1, 2).reshape(5, 7, 32))
+    torch.testing.assert_close(attn(x, key_mask=key_mask, causal=causal), expected, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,91 @@
+"""Decoding choices of a trained Multi30k experiment, searched on val only: which checkpoint (last,
+best, the average of the last N), beam size and length penalty.
+
+    python bench/multi30k_search.py --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
+        [--alphas 0.6,1.0] [--test]
+
+Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe
+recipes/multi30k_en_de.yaml` leaves), its valid split (Multi30k val, 1014 sentences). Averaged
+checkpoints are written as checkpoints/avgN.pt; translations and scores of the experiment are not
+touched. Every setting is scored on val with sacrebleu's default BLEU and chrF; with --test, the
+setting best on val (and only that one) is then scored on test2016. Prints a table, and as its last
+line one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k_en_de"))
+    parser.add_argument("--average", default="3,5", help="Average the last N periodic checkpoints, for each N.")
+    parser.add_argument("--beams", default="4,5,8")
+    parser.add_argument("--alphas", default="0.6,1.0")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--test", action="store_true", help="Score the setting best on val on test2016 too.")
+    args = parser.parse_args()
+
+    import torch
+
+    from mt.checkpoint import average_last
+    from mt.corpus import load_split
+    from mt.evaluate import score
+    from mt.experiment import Experiment
+    from mt.translate import Translator
+
+    torch.set_num_threads(args.threads)
+    exp = Experiment(args.exp)
+    cfg = exp.load_config()
+    checkpoints = ["last", "best"]
+    for n in (int(x) for x in args.average.split(",") if x):
+        average_last(exp, n, f"avg{n}")
+        checkpoints.append(f"avg{n}")
+    src, refs = load_split(cfg.data, "valid")
+    rows = []
+    for checkpoint in checkpoints:
+        for beam in (int(x) for x in args.beams.split(",")):
+            for alpha in (float(x) for x in args.alphas.split(",")):
+                cfg.decode.beam, cfg.decode.alpha = beam, alpha
+                translator = Translator(exp, cfg, checkpoint)
+                start = time.perf_counter()
+                hyps = translator.translate(src)
+                seconds = time.perf_counter() - start
+                result = score(hyps, refs)
+                rows.append({"checkpoint": checkpoint, "beam": beam, "alpha": alpha, "valid_bleu": round(result["bleu"], 2),
+                             "valid_chrf": round(result["chrf"], 2), "seconds": round(seconds, 1)})
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    best = max(rows, key=lambda r: (r["valid_bleu"], r["valid_chrf"]))
+    summary = {"exp": str(exp.root), "best_on_valid": best, "runs": rows, "signature": result["bleu_signature"]}
+    if args.test:
+        cfg.decode.beam, cfg.decode.alpha = best["beam"], best["alpha"]
+        test_src, test_refs = load_split(cfg.data, "test")
+        test = score(Translator(exp, cfg, best["checkpoint"]).translate(test_src), test_refs)
+        summary.update(test_bleu=round(test["bleu"], 2), test_chrf=round(test["chrf"], 2))
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"decoding choices on Multi30k val ({len(src)} sentences), {exp.root}")
+    for column in ("checkpoint", "beam", "alpha", "val BLEU", "val chrF", "seconds"):
+        table.add_column(column, justify="left" if column == "checkpoint" else "right")
+    for r in rows:
+        mark = " *" if r is best else ""
+        table.add_row(r["checkpoint"] + mark, str(r["beam"]), f"{r['alpha']:g}", f"{r['valid_bleu']:.2f}",
+                      f"{r['valid_chrf']:.2f}", f"{r['seconds']:.1f}")
+    Console(width=120).print(table)
+    if args.test:
+        print(f"best on val (*), on test2016: BLEU {summary['test_bleu']:.2f} chrF {summary['test_chrf']:.2f}")
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
