@@ -80,10 +80,10 @@ def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
     elif name == "train":
         result = train(exp, cfg)
     elif name == "average":
-        from mt.checkpoint import average_last
+        from mt.run import average_step
 
-        _, used = average_last(exp, min(cfg.decode.average_last, len(exp.step_checkpoints())))
-        result = {"averaged": [p.stem for p in used]}
+        average_step(exp, cfg)
+        result = {}
     else:
         result = evaluate_split(exp, cfg, "test")
         valid = evaluate_split(exp, cfg, "valid")

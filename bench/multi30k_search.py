@@ -52,10 +52,10 @@ def main() -> None:
     src, refs = load_split(cfg.data, "valid")
     rows = []
     for checkpoint in checkpoints:
+        translator = Translator(exp, cfg, checkpoint)  # loaded once; it reads cfg.decode when it translates
         for beam in (int(x) for x in args.beams.split(",")):
             for alpha in (float(x) for x in args.alphas.split(",")):
                 cfg.decode.beam, cfg.decode.alpha = beam, alpha
-                translator = Translator(exp, cfg, checkpoint)
                 start = time.perf_counter()
                 hyps = translator.translate(src)
                 seconds = time.perf_counter() - start

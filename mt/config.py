@@ -325,6 +325,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.decode.length_penalty in ("gnmt", "length", "none"),
          "decode.length_penalty must be gnmt, length or none"),
         (cfg.decode.beam >= 1, "decode.beam must be at least 1"),
+        (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
         (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),

@@ -139,10 +139,12 @@ class MultiHeadAttention(nn.Module):
         """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), the softmax in fp32.
 
         Used on the CPU, and wherever the weights are wanted (`store_weights`: kept in `weights`).
-        For sentence-length inputs SDPA's CPU kernel is slower: forward + backward of a batch of 300
-        x 14 tokens, 4 heads, takes it 18 ms in fp32 and 42 ms in bf16, against 8 and 6 ms here. The
-        heads go into the batch dimension of contiguous 3-d tensors: torch.matmul on the 4-d views
-        would fall back to one small product per head in the backward pass.
+        For sentence-length inputs in bf16 SDPA's CPU kernel is much slower: forward + backward of a
+        batch of 300 x 14 tokens, 4 heads, 43 ms against 8 ms here (bench/cpu_kernels.py). In fp32
+        the kernel alone is faster (16 ms against 23), but whole training steps are not (2,738 and
+        2,835 tgt tokens/s here against 2,684 and 2,813 with SDPA, bench/throughput.py): one path.
+        The heads go into the batch dimension of contiguous 3-d tensors: torch.matmul on the 4-d
+        views would fall back to one small product per head in the backward pass.
         """
         batch, heads, length, d_head = q.shape
         key_len = k.size(2)

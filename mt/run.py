@@ -61,7 +61,7 @@ def run_recipe(
                 log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) "
                          f"after {summary['seconds']:.0f}s")
             elif step == "average":
-                _average(exp, cfg)
+                average_step(exp, cfg)
             elif step == "evaluate":
                 _evaluate(exp, cfg, device, print_result)
     examples = [str(e) for e in run.get("translate_examples") or []]
@@ -90,9 +90,9 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
     return None
 
 
-def _average(exp: Experiment, cfg: ExperimentConfig) -> None:
-    """checkpoints/average.pt from the last decode.average_last periodic checkpoints (Sec. 6.1),
-    unless it is newer than all of them."""
+def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """checkpoints/average.pt from the last decode.average_last periodic checkpoints (Sec. 6.1), or
+    all of them when there are fewer, unless it is newer than all of them."""
     from mt.checkpoint import average_last
 
     periodic = exp.step_checkpoints()
@@ -101,7 +101,7 @@ def _average(exp: Experiment, cfg: ExperimentConfig) -> None:
         log.info(f"average: done already ({target})")
         return
     log.info("[bold]average[/bold]")
-    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or cfg.decode.average_last)
+    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or 1)  # none: average_last says so
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 

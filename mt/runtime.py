@@ -20,24 +20,24 @@ import ctypes.util
 import platform
 
 _M_MMAP_MAX = -4  # mallopt parameter, from glibc's malloc.h
-_applied = False
-_libc = None
+_libc = None  # set once keep_freed_memory() took effect
 
 
 def keep_freed_memory() -> bool:
     """Ask glibc to serve large blocks from the heap, for reuse; False where that is not glibc."""
-    global _applied, _libc
-    if _applied:
+    global _libc
+    if _libc is not None:
         return True
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = libc.mallopt(_M_MMAP_MAX, 0) == 1
+        if libc.mallopt(_M_MMAP_MAX, 0) != 1:
+            return False
     except (OSError, AttributeError):
         return False
-    _applied, _libc = ok, libc if ok else None
-    return ok
+    _libc = libc
+    return True
 
 
 def release_freed_memory() -> None:

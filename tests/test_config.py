@@ -264,3 +264,10 @@ def test_a_failed_first_step_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError), again.undo_if_new_fails():
         raise RuntimeError("boom")
     assert again.load_config().train.max_steps == 3
+
+
+def test_average_last_below_one_is_refused_by_name(tmp_path):
+    path = write(tmp_path / "r.yaml", "decode:\n  average_last: 0\n")
+    with pytest.raises(ConfigError, match="decode.average_last must be at least 1") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)

@@ -1,0 +1,91 @@
+"""The CPU kernels behind mt's training speed, each against the torch default it replaces.
+
+    python bench/cpu_kernels.py [--threads 2]
+
+Inputs: random tensors of the benchmark preset's shapes (a batch of 300 sentences x 14 tokens,
+d_model 256, 4 heads; logits 4096 x 8000). (a) dropout: F.dropout against mt.dropout; (b) attention forward + backward: F.scaled_dot_product_attention against mt's written-out attention, fp32 and
+bf16, on the strided per-head views the model gives them; (c) allocating and filling the logits-sized tensor, and log_softmax over it, before and after
+mt.runtime.keep_freed_memory() (process-wide: measured in that order; the attention rows after it,
+as in training). Medians of repeated runs.
+Prints a table, and as its last line one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def median_ms(fn, repeats: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+    from rich.console import Console
+    from rich.table import Table
+
+    from mt import runtime
+    from mt.dropout import dropout
+    from mt.model import MultiHeadAttention
+
+    torch.set_num_threads(args.threads)
+    rows = []  # (kernel, torch default ms, mt ms)
+    x = torch.randn(300, 14, 256)
+    rows.append(("dropout 0.1, 300x14x256", median_ms(lambda: F.dropout(x, 0.1, True)),
+                 median_ms(lambda: dropout(x, 0.1, True))))
+
+    logits = torch.randn(4096, 8000)
+    fill = lambda: torch.empty_like(logits).fill_(1.0)  # noqa: E731
+    log_softmax = lambda: torch.log_softmax(logits, dim=-1)  # noqa: E731
+    before = (median_ms(fill, 10), median_ms(log_softmax, 10))
+    runtime.keep_freed_memory()
+    after = (median_ms(fill, 10), median_ms(log_softmax, 10))
+    attn = MultiHeadAttention(256, 4, 0.0, self_attention=True)
+    for dtype in (torch.float32, torch.bfloat16):
+        # As in the model: heads are strided views of one fused projection, (300, 14, 3 x 256).
+        qkv = torch.randn(300, 14, 3 * 256, dtype=dtype, requires_grad=True)
+        q, k, v = (attn._heads(t) for t in qkv.detach().requires_grad_().chunk(3, dim=-1))
+
+        def sdpa():
+            F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+
+        def written_out():
+            attn._attend_explicit(q, k, v, None, True).sum().backward()
+
+        rows.append((f"causal attention fwd+bwd, {str(dtype)[6:]}", median_ms(sdpa), median_ms(written_out)))
+
+    rows.append(("allocate + fill 4096x8000 fp32", before[0], after[0]))
+    rows.append(("log_softmax 4096x8000 fp32", before[1], after[1]))
+
+    table = Table(title=f"CPU kernels, {args.threads} threads, median ms")
+    for column in ("kernel", "torch default", "mt", "speed-up"):
+        table.add_column(column, justify="left" if column == "kernel" else "right")
+    for name, default, ours in rows:
+        table.add_row(name, f"{default:.2f}", f"{ours:.2f}", f"{default / ours:.1f}x")
+    Console(width=120).print(table)
+    print(json.dumps({"kernels": [{"kernel": n, "torch_ms": round(a, 2), "mt_ms": round(b, 2)} for n, a, b in rows],
+                      "threads": args.threads}))
+
+
+if __name__ == "__main__":
+    main()
