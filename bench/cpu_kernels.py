@@ -6,7 +6,10 @@ Inputs: random tensors of the benchmark preset's shapes (a batch of 300 sentence
 d_model 256, 4 heads; logits 4096 x 8000). (a) dropout: F.dropout against mt.dropout; (b) attention forward + backward: F.scaled_dot_product_attention against mt's written-out attention, fp32 and
 bf16, on the strided per-head views the model gives them; (c) allocating and filling the logits-sized tensor, and log_softmax over it, before and after
 mt.runtime.keep_freed_memory() (process-wide: measured in that order; the attention rows after it,
-as in training). Medians of repeated runs.
+as in training); (d) the output layer and smoothed loss, forward + backward under bf16 autocast, for
+3,500 target tokens, vocabulary 8000, d_model 128 and 256: F.linear + log_softmax + the smoothed
+target under autocast against mt.loss.label_smoothed_loss (projection and loss in row chunks, the
+gradient written out), at several chunk sizes. Medians of repeated runs.
 Prints a table, and as its last line one JSON object.
 """
 
@@ -32,6 +35,40 @@ def median_ms(fn, repeats: int = 20) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def output_and_loss_rows(torch, F) -> list[tuple[str, float, float]]:
+    """(d): the unfused output layer + loss against mt's chunked one, per d_model and chunk size."""
+    from mt.loss import CHUNK_ELEMENTS, label_smoothed_loss
+
+    tokens, vocab, eps = 3500, 8000, 0.1
+    target = torch.randint(1, vocab, (tokens,))
+    rows = []
+    for d_model in (128, 256):
+        hidden = torch.randn(tokens, d_model, requires_grad=True)
+        weight = (torch.randn(vocab, d_model) * d_model**-0.5).requires_grad_()
+
+        def unfused():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logp = torch.log_softmax(F.linear(hidden, weight), dim=-1, dtype=torch.float32)
+            nll = -logp.gather(1, target[:, None]).sum()
+            smooth = -(logp.sum() - logp[:, 0].sum()) / (vocab - 1)
+            ((1 - eps) * nll + eps * smooth).backward()
+
+        default = median_ms(unfused, 10)
+        for elements in (CHUNK_ELEMENTS // 4, CHUNK_ELEMENTS, CHUNK_ELEMENTS * 4, tokens * vocab):
+            chunk_rows = max(1, elements // vocab)
+
+            def chunked():
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss, _, _ = label_smoothed_loss(hidden, weight, target, eps, chunk_rows=chunk_rows)
+                loss.backward()
+
+            label = "all rows" if chunk_rows >= tokens else f"{chunk_rows} rows"
+            default_mark = " (default)" if elements == CHUNK_ELEMENTS else ""
+            rows.append((f"output + loss fwd+bwd, bf16, d{d_model}, chunks of {label}{default_mark}",
+                         default, median_ms(chunked, 10)))
+    return rows
 
 
 def main() -> None:
@@ -76,6 +113,7 @@ def main() -> None:
 
     rows.append(("allocate + fill 4096x8000 fp32", before[0], after[0]))
     rows.append(("log_softmax 4096x8000 fp32", before[1], after[1]))
+    rows.extend(output_and_loss_rows(torch, F))
 
     table = Table(title=f"CPU kernels, {args.threads} threads, median ms")
     for column in ("kernel", "torch default", "mt", "speed-up"):

@@ -1,8 +1,11 @@
 """The training objective: label-smoothed cross entropy (Sec. 5.4) over the non-pad target tokens.
 
-The gradient of the smoothed loss w.r.t. the logits is written out by hand (softmax - q): the output
-layer is the largest activation of this model, and this keeps one vocabulary-sized tensor alive in
-the backward pass instead of the several that log_softmax, gather and masking would.
+The output projection and the loss are one operation, run over row chunks of the target positions:
+the (tokens, vocab) logits are the largest activation of a small model, and here no tensor of that
+size exists at all, only one chunk of rows at a time (16 MB in fp32) while log_softmax, the loss and
+the gradient (softmax - q, written out by hand) pass over them. Both gradients, w.r.t. the hidden
+states and the output weights, are made in the forward pass, when the chunk is at hand; the backward
+pass only scales them. Without gradients (validation) the chunks compute the loss alone.
 """
 
 from __future__ import annotations
@@ -16,56 +19,82 @@ from mt.errors import MtError
 from mt.model import Transformer
 from mt.tokenizer import PAD_ID
 
+CHUNK_ELEMENTS = 1 << 22  # logits per chunk: 16 MB in fp32; smaller chunks lose more in the matmuls (bench/cpu_kernels.py)
 
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Per-row smoothed cross entropy and NLL from logits, with the gradient written out.
 
-    The forward pass keeps one (tokens, vocab) tensor, the log-probabilities (at least fp32); the
-    backward pass makes one more, the gradient softmax * g - q * g, in three passes (log_softmax,
-    gather and masking under autograd would keep several).
-    """
+def _compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
+    """What F.linear would compute in here: the autocast dtype if autocast is on, else the inputs'."""
+    device = hidden.device.type
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return torch.promote_types(hidden.dtype, weight.dtype)
+
+
+class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
+    """Summed smoothed cross entropy and summed NLL of softmax(hidden @ weight^T), chunk by chunk."""
 
     @staticmethod
-    def forward(ctx, logits, target, epsilon: float, pad_id: int):
-        dtype = torch.float32 if logits.dtype in (torch.float16, torch.bfloat16) else logits.dtype
-        logp = torch.log_softmax(logits, dim=-1, dtype=dtype)  # (n, vocab)
-        keep = (target != pad_id).to(logp.dtype)
-        nll = -logp.gather(1, target[:, None]).squeeze(1) * keep
-        # Mean of -log p over the V - 1 non-pad classes.
-        uniform = -(logp.sum(dim=-1) - logp[:, pad_id]) / (logp.size(-1) - 1) * keep
-        ctx.save_for_backward(logp, target, keep)
-        ctx.epsilon, ctx.pad_id, ctx.logits_dtype = epsilon, pad_id, logits.dtype
-        return (1.0 - epsilon) * nll + epsilon * uniform, nll
+    def forward(ctx, hidden, weight, target, epsilon: float, pad_id: int, need_grad: bool, chunk_rows: int):
+        dtype = _compute_dtype(hidden, weight)
+        acc = torch.promote_types(dtype, torch.float32)  # log-probabilities and sums: at least fp32
+        vocab = weight.size(0)
+        spread = epsilon / (vocab - 1)  # q's mass on each non-pad class; the target gets 1 - eps more
+        with torch.autocast(hidden.device.type, enabled=False):
+            h, w = hidden.to(dtype), weight.to(dtype)
+            loss = torch.zeros((), dtype=acc, device=hidden.device)
+            nll = torch.zeros((), dtype=acc, device=hidden.device)
+            if need_grad:
+                grad_hidden = torch.empty_like(hidden)
+                grad_weight = torch.zeros_like(weight, dtype=torch.promote_types(weight.dtype, torch.float32))
+            for start in range(0, h.size(0), chunk_rows):
+                rows = slice(start, start + chunk_rows)
+                h_c, t_c = h[rows], target[rows]
+                keep = (t_c != pad_id).to(acc)
+                logp = torch.log_softmax(h_c @ w.t(), dim=-1, dtype=acc)  # (rows, vocab)
+                nll_rows = -logp.gather(1, t_c[:, None]).squeeze(1)
+                # Mean of -log p over the V - 1 non-pad classes.
+                uniform_rows = -(logp.sum(dim=-1) - logp[:, pad_id]) / (vocab - 1)
+                loss += (((1.0 - epsilon) * nll_rows + epsilon * uniform_rows) * keep).sum()
+                nll += (nll_rows * keep).sum()
+                if need_grad:  # d loss / d logits = softmax - q on the non-pad rows, 0 on the others
+                    grad = logp.exp_()
+                    grad.sub_(spread)
+                    grad[:, pad_id] += spread
+                    grad.scatter_add_(1, t_c[:, None], torch.full_like(keep[:, None], epsilon - 1.0))
+                    grad = grad.to(dtype)
+                    row_keep = keep[:, None].to(dtype)  # pad rows: masked in the (rows, d) products
+                    grad_hidden[rows] = (grad @ w) * row_keep
+                    grad_weight += grad.t() @ (h_c * row_keep)
+        ctx.mark_non_differentiable(nll)
+        if need_grad:
+            ctx.save_for_backward(grad_hidden, grad_weight)
+        return loss, nll
 
     @staticmethod
     def backward(ctx, grad_loss, grad_nll):
-        logp, target, keep = ctx.saved_tensors
-        eps, pad_id = ctx.epsilon, ctx.pad_id
-        vocab = logp.size(-1)
-        g_loss = (grad_loss if grad_loss is not None else torch.zeros_like(keep)) * keep  # (n,)
-        g_nll = (grad_nll if grad_nll is not None else torch.zeros_like(keep)) * keep
-        grad = logp.exp().mul_((g_loss + g_nll)[:, None])  # softmax * g
-        # minus q: eps / (V - 1) on every non-pad class, and (1 - eps) more on the target.
-        grad.sub_((g_loss * eps / (vocab - 1))[:, None])
-        grad[:, pad_id] += g_loss * eps / (vocab - 1)
-        grad.scatter_add_(1, target[:, None], -(g_loss * (1.0 - eps) + g_nll)[:, None])
-        return grad.to(ctx.logits_dtype), None, None, None
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_loss, grad_weight * grad_loss, None, None, None, None, None
 
 
 def label_smoothed_loss(
-    logits: torch.Tensor,  # (tokens, vocab)
+    hidden: torch.Tensor,  # (tokens, d_model)
+    weight: torch.Tensor,  # (vocab, d_model): the output projection, logits = hidden @ weight^T
     target: torch.Tensor,  # (tokens,)
     epsilon: float,
     pad_id: int = PAD_ID,
+    chunk_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Summed smoothed cross entropy and summed NLL over the non-pad targets, and their count.
 
     The smoothed target is (1 - eps) on the true class plus eps spread evenly over the V - 1
     non-pad classes (Szegedy et al. 2016, as in Sec. 5.4); the pad class gets no mass, and pad
-    positions are not scored.
+    positions are not scored. The NLL is for reporting: it carries no gradient.
     """
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target, epsilon, pad_id)
-    return loss.sum(), nll.sum(), int((target != pad_id).sum())
+    if chunk_rows is None:
+        chunk_rows = max(1, CHUNK_ELEMENTS // weight.size(0))
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    loss, nll = _ProjectedSmoothedCrossEntropy.apply(hidden, weight, target, epsilon, pad_id, need_grad, chunk_rows)
+    return loss, nll, int((target != pad_id).sum())
 
 
 def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -73,8 +102,7 @@ def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.
     memory, src_mask = model.encode(batch.src_ids)
     hidden = model.decode_hidden(batch.tgt_in, memory, src_mask)  # (batch, tgt_len, d_model)
     keep = batch.tgt_out != PAD_ID
-    logits = model.output(hidden[keep])  # (target tokens, vocab)
-    return label_smoothed_loss(logits, batch.tgt_out[keep], epsilon)
+    return label_smoothed_loss(hidden[keep], model.output.weight, batch.tgt_out[keep], epsilon)
 
 
 def autocast(precision: str, device: torch.device):

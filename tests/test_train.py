@@ -56,9 +56,25 @@ def hand_smoothed_loss(eps: float) -> tuple[float, float]:
     return loss, nll
 
 
+def loss_of_logits(logits: torch.Tensor, target: torch.Tensor, eps: float, **kwargs):
+    """label_smoothed_loss with the identity as output projection: logits in, the loss of them out."""
+    return label_smoothed_loss(logits, torch.eye(logits.size(1), dtype=logits.dtype), target, eps, **kwargs)
+
+
+def reference_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smoothed loss by plain autograd: log_softmax, q written out, no hand-made gradient."""
+    vocab = logits.size(-1)
+    keep = target != PAD_ID
+    logp = torch.log_softmax(logits[keep].float(), dim=-1)
+    q = torch.full_like(logp, eps / (vocab - 1))
+    q[:, PAD_ID] = 0.0
+    q[torch.arange(len(q)), target[keep]] += 1 - eps
+    return -(q * logp).sum(), -logp.gather(1, target[keep, None]).sum()
+
+
 @pytest.mark.parametrize("eps", [0.1, 0.3])
 def test_label_smoothed_loss_by_hand(eps):
-    loss, nll, n = label_smoothed_loss(torch.tensor(LOGITS), torch.tensor(TARGET), eps)
+    loss, nll, n = loss_of_logits(torch.tensor(LOGITS), torch.tensor(TARGET), eps)
     expected_loss, expected_nll = hand_smoothed_loss(eps)
     assert n == 2
     assert loss.item() == pytest.approx(expected_loss, abs=1e-5)
@@ -67,7 +83,7 @@ def test_label_smoothed_loss_by_hand(eps):
 
 def test_pad_targets_do_not_count():
     logits = torch.tensor(LOGITS, requires_grad=True)
-    loss, _, _ = label_smoothed_loss(logits, torch.tensor(TARGET), 0.1)
+    loss, _, _ = loss_of_logits(logits, torch.tensor(TARGET), 0.1)
     loss.backward()
     assert torch.count_nonzero(logits.grad[2]) == 0
     assert torch.count_nonzero(logits.grad[:2]) > 0
@@ -78,7 +94,7 @@ def test_epsilon_0_is_cross_entropy():
     logits = torch.randn(12, 9)
     target = torch.randint(0, 9, (12,))
     target[[3, 7]] = PAD_ID
-    loss, nll, n = label_smoothed_loss(logits, target, 0.0)
+    loss, nll, n = loss_of_logits(logits, target, 0.0)
     expected = F.cross_entropy(logits, target, ignore_index=PAD_ID, reduction="sum")
     torch.testing.assert_close(loss, expected)
     torch.testing.assert_close(nll, expected)
@@ -87,43 +103,81 @@ def test_epsilon_0_is_cross_entropy():
 
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_loss_gradient_matches_numerical_differences(eps):
-    """label_smoothed_loss writes its backward out by hand (softmax - q); check it in float64."""
+    """The gradients are written out by hand (softmax - q, then the projection's two products), in
+    chunks of 2 rows; check both, w.r.t. the hidden states and the weights, in float64."""
     torch.manual_seed(1)
-    logits = torch.randn(7, 6, dtype=torch.float64, requires_grad=True)
+    hidden = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
     target = torch.tensor([2, 5, PAD_ID, 1, 3, PAD_ID, 4])
-    assert torch.autograd.gradcheck(lambda x: label_smoothed_loss(x, target, eps)[:2], (logits,))
+    assert torch.autograd.gradcheck(lambda h, w: label_smoothed_loss(h, w, target, eps, chunk_rows=2)[0],
+                                    (hidden, weight))
 
 
-def test_loss_gradient_matches_autograd_of_the_reference():
+@pytest.mark.parametrize("chunk_rows", [1, 4, 100])
+def test_loss_and_gradients_match_autograd_of_the_reference(chunk_rows):
+    """Any chunking (one row, uneven chunks, all at once) gives the reference's loss and gradients."""
     torch.manual_seed(2)
-    logits = torch.randn(9, 7, requires_grad=True)
+    hidden = torch.randn(9, 5, requires_grad=True)
+    weight = torch.randn(7, 5, requires_grad=True)
     target = torch.tensor([2, 5, PAD_ID, 1, 3, 6, PAD_ID, 4, 4])
-    eps, vocab = 0.1, 7
-    loss, nll, _ = label_smoothed_loss(logits, target, eps)
-    (grad,) = torch.autograd.grad(loss + 0.5 * nll, logits)
-    reference = logits.detach().clone().requires_grad_(True)
-    keep = target != PAD_ID
-    logp = torch.log_softmax(reference[keep], dim=-1)
-    q = torch.full_like(logp, eps / (vocab - 1))
-    q[:, PAD_ID] = 0.0
-    q[torch.arange(len(q)), target[keep]] += 1 - eps
-    ref_nll = -logp.gather(1, target[keep, None]).sum()
-    ((-(q * logp).sum()) + 0.5 * ref_nll).backward()
-    torch.testing.assert_close(grad, reference.grad, atol=1e-6, rtol=1e-5)
+    loss, nll, n = label_smoothed_loss(hidden, weight, target, 0.1, chunk_rows=chunk_rows)
+    grads = torch.autograd.grad(loss, (hidden, weight))
+    ref_loss, ref_nll = reference_loss(hidden @ weight.t(), target, 0.1)
+    ref_grads = torch.autograd.grad(ref_loss, (hidden, weight))
+    assert n == 7 and not nll.requires_grad
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll.detach())
+    for grad, ref in zip(grads, ref_grads):
+        torch.testing.assert_close(grad, ref, atol=1e-6, rtol=1e-5)
 
 
-def test_batch_loss_equals_the_loss_over_all_logits():
-    """batch_loss runs the output layer on real target positions only: the same numbers."""
+def test_loss_under_bf16_autocast_is_the_reference_in_bf16():
+    """Under autocast the projection runs in bf16 (as F.linear would), log_softmax and sums in fp32."""
+    torch.manual_seed(4)
+    hidden = torch.randn(40, 16, requires_grad=True)
+    weight = torch.randn(50, 16, requires_grad=True)
+    target = torch.randint(1, 50, (40,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, _, _ = label_smoothed_loss(hidden, weight, target, 0.1, chunk_rows=16)
+        ref_loss, _ = reference_loss(F.linear(hidden, weight), target, 0.1)
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-3, atol=0)
+    grads = torch.autograd.grad(loss, (hidden, weight))
+    ref_grads = torch.autograd.grad(ref_loss, (hidden, weight))
+    for grad, ref in zip(grads, ref_grads):
+        assert grad.dtype == torch.float32
+        torch.testing.assert_close(grad, ref, rtol=0.05, atol=0.02 * ref.abs().max().item())
+
+
+def test_loss_without_gradients_is_the_same_loss():
+    torch.manual_seed(5)
+    hidden, weight = torch.randn(6, 3, requires_grad=True), torch.randn(8, 3)
+    target = torch.tensor([1, 2, 3, PAD_ID, 5, 7])
+    with torch.no_grad():
+        quiet, _, _ = label_smoothed_loss(hidden, weight, target, 0.1)
+    loss, _, _ = label_smoothed_loss(hidden, weight, target, 0.1)
+    assert not quiet.requires_grad and loss.requires_grad
+    torch.testing.assert_close(quiet, loss.detach())
+
+
+def test_batch_loss_equals_the_reference_loss_over_all_logits():
+    """batch_loss projects only the real target positions, in chunks, through the tied output
+    layer: the same loss as the plain loss over the full logits, and the same gradient for every
+    parameter (the tied embedding gets both its uses)."""
     torch.manual_seed(3)
     model = Transformer(20, 20, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1).eval()
     src = torch.tensor([[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]])
     tgt_in = torch.tensor([[BOS_ID, 9, 10, 11], [BOS_ID, 12, PAD_ID, PAD_ID]])
     tgt_out = torch.tensor([[9, 10, 11, EOS_ID], [12, EOS_ID, PAD_ID, PAD_ID]])
     loss, nll, n = batch_loss(model, Batch(src, tgt_in, tgt_out, np.arange(2)), 0.1)
-    ref_loss, ref_nll, ref_n = label_smoothed_loss(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
-    assert n == ref_n == 6
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    ref_loss, ref_nll = reference_loss(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
+    ref_grads = torch.autograd.grad(ref_loss, list(model.parameters()))
+    assert n == 6
     torch.testing.assert_close(loss, ref_loss)
-    torch.testing.assert_close(nll, ref_nll)
+    torch.testing.assert_close(nll, ref_nll.detach())
+    for grad, ref in zip(grads, ref_grads):
+        torch.testing.assert_close(grad, ref, atol=1e-6, rtol=1e-4)
 
 
 # -- Sec. 5.3: the learning-rate schedule ------------------------------------------------------------
@@ -182,7 +236,7 @@ def test_a_tiny_transformer_learns_to_reverse():
     model.train()
     for step in range(1, 501):
         src, tgt_in, tgt_out = reverse_batch(random_sequences(64, gen))
-        loss, _, n = label_smoothed_loss(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
+        loss, _, n = loss_of_logits(model(src, tgt_in).flatten(0, 1), tgt_out.flatten(), 0.1)
         optimizer.zero_grad()
         (loss / n).backward()
         for group in optimizer.param_groups:
