@@ -4,17 +4,16 @@ glibc hands every allocation over 32 MB (and by default those over 128 KB) to mm
 to the kernel on free, so each training step pays page faults and zeroing again for its large
 activations: allocating and filling the 4096 x 8000 fp32 logits of the benchmark preset takes 34 ms
 that way against 5 ms from a heap that keeps its memory (log_softmax over them: 44 ms against 13).
-Serving them from the heap lets a freed block be reused by the next step; glibc still returns
-memory at the top of the heap. torch has no caching allocator on the CPU; this is the nearest thing.
+Serving them from the heap lets a freed block be reused by the next step. torch has no caching allocator on the CPU; this is the nearest thing.
 Measured on the benchmark preset, bf16, 15 steps: 4,305 tgt tok/s and 1.74 GB peak RSS without,
 5,450 and 1.95 GB with. But batches change shape from step to step, and the holes they leave in the
 heap add up: 3.5 GB after 160 steps, 6 GB in a 12-minute run. `release_freed_memory` (malloc_trim)
 every few steps gives the free pages back (1.0 GB right after each trim, ~2.4 GB in between; a
 12-minute run peaks at 4.45 GB instead of 6). And glibc itself gives back the top of the heap
 whenever more than 128 KB is free there (M_TRIM_THRESHOLD), which a training step's pattern of
-frees hits over and over: 40,000 page faults and 21% of the time in the kernel per step of the
-one-hour recipe's model. With glibc's own trimming off and malloc_trim every 10 updates: 12,700
-faults, 8% in the kernel, the step 418 -> 323 ms (/tmp script of 2026-11-30, 40 steps each).
+frees hits over and over: 40,000 page faults per step of the one-hour recipe's model, and a step
+slower than with glibc's defaults (411 ms against 387). With glibc's own trimming off and
+malloc_trim every 10 updates: 15,000 faults and 324 ms (`python bench/heap.py`, bench/results/heap.json).
 """
 
 from __future__ import annotations
