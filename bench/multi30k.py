@@ -117,6 +117,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cooldown", type=float, default=0.0,
                         help="Decay the lr linearly to 0 over this last fraction of the budget (0 = off).")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="Override a config field of the recipe or preset (repeatable), e.g. train.warmup_steps=1000:"
+                             " a variant without an edited copy of the recipe, recorded in the JSON.")
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
 
@@ -146,6 +149,15 @@ def main() -> None:
         averaging = "average" in (run.get("steps") or [])
     else:
         cfg, averaging = from_dict(recipe(args), "bench/multi30k.py"), False
+    for item in args.sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: expected section.field=value")
+        try:
+            cfglib.set_field(cfg, key.strip(), value.strip(), where="--set")
+            cfglib.validate(cfg, "--set")
+        except cfglib.ConfigError as exc:
+            raise SystemExit(str(exc)) from None
     Experiment(exp_dir).resolve_config({}, base=cfg)
     budget = f"{args.steps} steps" if args.steps else f"{args.minutes:g} min"
     print(f"inputs: {args.data}; experiment: {exp_dir}; {budget}, {args.precision}, {args.threads} threads",
@@ -182,6 +194,8 @@ def main() -> None:
         "precision": args.precision,
         "cooldown": cfg.train.cooldown,
         "recipe": args.recipe,
+        "overrides": args.sets,
+        "config": {section: cfglib.to_dict(getattr(cfg, section)) for section in ("tokenizer", "model", "train", "decode")},
         "checkpoint": cfg.decode.checkpoint,
         "minutes": None if args.steps else args.minutes,
         "threads": args.threads,

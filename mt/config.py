@@ -95,9 +95,12 @@ class TrainConfig:
     update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
     max_steps: int = 100_000
     max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h")
-    # During the last fraction of the budget (max_time if set, else max_steps) the lr falls linearly
-    # to 0 from the schedule's value where it begins; 0 = off.
+    # During the last fraction of the budget (max_time if set, else max_steps) the lr falls to 0 from
+    # the schedule's value where it begins; 0 = off.
     cooldown: float = 0.0
+    # How it falls over the cooldown's share t in [0, 1]: "linear" (1 - t) or "1-sqrt" (1 - sqrt(t), which
+    # halves the lr in the first quarter and spends longer at small lrs; Hägele et al., 2024).
+    cooldown_shape: str = "linear"
     # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
     # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
     lr_peak: float | None = None
@@ -329,6 +332,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
         (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
+        (cfg.train.cooldown_shape in ("linear", "1-sqrt"), "train.cooldown_shape must be linear or 1-sqrt"),
         (cfg.train.best_metric in ("nll", "bleu"), "train.best_metric must be nll or bleu"),
         (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
         (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),

@@ -24,9 +24,15 @@ def inverse_sqrt_lr(step: int, warmup: int, peak: float) -> float:
     return peak * min(step / warmup, math.sqrt(warmup / step))
 
 
-def cooldown_factor(progress: float, fraction: float) -> float | None:
-    """In the last `fraction` of the budget the lr multiplier that falls linearly to 0 at progress 1;
-    None before it (and with fraction 0). progress: the share of the budget spent before the update."""
+def cooldown_factor(progress: float, fraction: float, shape: str = "linear") -> float | None:
+    """In the last `fraction` of the budget the lr multiplier that falls from 1 to 0 at progress 1,
+    linearly or as 1 - sqrt of the cooldown's elapsed share; None before it (and with fraction 0).
+    progress: the share of the budget spent before the update."""
     if fraction <= 0.0 or progress < 1.0 - fraction:
         return None
-    return max(0.0, 1.0 - progress) / fraction
+    remaining = max(0.0, 1.0 - progress) / fraction  # 1 where the cooldown begins, 0 at the end
+    if shape == "linear":
+        return remaining
+    if shape == "1-sqrt":
+        return 1.0 - math.sqrt(1.0 - remaining)
+    raise ValueError(f"unknown cooldown shape {shape!r}")

@@ -6,7 +6,7 @@ warmup^-1.5), label smoothing 0.1, batches of about equal source and target toke
 
 Beyond the paper: several batches per update (update_freq) and several processes
 (DistributedDataParallel, see mt.distributed), bf16/fp16 autocast, updates with a non-finite loss
-or gradient norm skipped, a linear cooldown at the end of the budget, validation loss and greedy
+or gradient norm skipped, a cooldown at the end of the budget, validation loss and greedy
 BLEU with patience, and checkpoints from which a run resumes bitwise as if never interrupted.
 """
 
@@ -253,13 +253,13 @@ class Trainer:
 
     # -- one update ----------------------------------------------------------------------------
     def learning_rate(self, step: int) -> float:
-        """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's linear fall to 0."""
+        """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's fall to 0."""
         lr = inverse_sqrt_lr(step, self.tcfg.warmup_steps, self.peak_lr)
         if self.tcfg.max_time is not None:
             progress = self.elapsed / self.tcfg.max_time
         else:
             progress = (step - 1) / max(self.tcfg.max_steps, 1)
-        factor = cooldown_factor(progress, self.tcfg.cooldown)
+        factor = cooldown_factor(progress, self.tcfg.cooldown, self.tcfg.cooldown_shape)
         if factor is None:
             self.cooldown_from = None
             return lr

@@ -271,3 +271,11 @@ def test_average_last_below_one_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match="decode.average_last must be at least 1") as info:
         load_recipe(path)
     assert str(path) in str(info.value)
+
+
+def test_unknown_cooldown_shape_is_refused_by_name(tmp_path):
+    path = write(tmp_path / "r.yaml", "train:\n  cooldown: 0.2\n  cooldown_shape: cosine\n")
+    with pytest.raises(ConfigError, match="train.cooldown_shape must be linear or 1-sqrt") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+    assert load_recipe(write(tmp_path / "ok.yaml", "train:\n  cooldown_shape: 1-sqrt\n"))[0].train.cooldown_shape == "1-sqrt"

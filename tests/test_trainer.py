@@ -236,6 +236,12 @@ def test_cooldown_factor():
     assert cooldown_factor(0.875, 0.25) == 0.5
     assert cooldown_factor(1.0, 0.25) == 0.0
     assert cooldown_factor(1.5, 0.25) == 0.0
+    # 1 - sqrt of the cooldown's elapsed share: half the lr a quarter of the way in, 0 at the end.
+    assert cooldown_factor(0.7, 0.25, "1-sqrt") is None
+    assert cooldown_factor(0.75, 0.25, "1-sqrt") == 1.0
+    assert cooldown_factor(0.8125, 0.25, "1-sqrt") == pytest.approx(0.5)
+    assert cooldown_factor(0.875, 0.25, "1-sqrt") == pytest.approx(1 - 0.5**0.5)
+    assert cooldown_factor(1.0, 0.25, "1-sqrt") == 0.0
 
 
 def test_cooldown_by_steps_is_linear_to_zero_and_resumes(base, tmp_path):
@@ -269,6 +275,14 @@ def test_cooldown_by_time(base, tmp_path):
     assert expected[:3] == [inverse_sqrt_lr(s, 4, 1e-3) for s in (1, 2, 10)]
     assert expected[3:] == pytest.approx([start, start * 0.5, start * 0.25, 0.0], rel=1e-12)
     assert trainer.state()["cooldown_from"] == start  # saved: a resumed run decays from the same value
+
+    cfg.train.cooldown_shape = "1-sqrt"
+    trainer = Trainer(exp, cfg)
+    lrs = []
+    for step, elapsed in ((10, 79.0), (11, 80.0), (12, 85.0), (13, 95.0)):
+        trainer.elapsed = elapsed
+        lrs.append(trainer.learning_rate(step))
+    assert lrs == pytest.approx([inverse_sqrt_lr(10, 4, 1e-3), start, start * 0.5, start * (1 - 0.75**0.5)], rel=1e-12)
 
 
 # -- validation: BLEU, best metric, patience -------------------------------------------------------------
