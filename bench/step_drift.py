@@ -1,0 +1,65 @@
+"""Does the training step slow down as a run goes on? Trainer.step (with its own batching) on a fresh
+model of an existing, binarized experiment, in windows of updates: target tokens/s and the page
+faults per window. In the one-hour recipe runs the rate falls from ~10k to ~7.5k tgt tokens/s within
+the first few hundred updates; this separates the process's own drift from the loop around it.
+
+    python bench/step_drift.py --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50]
+
+Prints a table; the last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--exp", required=True, help="A binarized experiment (its config decides the model).")
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--window", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from mt.experiment import Experiment
+    from mt.runtime import keep_freed_memory
+    from mt.train import Trainer
+
+    keep_freed_memory()
+    torch.set_num_threads(args.threads)
+    exp = Experiment(args.exp)
+    trainer = Trainer(exp, exp.load_config())
+    windows = []
+    start, tokens, faults = time.perf_counter(), 0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for step in range(1, args.steps + 1):
+        tokens += trainer.step()["tgt_tokens"]
+        if step % args.window == 0:
+            now, minflt = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            windows.append({"step": step, "tgt_tokens_per_s": round(tokens / (now - start), 1),
+                            "page_faults": minflt - faults})
+            start, tokens, faults = now, 0, minflt
+
+    table = Table(title=f"training step over time: {args.exp}, {args.threads} threads")
+    for column in ("updates", "tgt tok/s", "page faults"):
+        table.add_column(column, justify="right")
+    for w in windows:
+        table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}")
+    Console(stderr=True).print(table)
+    print(json.dumps({"exp": args.exp, "windows": windows,
+                      "first_over_last": round(windows[0]["tgt_tokens_per_s"] / windows[-1]["tgt_tokens_per_s"], 3)}))
+
+
+if __name__ == "__main__":
+    main()
