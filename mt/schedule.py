@@ -30,9 +30,8 @@ def cooldown_factor(progress: float, fraction: float, shape: str = "linear") -> 
     progress: the share of the budget spent before the update."""
     if fraction <= 0.0 or progress < 1.0 - fraction:
         return None
-    remaining = max(0.0, 1.0 - progress) / fraction  # 1 where the cooldown begins, 0 at the end
     if shape == "linear":
-        return remaining
-    if shape == "1-sqrt":
-        return 1.0 - math.sqrt(1.0 - remaining)
+        return max(0.0, 1.0 - progress) / fraction
+    if shape == "1-sqrt":  # the share is taken from where the cooldown begins: sqrt magnifies rounding near 0
+        return 1.0 - math.sqrt(min(1.0, (progress - (1.0 - fraction)) / fraction))
     raise ValueError(f"unknown cooldown shape {shape!r}")
