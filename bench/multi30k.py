@@ -149,15 +149,12 @@ def main() -> None:
         averaging = "average" in (run.get("steps") or [])
     else:
         cfg, averaging = from_dict(recipe(args), "bench/multi30k.py"), False
-    for item in args.sets:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--set {item!r}: expected section.field=value")
-        try:
-            cfglib.set_field(cfg, key.strip(), value.strip(), where="--set")
-            cfglib.validate(cfg, "--set")
-        except cfglib.ConfigError as exc:
-            raise SystemExit(str(exc)) from None
+    try:
+        for key, value in cfglib.parse_sets(args.sets).items():
+            cfglib.set_field(cfg, key, value, where="--set")
+        cfglib.validate(cfg, "--set")
+    except cfglib.ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     Experiment(exp_dir).resolve_config({}, base=cfg)
     budget = f"{args.steps} steps" if args.steps else f"{args.minutes:g} min"
     print(f"inputs: {args.data}; experiment: {exp_dir}; {budget}, {args.precision}, {args.threads} threads",

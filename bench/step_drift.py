@@ -3,7 +3,7 @@ model of an existing, binarized experiment, in windows of updates: target tokens
 faults per window. In the one-hour recipe runs the rate falls from ~10k to ~7.5k tgt tokens/s within
 the first few hundred updates; this separates the process's own drift from the loop around it.
 
-    python bench/step_drift.py --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50]
+    python bench/step_drift.py --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50] [--trim-every 0]
 
 Prints a table; the last line is one JSON object.
 """
@@ -21,12 +21,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+def _rss_mb() -> int:
+    """Resident memory now (not the peak): whether the heap keeps growing."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() // 2**20
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", required=True, help="A binarized experiment (its config decides the model).")
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--trim-every", type=int, default=None,
+                        help="malloc_trim every N updates instead of mt's setting; 0 = never.")
     args = parser.parse_args()
 
     import torch
@@ -35,9 +43,13 @@ def main() -> None:
 
     from mt.experiment import Experiment
     from mt.runtime import keep_freed_memory
+    import mt.train
     from mt.train import Trainer
 
     keep_freed_memory()
+    if args.trim_every is not None:
+        mt.train.TRIM_EVERY = args.trim_every or 10**12
+    trim_every = mt.train.TRIM_EVERY
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
     trainer = Trainer(exp, exp.load_config())
@@ -48,16 +60,17 @@ def main() -> None:
         if step % args.window == 0:
             now, minflt = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             windows.append({"step": step, "tgt_tokens_per_s": round(tokens / (now - start), 1),
-                            "page_faults": minflt - faults})
+                            "page_faults": minflt - faults, "rss_mb": _rss_mb()})
             start, tokens, faults = now, 0, minflt
 
-    table = Table(title=f"training step over time: {args.exp}, {args.threads} threads")
-    for column in ("updates", "tgt tok/s", "page faults"):
+    table = Table(title=f"training step over time: {args.exp}, {args.threads} threads, malloc_trim every "
+                        f"{trim_every if trim_every < 10**12 else 'never'}")
+    for column in ("updates", "tgt tok/s", "page faults", "RSS"):
         table.add_column(column, justify="right")
     for w in windows:
-        table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}")
+        table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}", f"{w['rss_mb']:,} MB")
     Console(stderr=True).print(table)
-    print(json.dumps({"exp": args.exp, "windows": windows,
+    print(json.dumps({"exp": args.exp, "trim_every": trim_every if trim_every < 10**12 else 0, "windows": windows,
                       "first_over_last": round(windows[0]["tgt_tokens_per_s"] / windows[-1]["tgt_tokens_per_s"], 3)}))
 
 

@@ -45,16 +45,6 @@ def _global(
 
 
 # -- config plumbing ----------------------------------------------------------------------------
-def _parse_sets(sets: list[str] | None) -> dict[str, str]:
-    overrides = {}
-    for item in sets or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected section.field=value")
-        overrides[key.strip()] = value.strip()
-    return overrides
-
-
 def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets: list[str] | None,
             preset: str | None = None, persist: bool = True, existing: bool = False):
     """The experiment and its resolved config: saved config (or recipe/defaults) + recipe + flags.
@@ -75,7 +65,7 @@ def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets:
         preset_fields = {f"model.{k}": v for k, v in cfglib.MODEL_PRESETS[preset].items()}
         origins.update({key: f"--preset {preset}" for key in preset_fields})
         overrides = {**preset_fields, **{k: v for k, v in overrides.items() if v is not None}}
-    sets_fields = _parse_sets(sets)
+    sets_fields = cfglib.parse_sets(sets)
     origins.update({key: "--set" for key in sets_fields})
     overrides = {**overrides, **sets_fields}
     return exp, exp.resolve_config(overrides, persist=persist, recipe=recipe, origins=origins)
@@ -432,10 +422,11 @@ def run(
     device: Device = "cpu",
 ) -> None:
     """Run a recipe's steps in order into its experiment, skipping steps already done."""
+    from mt import config as cfglib
     from mt.run import run_recipe
 
     _threads(threads)
-    run_recipe(recipe, exp, _parse_sets(sets), device=device, print_result=print, print_data=_print_data_table)
+    run_recipe(recipe, exp, cfglib.parse_sets(sets), device=device, print_result=print, print_data=_print_data_table)
 
 
 @app.command()

@@ -275,6 +275,17 @@ def parse_duration(text: str | float | int) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """`--set section.field=value` flags as {key: value}; a malformed one is a one-line error."""
+    overrides = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected section.field=value")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
 def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "override") -> Any:
     """Set `section.field` on cfg from a plain value, checking the key and type. Returns the value."""
     section_name, _, name = key.partition(".")
