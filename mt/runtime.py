@@ -14,13 +14,21 @@ whenever more than 128 KB is free there (M_TRIM_THRESHOLD), which a training ste
 frees hits over and over: 40,000 page faults per step of the one-hour recipe's model, and a step
 slower than with glibc's defaults (411 ms against 387). With glibc's own trimming off and
 malloc_trim every 10 updates: 15,000 faults and 324 ms (`python bench/heap.py`, bench/results/heap.json).
+
+Even so the step slowed as a run went on (~10k target tokens/s in the first updates, ~8k after a few
+hundred) while glibc's heap spread. tcmalloc (Debian's libtcmalloc-minimal4) keeps per-size free lists
+instead: no drift, a few hundred page faults per update against 16,000, RSS flat
+(`MT_ALLOCATOR=system python bench/step_drift.py ...` against the default). It can only be chosen
+before the process starts, so `use_tcmalloc` starts the process again with it preloaded.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import platform
+import sys
 
 _M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 _M_MMAP_MAX = -4
@@ -28,13 +36,42 @@ _NEVER = 1 << 30  # a trim threshold no heap top reaches: release_freed_memory d
 _libc = None  # set once keep_freed_memory() took effect
 
 
+ALLOCATOR_ENV = "MT_ALLOCATOR"  # "system" keeps the C library's malloc
+_TRIED_ENV = "_MT_TCMALLOC_TRIED"  # set on the re-executed process: never loop
+
+
+def tcmalloc_loaded() -> bool:
+    """Whether this process's malloc is tcmalloc's (preloaded, or linked in)."""
+    try:
+        return hasattr(ctypes.CDLL(None), "MallocExtension_GetAllocatedSize")
+    except OSError:
+        return False
+
+
+def use_tcmalloc() -> None:
+    """Start this process again with tcmalloc preloaded (Linux, where it is installed and not loaded).
+    Returns only where nothing is to be done; otherwise the process is replaced, with the same
+    arguments, environment (LD_PRELOAD added) and open files, so stdin and pipes carry on."""
+    if (platform.system() != "Linux" or os.environ.get(ALLOCATOR_ENV, "tcmalloc") != "tcmalloc"
+            or os.environ.get(_TRIED_ENV) or tcmalloc_loaded()):
+        return
+    library = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+    if library is None:
+        return
+    preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
+              {**os.environ, "LD_PRELOAD": preload, _TRIED_ENV: "1"})
+
+
 def keep_freed_memory() -> bool:
     """Ask glibc to serve large blocks from the heap and keep what is freed, for reuse (until
-    `release_freed_memory`); False where that is not glibc."""
+    `release_freed_memory`); False where malloc is not glibc's (tcmalloc keeps freed memory itself)."""
     global _libc
     if _libc is not None:
         return True
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc" or tcmalloc_loaded():
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
