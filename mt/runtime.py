@@ -65,6 +65,15 @@ def use_tcmalloc() -> None:
               {**os.environ, "LD_PRELOAD": preload, _TRIED_ENV: "1"})
 
 
+def allocator_hint() -> str | None:
+    """One line for the training log where a faster malloc could be had; None where it is in use or
+    was declined (MT_ALLOCATOR=system)."""
+    if platform.system() != "Linux" or os.environ.get(ALLOCATOR_ENV, "tcmalloc") != "tcmalloc" or tcmalloc_loaded():
+        return None
+    return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
+            "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)")
+
+
 def keep_freed_memory() -> bool:
     """Ask glibc to serve large blocks from the heap and keep what is freed, for reuse (until
     `release_freed_memory`); False where malloc is not glibc's (tcmalloc keeps freed memory itself)."""

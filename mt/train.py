@@ -36,7 +36,7 @@ from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.loss import autocast, batch_loss
 from mt.model import Transformer, build_model, count_parameters
-from mt.runtime import keep_freed_memory, release_freed_memory
+from mt.runtime import allocator_hint, keep_freed_memory, release_freed_memory
 from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import load_tokenizers
 from mt.validate import BleuSample, validate
@@ -438,6 +438,8 @@ def _log_start(trainer: Trainer, resumed: bool) -> None:
         + (f", {world} processes" if world > 1 else "")
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )
+    if trainer.device.type == "cpu" and (hint := allocator_hint()):
+        log.info(hint)
 
 
 @contextmanager

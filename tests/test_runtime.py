@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = ("import sys; from mt.runtime import use_tcmalloc, tcmalloc_loaded, keep_freed_memory; use_tcmalloc(); "
-         "print(tcmalloc_loaded(), keep_freed_memory(), sys.argv[1:], sys.stdin.read())")
+PROBE = ("import sys; from mt.runtime import *; use_tcmalloc(); "
+         "print(tcmalloc_loaded(), keep_freed_memory(), allocator_hint() is not None, sys.argv[1:], sys.stdin.read())")
 
 installed = ctypes.util.find_library("tcmalloc_minimal") is not None
 # CI installs libtcmalloc-minimal4 (README): there these tests must run, not skip
@@ -32,12 +32,18 @@ def probe(env: dict[str, str], *args: str) -> str:
 @needs_tcmalloc
 def test_restarts_with_tcmalloc_keeping_arguments_and_stdin():
     # glibc's heap tuning steps aside: tcmalloc keeps freed memory itself
-    assert probe({}, "--flag", "a b") == "True False ['--flag', 'a b'] from stdin"
+    assert probe({}, "--flag", "a b") == "True False False ['--flag', 'a b'] from stdin"
 
 
 def test_system_allocator_on_request():
     expected = "False True" if sys.platform == "linux" else "False False"
-    assert probe({"MT_ALLOCATOR": "system"}, "x") == f"{expected} ['x'] from stdin"
+    assert probe({"MT_ALLOCATOR": "system"}, "x") == f"{expected} False ['x'] from stdin"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the hint is for Linux's glibc")
+def test_training_log_hints_at_tcmalloc_where_it_is_not_used():
+    # as where the library is missing: no restart, glibc's malloc, and one line saying what to install
+    assert probe({"_MT_TCMALLOC_TRIED": "1"}) == "False True True [] from stdin"
 
 
 @needs_tcmalloc
