@@ -122,7 +122,7 @@ def main() -> None:
                              " a variant without an edited copy of the recipe, recorded in the JSON.")
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
-    from mt.runtime import tcmalloc_loaded, use_tcmalloc
+    from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
@@ -199,7 +199,7 @@ def main() -> None:
         "checkpoint": cfg.decode.checkpoint,
         "minutes": None if args.steps else args.minutes,
         "threads": args.threads,
-        "allocator": "tcmalloc" if tcmalloc_loaded() else "system",
+        "allocator": allocator_name(),
         "bleu_signature": decoded["bleu_signature"],
     }
 

@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--trim-every", type=int, default=None,
                         help="malloc_trim every N updates instead of mt's setting; 0 = never.")
     args = parser.parse_args()
-    from mt.runtime import tcmalloc_loaded, use_tcmalloc
+    from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
@@ -66,15 +66,16 @@ def main() -> None:
                             "page_faults": minflt - faults, "rss_mb": _rss_mb()})
             start, tokens, faults = now, 0, minflt
 
-    allocator = "tcmalloc" if tcmalloc_loaded() else "system"
+    allocator = allocator_name()
     trimming = f", malloc_trim every {trim_every if trim_every < 10**12 else 'never'}" if allocator == "system" else ""
-    table = Table(title=f"training step over time: {args.exp}, {args.threads} threads, {allocator} malloc{trimming}")
+    table = Table(title=f"training step over time: {args.exp}, {args.threads} threads, malloc: {allocator}{trimming}")
     for column in ("updates", "tgt tok/s", "page faults", "RSS"):
         table.add_column(column, justify="right")
     for w in windows:
         table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}", f"{w['rss_mb']:,} MB")
     Console(stderr=True).print(table)
-    print(json.dumps({"exp": args.exp, "allocator": allocator, "trim_every": trim_every if trim_every < 10**12 else 0, "windows": windows,
+    trim = (trim_every if trim_every < 10**12 else 0) if allocator == "system" else None  # tcmalloc: no trimming
+    print(json.dumps({"exp": args.exp, "allocator": allocator, "trim_every": trim, "windows": windows,
                       "first_over_last": round(windows[0]["tgt_tokens_per_s"] / windows[-1]["tgt_tokens_per_s"], 3)}))
 
 

@@ -264,7 +264,7 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
     parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
     args = parser.parse_args()
-    from mt.runtime import tcmalloc_loaded, use_tcmalloc
+    from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
@@ -374,7 +374,7 @@ def main() -> None:
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
     fp32 = results.get("fp32", results[precisions[0]])
     summary = {
-        "allocator": "tcmalloc" if tcmalloc_loaded() else "system",
+        "allocator": allocator_name(),
         "tgt_tokens_per_s_fp32": round(fp32["tgt_tokens_per_s"], 1),
         "mfu_fp32": round(fp32["mfu_vs_fp32_peak"], 3),
         "tgt_tokens_per_s_fast": round(results[fast_mode]["tgt_tokens_per_s"], 1),

@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from mt.runtime import tcmalloc_loaded, use_tcmalloc
+    from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
     modes = [m.strip() for m in args.modes.split(",")]
@@ -110,7 +110,7 @@ def main() -> None:
     Console(width=120).print(table)
     fast_mode = max((m for m in modes if m != "fp32"), key=lambda m: results[m]["sent_per_s"], default="fp32")
     summary = {
-        "allocator": "tcmalloc" if tcmalloc_loaded() else "system",
+        "allocator": allocator_name(),
         "sent_per_s_fp32": round(results["fp32"]["sent_per_s"], 1),
         "sent_per_s_fast": round(results[fast_mode]["sent_per_s"], 1),
         "fast_mode": fast_mode,

@@ -553,13 +553,18 @@ def _print_data_table(stats: dict) -> None:
     log.console.print(table)
 
 
+def entry_point() -> None:
+    """`mt` and `python -m mt`: with tcmalloc where installed (the CPU training step does not slow as the
+    heap ages; mt/runtime.py), then `main`. Callers inside a process of their own call `main`."""
+    from mt.runtime import use_tcmalloc
+
+    use_tcmalloc()
+    main()
+
+
 def main() -> None:
     """Console entry point: errors become one line on stderr and an exit code (1 input, 2 flags/config)."""
     from rich.markup import escape
-
-    from mt.runtime import use_tcmalloc
-
-    use_tcmalloc()  # where installed: the CPU training step does not slow as the heap ages (mt/runtime.py)
 
     try:  # recent typer vendors click as typer._click; older typer uses click itself
         from typer._click import exceptions as click_errors
@@ -601,4 +606,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    entry_point()

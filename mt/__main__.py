@@ -1,5 +1,5 @@
 """`python -m mt ...` (and `torchrun -m mt ...`) runs the same command line as `mt`."""
 
-from cli.main import main
+from cli.main import entry_point
 
-main()
+entry_point()

@@ -19,7 +19,7 @@ Even so the step slowed as a run went on (~10k target tokens/s in the first upda
 hundred) while glibc's heap spread. tcmalloc (Debian's libtcmalloc-minimal4) keeps per-size free lists
 instead: no drift, a few hundred page faults per update against 16,000, RSS flat
 (`MT_ALLOCATOR=system python bench/step_drift.py ...` against the default). It can only be chosen
-before the process starts, so `use_tcmalloc` starts the process again with it preloaded.
+before the process starts, so the `mt` command (`use_tcmalloc`) starts itself again with it preloaded.
 """
 
 from __future__ import annotations
@@ -36,42 +36,80 @@ _NEVER = 1 << 30  # a trim threshold no heap top reaches: release_freed_memory d
 _libc = None  # set once keep_freed_memory() took effect
 
 
-ALLOCATOR_ENV = "MT_ALLOCATOR"  # "system" keeps the C library's malloc
-_TRIED_ENV = "_MT_TCMALLOC_TRIED"  # set on the re-executed process: never loop
+ALLOCATOR_ENV = "MT_ALLOCATOR"  # "tcmalloc" (the default, where installed) or "system": the C library's
+_TRIED_ENV = "_MT_TCMALLOC_TRIED"  # set on the restarted process: never loop
+
+
+def _address(library: ctypes.CDLL, name: str) -> int | None:
+    try:
+        return ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+    except AttributeError:
+        return None
 
 
 def tcmalloc_loaded() -> bool:
-    """Whether this process's malloc is tcmalloc's (preloaded, or linked in)."""
+    """Whether this process's malloc is tcmalloc's (not merely tcmalloc loaded behind another malloc)."""
     try:
-        return hasattr(ctypes.CDLL(None), "MallocExtension_GetAllocatedSize")
+        process = ctypes.CDLL(None)
     except OSError:
         return False
+    tc_malloc = _address(process, "tc_malloc")
+    return tc_malloc is not None and tc_malloc == _address(process, "malloc")
+
+
+def allocator_name() -> str:
+    """What serves malloc in this process, for benchmark records."""
+    if tcmalloc_loaded():
+        return "tcmalloc"
+    return f"LD_PRELOAD={os.environ['LD_PRELOAD']}" if os.environ.get("LD_PRELOAD") else "system"
+
+
+def _tcmalloc_library() -> str | None:
+    return ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+
+
+def _allocator_choice() -> str:
+    choice = os.environ.get(ALLOCATOR_ENV, "tcmalloc")
+    if choice not in ("tcmalloc", "system"):
+        print(f"error: {ALLOCATOR_ENV}={choice}: expected tcmalloc or system", file=sys.stderr)
+        sys.exit(2)
+    return choice
 
 
 def use_tcmalloc() -> None:
-    """Start this process again with tcmalloc preloaded (Linux, where it is installed and not loaded).
-    Returns only where nothing is to be done; otherwise the process is replaced, with the same
-    arguments, environment (LD_PRELOAD added) and open files, so stdin and pipes carry on."""
-    if (platform.system() != "Linux" or os.environ.get(ALLOCATOR_ENV, "tcmalloc") != "tcmalloc"
-            or os.environ.get(_TRIED_ENV) or tcmalloc_loaded()):
+    """Start this process again with tcmalloc preloaded: for the command-line entry points, before
+    anything else ran. Returns where nothing is to be done -- not Linux, MT_ALLOCATOR=system,
+    tcmalloc not installed or already in use, an LD_PRELOAD of the user's own (their choice stands),
+    an interactive session or a program read from stdin; otherwise the process is replaced by one
+    with the same arguments, environment (plus LD_PRELOAD) and standard streams, so pipes carry on."""
+    if (platform.system() != "Linux" or _allocator_choice() != "tcmalloc" or os.environ.get(_TRIED_ENV)
+            or os.environ.get("LD_PRELOAD") or sys.flags.interactive or sys.orig_argv[1:2] in ([], ["-"])
+            or tcmalloc_loaded()):
         return
-    library = ctypes.util.find_library("tcmalloc_minimal") or ctypes.util.find_library("tcmalloc")
+    library = _tcmalloc_library()
     if library is None:
         return
-    preload = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD")]))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
-              {**os.environ, "LD_PRELOAD": preload, _TRIED_ENV: "1"})
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
+                  {**os.environ, "LD_PRELOAD": library, _TRIED_ENV: "1"})
+    except OSError:  # no usable interpreter path: carry on with the C library's malloc
+        return
 
 
 def allocator_hint() -> str | None:
-    """One line for the training log where a faster malloc could be had; None where it is in use or
-    was declined (MT_ALLOCATOR=system)."""
-    if platform.system() != "Linux" or os.environ.get(ALLOCATOR_ENV, "tcmalloc") != "tcmalloc" or tcmalloc_loaded():
+    """One line for the training log where this process could have had tcmalloc and has not; None
+    where it is in use, or another choice was made (MT_ALLOCATOR=system, an LD_PRELOAD)."""
+    if (platform.system() != "Linux" or _allocator_choice() != "tcmalloc" or os.environ.get("LD_PRELOAD")
+            or tcmalloc_loaded()):
         return None
-    return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
-            "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)")
+    if _tcmalloc_library() is None:
+        return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
+                "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)")
+    return ("glibc's malloc: tcmalloc is installed but this process was not started through the `mt` "
+            "command; LD_PRELOAD=libtcmalloc_minimal.so.4 gives it (MT_ALLOCATOR=system silences this)")
 
 
 def keep_freed_memory() -> bool:

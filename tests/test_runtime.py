@@ -1,30 +1,86 @@
-"""The process-wide allocator choice (mt/runtime.py): `mt` starts itself again with tcmalloc preloaded
-where it is installed, keeps its arguments, environment and stdin doing so, and leaves it when asked."""
+"""mt.runtime: tcmalloc where installed (the `mt` command restarts itself with it, keeping its arguments,
+environment and stdin, and leaves it when asked); else glibc's heap tuned: large blocks from the heap
+(fast reuse), free pages given back (bounded memory)."""
 
 from __future__ import annotations
 
 import ctypes.util
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from mt import runtime
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = ("import sys; from mt.runtime import *; use_tcmalloc(); "
-         "print(tcmalloc_loaded(), keep_freed_memory(), allocator_hint() is not None, sys.argv[1:], sys.stdin.read())")
-
-installed = ctypes.util.find_library("tcmalloc_minimal") is not None
-# CI installs libtcmalloc-minimal4 (README): there these tests must run, not skip
-needs_tcmalloc = pytest.mark.skipif(not installed and not os.environ.get("CI"),
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MT_ALLOCATOR", "_MT_TCMALLOC_TRIED")}
+glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt/malloc_trim are glibc's")
+# CI installs libtcmalloc-minimal4 (README): there the tcmalloc tests must run, not skip
+needs_tcmalloc = pytest.mark.skipif(ctypes.util.find_library("tcmalloc_minimal") is None and not os.environ.get("CI"),
                                     reason="libtcmalloc-minimal4 not installed")
 
 
-def probe(env: dict[str, str], *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MT_ALLOCATOR", "_MT_TCMALLOC_TRIED")} | env
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], input="from stdin\n", capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=60)
+def _rss_mb() -> float:
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+
+
+@glibc
+@pytest.mark.skipif(runtime.tcmalloc_loaded(), reason="pytest itself runs under tcmalloc")
+def test_freed_blocks_are_given_back_after_trim():
+    assert runtime.keep_freed_memory() is True
+    blocks = [torch.ones(64, 1024, 1024 // 4 + i) for i in range(4)]  # ~64 MB each, from the heap now
+    del blocks[:3]  # holes below a live block: glibc's own trimming cannot return them
+    before = _rss_mb()
+    runtime.release_freed_memory()
+    assert before - _rss_mb() > 100  # at least ~150 MB of the 192 MB freed went back
+    del blocks
+
+
+FAULTS_OF_REUSE = """
+import ctypes, resource
+from mt import runtime
+assert runtime.keep_freed_memory()
+libc = runtime._libc
+libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+size = 64 << 20
+def cycle():
+    block = libc.malloc(size)
+    ctypes.memset(block, 1, size)
+    libc.free(block)
+cycle()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(3):
+    cycle()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@glibc
+def test_a_freed_block_is_reused_without_page_faults():
+    """glibc's own trimming is off: a block freed at the top of the heap stays mapped, so the next
+    allocation of its size (the next step's activation) costs no page faults; with glibc's default
+    128 KB trim threshold each cycle faults all 16,384 of its pages in again. A fresh process, so
+    that the block is at the top of the heap."""
+    result = subprocess.run([sys.executable, "-c", FAULTS_OF_REUSE], capture_output=True, text=True,
+                            cwd=REPO, env=CLEAN_ENV, check=True)
+    assert int(result.stdout) < 1000
+
+
+PROBE = ("import sys; from mt.runtime import *; use_tcmalloc(); "
+         "print(allocator_name(), keep_freed_memory(), allocator_hint() is not None, sys.argv[1:], sys.stdin.read())")
+
+
+def probe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", PROBE, *args], input="from stdin\n", capture_output=True, text=True,
+                          cwd=REPO, env=CLEAN_ENV | env, timeout=60)
+
+
+def probed(env: dict[str, str], *args: str) -> str:
+    done = probe(env, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -32,26 +88,40 @@ def probe(env: dict[str, str], *args: str) -> str:
 @needs_tcmalloc
 def test_restarts_with_tcmalloc_keeping_arguments_and_stdin():
     # glibc's heap tuning steps aside: tcmalloc keeps freed memory itself
-    assert probe({}, "--flag", "a b") == "True False False ['--flag', 'a b'] from stdin"
+    assert probed({}, "--flag", "a b") == "tcmalloc False False ['--flag', 'a b'] from stdin"
 
 
+@glibc
 def test_system_allocator_on_request():
-    expected = "False True" if sys.platform == "linux" else "False False"
-    assert probe({"MT_ALLOCATOR": "system"}, "x") == f"{expected} False ['x'] from stdin"
+    assert probed({"MT_ALLOCATOR": "system"}, "x") == "system True False ['x'] from stdin"
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the hint is for Linux's glibc")
-def test_training_log_hints_at_tcmalloc_where_it_is_not_used():
-    # as where the library is missing: no restart, glibc's malloc, and one line saying what to install
-    assert probe({"_MT_TCMALLOC_TRIED": "1"}) == "False True True [] from stdin"
+def test_unknown_allocator_is_refused_naming_the_variable():
+    done = probe({"MT_ALLOCATOR": "jemalloc"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: MT_ALLOCATOR=jemalloc: expected tcmalloc or system"
 
 
 @needs_tcmalloc
-def test_cli_runs_under_tcmalloc(tmp_path):
-    # the real entry point: `python -m mt` restarts once and then works as usual
+@glibc
+def test_a_preload_of_the_users_own_stands():
+    # the user's LD_PRELOAD (here one that changes nothing) is their choice: no restart, no hint
+    assert probed({"LD_PRELOAD": "libc.so.6"}) == "LD_PRELOAD=libc.so.6 True False [] from stdin"
+
+
+@glibc
+def test_training_log_hints_at_tcmalloc_where_it_is_not_used():
+    # as where the restart did not happen: glibc's malloc, and one line saying how to get tcmalloc
+    out = probed({"_MT_TCMALLOC_TRIED": "1"})
+    assert out == "system True True [] from stdin"
+
+
+@needs_tcmalloc
+def test_mt_command_restarts_once_under_tcmalloc():
+    # the real entry point: `python -m mt` restarts once and then works as usual; -X importtime logs
+    # each import, so `cli.main` imported twice means the process started twice, and not more
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "mt", "--help"], capture_output=True, text=True,
-                          cwd=REPO, timeout=60, env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+                          cwd=REPO, timeout=60, env=CLEAN_ENV)
     assert done.returncode == 0, done.stderr
     assert "translate" in done.stdout
-    # -X importtime logs each import: twice `mt.runtime` means the process started twice, and not more
-    assert done.stderr.count("| mt.runtime") == 2
+    assert done.stderr.count("| cli.main") == 2
