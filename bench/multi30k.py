@@ -122,10 +122,10 @@ def main() -> None:
                              " a variant without an edited copy of the recipe, recorded in the JSON.")
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
+
     from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
-
 
     from mt import config as cfglib
     from mt.config import from_dict

@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--trim-every", type=int, default=None,
                         help="malloc_trim every N updates instead of mt's setting; 0 = never.")
     args = parser.parse_args()
+
     from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)

@@ -264,6 +264,7 @@ def main() -> None:
     parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
     parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
     args = parser.parse_args()
+
     from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)

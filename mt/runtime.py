@@ -76,15 +76,20 @@ def _allocator_choice() -> str:
     return choice
 
 
+def _tcmalloc_wanted() -> bool:
+    """Linux, tcmalloc not declined (MT_ALLOCATOR) nor another preload chosen, and not yet in use."""
+    return (platform.system() == "Linux" and _allocator_choice() == "tcmalloc" and not os.environ.get("LD_PRELOAD")
+            and not tcmalloc_loaded())
+
+
 def use_tcmalloc() -> None:
     """Start this process again with tcmalloc preloaded: for the command-line entry points, before
     anything else ran. Returns where nothing is to be done -- not Linux, MT_ALLOCATOR=system,
     tcmalloc not installed or already in use, an LD_PRELOAD of the user's own (their choice stands),
     an interactive session or a program read from stdin; otherwise the process is replaced by one
     with the same arguments, environment (plus LD_PRELOAD) and standard streams, so pipes carry on."""
-    if (platform.system() != "Linux" or _allocator_choice() != "tcmalloc" or os.environ.get(_TRIED_ENV)
-            or os.environ.get("LD_PRELOAD") or sys.flags.interactive or sys.orig_argv[1:2] in ([], ["-"])
-            or tcmalloc_loaded()):
+    if (not _tcmalloc_wanted() or os.environ.get(_TRIED_ENV) or sys.flags.interactive
+            or sys.orig_argv[1:2] in ([], ["-"])):
         return
     library = _tcmalloc_library()
     if library is None:
@@ -102,8 +107,7 @@ def use_tcmalloc() -> None:
 def allocator_hint() -> str | None:
     """One line for the training log where this process could have had tcmalloc and has not; None
     where it is in use, or another choice was made (MT_ALLOCATOR=system, an LD_PRELOAD)."""
-    if (platform.system() != "Linux" or _allocator_choice() != "tcmalloc" or os.environ.get("LD_PRELOAD")
-            or tcmalloc_loaded()):
+    if not _tcmalloc_wanted():
         return None
     if _tcmalloc_library() is None:
         return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
