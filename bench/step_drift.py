@@ -68,14 +68,14 @@ def main() -> None:
             start, tokens, faults = now, 0, minflt
 
     allocator = allocator_name()
-    trimming = f", malloc_trim every {trim_every if trim_every < 10**12 else 'never'}" if allocator == "system" else ""
+    trim = (trim_every if trim_every < 10**12 else 0) if allocator == "system" else None  # tcmalloc: no trimming
+    trimming = f", malloc_trim every {trim or 'never'}" if trim is not None else ""
     table = Table(title=f"training step over time: {args.exp}, {args.threads} threads, malloc: {allocator}{trimming}")
     for column in ("updates", "tgt tok/s", "page faults", "RSS"):
         table.add_column(column, justify="right")
     for w in windows:
         table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}", f"{w['rss_mb']:,} MB")
     Console(stderr=True).print(table)
-    trim = (trim_every if trim_every < 10**12 else 0) if allocator == "system" else None  # tcmalloc: no trimming
     print(json.dumps({"exp": args.exp, "allocator": allocator, "trim_every": trim, "windows": windows,
                       "first_over_last": round(windows[0]["tgt_tokens_per_s"] / windows[-1]["tgt_tokens_per_s"], 3)}))
 

@@ -109,11 +109,12 @@ def allocator_hint() -> str | None:
     where it is in use, or another choice was made (MT_ALLOCATOR=system, an LD_PRELOAD)."""
     if not _tcmalloc_wanted():
         return None
-    if _tcmalloc_library() is None:
+    library = _tcmalloc_library()
+    if library is None:
         return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
                 "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)")
     return ("glibc's malloc: tcmalloc is installed but this process was not started through the `mt` "
-            "command; LD_PRELOAD=libtcmalloc_minimal.so.4 gives it (MT_ALLOCATOR=system silences this)")
+            f"command; LD_PRELOAD={library} gives it (MT_ALLOCATOR=system silences this)")
 
 
 def keep_freed_memory() -> bool:
