@@ -138,13 +138,14 @@ def train_tokenizer_cmd(
 
 @app.command()
 def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None,
-             workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2) -> None:
+             workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
+             segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.binarize import binarize as run_binarize
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
-    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len}, sets)
+    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": segmentations}, sets)
     with experiment.undo_if_new_fails():
         stats = run_binarize(experiment, cfg, workers=workers)
     _print_data_table(stats)

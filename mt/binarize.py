@@ -69,6 +69,8 @@ class Filters:
     max_len: int
     max_len_ratio: float  # 0 = off
     dedup: bool
+    segmentations: int = 1  # each kept pair's best segmentation, and segmentations - 1 sampled ones
+    sampling_alpha: float = 0.3  # tokenizer.sampling_alpha
 
 
 def _pair_hash(src: str, tgt: str) -> int:
@@ -110,10 +112,27 @@ class Encoder:
             flat = itertools.chain.from_iterable(seqs[i] for i in keep)
             result[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(seq_len[keep].sum()))
             result[f"{side}_lens"] = seq_len[keep]
+        if filters.segmentations > 1:
+            best = {"src": [src[i] for i in keep], "tgt": [tgt[i] for i in keep]}
+            text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
+            result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
         if filters.dedup:
             hashes = (_pair_hash(decoded.src[i], decoded.tgt[i]) for i in keep)
             result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
         return result
+
+    def _sampled(self, best: dict, text: dict, filters: Filters) -> dict:
+        """The kept pairs in one sampled segmentation (ids and lengths per side). A sample longer than
+        max_len keeps the best segmentation (the pair passed the filters in it)."""
+        arrays = {}
+        for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok)):
+            drawn = tok.sample(text[side], filters.sampling_alpha)
+            seqs = [d if 0 < len(d) <= filters.max_len else b for d, b in zip(drawn, best[side])]
+            lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+            flat = itertools.chain.from_iterable(seqs)
+            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(lens.sum()))
+            arrays[f"{side}_lens"] = lens
+        return arrays
 
 
 _worker_encoder: Encoder | None = None
@@ -288,12 +307,15 @@ class SeenPairs:
 
 
 def _select(arrays: dict, mask: np.ndarray) -> dict:
-    """The pairs of an encoded chunk where mask is True."""
+    """The pairs of an encoded chunk (and of its sampled segmentations) where mask is True."""
     out = dict(arrays)
     for side in ("src", "tgt"):
         out[f"{side}_ids"] = arrays[f"{side}_ids"][np.repeat(mask, arrays[f"{side}_lens"])]
         out[f"{side}_lens"] = arrays[f"{side}_lens"][mask]
-    out["index"] = arrays["index"][mask]
+    if "index" in arrays:
+        out["index"] = arrays["index"][mask]
+    if "samples" in arrays:
+        out["samples"] = [_select(sample, mask) for sample in arrays["samples"]]
     return out
 
 
@@ -316,7 +338,8 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     data = cfg.data
     clean = corpus.cleaning(data, split)
     filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
-                      clean is not None and data.dedup)
+                      clean is not None and data.dedup,
+                      cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
     sources = corpus.sources(data, split)
     tally = {
         "dropped": dict.fromkeys(CLEAN_REASONS if clean is not None else RAW_REASONS, 0),
@@ -349,6 +372,8 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
         "mean_src_len": round(writer.tokens["src"] / writer.pairs, 2) if writer.pairs else 0.0,
         "mean_tgt_len": round(writer.tokens["tgt"] / writer.pairs, 2) if writer.pairs else 0.0,
     }
+    if filters.segmentations > 1:  # "kept" counts every copy, as with upsampling
+        stats["segmentations"] = {"copies": filters.segmentations, "sampling_alpha": filters.sampling_alpha}
     if clean is not None:
         stats["cleaning"] = {"normalize": clean, "fixed_lines": tally["fixed"], "examples": tally["examples"]}
     if split == "train" and data.train_sources:
@@ -379,17 +404,24 @@ def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict,
     for mask in _copies(weight, len(arrays["index"]), rng):
         part = arrays if mask is None else _select(arrays, mask)
         writer.append(part, offset + start + part["index"])
+        for sample in part.get("samples", ()):  # its line numbers are the best segmentation's
+            writer.append(sample, offset + start + part["index"])
 
 
 def _log_split(split: str, stats: dict, seconds: float) -> None:
     dropped = stats["dropped"]
     others = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in dropped.items()
                        if reason not in RAW_REASONS and count)
+    copies = stats.get("segmentations", {}).get("copies", 1)
     log.info(
-        f"{split}: kept {stats['kept']:,} of {stats['pairs_in']:,} pairs "
+        f"{split}: kept {stats['kept'] // copies:,} of {stats['pairs_in']:,} pairs "
         f"(empty {dropped['empty']:,}, too long {dropped['too_long']:,}{', ' + others if others else ''}) "
         f"in {seconds:.1f}s"
     )
+    if copies > 1:
+        log.info(f"{split}: each pair written {copies} times: its best segmentation and {copies - 1} sampled "
+                 f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
+                 f"{stats['mean_tgt_len']} tokens per sentence over all copies)")
     examples = stats.get("cleaning", {}).get("examples", {})
     for reason in ("invalid_utf8", "malformed"):
         for example in examples.get(reason, []):

@@ -186,10 +186,10 @@ class Experiment:
         section = key.partition(".")[0]
         if section == "model" and self.has_checkpoints():
             return f"the checkpoints in {self.checkpoints_dir} hold a model built with it"
-        if section == "data" and self.has_data():
+        if (section == "data" or key in cfglib.BINARIZE_FIELDS) and self.has_data():
             return f"{self.data_dir} was binarized with it"
-        # data.max_len and the like are binarize's settings, not the tokenizer's
-        if (section == "tokenizer" or (section == "data" and key not in cfglib.BINARIZE_FIELDS)) and self.has_tokenizer():
+        # data.max_len, tokenizer.train_segmentations and the like are binarize's settings, not the tokenizer's
+        if section in ("tokenizer", "data") and key not in cfglib.BINARIZE_FIELDS and self.has_tokenizer():
             return f"{self.tokenizer_dir} was trained with it"
         return None
 

@@ -118,6 +118,13 @@ class Tokenizer:
         """Subword ids per line, without BOS/EOS (batching adds them)."""
         return self._sp.encode(list(lines), out_type=int, num_threads=self.threads)
 
+    def sample(self, lines: list[str], alpha: float) -> list[list[int]]:
+        """A segmentation per line drawn at random from all of them (subword regularization; BPE-dropout
+        for a BPE model). Not reproducible: sentencepiece's generator is per thread and cannot be seeded
+        per call (google/sentencepiece#540), so the binarized data, not a seed, are what is kept."""
+        return self._sp.encode(list(lines), out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1,
+                               num_threads=self.threads)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '."""
         cleaned = [[int(i) for i in seq if int(i) not in _DROPPED_ON_DECODE] for seq in ids]

@@ -213,6 +213,70 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
     assert not multiprocessing.active_children()
 
 
+@pytest.fixture
+def word_pieces(setup, tmp_path):
+    """The setup's corpus with a tokenizer of word-sized pieces: no byte fallback, whose 256 byte
+    pieces leave the 300-piece vocabulary mostly characters, and characters split one way only."""
+    _, cfg, texts = setup
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 90, False
+    exp = Experiment(tmp_path / "word-pieces")
+    train_tokenizer(exp, cfg)
+    return exp, cfg, texts
+
+
+def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_pieces, tmp_path, monkeypatch):
+    exp, cfg, texts = word_pieces
+    cfg.tokenizer.train_segmentations, cfg.tokenizer.sampling_alpha = 3, 0.3
+    stats = binarize(exp, cfg)
+    train = stats["splits"]["train"]
+    assert train["kept"] == 3 * 207 and train["segmentations"] == {"copies": 3, "sampling_alpha": 0.3}
+    assert stats["splits"]["valid"]["kept"] == 207 and "segmentations" not in stats["splits"]["valid"]
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    data, lines = ParallelData(exp, "train"), np.load(lines_path(exp, "train"))
+    # One chunk: the best segmentations first, then each sampled copy of the same pairs in order.
+    assert (lines[:207] == lines[207:414]).all() and (lines[:207] == lines[414:]).all()
+    differ = 0
+    for i in range(len(data)):
+        for side, tok, text in (("src", src_tok, texts["train"][0]), ("tgt", tgt_tok, texts["train"][1])):
+            ids = (data.src if side == "src" else data.tgt)(i).tolist()
+            assert tok.decode([ids]) == [text[lines[i]]]
+            best = tok.encode([text[lines[i]]])[0]
+            if i < 207:
+                assert ids == best
+            else:
+                differ += ids != best
+    assert differ > 0.3 * 2 * 414  # alpha 0.3: most sentences are split another way
+    # In worker processes (the samples are not reproducible; the pairs, lines and best copies are).
+    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
+    one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
+    two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
+    assert one["splits"]["train"]["kept"] == two["splits"]["train"]["kept"] == 3 * 207
+    one_lines, two_lines = (np.load(lines_path(Experiment(tmp_path / name), "train")) for name in ("one", "two"))
+    assert (one_lines == two_lines).all() and (np.bincount(one_lines) == 3).sum() == 207
+    one_data, two_data = ParallelData(Experiment(tmp_path / "one"), "train"), ParallelData(Experiment(tmp_path / "two"), "train")
+    for i in range(len(one_data)):
+        assert src_tok.decode([one_data.src(i)]) == src_tok.decode([two_data.src(i)])
+        assert tgt_tok.decode([one_data.tgt(i)]) == tgt_tok.decode([two_data.tgt(i)])
+    assert not multiprocessing.active_children()
+
+
+def test_a_sampled_segmentation_over_max_len_keeps_the_best_one(word_pieces):
+    exp, cfg, texts = word_pieces
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src, tgt = texts["train"]
+    src, tgt = src[10:30], tgt[10:30]  # no empty or over-long pair
+    longest = max(len(ids) for ids in src_tok.encode(src + tgt))
+    # Pairs up to `longest` pass, and alpha 0.1 makes most samples longer than their best split.
+    filters = mt.binarize.Filters(None, longest, 0.0, False, segmentations=2, sampling_alpha=0.1)
+    chunk = mt.corpus.RawChunk("text", src, tgt, ("de", "en"), 0)
+    result = mt.binarize.Encoder(src_tok, tgt_tok)(chunk, filters)
+    sample = result["samples"][0]
+    for side in ("src", "tgt"):
+        assert len(sample[f"{side}_lens"]) == len(result[f"{side}_lens"]) == 20
+        assert sample[f"{side}_lens"].max() <= longest
+        assert (sample[f"{side}_lens"] > result[f"{side}_lens"]).any()  # sampled where it fits
+
+
 def crafted_corpus(tmp_path) -> list[str]:
     """Every kind of bad line, in three sources (aligned files, TSV, JSON lines)."""
     long_src = " und ".join(["Ein Mann läuft im Park"] * 30) + "."

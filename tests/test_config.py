@@ -212,9 +212,11 @@ def test_used_fields_are_frozen(tmp_path):
         assert key in str(info.value) and "--set" in str(info.value) and "tokenizer" in str(info.value)
     assert (exp.config_path.read_text(), overrides_of(exp)) == before
     exp.resolve_config({"tokenizer.vocab_size": 500, "data.max_len": 100})  # same value; binarize's field
+    exp.resolve_config({"tokenizer.train_segmentations": 4})  # binarize's too, though under tokenizer
     exp.data_dir.mkdir()
-    with pytest.raises(ConfigError, match="data.max_len"):
-        exp.resolve_config({"data.max_len": 50})
+    for key, value in [("data.max_len", 50), ("tokenizer.train_segmentations", 2), ("tokenizer.sampling_alpha", 0.5)]:
+        with pytest.raises(ConfigError, match=f"{key} is fixed at .*was binarized with it"):
+            exp.resolve_config({key: value})
     exp.resolve_config({"model.d_model": 64, "model.n_heads": 4})  # no checkpoint yet
     exp.checkpoints_dir.mkdir()
     (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
