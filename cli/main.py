@@ -139,13 +139,13 @@ def train_tokenizer_cmd(
 @app.command()
 def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None,
              workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
-             segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None) -> None:
+             train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.binarize import binarize as run_binarize
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
-    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": segmentations}, sets)
+    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}, sets)
     with experiment.undo_if_new_fails():
         stats = run_binarize(experiment, cfg, workers=workers)
     _print_data_table(stats)
@@ -541,6 +541,8 @@ def _print_data_table(stats: dict) -> None:
     from rich import box
     from rich.table import Table
 
+    from mt.experiment import kept_text
+
     table = Table(title="binarized data: pairs kept, dropped (empty, too long), tokens, mean length",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
     for column in ("split", "pairs", "kept", "empty", "too long", "tokens src/tgt", "len src/tgt"):
@@ -548,7 +550,7 @@ def _print_data_table(stats: dict) -> None:
     for split, s in stats.get("splits", stats).items():
         if not isinstance(s, dict) or "kept" not in s:
             continue
-        table.add_row(split, f"{s['pairs_in']:,}", f"{s['kept']:,}", f"{s['dropped']['empty']:,}",
+        table.add_row(split, f"{s['pairs_in']:,}", kept_text(s), f"{s['dropped']['empty']:,}",
                       f"{s['dropped']['too_long']:,}", f"{_count(s['src_tokens'])}/{_count(s['tgt_tokens'])}",
                       f"{s['mean_src_len']:.1f}/{s['mean_tgt_len']:.1f}")
     log.console.print(table)

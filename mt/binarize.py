@@ -45,7 +45,8 @@ RAW_REASONS = ("empty", "too_long")
 
 def lines_path(exp: Experiment, split: str) -> Path:
     """0-based numbers of the pairs binarize kept, int64: the line in the split's text (with several
-    train sources, the position in their concatenation; an upsampled pair repeats its number)."""
+    train sources, the position in their concatenation; an upsampled pair, or a sampled segmentation
+    of one, repeats its number)."""
     return exp.data_dir / f"{split}.lines.npy"
 
 
@@ -122,16 +123,23 @@ class Encoder:
         return result
 
     def _sampled(self, best: dict, text: dict, filters: Filters) -> dict:
-        """The kept pairs in one sampled segmentation (ids and lengths per side). A sample longer than
-        max_len keeps the best segmentation (the pair passed the filters in it)."""
+        """The kept pairs in one sampled segmentation (ids and lengths per side). A pair whose sample
+        would fail the length filters (max_len, max_len_ratio) keeps its best segmentation, in which
+        it passed them."""
+        drawn = {side: tok.sample(text[side], filters.sampling_alpha)
+                 for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok))}
+        lens = {side: np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)) for side, seqs in drawn.items()}
+        short, long = np.minimum(lens["src"], lens["tgt"]), np.maximum(lens["src"], lens["tgt"])
+        fails = (short == 0) | (long > filters.max_len)
+        if filters.max_len_ratio:
+            fails |= long > filters.max_len_ratio * short
         arrays = {}
         for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok)):
-            drawn = tok.sample(text[side], filters.sampling_alpha)
-            seqs = [d if 0 < len(d) <= filters.max_len else b for d, b in zip(drawn, best[side])]
-            lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+            seqs = [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
+            side_lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
             flat = itertools.chain.from_iterable(seqs)
-            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(lens.sum()))
-            arrays[f"{side}_lens"] = lens
+            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(side_lens.sum()))
+            arrays[f"{side}_lens"] = side_lens
         return arrays
 
 
@@ -419,7 +427,7 @@ def _log_split(split: str, stats: dict, seconds: float) -> None:
         f"in {seconds:.1f}s"
     )
     if copies > 1:
-        log.info(f"{split}: each pair written {copies} times: its best segmentation and {copies - 1} sampled "
+        log.info(f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "
                  f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
                  f"{stats['mean_tgt_len']} tokens per sentence over all copies)")
     examples = stats.get("cleaning", {}).get("examples", {})

@@ -74,9 +74,10 @@ class TokenizerConfig:
     # in the tokenizer's best segmentation and N-1 times in segmentations sampled from it, so that each
     # epoch over the N copies shows the model a word split several ways. 1 = off (valid/test: always off).
     train_segmentations: int = 1
-    # Unigram: the sampling distribution is P(segmentation)^alpha over all of them (smaller = more
+    # Unigram: the sampling distribution is P(segmentation)^alpha over all of them (smaller alpha = more
     # varied and longer; 0.3 makes 77% of Multi30k's German sentences differ, 12% more tokens).
-    # BPE: the probability of dropping each merge (BPE-dropout, Provilkov et al. 2020; they use 0.1).
+    # BPE: the probability of dropping each merge (larger = more varied; BPE-dropout, Provilkov et al.
+    # 2020, use 0.1). The samples are drawn once, by binarize: every epoch sees the same N copies.
     sampling_alpha: float = 0.3
 
 
@@ -424,8 +425,8 @@ def recipe_fields(path: Path) -> dict[str, Any]:
     return {key: getattr(getattr(cfg, key.partition(".")[0]), key.partition(".")[2]) for key in keys}
 
 
-# Data fields that only binarize uses: they may change after the tokenizer is trained.
-# Settings of `mt binarize`, not of the tokenizer: they stay open until the data are written.
+# Settings of `mt binarize`, not of the tokenizer: they may change after the tokenizer is trained,
+# until the data are written.
 BINARIZE_FIELDS = ("data.max_len", "data.max_len_ratio", "data.dedup",
                    "tokenizer.train_segmentations", "tokenizer.sampling_alpha")
 

@@ -80,6 +80,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
         Path(tmp).unlink(missing_ok=True)
 
 
+def kept_text(split_stats: dict) -> str:
+    """A split's kept pairs as tables show them: "20,000", or "20,000×8" when binarize wrote each pair
+    in 8 segmentations (data/stats.json's "kept" counts every row written)."""
+    copies = split_stats.get("segmentations", {}).get("copies", 1)
+    kept = split_stats["kept"]
+    return f"{kept:,}" if copies == 1 else f"{kept // copies:,}×{copies}"
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mt.experiment import Experiment
+from mt.experiment import Experiment, kept_text
 
 
 def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
@@ -34,7 +34,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     sections["data"] = {}
     for split, s in ((stats or {}).get("splits") or {}).items():
         sections["data"][split] = (
-            f"{s['kept']:,} pairs kept of {s['pairs_in']:,}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
+            f"{kept_text(s)} pairs kept of {s['pairs_in']:,}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
         )
     sections["checkpoints"] = {}
     if exp.checkpoints_dir.exists():

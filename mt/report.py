@@ -19,7 +19,7 @@ from typing import Callable
 
 from mt.corpus import load_split, read_lines
 from mt.errors import MtError
-from mt.experiment import SPLITS, Experiment, write_text_atomic
+from mt.experiment import SPLITS, Experiment, kept_text, write_text_atomic
 
 REPORT_FILE = "report.html"  # default output, in the experiment
 
@@ -104,7 +104,7 @@ def _data(exp: Experiment) -> str:
     rows = []
     for split, s in (stats.get("splits") or {}).items():
         dropped = s.get("dropped", {})
-        rows.append([_e(split), f"{s['pairs_in']:,}", f"{s['kept']:,}", f"{dropped.get('empty', 0):,}",
+        rows.append([_e(split), f"{s['pairs_in']:,}", kept_text(s), f"{dropped.get('empty', 0):,}",
                      f"{dropped.get('too_long', 0):,}", f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}",
                      f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}"])
     headers = ["split", "pairs", "kept", "dropped: empty", f"too long (> {stats.get('max_len', '?')})",

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import mt.binarize
+import mt.corpus
+import mt.experiment
 from mt.binarize import ParallelData, binarize, check_data, encode_pairs, lines_path, manifest_path
 from mt.config import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
 from mt.errors import MtError
@@ -215,8 +217,9 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
 
 @pytest.fixture
 def word_pieces(setup, tmp_path):
-    """The setup's corpus with a tokenizer of word-sized pieces: no byte fallback, whose 256 byte
-    pieces leave the 300-piece vocabulary mostly characters, and characters split one way only."""
+    """The setup's corpus with a 90-piece tokenizer without byte fallback: its pieces are word parts
+    that can be split several ways (setup's 300 pieces, 256 of them bytes, leave mostly characters,
+    which split one way only)."""
     _, cfg, texts = setup
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 90, False
     exp = Experiment(tmp_path / "word-pieces")
@@ -224,57 +227,80 @@ def word_pieces(setup, tmp_path):
     return exp, cfg, texts
 
 
-def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_pieces, tmp_path, monkeypatch):
+def decoded_rows(exp: Experiment, cfg) -> list[tuple[str, str]]:
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    data = ParallelData(exp, "train")
+    return [(src_tok.decode([data.src(i)])[0], tgt_tok.decode([data.tgt(i)])[0]) for i in range(len(data))]
+
+
+def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_pieces):
     exp, cfg, texts = word_pieces
     cfg.tokenizer.train_segmentations, cfg.tokenizer.sampling_alpha = 3, 0.3
     stats = binarize(exp, cfg)
     train = stats["splits"]["train"]
     assert train["kept"] == 3 * 207 and train["segmentations"] == {"copies": 3, "sampling_alpha": 0.3}
+    assert mt.experiment.kept_text(train) == "207×3" and mt.experiment.kept_text(stats["splits"]["valid"]) == "207"
     assert stats["splits"]["valid"]["kept"] == 207 and "segmentations" not in stats["splits"]["valid"]
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
     data, lines = ParallelData(exp, "train"), np.load(lines_path(exp, "train"))
     # One chunk: the best segmentations first, then each sampled copy of the same pairs in order.
     assert (lines[:207] == lines[207:414]).all() and (lines[:207] == lines[414:]).all()
+    assert decoded_rows(exp, cfg) == [(texts["train"][0][line], texts["train"][1][line]) for line in lines]
     differ = 0
     for i in range(len(data)):
-        for side, tok, text in (("src", src_tok, texts["train"][0]), ("tgt", tgt_tok, texts["train"][1])):
-            ids = (data.src if side == "src" else data.tgt)(i).tolist()
-            assert tok.decode([ids]) == [text[lines[i]]]
+        for ids, tok, text in ((data.src(i), src_tok, texts["train"][0]), (data.tgt(i), tgt_tok, texts["train"][1])):
             best = tok.encode([text[lines[i]]])[0]
             if i < 207:
-                assert ids == best
+                assert ids.tolist() == best
             else:
-                differ += ids != best
-    assert differ > 0.3 * 2 * 414  # alpha 0.3: most sentences are split another way
-    # In worker processes (the samples are not reproducible; the pairs, lines and best copies are).
+                differ += ids.tolist() != best
+    assert differ > 0.3 * 2 * 414  # alpha 0.3: most sentences are split another way (94% here)
+    valid = ParallelData(exp, "valid")
+    valid_lines = np.load(lines_path(exp, "valid"))
+    assert all(valid.src(i).tolist() == src_tok.encode([texts["valid"][0][valid_lines[i]]])[0] for i in range(len(valid)))
+
+
+def test_sampled_copies_follow_deduplication_and_upsampling_in_worker_processes(word_pieces, tmp_path, monkeypatch):
+    exp, cfg, _ = word_pieces
+    cfg.tokenizer.train_segmentations = 2
+    # As in test_workers_give_the_same_data_as_one_process: a 1.5 weight, duplicates across sources.
+    cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
+    cfg.data.train_src = cfg.data.train_tgt = None
     monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
-    one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
-    two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
-    assert one["splits"]["train"]["kept"] == two["splits"]["train"]["kept"] == 3 * 207
-    one_lines, two_lines = (np.load(lines_path(Experiment(tmp_path / name), "train")) for name in ("one", "two"))
-    assert (one_lines == two_lines).all() and (np.bincount(one_lines) == 3).sum() == 207
-    one_data, two_data = ParallelData(Experiment(tmp_path / "one"), "train"), ParallelData(Experiment(tmp_path / "two"), "train")
-    for i in range(len(one_data)):
-        assert src_tok.decode([one_data.src(i)]) == src_tok.decode([two_data.src(i)])
-        assert tgt_tok.decode([one_data.tgt(i)]) == tgt_tok.decode([two_data.tgt(i)])
+    texts = [line for name in ("train", "valid") for line in zip(*sentence_pairs(0 if name == "train" else 1))]
+    runs = {}
+    for workers in (1, 2):
+        other = copy_tokenizer(exp, tmp_path / f"workers{workers}")
+        runs[workers] = binarize(other, cfg, workers=workers)["splits"]["train"]
+        lines = np.load(lines_path(other, "train"))
+        assert decoded_rows(other, cfg) == [texts[line] for line in lines]
+        counts = np.bincount(lines, minlength=420)
+        assert set(counts[:210].tolist()) == {0, 2, 4} and set(counts[210:].tolist()) <= {0, 2}
+    assert runs[1]["kept"] == runs[2]["kept"] and runs[1]["sources"] == runs[2]["sources"]
     assert not multiprocessing.active_children()
 
 
-def test_a_sampled_segmentation_over_max_len_keeps_the_best_one(word_pieces):
+def test_a_sampled_pair_that_fails_the_length_filters_keeps_its_best_segmentation(word_pieces):
     exp, cfg, texts = word_pieces
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
-    src, tgt = texts["train"]
-    src, tgt = src[10:30], tgt[10:30]  # no empty or over-long pair
-    longest = max(len(ids) for ids in src_tok.encode(src + tgt))
-    # Pairs up to `longest` pass, and alpha 0.1 makes most samples longer than their best split.
-    filters = mt.binarize.Filters(None, longest, 0.0, False, segmentations=2, sampling_alpha=0.1)
+    src, tgt = (side[10:30] for side in texts["train"])  # no empty or over-long pair
+    best = {"src": src_tok.encode(src), "tgt": tgt_tok.encode(tgt)}
+    longest = max(len(ids) for ids in best["src"] + best["tgt"])
+    ratio = max(max(len(s), len(t)) / min(len(s), len(t)) for s, t in zip(best["src"], best["tgt"]))
+    # Every pair passes in its best split; alpha 0.1 makes most samples longer than that.
+    filters = mt.binarize.Filters(None, longest, ratio, False, segmentations=2, sampling_alpha=0.1)
     chunk = mt.corpus.RawChunk("text", src, tgt, ("de", "en"), 0)
     result = mt.binarize.Encoder(src_tok, tgt_tok)(chunk, filters)
     sample = result["samples"][0]
-    for side in ("src", "tgt"):
-        assert len(sample[f"{side}_lens"]) == len(result[f"{side}_lens"]) == 20
-        assert sample[f"{side}_lens"].max() <= longest
-        assert (sample[f"{side}_lens"] > result[f"{side}_lens"]).any()  # sampled where it fits
+    src_lens, tgt_lens = sample["src_lens"], sample["tgt_lens"]
+    assert len(src_lens) == len(tgt_lens) == len(result["src_lens"]) == 20
+    assert max(src_lens.max(), tgt_lens.max()) <= longest
+    assert (np.maximum(src_lens, tgt_lens) <= ratio * np.minimum(src_lens, tgt_lens)).all()
+    offsets = {side: np.concatenate([[0], np.cumsum(sample[f"{side}_lens"])]) for side in ("src", "tgt")}
+    rows = {side: [sample[f"{side}_ids"][offsets[side][i]:offsets[side][i + 1]].tolist() for i in range(20)]
+            for side in ("src", "tgt")}
+    kept_best = [rows["src"][i] == best["src"][i] and rows["tgt"][i] == best["tgt"][i] for i in range(20)]
+    assert 0 < sum(kept_best) < 20  # some pairs fell back whole, others were sampled
 
 
 def crafted_corpus(tmp_path) -> list[str]:

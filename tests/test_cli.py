@@ -255,6 +255,7 @@ def test_bad_flags_and_config(work: Path, built: dict):
     error(mt(work, "train-tokenizer", "--exp", "exp", "--vocab-size", "600"), 2, "tokenizer.vocab_size", "--exp")
     error(mt(work, "train", "--exp", "exp", "--preset", "small"), 2, "--preset small", "model.")
     error(mt(work, "binarize", "--exp", "exp", "--set", "data.src_lang=fr"), 2, "data.src_lang")
+    error(mt(work, "binarize", "--exp", "exp", "--train-segmentations", "4"), 2, "tokenizer.train_segmentations", "binarized")
     assert snapshot(work / "exp") == files
 
     (work / "typo.yaml").write_text("exp: typo_exp\ntrain:\n  max_stpes: 5\n")
