@@ -1,8 +1,8 @@
 """Decoding choices of a trained Multi30k experiment, searched on val only: which checkpoint (last,
-best, the average of the last N), beam size and length penalty.
+best, the average of the last N, an ensemble of several), beam size and length penalty.
 
     python bench/multi30k_search.py --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
-        [--alphas 0.6,1.0] [--test]
+        [--alphas 0.6,1.0] [--length-penalties gnmt,length] [--ensembles last+step_9000] [--test]
 
 Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe
 recipes/multi30k_en_de.yaml` leaves), its valid split (Multi30k val, 1014 sentences). Averaged
@@ -30,9 +30,16 @@ def main() -> None:
     parser.add_argument("--average", default="3,5", help="Average the last N periodic checkpoints, for each N.")
     parser.add_argument("--beams", default="4,5,8")
     parser.add_argument("--alphas", default="0.6,1.0")
+    parser.add_argument("--length-penalties", default="gnmt",
+                        help="gnmt: ((5+|Y|)/6)^alpha (the paper); length: |Y|^alpha; none. Comma-separated.")
+    parser.add_argument("--ensembles", default="",
+                        help="Checkpoints decoded together, joined by '+', e.g. last+step_9000 (comma-separated).")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--test", action="store_true", help="Score the setting best on val on test2016 too.")
     args = parser.parse_args()
+    for penalty in args.length_penalties.split(","):
+        if penalty not in ("gnmt", "length", "none"):
+            parser.error(f"--length-penalties: {penalty!r} is not gnmt, length or none")
 
     import torch
 
@@ -49,37 +56,41 @@ def main() -> None:
     for n in (int(x) for x in args.average.split(",") if x):
         average_last(exp, n, f"avg{n}")
         checkpoints.append(f"avg{n}")
+    checkpoints += [x for x in args.ensembles.split(",") if x]
     src, refs = load_split(cfg.data, "valid")
     rows = []
     for checkpoint in checkpoints:
-        translator = Translator(exp, cfg, checkpoint)  # loaded once; it reads cfg.decode when it translates
-        for beam in (int(x) for x in args.beams.split(",")):
-            for alpha in (float(x) for x in args.alphas.split(",")):
-                cfg.decode.beam, cfg.decode.alpha = beam, alpha
-                start = time.perf_counter()
-                hyps = translator.translate(src)
-                seconds = time.perf_counter() - start
-                result = score(hyps, refs)
-                rows.append({"checkpoint": checkpoint, "beam": beam, "alpha": alpha, "valid_bleu": round(result["bleu"], 2),
-                             "valid_chrf": round(result["chrf"], 2), "seconds": round(seconds, 1)})
-                print(json.dumps(rows[-1]), file=sys.stderr)
+        # Loaded once (an ensemble: each member); it reads cfg.decode when it translates.
+        translator = Translator(exp, cfg, checkpoint.split("+"))
+        settings = [(beam, penalty, alpha) for beam in (int(x) for x in args.beams.split(","))
+                    for penalty in args.length_penalties.split(",") for alpha in (float(x) for x in args.alphas.split(","))]
+        for beam, penalty, alpha in settings:
+            cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = beam, penalty, alpha
+            start = time.perf_counter()
+            hyps = translator.translate(src)
+            seconds = time.perf_counter() - start
+            result = score(hyps, refs)
+            rows.append({"checkpoint": checkpoint, "beam": beam, "length_penalty": penalty, "alpha": alpha,
+                         "valid_bleu": round(result["bleu"], 2), "valid_chrf": round(result["chrf"], 2),
+                         "seconds": round(seconds, 1)})
+            print(json.dumps(rows[-1]), file=sys.stderr)
     best = max(rows, key=lambda r: (r["valid_bleu"], r["valid_chrf"]))
     summary = {"exp": str(exp.root), "best_on_valid": best, "runs": rows, "signature": result["bleu_signature"]}
     if args.test:
-        cfg.decode.beam, cfg.decode.alpha = best["beam"], best["alpha"]
+        cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = best["beam"], best["length_penalty"], best["alpha"]
         test_src, test_refs = load_split(cfg.data, "test")
-        test = score(Translator(exp, cfg, best["checkpoint"]).translate(test_src), test_refs)
+        test = score(Translator(exp, cfg, best["checkpoint"].split("+")).translate(test_src), test_refs)
         summary.update(test_bleu=round(test["bleu"], 2), test_chrf=round(test["chrf"], 2))
 
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"decoding choices on Multi30k val ({len(src)} sentences), {exp.root}")
-    for column in ("checkpoint", "beam", "alpha", "val BLEU", "val chrF", "seconds"):
+    for column in ("checkpoint", "beam", "penalty", "alpha", "val BLEU", "val chrF", "seconds"):
         table.add_column(column, justify="left" if column == "checkpoint" else "right")
     for r in rows:
         mark = " *" if r is best else ""
-        table.add_row(r["checkpoint"] + mark, str(r["beam"]), f"{r['alpha']:g}", f"{r['valid_bleu']:.2f}",
+        table.add_row(r["checkpoint"] + mark, str(r["beam"]), r["length_penalty"], f"{r['alpha']:g}", f"{r['valid_bleu']:.2f}",
                       f"{r['valid_chrf']:.2f}", f"{r['seconds']:.1f}")
     Console(width=120).print(table)
     if args.test:
