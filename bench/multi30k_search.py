@@ -58,12 +58,12 @@ def main() -> None:
         checkpoints.append(f"avg{n}")
     checkpoints += [x for x in args.ensembles.split(",") if x]
     src, refs = load_split(cfg.data, "valid")
+    settings = [(beam, penalty, alpha) for beam in (int(x) for x in args.beams.split(","))
+                for penalty in args.length_penalties.split(",") for alpha in (float(x) for x in args.alphas.split(","))]
     rows = []
     for checkpoint in checkpoints:
         # Loaded once (an ensemble: each member); it reads cfg.decode when it translates.
         translator = Translator(exp, cfg, checkpoint.split("+"))
-        settings = [(beam, penalty, alpha) for beam in (int(x) for x in args.beams.split(","))
-                    for penalty in args.length_penalties.split(",") for alpha in (float(x) for x in args.alphas.split(","))]
         for beam, penalty, alpha in settings:
             cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = beam, penalty, alpha
             start = time.perf_counter()

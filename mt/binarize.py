@@ -88,20 +88,14 @@ class Encoder:
 
     def __call__(self, chunk: corpus.RawChunk, filters: Filters) -> dict:
         decoded = corpus.decode_chunk(chunk, filters.clean)
-        src, tgt = self.src_tok.encode(decoded.src), self.tgt_tok.encode(decoded.tgt)
-        src_len = np.fromiter(map(len, src), dtype=np.int64, count=len(src))
-        tgt_len = np.fromiter(map(len, tgt), dtype=np.int64, count=len(tgt))
-        is_empty = (src_len == 0) | (tgt_len == 0)
-        is_long = ~is_empty & ((src_len > filters.max_len) | (tgt_len > filters.max_len))
+        encoded = {"src": self.src_tok.encode(decoded.src), "tgt": self.tgt_tok.encode(decoded.tgt)}
+        is_empty, is_long, is_off = _length_checks(_lengths(encoded["src"]), _lengths(encoded["tgt"]), filters)
         dropped = dict(decoded.dropped) if filters.clean is not None else {}
         dropped["empty"] = dropped.get("empty", 0) + int(is_empty.sum())
         dropped["too_long"] = int(is_long.sum())
-        bad = is_empty | is_long
-        if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
-            is_off = ~bad & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))
+        if filters.max_len_ratio:
             dropped["ratio"] = int(is_off.sum())
-            bad |= is_off
-        keep = np.flatnonzero(~bad)
+        keep = np.flatnonzero(~(is_empty | is_long | is_off))
         result = {
             "pairs_in": len(chunk),
             "index": np.asarray(decoded.kept, dtype=np.int64)[keep],  # positions in the chunk
@@ -109,12 +103,9 @@ class Encoder:
             "fixed": decoded.fixed,
             "examples": decoded.examples,
         }
-        for side, seqs, seq_len, tok in (("src", src, src_len, self.src_tok), ("tgt", tgt, tgt_len, self.tgt_tok)):
-            flat = itertools.chain.from_iterable(seqs[i] for i in keep)
-            result[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(seq_len[keep].sum()))
-            result[f"{side}_lens"] = seq_len[keep]
+        best = {side: [seqs[i] for i in keep] for side, seqs in encoded.items()}
+        result.update(self._pack(best))
         if filters.segmentations > 1:
-            best = {"src": [src[i] for i in keep], "tgt": [tgt[i] for i in keep]}
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
         if filters.dedup:
@@ -124,23 +115,36 @@ class Encoder:
 
     def _sampled(self, best: dict, text: dict, filters: Filters) -> dict:
         """The kept pairs in one sampled segmentation (ids and lengths per side). A pair whose sample
-        would fail the length filters (max_len, max_len_ratio) keeps its best segmentation, in which
-        it passed them."""
-        drawn = {side: tok.sample(text[side], filters.sampling_alpha)
-                 for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok))}
-        lens = {side: np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs)) for side, seqs in drawn.items()}
-        short, long = np.minimum(lens["src"], lens["tgt"]), np.maximum(lens["src"], lens["tgt"])
-        fails = (short == 0) | (long > filters.max_len)
-        if filters.max_len_ratio:
-            fails |= long > filters.max_len_ratio * short
+        would fail the length filters keeps its best segmentation, in which it passed them."""
+        drawn = {"src": self.src_tok.sample(text["src"], filters.sampling_alpha),
+                 "tgt": self.tgt_tok.sample(text["tgt"], filters.sampling_alpha)}
+        fails = np.logical_or.reduce(_length_checks(_lengths(drawn["src"]), _lengths(drawn["tgt"]), filters))
+        return self._pack({side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
+                           for side in ("src", "tgt")})
+
+    def _pack(self, seqs: dict[str, list[list[int]]]) -> dict:
+        """{side}_ids (flat, the vocabulary's dtype) and {side}_lens of id sequences per side."""
         arrays = {}
         for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok)):
-            seqs = [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
-            side_lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-            flat = itertools.chain.from_iterable(seqs)
-            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(side_lens.sum()))
-            arrays[f"{side}_lens"] = side_lens
+            lens = _lengths(seqs[side])
+            flat = itertools.chain.from_iterable(seqs[side])
+            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(lens.sum()))
+            arrays[f"{side}_lens"] = lens
         return arrays
+
+
+def _lengths(seqs: list[list[int]]) -> np.ndarray:
+    return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+
+
+def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -> tuple[np.ndarray, ...]:
+    """Masks of the pairs that are empty, too long, or (neither) off the length ratio, per filters."""
+    is_empty = (src_len == 0) | (tgt_len == 0)
+    is_long = ~is_empty & ((src_len > filters.max_len) | (tgt_len > filters.max_len))
+    is_off = np.zeros_like(is_empty)
+    if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
+        is_off = ~(is_empty | is_long) & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))
+    return is_empty, is_long, is_off
 
 
 _worker_encoder: Encoder | None = None
