@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import resource
 import shutil
+import signal
 import statistics
 import sys
 import time
@@ -92,13 +93,19 @@ def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
 
 
 def run_phase(name: str, exp_dir: Path, threads: int) -> dict:
+    """`name` in a child process; a SIGTERM or SIGINT to this one stops the child too (training saves its
+    checkpoint first), so that `kill` of the benchmark leaves no hour-long phase behind on the CPU."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     process = ctx.Process(target=_phase, args=(name, str(exp_dir), threads, queue))
     start = time.perf_counter()
     process.start()
-    result = queue.get()
-    process.join()
+    try:
+        result = queue.get()
+    finally:
+        if process.is_alive() and sys.exc_info()[0] is not None:
+            process.terminate()  # SIGTERM: a training phase stops after its update and saves
+        process.join()
     if process.exitcode != 0:
         raise SystemExit(f"phase {name} failed with exit code {process.exitcode}")
     return {**result, "wall_seconds": time.perf_counter() - start}
@@ -126,6 +133,9 @@ def main() -> None:
     from mt.runtime import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
+    # After use_tcmalloc's restart (exec resets handlers). The default SIGTERM would end this process at
+    # once and orphan its phase's child; as an exception it reaches run_phase's cleanup.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     from mt import config as cfglib
     from mt.config import from_dict
