@@ -116,6 +116,12 @@ class TrainConfig:
     lr_scale: float = 1.0
     warmup_steps: int = 4000
     label_smoothing: float = 0.1  # epsilon_ls (Sec. 5.4)
+    # Late dropout (Liu et al., ICML 2023, "Dropout Reduces Underfitting"): model.dropout's sub-layer and
+    # embedding dropout at this lower rate until early_dropout_until of the budget (max_time if set, else
+    # max_steps), model.dropout after: a short budget learns faster early and generalises at the end.
+    # Attention and activation dropout keep their rates. None = off.
+    early_dropout: float | None = None
+    early_dropout_until: float = 0.5
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -364,6 +370,9 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
          "train.log_every, valid_every and save_every must be at least 1"),
         (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
         (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (cfg.train.early_dropout is None or 0.0 <= cfg.train.early_dropout <= 1.0,
+         "train.early_dropout must be in [0, 1], or null (off)"),
+        (0.0 < cfg.train.early_dropout_until <= 1.0, "train.early_dropout_until must be in (0, 1]"),
         (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),
         (cfg.tokenizer.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
         (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),

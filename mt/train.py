@@ -35,7 +35,7 @@ from mt.distributed import Distributed
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.loss import autocast, batch_loss
-from mt.model import Transformer, build_model, count_parameters
+from mt.model import Embedding, Residual, Transformer, build_model, count_parameters
 from mt.runtime import allocator_hint, keep_freed_memory, release_freed_memory
 from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import load_tokenizers
@@ -103,6 +103,9 @@ class Trainer:
         self.train_data = ParallelData(exp, "train")
         self.valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
         self.model = self._build_model(src_tok.vocab_size)
+        self.cfg_dropout = cfg.model.dropout
+        # model.dropout's modules (after each sub-layer, after the embeddings), for train.early_dropout
+        self._scheduled_dropouts = [m.dropout for m in self.model.modules() if isinstance(m, (Residual, Embedding))]
         loss_module = _LossModule(self.model, self.tcfg.label_smoothing)
         if self.tcfg.compile:
             # In place (same module, same state_dict keys), and before DDP wraps it, as torch's docs
@@ -252,14 +255,16 @@ class Trainer:
         return collate(self.train_data, indices)
 
     # -- one update ----------------------------------------------------------------------------
+    def progress(self, step: int) -> float:
+        """How far into the budget update `step` (from 1) is: max_time's share if set, else max_steps's."""
+        if self.tcfg.max_time is not None:
+            return self.elapsed / self.tcfg.max_time
+        return (step - 1) / max(self.tcfg.max_steps, 1)
+
     def learning_rate(self, step: int) -> float:
         """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's fall to 0."""
         lr = inverse_sqrt_lr(step, self.tcfg.warmup_steps, self.peak_lr)
-        if self.tcfg.max_time is not None:
-            progress = self.elapsed / self.tcfg.max_time
-        else:
-            progress = (step - 1) / max(self.tcfg.max_steps, 1)
-        factor = cooldown_factor(progress, self.tcfg.cooldown, self.tcfg.cooldown_shape)
+        factor = cooldown_factor(self.progress(step), self.tcfg.cooldown, self.tcfg.cooldown_shape)
         if factor is None:
             self.cooldown_from = None
             return lr
@@ -273,6 +278,7 @@ class Trainer:
         the update: no optimizer step, gradients dropped, `skipped` counted. `stop` is this process's
         wish to stop; the result's "stop" is true on all processes if one wished so."""
         self.model.train()
+        self.schedule_dropout(self.step_count + 1)
         if batches is None:
             batches = [self.next_batch() for _ in range(self.tcfg.update_freq)]
         local = self._forward_backward(batches)
@@ -293,6 +299,15 @@ class Trainer:
             "skipped": not finite,
             "stop": stops > 0,
         }
+
+    def schedule_dropout(self, step: int) -> float:
+        """train.early_dropout: the rate of the sub-layer and embedding dropout for update `step`."""
+        rate = self.cfg_dropout
+        if self.tcfg.early_dropout is not None and self.progress(step) < self.tcfg.early_dropout_until:
+            rate = self.tcfg.early_dropout
+        for module in self._scheduled_dropouts:
+            module.p = rate
+        return rate
 
     def _update(self, loss: float, grad_norm: float) -> bool:
         """The optimizer step, unless the loss or the gradient norm is not finite; drops the gradients."""

@@ -29,6 +29,7 @@ from mt.config import ExperimentConfig, save_yaml
 from mt.corpus import load_split
 from mt.errors import MtError
 from mt.experiment import Experiment, write_text_atomic
+from mt.model import FeedForward
 from mt.search import greedy_search
 from mt.tokenizer import EOS_ID, train_tokenizer
 from mt.schedule import cooldown_factor, inverse_sqrt_lr
@@ -283,6 +284,56 @@ def test_cooldown_by_time(base, tmp_path):
         trainer.elapsed = elapsed
         lrs.append(trainer.learning_rate(step))
     assert lrs == pytest.approx([inverse_sqrt_lr(10, 4, 1e-3), start, start * 0.5, start * (1 - 0.75**0.5)], rel=1e-12)
+
+
+# -- late dropout (train.early_dropout) -------------------------------------------------------------------
+
+
+def test_early_dropout_then_model_dropout_from_a_share_of_the_steps(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "late", model__dropout=0.3, model__activation_dropout=0.2,
+                               early_dropout=0.0, early_dropout_until=0.5, max_steps=4)
+    late = Trainer(exp, cfg)
+    assert len(late._scheduled_dropouts) == 7  # 2 embeddings, 2 encoder + 3 decoder sub-layers
+    # Updates 1 and 2 start at 0/4 and 1/4 of the budget: no sub-layer dropout, so exactly the updates of
+    # a model whose model.dropout is 0 (same seed, same batches, the same activation dropout masks; one
+    # trainer after the other, as each seeds torch's generator).
+    late_losses = [late.step()["loss"] for _ in range(2)]
+    exp0, cfg0 = copy_experiment(base, tmp_path / "none", model__dropout=0.0, model__activation_dropout=0.2,
+                                 max_steps=4)
+    plain = Trainer(exp0, cfg0)
+    assert late_losses == [plain.step()["loss"] for _ in range(2)]
+    assert_params_close(params(late.model), params(plain.model), atol=0)
+    # Update 3 starts half-way: model.dropout's 0.3 from there on.
+    late.step()
+    assert {m.p for m in late._scheduled_dropouts} == {0.3}
+    assert {m.dropout.p for m in late.model.modules() if isinstance(m, FeedForward)} == {0.2}  # untouched
+
+
+def test_early_dropout_by_time_and_off_by_default(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.3, early_dropout=0.1,
+                               early_dropout_until=0.4, max_time=100.0)
+    trainer = Trainer(exp, cfg)
+    rates = []
+    for elapsed in (0.0, 39.9, 40.0, 99.0):
+        trainer.elapsed = elapsed
+        rates.append(trainer.schedule_dropout(trainer.step_count + 1))
+    assert rates == [0.1, 0.1, 0.3, 0.3]
+    assert {m.p for m in trainer._scheduled_dropouts} == {0.3}
+
+    exp, cfg = copy_experiment(base, tmp_path / "off", model__dropout=0.3, max_time=100.0)
+    trainer = Trainer(exp, cfg)
+    trainer.elapsed = 0.0
+    assert trainer.schedule_dropout(1) == 0.3
+
+
+def test_early_dropout_is_checked():
+    from mt.config import from_dict
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="train.early_dropout must be in"):
+        from_dict({"train": {"early_dropout": 1.5}}, "recipe.yaml")
+    with pytest.raises(ConfigError, match="train.early_dropout_until must be in"):
+        from_dict({"train": {"early_dropout": 0.1, "early_dropout_until": 0.0}}, "recipe.yaml")
 
 
 # -- validation: BLEU, best metric, patience -------------------------------------------------------------
