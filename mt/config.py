@@ -311,6 +311,10 @@ def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "overrid
     if name not in hints:
         known = ", ".join(f.name for f in dataclasses.fields(section))
         raise ConfigError(f"{where}: unknown key {key!r}; {section_name} has: {known}")
+    hint = str(hints[name])
+    if (isinstance(value, str) and value.strip().lower() in ("", "null", "none") and "None" in hint
+            and not hint.startswith("str")):
+        value = None  # a flag's way to unset an optional number: --set train.max_time=null
     if key == "train.max_time" and value is not None:
         try:
             value = parse_duration(value)

@@ -281,3 +281,18 @@ def test_unknown_cooldown_shape_is_refused_by_name(tmp_path):
         load_recipe(path)
     assert str(path) in str(info.value)
     assert load_recipe(write(tmp_path / "ok.yaml", "train:\n  cooldown_shape: 1-sqrt\n"))[0].train.cooldown_shape == "1-sqrt"
+
+
+def test_a_flag_unsets_an_optional_number_with_null():
+    from mt.config import set_field
+
+    cfg = ExperimentConfig()
+    cfg.train.max_time, cfg.train.lr_peak = 3600.0, 5e-3
+    assert set_field(cfg, "train.max_time", "null") is None and cfg.train.max_time is None
+    assert set_field(cfg, "train.lr_peak", "None") is None and cfg.train.lr_peak is None
+    assert set_field(cfg, "train.early_dropout", "0.2") == 0.2
+    assert set_field(cfg, "train.early_dropout", "") is None
+    assert set_field(cfg, "train.max_time", "2h") == 7200.0
+    assert set_field(cfg, "data.train_prefix", "none") == "none"  # a text field keeps the text: a file name
+    with pytest.raises(ConfigError, match="train.max_steps"):
+        set_field(cfg, "train.max_steps", "null")  # not optional
