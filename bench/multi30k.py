@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import queue as queue_module
 import resource
 import shutil
 import signal
@@ -100,14 +101,24 @@ def run_phase(name: str, exp_dir: Path, threads: int) -> dict:
     process = ctx.Process(target=_phase, args=(name, str(exp_dir), threads, queue))
     start = time.perf_counter()
     process.start()
+    result = None
     try:
-        result = queue.get()
-    finally:
-        if process.is_alive() and sys.exc_info()[0] is not None:
-            process.terminate()  # SIGTERM: a training phase stops after its update and saves
+        while result is None and process.is_alive():
+            try:
+                result = queue.get(timeout=1.0)
+            except queue_module.Empty:
+                pass
+        if result is None:  # it may have put its result just before exiting
+            result = queue.get(timeout=1.0) if not queue.empty() else None
+    except BaseException:
+        process.terminate()  # SIGTERM: a training phase stops after its update and saves
         process.join()
-    if process.exitcode != 0:
+        raise
+    process.join()
+    if process.exitcode != 0 or result is None:
         raise SystemExit(f"phase {name} failed with exit code {process.exitcode}")
+    if result.get("stopped_by") in ("SIGINT", "SIGTERM", "signal"):
+        raise SystemExit(f"phase {name} was stopped by {result['stopped_by']}: no figures from a cut-short run")
     return {**result, "wall_seconds": time.perf_counter() - start}
 
 
@@ -175,12 +186,15 @@ def main() -> None:
 
     run_phase("prepare", exp_dir, args.threads)
     trained = run_phase("train", exp_dir, args.threads)
+    records = [json.loads(line) for line in (exp_dir / "train.jsonl").read_text().splitlines()]
+    speeds = [r for r in records if "tgt_tokens_per_s" in r][1:]  # the first window includes warm-up
+    if not speeds:
+        raise SystemExit(f"{exp_dir / 'train.jsonl'}: fewer than two speed records (train.log_every "
+                         f"{cfg.train.log_every}): train longer for a speed figure")
     if averaging:
         run_phase("average", exp_dir, args.threads)
     decoded = run_phase("decode", exp_dir, args.threads)
 
-    records = [json.loads(line) for line in (exp_dir / "train.jsonl").read_text().splitlines()]
-    speeds = [r for r in records if "tgt_tokens_per_s" in r][1:]  # the first window includes warm-up
     tgt_tps = statistics.median(r["tgt_tokens_per_s"] for r in speeds)
     all_tps = statistics.median(r["tokens_per_s"] for r in speeds)
     sentences = decoded["sentences"]
