@@ -103,13 +103,13 @@ def run_phase(name: str, exp_dir: Path, threads: int) -> dict:
     process.start()
     result = None
     try:
-        while result is None and process.is_alive():
+        while result is None:
+            alive = process.is_alive()  # before the get: a dead child's result is already in the pipe
             try:
                 result = queue.get(timeout=1.0)
             except queue_module.Empty:
-                pass
-        if result is None:  # it may have put its result just before exiting
-            result = queue.get(timeout=1.0) if not queue.empty() else None
+                if not alive:
+                    break
     except BaseException:
         process.terminate()  # SIGTERM: a training phase stops after its update and saves
         process.join()

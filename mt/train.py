@@ -103,7 +103,6 @@ class Trainer:
         self.train_data = ParallelData(exp, "train")
         self.valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
         self.model = self._build_model(src_tok.vocab_size)
-        self.model_dropout = cfg.model.dropout
         # model.dropout's modules (after each sub-layer, after the embeddings), for train.early_dropout
         self._scheduled_dropouts = [m.dropout for m in self.model.modules() if isinstance(m, (Residual, Embedding))]
         loss_module = _LossModule(self.model, self.tcfg.label_smoothing)
@@ -302,9 +301,10 @@ class Trainer:
 
     def schedule_dropout(self, step: int) -> float:
         """train.early_dropout: the rate of the sub-layer and embedding dropout for update `step`."""
-        rate = self.model_dropout
-        if self.tcfg.early_dropout is not None and self.progress(step) < self.tcfg.early_dropout_until:
-            rate = self.tcfg.early_dropout
+        if self.tcfg.early_dropout is None:
+            return self.cfg.model.dropout  # as built: nothing to set
+        early = self.progress(step) < self.tcfg.early_dropout_until
+        rate = self.tcfg.early_dropout if early else self.cfg.model.dropout
         for module in self._scheduled_dropouts:
             module.p = rate
         return rate
