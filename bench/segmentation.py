@@ -22,15 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def last_valid_nll(log: Path) -> tuple[int, float]:
-    """(step, valid NLL per token) of the log's last validation."""
-    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-    valid = [r for r in rows if "valid_nll" in r]
-    if not valid:
-        sys.exit(f"{log}: no validation in this training log")
-    return valid[-1]["step"], valid[-1]["valid_nll"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="EXP or EXP,TRAIN_LOG")
@@ -41,6 +32,7 @@ def main() -> None:
 
     from mt.binarize import ParallelData
     from mt.experiment import Experiment
+    from mt.plot import load_train_log
 
     rows = []
     for run in args.runs:
@@ -50,14 +42,17 @@ def main() -> None:
         log_path = Path(log) if log else exp.train_log_path
         valid = ParallelData(exp, "valid")
         src_pieces, tgt_pieces = float(valid.src_lens.mean()), float(valid.tgt_lens.mean())
-        step, nll = last_valid_nll(log_path)
+        _, valid_records = load_train_log(log_path)
+        if not valid_records:
+            sys.exit(f"{log_path}: no validation in this training log")
+        step, nll = valid_records[-1]["step"], valid_records[-1]["valid_nll"]
         rows.append({
-            "exp": root, "train_log": str(log_path),
+            "exp": root, "train_log": str(log_path), "valid_sentences": len(valid),
             "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size}",
             "src_pieces_per_sentence": round(src_pieces, 2), "tgt_pieces_per_sentence": round(tgt_pieces, 2),
             "step": step, "valid_nll": round(nll, 4), "nats_per_tgt_sentence": round(nll * (tgt_pieces + 1), 2),
         })
-    table = Table(title=f"valid loss per sentence, {len(valid)} valid sentences")
+    table = Table(title="valid loss per sentence")
     for column in ("train log", "tokenizer", "src pieces/sent", "tgt pieces/sent", "step", "valid nll/piece",
                    "nats/tgt sentence"):
         table.add_column(column)
@@ -70,4 +65,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from mt.errors import MtError
+
+    try:
+        main()
+    except MtError as exc:  # a missing experiment or log: one line, no traceback
+        sys.exit(str(exc))
