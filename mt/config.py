@@ -125,6 +125,8 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
+    # Decoupled (AdamW): each update shrinks weight matrices and embeddings by lr * weight_decay; biases
+    # and LayerNorm gains are not decayed. Not in the paper (plain Adam); 0 = off.
     weight_decay: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping (the paper does not clip)
     seed: int = 1
@@ -370,6 +372,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.train.keep_last >= 0, "train.keep_last must be 0 (keep all) or more"),
         (cfg.train.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
         (cfg.train.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
+        (cfg.train.weight_decay >= 0.0, "train.weight_decay must be 0 (off) or more"),
         (min(cfg.train.log_every, cfg.train.valid_every, cfg.train.save_every) >= 1,
          "train.log_every, valid_every and save_every must be at least 1"),
         (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),

@@ -82,8 +82,9 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     # The model, Adam's moments and step, the data position (the batch order is a function of seed
     # and epoch) and the RNGs (dropout draws from torch's) are restored exactly; matmuls on one
     # thread reduce in a fixed order; validation and checkpointing consume no random numbers.
-    straight, _ = copy_experiment(base, tmp_path / "straight", max_steps=N, save_every=N // 2)
-    killed, _ = copy_experiment(base, tmp_path / "killed", max_steps=N, save_every=N // 2)
+    # Weight decay on: AdamW's two parameter groups (decayed, not) round-trip as well.
+    straight, _ = copy_experiment(base, tmp_path / "straight", max_steps=N, save_every=N // 2, weight_decay=0.01)
+    killed, _ = copy_experiment(base, tmp_path / "killed", max_steps=N, save_every=N // 2, weight_decay=0.01)
     assert straight.load_config().model.dropout > 0
 
     done = run_train(straight)

@@ -124,6 +124,44 @@ def test_update_freq_k_equals_one_batch_of_k_times_the_rows(base, tmp_path):
                                                        params(Trainer(exp, cfg).model).values()))
 
 
+# -- weight decay --------------------------------------------------------------------------------------
+
+
+def test_weight_decay_is_decoupled_and_spares_biases_and_layernorm(base, tmp_path):
+    # AdamW shrinks p by lr * wd before Adam's step, which does not depend on p: on the same batch the
+    # decayed and undecayed updates differ by exactly lr * wd * p for matrices and embeddings, and
+    # not at all for biases and LayerNorm (coupled L2 would also change the gradient and so Adam's step).
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
+    plain = Trainer(exp, cfg)
+    exp_wd, cfg_wd = copy_experiment(base, tmp_path / "wd", model__dropout=0.0, weight_decay=0.5)
+    decayed = Trainer(exp_wd, cfg_wd)
+    start = params(plain.model)
+    assert_params_close(start, params(decayed.model), atol=0)
+    batch = plain.next_batch()
+    stats = plain.step([batch])
+    decayed.step([batch])
+    lr = stats["lr"]
+    assert lr > 0
+    matrices = 0
+    for name, p0 in start.items():
+        got = dict(decayed.model.named_parameters())[name].detach()
+        want = dict(plain.model.named_parameters())[name].detach()
+        if p0.dim() >= 2:
+            matrices += 1
+            torch.testing.assert_close(want - got, lr * 0.5 * p0, atol=1e-7, rtol=1e-4, msg=name)
+        else:
+            assert torch.equal(got, want), name
+    assert matrices > 0 and any(p.dim() < 2 for p in start.values())
+
+
+def test_negative_weight_decay_is_refused():
+    from mt.config import from_dict
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="train.weight_decay must be 0"):
+        from_dict({"train": {"weight_decay": -0.1}}, "recipe.yaml")
+
+
 # -- precision -----------------------------------------------------------------------------------------
 
 
