@@ -30,7 +30,7 @@ from mt import log
 from mt.batching import Batch, collate, make_batches
 from mt.binarize import ParallelData, check_data
 from mt.checkpoint import init_weights, load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from mt.config import ExperimentConfig
+from mt.config import ExperimentConfig, TrainConfig
 from mt.distributed import Distributed
 from mt.errors import MtError
 from mt.experiment import Experiment
@@ -89,6 +89,26 @@ def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
         return [{"params": params, "weight_decay": 0.0}]
     return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def regroup_optimizer_state(saved: dict[str, Any], model: torch.nn.Module, tcfg: TrainConfig) -> dict[str, Any]:
+    """A saved AdamW state laid out for the groups `decay_groups` makes now, with this config's betas,
+    eps and weight decay. torch's load_state_dict would keep the saved hyperparameters (a changed
+    `train.weight_decay` or `adam_beta2` silently ignored on resume) and refuses another number of
+    groups (weight decay turned on or off); each parameter keeps its moments either way."""
+    saved_decay = 1.0 if len(saved["param_groups"]) == 2 else 0.0  # the layout that wrote it
+    saved_order = [p for g in decay_groups(model, saved_decay) for p in g["params"]]
+    groups = decay_groups(model, tcfg.weight_decay)
+    index = {id(p): i for i, p in enumerate(p for g in groups for p in g["params"])}
+    state = {index[id(saved_order[int(i)])]: s for i, s in saved["state"].items()}
+    template = saved["param_groups"][0]
+    param_groups, start = [], 0
+    for g in groups:
+        ids = list(range(start, start + len(g["params"])))
+        start += len(ids)
+        param_groups.append({**template, "params": ids, "weight_decay": g["weight_decay"],
+                             "betas": (tcfg.adam_beta1, tcfg.adam_beta2), "eps": tcfg.adam_eps})
+    return {"state": state, "param_groups": param_groups}
 
 
 class Trainer:
@@ -200,7 +220,7 @@ class Trainer:
             raise MtError(f"{path}: saved by {saved_world} training process(es), now {self.group.world_size}; "
                           f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(regroup_optimizer_state(state["optimizer"], self.model, self.tcfg))
         if self.scaler is not None and state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.step_count, self.epoch = int(state["step"]), int(state["epoch"])

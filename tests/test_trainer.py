@@ -153,6 +153,29 @@ def test_weight_decay_is_decoupled_and_spares_biases_and_layernorm(base, tmp_pat
     assert matrices > 0 and any(p.dim() < 2 for p in start.values())
 
 
+@pytest.mark.parametrize("before, after", [(0.0, 0.05), (0.05, 0.0), (0.05, 0.1)])
+def test_resume_takes_weight_decay_and_betas_from_the_config_and_keeps_each_moment(base, tmp_path, before, after):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", weight_decay=before)
+    trainer = Trainer(exp, cfg)
+    trainer.step()
+    trainer.step()
+    trainer.save()
+    names = {id(p): name for name, p in trainer.model.named_parameters()}
+    moments = {names[id(p)]: s["exp_avg_sq"].clone() for p, s in trainer.optimizer.state.items()}
+
+    cfg.train.weight_decay, cfg.train.adam_beta2 = after, 0.95
+    resumed = Trainer(exp, cfg)
+    assert resumed.resume() and resumed.step_count == 2
+    names = {id(p): name for name, p in resumed.model.named_parameters()}
+    got = {names[id(p)]: s["exp_avg_sq"] for p, s in resumed.optimizer.state.items()}
+    assert got.keys() == moments.keys() and all(torch.equal(got[k], moments[k]) for k in got)
+    assert {g["betas"] for g in resumed.optimizer.param_groups} == {(cfg.train.adam_beta1, 0.95)}
+    decay = {names[id(p)]: g["weight_decay"] for g in resumed.optimizer.param_groups for p in g["params"]}
+    assert decay == {name: after if p.dim() >= 2 else 0.0 for name, p in resumed.model.named_parameters()}
+    resumed.step()  # and it trains on
+    assert resumed.step_count == 3
+
+
 def test_negative_weight_decay_is_refused():
     from mt.config import from_dict
     from mt.errors import ConfigError
