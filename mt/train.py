@@ -36,7 +36,7 @@ from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.loss import autocast, batch_loss
 from mt.model import Embedding, Residual, Transformer, build_model, count_parameters
-from mt.runtime import allocator_hint, keep_freed_memory, release_freed_memory
+from mt.runtime import allocator_hint, fastest_precision, keep_freed_memory, release_freed_memory
 from mt.schedule import cooldown_factor, inverse_sqrt_lr, peak_lr
 from mt.tokenizer import load_tokenizers
 from mt.validate import BleuSample, validate
@@ -119,9 +119,15 @@ class Trainer:
     """
 
     def __init__(self, exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", group: Distributed | None = None):
-        self.exp, self.cfg, self.tcfg = exp, cfg, cfg.train
         self.group = group or Distributed(device=torch.device(device))
         self.device = self.group.device
+        if cfg.train.precision == "auto":  # decided on this machine, each run: a resume elsewhere decides again
+            timed = fastest_precision(self.device, cfg.model.d_model, cfg.model.d_ff)
+            precision, why = self.group.all_gather(timed)[0]  # every process trains as the first decided
+            if self.group.is_main:
+                log.info(f"precision auto: {precision} ({why})")
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
+        self.exp, self.cfg, self.tcfg = exp, cfg, cfg.train
         if self.device.type == "cpu":
             keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
         if self.tcfg.precision == "fp16" and self.device.type != "cuda":
@@ -470,6 +476,7 @@ def train(
             "seconds": trainer.elapsed - loop.start_elapsed,
             "skipped": trainer.skipped,
             "world_size": group.world_size,
+            "precision": trainer.tcfg.precision,  # auto's choice
             **loop.last_valid,
         }
 
@@ -479,7 +486,7 @@ def _log_start(trainer: Trainer, resumed: bool) -> None:
     log.info(
         f"{'resuming at step ' + str(trainer.step_count) if resumed else 'training'}: "
         f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(trainer.train_data)} training pairs, "
-        f"peak lr {trainer.peak_lr:.2e} at step {tcfg.warmup_steps}"
+        f"peak lr {trainer.peak_lr:.2e} at step {tcfg.warmup_steps}, {tcfg.precision}"
         + (f", {world} processes" if world > 1 else "")
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )

@@ -283,6 +283,14 @@ def test_unknown_cooldown_shape_is_refused_by_name(tmp_path):
     assert load_recipe(write(tmp_path / "ok.yaml", "train:\n  cooldown_shape: 1-sqrt\n"))[0].train.cooldown_shape == "1-sqrt"
 
 
+def test_unknown_precision_is_refused_by_name(tmp_path):
+    path = write(tmp_path / "r.yaml", "train:\n  precision: fp8\n")
+    with pytest.raises(ConfigError, match="train.precision must be fp32, bf16, fp16 or auto") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+    assert load_recipe(write(tmp_path / "ok.yaml", "train:\n  precision: auto\n"))[0].train.precision == "auto"
+
+
 def test_a_flag_unsets_an_optional_number_with_null():
     from mt.config import set_field
 

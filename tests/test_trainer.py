@@ -9,6 +9,7 @@ SentencePiece model, binarized splits, and a 1+1-layer model with d_model 32.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -197,6 +198,21 @@ def test_bf16_step_on_cpu(base, tmp_path):
     after = params(trainer.model)
     assert all(p.dtype == torch.float32 for p in after.values())  # autocast: fp32 weights, bf16 matmuls
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_precision_auto_trains_in_what_it_timed_faster_and_stays_auto_on_disk(base, tmp_path):
+    # Which one wins depends on this CPU; either way the step must run in exactly that precision,
+    # and the saved config keeps `auto` so that a resume on another machine decides again.
+    exp, cfg = copy_experiment(base, tmp_path / "exp", precision="auto", model__dropout=0.0)
+    auto = Trainer(exp, cfg)
+    chosen = auto.tcfg.precision
+    assert chosen in ("fp32", "bf16") and auto.cfg.train.precision == chosen
+    assert cfg.train.precision == exp.load_config().train.precision == "auto"
+    batch = auto.next_batch()
+    loss = auto.step([batch])["loss"]
+    for precision in ("fp32", "bf16"):
+        fixed = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision)))
+        assert (fixed.step([batch])["loss"] == loss) == (precision == chosen), precision
 
 
 def test_fp16_needs_cuda(base, tmp_path):
