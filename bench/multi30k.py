@@ -129,9 +129,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=12.0)
     parser.add_argument("--steps", type=int, default=None,
                         help="Train for this many updates instead of --minutes (to compare precisions at equal steps).")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                        help="auto (default): bf16 where this CPU runs it faster than fp32 (2.6x on the EPYC of the"
-                             " earlier runs, 0.5x on a Xeon without AMX), as good at equal steps (README).")
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
+                        help="auto (default): the fastest here of fp32, bf16 and fp16 (bf16 2.6x fp32 on the EPYC of"
+                             " the earlier runs; on a Xeon without AMX bf16 0.5x, fp16 1.0x), as good at equal steps (README).")
     parser.add_argument("--recipe", default=None, help="Train and decode as this recipe says (e.g. the 40-BLEU one).")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cooldown", type=float, default=0.0,

@@ -1,18 +1,18 @@
 """Training throughput: the machine's matmul peak, the benchmark preset's step in each precision, MFU.
 
-    python bench/throughput.py [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16] [--profile]
+    python bench/throughput.py [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
 
 Inputs: a binarized experiment with the benchmark preset (the one `bench/multi30k.py` leaves:
 Multi30k EN->DE, joint unigram 8000, 3+3 layers, d_model 256, ~4096 tokens per batch); nothing is
 written into it. (a) matmul GFLOP/s with --threads threads: 2048^3 fp32 and the training-shaped
-4096x256 @ 256x1024 in fp32 and bf16, median of runs. (b) training steps of a fresh model on the
+4096x256 @ 256x1024 in fp32, bf16 and fp16, median of runs. (b) training steps of a fresh model on the
 experiment's batches, precisions interleaved step by step so that they see the same machine load;
 target tokens/s = tokens / time over the measured steps. MFU = 6 x (encoder params x src tokens/s +
 (decoder params + output projection) x tgt tokens/s) / measured peak (embeddings excluded: lookups,
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
 epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
 (e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
-LayerNorm, output layer + loss, optimizer, data, other) in fp32 and bf16, see `profile_phases`.
+LayerNorm, output layer + loss, optimizer, data, other) in each precision, see `profile_phases`.
 (f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
 per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
 and tokens/s. Prints tables, and as its last line one JSON object.
@@ -172,14 +172,14 @@ def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict
     all precisions see the same machine load; seconds of every step and the tokens."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
-        trainer.tcfg.precision = precision
+        trainer.use_precision(precision)
         for _ in range(warmup):
             start = time.perf_counter()
             trainer.step()
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
         for precision in precisions:
-            trainer.tcfg.precision = precision
+            trainer.use_precision(precision)
             start = time.perf_counter()
             stats = trainer.step()
             measured[precision]["seconds"].append(time.perf_counter() - start)
@@ -189,7 +189,7 @@ def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict
 
 
 def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, float], precision: str) -> dict[str, float]:
-    """Tokens/s, GFLOP/s by the 6N rule and MFU against the fp32 (and, for bf16, the bf16) peak."""
+    """Tokens/s, GFLOP/s by the 6N rule and MFU against the fp32 (and, for bf16/fp16, their own) peak."""
     seconds = sum(m["seconds"])
     tgt_per_s, src_per_s = m["tgt"] / seconds, m["src"] / seconds
     flops = 6 * (encoder_params * src_per_s + decoder_params * tgt_per_s)
@@ -200,8 +200,8 @@ def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, flo
         "achieved_gflops": flops / 1e9,
         "mfu_vs_fp32_peak": flops / 1e9 / peak["fp32 2048^3"],
     }
-    if precision == "bf16":
-        result["mfu_vs_bf16_peak"] = flops / 1e9 / peak["bf16 2048^3"]
+    if precision in ("bf16", "fp16"):
+        result["mfu_vs_half_peak"] = flops / 1e9 / peak[f"{precision} 2048^3"]
     return result
 
 
@@ -256,10 +256,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--steps", type=int, default=12, help="Measured steps per precision (and per scaling point).")
-    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--precisions", default="fp32,bf16,fp16")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="Top operators of an fp32 step, and --phases.")
-    parser.add_argument("--phases", action="store_true", help="The step split into phases, fp32 and bf16.")
+    parser.add_argument("--phases", action="store_true", help="The step split into phases, in each precision.")
     parser.add_argument("--phase-steps", type=int, default=3, help="Profiled steps per precision for --phases.")
     parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
     parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
@@ -280,8 +280,10 @@ def main() -> None:
     peak = {
         "fp32 2048^3": matmul_gflops(2048, 2048, 2048, torch.float32),
         "bf16 2048^3": matmul_gflops(2048, 2048, 2048, torch.bfloat16),
+        "fp16 2048^3": matmul_gflops(2048, 2048, 2048, torch.float16),
         "fp32 4096x256x1024": matmul_gflops(4096, 256, 1024, torch.float32),
         "bf16 4096x256x1024": matmul_gflops(4096, 256, 1024, torch.bfloat16),
+        "fp16 4096x256x1024": matmul_gflops(4096, 256, 1024, torch.float16),
     }
     exp = Experiment(args.exp)
     cfg = exp.load_config()
@@ -318,7 +320,7 @@ def main() -> None:
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        cfg.train.precision = "fp32"
+        trainer.use_precision("fp32")
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(3):
                 trainer.step()
@@ -327,7 +329,7 @@ def main() -> None:
     phases = {}
     if args.phases or args.profile:
         for precision in precisions:
-            cfg.train.precision = precision
+            trainer.use_precision(precision)
             phases[precision] = profile_phases(trainer, args.phase_steps)
         table = Table(title=f"where a step's time goes, {args.phase_steps} profiled steps each (profiler overhead included)")
         table.add_column("phase")
@@ -363,13 +365,13 @@ def main() -> None:
         scaling_rows = scaling(exp, cfg, precisions, args.steps, peak)
         table = Table(title=f"scaling, 3+3 layers, {args.steps} steps each (after 2 warm-up), fresh models")
         for column in ("d_model", "max_tokens", "precision", "tgt tok/s", "src+tgt tok/s", "median s/step", "GFLOP/s",
-                       "MFU fp32 peak", "MFU bf16 peak"):
+                       "MFU fp32 peak", "MFU own peak"):
             table.add_column(column, justify="right")
         for r in scaling_rows:
-            bf16_mfu = f"{r['mfu_vs_bf16_peak']:.0%}" if "mfu_vs_bf16_peak" in r else ""
+            half_mfu = f"{r['mfu_vs_half_peak']:.0%}" if "mfu_vs_half_peak" in r else ""
             table.add_row(str(r["d_model"]), str(r["max_tokens"]), r["precision"], f"{r['tgt_tokens_per_s']:,.0f}",
                           f"{r['tokens_per_s']:,.0f}", f"{r['median_step_s']:.3f}", f"{r['achieved_gflops']:.0f}",
-                          f"{r['mfu_vs_fp32_peak']:.0%}", bf16_mfu)
+                          f"{r['mfu_vs_fp32_peak']:.0%}", half_mfu)
         console.print(table)
 
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
@@ -384,16 +386,19 @@ def main() -> None:
         **{f"tgt_tokens_per_s_{p}": round(r["tgt_tokens_per_s"], 1) for p, r in results.items()},
         "matmul_gflops_fp32": round(peak["fp32 2048^3"], 1),
         "matmul_gflops_bf16": round(peak["bf16 2048^3"], 1),
+        "matmul_gflops_fp16": round(peak["fp16 2048^3"], 1),
         "matmul_gflops_fp32_train_shape": round(peak["fp32 4096x256x1024"], 1),
         "matmul_gflops_bf16_train_shape": round(peak["bf16 4096x256x1024"], 1),
+        "matmul_gflops_fp16_train_shape": round(peak["fp16 4096x256x1024"], 1),
         "pad_fraction": round(max(src_pad, tgt_pad), 4),
         "pad_fraction_src": round(src_pad, 4),
         "pad_fraction_tgt": round(tgt_pad, 4),
         "steps": args.steps,
         "threads": args.threads,
     }
-    if "bf16" in results:
-        summary["mfu_bf16_vs_bf16_peak"] = round(results["bf16"]["mfu_vs_bf16_peak"], 3)
+    for half in ("bf16", "fp16"):
+        if half in results:
+            summary[f"mfu_{half}_vs_{half}_peak"] = round(results[half]["mfu_vs_half_peak"], 3)
     for precision, ms in phases.items():
         summary[f"phases_ms_{precision}"] = {phase: round(value, 2) for phase, value in ms.items()}
     if "error" in compiled:

@@ -164,7 +164,7 @@ def train(
     update_freq: Annotated[Optional[int], typer.Option(help="Batches per update: K times the batch size, same memory.")] = None,
     clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper).")] = None,
     keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
-    precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (CUDA) or auto (the faster of bf16 and fp32 here, timed at the start).")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (with a dynamic loss scale) or auto (the fastest of the three here, timed at the start).")] = None,
     compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: slower first steps, then faster ones.")] = None,
     seed: Annotated[Optional[int], typer.Option()] = None,
     init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,

@@ -15,7 +15,6 @@ from contextlib import nullcontext
 import torch
 
 from mt.batching import Batch
-from mt.errors import MtError
 from mt.model import Transformer
 from mt.tokenizer import PAD_ID
 
@@ -110,7 +109,5 @@ def autocast(precision: str, device: torch.device):
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     if precision == "fp16":
-        if device.type != "cuda":
-            raise MtError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
-        return torch.autocast("cuda", dtype=torch.float16)
+        return torch.autocast(device.type, dtype=torch.float16)
     return nullcontext()

@@ -147,9 +147,10 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     On the CPU the answer depends on the chip, not on torch: with AMX, or on AMD's Zen 4, bf16
     matmuls run 2-5x faster than fp32 (444 against 172 GFLOP/s for the FFN's product on a 2-core
     EPYC); on an Intel Xeon whose AMX is hidden by its hypervisor they run at half fp32's speed (183
-    against 357), and a bf16 training step is 30% slower. So time the model's largest training
-    product, a batch of 8192 rows through the first FFN layer, in both and take bf16 only when it is
-    clearly faster. CUDA: bf16 where the GPU has it, else fp16 with a loss scale.
+    against 357), and fp16 (AVX512-FP16, accumulated in fp32) at about fp32's. So time the model's
+    largest training product, a batch of 8192 rows through the first FFN layer, in all three and take
+    the faster half precision only when it is clearly faster than fp32 (fp16 trains with a dynamic
+    loss scale). CUDA: bf16 where the GPU has it, else fp16.
     """
     import statistics
     import time
@@ -164,14 +165,17 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
         return "fp32", f"{device.type}: no mixed precision tried"
     rows = 8192
     x, w = torch.randn(rows, d_model), torch.randn(d_model, d_ff)
-    operands = {"fp32": (x, w), "bf16": (x.bfloat16(), w.bfloat16())}
+    operands = {name: (x.to(dtype), w.to(dtype)) for name, dtype in
+                (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))}
     times: dict[str, list[float]] = {name: [] for name in operands}
-    for repeat in range(8):  # interleaved, so both see the same machine load; the first round warms up
+    for repeat in range(8):  # interleaved, so all see the same machine load; the first round warms up
         for name, (a, b) in operands.items():
             start = time.perf_counter()
             torch.mm(a, b)
             if repeat:
                 times[name].append(time.perf_counter() - start)
     gflops = {name: 2 * rows * d_model * d_ff / statistics.median(t) / 1e9 for name, t in times.items()}
-    choice = "bf16" if gflops["bf16"] > 1.2 * gflops["fp32"] else "fp32"
-    return choice, f"{rows}x{d_model}x{d_ff} matmul: bf16 {gflops['bf16']:.0f} GFLOP/s, fp32 {gflops['fp32']:.0f}"
+    half = max(("bf16", "fp16"), key=gflops.__getitem__)
+    choice = half if gflops[half] > 1.2 * gflops["fp32"] else "fp32"
+    measured = ", ".join(f"{name} {gflops[name]:.0f}" for name in ("bf16", "fp16", "fp32"))
+    return choice, f"{rows}x{d_model}x{d_ff} matmul GFLOP/s: {measured}"

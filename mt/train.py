@@ -130,8 +130,6 @@ class Trainer:
         self.exp, self.cfg, self.tcfg = exp, cfg, cfg.train
         if self.device.type == "cpu":
             keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
-        if self.tcfg.precision == "fp16" and self.device.type != "cuda":
-            raise MtError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
         self.shared_vocab = src_tok is self.tgt_tok
         self.tokenizer_sha256 = {"src": src_tok.sha256, "tgt": self.tgt_tok.sha256}
@@ -155,8 +153,9 @@ class Trainer:
             eps=self.tcfg.adam_eps,
             fused=True,  # one kernel over all parameters: ~3x faster than foreach on this CPU
         )
-        # fp16 needs a loss scale that keeps small gradients representable; bf16 has fp32's range.
-        self.scaler = torch.amp.GradScaler("cuda") if self.tcfg.precision == "fp16" else None
+        self._fp16_scaler: torch.amp.GradScaler | None = None
+        self.scaler: torch.amp.GradScaler | None = None
+        self.use_precision(self.tcfg.precision)
         self.peak_lr = peak_lr(self.tcfg, cfg.model.d_model)
         self.step_count = 0
         self.epoch = 0
@@ -184,6 +183,17 @@ class Trainer:
         random.seed(seed + rank)
         np.random.seed(seed + rank)
         return model.to(self.device)
+
+    def use_precision(self, precision: str) -> None:
+        """Train from here on in fp32, bf16 or fp16 (bench/throughput.py switches between steps).
+
+        fp16 needs a loss scale that keeps small gradients representable (bf16 has fp32's range);
+        the one scaler is kept across switches, so its learned scale is not lost.
+        """
+        self.tcfg.precision = precision
+        if precision == "fp16" and self._fp16_scaler is None:
+            self._fp16_scaler = torch.amp.GradScaler(self.device.type)
+        self.scaler = self._fp16_scaler if precision == "fp16" else None
 
     def start_clock(self) -> None:
         """Count training time from now, on top of the `elapsed` of earlier runs."""

@@ -206,19 +206,41 @@ def test_precision_auto_trains_in_what_it_timed_faster_and_stays_auto_on_disk(ba
     exp, cfg = copy_experiment(base, tmp_path / "exp", precision="auto", model__dropout=0.0)
     auto = Trainer(exp, cfg)
     chosen = auto.tcfg.precision
-    assert chosen in ("fp32", "bf16") and auto.cfg.train.precision == chosen
+    assert chosen in ("fp32", "bf16", "fp16") and auto.cfg.train.precision == chosen
     assert cfg.train.precision == exp.load_config().train.precision == "auto"
     batch = auto.next_batch()
     loss = auto.step([batch])["loss"]
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16", "fp16"):
         fixed = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision)))
         assert (fixed.step([batch])["loss"] == loss) == (precision == chosen), precision
 
 
-def test_fp16_needs_cuda(base, tmp_path):
-    exp, cfg = copy_experiment(base, tmp_path / "exp", precision="fp16")
-    with pytest.raises(MtError, match="fp16 needs a CUDA device"):
-        Trainer(exp, cfg)
+def test_fp16_on_the_cpu_is_closer_to_fp32_than_bf16_and_trains_under_a_loss_scale(base, tmp_path):
+    # fp16 keeps 10 mantissa bits to bf16's 7: the same step's loss must land nearer fp32's, which
+    # also shows that it ran in fp16 and not in either of the others.
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
+    batch = Trainer(exp, cfg).next_batch()
+    losses = {}
+    for precision in ("fp32", "bf16", "fp16"):
+        trainer = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision)))
+        assert (trainer.scaler is not None) == (precision == "fp16")
+        losses[precision] = trainer.step([batch])["loss"]
+    assert 0 < abs(losses["fp16"] - losses["fp32"]) < abs(losses["bf16"] - losses["fp32"])
+    # A summed loss overflows fp16 under the scaler's first scale (2^16): that update is skipped as
+    # the scale's doing (not a bad update), the scale halves, and training goes on to real updates.
+    fp16 = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    before = params(fp16.model)
+    scales, steps = [fp16.scaler.get_scale()], []
+    while fp16.step_count == 0 and len(steps) < 20:
+        steps.append(fp16.step([batch]))
+        scales.append(fp16.scaler.get_scale())
+    assert steps[0]["skipped"] and fp16.bad_in_row == 0 and fp16.step_count == 1
+    assert scales[1] == scales[0] / 2 and not steps[-1]["skipped"]
+    assert any(not torch.equal(before[k], v) for k, v in params(fp16.model).items())
+    fp16.save()  # a resume continues under the learned scale, not from 2^16 again
+    resumed = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    assert resumed.scaler.get_scale() == scales[0]
+    assert resumed.resume() and resumed.scaler.get_scale() == scales[-1] < scales[0]
 
 
 # -- non-finite updates --------------------------------------------------------------------------------
