@@ -172,14 +172,14 @@ def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict
     all precisions see the same machine load; seconds of every step and the tokens."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
-        trainer.use_precision(precision)
+        trainer.tcfg.precision = precision
         for _ in range(warmup):
             start = time.perf_counter()
             trainer.step()
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
         for precision in precisions:
-            trainer.use_precision(precision)
+            trainer.tcfg.precision = precision
             start = time.perf_counter()
             stats = trainer.step()
             measured[precision]["seconds"].append(time.perf_counter() - start)
@@ -320,7 +320,7 @@ def main() -> None:
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        trainer.use_precision("fp32")
+        trainer.tcfg.precision = "fp32"
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(3):
                 trainer.step()
@@ -329,7 +329,7 @@ def main() -> None:
     phases = {}
     if args.phases or args.profile:
         for precision in precisions:
-            trainer.use_precision(precision)
+            trainer.tcfg.precision = precision
             phases[precision] = profile_phases(trainer, args.phase_steps)
         table = Table(title=f"where a step's time goes, {args.phase_steps} profiled steps each (profiler overhead included)")
         table.add_column("phase")

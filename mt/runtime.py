@@ -151,7 +151,7 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     On the CPU the answer depends on the chip, not on torch: with AMX, or on AMD's Zen 4, bf16
     matmuls run 2-5x faster than fp32 (444 against 172 GFLOP/s for the FFN's product on a 2-core
     EPYC); on an Intel Xeon whose AMX is hidden by its hypervisor they run at half fp32's speed (183
-    against 357), and fp16 (AVX512-FP16, accumulated in fp32) at about fp32's. So time the model's
+    against 357), and fp16 (AVX512-FP16) at about fp32's (235 against 263). So time the model's
     largest training product, a batch of 8192 rows through the first FFN layer, in all three and take
     the faster half precision only when it is clearly faster than fp32 (fp16 trains with a dynamic
     loss scale). CUDA: bf16 where the GPU has it, else fp16.
@@ -181,8 +181,9 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     # let one noisy start pick fp16 on a CPU where it is level with fp32.
     gflops = {name: 2 * rows * d_model * d_ff / min(t) / 1e9 for name, t in times.items()}
     half = max(("bf16", "fp16"), key=gflops.__getitem__)
-    # A step is not all matmuls (softmax, LayerNorm and casts do not speed up): on the Xeon a 1.05-1.17x
-    # faster fp16 product made a 0.96x step. 1.3x leaves bf16 on Zen 4 (2.6x) and AMX (~5x).
+    # A step is not all matmuls (softmax, LayerNorm and casts do not speed up): on the Xeon an fp16
+    # product at 0.9-1.1x fp32's made a 0.96-1.06x step (bench/throughput.py). 1.3x leaves bf16 on
+    # Zen 4 (2.6x) and AMX (~5x).
     choice = half if gflops[half] > HALF_PRECISION_MIN_SPEEDUP * gflops["fp32"] else "fp32"
     measured = ", ".join(f"{name} {gflops[name]:.0f}" for name in ("bf16", "fp16", "fp32"))
     return choice, f"{rows}x{d_model}x{d_ff} matmul GFLOP/s: {measured}"

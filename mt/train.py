@@ -153,9 +153,7 @@ class Trainer:
             eps=self.tcfg.adam_eps,
             fused=True,  # one kernel over all parameters: ~3x faster than foreach on this CPU
         )
-        self._fp16_scaler: torch.amp.GradScaler | None = None
-        self.scaler: torch.amp.GradScaler | None = None
-        self.use_precision(self.tcfg.precision)
+        self._fp16_scaler: torch.amp.GradScaler | None = None  # made on first use: see `scaler`
         self.peak_lr = peak_lr(self.tcfg, cfg.model.d_model)
         self.step_count = 0
         self.epoch = 0
@@ -184,16 +182,19 @@ class Trainer:
         np.random.seed(seed + rank)
         return model.to(self.device)
 
-    def use_precision(self, precision: str) -> None:
-        """Train from here on in fp32, bf16 or fp16 (bench/throughput.py switches between steps).
+    @property
+    def scaler(self) -> torch.amp.GradScaler | None:
+        """The loss scale while training in fp16, else None.
 
-        fp16 needs a loss scale that keeps small gradients representable (bf16 has fp32's range);
-        the one scaler is kept across switches, so its learned scale is not lost.
+        fp16 needs a loss scale that keeps small gradients representable (bf16 has fp32's range).
+        It follows `tcfg.precision`, which bench/throughput.py switches between steps; the one scaler
+        is kept across switches, so its learned scale is not lost.
         """
-        self.tcfg.precision = precision
-        if precision == "fp16" and self._fp16_scaler is None:
+        if self.tcfg.precision != "fp16":
+            return None
+        if self._fp16_scaler is None:
             self._fp16_scaler = torch.amp.GradScaler(self.device.type)
-        self.scaler = self._fp16_scaler if precision == "fp16" else None
+        return self._fp16_scaler
 
     def start_clock(self) -> None:
         """Count training time from now, on top of the `elapsed` of earlier runs."""
