@@ -27,7 +27,21 @@ app = typer.Typer(
 
 _debug = False
 
-Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).")]
+def _examples(*commands: str) -> str:
+    """A command's epilog: the commands of README.md's usage, one paragraph each (typer's rich help
+    keeps paragraphs apart, so a long command wraps within its own)."""
+    return "\n\n".join(["Examples:" if len(commands) > 1 else "Example:", *(f"  {c}" for c in commands)])
+
+
+def _exp_dir(value):
+    """--exp: an experiment directory, or where the first step makes one; never a plain file."""
+    for path in value if isinstance(value, list) else [value]:
+        if path is not None and path.is_file():
+            raise ConfigError(f"--exp {path}: is a file, not an experiment directory")
+    return value
+
+
+Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=_exp_dir)]
 Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
 Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: section.field=value.")]
 Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch (default: torch's choice).")]
@@ -78,12 +92,26 @@ def _threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def _warn_if_slow(precision: str | None, device: str) -> None:
+    """One warning line where --precision asks for a half precision that this CPU runs ~10x or more
+    slower than fp32 (no bf16/fp16 hardware: mt.runtime.too_slow times a short matmul)."""
+    if precision in ("bf16", "fp16") and device == "cpu":
+        from mt.runtime import too_slow
+
+        reason = too_slow(precision)
+        if reason:
+            log.warn(f"--precision {precision}: {reason} (a short matmul timed here); --precision fp32 will be faster")
+
+
 def _data_overrides(**flags) -> dict[str, Any]:
     return {f"data.{name}": value for name, value in flags.items() if value is not None}
 
 
 # -- subcommands --------------------------------------------------------------------------------
-@app.command("train-tokenizer")
+@app.command("train-tokenizer", epilog=_examples(
+    "mt train-tokenizer --exp exp/de-en --train-prefix corpus/train --valid-prefix corpus/valid "
+    "--test-prefix corpus/test --src-lang de --tgt-lang en --vocab-size 8000",
+    "mt train-tokenizer --exp exp/en-de --hf-dataset bentrevett/multi30k --src-lang en --tgt-lang de"))
 def train_tokenizer_cmd(
     exp: Exp,
     recipe: Recipe = None,
@@ -136,7 +164,7 @@ def train_tokenizer_cmd(
              f"{summary['sentences']['src']:,} training pairs; {summary['seconds']:.1f}s")
 
 
-@app.command()
+@app.command(epilog=_examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8"))
 def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None, sets: Sets = None,
              workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
              train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None) -> None:
@@ -151,7 +179,9 @@ def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], 
     _print_data_table(stats)
 
 
-@app.command()
+@app.command(epilog=_examples(
+    "mt train --exp exp/de-en --preset small --max-time 2h",
+    "mt train --exp exp/ft --preset small --init-from exp/pretrain --max-steps 2000 --lr 1e-4"))
 def train(
     exp: Exp,
     recipe: Recipe = None,
@@ -183,6 +213,8 @@ def train(
     torchrun = int(os.environ.get("WORLD_SIZE", "1")) > 1  # this is one of torchrun's processes
     if nproc and nproc > 1 and torchrun:
         raise ConfigError("--nproc: this process was started by torchrun already; drop --nproc")
+    if os.environ.get("RANK", "0") == "0":  # one voice under torchrun
+        _warn_if_slow(precision, device)
     if nproc and nproc > 1:
         _launch_train(exp, recipe, overrides, sets, preset, nproc, init_from, threads, device)
         return
@@ -256,7 +288,7 @@ def _launch_train(exp, recipe, overrides, sets, preset, nproc, init_from, thread
                  f"run `mt train --exp {exp} --nproc {nproc}` again to resume")
 
 
-@app.command()
+@app.command(epilog=_examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp exp/de-en --checkpoint average"))
 def average(
     exp: Exp,
     last: Annotated[int, typer.Option(help="Average the last N periodic checkpoints (step_N.pt).")] = 5,
@@ -270,14 +302,15 @@ def average(
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 
-def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens) -> dict[str, Any]:
-    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty,
+def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens, stop=None) -> dict[str, Any]:
+    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty, "decode.stop": stop,
             "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}
 
 
 Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default 4 as the paper.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default 0.6 as the paper.")]
 Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
+Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: exact (no live hypothesis can still win; default) or early (once beam hypotheses have finished, as fairseq and CTranslate2).")]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option()]
 DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
@@ -289,7 +322,8 @@ Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or 
 Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
 
 
-@app.command()
+@app.command(epilog=_examples('echo "Ein Satz." | mt translate --exp exp/de-en',
+                              "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average"))
 def translate(
     exp: Exp,
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
@@ -300,6 +334,7 @@ def translate(
     beam: Beam = None,
     alpha: Alpha = None,
     length_penalty: Penalty = None,
+    stop: Stop = None,
     max_len_a: MaxLenA = None,
     max_len_b: MaxLenB = None,
     batch_tokens: DecodeTokens = None,
@@ -321,15 +356,24 @@ def translate(
     if alignment_layer is not None and not alignments:
         raise ConfigError("--alignment-layer goes with --alignments")
     if buffer < 1:
-        raise ConfigError("--buffer must be at least 1")
+        raise ConfigError(f"--buffer {buffer}: must be at least 1")
     if nbest < 0 or (nbest and sample):
         raise ConfigError("--nbest must be positive and cannot be combined with --sample")
+    if nbest and beam is not None and nbest > beam:
+        raise ConfigError(f"--nbest {nbest}: must be at most --beam ({beam}): the n best come from the beam")
+    # Written so that NaN fails too; the decode.* flags are checked with the config (mt.config.validate).
+    if not temperature > 0:
+        raise ConfigError(f"--temperature {temperature}: must be above 0")
+    if top_k < 0:
+        raise ConfigError(f"--top-k {top_k}: must be 0 (all tokens) or more")
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"--top-p {top_p}: must be in (0, 1]")
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
-    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
-    if nbest and (beam or 0) < nbest:
-        decode["decode.beam"] = max(nbest, beam or 0, 4)  # n-best lists come from the beam
+    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
+    if nbest > cfg.decode.beam:  # --beam not given: n-best lists come from a beam at least that wide
+        cfg.decode.beam = nbest
     from mt.experiment import atomic_path
     from mt.translate import Sampling, Translator
 
@@ -337,6 +381,7 @@ def translate(
     source = _open_input(input)
     _threads(threads)
     translator = Translator(experiment, cfg, checkpoint, device, precision, quantize)
+    _warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     options = dict(nbest=nbest, scores=scores, sampling=sampling)
     if alignments:
         from mt.attention import check_layer
@@ -369,9 +414,9 @@ def _open_input(path: Path | None):
     return lines()
 
 
-@app.command()
+@app.command(epilog=_examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json"))
 def evaluate(
-    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.")] = None,
+    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=_exp_dir)] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
     hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
@@ -379,6 +424,7 @@ def evaluate(
     beam: Beam = None,
     alpha: Alpha = None,
     length_penalty: Penalty = None,
+    stop: Stop = None,
     max_len_a: MaxLenA = None,
     max_len_b: MaxLenB = None,
     batch_tokens: DecodeTokens = None,
@@ -402,9 +448,11 @@ def evaluate(
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
         if split not in ("train", "valid", "test"):
             raise ConfigError(f"--split {split!r}: expected train, valid or test")
-        decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens)
+        decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
         experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
         _threads(threads)
+        # (int8 takes the place of --precision; fp16 on the CPU is refused when the model loads)
+        _warn_if_slow(None if quantize or precision == "fp16" else precision, device)
         scores = ev.evaluate_split(experiment, cfg, split, checkpoint, device, precision, quantize)
     if json_out:
         print(json.dumps(scores))
@@ -414,10 +462,11 @@ def evaluate(
         print(scores["chrf_signature"])
 
 
-@app.command()
+@app.command(epilog=_examples("mt run recipes/multi30k_en_de.yaml",
+                              "mt run recipes/multi30k_en_de.yaml --exp exp/seed2 --set train.seed=2"))
 def run(
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML).")],
-    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment directory (default: the recipe's exp).")] = None,
+    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment directory (default: the recipe's exp).", callback=_exp_dir)] = None,
     sets: Sets = None,
     threads: Threads = None,
     device: Device = "cpu",
@@ -430,7 +479,7 @@ def run(
     run_recipe(recipe, exp, cfglib.parse_sets(sets), device=device, print_result=print, print_data=_print_data_table)
 
 
-@app.command()
+@app.command(epilog=_examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json"))
 def info(
     exp: Exp,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -460,7 +509,8 @@ def info(
         console.print(table)
 
 
-@app.command()
+@app.command(epilog=_examples('mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',
+                              'mt attention --exp exp/en-de "Two dogs play in the snow." --format json --layer 1'))
 def attention(
     exp: Exp,
     sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
@@ -474,13 +524,14 @@ def attention(
     beam: Beam = None,
     alpha: Alpha = None,
     length_penalty: Penalty = None,
+    stop: Stop = None,
     max_len_a: MaxLenA = None,
     max_len_b: MaxLenB = None,
     threads: Annotated[Optional[int], typer.Option(help="CPU threads for torch.")] = 2,
     device: Device = "cpu",
 ) -> None:
     """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
-    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None)
+    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None, stop)
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
     from mt import attention as attn
     from mt.translate import Translator
@@ -496,9 +547,9 @@ def attention(
     log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")
 
 
-@app.command()
+@app.command(epilog=_examples("mt plot --exp exp/en-de", "mt plot --exp exp/en-de --exp exp/en-de-big -o compare.png"))
 def plot(
-    exp: Annotated[list[Path], typer.Option("--exp", "-e", help="Experiment directory; repeat to overlay several.")],
+    exp: Annotated[list[Path], typer.Option("--exp", "-e", help="Experiment directory; repeat to overlay several.", callback=_exp_dir)],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: curves.png in the first experiment).")] = None,
     force: Annotated[bool, typer.Option(help="Replace --output if it exists.")] = False,
 ) -> None:
@@ -509,7 +560,7 @@ def plot(
     print(run_plot([Experiment(path) for path in exp], output, force))
 
 
-@app.command()
+@app.command(epilog=_examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --samples 20 -o report.html"))
 def report(
     exp: Exp,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: EXP/report.html).")] = None,

@@ -443,6 +443,15 @@ def _log_split(split: str, stats: dict, seconds: float) -> None:
             log.warn(f"{split}: skipped {more:,} more pairs for {reason.replace('_', ' ')} (counts in data/stats.json)")
 
 
+def _refuse_empty(cfg: ExperimentConfig, split: str, stats: dict) -> None:
+    """A configured split without one usable pair: validation would report a perplexity of 1.00 (and
+    best.pt), evaluation a score of nothing, training would have nothing to learn from."""
+    dropped = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in stats["dropped"].items() if count)
+    read = f"{stats['pairs_in']:,} pairs read" + (f", all dropped: {dropped}" if dropped else "")
+    fix = "give it sentence pairs" if split == "train" else f"give it sentence pairs, or configure no {split} split"
+    raise MtError(f"{corpus.split_files(cfg.data, split)}: the {split} split has no usable pairs ({read}); {fix}")
+
+
 _TMP_DIR = re.compile(r"\.data-(\d+)-")
 
 
@@ -479,6 +488,8 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
             for split in splits:
                 started = time.perf_counter()
                 split_stats, files = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok)
+                if not split_stats["kept"]:
+                    _refuse_empty(cfg, split, split_stats)
                 stats["splits"][split] = split_stats
                 manifest["splits"][split] = {key: split_stats[key] for key in ("kept", "src_tokens", "tgt_tokens")}
                 manifest["files"].update(files)

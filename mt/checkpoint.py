@@ -10,10 +10,12 @@ weights another experiment starts from (`init_weights`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import pickle
 import random
 import re
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -30,15 +32,44 @@ FORMAT = "mt-checkpoint-1"
 
 
 def save_checkpoint(path: Path | Sequence[Path], state: dict[str, Any]) -> None:
-    """Serialise once to memory, then to each path: a temporary file, fsync, rename; never half a file."""
+    """Serialise once to memory, then to each path: a temporary file, fsync, rename; never half a file.
+    The state's checksum (see `checksum`) goes with it, for `load_checkpoint` to verify."""
+    full = {"format": FORMAT, **{key: value for key, value in state.items() if key != "checksum"}}
+    full["checksum"] = checksum(full)
     buffer = io.BytesIO()
-    torch.save({"format": FORMAT, **state}, buffer)
+    torch.save(full, buffer)
     for target in [path] if isinstance(path, (str, Path)) else path:
         write_bytes_atomic(Path(target), buffer.getvalue())
 
 
+def checksum(state: Any) -> str:
+    """"sha256:HEX" over a checkpoint's contents in order: every key, plain value and tensor (its dtype,
+    shape and bytes), so that a changed weight, step or setting on disk is found when it is loaded."""
+    digest = hashlib.sha256()
+
+    def add(obj: Any) -> None:
+        if isinstance(obj, torch.Tensor):
+            flat = obj.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"T{obj.dtype}{tuple(obj.shape)}:".encode())
+            digest.update(flat.view(torch.uint8).numpy().data)
+        elif isinstance(obj, dict):
+            digest.update(f"{{{len(obj)}:".encode())
+            for key, value in obj.items():
+                add(key)
+                add(value)
+        elif isinstance(obj, (list, tuple)):
+            digest.update(f"{type(obj).__name__}{len(obj)}:".encode())
+            for value in obj:
+                add(value)
+        else:
+            digest.update(f"{type(obj).__name__}:{obj!r};".encode())
+
+    add(state)
+    return f"sha256:{digest.hexdigest()}"
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Load an mt checkpoint; anything else (truncated, foreign, pickled code) is a one-line error."""
+    """Load an mt checkpoint; anything else (truncated, damaged, foreign, pickled code) is a one-line error."""
     path = Path(path)
     if not path.is_file():
         raise MtError(f"{path}: no such checkpoint")
@@ -46,14 +77,39 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; anything else is damage
         raise MtError(unreadable)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise MtError(f"{path}: refused: holds more than tensors and plain data ({_reason(exc, 'Unsupported')})") from None
+        with warnings.catch_warnings():  # a damaged pickle header makes torch warn about its protocol
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a damaged archive fails in many ways: EOFError, KeyError, RuntimeError...
+        # Damage first: bytes changed on disk fail the CRC-32 the zip archive holds for each entry.
+        # Only an intact archive that holds something else (a class, code) is refused as such.
+        damaged = _damaged_entry(path)
+        if damaged:
+            raise MtError(f"{path}: damaged: {damaged} fails its CRC check ({_reason(exc)}); "
+                          f"remove it or choose another checkpoint") from None
+        if isinstance(exc, pickle.UnpicklingError):
+            raise MtError(f"{path}: refused: holds more than tensors and plain data "
+                          f"({_reason(exc, 'Unsupported')})") from None
         raise MtError(f"{unreadable} ({_reason(exc)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise MtError(f"{path}: not an mt checkpoint (format {FORMAT!r} expected)")
+    saved = state.pop("checksum", None)
+    if saved is not None and saved != checksum(state):
+        raise MtError(f"{path}: damaged: checksum mismatch (its contents changed after it was saved); "
+                      f"remove it or choose another checkpoint")
+    damaged = _damaged_entry(path) if saved is None else None  # a checkpoint from before checksums
+    if damaged:
+        raise MtError(f"{path}: damaged: {damaged} fails its CRC check; remove it or choose another checkpoint")
     return state
+
+
+def _damaged_entry(path: Path) -> str | None:
+    """The first entry of a zip archive whose bytes fail their CRC-32, or None if all pass."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip()
+    except Exception:  # a damaged directory or header: BadZipFile, EOFError, zlib.error, ...
+        return "the zip archive"
 
 
 def _reason(exc: Exception, prefer: str = "") -> str:
@@ -78,12 +134,13 @@ def resolve_checkpoint(exp: Experiment, name: str) -> Path:
     if candidate.suffix == ".pt" and candidate.is_file():
         return candidate
     path = exp.checkpoint_path(name)
-    if not path.is_file() and name == "best":
-        path = exp.checkpoint_path("last")  # no validation set: the last checkpoint is the best we have
+    if not path.is_file() and name == "best" and exp.checkpoint_path("last").is_file():
+        return exp.checkpoint_path("last")  # no validation set: the last checkpoint is the best we have
     if not path.is_file():
         have = sorted(p.stem for p in exp.checkpoints_dir.glob("*.pt")) if exp.checkpoints_dir.exists() else []
         hint = f"available: {', '.join(have)}" if have else "train first with `mt train`"
-        raise MtError(f"{path}: no checkpoint {name!r} in {exp.root} ({hint})")
+        neither = " (neither best.pt nor last.pt exists)" if name == "best" else ""
+        raise MtError(f"{path}: no checkpoint {name!r} in {exp.root}{neither} ({hint})")
     return path
 
 
@@ -156,6 +213,28 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 INIT_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
 
 
+def model_differences(saved: dict[str, Any] | None, model_cfg: ModelConfig,
+                      free: Sequence[str] = INIT_FREE_FIELDS) -> list[tuple[str, Any, Any]]:
+    """(field, the checkpoint's value, model_cfg's) for each model field but `free` that differs. A field
+    the checkpoint's model_config lacks (it predates the field) has the default, as model_from_checkpoint
+    gives it."""
+    theirs = {**dataclasses.asdict(ModelConfig()), **(saved or {})}
+    return [(key, theirs.get(key), value) for key, value in dataclasses.asdict(model_cfg).items()
+            if key not in free and theirs.get(key) != value]
+
+
+def check_model_config(path: Path, state: dict[str, Any], model_cfg: ModelConfig, config_path: Path) -> None:
+    """Refuse checkpoint `path` of this experiment when the model section of its config (config_path)
+    was changed since it was trained (by hand: flags may not change it): resuming would fail on the
+    weights' shapes, and translating would silently use the checkpoint's model. Rates of dropout
+    (INIT_FREE_FIELDS) may differ: they shape no weight, and training may change them."""
+    differing = model_differences(state.get("model_config"), model_cfg)
+    if differing:
+        fields = ", ".join(f"model.{key} {ours!r} (checkpoint {theirs!r})" for key, theirs, ours in differing)
+        raise MtError(f"{config_path}: {fields}: the model differs from the one {path} was trained with; "
+                      f"put the checkpoint's values back, or train a new experiment (another --exp)")
+
+
 def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: ModelConfig) -> tuple[Path, dict]:
     """The model weights a new training run starts from: another experiment's best checkpoint (or its
     last, without validation) or a checkpoint file. Its tokenizer and model config must be ours."""
@@ -169,10 +248,8 @@ def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: Model
             f"{str(theirs.get(side))[:12]}, ours {tokenizer_sha256[side][:12]}); copy its experiment's "
             f"tokenizer/ into the new experiment before `mt binarize`"
         )
-    ours = dataclasses.asdict(model_cfg)
-    saved = state.get("model_config") or {}
-    differing = [f"model.{key} {saved.get(key)!r} (ours {value!r})" for key, value in ours.items()
-                 if key not in INIT_FREE_FIELDS and saved.get(key) != value]
+    differing = [f"model.{key} {theirs!r} (ours {ours!r})"
+                 for key, theirs, ours in model_differences(state.get("model_config"), model_cfg)]
     if differing:
         raise MtError(f"--init-from {source}: {path} has another model: {', '.join(differing)}; "
                       f"give the new experiment the same model settings")

@@ -154,6 +154,9 @@ class DecodeConfig:
     # "gnmt": ((5+|Y|)/6)^alpha as in the paper (Wu et al. 2016); "length": |Y|^alpha as fairseq,
     # Marian and CTranslate2; "none": raw log-probability.
     length_penalty: str = "gnmt"
+    # When beam search stops (mt/search.py): "exact" when no live hypothesis can still beat the
+    # n-best finished ones; "early" also once `beam` have finished (fairseq, CTranslate2).
+    stop: str = "exact"
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
@@ -358,10 +361,21 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.data.source in ("files", "hf", "ding"), "data.source must be files, hf or ding"),
         (cfg.tokenizer.model_type in ("unigram", "bpe"), "tokenizer.model_type must be unigram or bpe"),
         (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
+        # A kept pair has up to max_len tokens a side; the source gains EOS and the decoder's input BOS.
+        (cfg.data.max_len + 1 <= cfg.model.max_positions,
+         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS) must be at most model.max_positions "
+         f"({cfg.model.max_positions})"),
         (cfg.train.precision in ("fp32", "bf16", "fp16", "auto"), "train.precision must be fp32, bf16, fp16 or auto"),
         (cfg.decode.length_penalty in ("gnmt", "length", "none"),
          "decode.length_penalty must be gnmt, length or none"),
-        (cfg.decode.beam >= 1, "decode.beam must be at least 1"),
+        (cfg.decode.stop in ("exact", "early"), "decode.stop must be exact or early"),
+        (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
+        # Written so that NaN fails too. The decoding flags are named: they fill these fields.
+        (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
+         "the stopping bound is invalid for negative alpha"),
+        (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
+        (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
+        (cfg.decode.max_tokens >= 1, "decode.max_tokens (--batch-tokens) must be at least 1"),
         (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
@@ -398,19 +412,38 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         split_source(spec, f"{where}: data.train_sources")
 
 
+def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """The mapping a YAML file (a recipe, an experiment's config) holds. Unreadable files, bytes that
+    are not UTF-8, bad YAML and anything but a mapping are one-line errors naming the file (and line)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}): "
+                          f"a damaged {what}?") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f":{mark.line + 1}" if getattr(mark, "line", None) is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{path}{at}: not valid YAML ({problem})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        kinds = {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "true/false"}
+        kind = kinds.get(type(raw).__name__, f"a {type(raw).__name__}")
+        raise ConfigError(f"{path}: the {what} must be a mapping of sections, not {kind}")
+    return raw
+
+
 def _read_recipe(path: Path) -> dict[str, Any]:
     """A recipe's raw mapping; unreadable files and bad YAML are one-line errors naming the file."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read recipe ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        at = f":{line + 1}" if line is not None else ""
-        raise ConfigError(f"{path}{at}: not valid YAML") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: a recipe must be a mapping of sections")
-    return raw
+    return read_yaml_mapping(path, "recipe")
 
 
 def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
@@ -472,8 +505,4 @@ def save_yaml(cfg: ExperimentConfig) -> str:
 
 def load_saved(path: Path) -> ExperimentConfig:
     """Read the resolved config an experiment holds."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the experiment config ({exc})") from None
-    return from_dict(raw, str(path))
+    return from_dict(read_yaml_mapping(path, "experiment config"), str(path))

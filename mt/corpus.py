@@ -656,6 +656,14 @@ def has_split(data: DataConfig, split: str) -> bool:
     return False
 
 
+def split_files(data: DataConfig, split: str) -> str:
+    """What a split is read from, for messages: its files ("a.de, a.en"), or a dataset's name."""
+    names: list[str] = []
+    for source in sources(data, split):
+        names += [source.name] if source.kind == "hf" else list(source.paths)
+    return ", ".join(dict.fromkeys(names))
+
+
 def cleaning(data: DataConfig, split: str) -> str | None:
     """decode_chunk's `clean` for a split: the normalisation when cleaning it, None for strict."""
     return data.normalize if data.clean and split == "train" else None

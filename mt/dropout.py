@@ -28,6 +28,8 @@ def dropout_mask(like: torch.Tensor, p: float) -> torch.Tensor:
     """A tensor shaped and typed like `like`: 0 with probability ~p, else 1 / (1 - p)."""
     n = like.numel()
     threshold = round(p * _LANE_RANGE)
+    if threshold >= _LANE_RANGE:  # p within 2^-16 of 1 rounds to 1: everything is dropped
+        return torch.zeros_like(like)
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=like.device).random_()
     lanes = words.view(torch.int16)[:n].view(like.shape)
     keep = (lanes & (_LANE_RANGE - 1)).ge_(threshold)
@@ -38,7 +40,8 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """F.dropout's contract (zero with probability p, scale the rest by 1 / (1 - p)), faster on the CPU."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or torch.compiler.is_compiling():
+    # A rate that rounds to 1 (above 1 - 2^-16) has no 15-bit mask: F.dropout applies it exactly.
+    if x.device.type != "cpu" or quantised_rate(p) >= 1.0 or torch.compiler.is_compiling():
         return F.dropout(x, p, True)  # under torch.compile, inductor generates its own fused mask
     return x * dropout_mask(x, p)
 

@@ -62,7 +62,7 @@ def evaluate_split(
         **score(hyps, refs),
         "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
         "decode": {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
-                   "precision": precision, "quantize": quantize},
+                   "stop": cfg.decode.stop, "precision": precision, "quantize": quantize},
         "translate_seconds": round(seconds, 2),
     }
     write_text_atomic(exp.hyp_path(split), "".join(h + "\n" for h in hyps))

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import copy
 import datetime
+import fcntl
 import json
 import os
+import re
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -40,11 +43,36 @@ os.umask(_umask)
 _FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
 
 
+def _tmp_prefix(path: Path) -> str:
+    """A temporary file's name beside `path` starts ".NAME.PID-": a process killed while writing
+    leaves it behind, and its dead pid tells `remove_abandoned_temporaries` it is garbage."""
+    return f".{path.name}.{os.getpid()}-"
+
+
+_TMP_FILE = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>\d+)-)?\w+\.tmp")  # without a pid: from before pids
+
+
+def remove_abandoned_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporary files that writers killed mid-write (SIGKILL, power loss) left in
+    `directory`: those of processes that are gone; returns them."""
+    removed = []
+    for path in Path(directory).glob(".*.tmp") if Path(directory).is_dir() else []:
+        match = _TMP_FILE.fullmatch(path.name)
+        pid = int(match.group("pid")) if match and match.group("pid") else None
+        if match and path.is_file() and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:  # not ours to remove: harmless beside the checkpoints
+                continue
+            removed.append(path)
+    return removed
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
     try:
         os.fchmod(fd, _FILE_MODE)  # mkstemp makes files private; ours are ordinary files
         with os.fdopen(fd, "wb") as handle:
@@ -70,7 +98,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write to; it becomes `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
     os.fchmod(fd, _FILE_MODE)
     os.close(fd)
     try:
@@ -96,6 +124,20 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _lock_owner(fd: int) -> int:
+    """The pid in a lock file another process holds (0 if unreadable); it writes it just after taking
+    the lock, so an empty file is read again for a moment."""
+    for _ in range(50):
+        try:
+            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return 0
+        if text:
+            return int(text) if text.isdigit() else 0
+        time.sleep(0.01)
+    return 0
 
 
 class Experiment:
@@ -303,30 +345,50 @@ class Experiment:
     # -- lock ----------------------------------------------------------------------------------
     @contextmanager
     def training_lock(self) -> Iterator[None]:
-        """Refuse a second trainer on this experiment; take over a lock left by a dead process."""
+        """Refuse a second trainer on this experiment; take over a lock left by a dead process.
+
+        The lock is flock(2) on train.lock, held while the block runs. Taking it is one atomic step
+        (no moment where the file exists without its owner), and the kernel releases it when its
+        process ends, however it ends: a lock file left by a dead process is free to take. The file
+        holds the owner's pid, for the message a second trainer gets.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                try:
-                    pid = int(self.lock_path.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
-                if pid and pid != os.getpid() and _pid_alive(pid):
-                    raise MtError(
-                        f"{self.root} is already being trained by process {pid} "
-                        f"(lock {self.lock_path}); wait for it or stop it"
-                    ) from None
-                self.lock_path.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            with os.fdopen(fd, "w") as handle:
-                handle.write(f"{os.getpid()}\n")
-            break
+        fd = self._take_lock()
         try:
             yield
         finally:
-            self.lock_path.unlink(missing_ok=True)
+            self.lock_path.unlink(missing_ok=True)  # still held: a starter from now on makes a new file
+            os.close(fd)
+
+    def _take_lock(self) -> int:
+        """The open, flock-ed lock file, holding our pid; an error if a live process holds it."""
+        for _ in range(100):
+            fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = _lock_owner(fd)
+                os.close(fd)
+                raise MtError(
+                    f"{self.root} is already being trained by {f'process {pid}' if pid else 'another process'} "
+                    f"(lock {self.lock_path}); wait for it or stop it"
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            # The owner before us may have removed the file between our open and our flock: we would
+            # hold a file no one else opens. Only the file at lock_path counts; try again on that.
+            try:
+                at_path, held = os.stat(self.lock_path), os.fstat(fd)
+                current = (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
+            except FileNotFoundError:
+                current = False
+            if current:
+                os.ftruncate(fd, 0)  # a dead owner's pid, if any
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                return fd
+            os.close(fd)
+        raise MtError(f"{self.lock_path}: could not take the training lock (it keeps being replaced)")
 
     # -- small readers -------------------------------------------------------------------------
     def read_json(self, path: Path) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mt.errors import MtError
 from mt.experiment import Experiment, kept_text
 
 
@@ -27,7 +28,8 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
             + (", pre-norm" if cfg.model.pre_norm else ""),
             "training": f"max_tokens {cfg.train.max_tokens}, warmup {cfg.train.warmup_steps}, "
             f"label smoothing {cfg.train.label_smoothing}, {cfg.train.precision}",
-            "decoding": f"beam {cfg.decode.beam}, alpha {cfg.decode.alpha} ({cfg.decode.length_penalty})",
+            "decoding": f"beam {cfg.decode.beam}, alpha {cfg.decode.alpha} ({cfg.decode.length_penalty}), "
+            f"stop {cfg.decode.stop}",
         }
     }
     stats = exp.read_json(exp.data_stats_path) if exp.data_stats_path.exists() else None
@@ -41,6 +43,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         for path in sorted(exp.checkpoints_dir.glob("*.pt")):
             sections["checkpoints"][path.stem] = f"{path.stat().st_size / 1e6:.1f} MB"
     sections["training"] = {}
+    saved_step = _saved_step(exp)
     if exp.train_log_path.exists():
         records = _records(exp.train_log_path.read_text(encoding="utf-8", errors="replace"))
         train_records = [r for r in records if "loss" in r]
@@ -48,18 +51,35 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         if train_records:
             last = train_records[-1]
             sections["training"]["last step"] = last["step"]
-            sections["training"]["train loss / ppl"] = f"{last['loss']:.3f} / {last['ppl']:.2f}"
+            logged = f" (logged at step {last['step']})" if saved_step not in (None, last["step"]) else ""
+            sections["training"]["train loss / ppl"] = f"{last['loss']:.3f} / {last['ppl']:.2f}{logged}"
             sections["training"]["tgt tokens/s"] = f"{last['tgt_tokens_per_s']:.0f}"
             sections["training"]["hours"] = f"{last['elapsed'] / 3600:.2f}"
         if valid_records:
             best = min(valid_records, key=lambda r: r["valid_nll"])
             sections["training"]["best valid ppl"] = f"{best['valid_ppl']:.2f} (step {best['step']})"
+    if saved_step is not None:  # last.pt's, where a resume starts: the log may end a few updates before it
+        sections["training"]["last step"] = saved_step
     sections["scores"] = {}
     for split in ("valid", "test"):
         scores = exp.read_json(exp.score_path(split))
         if scores:
             sections["scores"][split] = f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {scores['bleu_signature']}"
     return sections
+
+
+def _saved_step(exp: Experiment) -> int | None:
+    """The step checkpoints/last.pt holds; None where there is none, or it cannot be read (the
+    checkpoints section lists it, and translate/train name what is wrong with it)."""
+    path = exp.checkpoint_path("last")
+    if not path.is_file():
+        return None
+    from mt.checkpoint import load_checkpoint
+
+    try:
+        return int(load_checkpoint(path)["step"])
+    except (MtError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _records(text: str) -> list[dict[str, Any]]:

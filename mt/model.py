@@ -49,6 +49,15 @@ class Embedding(nn.Module):
         self.register_buffer("positions", sinusoid_table(max_positions, d_model), persistent=False)
         self.dropout = Dropout(dropout)
 
+    def _apply(self, fn, recurse=True):
+        # The position table stays fp32 whatever `.to(dtype)` does to the weights: training adds it in
+        # fp32 (autocast leaves embeddings alone), so bf16/fp16 inference must not round it first.
+        positions = self.positions
+        super()._apply(fn, recurse)
+        if self.positions.dtype != positions.dtype:
+            self.positions = positions.to(device=self.positions.device)
+        return self
+
     def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         # ids: (batch, len); start: position of ids[:, 0] (non-zero during incremental decoding)
         length = ids.size(1)
@@ -56,8 +65,20 @@ class Embedding(nn.Module):
             raise ValueError(
                 f"sequence of {start + length} positions exceeds max_positions={self.positions.size(0)}"
             )
-        x = self.tokens(ids) * self.scale + self.positions[start : start + length]
+        tokens = self.tokens(ids)  # the sum in fp32 (a no-op in training), then the weights' dtype
+        x = (tokens.float() * self.scale + self.positions[start : start + length]).to(tokens.dtype)
         return self.dropout(x)
+
+
+def attention_mask(
+    key_mask: torch.Tensor | None, causal: bool, length: int, key_len: int, device: torch.device
+) -> torch.Tensor | None:
+    """Where each query may attend, True = may: the key mask (batch, 1, 1, key_len) AND, if causal,
+    query i of the last `length` positions sees keys up to its own position; None when neither."""
+    if not causal:
+        return key_mask
+    seen = torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length)
+    return seen if key_mask is None else key_mask & seen
 
 
 class MultiHeadAttention(nn.Module):
@@ -70,6 +91,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     store_weights = False  # set per instance by capture_attention()
+    use_sdpa: bool | None = None  # None: SDPA off the CPU, written out on it; True/False forces one
 
     def __init__(self, d_model: int, n_heads: int, attention_dropout: float, self_attention: bool):
         super().__init__()
@@ -121,19 +143,25 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:
                     cache["ck"], cache["cv"] = k, v
-        if self.store_weights or q.device.type == "cpu":
+        sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
+        if self.store_weights or not sdpa:
             context = self._attend_explicit(q, k, v, key_mask, causal)
         else:
-            context = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=key_mask,
-                dropout_p=self.attention_dropout if self.training else 0.0,
-                is_causal=causal and key_mask is None,
-            )  # (batch, heads, len, d_head)
+            context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
         batch, _, length, _ = context.shape
         return self.out(context.transpose(1, 2).reshape(batch, length, -1))
+
+    def _attend_sdpa(self, q, k, v, key_mask, causal) -> torch.Tensor:
+        """F.scaled_dot_product_attention under the mask of `attention_mask`; a query whose keys are
+        all masked gets zeros: it attends to every key (no NaN, forward or backward), then is zeroed."""
+        dropout_p = self.attention_dropout if self.training else 0.0
+        length, key_len = q.size(2), k.size(2)
+        if key_mask is None and (not causal or length == key_len):  # SDPA's is_causal is top-left aligned
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+        mask = attention_mask(key_mask, causal, length, key_len, q.device)
+        empty = ~mask.any(dim=-1, keepdim=True)  # (batch or 1, 1, len or 1, 1)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, dropout_p=dropout_p)
+        return context.masked_fill(empty, 0.0)
 
     def _attend_explicit(self, q, k, v, key_mask, causal) -> torch.Tensor:
         """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), the softmax in fp32.
@@ -152,12 +180,14 @@ class MultiHeadAttention(nn.Module):
         k = k.reshape(batch * heads, key_len, d_head)
         v = v.reshape(batch * heads, key_len, d_head)
         scores = torch.bmm(q, k.transpose(1, 2)).view(batch, heads, length, key_len).float()
-        if key_mask is not None:
-            scores = scores.masked_fill(~key_mask, -torch.inf)
-        elif causal:  # query i (of the last `len` positions) sees keys up to its own position
-            future = torch.ones(length, key_len, dtype=torch.bool, device=scores.device).triu(key_len - length + 1)
-            scores = scores.masked_fill(future, -torch.inf)
+        mask = attention_mask(key_mask, causal, length, key_len, scores.device)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -torch.inf)
         weights = scores.softmax(dim=-1)
+        if key_mask is not None:  # a query whose keys are all masked: zeros instead of softmax's NaN
+            empty = ~mask.any(dim=-1, keepdim=True)
+            if empty.any():
+                weights = weights.masked_fill(empty, 0.0)
         if self.store_weights:
             self.weights = weights
         weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)

@@ -33,6 +33,8 @@ def run_recipe(
     exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
     if exp_dir is None:
         raise ConfigError(f"{recipe}: no `exp:` directory in the recipe; give --exp")
+    if exp_dir.is_file():
+        raise ConfigError(f"{recipe}: exp {exp_dir}: is a file, not an experiment directory")
     exp = Experiment(exp_dir)
     cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
     with exp.undo_if_new_fails():
@@ -114,7 +116,7 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     last = exp.checkpoint_path("last")
     chosen = exp.checkpoint_path(cfg.decode.checkpoint)  # e.g. average.pt, written after last.pt
     decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
-              "precision": "fp32", "quantize": None}  # as evaluate_split records them
+              "stop": cfg.decode.stop, "precision": "fp32", "quantize": None}  # as evaluate_split records them
     for split in ("valid", "test"):
         if not has_split(cfg.data, split):
             continue

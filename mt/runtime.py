@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import platform
 import sys
@@ -156,8 +157,6 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     the faster half precision only when it is clearly faster than fp32 (fp16 trains with a dynamic
     loss scale). CUDA: bf16 where the GPU has it, else fp16.
     """
-    import time
-
     import torch
 
     if device.type == "cuda":
@@ -167,23 +166,81 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     if device.type != "cpu":
         return "fp32", f"{device.type}: no mixed precision tried"
     rows = 8192
-    x, w = torch.randn(rows, d_model), torch.randn(d_model, d_ff)
-    operands = {name: (x.to(dtype), w.to(dtype)) for name, dtype in
-                (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))}
-    times: dict[str, list[float]] = {name: [] for name in operands}
-    for repeat in range(WARMUP_ROUNDS + TIMED_ROUNDS):  # interleaved, so all see the same machine load
-        for name, (a, b) in operands.items():
-            start = time.perf_counter()
-            torch.mm(a, b)
-            if repeat >= WARMUP_ROUNDS:
-                times[name].append(time.perf_counter() - start)
-    # The fastest of each: other work on the machine only ever adds time, and a median of few runs
-    # let one noisy start pick fp16 on a CPU where it is level with fp32.
-    gflops = {name: 2 * rows * d_model * d_ff / min(t) / 1e9 for name, t in times.items()}
-    half = max(("bf16", "fp16"), key=gflops.__getitem__)
+    # A half precision without hardware (~1 GFLOP/s on an AVX2-only EPYC) would take minutes to time
+    # at this size and can never win: a short product rules it out first.
+    slow = {name: reason for name in ("bf16", "fp16") if (reason := too_slow(name))}
+    gflops = matmul_gflops(rows, d_model, d_ff, WARMUP_ROUNDS, TIMED_ROUNDS,
+                           tuple(name for name in PRECISIONS if name not in slow))
     # A step is not all matmuls (softmax, LayerNorm and casts do not speed up): on the Xeon an fp16
     # product at 0.9-1.1x fp32's made a 0.96-1.06x step (bench/throughput.py). 1.3x leaves bf16 on
     # Zen 4 (2.6x) and AMX (~5x).
+    half = max((name for name in ("bf16", "fp16") if name in gflops), key=gflops.__getitem__, default="fp32")
     choice = half if gflops[half] > HALF_PRECISION_MIN_SPEEDUP * gflops["fp32"] else "fp32"
-    measured = ", ".join(f"{name} {gflops[name]:.0f}" for name in ("bf16", "fp16", "fp32"))
-    return choice, f"{rows}x{d_model}x{d_ff} matmul GFLOP/s: {measured}"
+    measured = ", ".join(f"{name} {gflops[name]:.0f}" for name in ("bf16", "fp16", "fp32") if name in gflops)
+    skipped = "".join(f"; {reason}, not timed" for reason in slow.values())
+    return choice, f"{rows}x{d_model}x{d_ff} matmul GFLOP/s: {measured}{skipped}"
+
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+# A half precision this many times slower than fp32 on the CPU (no bf16/fp16 hardware: ~1 GFLOP/s
+# against ~110 in fp32 on an AVX2-only EPYC) is warned about by `mt`, and skipped by bench/ unless asked for.
+SLOW_PRECISION_FACTOR = 10.0
+
+
+def matmul_gflops(rows: int, d_in: int, d_out: int, warmup: int, timed: int,
+                  names: tuple[str, ...] = PRECISIONS) -> dict[str, float]:
+    """GFLOP/s on the CPU of a (rows x d_in) @ (d_in x d_out) product in each precision named: the
+    fastest of `timed` runs after `warmup`, precisions interleaved so that all see the same load."""
+    import time
+
+    import torch
+
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    x, w = torch.randn(rows, d_in), torch.randn(d_in, d_out)
+    operands = {name: (x.to(dtypes[name]), w.to(dtypes[name])) for name in names}
+    times: dict[str, list[float]] = {name: [] for name in operands}
+    for repeat in range(warmup + timed):
+        for name, (a, b) in operands.items():
+            start = time.perf_counter()
+            torch.mm(a, b)
+            if repeat >= warmup:
+                times[name].append(time.perf_counter() - start)
+    # The fastest of each: other work on the machine only ever adds time, and a median of few runs
+    # let one noisy start pick fp16 on a CPU where it is level with fp32.
+    return {name: 2 * rows * d_in * d_out / min(t) / 1e9 for name, t in times.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def short_matmul_gflops(names: tuple[str, ...]) -> dict[str, float]:
+    """`matmul_gflops` of a short 256^3 product, once per process and set of precisions: ~0.1 s for
+    a half precision without hardware, a few ms otherwise. On one thread: the ratio between
+    precisions is the chip's, and threads waiting on a busy machine's cores would blur it (2 threads
+    beside another job here made fp32 ten times slower, bf16 not)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return matmul_gflops(256, 256, 256, warmup=1, timed=3, names=names)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def slowdown(precision: str, gflops: dict[str, float] | None = None) -> float:
+    """How many times slower a `precision` matmul runs than an fp32 one on this CPU (under 1: faster),
+    from `gflops` (GFLOP/s by precision) or from a short product timed here."""
+    if precision == "fp32":
+        return 1.0
+    gflops = short_matmul_gflops(("fp32", precision)) if gflops is None else gflops
+    return gflops["fp32"] / gflops[precision]
+
+
+def too_slow(precision: str, gflops: dict[str, float] | None = None) -> str | None:
+    """"bf16 is 100x slower than fp32 on this CPU" where a half precision is SLOW_PRECISION_FACTOR
+    times slower or more (`slowdown`); None for fp32, auto and a half precision that is not."""
+    if precision not in ("bf16", "fp16"):
+        return None
+    factor = slowdown(precision, gflops)
+    if factor < SLOW_PRECISION_FACTOR:
+        return None
+    return f"{precision} is {factor:.0f}x slower than fp32 on this CPU"

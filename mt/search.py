@@ -3,9 +3,17 @@
 Beam search as in Sec. 6.1 of the paper: beam size 4 and length penalty alpha 0.6, the GNMT penalty
 lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al., 2016); |Y| counts the generated tokens including EOS.
 Beams are laid out as (sentences x beam) rows of one tensor; the encoder runs once per sentence and
-its output is shared by the beams. A sentence leaves the batch when it has `beam` finished
-hypotheses, when no live hypothesis can still beat its best finished one, or at its maximum length
-(a * source length + b; the paper: source length + 50).
+its output is shared by the beams.
+
+When a sentence stops searching (`stop`):
+- "exact" (the default): when no live hypothesis, even at its best possible score under the length
+  penalty in use, can beat the `nbest`-th finished one, or at its maximum length (a * source length
+  + b; the paper: source length + 50). The returned hypotheses are then the best the beam can find.
+- "early": also as soon as `beam` hypotheses have finished, as fairseq and CTranslate2 do (Hugging
+  Face's `early_stopping=True`). With a length-normalising penalty this can return a shorter,
+  worse-scoring translation while a better one is still alive; kept for parity with those tools.
+The bound: log-probabilities only fall as a hypothesis grows and, for alpha >= 0, the penalty only
+grows up to the length limit, so a live hypothesis can at best reach logprob / lp(limit).
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
+from mt.errors import MtError
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+STOP_RULES = ("exact", "early")
 
 
 @dataclass
@@ -48,9 +59,17 @@ def _step_logprobs(model, tokens, memory, src_mask, cache) -> torch.Tensor:
     else:
         logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]
     logprobs = torch.log_softmax(logits.float(), dim=-1)
+    _check_finite(logprobs.amax(dim=-1))
     logprobs[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
     logprobs[:, BOS_ID] = -torch.inf
     return logprobs
+
+
+def _check_finite(values: torch.Tensor) -> None:
+    """A model whose scores are NaN or infinite cannot be searched: say so instead of printing garbage."""
+    if not bool(torch.isfinite(values).all()):
+        raise MtError("the model's scores are not finite (NaN or inf): the checkpoint is damaged, or the "
+                      "precision overflows (try --precision fp32)")
 
 
 def _force_eos(logprobs: torch.Tensor, rows: torch.Tensor) -> None:
@@ -147,8 +166,13 @@ def beam_search(
     max_len_b: int = 50,
     nbest: int = 1,
     use_cache: bool = True,
+    stop: str = "exact",
 ) -> list[list[Hypothesis]]:
-    """The `nbest` best hypotheses of each sentence, best first."""
+    """The `nbest` best hypotheses of each sentence, best first; `stop` as in the module docstring."""
+    if alpha < 0:
+        raise ValueError(f"alpha {alpha}: a negative length penalty makes the stopping bound invalid")
+    if stop not in STOP_RULES:
+        raise ValueError(f"unknown stop rule {stop!r}: expected {' or '.join(STOP_RULES)}")
     model.eval()
     device = src_ids.device
     batch = src_ids.size(0)
@@ -182,7 +206,7 @@ def beam_search(
         rows = (torch.arange(len(active), device=device)[:, None] * beam + top_beam.gather(1, keep)).view(-1)
         tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
 
-        still = _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty)
+        still = _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty, stop)
         source_rows = None
         if not still.all():  # finished sentences leave the batch
             rows = rows.view(len(active), beam)[still].view(-1)
@@ -209,6 +233,7 @@ def _expand(model, tokens, memory, src_mask, cache, scores, at_limit, beam):
     else:
         logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1].float()  # (rows, vocab)
     normaliser = torch.logsumexp(logits, dim=-1)  # (rows,)
+    _check_finite(normaliser)
     logits[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
     logits[:, BOS_ID] = -torch.inf
     _force_eos(logits, at_limit)
@@ -233,16 +258,14 @@ def _finish(finished, active, tokens, top_scores, top_beam, top_token, beam, alp
         finished[sentence].append(Hypothesis(tokens[row, 1:].tolist(), logprob / divisor, logprob))
 
 
-def _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty) -> torch.Tensor:
-    """Which active sentences go on: not at their length limit, fewer than `beam` finished
-    hypotheses, and a live hypothesis that could still beat the `nbest`-th finished one."""
+def _still_searching(finished, active, scores, limit, step, beam, nbest, alpha, penalty, stop) -> torch.Tensor:
+    """Which active sentences go on: not at their length limit, a live hypothesis that could still
+    beat the `nbest`-th finished one, and (stop "early") fewer than `beam` finished hypotheses."""
     still = step < limit[active]
-    # Log-probabilities only fall as a hypothesis grows, and the penalty only grows up to the
-    # length limit, so score / lp(limit) bounds what a live hypothesis can still reach.
     best_live = scores.max(dim=1).values / length_penalty(limit[active].float(), alpha, penalty)
     for s, sentence in enumerate(active.tolist()):
         done = finished[sentence]
-        if len(done) >= beam:
+        if stop == "early" and len(done) >= beam:
             still[s] = False
         elif len(done) >= nbest:
             kth = sorted((h.score for h in done), reverse=True)[nbest - 1]

@@ -126,9 +126,11 @@ class Tokenizer:
                                num_threads=self.threads)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '."""
+        """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '. Leading
+        and trailing whitespace is stripped: a model that emits a run of "▁" pieces (a short one
+        printed "A" and 27 spaces) must not leave it in the translation."""
         cleaned = [[int(i) for i in seq if int(i) not in _DROPPED_ON_DECODE] for seq in ids]
-        return self._sp.decode(cleaned) if cleaned else []  # decode([]) would give one ''
+        return [text.strip() for text in self._sp.decode(cleaned)] if cleaned else []  # decode([]) would give one ''
 
     def pieces(self, ids: list[int]) -> list[str]:
         return [self._sp.id_to_piece(int(i)) for i in ids]
@@ -165,6 +167,11 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     vocab_sizes = {}
     for side in _sides(cfg):
         lines = {"joint": sample.src + sample.tgt, "src": sample.src, "tgt": sample.tgt}[side]
+        if not any(line.strip() for line in lines):  # sentencepiece would fail on "!sentences_.empty()"
+            what = "text" if side == "joint" else f"{side} text"
+            skipped_text = f", {skipped:,} skipped by cleaning" if skipped else ""
+            raise MtError(f"{corpus.split_files(cfg.data, 'train')}: no training {what} to train the tokenizer on "
+                          f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)
         vocab_sizes[side] = Tokenizer.load(model_path(exp.spm_prefix(side))).vocab_size

@@ -29,11 +29,12 @@ from torch import nn
 from mt import log
 from mt.batching import Batch, collate, make_batches
 from mt.binarize import ParallelData, check_data
-from mt.checkpoint import init_weights, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from mt.checkpoint import (check_model_config, init_weights, load_checkpoint, rng_state, save_checkpoint,
+                           set_rng_state)
 from mt.config import ExperimentConfig, TrainConfig
 from mt.distributed import Distributed
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment import Experiment, remove_abandoned_temporaries
 from mt.loss import autocast, batch_loss
 from mt.model import Embedding, Residual, Transformer, build_model, count_parameters
 from mt.runtime import allocator_hint, fastest_precision, keep_freed_memory, release_freed_memory
@@ -230,6 +231,7 @@ class Trainer:
         if not path.exists():
             return False
         state = load_checkpoint(path)
+        check_model_config(path, state, self.cfg.model, self.exp.config_path)  # config.yaml edited by hand
         if state.get("tokenizer_sha256") != self.tokenizer_sha256:
             raise MtError(f"{path}: trained with a different tokenizer than {self.exp.tokenizer_dir}")
         saved_world = int(state.get("world_size", 1))
@@ -445,6 +447,9 @@ def _training_lock(exp: Experiment, group: Distributed) -> Iterator[None]:
         if group.is_main:
             try:
                 stack.enter_context(exp.training_lock())
+                # Saves a killed trainer never finished (no writer of checkpoints/ but us now runs).
+                for path in remove_abandoned_temporaries(exp.checkpoints_dir):
+                    log.info(f"removed {path}: a checkpoint an interrupted run did not finish writing")
             except MtError as exc:
                 error = exc
         if group.any(error is not None):

@@ -25,7 +25,7 @@ import torch
 
 from mt import log
 from mt.attention import word_alignments
-from mt.checkpoint import load_checkpoint, model_from_checkpoint, resolve_checkpoint
+from mt.checkpoint import check_model_config, load_checkpoint, model_from_checkpoint, resolve_checkpoint
 from mt.config import DecodeConfig, ExperimentConfig
 from mt.ensemble import Ensemble
 from mt.errors import MtError
@@ -91,6 +91,8 @@ class Translator:
             state = load_checkpoint(path)
             if state.get("tokenizer_sha256") != expected:
                 raise MtError(f"{path}: trained with a different tokenizer than {exp.tokenizer_dir}")
+            if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
+                check_model_config(path, state, cfg.model, exp.config_path)
             models.append(model_from_checkpoint(state).to(self.device).eval())
             self.checkpoint_paths.append(path)
         self.checkpoint_path = self.checkpoint_paths[0]
@@ -154,7 +156,7 @@ class Translator:
         if cfg.beam == 1:
             return [[h] for h in greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)]
         return beam_search(self.model, src_ids, cfg.beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
-                           cfg.max_len_b, nbest=nbest)
+                           cfg.max_len_b, nbest=nbest, stop=cfg.stop)
 
     def _length_batches(self, lengths: list[int]) -> Iterator[list[int]]:
         """Indices grouped by similar length, each group's padded size within max_tokens."""

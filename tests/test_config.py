@@ -8,12 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from mt import config as cfglib
 from mt.config import MODEL_PRESETS, ExperimentConfig, ModelConfig, from_dict, load_recipe, parse_duration
 from mt.errors import ConfigError
 from mt.experiment import Experiment
+from mt.model import Transformer
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
@@ -304,3 +306,19 @@ def test_a_flag_unsets_an_optional_number_with_null():
     assert set_field(cfg, "data.train_prefix", "none") == "none"  # a text field keeps the text: a file name
     with pytest.raises(ConfigError, match="train.max_steps"):
         set_field(cfg, "train.max_steps", "null")  # not optional
+
+
+def test_max_len_must_fit_the_position_table(tmp_path):
+    """A kept pair has up to data.max_len tokens a side, and training feeds max_len + 1 positions
+    (source + EOS, BOS + target): refused when the config is read, in one line naming both fields."""
+    path = write(tmp_path / "r.yaml", "data:\n  max_len: 64\nmodel:\n  max_positions: 64\n")
+    with pytest.raises(ConfigError, match=r"data\.max_len \(64\).*model\.max_positions \(64\)") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert load_recipe(write(tmp_path / "ok.yaml", "data:\n  max_len: 63\nmodel:\n  max_positions: 64\n"))
+    # The bound is the model's: max_len + 1 positions fit, one more does not.
+    model = Transformer(32, 32, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1, max_positions=64).eval()
+    with torch.no_grad():
+        model(torch.full((1, 63 + 1), 5), torch.full((1, 63 + 1), 5))
+        with pytest.raises(ValueError, match="max_positions=64"):
+            model(torch.full((1, 64 + 1), 5), torch.full((1, 64 + 1), 5))

@@ -69,3 +69,14 @@ def test_explicit_bf16_attention_matches_sdpa_in_fp32(causal):
         fast = attn(x, key_mask=key_mask, causal=causal)
     assert fast.dtype == torch.bfloat16
     torch.testing.assert_close(fast.float(), reference, atol=0.05, rtol=0.05)
+
+
+def test_a_rate_that_rounds_to_one_drops_without_dividing_by_zero():
+    """Rates above 1 - 2^-16 round to a threshold of 2^15 lanes: no ZeroDivisionError, finite values."""
+    p = 1 - 2**-17
+    assert quantised_rate(p) == 1.0
+    x = torch.ones(10_000)
+    assert (dropout_mask(x, p) == 0).all()
+    for out in (dropout(x, p, training=True), Dropout(p).train()(x)):
+        assert torch.isfinite(out).all()
+        assert (out == 0).float().mean() > 0.99

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mt.model import MultiHeadAttention, Transformer, count_parameters, sinusoid_table
+from mt.dropout import dropout
+from mt.model import MultiHeadAttention, Residual, Transformer, count_parameters, sinusoid_table
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 32
@@ -338,3 +339,165 @@ def test_written_out_attention_equals_torch_sdpa(causal):
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=causal)
     expected = attn.out(expected.transpose(1, 2).reshape(5, 7, 32))
     torch.testing.assert_close(attn(x, key_mask=key_mask, causal=causal), expected, atol=1e-5, rtol=1e-5)
+
+
+# -- masks: key mask AND causal, and queries with nothing to attend to -----------------------------
+
+
+def attention_by_hand(attn: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """softmax(Q K^T / sqrt(d_head)) V with `allowed` (batch, len, key_len) written out; a query with
+    no allowed key gets a context of zeros."""
+    q, k, v = (attn._heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(attn.d_head)
+    scores = scores.masked_fill(~allowed[:, None], -torch.inf)
+    weights = torch.nan_to_num(scores.softmax(dim=-1), nan=0.0)
+    batch, length, _ = x.shape
+    return attn.out((weights @ v).transpose(1, 2).reshape(batch, length, -1))
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_key_mask_and_causal_are_combined(use_sdpa):
+    """Both paths (written out on the CPU, SDPA elsewhere) apply the key mask AND the causal mask."""
+    torch.manual_seed(5)
+    attn = MultiHeadAttention(32, 4, 0.0, self_attention=True).eval()
+    attn.use_sdpa = use_sdpa
+    x = torch.randn(3, 6, 32)
+    key_mask = (torch.arange(6) < torch.tensor([6, 4, 2])[:, None])[:, None, None, :]
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    expected = attention_by_hand(attn, x, key_mask[:, 0] & causal)
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, key_mask=key_mask, causal=True), expected, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(attn(x, key_mask=key_mask), expected, atol=1e-3)  # the test can tell
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_a_query_with_every_key_masked_gets_zeros_not_nan(use_sdpa):
+    torch.manual_seed(6)
+    attn = MultiHeadAttention(32, 4, 0.0, self_attention=True).train()
+    attn.use_sdpa = use_sdpa
+    x = torch.randn(3, 5, 32, requires_grad=True)
+    # Sentence 1 masks every key; sentence 2 masks key 0, so that causally its query 0 sees nothing.
+    key_mask = torch.tensor([[1, 1, 1, 0, 0], [0, 0, 0, 0, 0], [0, 1, 1, 1, 1]], dtype=torch.bool)[:, None, None, :]
+    for causal in (False, True):
+        out = attn(x, key_mask=key_mask, causal=causal)
+        assert torch.isfinite(out).all()
+        context_zero = attn.out.bias.expand(5, 32)  # a zero context projects to the output bias
+        torch.testing.assert_close(out[1], context_zero)
+        assert torch.equal(out[2, 0], attn.out.bias) == causal
+        allowed = key_mask[:, 0] & (torch.ones(5, 5, dtype=torch.bool).tril() if causal else True)
+        torch.testing.assert_close(out, attention_by_hand(attn, x, allowed), atol=1e-5, rtol=1e-5)
+        out.sum().backward()
+        assert torch.isfinite(x.grad).all() and all(torch.isfinite(p.grad).all() for p in attn.parameters())
+        x.grad = None
+        attn.zero_grad()
+
+
+# -- bf16 inference keeps the fp32 position table ------------------------------------------------------
+
+
+def test_bf16_model_adds_fp32_positions():
+    """Training adds the sinusoids in fp32 (autocast leaves embeddings alone): a model cast to bf16
+    for inference adds the same fp32 table and rounds once, not the table rounded to bf16 first."""
+    model = tiny_model(max_positions=1024)
+    positions = sinusoid_table(1024, model.d_model)
+    ids = random_ids([30], seed=21)
+    start = 990  # far positions: the table's values have no short binary expansion there
+    model.to(torch.bfloat16)
+    assert model.src_embed.positions.dtype == model.tgt_embed.positions.dtype == torch.float32
+    for embed in (model.src_embed, model.tgt_embed):
+        out = embed(ids, start)
+        assert out.dtype == torch.bfloat16
+        tokens = embed.tokens.weight[ids]
+        table = positions[start : start + ids.size(1)]
+        assert torch.equal(out, (tokens.float() * embed.scale + table).bfloat16())
+        assert not torch.equal(out, tokens * embed.scale + table.bfloat16())  # the all-bf16 sum differs
+    memory, src_mask = model.encode(ids)  # and the bf16 model runs on
+    assert model.decode(tgt_inputs([4], seed=22), memory, src_mask).dtype == torch.bfloat16
+
+
+# -- Sec. 5.4: dropout on each sub-layer's output before the residual add, and on embeddings + positions --
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_residual_dropout_is_on_the_sublayer_output_before_the_add(pre_norm):
+    model = tiny_model(pre_norm=pre_norm, dropout=0.5).train()
+    perturb_norms(model)
+    blocks = [m for m in model.modules() if isinstance(m, Residual)]
+    assert len(blocks) == 2 * 2 + 2 * 3 and all(block.dropout.p == 0.5 for block in blocks)
+    x = torch.randn(2, 5, 16)
+    sublayer = nn.Linear(16, 16)
+    with torch.no_grad():
+        for block in blocks:
+            torch.manual_seed(7)
+            out = block(x, sublayer)
+            torch.manual_seed(7)
+            if pre_norm:
+                expected = x + dropout(sublayer(block.norm(x)), 0.5, True)
+            else:
+                expected = block.norm(x + dropout(sublayer(x), 0.5, True))
+            torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+            block.dropout.p = 1.0  # all of the sub-layer's output dropped, nothing of x
+            torch.testing.assert_close(block(x, sublayer), x if pre_norm else block.norm(x), atol=1e-6, rtol=0)
+            block.dropout.p = 0.5
+
+
+def test_embedding_dropout_is_on_tokens_plus_positions():
+    model = tiny_model(dropout=0.5).train()
+    ids = random_ids([6, 3], seed=23)
+    with torch.no_grad():
+        for embed in (model.src_embed, model.tgt_embed):
+            assert embed.dropout.p == 0.5
+            torch.manual_seed(8)
+            out = embed(ids, 2)
+            torch.manual_seed(8)
+            summed = embed.tokens.weight[ids] * embed.scale + sinusoid_table(64, 16)[2 : 2 + ids.size(1)]
+            torch.testing.assert_close(out, dropout(summed, 0.5, True), atol=1e-6, rtol=0)
+
+
+def test_every_sublayer_and_embedding_goes_through_its_dropout():
+    """Pre-norm with dropout 1: the embeddings and every sub-layer's output are all dropped, so each
+    stack's output is its final LayerNorm of zeros, whatever the tokens."""
+    model = tiny_model(pre_norm=True, dropout=1.0).train()
+    perturb_norms(model)
+    with torch.no_grad():
+        memory, src_mask = model.encode(random_ids([5, 3], seed=24))
+        hidden = model.decode_hidden(tgt_inputs([4, 6], seed=25), memory, src_mask)
+    torch.testing.assert_close(memory, model.enc_norm(torch.zeros(16)).expand_as(memory), atol=1e-6, rtol=0)
+    torch.testing.assert_close(hidden, model.dec_norm(torch.zeros(16)).expand_as(hidden), atol=1e-6, rtol=0)
+
+
+# -- pre-norm's final LayerNorms; the joint vocabulary of three-way tying -----------------------------
+
+
+def test_pre_norm_applies_the_final_decoder_norm_and_post_norm_has_none():
+    pre = tiny_model(pre_norm=True)
+    perturb_norms(pre)
+    src, tgt = random_ids([5, 3], seed=26), tgt_inputs([4, 2], seed=27)
+    with torch.no_grad():
+        memory, src_mask = pre.encode(src)
+        y = pre.tgt_embed(tgt)
+        for layer in pre.decoder:  # pre-norm: y + Sub(LN(y)) for each sub-layer; then LN
+            y = y + layer.self_attn(layer.self_block.norm(y), causal=True)
+            y = y + layer.cross_attn(layer.cross_block.norm(y), memory, key_mask=src_mask)
+            y = y + layer.ffn(layer.ffn_block.norm(y))
+        torch.testing.assert_close(pre.decode(tgt, memory, src_mask), pre.output(pre.dec_norm(y)), atol=ATOL, rtol=0)
+        before = pre.decode(tgt, memory, src_mask)
+        pre.dec_norm.weight.mul_(2.0)
+        assert not torch.allclose(pre.decode(tgt, memory, src_mask), before)
+        pre.enc_norm.weight.mul_(2.0)
+        assert not torch.allclose(pre.encode(src)[0], memory)
+    post = tiny_model()
+    assert isinstance(post.enc_norm, nn.Identity) and isinstance(post.dec_norm, nn.Identity)
+    assert not any(isinstance(m, nn.LayerNorm) for m in post.modules() if m not in
+                   {b.norm for b in post.modules() if isinstance(b, Residual)})
+
+
+def test_three_way_tying_needs_one_vocabulary_size():
+    with pytest.raises(ValueError, match="src_vocab_size == tgt_vocab_size"):
+        Transformer(40, 32, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1)
+    model = Transformer(32, 32, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1)
+    weights = (model.src_embed.tokens.weight, model.tgt_embed.tokens.weight, model.output.weight)
+    assert len({id(w) for w in weights}) == 1 and len({w.data_ptr() for w in weights}) == 1
+    # Untied or with separate vocabularies, differing sizes are fine.
+    Transformer(40, 32, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1, shared_vocab=False)
+    Transformer(40, 32, d_model=16, d_ff=32, n_heads=4, enc_layers=1, dec_layers=1, tie_embeddings=False)

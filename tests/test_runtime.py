@@ -125,3 +125,33 @@ def test_mt_command_restarts_once_under_tcmalloc():
     assert done.returncode == 0, done.stderr
     assert "translate" in done.stdout
     assert done.stderr.count("| cli.main") == 2
+
+
+def test_too_slow_decides_from_given_timings():
+    # GFLOP/s as measured: an AVX2-only EPYC (no bf16/fp16 hardware), Zen 4, a Xeon with AMX hidden.
+    epyc = {"fp32": 110.0, "bf16": 1.1, "fp16": 0.9}
+    assert runtime.too_slow("bf16", epyc) == "bf16 is 100x slower than fp32 on this CPU"
+    assert runtime.too_slow("fp16", epyc) == "fp16 is 122x slower than fp32 on this CPU"
+    assert runtime.too_slow("bf16", {"fp32": 172.0, "bf16": 444.0}) is None  # 2.6x faster
+    assert runtime.too_slow("bf16", {"fp32": 357.0, "bf16": 183.0}) is None  # 2x slower: worth a try, no warning
+    assert runtime.too_slow("bf16", {"fp32": 100.0, "bf16": 10.0}) == "bf16 is 10x slower than fp32 on this CPU"
+    assert runtime.too_slow("bf16", {"fp32": 100.0, "bf16": 10.5}) is None  # 9.5x: under the factor
+    for precision in ("fp32", "auto"):
+        assert runtime.too_slow(precision, epyc) is None
+    assert runtime.slowdown("fp32") == 1.0
+
+
+def test_slowdown_is_a_short_timing_done_once_and_leaves_the_threads_alone():
+    import math
+    import time
+
+    threads = torch.get_num_threads()
+    runtime.short_matmul_gflops.cache_clear()
+    start = time.perf_counter()
+    ratio = runtime.slowdown("bf16")
+    assert math.isfinite(ratio) and ratio > 0
+    assert time.perf_counter() - start < 5  # a short product, even at ~1 GFLOP/s
+    assert torch.get_num_threads() == threads
+    start = time.perf_counter()
+    assert runtime.slowdown("bf16") == ratio and time.perf_counter() - start < 0.01  # cached
+    assert (runtime.too_slow("bf16") is None) == (ratio < runtime.SLOW_PRECISION_FACTOR)

@@ -17,6 +17,8 @@ from torch import nn
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search, length_penalty
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.config import DecodeConfig
+from mt.search import max_lengths, sample_search
 
 A, B = 4, 5  # the two real tokens of the small vocabularies below
 
@@ -293,3 +295,100 @@ def test_each_sentence_of_a_batch_uses_its_own_limit_and_stops_on_its_own():
     assert found[1][0].tokens == [A]
     assert found[1][0].score == pytest.approx(SHORT_LOGPROB / (7 / 6), abs=1e-6)
     assert all(len(h.tokens) + 1 <= 3 for h in found[1])
+
+
+# -- the stopping rule: "early" (fairseq, CTranslate2) against "exact" -----------------------------
+
+# Beam 2. "A" ends at step 2 (p 0.495, 2 tokens), "A A" at step 3 (p 0.0495): two finished hypotheses,
+# which is where "early" stops. "B B B" is still alive then (p 0.45) and ends at step 4.
+EARLY = {
+    (): {A: 0.55, B: 0.45},
+    (A,): {EOS_ID: 0.9, A: 0.1},
+    (A, A): {EOS_ID: 0.9, A: 0.1},
+    (B,): {B: 1.0},
+    (B, B): {B: 1.0},
+    (B, B, B): {EOS_ID: 1.0},
+}
+EARLY_DEFAULT = {A: 0.5, B: 0.4, EOS_ID: 0.1}
+A_LOGPROB, BBB_LOGPROB = math.log(0.55 * 0.9), math.log(0.45)
+
+
+def test_early_table_is_what_the_test_says():
+    """Under |Y|^1 and gnmt 1.4, "B B B" (4 tokens with EOS) beats "A" (2); without a penalty "A" wins."""
+    assert A_LOGPROB > BBB_LOGPROB
+    for penalty, alpha in [("length", 1.0), ("gnmt", 1.4)]:
+        assert BBB_LOGPROB / length_penalty(4.0, alpha, penalty) > A_LOGPROB / length_penalty(2.0, alpha, penalty)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("penalty,alpha", [("length", 1.0), ("gnmt", 1.4)])
+def test_early_stop_returns_the_short_hypothesis_once_beam_have_finished(use_cache, penalty, alpha):
+    model = TableModel(EARLY, EARLY_DEFAULT)
+    (best,) = beam_search(model, sources([3]), beam=2, alpha=alpha, penalty=penalty, max_len_a=0, max_len_b=10,
+                          use_cache=use_cache, stop="early")[0]
+    assert best.tokens == [A]
+    assert best.score == pytest.approx(A_LOGPROB / length_penalty(2.0, alpha, penalty), abs=1e-6)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("penalty,alpha", [("length", 1.0), ("gnmt", 1.4)])
+def test_exact_stop_waits_for_the_live_hypothesis_that_wins(use_cache, penalty, alpha):
+    model = TableModel(EARLY, EARLY_DEFAULT)
+    hyps = beam_search(model, sources([3]), beam=2, alpha=alpha, penalty=penalty, max_len_a=0, max_len_b=10,
+                       nbest=2, use_cache=use_cache, stop="exact")[0]
+    assert [h.tokens for h in hyps] == [[B, B, B], [A]]
+    assert hyps[0].score == pytest.approx(BBB_LOGPROB / length_penalty(4.0, alpha, penalty), abs=1e-6)
+    assert hyps[0].logprob == pytest.approx(BBB_LOGPROB, abs=1e-6)
+    assert beam_search(model, sources([3]), beam=2, alpha=alpha, penalty=penalty, max_len_a=0,
+                       max_len_b=10)[0][0].tokens == [B, B, B]  # exact is the default
+
+
+def test_exact_stop_ends_when_no_live_hypothesis_can_win():
+    """Without a penalty nothing alive can beat a finished "A" (log 0.495) once live scores are below
+    it: the search stops long before the length limit (the table would otherwise run to step 40)."""
+    steps = []
+
+    class Counting(TableModel):
+        def decode(self, tgt_ids, memory, src_mask, cache=None):
+            steps.append(tgt_ids.size(1))
+            return super().decode(tgt_ids, memory, src_mask, cache)
+
+    model = Counting(EARLY, EARLY_DEFAULT)
+    (best,) = beam_search(model, sources([3]), beam=2, alpha=0.0, max_len_a=0, max_len_b=40, use_cache=False)[0]
+    assert best.tokens == [A]
+    assert len(steps) <= 4  # step 2 ends "A"; by step 3 or 4 every live log-probability is below it
+
+
+def test_negative_alpha_and_unknown_stop_rules_are_refused():
+    model = TableModel(EARLY, EARLY_DEFAULT)
+    with pytest.raises(ValueError, match="negative length penalty"):
+        beam_search(model, sources([3]), beam=2, alpha=-0.5)
+    with pytest.raises(ValueError, match="unknown stop rule 'soon'"):
+        beam_search(model, sources([3]), beam=2, stop="soon")
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_non_finite_scores_are_a_clear_error_not_a_crash_or_garbage(beam):
+    from mt.errors import MtError
+
+    model = tiny_model(seed=2)
+    with torch.no_grad():
+        model.decoder[0].ffn.w2.weight[0, 0] = float("nan")  # as damaged weight bytes would
+    search = (lambda: greedy_search(model, sources([4, 6]))) if beam == 1 else \
+        (lambda: beam_search(model, sources([4, 6]), beam=beam))
+    with pytest.raises(MtError, match="not finite"):
+        search()
+
+
+def test_max_length_defaults_are_the_source_length_plus_50():
+    """Sec. 6.1: "maximum output length ... input length + 50", in DecodeConfig, in max_lengths
+    (source EOS not counted) and in the search functions' defaults, which reach exactly that."""
+    cfg = DecodeConfig()
+    assert (cfg.max_len_a, cfg.max_len_b) == (1.0, 50)
+    src = sources([3, 10, 1], seed=6)  # each ends in EOS, padded
+    assert max_lengths(src, cfg.max_len_a, cfg.max_len_b, 1000).tolist() == [53, 60, 51]
+    assert max_lengths(src, cfg.max_len_a, cfg.max_len_b, 55).tolist() == [53, 55, 51]  # the position limit
+    model = TableModel({}, default={A: 0.6, B: 0.399, EOS_ID: 0.001})  # EOS only when forced
+    assert [len(h.tokens) + 1 for h in greedy_search(model, src)] == [53, 60, 51]
+    assert [len(h.tokens) + 1 for h in sample_search(model, src, top_k=2, generator=torch.Generator().manual_seed(0))] == [53, 60, 51]
+    assert [max(len(h.tokens) + 1 for h in hyps) for hyps in beam_search(model, src, beam=2, nbest=2)] == [53, 60, 51]

@@ -125,6 +125,21 @@ def test_update_freq_k_equals_one_batch_of_k_times_the_rows(base, tmp_path):
                                                        params(Trainer(exp, cfg).model).values()))
 
 
+# -- Sec. 5.3: Adam's hyperparameters ----------------------------------------------------------------------
+
+
+def test_the_optimizer_of_a_default_config_is_the_papers_adam(base, tmp_path):
+    """beta1 0.9, beta2 0.98, eps 1e-9, and no weight decay (plain Adam), from TrainConfig's defaults."""
+    defaults = ExperimentConfig().train
+    assert (defaults.adam_beta1, defaults.adam_beta2, defaults.adam_eps, defaults.weight_decay) == (0.9, 0.98, 1e-9, 0.0)
+    exp, cfg = copy_experiment(base, tmp_path / "exp")
+    assert (cfg.train.adam_beta1, cfg.train.adam_beta2, cfg.train.adam_eps) == (0.9, 0.98, 1e-9)
+    optimizer = Trainer(exp, cfg).optimizer
+    assert isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)) and optimizer.param_groups
+    for group in optimizer.param_groups:
+        assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9 and group["weight_decay"] == 0.0
+
+
 # -- weight decay --------------------------------------------------------------------------------------
 
 

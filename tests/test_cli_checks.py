@@ -1,0 +1,181 @@
+"""The command line's own checks (issue 25): decoding flags out of range, --exp on a plain file,
+translations without stray whitespace, `mt info`'s last step, the slow-precision warning, and
+every subcommand's --help ending in examples.
+
+Commands run in this process through `cli.main.main`, the `mt` entry point, so that an error is
+the one stderr line and exit code a user sees; on a tiny experiment trained for 3 steps.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from toy import one_thread, tiny_experiment
+from cli import main as cli
+from mt import runtime
+from mt.checkpoint import load_checkpoint
+from mt.experiment import Experiment
+from mt.train import train
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Experiment:
+    # log_every 2, max_steps 3: the log's last training record is step 2, last.pt is step 3.
+    exp, cfg = tiny_experiment(
+        tmp_path_factory.mktemp("checks"), {"train": 200, "valid": 20, "test": 20},
+        model=dict(enc_layers=1, dec_layers=1, dropout=0.0),
+        train=dict(max_steps=3, max_tokens=600, warmup_steps=2, log_every=2, valid_every=100, save_every=100),
+        decode=dict(max_len_b=5),
+    )
+    with one_thread():
+        train(exp, cfg)
+    (exp.root.parent / "in.txt").write_text("Ein Mann läuft.\nDie Katze.\n", encoding="utf-8")
+    return exp
+
+
+def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["mt", *args])
+    monkeypatch.delenv("MT_DEBUG", raising=False)
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_error(code: int, out: str, err: str, expected_code: int, *needles: str) -> str:
+    assert code == expected_code, err
+    assert out == "" and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+TRANSLATE_FLAGS = [
+    (["--sample", "--top-p", "5"], "--top-p"),
+    (["--sample", "--top-p", "0"], "--top-p"),
+    (["--sample", "--top-k", "-1"], "--top-k"),
+    (["--sample", "--temperature", "0"], "--temperature"),
+    (["--sample", "--temperature", "nan"], "--temperature"),
+    (["--batch-tokens", "0"], "--batch-tokens"),
+    (["--beam", "2", "--nbest", "3"], "--nbest"),
+    (["--beam", "1", "--nbest", "2"], "--nbest"),
+    (["--alpha", "-1"], "stopping bound is invalid for negative alpha"),
+    (["--alpha", "nan"], "--alpha"),
+    (["--max-len-a", "-1"], "--max-len-a"),
+    (["--max-len-b", "-1"], "--max-len-b"),
+]
+
+
+@pytest.mark.parametrize("flags, needle", TRANSLATE_FLAGS, ids=[" ".join(f) for f, _ in TRANSLATE_FLAGS])
+def test_translate_refuses_decoding_flags_out_of_range(experiment, capsys, monkeypatch, flags, needle):
+    inputs = str(experiment.root.parent / "in.txt")
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs, "--threads", "1", *flags)
+    one_error(*result, 2, needle, flags[-2])
+
+
+OTHER_FLAGS = [
+    (["evaluate"], ["--alpha", "-0.5"]),
+    (["evaluate"], ["--batch-tokens", "0"]),
+    (["evaluate"], ["--max-len-a", "-2"]),
+    (["attention", "Ein Mann."], ["--alpha", "-1"]),
+    (["attention", "Ein Mann."], ["--max-len-b", "-3"]),
+]
+
+
+@pytest.mark.parametrize("command, flags", OTHER_FLAGS, ids=[" ".join(c[:1] + f) for c, f in OTHER_FLAGS])
+def test_evaluate_and_attention_refuse_decoding_flags_out_of_range(experiment, capsys, monkeypatch, command, flags):
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "--threads", "1", *flags)
+    one_error(*result, 2, flags[0])
+    assert not (experiment.root / "attention").exists() and not (experiment.root / "scores").exists()
+
+
+@pytest.mark.parametrize("command", [["train-tokenizer", "--vocab-size", "100"], ["binarize"], ["train"], ["info"],
+                                     ["translate"], ["evaluate"], ["average"], ["report"], ["plot"],
+                                     ["attention", "Ein Mann."], ["run", "RECIPE"]], ids=lambda command: command[0])
+def test_exp_on_a_plain_file_is_one_line(tmp_path, capsys, monkeypatch, command):
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not an experiment\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [train-tokenizer]\n")
+    command = [str(recipe) if arg == "RECIPE" else arg for arg in command]
+    one_error(*mt(capsys, monkeypatch, *command, "--exp", str(plain)), 2, f"--exp {plain}: is a file, not an experiment directory")
+    assert plain.read_text() == "not an experiment\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "recipe.yaml"]
+
+
+def test_a_recipes_exp_on_a_plain_file_is_one_line(tmp_path, capsys, monkeypatch):
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not an experiment\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"exp: {plain}\nsteps: [train-tokenizer]\n")
+    one_error(*mt(capsys, monkeypatch, "run", str(recipe)), 2, f"{recipe}: exp {plain}: is a file, not an experiment directory")
+    assert plain.read_text() == "not an experiment\n"
+
+
+def test_translations_have_no_leading_or_trailing_whitespace(experiment):
+    # A real SentencePiece model decoding ids that a short model printed: "A" and a run of "▁".
+    from mt.tokenizer import load_tokenizers
+
+    _, tgt = load_tokenizers(experiment, experiment.load_config())
+    space = tgt._sp.piece_to_id("\u2581")
+    assert tgt.pieces([space]) == ["\u2581"], "the toy vocabulary must hold the bare word-start piece"
+    a_man = tgt.encode(["a man"])[0]
+    texts = tgt.decode([[space, space, *a_man, *[space] * 27], [space] * 3, a_man])
+    assert texts == ["a man", "", "a man"]
+
+
+def test_info_shows_the_step_of_last_pt(experiment, capsys, monkeypatch):
+    records = [json.loads(line) for line in experiment.train_log_path.read_text().splitlines()]
+    logged = [r["step"] for r in records if "loss" in r][-1]
+    saved = load_checkpoint(experiment.checkpoint_path("last"))["step"]
+    assert (logged, saved) == (2, 3)  # what this test is about: the log ends before last.pt
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root), "--json")
+    assert code == 0, err
+    training = json.loads(out)["training"]
+    assert training["last step"] == 3
+    assert training["train loss / ppl"].endswith("(logged at step 2)")
+
+
+def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
+    # Whether it warns depends on this CPU (no bf16 hardware: ~30-100x slower); it must match the helper.
+    inputs = str(experiment.root.parent / "in.txt")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs,
+                        "--threads", "1", "--precision", "bf16")
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    reason = runtime.too_slow("bf16")
+    if reason is None:
+        assert warnings == []
+    else:
+        assert warnings == [f"warning: --precision bf16: {reason} (a short matmul timed here); "
+                            "--precision fp32 will be faster"]
+    code, _, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs, "--threads", "1")
+    assert code == 0 and "warning:" not in err
+
+
+def test_every_subcommand_help_ends_in_examples_that_use_its_own_flags():
+    group = typer.main.get_command(cli.app)
+    assert len(group.commands) >= 11
+    for name, command in group.commands.items():
+        done = CliRunner().invoke(cli.app, [name, "--help"], env={"COLUMNS": "100"})
+        assert done.exit_code == 0, name
+        assert "Example" in done.output, f"mt {name} --help has no examples (epilog=_examples(...))"
+        tail = done.output[done.output.index("Example"):]
+        assert done.output.index("--help") < done.output.index("Example") and f"mt {name} " in tail, name
+        # Each example is a command line whose flags exist (the README's usage, kept from rotting).
+        for example in command.epilog.split("\n\n")[1:]:
+            words = shlex.split(example.partition("mt ")[2])
+            flags = {opt for param in group.commands[words[0]].params for opt in param.opts}
+            assert {w for w in words if w.startswith("-")} <= flags, example

@@ -1,0 +1,350 @@
+"""Bad input and damaged files (issue 25): each is a one-line error naming the file, and nothing on
+disk is lost or changed by the failing step.
+
+Empty splits at train-tokenizer and binarize; checkpoints whose bytes changed on disk (weights, the
+pickle); a damaged config.yaml or recipe; a model field of config.yaml edited after training; the
+temporary files of a killed save; the missing best checkpoint; the training lock under many
+simultaneous starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from toy import one_thread, toy_corpus
+from mt.binarize import binarize
+from mt.checkpoint import FORMAT, load_checkpoint, resolve_checkpoint, save_checkpoint
+from mt.config import ExperimentConfig, ModelConfig, load_recipe, save_yaml
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment, write_text_atomic
+from mt.model import build_model
+from mt.tokenizer import train_tokenizer
+from mt.train import train
+from mt.translate import Translator
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def one_line(exc: pytest.ExceptionInfo, *needles: str) -> str:
+    message = str(exc.value)
+    assert "\n" not in message and len(message) < 400, message
+    for needle in needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+    return message
+
+
+def write_pairs(root: Path, split: str, n: int) -> None:
+    src, tgt = toy_corpus(n, seed=len(split))
+    for lang, lines in (("de", src), ("en", tgt)):
+        (root / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def config(root: Path, splits: tuple[str, ...]) -> ExperimentConfig:
+    cfg = ExperimentConfig()
+    for split in splits:
+        setattr(cfg.data, f"{split}_prefix", str(root / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
+    cfg.train.__dict__.update(max_steps=2, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=1,
+                              valid_every=2, save_every=2)
+    cfg.decode.max_len_b = 5
+    return cfg
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Experiment:
+    """A tiny experiment trained for 2 steps: best.pt, last.pt, step_0000002.pt."""
+    root = tmp_path_factory.mktemp("trained")
+    for split, n in (("train", 200), ("valid", 10)):
+        write_pairs(root, split, n)
+    exp = Experiment(root / "exp")
+    cfg = config(root, ("train", "valid"))
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    train_tokenizer(exp, cfg)
+    binarize(exp, cfg)
+    with one_thread():
+        train(exp, cfg)
+    assert exp.checkpoint_path("best").exists()
+    return exp
+
+
+def copy_of(exp: Experiment, root: Path) -> Experiment:
+    shutil.copytree(exp.root, root)
+    return Experiment(root)
+
+
+# -- 1, 2: empty splits ---------------------------------------------------------------------------
+@pytest.mark.parametrize("split", ["valid", "test"])
+@pytest.mark.parametrize("content", ["", "\n\n\n"])
+def test_an_empty_configured_valid_or_test_split_is_refused_by_binarize(trained, tmp_path, split, content):
+    for name in ("train", split):
+        write_pairs(tmp_path, name, 50)
+    for lang in ("de", "en"):
+        (tmp_path / f"{split}.{lang}").write_text(content, encoding="utf-8")
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained.tokenizer_dir, exp.tokenizer_dir)
+    cfg = config(tmp_path, ("train", split))
+    before = files_of(exp.root)
+    with pytest.raises(MtError) as info:
+        binarize(exp, cfg)
+    message = one_line(info, str(tmp_path / f"{split}.de"), str(tmp_path / f"{split}.en"), f"{split} split")
+    assert message.startswith(str(tmp_path / f"{split}.de"))
+    assert files_of(exp.root) == before and not exp.data_dir.exists()
+    assert not list(exp.root.glob(".data-*"))
+
+
+@pytest.mark.parametrize("content", ["", "\n \n\t\n"])
+def test_an_empty_training_corpus_is_refused_by_train_tokenizer_naming_its_files(tmp_path, content):
+    for lang in ("de", "en"):
+        (tmp_path / f"train.{lang}").write_text(content, encoding="utf-8")
+    exp = Experiment(tmp_path / "exp")
+    with pytest.raises(MtError) as info:
+        train_tokenizer(exp, config(tmp_path, ("train",)))
+    message = one_line(info, str(tmp_path / "train.de"), str(tmp_path / "train.en"), "no training text")
+    assert "sentences_" not in message and "sentencepiece" not in message
+    assert not exp.has_tokenizer()
+
+
+# -- 3: checkpoints damaged on disk ---------------------------------------------------------------
+def tiny_state() -> dict:
+    cfg = ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2)
+    torch.manual_seed(0)
+    model = build_model(cfg, 20, 20, shared_vocab=True)
+    return {"model": model.state_dict(), "model_config": dataclasses.asdict(cfg),
+            "vocab": {"src_size": 20, "tgt_size": 20, "shared": True}, "step": 7}
+
+
+def entry(path: Path, suffix: str) -> tuple[int, int]:
+    """(offset in the file, size) of the stored zip entry whose name ends in `suffix`."""
+    data = path.read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(suffix))
+    assert info.compress_type == zipfile.ZIP_STORED
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26: info.header_offset + 30])
+    return info.header_offset + 30 + name_len + extra_len, info.file_size
+
+
+def overwrite(path: Path, offset: int, new: bytes) -> None:
+    """Change bytes in place: the file keeps its size and zip structure."""
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        assert handle.read(len(new)) != new
+        handle.seek(offset)
+        handle.write(new)
+
+
+def test_damaged_weights_fail_the_checksum(tmp_path):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, tiny_state())
+    load_checkpoint(path)  # intact: loads
+    start, size = entry(path, "/data/0")
+    overwrite(path, start + size // 2, b"\x13\x37\x13\x37")
+    with pytest.raises(MtError) as info:
+        load_checkpoint(path)
+    assert one_line(info, "damaged: checksum mismatch").startswith(f"{path}: ")
+
+
+def test_a_changed_plain_value_fails_the_checksum(tmp_path):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, {**tiny_state(), "note": "abcdef"})
+    start, size = entry(path, "data.pkl")
+    pickled = path.read_bytes()[start: start + size]
+    overwrite(path, start + pickled.index(b"abcdef"), b"zbcdef")  # still a valid pickle
+    with pytest.raises(MtError) as info:
+        load_checkpoint(path)
+    one_line(info, str(path), "damaged: checksum mismatch")
+
+
+@pytest.mark.parametrize("damage", ["opcode", "global"])
+def test_a_damaged_pickle_is_reported_as_damage_not_as_refused_content(tmp_path, damage):
+    path = tmp_path / "last.pt"
+    save_checkpoint(path, tiny_state())
+    start, size = entry(path, "data.pkl")
+    pickled = path.read_bytes()[start: start + size]
+    if damage == "opcode":  # the opcode after PROTO 2 becomes one that does not exist
+        assert pickled[:2] == b"\x80\x02"
+        overwrite(path, start + 2, b"\xff")
+    else:  # "torch._utils" -> "torch._utilz": torch reports an "Unsupported global"
+        overwrite(path, start + pickled.index(b"torch._utils") + 11, b"z")
+    with pytest.raises(MtError) as info:
+        load_checkpoint(path)
+    message = one_line(info, str(path), "damaged", "data.pkl")
+    assert "refused" not in message and "more than tensors" not in message
+
+
+def test_a_checkpoint_without_checksum_still_loads_and_its_damage_is_found(tmp_path):
+    path = tmp_path / "old.pt"
+    state = tiny_state()
+    torch.save({"format": FORMAT, **state}, path)  # as checkpoints were saved before checksums
+    loaded = load_checkpoint(path)
+    assert loaded["step"] == 7 and "checksum" not in loaded
+    for key, value in state["model"].items():
+        assert torch.equal(loaded["model"][key], value)
+    start, size = entry(path, "/data/0")
+    overwrite(path, start + size // 2, b"\x13\x37\x13\x37")
+    with pytest.raises(MtError) as info:
+        load_checkpoint(path)
+    one_line(info, str(path), "damaged")
+
+
+# -- 4: a damaged config.yaml or recipe -----------------------------------------------------------
+DAMAGED_YAML = [
+    ("list", b"- data\n- model\n", None, "mapping"),
+    ("utf8", b"data:\n  src_lang: de\n  tgt_lang: \xff\xfeen\n", 3, "UTF-8"),
+    ("yaml", b"data:\n  src_lang: de\nmodel:\n  d_model: [32\n  d_ff: 64\n", 5, "not valid YAML"),
+    ("tab", b"model:\n\td_model: 32\n", 2, "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("name, text, line, needle", DAMAGED_YAML, ids=[d[0] for d in DAMAGED_YAML])
+def test_a_damaged_experiment_config_is_one_line_naming_the_file(tmp_path, name, text, line, needle):
+    exp = Experiment(tmp_path / "exp")
+    exp.root.mkdir()
+    exp.config_path.write_bytes(text)
+    with pytest.raises(ConfigError) as info:
+        exp.load_config()
+    where = f"{exp.config_path}:{line}: " if line else f"{exp.config_path}: "
+    assert one_line(info, needle).startswith(where)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_bytes(text)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(recipe)
+    assert one_line(info, needle).startswith(where.replace(str(exp.config_path), str(recipe)))
+
+
+def test_the_cli_prints_a_damaged_config_as_one_line(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    exp.root.mkdir()
+    exp.config_path.write_bytes(DAMAGED_YAML[2][1])
+    done = subprocess.run([sys.executable, "-m", "mt", "binarize", "--exp", str(exp.root)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {exp.config_path}:5: not valid YAML")
+    assert exp.config_path.read_bytes() == DAMAGED_YAML[2][1]
+
+
+# -- 5: a model field of config.yaml edited after training ----------------------------------------
+def edit_config(exp: Experiment, old: str, new: str) -> None:
+    text = exp.config_path.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    exp.config_path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_an_edited_model_field_is_refused_by_train_and_translate_but_dropout_is_free(trained, tmp_path):
+    exp = copy_of(trained, tmp_path / "exp")
+    edit_config(exp, "  d_ff: 64\n", "  d_ff: 128\n")
+    cfg = exp.load_config()
+    cfg.train.max_steps = 4
+    before = files_of(exp.root)
+    with pytest.raises(MtError) as info, one_thread():
+        train(exp, cfg)
+    one_line(info, str(exp.config_path), "model.d_ff 128", "64", str(exp.checkpoint_path("last")))
+    with pytest.raises(MtError) as info:
+        Translator(exp, cfg)
+    one_line(info, "model.d_ff 128", "64", str(exp.checkpoint_path("best")))
+    assert files_of(exp.root) == before
+    # A rate of dropout shapes no weight: it may differ, for translating and for training.
+    edit_config(exp, "  d_ff: 128\n", "  d_ff: 64\n")
+    edit_config(exp, "  dropout: 0.1\n", "  dropout: 0.3\n")
+    cfg = exp.load_config()
+    assert Translator(exp, cfg).translate(["Der hund läuft."])
+    cfg.train.max_steps = 3
+    with one_thread():
+        assert train(exp, cfg)["steps"] == 3
+
+
+# -- 6: temporary files of a killed save ----------------------------------------------------------
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_training_removes_the_temporary_files_of_killed_saves(trained, tmp_path):
+    exp = copy_of(trained, tmp_path / "exp")
+    ckpt = exp.checkpoints_dir
+    dead = [ckpt / f".step_0000004.pt.{dead_pid()}-k2j3h4g5.tmp", ckpt / ".last.pt.a1b2c3d4.tmp"]  # new, old names
+    alive = ckpt / f".average.pt.{os.getppid()}-q1w2e3r4.tmp"  # a live writer's (`mt average` running)
+    for path in [*dead, alive]:
+        path.write_bytes(b"half a checkpoint")
+    cfg = exp.load_config()
+    cfg.train.max_steps = 3
+    with one_thread():
+        train(exp, cfg)
+    assert not any(path.exists() for path in dead)
+    assert alive.exists()
+    assert not [p for p in ckpt.glob(".*.tmp") if p != alive]
+
+
+# -- 7: the missing best checkpoint ---------------------------------------------------------------
+def test_a_missing_best_checkpoint_is_reported_as_such(trained, tmp_path):
+    exp = copy_of(trained, tmp_path / "exp")
+    exp.checkpoint_path("best").unlink()
+    assert resolve_checkpoint(exp, "best") == exp.checkpoint_path("last")  # no validation: last is best
+    exp.checkpoint_path("last").unlink()
+    with pytest.raises(MtError) as info:
+        resolve_checkpoint(exp, "best")
+    message = one_line(info, "neither best.pt nor last.pt", "step_0000002")
+    assert message.startswith(f"{exp.checkpoint_path('best')}: ")
+
+
+# -- 8: the training lock under simultaneous starts -----------------------------------------------
+def _contender(root: str, barrier, holding, most, results) -> None:
+    barrier.wait()
+    try:
+        with Experiment(root).training_lock():
+            with holding.get_lock():
+                holding.value += 1
+                most.value = max(most.value, holding.value)
+            time.sleep(0.3)
+            with holding.get_lock():
+                holding.value -= 1
+        results.put((os.getpid(), "held"))
+    except MtError as exc:
+        results.put((os.getpid(), str(exc)))
+    except BaseException as exc:  # anything else is a failure the test reports
+        results.put((os.getpid(), f"{type(exc).__name__}: {exc}"))
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["no-lock-file", "stale-lock-file"])
+def test_simultaneous_starts_let_exactly_one_hold_the_lock(tmp_path, stale):
+    context = multiprocessing.get_context("fork")
+    exp = Experiment(tmp_path / "exp")
+    exp.root.mkdir()
+    n = 12
+    for _ in range(3):
+        if stale:
+            exp.lock_path.write_text(f"{dead_pid()}\n")  # a trainer killed by SIGKILL left it
+        barrier, holding, most, results = context.Barrier(n), context.Value("i", 0), context.Value("i", 0), context.Queue()
+        processes = [context.Process(target=_contender, args=(str(exp.root), barrier, holding, most, results))
+                     for _ in range(n)]
+        for process in processes:
+            process.start()
+        outcomes = dict(results.get(timeout=60) for _ in processes)
+        for process in processes:
+            process.join(timeout=60)
+        assert most.value == 1, f"{most.value} processes held the lock at once"
+        held = [pid for pid, outcome in outcomes.items() if outcome == "held"]
+        assert len(held) >= 1
+        for pid, outcome in outcomes.items():
+            if outcome != "held":
+                assert outcome.startswith(f"{exp.root} is already being trained by process "), outcome
+                assert "\n" not in outcome and str(pid) not in outcome.split("process ")[1].split(" ")[0]
+        assert not exp.lock_path.exists()
