@@ -101,13 +101,13 @@ def main() -> None:
     for dtype in (torch.float32, torch.bfloat16):
         # As in the model: heads are strided views of one fused projection, (300, 14, 3 x 256).
         qkv = torch.randn(300, 14, 3 * 256, dtype=dtype, requires_grad=True)
-        q, k, v = (attn._heads(t) for t in qkv.detach().requires_grad_().chunk(3, dim=-1))
+        q, k, v = (attn.split_heads(t) for t in qkv.detach().requires_grad_().chunk(3, dim=-1))
 
         def sdpa():
             F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
 
         def written_out():
-            attn._attend_explicit(q, k, v, None, True).sum().backward()
+            attn.attend_explicit(q, k, v, None, True).sum().backward()
 
         rows.append((f"causal attention fwd+bwd, {str(dtype)[6:]}", median_ms(sdpa), median_ms(written_out)))
 

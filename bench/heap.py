@@ -41,22 +41,20 @@ def run_one(exp_dir: str, setting: str, model: str, steps: int) -> dict:
     """In this process: train `steps` steps under `setting`; the measurements."""
     import torch
 
-    import mt.train
     from mt import runtime
     from mt.experiment import Experiment
+    from mt.train_setup import build_training
 
     torch.set_num_threads(2)
-    if setting == "glibc":
-        mt.train.keep_freed_memory = lambda: False  # the Trainer's call: leave glibc as it is
-    else:
+    if setting != "glibc":  # glibc: build_training(keep_freed=False) leaves glibc as it is
         assert runtime.keep_freed_memory()
         if setting == "heap + glibc trim":
-            runtime._libc.mallopt(-1, GLIBC_TRIM_THRESHOLD)  # M_TRIM_THRESHOLD back to glibc's default
+            runtime.set_trim_threshold(GLIBC_TRIM_THRESHOLD)  # back to glibc's default
     exp = Experiment(exp_dir)
     cfg = exp.load_config()
     cfg.model.__dict__.update(MODELS[model])
     cfg.train.precision = "bf16"
-    trainer = mt.train.Trainer(exp, cfg)
+    trainer = build_training(exp, cfg, keep_freed=setting != "glibc").trainer
     for _ in range(5):
         trainer.step()
     usage = resource.getrusage(resource.RUSAGE_SELF)

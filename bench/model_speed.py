@@ -40,7 +40,7 @@ def main() -> None:
     from rich.table import Table
 
     from mt.experiment import Experiment
-    from mt.train import Trainer
+    from mt.train_setup import build_training
     from throughput import measure
 
     torch.set_num_threads(args.threads)
@@ -50,7 +50,7 @@ def main() -> None:
     for name, shape in MODELS.items():
         run_cfg = copy.deepcopy(cfg)
         run_cfg.model.__dict__.update(dropout=0.3, **shape)
-        measured = measure(Trainer(exp, run_cfg), ["fp32", "bf16"], args.steps, warmup=3)
+        measured = measure(build_training(exp, run_cfg).trainer, ["fp32", "bf16"], args.steps, warmup=3)
         row = {"model": name}
         for precision, m in measured.items():
             row[f"tgt_tokens_per_s_{precision}"] = round(m["tgt"] / sum(m["seconds"]), 1)

@@ -150,8 +150,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     from mt import config as cfglib
-    from mt.config import from_dict
     from mt.experiment import Experiment
+    from mt.recipes import load_recipe, recipe_config
+    from mt.resolve import parse_sets
 
     if args.recipe and args.exp == parser.get_default("exp"):
         args.exp = str(REPO / "experiments" / f"bench-{Path(args.recipe).stem}")
@@ -161,7 +162,7 @@ def main() -> None:
     if Experiment(exp_dir).has_config():
         raise SystemExit(f"{exp_dir} exists: pass --fresh to rebuild it or another --exp")
     if args.recipe:
-        cfg, run = cfglib.load_recipe(Path(args.recipe))
+        cfg, run = load_recipe(Path(args.recipe))
         data = Path(args.data).resolve()
         cfg.data.source = "files"
         cfg.data.train_prefix, cfg.data.valid_prefix = str(data / "train"), str(data / "val")
@@ -173,9 +174,9 @@ def main() -> None:
         args.precision, args.minutes = cfg.train.precision, (cfg.train.max_time or 0) / 60
         averaging = "average" in (run.get("steps") or [])
     else:
-        cfg, averaging = from_dict(recipe(args), "bench/multi30k.py"), False
+        cfg, averaging = recipe_config(recipe(args), "bench/multi30k.py"), False
     try:
-        for key, value in cfglib.parse_sets(args.sets).items():
+        for key, value in parse_sets(args.sets).items():
             cfglib.set_field(cfg, key, value, where="--set")
         cfglib.validate(cfg, "--set")
     except cfglib.ConfigError as exc:

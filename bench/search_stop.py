@@ -29,10 +29,15 @@ RULES = ("early", "exact")
 
 
 def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
+    """The CPU's name and its widest vector unit ("AMD EPYC, AVX2"): the name alone does not tell
+    an AVX2-only EPYC from a Zen 4 one."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                platform.processor() or "unknown CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
+                                     ("AVX2", "avx2")) if flag in flags]
+    return f"{name}, {' '.join(units) or 'no AVX2'}"
 
 
 def count_steps(translator, lines: list[str], beam: int) -> float:
@@ -71,14 +76,14 @@ def main() -> None:
     from mt.corpus import load_split
     from mt.evaluate import score
     from mt.experiment import Experiment
-    from mt.translate import Translator
+    from mt.translate import InferenceOptions, Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     cfg.decode.beam = args.beam
     splits = {split: load_split(cfg.data, split) for split in ("valid", "test")}
-    translator = Translator(exp, cfg, args.checkpoint, "cpu")
+    translator = Translator(exp, cfg, InferenceOptions(args.checkpoint, "cpu"))
     src_len = [len(ids) for ids in translator.src_tok.encode(splits["test"][0])]
     mean_limit = statistics.mean(min(int(n * cfg.decode.max_len_a + cfg.decode.max_len_b),
                                      translator.model.max_positions - 1) for n in src_len)

@@ -47,16 +47,15 @@ def main() -> None:
 
     from mt.experiment import Experiment
     from mt.runtime import keep_freed_memory
-    import mt.train
-    from mt.train import Trainer
+    from mt.train_setup import build_training
 
     keep_freed_memory()
-    if args.trim_every is not None:
-        mt.train.TRIM_EVERY = args.trim_every or 10**12
-    trim_every = mt.train.TRIM_EVERY
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
-    trainer = Trainer(exp, exp.load_config())
+    trainer = build_training(exp, exp.load_config()).trainer
+    if args.trim_every is not None:
+        trainer.trim_every = args.trim_every or 10**12
+    trim_every = trainer.trim_every
     windows = []
     start, tokens, faults = time.perf_counter(), 0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for step in range(1, args.steps + 1):

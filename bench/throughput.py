@@ -14,7 +14,7 @@ CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.runtime.too_slo
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
 epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
 (e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
-LayerNorm, output layer + loss, optimizer, data, other) in each precision, see `profile_phases`.
+LayerNorm, output layer + loss, optimizer, data, other) in each precision, see mt.step_profile.
 (f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
 per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
 and tokens/s. Prints tables, and as its last line one JSON object.
@@ -30,7 +30,6 @@ import json
 import statistics
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,113 +59,8 @@ def model_flops_per_token(model) -> tuple[int, int]:
     return encoder, decoder + model.output.weight.numel()
 
 
-PHASES = ("embedding", "attention", "FFN", "residual+LayerNorm", "output+loss", "optimizer", "data")
 SCALING_MODELS = {256: dict(d_ff=1024, n_heads=4), 512: dict(d_ff=2048, n_heads=8)}
 SCALING_MAX_TOKENS = (2048, 4096, 8192)
-
-
-def _phase_of_module(module, trainer) -> str | None:
-    from mt.model import Embedding, FeedForward, MultiHeadAttention, Residual
-
-    if isinstance(module, Embedding):
-        return "embedding"
-    if isinstance(module, MultiHeadAttention):  # self and cross, with their projections
-        return "attention"
-    if isinstance(module, FeedForward):
-        return "FFN"
-    if isinstance(module, Residual):  # its LayerNorm, dropout and sum; the sublayer is its own scope
-        return "residual+LayerNorm"
-    if module is trainer.model.output or module is trainer.loss_module:
-        # The loss module's scope is the outermost: whatever the forward does outside the model's
-        # sub-layers (masks, picking the non-pad positions, the loss itself) counts here.
-        return "output+loss"
-    return None
-
-
-def profile_phases(trainer, steps: int) -> dict[str, float]:
-    """Milliseconds per step of each of PHASES, "other" (the step less all of them) and "step".
-
-    Why this way: the profiler sees operators, not the model's structure. Forward hooks open a
-    record_function scope per sub-layer; a forward operator belongs to its innermost scope, and a
-    backward node to the phase of the forward operator that made it (same autograd sequence_nr).
-    Data (next_batch + collate) and optimizer (gradient scaling and clipping, Adam, zero_grad) are
-    scopes around the Trainer's methods. Times are those of the profiled steps, which the
-    profiler's own overhead makes slower than plain ones; shares are of the profiled step.
-    """
-    from torch.autograd.profiler import record_function
-    from torch.profiler import ProfilerActivity, profile
-
-    open_scopes: dict[int, list] = {}
-
-    def enter(phase):
-        def hook(module, args):
-            scope = record_function(f"phase:{phase}")
-            scope.__enter__()
-            open_scopes.setdefault(id(module), []).append(scope)
-        return hook
-
-    def leave(module, args, output):
-        open_scopes[id(module)].pop().__exit__(None, None, None)
-
-    def scoped(phase, method):
-        def run(*args, **kwargs):
-            with record_function(f"phase:{phase}"):
-                return method(*args, **kwargs)
-        return run
-
-    modules = [*trainer.model.modules(), trainer.loss_module]
-    with ExitStack() as stack:
-        for module in modules:
-            phase = _phase_of_module(module, trainer)
-            if phase is not None:
-                stack.callback(module.register_forward_pre_hook(enter(phase)).remove)
-                stack.callback(module.register_forward_hook(leave, always_call=True).remove)
-        for name, phase in (("next_batch", "data"), ("_finish_gradients", "optimizer"), ("_update", "optimizer")):
-            setattr(trainer, name, scoped(phase, getattr(trainer, name)))
-            stack.callback(delattr, trainer, name)  # back to the class's method
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(steps):
-                with record_function("phase:step"):
-                    trainer.step()
-    return attribute_phases(prof.events(), steps)
-
-
-def attribute_phases(events, steps: int) -> dict[str, float]:
-    """The arithmetic of `profile_phases` on a profiler's events: exclusive time of each phase
-    scope (its span less the phase scopes nested in it) plus the backward nodes of its operators."""
-    def phase_above(event):
-        parent = event.cpu_parent
-        while parent is not None and not parent.name.startswith("phase:"):
-            parent = parent.cpu_parent
-        return parent
-
-    totals = dict.fromkeys(PHASES, 0.0)
-    step = 0.0
-    forward_phase: dict[int, str] = {}  # autograd sequence_nr -> phase of the op that made the node
-    backward = []
-    for event in events:
-        duration = event.time_range.end - event.time_range.start  # microseconds
-        if event.name == "phase:step":
-            step += duration
-        elif event.name.startswith("phase:"):
-            totals[event.name[6:]] += duration
-            scope = phase_above(event)
-            if scope is not None and scope.name != "phase:step":
-                totals[scope.name[6:]] -= duration
-        elif event.name.startswith("autograd::engine::evaluate_function:"):
-            backward.append((event.sequence_nr, duration))
-        elif event.sequence_nr >= 0:
-            scope = phase_above(event)
-            if scope is not None and scope.name != "phase:step":
-                forward_phase.setdefault(event.sequence_nr, scope.name[6:])
-    for sequence_nr, duration in backward:
-        phase = forward_phase.get(sequence_nr)
-        if phase is not None:  # else (AccumulateGrad, ...) it stays in "other"
-            totals[phase] += duration
-    result = {phase: totals[phase] / steps / 1e3 for phase in PHASES}
-    result["other"] = step / steps / 1e3 - sum(result.values())
-    result["step"] = step / steps / 1e3
-    return result
 
 
 def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
@@ -174,14 +68,14 @@ def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict
     all precisions see the same machine load; seconds of every step and the tokens."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
-        trainer.tcfg.precision = precision
+        trainer.precision = precision
         for _ in range(warmup):
             start = time.perf_counter()
             trainer.step()
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
         for precision in precisions:
-            trainer.tcfg.precision = precision
+            trainer.precision = precision
             start = time.perf_counter()
             stats = trainer.step()
             measured[precision]["seconds"].append(time.perf_counter() - start)
@@ -210,7 +104,7 @@ def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, flo
 def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float]) -> list[dict]:
     """Each SCALING_MODELS size (3+3 layers) at each of SCALING_MAX_TOKENS: a fresh Trainer on the
     same experiment (it reads the experiment, writes nothing unless save() is called)."""
-    from mt.train import Trainer
+    from mt.train_setup import build_training
 
     rows = []
     for d_model, shape in SCALING_MODELS.items():
@@ -218,7 +112,7 @@ def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float])
             run_cfg = copy.deepcopy(cfg)
             run_cfg.model.__dict__.update(d_model=d_model, enc_layers=3, dec_layers=3, **shape)
             run_cfg.train.max_tokens = max_tokens
-            trainer = Trainer(exp, run_cfg)
+            trainer = build_training(exp, run_cfg).trainer
             encoder_params, decoder_params = model_flops_per_token(trainer.model)
             measured = measure(trainer, precisions, steps)
             for precision in precisions:
@@ -232,12 +126,12 @@ def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float])
 def measure_compiled(exp, cfg, precisions: list[str], steps: int, eager: dict[str, dict], peak) -> dict:
     """A fresh Trainer with train.compile: compile seconds (its first steps in each precision less as
     many plain steps) and its tokens/s; {"error": text} where torch.compile fails here."""
-    from mt.train import Trainer
+    from mt.train_setup import build_training
 
     run_cfg = copy.deepcopy(cfg)
     run_cfg.train.compile = True
     try:
-        trainer = Trainer(exp, run_cfg)
+        trainer = build_training(exp, run_cfg).trainer
         encoder_params, decoder_params = model_flops_per_token(trainer.model)
         # Three warm-up steps: the first compiles, the next shapes recompile with dynamic sizes.
         measured = measure(trainer, precisions, steps, warmup=3)
@@ -277,7 +171,8 @@ def main() -> None:
 
     from mt.batching import make_batches, pad_fraction
     from mt.experiment import Experiment
-    from mt.train import Trainer
+    from mt.step_profile import PHASES, profile_phases
+    from mt.train_setup import build_training
 
     torch.set_num_threads(args.threads)
     skipped = {}  # precision -> why: only from the default list (without hardware, half an hour of steps)
@@ -294,11 +189,11 @@ def main() -> None:
                 peak[f"{name} {label}"] = matmul_gflops(*shape, dtypes[name])
     exp = Experiment(args.exp)
     cfg = exp.load_config()
-    trainer = Trainer(exp, cfg)
+    trainer = build_training(exp, cfg).trainer
     trainer.start_clock()
     encoder_params, decoder_params = model_flops_per_token(trainer.model)
-    batches = make_batches(trainer.train_data.src_lens, trainer.train_data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, 0)
-    src_pad, tgt_pad = pad_fraction(batches, trainer.train_data.src_lens, trainer.train_data.tgt_lens)
+    batches = make_batches(trainer.stream.data.src_lens, trainer.stream.data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, 0)
+    src_pad, tgt_pad = pad_fraction(batches, trainer.stream.data.src_lens, trainer.stream.data.tgt_lens)
 
     measured = measure(trainer, precisions, args.steps)
     results = {p: rates(m, encoder_params, decoder_params, peak, p) for p, m in measured.items()}
@@ -332,7 +227,7 @@ def main() -> None:
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        trainer.tcfg.precision = "fp32"
+        trainer.precision = "fp32"
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(3):
                 trainer.step()
@@ -341,7 +236,7 @@ def main() -> None:
     phases = {}
     if args.phases or args.profile:
         for precision in precisions:
-            trainer.tcfg.precision = precision
+            trainer.precision = precision
             phases[precision] = profile_phases(trainer, args.phase_steps)
         table = Table(title=f"where a step's time goes, {args.phase_steps} profiled steps each (profiler overhead included)")
         table.add_column("phase")

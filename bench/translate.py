@@ -43,7 +43,7 @@ def _decode(exp_dir: str, mode: str, checkpoint: str, beam: int, repeats: int, t
     from mt.corpus import load_split
     from mt.evaluate import score
     from mt.experiment import Experiment
-    from mt.translate import Translator
+    from mt.translate import InferenceOptions, Translator
 
     torch.set_num_threads(threads)
     exp = Experiment(exp_dir)
@@ -51,7 +51,7 @@ def _decode(exp_dir: str, mode: str, checkpoint: str, beam: int, repeats: int, t
     cfg.decode.beam = beam
     src, refs = load_split(cfg.data, "test")
     precision, quantize = MODES[mode]
-    translator = Translator(exp, cfg, checkpoint, "cpu", precision, quantize)
+    translator = Translator(exp, cfg, InferenceOptions(checkpoint, "cpu", precision, quantize))
     translator.translate(src[:16])  # warm-up: first-call allocations and kernel selection
     seconds = []
     for _ in range(repeats):

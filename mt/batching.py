@@ -3,6 +3,7 @@
 Sec. 5.1: "Sentence pairs were batched together by approximate sequence length. Each training batch
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
 tokens." As in fairseq, the budget bounds the padded size of the larger of the two tensors.
+Training reads them through a `BatchStream`: epoch after epoch, shared out among processes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mt.binarize import ParallelData
+from mt.dataset import ParallelData
+from mt.errors import MtError
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 ROWS_MULTIPLE = 8  # fairseq's required_batch_size_multiple: row counts that suit matmul kernels
@@ -135,6 +137,23 @@ def collate(data: ParallelData, indices: np.ndarray) -> Batch:
     )
 
 
+def length_groups(src_lens: list[int], max_tokens: int) -> list[list[int]]:
+    """Decoding batches: indices of `src_lens` sorted by length (stable), cut into runs whose padded
+    size, rows * (longest + 1) with EOS, stays within max_tokens; an over-long source runs alone."""
+    order = sorted(range(len(src_lens)), key=lambda i: src_lens[i])
+    groups: list[list[int]] = []
+    group: list[int] = []
+    for i in order:
+        longest = src_lens[i] + 1  # sorted ascending: the newest member is the longest
+        if group and longest * (len(group) + 1) > max_tokens:
+            groups.append(group)
+            group = []
+        group.append(i)
+    if group:
+        groups.append(group)
+    return groups
+
+
 def pad_fraction(
     batches: list[np.ndarray], src_lens: np.ndarray, tgt_lens: np.ndarray
 ) -> tuple[float, float]:
@@ -149,3 +168,38 @@ def pad_fraction(
         padded = int((np.maximum.reduceat(lens, starts) * rows).sum())
         fractions.append(1.0 - int(lens.sum()) / padded)
     return fractions[0], fractions[1]
+
+
+class BatchStream:
+    """This process's training batches, epoch after epoch, and its position among them.
+
+    All processes step through one seeded order of an epoch's batches (`make_batches` with the seed
+    and the epoch), process `rank` taking batch batch_in_epoch + rank; a last round short of one
+    batch per process is left out, and the next epoch reshuffles. (epoch, batch_in_epoch) is what a
+    checkpoint saves: the order is a function of them, so a resumed run reads what it would have.
+    """
+
+    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1):
+        self.data, self.max_tokens, self.seed = data, max_tokens, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+        self.batch_in_epoch = 0  # batches of this epoch taken by all processes together
+        self._order: list[np.ndarray] | None = None  # the epoch's batches, made on first use
+
+    def seek(self, epoch: int, batch_in_epoch: int) -> None:
+        """Continue from a saved position."""
+        self.epoch, self.batch_in_epoch, self._order = epoch, batch_in_epoch, None
+
+    def next_batch(self) -> Batch:
+        """This process's next batch."""
+        if self._order is None:
+            self._order = make_batches(self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch)
+            if len(self._order) < self.world_size:
+                raise MtError(f"{len(self._order)} training batches for {self.world_size} processes: "
+                              f"use a smaller max_tokens")
+        if self.batch_in_epoch + self.world_size > len(self._order):
+            self.seek(self.epoch + 1, 0)
+            return self.next_batch()
+        indices = self._order[self.batch_in_epoch + self.rank]
+        self.batch_in_epoch += self.world_size
+        return collate(self.data, indices)

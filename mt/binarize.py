@@ -1,215 +1,33 @@
-"""Parallel text -> token-id arrays on disk, and the memory-mapped dataset that reads them back.
+"""`mt binarize`: parallel text -> token-id arrays on disk (read back by `mt.dataset`).
 
-Each split and side is one flat id array (uint16 when the vocabulary fits, else int32) plus int64
-offsets: sentence i is ids[offsets[i]:offsets[i + 1]]. Ids carry no BOS/EOS; batching adds them.
-
-Binarizing streams: the sources are read in chunks (mt.corpus), decoded, cleaned, encoded and
-filtered in worker processes, and the results are appended in corpus order to .npy files whose
-header (which holds the length) is written last, so memory stays flat whatever the corpus size.
-Everything is written to a hidden directory that is renamed into place at the end, beside a
-manifest (pairs, tokens, size and sha256 of every file, the tokenizer's sha256) that `mt train`
-checks before it trusts the data.
+Binarizing streams: the sources are read in chunks (mt.corpus), encoded in worker processes
+(mt.encoding), and the results are appended in corpus order to .npy files whose header (which holds
+the length) is written last, so memory stays flat whatever the corpus size. Everything is written
+to a hidden directory that is renamed into place at the end, beside a manifest (pairs, tokens, size
+and sha256 of every file, the tokenizer's sha256) that `mt train` checks before it trusts the data.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import itertools
-import multiprocessing
 import os
 import re
 import shutil
-import signal
 import tempfile
 import time
-from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from mt import corpus, log
+from mt import corpus, encoding, log
 from mt.config import ExperimentConfig
+from mt.dataset import file_sha256
+from mt.encoding import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
 from mt.errors import MtError
-from mt.experiment import SPLITS, Experiment, _pid_alive, write_json_atomic
+from mt.experiment import Experiment, _pid_alive, write_json_atomic
 from mt.tokenizer import Tokenizer, load_tokenizers
 
-ENCODE_CHUNK = 20_000  # pairs per unit of work: bounds a worker's memory (Python id lists) and a write
-WORKERS = 2
-# Drop reasons, in the order they are checked; valid/test (never cleaned) only drop empty and too long.
-CLEAN_REASONS = ("invalid_utf8", "malformed", "empty", "too_long", "ratio", "duplicate")
-RAW_REASONS = ("empty", "too_long")
-
-
-def lines_path(exp: Experiment, split: str) -> Path:
-    """0-based numbers of the pairs binarize kept, int64: the line in the split's text (with several
-    train sources, the position in their concatenation; an upsampled pair, or a sampled segmentation
-    of one, repeats its number)."""
-    return exp.data_dir / f"{split}.lines.npy"
-
-
-def manifest_path(exp: Experiment) -> Path:
-    return exp.data_dir / "manifest.json"
-
-
-def id_dtype(vocab_size: int) -> np.dtype:
-    return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
-
-
-# ---------------------------------------------------------------------------------------------
-# One chunk: decode, clean, encode, filter (in a worker process, or in this one)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What a split's pairs go through: cleaning (train by default) and the length limits."""
-
-    clean: str | None  # corpus.decode_chunk's `clean`: the Unicode normalisation, or None for strict
-    max_len: int
-    max_len_ratio: float  # 0 = off
-    dedup: bool
-    segmentations: int = 1  # each kept pair's best segmentation, and segmentations - 1 sampled ones
-    sampling_alpha: float = 0.3  # tokenizer.sampling_alpha
-
-
-def _pair_hash(src: str, tgt: str) -> int:
-    # A fixed hash (Python's hash() is salted per process, and workers are processes). Cleaned text
-    # has no tabs, so the joined string is unambiguous.
-    return int.from_bytes(hashlib.blake2b(f"{src}\t{tgt}".encode("utf-8"), digest_size=8).digest(), "little")
-
-
-class Encoder:
-    """Turns a corpus.RawChunk into the id arrays of the pairs that pass, with counts per drop reason."""
-
-    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer):
-        self.src_tok, self.tgt_tok = src_tok, tgt_tok
-
-    def __call__(self, chunk: corpus.RawChunk, filters: Filters) -> dict:
-        decoded = corpus.decode_chunk(chunk, filters.clean)
-        encoded = {"src": self.src_tok.encode(decoded.src), "tgt": self.tgt_tok.encode(decoded.tgt)}
-        is_empty, is_long, is_off = _length_checks(_lengths(encoded["src"]), _lengths(encoded["tgt"]), filters)
-        dropped = dict(decoded.dropped) if filters.clean is not None else {}
-        dropped["empty"] = dropped.get("empty", 0) + int(is_empty.sum())
-        dropped["too_long"] = int(is_long.sum())
-        if filters.max_len_ratio:
-            dropped["ratio"] = int(is_off.sum())
-        keep = np.flatnonzero(~(is_empty | is_long | is_off))
-        result = {
-            "pairs_in": len(chunk),
-            "index": np.asarray(decoded.kept, dtype=np.int64)[keep],  # positions in the chunk
-            "dropped": dropped,
-            "fixed": decoded.fixed,
-            "examples": decoded.examples,
-        }
-        best = {side: [seqs[i] for i in keep] for side, seqs in encoded.items()}
-        result.update(self._pack(best))
-        if filters.segmentations > 1:
-            text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
-            result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
-        if filters.dedup:
-            hashes = (_pair_hash(decoded.src[i], decoded.tgt[i]) for i in keep)
-            result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
-        return result
-
-    def _sampled(self, best: dict, text: dict, filters: Filters) -> dict:
-        """The kept pairs in one sampled segmentation (ids and lengths per side). A pair whose sample
-        would fail the length filters keeps its best segmentation, in which it passed them."""
-        drawn = {"src": self.src_tok.sample(text["src"], filters.sampling_alpha),
-                 "tgt": self.tgt_tok.sample(text["tgt"], filters.sampling_alpha)}
-        fails = np.logical_or.reduce(_length_checks(_lengths(drawn["src"]), _lengths(drawn["tgt"]), filters))
-        return self._pack({side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
-                           for side in ("src", "tgt")})
-
-    def _pack(self, seqs: dict[str, list[list[int]]]) -> dict:
-        """{side}_ids (flat, the vocabulary's dtype) and {side}_lens of id sequences per side."""
-        arrays = {}
-        for side, tok in (("src", self.src_tok), ("tgt", self.tgt_tok)):
-            lens = _lengths(seqs[side])
-            flat = itertools.chain.from_iterable(seqs[side])
-            arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(lens.sum()))
-            arrays[f"{side}_lens"] = lens
-        return arrays
-
-
-def _lengths(seqs: list[list[int]]) -> np.ndarray:
-    return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-
-
-def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -> tuple[np.ndarray, ...]:
-    """Masks of the pairs that are empty, too long, or (neither) off the length ratio, per filters."""
-    is_empty = (src_len == 0) | (tgt_len == 0)
-    is_long = ~is_empty & ((src_len > filters.max_len) | (tgt_len > filters.max_len))
-    is_off = np.zeros_like(is_empty)
-    if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
-        is_off = ~(is_empty | is_long) & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))
-    return is_empty, is_long, is_off
-
-
-_worker_encoder: Encoder | None = None
-
-
-def _init_worker(src_proto: bytes, tgt_proto: bytes | None) -> None:
-    # Ctrl-C reaches the whole process group; the main process stops the workers and cleans up.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    global _worker_encoder
-    src_tok = Tokenizer(Path("src"), src_proto, threads=1)
-    tgt_tok = src_tok if tgt_proto is None else Tokenizer(Path("tgt"), tgt_proto, threads=1)
-    _worker_encoder = Encoder(src_tok, tgt_tok)
-
-
-def _work(chunk: corpus.RawChunk, filters: Filters) -> dict:
-    return _worker_encoder(chunk, filters)
-
-
-class Workers:
-    """Encodes chunks in order: in this process until a split passes ENCODE_CHUNK pairs, then in
-    `workers` processes (started once), with at most 2 chunks per worker in flight (flat memory)."""
-
-    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, workers: int):
-        self.local = Encoder(src_tok, tgt_tok)
-        self.protos = (src_tok.proto, None if tgt_tok is src_tok else tgt_tok.proto)
-        self.workers = workers
-        self.pool = None
-
-    def map(self, tasks: Iterator[tuple[object, corpus.RawChunk, Filters]]) -> Iterator[tuple[object, dict]]:
-        """(meta, result) for each (meta, chunk, filters) task, in task order."""
-        tasks = iter(tasks)
-        pairs = 0
-        for meta, chunk, filters in tasks:
-            pairs += len(chunk)
-            if self.workers <= 1 or pairs <= ENCODE_CHUNK:  # a small split: not worth starting processes
-                yield meta, self.local(chunk, filters)
-                continue
-            yield from self._in_pool(itertools.chain([(meta, chunk, filters)], tasks))
-            return
-
-    def _in_pool(self, tasks) -> Iterator[tuple[object, dict]]:
-        if self.pool is None:
-            # spawn: fresh interpreters, safe whatever threads this process runs (torch, rich).
-            context = multiprocessing.get_context("spawn")
-            self.pool = context.Pool(self.workers, initializer=_init_worker, initargs=self.protos)
-        pending: deque = deque()
-        for meta, chunk, filters in tasks:
-            pending.append((meta, self.pool.apply_async(_work, (chunk, filters))))
-            if len(pending) >= 2 * self.workers:
-                done_meta, result = pending.popleft()
-                yield done_meta, result.get()
-        while pending:
-            done_meta, result = pending.popleft()
-            yield done_meta, result.get()
-
-    def close(self) -> None:
-        """Stop the workers (all results are in, or an error makes the rest moot)."""
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing
+WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
 
 
 class NpyWriter:
@@ -242,18 +60,11 @@ class NpyWriter:
         self.handle.flush()
         os.fsync(self.handle.fileno())
         self.handle.close()
-        return {"bytes": self.path.stat().st_size, "sha256": _sha256(self.path)}
+        return {"bytes": self.path.stat().st_size, "sha256": file_sha256(self.path)}
 
     def abandon(self) -> None:
         self.handle.close()
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class SplitWriter:
@@ -265,7 +76,7 @@ class SplitWriter:
             "src_offsets": (exp.offsets_path(split, "src"), np.int64),
             "tgt_ids": (exp.ids_path(split, "tgt"), tgt_dtype),
             "tgt_offsets": (exp.offsets_path(split, "tgt"), np.int64),
-            "lines": (lines_path(exp, split), np.int64),
+            "lines": (exp.lines_path(split), np.int64),
         }
         # The names they will have under exp.data_dir, which is flat.
         self.files = {key: NpyWriter(tmp_dir / path.name, dtype) for key, (path, dtype) in paths.items()}
@@ -363,7 +174,7 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     tasks = (
         ((index, chunk.start), chunk, filters)
         for index, source in enumerate(sources)
-        for chunk in corpus.chunks(source, data, split, ENCODE_CHUNK)
+        for chunk in corpus.chunks(source, data, split, encoding.ENCODE_CHUNK)
     )
     writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size))
     try:
@@ -471,7 +282,7 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
             f"(start a new experiment with --exp, or remove that directory)"
         )
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
-    splits = [split for split in SPLITS if corpus.has_split(cfg.data, split)]
+    splits = [split for split in corpus.SPLITS if corpus.has_split(cfg.data, split)]
     if not splits:
         raise MtError("no data splits are configured (set data.train_src/train_tgt or the like)")
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
@@ -497,91 +308,9 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
         finally:
             pool.close()
         write_json_atomic(tmp_dir / exp.data_stats_path.name, stats)
-        write_json_atomic(tmp_dir / manifest_path(exp).name, manifest)
+        write_json_atomic(tmp_dir / exp.manifest_path.name, manifest)
         os.replace(tmp_dir, exp.data_dir)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
     return stats
-
-
-def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
-    """Refuse binarized data made with another tokenizer, or changed since `mt binarize` wrote it."""
-    rebuild = f"remove {exp.data_dir} and run `mt binarize --exp {exp.root}` again"
-    manifest = exp.read_json(manifest_path(exp))
-    made_with = (manifest or exp.read_json(exp.data_stats_path) or {}).get("tokenizer_sha256")
-    if made_with is not None and made_with != tokenizer_sha256:
-        raise MtError(
-            f"{exp.data_dir} was binarized with another tokenizer than the one in {exp.tokenizer_dir} "
-            f"(retrained since?); {rebuild}"
-        )
-    for name, entry in (manifest or {}).get("files", {}).items():
-        path = exp.data_dir / name
-        if not path.exists():
-            raise MtError(f"{path}: missing, but listed in {manifest_path(exp)}; {rebuild}")
-        if path.stat().st_size != entry["bytes"] or _sha256(path) != entry["sha256"]:
-            raise MtError(f"{path}: changed since `mt binarize` (size or sha256 differ from {manifest_path(exp).name}); {rebuild}")
-
-
-def encode_pairs(
-    src_lines: list[str], tgt_lines: list[str], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
-) -> tuple[dict[str, np.ndarray], dict]:
-    """Encode aligned lines held in memory (as they are, no cleaning) and drop unusable pairs.
-
-    Returns arrays {src_ids, src_offsets, tgt_ids, tgt_offsets, lines} and counts
-    {pairs_in, kept, dropped: {empty, too_long}}. A pair is "empty" if either side has no tokens and
-    "too_long" if either side has more than max_len tokens.
-    """
-    if len(src_lines) != len(tgt_lines):
-        raise MtError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
-    encoder, filters = Encoder(src_tok, tgt_tok), Filters(None, max_len, 0.0, False)
-    parts = []
-    for start in range(0, len(src_lines), ENCODE_CHUNK):
-        end = start + ENCODE_CHUNK
-        chunk = corpus.RawChunk("text", src_lines[start:end], tgt_lines[start:end], ("source", "target"), start)
-        parts.append((start, encoder(chunk, filters)))
-    arrays = {"lines": np.concatenate([np.zeros(0, np.int64)] + [start + r["index"] for start, r in parts])}
-    for side, tok in (("src", src_tok), ("tgt", tgt_tok)):
-        lens = np.concatenate([np.zeros(0, np.int64)] + [r[f"{side}_lens"] for _, r in parts])
-        arrays[f"{side}_offsets"] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        ids = [np.zeros(0, id_dtype(tok.vocab_size))] + [r[f"{side}_ids"] for _, r in parts]
-        arrays[f"{side}_ids"] = np.concatenate(ids)
-    dropped = {reason: sum(r["dropped"][reason] for _, r in parts) for reason in RAW_REASONS}
-    return arrays, {"pairs_in": len(src_lines), "kept": len(arrays["lines"]), "dropped": dropped}
-
-
-class ParallelData:
-    """A binarized split, memory-mapped: src(i)/tgt(i) give sentence i's ids (no BOS/EOS)."""
-
-    def __init__(self, exp: Experiment, split: str):
-        self.split = split
-        paths = [exp.ids_path(split, "src"), exp.offsets_path(split, "src"),
-                 exp.ids_path(split, "tgt"), exp.offsets_path(split, "tgt")]
-        for path in paths:
-            if not path.exists():
-                raise MtError(
-                    f"{path}: no binarized {split} data; run `mt binarize --exp {exp.root}` first"
-                )
-        try:
-            self._src_ids, self._src_offsets, self._tgt_ids, self._tgt_offsets = (
-                np.load(path, mmap_mode="r") for path in paths
-            )
-        except (OSError, ValueError) as exc:
-            raise MtError(
-                f"{exp.data_dir}: unreadable binarized {split} data ({exc}); remove it and run `mt binarize`"
-            ) from None
-        if len(self._src_offsets) != len(self._tgt_offsets) or len(self._src_offsets) == 0:
-            raise MtError(
-                f"{exp.data_dir}: {split} source and target offsets disagree; remove it and run `mt binarize`"
-            )
-        self.src_lens: np.ndarray = np.diff(self._src_offsets).astype(np.int64)
-        self.tgt_lens: np.ndarray = np.diff(self._tgt_offsets).astype(np.int64)
-
-    def __len__(self) -> int:
-        return len(self.src_lens)
-
-    def src(self, i: int) -> np.ndarray:
-        return self._src_ids[self._src_offsets[i] : self._src_offsets[i + 1]]
-
-    def tgt(self, i: int) -> np.ndarray:
-        return self._tgt_ids[self._tgt_offsets[i] : self._tgt_offsets[i + 1]]

@@ -3,8 +3,9 @@
 A checkpoint carries its model config, vocabulary sizes and tokenizer hashes, so a checkpoint alone
 rebuilds its model (`model_from_checkpoint`). Training checkpoints also hold the optimizer, the
 position in the data and every random number generator's state, so that a resumed run continues
-exactly as an uninterrupted one would (`rng_state`). Also here: averaging (Sec. 6.1) and the
-weights another experiment starts from (`init_weights`).
+exactly as an uninterrupted one would (`rng_state`). Also here: which checkpoints a training run
+writes and keeps (`save_training_checkpoint`), averaging (Sec. 6.1) and the weights another
+experiment starts from (`init_weights`).
 """
 
 from __future__ import annotations
@@ -178,6 +179,30 @@ def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, 
     return target, paths
 
 
+# -- a training run's checkpoints -------------------------------------------------------------------
+def save_training_checkpoint(exp: Experiment, state: dict[str, Any], step: int, is_best: bool,
+                             save_every: int, keep_last: int) -> None:
+    """last.pt, best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them).
+    last.pt is written first, so a run killed once step_N.pt exists resumes from step N."""
+    periodic = step > 0 and step % save_every == 0
+    paths = [exp.checkpoint_path("last")]
+    if is_best:
+        paths.append(exp.checkpoint_path("best"))
+    if periodic:
+        paths.append(exp.checkpoint_path(f"step_{step}"))
+    save_checkpoint(paths, state)
+    if periodic and keep_last > 0:
+        prune_step_checkpoints(exp, keep_last)
+
+
+def prune_step_checkpoints(exp: Experiment, keep_last: int) -> list[Path]:
+    """Remove all but the newest keep_last periodic checkpoints (step_N.pt); returns the removed."""
+    old = exp.step_checkpoints()[:-keep_last]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
+
+
 # -- random number generators -----------------------------------------------------------------------
 def rng_state(device: torch.device) -> dict[str, Any]:
     """Python's, numpy's global and torch's generators, as tensors and plain data (weights_only loads them)."""
@@ -235,14 +260,29 @@ def check_model_config(path: Path, state: dict[str, Any], model_cfg: ModelConfig
                       f"put the checkpoint's values back, or train a new experiment (another --exp)")
 
 
+def tokenizer_difference(state: dict[str, Any], tokenizer_sha256: dict[str, str]) -> str | None:
+    """The side ("src" or "tgt") whose tokenizer differs from the one checkpoint `state` was trained
+    with, or None when both are the same (the hashes it carries equal `tokenizer_sha256`)."""
+    theirs = state.get("tokenizer_sha256") or {}
+    if theirs == tokenizer_sha256:
+        return None
+    return "tgt" if theirs.get("src") == tokenizer_sha256.get("src") else "src"
+
+
+def check_tokenizer(path: Path, state: dict[str, Any], tokenizer_sha256: dict[str, str], tokenizer_dir: Path) -> None:
+    """Refuse checkpoint `path` (its `state`) unless it was trained with the tokenizer in tokenizer_dir."""
+    if tokenizer_difference(state, tokenizer_sha256) is not None:
+        raise MtError(f"{path}: trained with a different tokenizer than {tokenizer_dir}")
+
+
 def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: ModelConfig) -> tuple[Path, dict]:
     """The model weights a new training run starts from: another experiment's best checkpoint (or its
     last, without validation) or a checkpoint file. Its tokenizer and model config must be ours."""
     path = _init_path(source)
     state = load_checkpoint(path)
-    theirs = state.get("tokenizer_sha256") or {}
-    if theirs != tokenizer_sha256:
-        side = "tgt" if theirs.get("src") == tokenizer_sha256.get("src") else "src"
+    side = tokenizer_difference(state, tokenizer_sha256)
+    if side is not None:
+        theirs = state.get("tokenizer_sha256") or {}
         raise MtError(
             f"--init-from {source}: {path} was trained with another tokenizer ({side} sha256 "
             f"{str(theirs.get(side))[:12]}, ours {tokenizer_sha256[side][:12]}); copy its experiment's "

@@ -1,8 +1,9 @@
-"""Typed configuration: the dataclasses are the schema and the defaults.
+"""Typed configuration: the dataclasses are the schema and the defaults; values are checked and
+converted against the field types (a choice field is a `Literal[...]`), then `validate` checks ranges.
 
-A recipe (YAML) or flags fill an `ExperimentConfig`; the first step on a new experiment writes every
-field into the experiment directory, and later steps read it back. Model, tokenizer and data fields
-are frozen once used (see `Experiment.frozen_by`); training and decoding fields may be overridden
+A recipe (YAML, `mt.recipes`) or flags fill an `ExperimentConfig`; the first step on a new experiment
+writes every field into the experiment directory, and later steps read it back. Model, tokenizer and
+data fields are frozen once used (see `mt.resolve`); training and decoding fields may be overridden
 per call, and each override is recorded (see `mt.experiment`).
 """
 
@@ -12,11 +13,17 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
 
 import yaml
 
 from mt.errors import ConfigError
+
+# Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
+LengthPenalty = Literal["gnmt", "length", "none"]
+StopRule = Literal["exact", "early"]
+InferencePrecision = Literal["fp32", "bf16", "fp16"]
+Quantize = Optional[Literal["int8"]]
 
 
 @dataclass
@@ -26,7 +33,7 @@ class DataConfig:
     src_lang: str = "de"
     tgt_lang: str = "en"
     # "files": aligned text files; "hf": datasets.load_dataset; "ding": Debian's trans-de-en dictionary.
-    source: str = "files"
+    source: Literal["files", "hf", "ding"] = "files"
     train_src: str | None = None
     train_tgt: str | None = None
     valid_src: str | None = None
@@ -57,14 +64,14 @@ class DataConfig:
     hf_streaming: bool = False  # read hub datasets record by record instead of downloading them first
     # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
     clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
-    normalize: str = "nfc"  # none | nfc | nfkc: Unicode normalisation when cleaning (always: whitespace, control chars)
+    normalize: Literal["none", "nfc", "nfkc"] = "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
     max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
     dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
 
 
 @dataclass
 class TokenizerConfig:
-    model_type: str = "unigram"  # or "bpe"
+    model_type: Literal["unigram", "bpe"] = "unigram"
     vocab_size: int = 8000
     joint: bool = True  # one vocabulary for both sides: needed for the paper's shared embeddings
     character_coverage: float = 1.0
@@ -109,7 +116,7 @@ class TrainConfig:
     cooldown: float = 0.0
     # How it falls over the cooldown's share t in [0, 1]: "linear" (1 - t) or "1-sqrt" (1 - sqrt(t), which
     # halves the lr in the first quarter and spends longer at small lrs; Hägele et al., 2024).
-    cooldown_shape: str = "linear"
+    cooldown_shape: Literal["linear", "1-sqrt"] = "linear"
     # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
     # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
     lr_peak: float | None = None
@@ -134,13 +141,14 @@ class TrainConfig:
     valid_every: int = 1000
     valid_bleu: bool = False  # also greedy BLEU on a fixed sample of the validation set
     valid_bleu_sentences: int = 200  # the sample's size: greedy decoding costs time at every validation
-    best_metric: str = "nll"  # nll | bleu: what makes best.pt (bleu needs valid_bleu)
+    best_metric: Literal["nll", "bleu"] = "nll"  # what makes best.pt (bleu needs valid_bleu)
     patience: int = 0  # stop after this many validations without improvement; 0 = never
     save_every: int = 1000
     keep_last: int = 5  # periodic step_N.pt checkpoints kept; 0 = all
-    # fp32 | bf16 | fp16 (CUDA, with a dynamic loss scale) | auto: the faster of bf16 and fp32 on this
-    # machine, timed when training starts (bf16 is 2.6x faster on some CPUs and 2x slower on others)
-    precision: str = "fp32"
+    # fp32 | bf16 | fp16 (CPU or CUDA, with a dynamic loss scale) | auto: fp32, bf16 and fp16 timed on
+    # the CPU when training starts, a half precision taken only when over 1.3x fp32 (runtime.fastest_precision;
+    # bf16 is much faster on some CPUs and slower on others); on CUDA bf16 where the GPU has it, else fp16
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
     max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
     # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
     # precision's first, pay the compilation. Checkpoints are the same as without it.
@@ -153,10 +161,11 @@ class DecodeConfig:
     alpha: float = 0.6  # Sec. 6.1
     # "gnmt": ((5+|Y|)/6)^alpha as in the paper (Wu et al. 2016); "length": |Y|^alpha as fairseq,
     # Marian and CTranslate2; "none": raw log-probability.
-    length_penalty: str = "gnmt"
-    # When beam search stops (mt/search.py): "exact" when no live hypothesis can still beat the
-    # n-best finished ones; "early" also once `beam` have finished (fairseq, CTranslate2).
-    stop: str = "exact"
+    length_penalty: LengthPenalty = "gnmt"
+    # When beam search stops (mt/search.py): "early" once `beam` hypotheses have finished (fairseq,
+    # CTranslate2), or when none alive can still win; "exact" only the latter (slower, and with a
+    # large alpha it finds longer, worse translations: docs/translating.md).
+    stop: StopRule = "early"
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
@@ -173,32 +182,31 @@ class ExperimentConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-MODEL_PRESETS: dict[str, dict[str, Any]] = {
-    # The paper's Table 3.
-    "base": dict(enc_layers=6, dec_layers=6, d_model=512, d_ff=2048, n_heads=8, dropout=0.1),
-    "big": dict(enc_layers=6, dec_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
-    # CPU-sized: the Multi30k benchmark preset (3+3 layers, d_model 256).
-    "small": dict(enc_layers=3, dec_layers=3, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
-    "tiny": dict(enc_layers=2, dec_layers=2, d_model=64, d_ff=256, n_heads=4, dropout=0.1),
-}
-
-RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples"}
-STEPS = ("train-tokenizer", "binarize", "train", "average", "evaluate")
-
-
 def to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Check/convert one value against its field type (recipes are YAML: ints for floats etc.)."""
+def literal_choices(hint: Any) -> tuple[str, ...]:
+    """The values a Literal[...] type allows (also as Optional[Literal[...]]); () for other types."""
+    return tuple(value for h in (hint, *get_args(hint)) if get_origin(h) is Literal for value in get_args(h))
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check/convert one value against its field type (recipes are YAML: ints for floats etc.); a
+    value outside a Literal's choices is a one-line error naming `where` and the choices."""
     text = str(hint)
     if text.startswith("list"):
         return _coerce_list(value, where)
     if value is None:
-        if "None" in text:
+        if "None" in text or type(None) in get_args(hint):
             return None
         raise ConfigError(f"{where}: must not be empty")
+    choices = literal_choices(hint)
+    if choices:
+        if str(value) not in choices:
+            either = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+            raise ConfigError(f"{where} must be {either}, not {value!r}")
+        return str(value)
     if "dict" in text:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
@@ -297,17 +305,6 @@ def parse_duration(text: str | float | int) -> float:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
-def parse_sets(items: list[str] | None) -> dict[str, str]:
-    """`--set section.field=value` flags as {key: value}; a malformed one is a one-line error."""
-    overrides = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected section.field=value")
-        overrides[key.strip()] = value.strip()
-    return overrides
-
-
 def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "override") -> Any:
     """Set `section.field` on cfg from a plain value, checking the key and type. Returns the value."""
     section_name, _, name = key.partition(".")
@@ -327,23 +324,16 @@ def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "overrid
             value = parse_duration(value)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {key}: {str(exc).partition(': ')[2]}") from None
-    value = _coerce(value, hints[name], f"{where}: {key}")
+    value = coerce(value, hints[name], f"{where}: {key}")
     setattr(section, name, value)
     return value
 
 
-def from_dict(raw: dict[str, Any], where: str) -> ExperimentConfig:
-    """Build a config from nested sections; unknown sections or keys are an error naming `where`."""
-    cfg = ExperimentConfig()
-    preset = raw.get("preset")
-    if preset is not None:
-        if preset not in MODEL_PRESETS:
-            raise ConfigError(f"{where}: unknown preset {preset!r}; known: {', '.join(MODEL_PRESETS)}")
-        for name, value in MODEL_PRESETS[preset].items():
-            setattr(cfg.model, name, value)
+def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """Build a config from nested sections over `base` (changed in place; default: the defaults);
+    unknown sections or keys are an error naming `where`."""
+    cfg = base if base is not None else ExperimentConfig()
     for section_name, values in raw.items():
-        if section_name in RECIPE_KEYS:
-            continue
         if not hasattr(cfg, section_name):
             known = ", ".join(f.name for f in dataclasses.fields(cfg))
             raise ConfigError(f"{where}: unknown section {section_name!r}; known: {known}")
@@ -356,19 +346,13 @@ def from_dict(raw: dict[str, Any], where: str) -> ExperimentConfig:
 
 
 def validate(cfg: ExperimentConfig, where: str) -> None:
-    """Value checks that types alone do not catch."""
+    """Value checks that types alone do not catch (choices are Literal types, checked by `coerce`)."""
     checks = [
-        (cfg.data.source in ("files", "hf", "ding"), "data.source must be files, hf or ding"),
-        (cfg.tokenizer.model_type in ("unigram", "bpe"), "tokenizer.model_type must be unigram or bpe"),
         (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
         # A kept pair has up to max_len tokens a side; the source gains EOS and the decoder's input BOS.
         (cfg.data.max_len + 1 <= cfg.model.max_positions,
          f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS) must be at most model.max_positions "
          f"({cfg.model.max_positions})"),
-        (cfg.train.precision in ("fp32", "bf16", "fp16", "auto"), "train.precision must be fp32, bf16, fp16 or auto"),
-        (cfg.decode.length_penalty in ("gnmt", "length", "none"),
-         "decode.length_penalty must be gnmt, length or none"),
-        (cfg.decode.stop in ("exact", "early"), "decode.stop must be exact or early"),
         (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
         # Written so that NaN fails too. The decoding flags are named: they fill these fields.
         (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
@@ -380,8 +364,6 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
         (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
-        (cfg.train.cooldown_shape in ("linear", "1-sqrt"), "train.cooldown_shape must be linear or 1-sqrt"),
-        (cfg.train.best_metric in ("nll", "bleu"), "train.best_metric must be nll or bleu"),
         (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
         (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
         (cfg.train.patience >= 0, "train.patience must be 0 (off) or more"),
@@ -400,7 +382,6 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.tokenizer.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
         (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),
         (0.0 < cfg.tokenizer.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
-        (cfg.data.normalize in ("none", "nfc", "nfkc"), "data.normalize must be none, nfc or nfkc"),
         (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
         (not (cfg.data.train_sources and (cfg.data.train_src or cfg.data.train_tgt or cfg.data.train_prefix)),
          "data.train_sources replaces data.train_src/train_tgt/train_prefix: set one or the other"),
@@ -412,97 +393,5 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         split_source(spec, f"{where}: data.train_sources")
 
 
-def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
-    """The mapping a YAML file (a recipe, an experiment's config) holds. Unreadable files, bytes that
-    are not UTF-8, bad YAML and anything but a mapping are one-line errors naming the file (and line)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}): "
-                          f"a damaged {what}?") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f":{mark.line + 1}" if getattr(mark, "line", None) is not None else ""
-        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{path}{at}: not valid YAML ({problem})") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        kinds = {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "true/false"}
-        kind = kinds.get(type(raw).__name__, f"a {type(raw).__name__}")
-        raise ConfigError(f"{path}: the {what} must be a mapping of sections, not {kind}")
-    return raw
-
-
-def _read_recipe(path: Path) -> dict[str, Any]:
-    """A recipe's raw mapping; unreadable files and bad YAML are one-line errors naming the file."""
-    return read_yaml_mapping(path, "recipe")
-
-
-def load_recipe(path: Path) -> tuple[ExperimentConfig, dict[str, Any]]:
-    """Read a recipe: returns its config and its run keys (exp, steps, translate_examples)."""
-    raw = _read_recipe(path)
-    cfg = from_dict(raw, str(path))
-    _absolute_data_paths(cfg)
-    run = {key: raw[key] for key in RECIPE_KEYS if key in raw}
-    steps = run.get("steps", [])
-    if not isinstance(steps, list):
-        raise ConfigError(f"{path}: steps must be a list, e.g. [{', '.join(STEPS)}]")
-    for step in steps:
-        if step not in STEPS:
-            raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
-    if not isinstance(run.get("translate_examples", []), list):
-        raise ConfigError(f"{path}: translate_examples must be a list of sentences")
-    return cfg, run
-
-
-def recipe_fields(path: Path) -> dict[str, Any]:
-    """The fields a recipe sets itself (its preset expanded), as section.field -> checked value.
-
-    On an existing experiment these, and only these, count as overrides: a field the recipe leaves
-    out keeps the experiment's value instead of going back to the default.
-    """
-    raw = _read_recipe(path)
-    cfg, _ = load_recipe(path)
-    keys = [f"model.{name}" for name in MODEL_PRESETS.get(raw.get("preset"), {})]
-    keys += [f"{section}.{name}" for section, values in raw.items() if section not in RECIPE_KEYS for name in values]
-    return {key: getattr(getattr(cfg, key.partition(".")[0]), key.partition(".")[2]) for key in keys}
-
-
-# Settings of `mt binarize`, not of the tokenizer: they may change after the tokenizer is trained,
-# until the data are written.
-BINARIZE_FIELDS = ("data.max_len", "data.max_len_ratio", "data.dedup",
-                   "tokenizer.train_segmentations", "tokenizer.sampling_alpha")
-
-DATA_PATH_FIELDS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt",
-                    "train_prefix", "valid_prefix", "test_prefix", "ding_path")
-
-
-def _absolute_data_paths(cfg: ExperimentConfig) -> None:
-    """Relative corpus paths in a recipe are relative to where `mt` runs; the saved config holds
-    absolute ones so that later steps work from any directory."""
-    for name in DATA_PATH_FIELDS:
-        value = getattr(cfg.data, name)
-        if value and not Path(value).is_absolute():
-            setattr(cfg.data, name, str(Path(value).resolve()))
-    cfg.data.train_sources = [absolute_source(spec) for spec in cfg.data.train_sources]
-    if cfg.data.hf_data_files:
-        cfg.data.hf_data_files = {
-            split: str(Path(f).resolve()) if "://" not in f else f for split, f in cfg.data.hf_data_files.items()
-        }
-
-
 def save_yaml(cfg: ExperimentConfig) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
-
-
-def load_saved(path: Path) -> ExperimentConfig:
-    """Read the resolved config an experiment holds."""
-    return from_dict(read_yaml_mapping(path, "experiment config"), str(path))

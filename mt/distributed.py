@@ -1,11 +1,12 @@
-"""Several training processes: the process group, sums over processes, and launching with torchrun.
+"""Several training processes: the process group and sums over processes.
 
 `torchrun --nproc-per-node N -m mt train ...` (or `mt train --nproc N`, which runs the same through
-torch.distributed.run) starts N copies of `mt train`; each reads RANK, WORLD_SIZE, LOCAL_RANK and
-MASTER_ADDR/MASTER_PORT from its environment and joins one process group: gloo on the CPU, NCCL on
-GPUs (one GPU per process: cuda:LOCAL_RANK). The model is wrapped in DistributedDataParallel, which
-averages the gradients over processes after each backward pass. A single process needs none of
-this: `Distributed()` is the one-process group, and every method below is then a no-op.
+torch.distributed.run: `mt.launch`) starts N copies of `mt train`; each reads RANK, WORLD_SIZE,
+LOCAL_RANK and MASTER_ADDR/MASTER_PORT from its environment and joins one process group: gloo on
+the CPU, NCCL on GPUs (one GPU per process: cuda:LOCAL_RANK). The model is wrapped in
+DistributedDataParallel, which averages the gradients over processes after each backward pass. A
+single process needs none of this: `Distributed()` is the one-process group, and every method below
+is then a no-op.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 
 from mt.errors import ConfigError, MtError
+from mt.launch import launched_by_torchrun
 
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
@@ -72,10 +74,6 @@ class Distributed:
         return DistributedDataParallel(module, device_ids=device_ids, forward_sync_buffers=False)
 
 
-def launched_by_torchrun() -> bool:
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
 def setup(device: str = "cpu") -> Distributed:
     """Join the process group that torchrun's environment describes; a single process otherwise.
 
@@ -110,23 +108,3 @@ def shutdown(group: Distributed) -> None:
             dist.barrier()
         finally:
             dist.destroy_process_group()
-
-
-def launch(nproc: int, args: list[str]) -> str | None:
-    """`mt train --nproc N`: run `python -m mt ARGS` in N processes on this machine through torchrun.
-
-    Returns the name of the signal that stopped training (the workers got it too and saved at a step
-    boundary), or None. A failed worker has printed its own error line; this adds one with the count.
-    """
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import get_args_parser, run
-
-    options = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "mt", *args])
-    try:
-        run(options)
-    except ChildFailedError as exc:
-        raise MtError(f"{len(exc.failures)} of {nproc} training processes failed (their errors are above)") from None
-    except SignalException as exc:
-        return exc.sigval.name
-    return None

@@ -8,16 +8,20 @@ says how they were computed (Post, 2018).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from mt import log
-from mt.config import ExperimentConfig
+from mt.config import DecodeConfig, ExperimentConfig
 from mt.corpus import load_split, read_lines
 from mt.errors import MtError
 from mt.experiment import Experiment, write_json_atomic, write_text_atomic
 
-__all__ = ["read_lines", "score", "evaluate_split"]  # read_lines: UTF-8 lines; errors name the file and line
+if TYPE_CHECKING:
+    from mt.translate import InferenceOptions  # imported when needed: scoring files needs no torch
+
+__all__ = ["read_lines", "score", "decode_record", "evaluate_split"]  # read_lines: UTF-8 lines; errors name the file and line
 
 
 def score(hyps: list[str], refs: list[str]) -> dict:
@@ -39,21 +43,20 @@ def score(hyps: list[str], refs: list[str]) -> dict:
     }
 
 
-def evaluate_split(
-    exp: Experiment,
-    cfg: ExperimentConfig,
-    split: str,
-    checkpoint: str | list[str] | None = None,
-    device: str = "cpu",
-    precision: str = "fp32",
-    quantize: str | None = None,
-) -> dict:
+def decode_record(decode: DecodeConfig, options: InferenceOptions) -> dict:
+    """How a split was decoded, as its scores record it: `mt run` rescores when this changes."""
+    return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
+            "stop": decode.stop, "precision": options.precision, "quantize": options.quantize}
+
+
+def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, options: InferenceOptions | None = None) -> dict:
     """Translate every source line of a split (raw text, nothing dropped) and score it against its
     references; the translations and scores are saved in the experiment."""
-    from mt.translate import Translator
+    from mt.translate import InferenceOptions, Translator
 
+    options = options or InferenceOptions()
     src_lines, refs = load_split(cfg.data, split)
-    translator = Translator(exp, cfg, checkpoint, device, precision, quantize)
+    translator = Translator(exp, cfg, options)
     start = time.perf_counter()
     hyps = translator.translate(src_lines)
     seconds = time.perf_counter() - start
@@ -61,8 +64,7 @@ def evaluate_split(
         "split": split,
         **score(hyps, refs),
         "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
-        "decode": {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
-                   "stop": cfg.decode.stop, "precision": precision, "quantize": quantize},
+        "decode": decode_record(cfg.decode, options),
         "translate_seconds": round(seconds, 2),
     }
     write_text_atomic(exp.hyp_path(split), "".join(h + "\n" for h in hyps))

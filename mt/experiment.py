@@ -1,22 +1,28 @@
-"""The experiment directory: every file name in it, atomic writes, the config, the training lock.
+"""The experiment directory: every file name in it, atomic writes, the training lock, and reading and
+writing the config (resolved by `mt.resolve`, a pure function).
 
 Layout (documented in the README):
 
     EXP/config.yaml            resolved config, written by the first step, read by every later one
     EXP/overrides.jsonl        every flag that changed a recipe/config value: time, command, key, old, new
-    EXP/tokenizer/spm.model    SentencePiece model (spm.src.model + spm.tgt.model if not joint)
+    EXP/tokenizer/spm.model    SentencePiece model and .vocab (spm.src.* + spm.tgt.* if not joint)
     EXP/data/{split}.{src,tgt}.ids.npy      token ids of a split, concatenated (memory-mapped)
     EXP/data/{split}.{src,tgt}.offsets.npy  sentence i is ids[offsets[i]:offsets[i+1]]
+    EXP/data/{split}.lines.npy the corpus line of each kept pair
     EXP/data/stats.json        pairs kept/dropped per reason, tokens, mean lengths, tokenizer hash
+    EXP/data/manifest.json     size and sha256 of every data file, the tokenizer hash: checked by train
     EXP/checkpoints/           step_XXXXXXX.pt, last.pt, best.pt, average.pt
     EXP/train.jsonl            training log: step, loss, lr, tokens/s, validation metrics
+    EXP/train.lock             held (flock) while a trainer runs; holds its pid
     EXP/translations/{split}.hyp   detokenized output of `mt evaluate`
     EXP/scores/{split}.json    BLEU/chrF with sacrebleu signatures
+    EXP/attention/             `mt attention`'s heatmaps and weights (by default)
+    EXP/curves.png             `mt plot`'s training curves (by default)
+    EXP/report.html            `mt report`'s page (by default)
 """
 
 from __future__ import annotations
 
-import copy
 import datetime
 import fcntl
 import json
@@ -29,13 +35,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
-
 from mt import config as cfglib
 from mt.config import ExperimentConfig
-from mt.errors import ConfigError, MtError
-
-SPLITS = ("train", "valid", "test")
+from mt.errors import MtError
+from mt.recipes import read_recipe, read_yaml_mapping
+from mt.resolve import flag_overrides, frozen_by, resolve
 
 
 _umask = os.umask(0)
@@ -164,6 +168,11 @@ class Experiment:
         """side: "joint", "src" or "tgt"; SentencePiece adds .model/.vocab to this prefix."""
         return self.tokenizer_dir / ("spm" if side == "joint" else f"spm.{side}")
 
+    def spm_model_path(self, side: str) -> Path:
+        """The SentencePiece model file of `side` ("joint", "src" or "tgt")."""
+        prefix = self.spm_prefix(side)
+        return prefix.with_name(prefix.name + ".model")
+
     @property
     def data_dir(self) -> Path:
         return self.root / "data"
@@ -174,9 +183,17 @@ class Experiment:
     def offsets_path(self, split: str, side: str) -> Path:
         return self.data_dir / f"{split}.{side}.offsets.npy"
 
+    def lines_path(self, split: str) -> Path:
+        """The 0-based line (in the concatenated sources) of each pair binarize kept; copies repeat it."""
+        return self.data_dir / f"{split}.lines.npy"
+
     @property
     def data_stats_path(self) -> Path:
         return self.data_dir / "stats.json"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.data_dir / "manifest.json"
 
     @property
     def checkpoints_dir(self) -> Path:
@@ -205,6 +222,29 @@ class Experiment:
         return self.root / "scores" / f"{split}.json"
 
     @property
+    def attention_dir(self) -> Path:
+        """Where `mt attention` writes by default."""
+        return self.root / "attention"
+
+    @staticmethod
+    def attention_files(out_dir: Path, layer: int, encoder: bool, fmt: str) -> dict[str, Path]:
+        """What `mt attention` writes into out_dir (attention_dir, or --output-dir), by kind; `layer` 0-based."""
+        png = {"layers": "cross-attention.png", "heads": f"cross-attention-layer{layer + 1}-heads.png",
+               "alignment": "alignment.png", **({"encoder": "encoder-self-attention.png"} if encoder else {})}
+        names = {**(png if fmt in ("png", "both") else {}), **({"json": "attention.json"} if fmt in ("json", "both") else {})}
+        return {kind: out_dir / name for kind, name in names.items()}
+
+    @property
+    def curves_path(self) -> Path:
+        """`mt plot`'s default output (in the first experiment given)."""
+        return self.root / "curves.png"
+
+    @property
+    def report_path(self) -> Path:
+        """`mt report`'s default output."""
+        return self.root / "report.html"
+
+    @property
     def lock_path(self) -> Path:
         return self.root / "train.lock"
 
@@ -214,15 +254,13 @@ class Experiment:
 
     def load_config(self) -> ExperimentConfig:
         if not self.has_config():
-            raise MtError(
-                f"{self.root}: not an experiment yet (no config.yaml); start with "
-                f"`mt run RECIPE` or `mt train-tokenizer --exp {self.root} ...`"
-            )
-        return cfglib.load_saved(self.config_path)
+            raise MtError(f"{self.root}: not an experiment yet (no config.yaml); start with "
+                          f"`mt run RECIPE` or `mt train-tokenizer --exp {self.root} ...`")
+        return cfglib.from_dict(read_yaml_mapping(self.config_path, "experiment config"), str(self.config_path))
 
     def has_tokenizer(self) -> bool:
         """A finished tokenizer: its .model file is written last (joint, or the per-side pair)."""
-        return (self.tokenizer_dir / "spm.model").exists() or (self.tokenizer_dir / "spm.src.model").exists()
+        return self.spm_model_path("joint").exists() or self.spm_model_path("src").exists()
 
     def has_data(self) -> bool:
         """Binarized data: binarize renames its whole directory into place when it is done."""
@@ -231,78 +269,26 @@ class Experiment:
     def has_checkpoints(self) -> bool:
         return self.checkpoints_dir.is_dir() and any(self.checkpoints_dir.glob("*.pt"))
 
-    def frozen_by(self, key: str) -> str | None:
-        """Why config field `key` may no longer change (what was made with it), or None."""
-        section = key.partition(".")[0]
-        if section == "model" and self.has_checkpoints():
-            return f"the checkpoints in {self.checkpoints_dir} hold a model built with it"
-        if (section == "data" or key in cfglib.BINARIZE_FIELDS) and self.has_data():
-            return f"{self.data_dir} was binarized with it"
-        # data.max_len, tokenizer.train_segmentations and the like are binarize's settings, not the tokenizer's
-        if section in ("tokenizer", "data") and key not in cfglib.BINARIZE_FIELDS and self.has_tokenizer():
-            return f"{self.tokenizer_dir} was trained with it"
-        return None
+    def frozen_fields(self) -> dict[str, str]:
+        """Every config field that may no longer change, with what was made with it."""
+        return frozen_by(
+            checkpoints=f"the checkpoints in {self.checkpoints_dir} hold a model built with it" if self.has_checkpoints() else None,
+            data=f"{self.data_dir} was binarized with it" if self.has_data() else None,
+            tokenizer=f"{self.tokenizer_dir} was trained with it" if self.has_tokenizer() else None)
 
-    def resolve_config(
-        self,
-        overrides: dict[str, Any],
-        base: ExperimentConfig | None = None,
-        persist: bool = True,
-        recipe: Path | None = None,
-        origins: dict[str, str] | None = None,
-    ) -> ExperimentConfig:
-        """The config for this step: the saved one (or `base`, or `recipe`, on a new experiment) plus overrides.
-
-        A new experiment gets its config written once (with `persist`). On an existing one, the
-        fields `recipe` sets count as overrides (flags win over them), and `base` where it differs
-        from the saved config. An override of a field that is already in use (see `frozen_by`) is
-        refused; other overrides are recorded in overrides.jsonl and, with `persist`, saved so that
-        later steps (and resumes) see them. `origins` names where an override came from (a flag,
-        `--set ...`, a recipe) for error messages; by default the flag named after the field.
-        """
-        origins = dict(origins or {})
+    def resolve_config(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
+                       recipe: Path | None = None, origins: dict[str, str] | None = None) -> ExperimentConfig:
+        """The config for this step (`mt.resolve.resolve`) from and to the files here: a new experiment
+        gets its config written once (with `persist`); changes are recorded in overrides.jsonl and,
+        with `persist`, saved so that later steps (and resumes) see them."""
+        read = read_recipe(recipe) if recipe is not None else None
         new = not self.has_config()
-        if recipe is not None:
-            recipe_cfg, _ = cfglib.load_recipe(recipe)
+        saved = None if new else self.load_config()
+        cfg, changes = resolve(saved, overrides, origins, base, read, {} if new else self.frozen_fields())
+        if persist and (new or changes):
             if new:
-                base = recipe_cfg
-            else:
-                fields = cfglib.recipe_fields(recipe)
-                overrides = {**fields, **{k: v for k, v in overrides.items() if v is not None}}
-                origins = {**{k: str(recipe) for k in fields}, **origins}
-        cfg = copy.deepcopy(base or ExperimentConfig()) if new else self.load_config()
-        if not new and base is not None:
-            saved, wanted = cfglib.to_dict(cfg), cfglib.to_dict(base)
-            differing = {
-                f"{section}.{name}": value
-                for section, fields in wanted.items()
-                for name, value in fields.items()
-                if saved[section][name] != value
-            }
-            overrides = {**differing, **overrides}
-        changes = []
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            section, _, name = key.partition(".")
-            where = origins.get(key, f"--{name.replace('_', '-')}")
-            old = getattr(getattr(cfg, section, None), name, None)
-            new_value = cfglib.set_field(cfg, key, value, where=where)
-            if new_value == old:
-                continue
-            used_by = None if new else self.frozen_by(key)
-            if used_by:
-                raise ConfigError(
-                    f"{where}: {key} is fixed at {old!r} (not {new_value!r}): {used_by}; "
-                    f"start a new experiment (another --exp) to change it"
-                )
-            changes.append({"key": key, "old": old, "new": new_value})
-        cfglib.validate(cfg, "flags" if recipe is None else f"{recipe} with flags")
-        if new and persist:
-            self._created_root = not self.root.exists()
-            self.root.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
-        elif changes and persist:
+                self._created_root = not self.root.exists()
+                self.root.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
         if changes and (persist or not new):
             self._record_overrides(changes, persisted=persist)
@@ -334,10 +320,8 @@ class Experiment:
     def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         command = " ".join(["mt", *sys.argv[1:]])
-        lines = [
-            json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
-            for change in changes
-        ]
+        lines = [json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
+                 for change in changes]
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.overrides_path, "a", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
@@ -400,5 +384,14 @@ class Experiment:
             raise MtError(f"{path}: unreadable ({exc})") from None
 
 
-def dump_yaml(obj: Any) -> str:
-    return yaml.safe_dump(obj, sort_keys=False)
+def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any] | None = None,
+                    sets: list[str] | None = None, preset: str | None = None, persist: bool = True,
+                    existing: bool = False) -> tuple[Experiment, ExperimentConfig]:
+    """A command's experiment and config. Precedence, lowest first: saved config (or recipe/defaults),
+    recipe, --preset, the named `flags` (section.field -> value, None: unset), --set. With `existing`
+    the experiment must already exist (translate, evaluate): nothing is created."""
+    exp = Experiment(root)
+    if existing:
+        exp.load_config()  # a one-line error when there is no experiment here
+    overrides, origins = flag_overrides(flags or {}, sets, preset)
+    return exp, exp.resolve_config(overrides, persist=persist, recipe=recipe, origins=origins)

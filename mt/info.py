@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mt.errors import MtError
 from mt.experiment import Experiment, kept_text
+from mt.train_log import load_train_log
 
 
 def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
@@ -45,9 +45,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     sections["training"] = {}
     saved_step = _saved_step(exp)
     if exp.train_log_path.exists():
-        records = _records(exp.train_log_path.read_text(encoding="utf-8", errors="replace"))
-        train_records = [r for r in records if "loss" in r]
-        valid_records = [r for r in records if "valid_nll" in r]
+        train_records, valid_records = load_train_log(exp.train_log_path)  # a resume's records replace older ones
         if train_records:
             last = train_records[-1]
             sections["training"]["last step"] = last["step"]
@@ -80,16 +78,3 @@ def _saved_step(exp: Experiment) -> int | None:
         return int(load_checkpoint(path)["step"])
     except (MtError, KeyError, TypeError, ValueError):
         return None
-
-
-def _records(text: str) -> list[dict[str, Any]]:
-    """The train.jsonl records; a line cut short by a killed run is skipped, not an error."""
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "step" in record:
-            records.append(record)
-    return records

@@ -107,7 +107,7 @@ class MultiHeadAttention(nn.Module):
             self.kv = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         # (batch, len, d_model) -> (batch, heads, len, d_head)
         batch, length, _ = x.shape
         return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
@@ -115,7 +115,7 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention keys and values of the encoder output, each (batch, heads, src_len, d_head)."""
         k, v = self.kv(memory).chunk(2, dim=-1)
-        return self._heads(k), self._heads(v)
+        return self.split_heads(k), self.split_heads(v)
 
     def forward(
         self,
@@ -126,7 +126,7 @@ class MultiHeadAttention(nn.Module):
         cache: LayerCache | None = None,
     ) -> torch.Tensor:
         if self.self_attention:
-            q, k, v = (self._heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+            q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
             if cache is not None:  # incremental: keys/values of earlier positions come from the cache
                 if "k" in cache:
                     if q.size(2) > 1:
@@ -136,7 +136,7 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
                 causal = causal and q.size(2) > 1  # one new query may see every cached position
         else:
-            q = self._heads(self.q(x))
+            q = self.split_heads(self.q(x))
             if cache is not None and "ck" in cache:
                 k, v = cache["ck"], cache["cv"]
             else:
@@ -145,7 +145,7 @@ class MultiHeadAttention(nn.Module):
                     cache["ck"], cache["cv"] = k, v
         sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
         if self.store_weights or not sdpa:
-            context = self._attend_explicit(q, k, v, key_mask, causal)
+            context = self.attend_explicit(q, k, v, key_mask, causal)
         else:
             context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
         batch, _, length, _ = context.shape
@@ -163,14 +163,13 @@ class MultiHeadAttention(nn.Module):
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, dropout_p=dropout_p)
         return context.masked_fill(empty, 0.0)
 
-    def _attend_explicit(self, q, k, v, key_mask, causal) -> torch.Tensor:
+    def attend_explicit(self, q, k, v, key_mask, causal) -> torch.Tensor:
         """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), the softmax in fp32.
 
         Used on the CPU, and wherever the weights are wanted (`store_weights`: kept in `weights`).
-        For sentence-length inputs in bf16 SDPA's CPU kernel is much slower: forward + backward of a
-        batch of 300 x 14 tokens, 4 heads, 43 ms against 8 ms here (bench/cpu_kernels.py). In fp32
-        the kernel alone is faster (16 ms against 23), but whole training steps are not (2,738 and
-        2,835 tgt tokens/s here against 2,684 and 2,813 with SDPA, bench/throughput.py): one path.
+        For sentence-length inputs in bf16 SDPA's CPU kernel is several times slower than this; in
+        fp32 the kernel alone is faster but whole training steps are not, so the CPU keeps one path
+        (figures: docs/performance-notes.md, from bench/cpu_kernels.py and bench/throughput.py).
         The heads go into the batch dimension of contiguous 3-d tensors: torch.matmul on the 4-d
         views would fall back to one small product per head in the backward pass.
         """

@@ -7,7 +7,6 @@ display and no global state, so it runs the same on a server, in tests and insid
 from __future__ import annotations
 
 import io
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -15,8 +14,8 @@ from typing import Any, Sequence
 
 from mt.errors import MtError
 from mt.experiment import Experiment, write_bytes_atomic
+from mt.train_log import load_train_log
 
-CURVES_FILE = "curves.png"  # default output of `mt plot`, in the (first) experiment
 DPI = 100
 
 
@@ -50,35 +49,6 @@ def write_png(fig, path: Path, dpi: int = DPI) -> None:
 
 
 # -- training curves ----------------------------------------------------------------------------
-def load_train_log(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(training records, validation records) of a train.jsonl, in step order.
-
-    A line cut short by a killed run is skipped; when a resumed run logs a step again, its records
-    replace those the earlier run wrote from that step on (the checkpoint it resumed from is older).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise MtError(f"{path}: no training log; train the experiment first (`mt train`)") from None
-    except OSError as exc:
-        raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    train: list[dict] = []
-    valid: list[dict] = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("step"), (int, float)):
-            continue
-        for records, key in ((train, "loss"), (valid, "valid_loss")):
-            if key in record:
-                while records and records[-1]["step"] >= record["step"]:
-                    records.pop()
-                records.append(record)
-    return train, valid
-
-
 # (panel title, training key, validation key, log scale)
 CURVES = (
     ("loss (label-smoothed)", "loss", "valid_loss", False),
@@ -152,7 +122,7 @@ def plot(exps: Sequence[Experiment], output: Path | None = None, force: bool = F
     of the first experiment); an existing file is replaced only with `force`."""
     if not exps:
         raise MtError("give at least one --exp")
-    output = Path(output) if output is not None else exps[0].root / CURVES_FILE
+    output = Path(output) if output is not None else exps[0].curves_path
     if output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     if output.suffix.lower() != ".png":

@@ -17,11 +17,9 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from mt.corpus import load_split, read_lines
+from mt.corpus import SPLITS, load_split, read_lines
 from mt.errors import MtError
-from mt.experiment import SPLITS, Experiment, kept_text, write_text_atomic
-
-REPORT_FILE = "report.html"  # default output, in the experiment
+from mt.experiment import Experiment, kept_text, write_text_atomic
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
@@ -114,7 +112,8 @@ def _data(exp: Experiment) -> str:
 
 def _training(exp: Experiment) -> str:
     from mt.info import experiment_info
-    from mt.plot import load_train_log, png_bytes, training_curves
+    from mt.plot import png_bytes, training_curves
+    from mt.train_log import load_train_log
 
     train, valid = load_train_log(exp.train_log_path)
     if not train and not valid:
@@ -178,12 +177,12 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
 def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None) -> str:
     from mt.attention import attention_maps, figures
     from mt.plot import png_bytes
-    from mt.translate import Translator
+    from mt.translate import InferenceOptions, Translator
 
     cfg = exp.load_config()
     if sentence is None:
         sentence = _first_source(exp, cfg)
-    translator = Translator(exp, cfg, checkpoint)
+    translator = Translator(exp, cfg, InferenceOptions(checkpoint))
     maps = attention_maps(translator, sentence)
     figs = figures(maps)
     layers = maps.cross.size(0)
@@ -248,7 +247,7 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
 def report(exp: Experiment, output: Path | None = None, force: bool = False, samples: int = 10,
            sentence: str | None = None, checkpoint: str | None = None) -> Path:
     """`mt report`: write the page (default EXP/report.html); an existing file only with `force`."""
-    output = Path(output) if output is not None else exp.root / REPORT_FILE
+    output = Path(output) if output is not None else exp.report_path
     if output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     if samples < 0:

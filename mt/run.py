@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from mt import config as cfglib
 from mt import log
 from mt.config import ExperimentConfig
 from mt.errors import ConfigError
 from mt.experiment import Experiment
+from mt.recipes import STEPS, load_recipe
 
 
 def run_recipe(
@@ -26,10 +26,11 @@ def run_recipe(
     example lines (stdout in the CLI), `print_data` binarize's statistics.
     """
     from mt.binarize import binarize
+    from mt.launch import log_stopped
     from mt.tokenizer import train_tokenizer
     from mt.train import train
 
-    _, run = cfglib.load_recipe(recipe)
+    _, run = load_recipe(recipe)
     exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
     if exp_dir is None:
         raise ConfigError(f"{recipe}: no `exp:` directory in the recipe; give --exp")
@@ -38,7 +39,7 @@ def run_recipe(
     exp = Experiment(exp_dir)
     cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
     with exp.undo_if_new_fails():
-        for step in run.get("steps") or list(cfglib.STEPS):
+        for step in run.get("steps") or list(STEPS):
             if step == "train-tokenizer":
                 if exp.has_tokenizer():
                     log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
@@ -59,21 +60,25 @@ def run_recipe(
                     log.info(f"train: done already ({done})")
                     continue
                 log.info("[bold]train[/bold]")
-                summary = train(exp, cfg, device=device)
-                log.info(f"stopped at step {summary['steps']} ({summary['stopped_by']}) "
-                         f"after {summary['seconds']:.0f}s")
+                log_stopped(train(exp, cfg, device=device))
             elif step == "average":
                 average_step(exp, cfg)
             elif step == "evaluate":
                 _evaluate(exp, cfg, device, print_result)
-    examples = [str(e) for e in run.get("translate_examples") or []]
-    if examples:
-        from mt.translate import Translator
-
-        translator = Translator(exp, cfg, None, device)
-        for source, output in zip(examples, translator.translate(examples)):
-            print_result(f"{source}  ->  {output}")
+    _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
+
+
+def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[str], device: str,
+                        print_result: Callable[[str], None]) -> None:
+    """The recipe's `translate_examples`, each with its translation."""
+    if not examples:
+        return
+    from mt.translate import InferenceOptions, Translator
+
+    translator = Translator(exp, cfg, InferenceOptions(device=device))
+    for source, output in zip(examples, translator.translate(examples)):
+        print_result(f"{source}  ->  {output}")
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
@@ -111,12 +116,13 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
     from mt.corpus import has_split
-    from mt.evaluate import evaluate_split
+    from mt.evaluate import decode_record, evaluate_split
+    from mt.translate import InferenceOptions
 
     last = exp.checkpoint_path("last")
     chosen = exp.checkpoint_path(cfg.decode.checkpoint)  # e.g. average.pt, written after last.pt
-    decode = {"beam": cfg.decode.beam, "alpha": cfg.decode.alpha, "length_penalty": cfg.decode.length_penalty,
-              "stop": cfg.decode.stop, "precision": "fp32", "quantize": None}  # as evaluate_split records them
+    options = InferenceOptions(device=device)
+    decode = decode_record(cfg.decode, options)
     for split in ("valid", "test"):
         if not has_split(cfg.data, split):
             continue
@@ -133,5 +139,5 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
             log.info(f"evaluate {split}: done already ({score_path})")
         else:
             log.info(f"[bold]evaluate {split}[/bold]")
-            scores = evaluate_split(exp, cfg, split, None, device)
+            scores = evaluate_split(exp, cfg, split, options)
         print_result(f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['bleu_signature']})")

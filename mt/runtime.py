@@ -1,25 +1,18 @@
-"""Process-wide settings that make the CPU paths fast.
+"""Process-wide settings that make the CPU paths fast: the allocator, the heap, the precision, threads.
 
-glibc hands every allocation over 32 MB (and by default those over 128 KB) to mmap and returns it
-to the kernel on free, so each training step pays page faults and zeroing again for its large
-activations: allocating and filling the 4096 x 8000 fp32 logits of the benchmark preset takes 34 ms
-that way against 5 ms from a heap that keeps its memory (log_softmax over them: 44 ms against 13).
-Serving them from the heap lets a freed block be reused by the next step. torch has no caching allocator on the CPU; this is the nearest thing.
-Measured on the benchmark preset, bf16, 15 steps: 4,305 tgt tok/s and 1.74 GB peak RSS without,
-5,450 and 1.95 GB with. But batches change shape from step to step, and the holes they leave in the
-heap add up: 3.5 GB after 160 steps, 6 GB in a 12-minute run. `release_freed_memory` (malloc_trim)
-every few steps gives the free pages back (1.0 GB right after each trim, ~2.4 GB in between; a
-12-minute run peaks at 4.45 GB instead of 6). And glibc itself gives back the top of the heap
-whenever more than 128 KB is free there (M_TRIM_THRESHOLD), which a training step's pattern of
-frees hits over and over: 40,000 page faults per step of the one-hour recipe's model, and a step
-slower than with glibc's defaults (411 ms against 387). With glibc's own trimming off and
-malloc_trim every 10 updates: 15,000 faults and 324 ms (`python bench/heap.py`, bench/results/heap.json).
+glibc hands large allocations to mmap and returns them to the kernel on free, so each training step
+would pay page faults and zeroing again for its large activations (the logits above all); torch has
+no caching allocator on the CPU, and a heap that keeps its memory (`keep_freed_memory`) is the
+nearest thing: a freed block is reused by the next step. Batches change shape from step to step,
+though, and the holes they leave in the heap add up, so `release_freed_memory` (malloc_trim) gives
+the free pages back every few steps, with glibc's own trimming of the heap top (M_TRIM_THRESHOLD,
+which a training step's pattern of frees hits over and over) turned off.
 
-Even so the step slowed as a run went on (~10k target tokens/s in the first updates, ~8k after a few
-hundred) while glibc's heap spread. tcmalloc (Debian's libtcmalloc-minimal4) keeps per-size free lists
-instead: no drift, a few hundred page faults per update against 16,000, RSS flat
-(`MT_ALLOCATOR=system python bench/step_drift.py ...` against the default). It can only be chosen
-before the process starts, so the `mt` command (`use_tcmalloc`) starts itself again with it preloaded.
+Even so the step slowed as a run went on while glibc's heap spread. tcmalloc (Debian's
+libtcmalloc-minimal4) keeps per-size free lists instead: no drift, far fewer page faults, RSS flat.
+It can only be chosen before the process starts, so the `mt` command (`use_tcmalloc`) starts itself
+again with it preloaded. The measurements behind each choice: docs/performance-notes.md
+(`bench/heap.py`, `bench/step_drift.py`).
 """
 
 from __future__ import annotations
@@ -142,6 +135,13 @@ def release_freed_memory() -> None:
         _libc.malloc_trim(0)
 
 
+def set_trim_threshold(nbytes: int) -> None:
+    """glibc's M_TRIM_THRESHOLD, which `keep_freed_memory` puts out of reach; bench/heap.py sets
+    glibc's default back to measure what that saves. Nothing to do before `keep_freed_memory`."""
+    if _libc is not None:
+        _libc.mallopt(_M_TRIM_THRESHOLD, nbytes)
+
+
 WARMUP_ROUNDS, TIMED_ROUNDS = 3, 12  # ~0.3 s in all for the recipe's model on 2 cores
 HALF_PRECISION_MIN_SPEEDUP = 1.3  # over fp32, on the matmul timed, for auto to take bf16/fp16
 
@@ -150,10 +150,9 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     """What `train.precision: auto` trains in here, and why (for the log).
 
     On the CPU the answer depends on the chip, not on torch: with AMX, or on AMD's Zen 4, bf16
-    matmuls run 2-5x faster than fp32 (444 against 172 GFLOP/s for the FFN's product on a 2-core
-    EPYC); on an Intel Xeon whose AMX is hidden by its hypervisor they run at half fp32's speed (183
-    against 357), and fp16 (AVX512-FP16) at about fp32's (235 against 263). So time the model's
-    largest training product, a batch of 8192 rows through the first FFN layer, in all three and take
+    matmuls run several times faster than fp32; on an Intel Xeon whose AMX is hidden by its
+    hypervisor they run at about half fp32's speed, and fp16 (AVX512-FP16) at about fp32's (the
+    figures: docs/performance-notes.md). So time the model's largest training product, a batch of 8192 rows through the first FFN layer, in all three and take
     the faster half precision only when it is clearly faster than fp32 (fp16 trains with a dynamic
     loss scale). CUDA: bf16 where the GPU has it, else fp16.
     """
@@ -244,3 +243,22 @@ def too_slow(precision: str, gflops: dict[str, float] | None = None) -> str | No
     if factor < SLOW_PRECISION_FACTOR:
         return None
     return f"{precision} is {factor:.0f}x slower than fp32 on this CPU"
+
+
+def warn_if_slow(precision: str | None, device: str) -> None:
+    """One warning line where --precision asks for a half precision that this CPU runs ~10x or more
+    slower than fp32 (no bf16/fp16 hardware: `too_slow` times a short matmul)."""
+    if precision in ("bf16", "fp16") and device == "cpu":
+        reason = too_slow(precision)
+        if reason:
+            from mt import log
+
+            log.warn(f"--precision {precision}: {reason} (a short matmul timed here); --precision fp32 will be faster")
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's intra-op threads (--threads); None or 0 leaves torch's own choice."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)

@@ -1,8 +1,11 @@
-"""The learning-rate schedule: the paper's warmup + inverse square root (Sec. 5.3), and a cooldown."""
+"""The learning-rate schedule: the paper's warmup + inverse square root (Sec. 5.3), and a cooldown;
+the dropout schedule of train.early_dropout. Pure functions: what a run carries from update to
+update (the cooldown's start) is an argument and a result, saved in the checkpoint."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from mt.config import TrainConfig
 
@@ -35,3 +38,44 @@ def cooldown_factor(progress: float, fraction: float, shape: str = "linear") -> 
     if shape == "1-sqrt":  # the share is taken from where the cooldown begins: sqrt magnifies rounding near 0
         return 1.0 - math.sqrt(min(1.0, (progress - (1.0 - fraction)) / fraction))
     raise ValueError(f"unknown cooldown shape {shape!r}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate and the sub-layer dropout over a run, as pure functions of the update and
+    of `progress`, the share of the budget (max_time if set, else max_steps) spent before it."""
+
+    peak_lr: float  # see `peak_lr`
+    warmup_steps: int
+    max_steps: int
+    max_time: float | None = None  # seconds over all runs; the budget instead of max_steps when set
+    cooldown: float = 0.0  # the last share of the budget, in which the lr falls to 0; 0 = off
+    cooldown_shape: str = "linear"
+    model_dropout: float = 0.1  # model.dropout: the rate the model was built with
+    early_dropout: float | None = None  # train.early_dropout; None = off
+    early_dropout_until: float = 0.5
+
+    def progress(self, step: int, elapsed: float) -> float:
+        """How far into the budget update `step` (from 1) is, after `elapsed` training seconds."""
+        if self.max_time is not None:
+            return elapsed / self.max_time
+        return (step - 1) / max(self.max_steps, 1)
+
+    def lr(self, step: int, progress: float, cooldown_from: float | None) -> tuple[float, float | None]:
+        """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's fall to 0
+        from the schedule's value where the cooldown began. `cooldown_from` is that value (None
+        before the cooldown); returned with the lr, it is the next update's `cooldown_from`, and a
+        checkpoint saves it: a resumed run falls from the same value."""
+        lr = inverse_sqrt_lr(step, self.warmup_steps, self.peak_lr)
+        factor = cooldown_factor(progress, self.cooldown, self.cooldown_shape)
+        if factor is None:
+            return lr, None
+        start = lr if cooldown_from is None else cooldown_from
+        return start * factor, start
+
+    def dropout(self, progress: float) -> float:
+        """The rate of the sub-layer and embedding dropout (train.early_dropout): the early rate
+        before early_dropout_until of the budget, model.dropout from there on and when off."""
+        if self.early_dropout is not None and progress < self.early_dropout_until:
+            return self.early_dropout
+        return self.model_dropout

@@ -146,7 +146,7 @@ def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
 def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on a random sample of the
     train split (tokenizer.input_sentence_size sentences per model), read as a stream."""
-    existing = [model_path(exp.spm_prefix(s)) for s in ("joint", "src", "tgt")]
+    existing = [exp.spm_model_path(s) for s in ("joint", "src", "tgt")]
     existing = [p for p in existing if p.exists()]
     if existing:
         raise MtError(
@@ -174,7 +174,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
                           f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)
-        vocab_sizes[side] = Tokenizer.load(model_path(exp.spm_prefix(side))).vocab_size
+        vocab_sizes[side] = Tokenizer.load(exp.spm_model_path(side)).vocab_size
     return {
         "vocab_size": vocab_sizes,
         "sentences": {"src": len(sample.src), "tgt": len(sample.tgt)},
@@ -185,7 +185,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
 
 def load_tokenizers(exp: Experiment, cfg: ExperimentConfig) -> tuple[Tokenizer, Tokenizer]:
     """(src, tgt) tokenizers of an experiment; the same object twice when the vocabulary is joint."""
-    paths = [model_path(exp.spm_prefix(s)) for s in _sides(cfg)]
+    paths = [exp.spm_model_path(s) for s in _sides(cfg)]
     for path in paths:
         if not path.exists():
             raise MtError(f"{path}: no tokenizer yet; run `mt train-tokenizer --exp {exp.root}` first")

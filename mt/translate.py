@@ -11,24 +11,27 @@ Output formats (one input line gives):
   (an empty input line gives one line with an empty translation and score 0).
 SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
 the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
-one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.attention`);
+one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.alignment`);
 an empty input line gives an empty translation and an empty alignment.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import torch
 
 from mt import log
-from mt.attention import word_alignments
-from mt.checkpoint import check_model_config, load_checkpoint, model_from_checkpoint, resolve_checkpoint
-from mt.config import DecodeConfig, ExperimentConfig
+from mt.alignment import word_alignments
+from mt.batching import length_groups
+from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint, resolve_checkpoint
+from mt.config import DecodeConfig, ExperimentConfig, InferencePrecision, Quantize, coerce
 from mt.ensemble import Ensemble
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.search import Hypothesis, beam_search, greedy_search, sample_search
 from mt.tokenizer import EOS_ID, PAD_ID, load_tokenizers
@@ -43,6 +46,25 @@ class Sampling:
     top_p: float = 1.0
     seed: int = 1
 
+    def __post_init__(self) -> None:
+        # Written so that NaN fails too; the decode.* fields are checked with the config (mt.config.validate).
+        if not self.temperature > 0:
+            raise ConfigError(f"--temperature {self.temperature}: must be above 0")
+        if self.top_k < 0:
+            raise ConfigError(f"--top-k {self.top_k}: must be 0 (all tokens) or more")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"--top-p {self.top_p}: must be in (0, 1]")
+
+
+@dataclass
+class InferenceOptions:
+    """Which weights a Translator loads and how it runs them."""
+
+    checkpoint: str | list[str] | None = None  # best, last, average, step_N or a .pt file; several: an ensemble
+    device: str = "cpu"
+    precision: str = "fp32"  # fp32 | bf16 | fp16
+    quantize: str | None = None  # int8: dynamic quantization of the linear layers (CPU), instead of precision
+
 
 def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):
     """bf16/fp16 weights, or int8 dynamic quantization of the linear layers (CPU)."""
@@ -54,34 +76,26 @@ def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str
         with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    if quantize is not None:
-        raise MtError(f"--quantize {quantize!r}: only int8 is supported")
+    coerce(quantize, Quantize, "--quantize")  # one-line errors naming the flag and its choices
+    coerce(precision, InferencePrecision, "--precision")
     if precision == "bf16":
         return model.to(torch.bfloat16)
     if precision == "fp16":
         if device.type != "cuda":
             raise MtError("--precision fp16 needs a GPU; use bf16 on the CPU")
         return model.to(torch.float16)
-    if precision != "fp32":
-        raise MtError(f"--precision {precision!r}: expected fp32, bf16 or fp16")
     return model
 
 
 class Translator:
     """Trained model(s) with their tokenizers and decoding options."""
 
-    def __init__(
-        self,
-        exp: Experiment,
-        cfg: ExperimentConfig,
-        checkpoint: str | list[str] | None = None,
-        device: str = "cpu",
-        precision: str = "fp32",
-        quantize: str | None = None,
-    ):
+    def __init__(self, exp: Experiment, cfg: ExperimentConfig, options: InferenceOptions | None = None):
+        options = options or InferenceOptions()
         self.decode_cfg: DecodeConfig = cfg.decode
-        self.device = torch.device(device)
+        self.device = torch.device(options.device)
         self.src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
+        checkpoint = options.checkpoint
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         expected = {"src": self.src_tok.sha256, "tgt": self.tgt_tok.sha256}
         models = []
@@ -89,15 +103,14 @@ class Translator:
         for name in names:
             path = resolve_checkpoint(exp, name)
             state = load_checkpoint(path)
-            if state.get("tokenizer_sha256") != expected:
-                raise MtError(f"{path}: trained with a different tokenizer than {exp.tokenizer_dir}")
+            check_tokenizer(path, state, expected, exp.tokenizer_dir)
             if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
                 check_model_config(path, state, cfg.model, exp.config_path)
             models.append(model_from_checkpoint(state).to(self.device).eval())
             self.checkpoint_paths.append(path)
         self.checkpoint_path = self.checkpoint_paths[0]
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
-        self.model = optimise_for_inference(model, precision, quantize, self.device)
+        self.model = optimise_for_inference(model, options.precision, options.quantize, self.device)
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -122,7 +135,7 @@ class Translator:
         generator = None
         if sampling is not None:
             generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
-        for group in self._length_batches([len(ids) for ids in encoded]):
+        for group in length_groups([len(ids) for ids in encoded], self.decode_cfg.max_tokens):
             src_ids = self._pad([encoded[k] for k in group])
             found = self._search(src_ids, nbest, sampling, generator)
             for k, hyps in zip(group, found):
@@ -153,23 +166,11 @@ class Translator:
             hyps = sample_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b, sampling.temperature,
                                  sampling.top_k, sampling.top_p, generator)
             return [[h] for h in hyps]
-        if cfg.beam == 1:
+        beam = max(cfg.beam, nbest)  # the n best come from a beam at least n wide
+        if beam == 1:
             return [[h] for h in greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)]
-        return beam_search(self.model, src_ids, cfg.beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
+        return beam_search(self.model, src_ids, beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
                            cfg.max_len_b, nbest=nbest, stop=cfg.stop)
-
-    def _length_batches(self, lengths: list[int]) -> Iterator[list[int]]:
-        """Indices grouped by similar length, each group's padded size within max_tokens."""
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        group: list[int] = []
-        for i in order:
-            longest = lengths[i] + 1  # sorted ascending: the newest member is the longest
-            if group and longest * (len(group) + 1) > self.decode_cfg.max_tokens:
-                yield group
-                group = []
-            group.append(i)
-        if group:
-            yield group
 
     def _pad(self, sequences: list[list[int]]) -> torch.Tensor:
         width = max(len(s) for s in sequences) + 1
@@ -215,3 +216,20 @@ class Translator:
                 write("\t".join([f"{score:.4f}", text, *alignment]))
             else:
                 write("\t".join([hyps[0][0], *hyps[0][2:]]))
+
+
+def input_lines(path: Path | None) -> Iterator[str]:
+    """Lines of a file or of stdin, read as they arrive; invalid UTF-8 is an error naming the line."""
+    if path is not None and not path.is_file():
+        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+    stream = open(path, "rb") if path is not None else sys.stdin.buffer
+    name = str(path) if path is not None else "<stdin>"
+
+    def lines():
+        with stream:
+            for number, raw in enumerate(iter(stream.readline, b""), start=1):
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise MtError(f"{name}:{number}: not valid UTF-8") from None
+    return lines()

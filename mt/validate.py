@@ -7,10 +7,10 @@ import math
 import numpy as np
 import torch
 
-from mt.batching import collate, make_batches
-from mt.binarize import ParallelData, lines_path
+from mt.batching import collate, length_groups, make_batches
 from mt.config import ExperimentConfig, TrainConfig
 from mt.corpus import load_split
+from mt.dataset import ParallelData
 from mt.distributed import Distributed
 from mt.evaluate import score
 from mt.experiment import Experiment
@@ -51,7 +51,7 @@ class BleuSample:
         # The same sentences at every validation, so that the scores compare; a private generator
         # leaves the global ones (saved in checkpoints) alone.
         self.indices = np.sort(np.random.default_rng(0).choice(len(data), size, replace=False))
-        line_numbers = np.load(lines_path(exp, "valid"))  # binarize may have dropped pairs
+        line_numbers = np.load(exp.lines_path("valid"))  # binarize may have dropped pairs
         _, refs = load_split(cfg.data, "valid")
         self.refs = [refs[int(line_numbers[i])] for i in self.indices]
         self.data, self.tgt_tok, self.cfg = data, tgt_tok, cfg
@@ -60,9 +60,10 @@ class BleuSample:
     def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
         """BLEU and the hypotheses in sample order; each process translates its share."""
         mine = np.arange(len(self.indices))[group.rank :: group.world_size]
-        mine = mine[np.argsort(self.data.src_lens[self.indices[mine]], kind="stable")]  # similar lengths together
         hyps: dict[int, str] = {}
-        for positions in self._groups(mine):
+        lengths = self.data.src_lens[self.indices[mine]].tolist()
+        for run in length_groups(lengths, self.cfg.decode.max_tokens):  # similar lengths together
+            positions = mine[run]
             src_ids = collate(self.data, self.indices[positions]).src_ids.to(device)
             with autocast(self.cfg.train.precision, device):
                 found = greedy_search(model, src_ids, self.cfg.decode.max_len_a, self.cfg.decode.max_len_b)
@@ -72,13 +73,3 @@ class BleuSample:
             hyps.update(part)
         ordered = [hyps[i] for i in range(len(self.indices))]
         return score(ordered, self.refs)["bleu"], ordered
-
-    def _groups(self, positions: np.ndarray) -> list[np.ndarray]:
-        """Consecutive runs whose padded source size stays within decode.max_tokens."""
-        groups, start = [], 0
-        widths = self.data.src_lens[self.indices[positions]] + 1
-        for end in range(1, len(positions) + 1):
-            if end == len(positions) or widths[end] * (end - start + 1) > self.cfg.decode.max_tokens:
-                groups.append(positions[start:end])
-                start = end
-        return groups

@@ -19,23 +19,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from toy import one_thread, tiny_experiment, toy_corpus
-from mt.attention import (
-    alignment_weights,
-    attention,
-    forced_attention,
-    hard_alignment,
-    output_word_index,
-    source_word_index,
-    word_alignment,
-)
+from conftest import tiny_model
+from toy import toy_corpus
+from mt.alignment import alignment_weights, hard_alignment, output_word_index, source_word_index, word_alignment
+from mt.attention import attention, forced_attention
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.model import Transformer, capture_attention
+from mt.model import capture_attention
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.train import train
 from mt.translate import Translator
-
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -43,12 +35,6 @@ def png_size(path: Path) -> tuple[int, int]:
     data = Path(path).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
     return struct.unpack(">II", data[16:24])
-
-
-def tiny_model(seed: int = 0) -> Transformer:
-    torch.manual_seed(seed)
-    return Transformer(64, 64, d_model=16, d_ff=32, n_heads=2, enc_layers=2, dec_layers=2, dropout=0.0,
-                       max_positions=64).eval()
 
 
 def batch(seed: int = 1) -> tuple[torch.Tensor, list[list[int]]]:
@@ -64,7 +50,7 @@ def batch(seed: int = 1) -> tuple[torch.Tensor, list[list[int]]]:
 
 
 def test_capture_keeps_the_outputs_and_its_weights_are_masked_distributions():
-    model = tiny_model()
+    model = tiny_model(64, n_heads=2, dropout=0.0)
     src, tokens = batch()
     tgt_in = torch.tensor([[BOS_ID, *tokens[0]], [BOS_ID, *tokens[1], PAD_ID, PAD_ID, PAD_ID]])
     with torch.no_grad():
@@ -87,7 +73,7 @@ def test_capture_keeps_the_outputs_and_its_weights_are_masked_distributions():
 
 
 def test_forced_decode_sees_what_incremental_decoding_saw():
-    model = tiny_model()
+    model = tiny_model(64, n_heads=2, dropout=0.0)
     src, tokens = batch()
     forced = forced_attention(model, src, tokens)
     assert forced[0]["cross"].shape == (2, 2, 6, 7) and forced[1]["cross"].shape == (2, 2, 3, 4)
@@ -115,20 +101,7 @@ def test_hard_alignment_leaves_out_end_of_sentence_and_words_pair_up_once():
     assert word_alignment([(0, 0), (1, 1), (2, 1)], [0, 0, 1], [0, 0]) == "0-0 1-0"
 
 
-# -- on a tiny trained experiment -----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Experiment:
-    exp, cfg = tiny_experiment(
-        tmp_path_factory.mktemp("attention"), {"train": 300, "valid": 20, "test": 20},
-        model=dict(enc_layers=2, dec_layers=2, dropout=0.0),
-        train=dict(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=10, valid_every=30, save_every=30),
-        decode=dict(max_len_b=10),
-    )
-    with one_thread():
-        train(exp, cfg)
-    return exp
-
-
+# -- on a tiny trained experiment (conftest's trained_experiment) ---------------------------------
 def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("MT_DEBUG", None)
@@ -137,8 +110,8 @@ def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProc
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
-def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(experiment, tmp_path):
-    translator = Translator(experiment, experiment.load_config())
+def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(trained_experiment, tmp_path):
+    translator = Translator(trained_experiment, trained_experiment.load_config())
     out = tmp_path / "att"
     maps, files = attention(translator, "Der hund läuft im park.", out, layer=0, encoder=True, fmt="both")
     names = sorted(p.name for p in files)
@@ -168,8 +141,8 @@ def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(exp
     assert forced.translation == "The cat sits."
 
 
-def test_word_indices_follow_the_whitespace_words_of_input_and_output(experiment):
-    tok = Translator(experiment, experiment.load_config()).src_tok
+def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_experiment):
+    tok = Translator(trained_experiment, trained_experiment.load_config()).src_tok
     # "," and "!" never occur in the corpus: without byte fallback they are unknown tokens,
     # which decode as " ⁇ ", with spaces that the input line did not have
     for line in ["Der hund läuft im park.", "Eine  katze,sitzt   auf dem haus !", "x", "  ,hund"]:
@@ -180,16 +153,16 @@ def test_word_indices_follow_the_whitespace_words_of_input_and_output(experiment
     assert "⁇" in tok.decode([tok.encode(["katze,sitzt"])[0]])[0]  # the case above is really there
 
 
-def test_translate_alignments_one_line_per_input_line(experiment):
+def test_translate_alignments_one_line_per_input_line(trained_experiment):
     lines = toy_corpus(12, seed=7)[0]
     lines[3] = ""
     lines[8] = "   "
-    done = mt(experiment, "translate", "--exp", "exp", "--threads", "1", "--alignments", "--buffer", "5",
+    done = mt(trained_experiment, "translate", "--exp", "exp", "--threads", "1", "--alignments", "--buffer", "5",
               stdin="\n".join(lines) + "\n")
     assert done.returncode == 0, done.stderr
     out = done.stdout.split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
-    plain = Translator(experiment, experiment.load_config()).translate(lines)
+    plain = Translator(trained_experiment, trained_experiment.load_config()).translate(lines)
     for line, row, translation in zip(lines, out, plain):
         text, alignment = row.split("\t")  # exactly one TAB on every line
         assert text == translation
@@ -202,17 +175,17 @@ def test_translate_alignments_one_line_per_input_line(experiment):
         if text:
             targets = {int(p.split("-")[1]) for p in alignment.split()}
             assert targets == set(range(len(text.split()))), row  # every output word is aligned
-    scored = mt(experiment, "translate", "--exp", "exp", "--threads", "1", "--alignments", "--scores",
+    scored = mt(trained_experiment, "translate", "--exp", "exp", "--threads", "1", "--alignments", "--scores",
                 "--alignment-layer", "1", stdin=lines[0] + "\n")
     assert scored.returncode == 0, scored.stderr
     assert len(scored.stdout.rstrip("\n").split("\t")) == 3
 
 
-def test_bad_requests_end_in_one_line(experiment):
-    done = mt(experiment, "attention", "--exp", "exp", "Der hund.", "--layer", "5")
+def test_bad_requests_end_in_one_line(trained_experiment):
+    done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--layer", "5")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == "error: --layer 5: the model has 2 decoder layers (1-2)"
-    done = mt(experiment, "translate", "--exp", "exp", "--alignment-layer", "1", stdin="Der hund.\n")
+    done = mt(trained_experiment, "translate", "--exp", "exp", "--alignment-layer", "1", stdin="Der hund.\n")
     assert done.returncode == 2 and done.stderr.strip().endswith("--alignment-layer goes with --alignments")
-    done = mt(experiment, "attention", "--exp", "exp", "   ")
+    done = mt(trained_experiment, "attention", "--exp", "exp", "   ")
     assert done.returncode == 1 and "Traceback" not in done.stderr and "empty" in done.stderr

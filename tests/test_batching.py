@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from mt.batching import ROWS_MULTIPLE, collate, make_batches, pad_fraction
-from mt.binarize import ParallelData
+from mt.batching import ROWS_MULTIPLE, BatchStream, collate, make_batches, pad_fraction
+from mt.dataset import ParallelData
+from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -119,3 +120,23 @@ def test_collate_over_make_batches_matches_lengths(tmp_path):
         i = int(indices[0])
         assert batch.tgt_out[0, : data.tgt_lens[i]].tolist() == tgt_seqs[i]
         assert batch.tgt_in[0, 1 : data.tgt_lens[i] + 1].tolist() == tgt_seqs[i]
+
+
+def test_batch_stream_shares_out_each_epoch_and_resumes_from_its_position(tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    rng = np.random.default_rng(6)
+    seqs = [rng.integers(4, 300, rng.integers(1, 20)).tolist() for _ in range(200)]
+    write_data(exp, "train", seqs, seqs)
+    data = ParallelData(exp, "train")
+    orders = [make_batches(data.src_lens, data.tgt_lens, 256, seed=1, epoch=epoch) for epoch in (0, 1)]
+    streams = [BatchStream(data, 256, seed=1, rank=rank, world_size=2) for rank in (0, 1)]
+    for i in range(len(orders[0]) // 2):  # a last round short of one batch per process is left out
+        for rank, stream in enumerate(streams):
+            assert stream.next_batch().indices.tolist() == orders[0][2 * i + rank].tolist()
+    assert streams[0].next_batch().indices.tolist() == orders[1][0].tolist()  # the next epoch reshuffles
+    assert (streams[0].epoch, streams[0].batch_in_epoch) == (1, 2)
+    resumed = BatchStream(data, 256, seed=1, rank=0, world_size=2)
+    resumed.seek(1, 2)
+    assert resumed.next_batch().indices.tolist() == streams[0].next_batch().indices.tolist() == orders[1][2].tolist()
+    with pytest.raises(MtError, match="training batches for 1000 processes"):
+        BatchStream(data, 256, seed=1, world_size=1000).next_batch()

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import mt.binarize
+import mt.encoding
 import mt.corpus
 import mt.experiment
-from mt.binarize import ParallelData, binarize, check_data, encode_pairs, lines_path, manifest_path
+from mt.binarize import binarize
 from mt.config import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
+from mt.dataset import ParallelData, check_data, encode_pairs
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.tokenizer import load_tokenizers, train_tokenizer
@@ -86,7 +88,7 @@ def test_encode_pairs_in_chunks_matches_one_chunk(setup, monkeypatch):
     exp, cfg, texts = setup
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
     whole, _ = encode_pairs(*texts["train"], src_tok, tgt_tok, MAX_LEN)
-    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
+    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
     chunked, _ = encode_pairs(*texts["train"], src_tok, tgt_tok, MAX_LEN)
     for key in whole:
         np.testing.assert_array_equal(whole[key], chunked[key])
@@ -107,7 +109,7 @@ def test_binarize_writes_stats_and_readable_data(setup):
     assert stats["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
 
     data = ParallelData(exp, "valid")
-    lines = np.load(lines_path(exp, "valid"))
+    lines = np.load(exp.lines_path("valid"))
     src, tgt = texts["valid"]
     assert len(data) == len(lines) == stats["splits"]["valid"]["kept"]
     assert data.src_lens.dtype == np.int64 and data.src_lens.sum() == stats["splits"]["valid"]["src_tokens"]
@@ -200,7 +202,7 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
     # Two sources, one upsampled by 1.5: the random half-copy must not depend on the workers either.
     cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
     cfg.data.train_src = cfg.data.train_tgt = None
-    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
+    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
     one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
     two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
     assert one == two
@@ -209,7 +211,7 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
     assert [s["pairs_in"] for s in sources] == [210, 210]
     # The valid file holds the same captions in another order: deduplication spans sources.
     assert sources[0]["kept"] == 207 and sources[1]["kept"] < 10
-    counts = np.bincount(np.load(lines_path(Experiment(tmp_path / "two"), "train")), minlength=420)
+    counts = np.bincount(np.load(Experiment(tmp_path / "two").lines_path("train")), minlength=420)
     assert set(counts[:210].tolist()) == {0, 1, 2} and 60 < (counts[:210] == 2).sum() < 150  # 1.5: once, about half twice
     assert set(counts[210:].tolist()) <= {0, 1} and counts.sum() == one["splits"]["train"]["kept"]
     assert not multiprocessing.active_children()
@@ -242,7 +244,7 @@ def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_p
     assert mt.experiment.kept_text(train) == "207×3" and mt.experiment.kept_text(stats["splits"]["valid"]) == "207"
     assert stats["splits"]["valid"]["kept"] == 207 and "segmentations" not in stats["splits"]["valid"]
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
-    data, lines = ParallelData(exp, "train"), np.load(lines_path(exp, "train"))
+    data, lines = ParallelData(exp, "train"), np.load(exp.lines_path("train"))
     # One chunk: the best segmentations first, then each sampled copy of the same pairs in order.
     assert (lines[:207] == lines[207:414]).all() and (lines[:207] == lines[414:]).all()
     assert decoded_rows(exp, cfg) == [(texts["train"][0][line], texts["train"][1][line]) for line in lines]
@@ -256,7 +258,7 @@ def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_p
                 differ += ids.tolist() != best
     assert differ > 0.3 * 2 * 414  # alpha 0.3: most sentences are split another way (94% here)
     valid = ParallelData(exp, "valid")
-    valid_lines = np.load(lines_path(exp, "valid"))
+    valid_lines = np.load(exp.lines_path("valid"))
     assert all(valid.src(i).tolist() == src_tok.encode([texts["valid"][0][valid_lines[i]]])[0] for i in range(len(valid)))
 
 
@@ -266,13 +268,13 @@ def test_sampled_copies_follow_deduplication_and_upsampling_in_worker_processes(
     # As in test_workers_give_the_same_data_as_one_process: a 1.5 weight, duplicates across sources.
     cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
     cfg.data.train_src = cfg.data.train_tgt = None
-    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
+    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
     texts = [line for name in ("train", "valid") for line in zip(*sentence_pairs(0 if name == "train" else 1))]
     runs = {}
     for workers in (1, 2):
         other = copy_tokenizer(exp, tmp_path / f"workers{workers}")
         runs[workers] = binarize(other, cfg, workers=workers)["splits"]["train"]
-        lines = np.load(lines_path(other, "train"))
+        lines = np.load(other.lines_path("train"))
         assert decoded_rows(other, cfg) == [texts[line] for line in lines]
         counts = np.bincount(lines, minlength=420)
         assert set(counts[:210].tolist()) == {0, 2, 4} and set(counts[210:].tolist()) <= {0, 2}
@@ -288,9 +290,9 @@ def test_a_sampled_pair_that_fails_the_length_filters_keeps_its_best_segmentatio
     longest = max(len(ids) for ids in best["src"] + best["tgt"])
     ratio = max(max(len(s), len(t)) / min(len(s), len(t)) for s, t in zip(best["src"], best["tgt"]))
     # Every pair passes in its best split; alpha 0.1 makes most samples longer than that.
-    filters = mt.binarize.Filters(None, longest, ratio, False, segmentations=2, sampling_alpha=0.1)
+    filters = mt.encoding.Filters(None, longest, ratio, False, segmentations=2, sampling_alpha=0.1)
     chunk = mt.corpus.RawChunk("text", src, tgt, ("de", "en"), 0)
-    result = mt.binarize.Encoder(src_tok, tgt_tok)(chunk, filters)
+    result = mt.encoding.Encoder(src_tok, tgt_tok)(chunk, filters)
     sample = result["samples"][0]
     src_lens, tgt_lens = sample["src_lens"], sample["tgt_lens"]
     assert len(src_lens) == len(tgt_lens) == len(result["src_lens"]) == 20
@@ -347,7 +349,7 @@ def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
                                      f"{tmp_path / 'extra.jsonl'}:2: not a JSON object"]
     assert [s["kept"] for s in stats["sources"]] == [3, 1, 1]
     # Line numbers run over the sources in order; kept pairs are the cleaned text.
-    lines = np.load(lines_path(exp, "train")).tolist()
+    lines = np.load(exp.lines_path("train")).tolist()
     assert lines == [0, 8, 9, 12, 13]
     data = ParallelData(exp, "train")
     assert src_tok.decode([data.src(1), data.src(2)]) == ["Eine Frau wartet am Strand.", "Ein kleines Mädchen spielt."]
@@ -378,7 +380,7 @@ def test_mismatched_line_counts_name_both_files(setup, tmp_path):
 def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, monkeypatch):
     exp, cfg, _ = setup
     exp.root.joinpath(".data-999999999-x1y2").mkdir()  # left by a binarize that was killed
-    monkeypatch.setattr(mt.binarize, "ENCODE_CHUNK", 16)
+    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
     real_append, calls = mt.binarize.SplitWriter.append, []
 
     def append_then_interrupt(self, arrays, lines):
@@ -399,11 +401,11 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
 
 
 def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
-    from mt.train import Trainer
+    from mt.train_setup import build_training
 
     exp, cfg, _ = setup
     binarize(exp, cfg)
-    manifest = json.loads(manifest_path(exp).read_text())
+    manifest = json.loads(exp.manifest_path.read_text())
     src_tok, _ = load_tokenizers(exp, cfg)
     assert manifest["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": src_tok.sha256}
     assert manifest["splits"]["train"] == {"kept": 207, "src_tokens": manifest["splits"]["train"]["src_tokens"],
@@ -418,7 +420,7 @@ def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
     train_tokenizer(exp, cfg)
     cfg.model = ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2)
     with pytest.raises(MtError, match="binarized with another tokenizer") as err:
-        Trainer(exp, cfg)
+        build_training(exp, cfg)
     assert "\n" not in str(err.value) and "mt binarize" in str(err.value)
 
     with open(exp.ids_path("train", "src"), "r+b") as handle:  # a changed data file

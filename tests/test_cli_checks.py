@@ -3,7 +3,7 @@ translations without stray whitespace, `mt info`'s last step, the slow-precision
 every subcommand's --help ending in examples.
 
 Commands run in this process through `cli.main.main`, the `mt` entry point, so that an error is
-the one stderr line and exit code a user sees; on a tiny experiment trained for 3 steps.
+the one stderr line and exit code a user sees; on conftest's tiny trained experiment.
 """
 
 from __future__ import annotations
@@ -16,27 +16,17 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from toy import one_thread, tiny_experiment
 from cli import main as cli
 from mt import runtime
 from mt.checkpoint import load_checkpoint
 from mt.experiment import Experiment
-from mt.train import train
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Experiment:
-    # log_every 2, max_steps 3: the log's last training record is step 2, last.pt is step 3.
-    exp, cfg = tiny_experiment(
-        tmp_path_factory.mktemp("checks"), {"train": 200, "valid": 20, "test": 20},
-        model=dict(enc_layers=1, dec_layers=1, dropout=0.0),
-        train=dict(max_steps=3, max_tokens=600, warmup_steps=2, log_every=2, valid_every=100, save_every=100),
-        decode=dict(max_len_b=5),
-    )
-    with one_thread():
-        train(exp, cfg)
-    (exp.root.parent / "in.txt").write_text("Ein Mann läuft.\nDie Katze.\n", encoding="utf-8")
-    return exp
+def experiment(trained_experiment) -> Experiment:
+    """conftest's trained experiment, with two input lines beside it (in.txt)."""
+    (trained_experiment.root.parent / "in.txt").write_text("Ein Mann läuft.\nDie Katze.\n", encoding="utf-8")
+    return trained_experiment
 
 
 def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
@@ -139,12 +129,12 @@ def test_info_shows_the_step_of_last_pt(experiment, capsys, monkeypatch):
     records = [json.loads(line) for line in experiment.train_log_path.read_text().splitlines()]
     logged = [r["step"] for r in records if "loss" in r][-1]
     saved = load_checkpoint(experiment.checkpoint_path("last"))["step"]
-    assert (logged, saved) == (2, 3)  # what this test is about: the log ends before last.pt
+    assert (logged, saved) == (36, 40)  # what this test is about: the log ends before last.pt
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root), "--json")
     assert code == 0, err
     training = json.loads(out)["training"]
-    assert training["last step"] == 3
-    assert training["train loss / ppl"].endswith("(logged at step 2)")
+    assert training["last step"] == 40
+    assert training["train loss / ppl"].endswith("(logged at step 36)")
 
 
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):

@@ -1,6 +1,6 @@
-"""train.compile (issue #5) and the per-phase split of a training step in bench/throughput.py.
+"""train.compile (issue #5) and the per-phase split of a training step (mt.step_profile).
 
-A compiled run must save the same checkpoint keys as a plain one (the Trainer compiles the loss
+A compiled run must save the same checkpoint keys as a plain one (mt.train_setup compiles the loss
 wrapper in place, never the model it saves), and `--compile` must reach the config. The phase
 split must give every phase some time and never more, together, than the step took.
 """
@@ -18,11 +18,11 @@ import torch
 
 from toy import tiny_experiment
 from mt.experiment import Experiment
-from mt.train import Trainer
+from mt.step_profile import PHASES, profile_phases
+from mt.train_setup import build_training
+from mt.training_state import save_training
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-from throughput import PHASES, profile_phases  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -35,10 +35,11 @@ def _experiment(root: Path, dropout: float):
 def _saved_keys(exp: Experiment, cfg, compile: bool) -> tuple[list[str], float]:
     """Two updates on one fixed batch (one compilation, no recompile for a new shape), then save."""
     cfg.train.compile = compile
-    trainer = Trainer(exp, cfg)
-    batch = trainer.next_batch()
+    run = build_training(exp, cfg)
+    trainer = run.trainer
+    batch = trainer.stream.next_batch()
     losses = [trainer.step([batch])["loss"] for _ in range(2)]
-    trainer.save()
+    save_training(run)
     state = torch.load(exp.checkpoint_path("last"), map_location="cpu", weights_only=True)
     return list(state["model"]), losses[-1]
 
@@ -69,7 +70,7 @@ def test_compile_flag_reaches_the_config(tmp_path):
 
 def test_phases_cover_the_step_and_sum_to_no_more(tmp_path):
     exp, cfg = _experiment(tmp_path, dropout=0.1)
-    trainer = Trainer(exp, cfg)
+    trainer = build_training(exp, cfg).trainer
     trainer.step()  # first-call allocations out of the way
     phases = profile_phases(trainer, steps=2)
     assert set(phases) == {*PHASES, "other", "step"}
@@ -78,6 +79,6 @@ def test_phases_cover_the_step_and_sum_to_no_more(tmp_path):
     assert sum(phases[phase] for phase in PHASES) <= phases["step"]
     assert phases["other"] >= 0
     # The hooks and scopes are gone: the Trainer and its model are as before.
-    assert not {"next_batch", "_finish_gradients", "_update"} & set(vars(trainer))
+    assert not {"finish_gradients", "apply_update"} & set(vars(trainer)) and "next_batch" not in vars(trainer.stream)
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in trainer.model.modules())
-    assert trainer.step_count == 3
+    assert trainer.state.step == 3

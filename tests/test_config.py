@@ -1,21 +1,23 @@
-"""mt.config and the config half of mt.experiment: recipes, presets, strict keys and types,
-durations, and overrides on an existing experiment (recorded, or refused once a field is in use)."""
+"""mt.config, mt.recipes and the config half of mt.experiment: recipes, presets, strict keys, types and
+choices, durations, and overrides on an existing experiment (recorded, or refused once a field is in use)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 import torch
 import yaml
 
 from mt import config as cfglib
-from mt.config import MODEL_PRESETS, ExperimentConfig, ModelConfig, from_dict, load_recipe, parse_duration
+from mt.config import ExperimentConfig, ModelConfig, absolute_source, from_dict, parse_duration
 from mt.errors import ConfigError
 from mt.experiment import Experiment
 from mt.model import Transformer
+from mt.recipes import DATA_PATH_FIELDS, MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
@@ -33,19 +35,37 @@ def test_recipes_dir_holds_recipes():
         assert RECIPES, f"{RECIPES_DIR} has files but no *.yaml recipe"
 
 
+def expected_fields(path: Path) -> dict:
+    """What a recipe sets, read from its YAML (not through mt.recipes): section.field -> value as the
+    config holds it (corpus paths absolute, durations in seconds), its preset expanded first."""
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    expected = {f"model.{k}": v for k, v in MODEL_PRESETS[raw["preset"]].items()} if "preset" in raw else {}
+    for section, values in raw.items():
+        for name, value in values.items() if section not in RECIPE_KEYS else ():
+            if name in DATA_PATH_FIELDS and value:
+                value = str(Path(value).resolve())
+            elif name == "train_sources":
+                value = [absolute_source(spec) for spec in value]
+            elif name == "max_time" and value is not None:
+                value = parse_duration(value)
+            expected[f"{section}.{name}"] = value
+    return expected
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.name)
 def test_every_recipe_loads(path: Path):
     cfg, run = load_recipe(path)
     assert isinstance(cfg, ExperimentConfig)
     cfglib.validate(cfg, str(path))
     assert run.get("exp"), f"{path.name}: no exp: directory"
-    assert set(run.get("steps", cfglib.STEPS)) <= set(cfglib.STEPS)
+    assert set(run.get("steps", STEPS)) <= set(STEPS)
     first = path.read_text(encoding="utf-8").splitlines()[0]
     assert first.startswith("# mt run"), f"{path.name} should open with the command that runs it"
-    fields = cfglib.recipe_fields(path)
-    for key, value in fields.items():  # what the recipe sets is what the config holds
+    expected = expected_fields(path)
+    assert recipe_fields(path) == expected  # the fields that count as overrides on an existing experiment
+    for key, value in expected.items():  # what the recipe sets is what the config holds
         section, _, name = key.partition(".")
-        assert getattr(getattr(cfg, section), name) == value
+        assert getattr(getattr(cfg, section), name) == value, key
 
 
 RECIPE = """\
@@ -77,7 +97,7 @@ def test_recipe_in_tmp_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg, run = load_recipe(write(tmp_path / "recipe.yaml", RECIPE))
     assert {k: run[k] for k in ("exp", "steps", "translate_examples")} == {
-        "exp": "experiments/demo", "steps": list(cfglib.STEPS), "translate_examples": ["Ein Hund.", "Zwei Katzen."]}
+        "exp": "experiments/demo", "steps": list(STEPS), "translate_examples": ["Ein Hund.", "Zwei Katzen."]}
     assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.tokenizer.vocab_size) == ("en", "de", 500)
     assert cfg.model.d_model == MODEL_PRESETS["tiny"]["d_model"] and cfg.model.dropout == 0.2  # recipe beats preset
     assert cfg.train.max_time == 720.0 and cfg.train.lr_peak == 1.0 and isinstance(cfg.train.lr_peak, float)
@@ -89,7 +109,7 @@ def test_recipe_in_tmp_path(tmp_path, monkeypatch):
 
 def test_recipe_fields_are_only_what_it_sets(tmp_path):
     path = write(tmp_path / "r.yaml", "preset: tiny\ntrain:\n  max_steps: 7\n")
-    fields = cfglib.recipe_fields(path)
+    fields = recipe_fields(path)
     assert fields == {**{f"model.{k}": v for k, v in MODEL_PRESETS["tiny"].items()}, "train.max_steps": 7}
 
 
@@ -124,7 +144,7 @@ def test_presets():
     assert all(defaults[k] == v for k, v in MODEL_PRESETS["base"].items())  # the defaults are the paper's base
     assert MODEL_PRESETS["big"] == dict(enc_layers=6, dec_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3)
     for name, fields in MODEL_PRESETS.items():
-        cfg = from_dict({"preset": name}, "test")
+        cfg = recipe_config({"preset": name}, "test")
         assert {k: getattr(cfg.model, k) for k in fields} == fields
         assert fields["d_model"] % fields["n_heads"] == 0, name
 
@@ -291,6 +311,39 @@ def test_unknown_precision_is_refused_by_name(tmp_path):
         load_recipe(path)
     assert str(path) in str(info.value)
     assert load_recipe(write(tmp_path / "ok.yaml", "train:\n  precision: auto\n"))[0].train.precision == "auto"
+
+
+CHOICE_FIELDS = [(f"{section.name}.{name}", hint)
+                 for section in dataclasses.fields(ExperimentConfig)
+                 for name, hint in get_type_hints(type(getattr(ExperimentConfig(), section.name))).items()
+                 if cfglib.literal_choices(hint)]
+
+
+def test_the_choice_fields_are_literals():
+    assert {key for key, _ in CHOICE_FIELDS} >= {
+        "data.source", "data.normalize", "tokenizer.model_type", "train.cooldown_shape", "train.best_metric",
+        "train.precision", "decode.length_penalty", "decode.stop"}
+
+
+@pytest.mark.parametrize("key, hint", CHOICE_FIELDS, ids=[key for key, _ in CHOICE_FIELDS])
+def test_a_choice_outside_the_literal_is_one_line_naming_field_and_choices(key, hint):
+    choices = cfglib.literal_choices(hint)
+    with pytest.raises(ConfigError) as info:
+        cfglib.set_field(ExperimentConfig(), key, "nope", where="r.yaml")
+    message = str(info.value)
+    assert message.startswith(f"r.yaml: {key} must be ") and message.endswith("not 'nope'") and "\n" not in message
+    assert all(choice in message for choice in choices)
+    for choice in choices:  # every choice is accepted, as given or as a flag's text
+        assert cfglib.set_field(ExperimentConfig(), key, choice) == choice
+
+
+def test_inference_flags_are_checked_like_fields():
+    assert cfglib.coerce(None, cfglib.Quantize, "--quantize") is None
+    assert cfglib.coerce("bf16", cfglib.InferencePrecision, "--precision") == "bf16"
+    with pytest.raises(ConfigError, match=r"^--quantize must be int8, not 'int4'$"):
+        cfglib.coerce("int4", cfglib.Quantize, "--quantize")
+    with pytest.raises(ConfigError, match=r"^--precision must be fp32, bf16 or fp16, not 'auto'$"):
+        cfglib.coerce("auto", cfglib.InferencePrecision, "--precision")
 
 
 def test_a_flag_unsets_an_optional_number_with_null():

@@ -26,10 +26,11 @@ import torch
 from toy import one_thread, toy_corpus
 from mt.binarize import binarize
 from mt.checkpoint import FORMAT, load_checkpoint, resolve_checkpoint, save_checkpoint
-from mt.config import ExperimentConfig, ModelConfig, load_recipe, save_yaml
+from mt.config import ExperimentConfig, ModelConfig, save_yaml
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment, write_text_atomic
 from mt.model import build_model
+from mt.recipes import load_recipe
 from mt.tokenizer import train_tokenizer
 from mt.train import train
 from mt.translate import Translator

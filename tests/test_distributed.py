@@ -24,7 +24,7 @@ from mt import distributed
 from mt.batching import collate, make_batches
 from mt.checkpoint import load_checkpoint
 from mt.experiment import Experiment
-from mt.train import Trainer
+from mt.train_setup import build_training
 from test_trainer import assert_params_close, build_experiment, copy_experiment, params
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="torch without gloo")
@@ -49,11 +49,11 @@ def _worker(rank: int, world: int, port: int, root: str, halves: list[np.ndarray
     group = distributed.setup("cpu")
     try:
         exp = Experiment(root)
-        trainer = Trainer(exp, exp.load_config(), group=group)
-        stats = trainer.step([collate(trainer.train_data, halves[rank])])
-        shard = trainer.next_batch().indices  # this process's batch of the seeded order
+        trainer = build_training(exp, exp.load_config(), group=group).trainer
+        stats = trainer.step([collate(trainer.stream.data, halves[rank])])
+        shard = trainer.stream.next_batch().indices  # this process's batch of the seeded order
         torch.save({"params": params(trainer.model), "stats": stats, "shard": torch.from_numpy(shard),
-                    "batch_in_epoch": trainer.batch_in_epoch}, Path(out) / f"rank{rank}.pt")
+                    "batch_in_epoch": trainer.stream.batch_in_epoch}, Path(out) / f"rank{rank}.pt")
     finally:
         distributed.shutdown(group)
 
@@ -61,12 +61,12 @@ def _worker(rank: int, world: int, port: int, root: str, halves: list[np.ndarray
 def test_two_processes_on_half_a_batch_each_equal_one_on_the_whole(base, tmp_path):
     # adam_eps 1e-3: see test_trainer.test_update_freq_k_equals_one_batch_of_k_times_the_rows.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0, adam_eps=1e-3)
-    single = Trainer(exp, cfg)
-    order = make_batches(single.train_data.src_lens, single.train_data.tgt_lens, cfg.train.max_tokens,
+    single = build_training(exp, cfg).trainer
+    order = make_batches(single.stream.data.src_lens, single.stream.data.tgt_lens, cfg.train.max_tokens,
                          cfg.train.seed, 0)
     whole = order[0]
     halves = [whole[: len(whole) // 3], whole[len(whole) // 3 :]]  # unequal token counts on purpose
-    stats = single.step([collate(single.train_data, whole)])
+    stats = single.step([collate(single.stream.data, whole)])
 
     mp.spawn(_worker, args=(2, free_port(), str(exp.root), halves, str(tmp_path)), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]

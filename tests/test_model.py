@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import tiny_model
 from mt.dropout import dropout
 from mt.model import MultiHeadAttention, Residual, Transformer, count_parameters, sinusoid_table
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -23,14 +24,6 @@ ATOL = 1e-5
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-
-def tiny_model(seed: int = 0, **kwargs) -> Transformer:
-    """d_model 16, 2+2 layers, vocab 32, in eval mode (no dropout)."""
-    torch.manual_seed(seed)
-    args = dict(d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=2, dropout=0.1, max_positions=64)
-    args.update(kwargs)
-    return Transformer(VOCAB, VOCAB, **args).eval()
 
 
 def random_ids(lengths: list[int], seed: int, first: int = 4, vocab: int = VOCAB) -> torch.Tensor:
@@ -330,12 +323,12 @@ def test_positions_beyond_max_positions_are_an_error():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_written_out_attention_equals_torch_sdpa(causal):
-    """On the CPU attention is written out (mt.model._attend_explicit); it must equal torch's SDPA."""
+    """On the CPU attention is written out (MultiHeadAttention.attend_explicit); it must equal torch's SDPA."""
     torch.manual_seed(4)
     attn = MultiHeadAttention(32, 4, 0.0, self_attention=True).eval()
     x = torch.randn(5, 7, 32)
     key_mask = None if causal else (torch.arange(7) < torch.tensor([7, 3, 6, 1, 5])[:, None])[:, None, None, :]
-    q, k, v = (attn._heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
+    q, k, v = (attn.split_heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, is_causal=causal)
     expected = attn.out(expected.transpose(1, 2).reshape(5, 7, 32))
     torch.testing.assert_close(attn(x, key_mask=key_mask, causal=causal), expected, atol=1e-5, rtol=1e-5)
@@ -347,7 +340,7 @@ def test_written_out_attention_equals_torch_sdpa(causal):
 def attention_by_hand(attn: MultiHeadAttention, x: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """softmax(Q K^T / sqrt(d_head)) V with `allowed` (batch, len, key_len) written out; a query with
     no allowed key gets a context of zeros."""
-    q, k, v = (attn._heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
+    q, k, v = (attn.split_heads(t) for t in attn.qkv(x).chunk(3, dim=-1))
     scores = q @ k.transpose(-1, -2) / math.sqrt(attn.d_head)
     scores = scores.masked_fill(~allowed[:, None], -torch.inf)
     weights = torch.nan_to_num(scores.softmax(dim=-1), nan=0.0)

@@ -18,14 +18,14 @@ import sys
 
 import pytest
 
-from toy import one_thread, tiny_experiment
+from toy import one_thread
 from mt.errors import MtError
 from mt.evaluate import evaluate_split
 from mt.experiment import Experiment
-from mt.plot import load_train_log, plot
+from mt.info import experiment_info
+from mt.plot import plot
 from mt.report import build_report, report
-from mt.train import train
-
+from mt.train_log import load_train_log
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -34,17 +34,13 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Experiment:
-    """Tokenizer, data, 30 steps with validation every 10, and the test split translated and scored."""
-    exp, cfg = tiny_experiment(
-        tmp_path_factory.mktemp("report"), {"train": 300, "valid": 20, "test": 20},
-        model=dict(enc_layers=1, dec_layers=2, dropout=0.0),
-        train=dict(max_steps=30, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=5, valid_every=10, save_every=30),
-        decode=dict(max_len_b=10, beam=2),
-    )
+def experiment(trained_experiment, tmp_path_factory) -> Experiment:
+    """A copy of conftest's trained experiment (40 steps, validation every 15) with its test split
+    translated and scored."""
+    exp = Experiment(tmp_path_factory.mktemp("report") / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
     with one_thread():
-        train(exp, cfg)
-        evaluate_split(exp, cfg, "test")
+        evaluate_split(exp, exp.load_config(), "test")
     return exp
 
 
@@ -75,6 +71,20 @@ def test_a_resumed_log_reads_as_one_run(tmp_path):
     assert [r["step"] for r in train] == [10, 20, 30, 40]
     assert train[2]["loss"] == 1.0
     assert [r["step"] for r in valid] == [20]
+
+
+def test_info_reads_a_resumed_log_as_plot_does(experiment, tmp_path):
+    resumed = Experiment(tmp_path / "exp")
+    resumed.root.mkdir()
+    shutil.copy(experiment.config_path, resumed.config_path)
+    records = [{"step": s, "loss": 10.0 - s, "ppl": 9.0, "tgt_tokens_per_s": 100, "elapsed": s} for s in (10, 20, 30)]
+    records.append({"step": 30, "valid_loss": 0.2, "valid_nll": 0.1, "valid_ppl": 1.11, "elapsed": 30})
+    records += [{"step": 20, "loss": 1.5, "ppl": 4.5, "tgt_tokens_per_s": 200, "elapsed": 20},  # resumed at 20
+                {"step": 20, "valid_loss": 1.2, "valid_nll": 1.0, "valid_ppl": 2.72, "elapsed": 20}]
+    resumed.train_log_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    training = experiment_info(resumed)["training"]
+    assert training["last step"] == 20 and training["train loss / ppl"] == "1.500 / 4.50"
+    assert training["best valid ppl"] == "2.72 (step 20)"  # step 30's validation belonged to the superseded run
 
 
 def test_report_is_one_page_with_every_section(experiment, tmp_path):
@@ -123,3 +133,11 @@ def test_cli_report_and_plot(experiment, tmp_path):
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(tmp_path / "r.html") and (tmp_path / "r.html").stat().st_size > 50_000
+
+
+def test_the_scores_record_how_they_were_decoded(experiment):
+    from mt.evaluate import decode_record
+    from mt.translate import InferenceOptions
+
+    saved = json.loads(experiment.score_path("test").read_text())
+    assert saved["decode"] == decode_record(experiment.load_config().decode, InferenceOptions())  # as `mt run` compares

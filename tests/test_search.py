@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import tiny_model
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search, length_penalty
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -24,13 +25,6 @@ A, B = 4, 5  # the two real tokens of the small vocabularies below
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-
-def tiny_model(vocab: int = 32, seed: int = 0, max_positions: int = 64) -> Transformer:
-    torch.manual_seed(seed)
-    return Transformer(
-        vocab, vocab, d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=2, max_positions=max_positions
-    ).eval()
 
 
 def sources(lengths: list[int], vocab: int = 32, seed: int = 0) -> torch.Tensor:
@@ -340,7 +334,7 @@ def test_exact_stop_waits_for_the_live_hypothesis_that_wins(use_cache, penalty, 
     assert hyps[0].score == pytest.approx(BBB_LOGPROB / length_penalty(4.0, alpha, penalty), abs=1e-6)
     assert hyps[0].logprob == pytest.approx(BBB_LOGPROB, abs=1e-6)
     assert beam_search(model, sources([3]), beam=2, alpha=alpha, penalty=penalty, max_len_a=0,
-                       max_len_b=10)[0][0].tokens == [B, B, B]  # exact is the default
+                       max_len_b=10)[0][0].tokens == [A]  # early is the default (bench/search_stop.py)
 
 
 def test_exact_stop_ends_when_no_live_hypothesis_can_win():
@@ -354,7 +348,8 @@ def test_exact_stop_ends_when_no_live_hypothesis_can_win():
             return super().decode(tgt_ids, memory, src_mask, cache)
 
     model = Counting(EARLY, EARLY_DEFAULT)
-    (best,) = beam_search(model, sources([3]), beam=2, alpha=0.0, max_len_a=0, max_len_b=40, use_cache=False)[0]
+    (best,) = beam_search(model, sources([3]), beam=2, alpha=0.0, max_len_a=0, max_len_b=40, use_cache=False,
+                          stop="exact")[0]
     assert best.tokens == [A]
     assert len(steps) <= 4  # step 2 ends "A"; by step 3 or 4 every live log-probability is below it
 

@@ -112,10 +112,10 @@ def test_train_tokenizer_step_joint_and_refuses_overwrite(tmp_path):
     assert summary["sentences"] == {"src": 400, "tgt": 400}
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
     assert src_tok is tgt_tok
-    before = model_path(exp.spm_prefix("joint")).read_bytes()
+    before = exp.spm_model_path("joint").read_bytes()
     with pytest.raises(MtError, match="already has a tokenizer; nothing overwritten"):
         train_tokenizer(exp, cfg)
-    assert model_path(exp.spm_prefix("joint")).read_bytes() == before
+    assert exp.spm_model_path("joint").read_bytes() == before
     assert not [p for p in exp.tokenizer_dir.iterdir() if p.name.startswith(".")]
 
 

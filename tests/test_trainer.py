@@ -1,5 +1,6 @@
-"""mt.train's Trainer and loop: update_freq, bf16, skipped non-finite updates, the cooldown, validation
-BLEU, patience, keep_last, --init-from, and `mt average` through the CLI.
+"""mt.trainer, mt.train_setup, mt.training_state and mt.train's loop: update_freq, weight decay, bf16,
+fp16, skipped non-finite updates, the cooldown across a resume, late dropout, validation BLEU,
+patience, keep_last, --init-from, and `mt average` through the CLI.
 
 `build_experiment` (also used by test_resume.py and test_distributed.py) makes a tiny experiment in
 a temporary directory through the library: generated German-English word-for-word pairs, a 100-piece
@@ -33,8 +34,10 @@ from mt.experiment import Experiment, write_text_atomic
 from mt.model import FeedForward
 from mt.search import greedy_search
 from mt.tokenizer import EOS_ID, train_tokenizer
-from mt.schedule import cooldown_factor, inverse_sqrt_lr
-from mt.train import Trainer, train
+from mt.schedule import inverse_sqrt_lr
+from mt.train import train, validate_run
+from mt.train_setup import build_training
+from mt.training_state import resume_training, save_training, start_from_weights, training_checkpoint
 
 
 
@@ -108,21 +111,21 @@ def test_update_freq_k_equals_one_batch_of_k_times_the_rows(base, tmp_path):
     # noise in a near-zero gradient could flip it. A large eps makes the update Lipschitz in g, so
     # that 1e-6 on the parameters tests the gradients.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0, update_freq=3, adam_eps=1e-3)
-    accumulated = Trainer(exp, cfg)
-    order = make_batches(accumulated.train_data.src_lens, accumulated.train_data.tgt_lens, cfg.train.max_tokens,
+    accumulated = build_training(exp, cfg).trainer
+    order = make_batches(accumulated.stream.data.src_lens, accumulated.stream.data.tgt_lens, cfg.train.max_tokens,
                          cfg.train.seed, 0)
     stats = accumulated.step()  # update_freq 3: the first three batches of the seeded order
-    assert accumulated.batch_in_epoch == 3 and accumulated.step_count == 1
+    assert accumulated.stream.batch_in_epoch == 3 and accumulated.state.step == 1
 
-    whole = Trainer(exp, cfg)
-    big = collate(whole.train_data, np.concatenate(order[:3]))
+    whole = build_training(exp, cfg).trainer
+    big = collate(whole.stream.data, np.concatenate(order[:3]))
     assert big.size == sum(len(b) for b in order[:3])
     whole_stats = whole.step([big])
     assert stats["tgt_tokens"] == whole_stats["tgt_tokens"] == big.n_tgt_tokens
     assert stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-6)
     assert_params_close(params(accumulated.model), params(whole.model), atol=1e-6)
     assert not all(torch.equal(a, b) for a, b in zip(params(whole.model).values(),
-                                                       params(Trainer(exp, cfg).model).values()))
+                                                       params(build_training(exp, cfg).trainer.model).values()))
 
 
 # -- Sec. 5.3: Adam's hyperparameters ----------------------------------------------------------------------
@@ -134,7 +137,7 @@ def test_the_optimizer_of_a_default_config_is_the_papers_adam(base, tmp_path):
     assert (defaults.adam_beta1, defaults.adam_beta2, defaults.adam_eps, defaults.weight_decay) == (0.9, 0.98, 1e-9, 0.0)
     exp, cfg = copy_experiment(base, tmp_path / "exp")
     assert (cfg.train.adam_beta1, cfg.train.adam_beta2, cfg.train.adam_eps) == (0.9, 0.98, 1e-9)
-    optimizer = Trainer(exp, cfg).optimizer
+    optimizer = build_training(exp, cfg).trainer.optimizer
     assert isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)) and optimizer.param_groups
     for group in optimizer.param_groups:
         assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9 and group["weight_decay"] == 0.0
@@ -148,12 +151,12 @@ def test_weight_decay_is_decoupled_and_spares_biases_and_layernorm(base, tmp_pat
     # decayed and undecayed updates differ by exactly lr * wd * p for matrices and embeddings, and
     # not at all for biases and LayerNorm (coupled L2 would also change the gradient and so Adam's step).
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
-    plain = Trainer(exp, cfg)
+    plain = build_training(exp, cfg).trainer
     exp_wd, cfg_wd = copy_experiment(base, tmp_path / "wd", model__dropout=0.0, weight_decay=0.5)
-    decayed = Trainer(exp_wd, cfg_wd)
+    decayed = build_training(exp_wd, cfg_wd).trainer
     start = params(plain.model)
     assert_params_close(start, params(decayed.model), atol=0)
-    batch = plain.next_batch()
+    batch = plain.stream.next_batch()
     stats = plain.step([batch])
     decayed.step([batch])
     lr = stats["lr"]
@@ -172,16 +175,18 @@ def test_weight_decay_is_decoupled_and_spares_biases_and_layernorm(base, tmp_pat
 @pytest.mark.parametrize("before, after", [(0.0, 0.05), (0.05, 0.0), (0.05, 0.1)])
 def test_resume_takes_weight_decay_and_betas_from_the_config_and_keeps_each_moment(base, tmp_path, before, after):
     exp, cfg = copy_experiment(base, tmp_path / "exp", weight_decay=before)
-    trainer = Trainer(exp, cfg)
+    run = build_training(exp, cfg)
+    trainer = run.trainer
     trainer.step()
     trainer.step()
-    trainer.save()
+    save_training(run)
     names = {id(p): name for name, p in trainer.model.named_parameters()}
     moments = {names[id(p)]: s["exp_avg_sq"].clone() for p, s in trainer.optimizer.state.items()}
 
     cfg.train.weight_decay, cfg.train.adam_beta2 = after, 0.95
-    resumed = Trainer(exp, cfg)
-    assert resumed.resume() and resumed.step_count == 2
+    run = build_training(exp, cfg)
+    resumed = run.trainer
+    assert resume_training(run) and resumed.state.step == 2
     names = {id(p): name for name, p in resumed.model.named_parameters()}
     got = {names[id(p)]: s["exp_avg_sq"] for p, s in resumed.optimizer.state.items()}
     assert got.keys() == moments.keys() and all(torch.equal(got[k], moments[k]) for k in got)
@@ -189,7 +194,7 @@ def test_resume_takes_weight_decay_and_betas_from_the_config_and_keeps_each_mome
     decay = {names[id(p)]: g["weight_decay"] for g in resumed.optimizer.param_groups for p in g["params"]}
     assert decay == {name: after if p.dim() >= 2 else 0.0 for name, p in resumed.model.named_parameters()}
     resumed.step()  # and it trains on
-    assert resumed.step_count == 3
+    assert resumed.state.step == 3
 
 
 def test_negative_weight_decay_is_refused():
@@ -205,11 +210,11 @@ def test_negative_weight_decay_is_refused():
 
 def test_bf16_step_on_cpu(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", precision="bf16")
-    trainer = Trainer(exp, cfg)
+    trainer = build_training(exp, cfg).trainer
     before = params(trainer.model)
     stats = [trainer.step() for _ in range(2)]
     assert all(math.isfinite(s["loss"]) and math.isfinite(s["grad_norm"]) and not s["skipped"] for s in stats)
-    assert trainer.step_count == 2
+    assert trainer.state.step == 2
     after = params(trainer.model)
     assert all(p.dtype == torch.float32 for p in after.values())  # autocast: fp32 weights, bf16 matmuls
     assert any(not torch.equal(before[k], after[k]) for k in before)
@@ -219,14 +224,15 @@ def test_precision_auto_trains_in_what_it_timed_faster_and_stays_auto_on_disk(ba
     # Which one wins depends on this CPU; either way the step must run in exactly that precision,
     # and the saved config keeps `auto` so that a resume on another machine decides again.
     exp, cfg = copy_experiment(base, tmp_path / "exp", precision="auto", model__dropout=0.0)
-    auto = Trainer(exp, cfg)
-    chosen = auto.tcfg.precision
-    assert chosen in ("fp32", "bf16", "fp16") and auto.cfg.train.precision == chosen
+    run = build_training(exp, cfg)
+    auto = run.trainer
+    chosen = auto.precision
+    assert chosen in ("fp32", "bf16", "fp16") and run.cfg.train.precision == chosen
     assert cfg.train.precision == exp.load_config().train.precision == "auto"
-    batch = auto.next_batch()
+    batch = auto.stream.next_batch()
     loss = auto.step([batch])["loss"]
     for precision in ("fp32", "bf16", "fp16"):
-        fixed = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision)))
+        fixed = build_training(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))).trainer
         assert (fixed.step([batch])["loss"] == loss) == (precision == chosen), precision
 
 
@@ -234,28 +240,30 @@ def test_fp16_on_the_cpu_is_closer_to_fp32_than_bf16_and_trains_under_a_loss_sca
     # fp16 keeps 10 mantissa bits to bf16's 7: the same step's loss must land nearer fp32's, which
     # also shows that it ran in fp16 and not in either of the others.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
-    batch = Trainer(exp, cfg).next_batch()
+    batch = build_training(exp, cfg).trainer.stream.next_batch()
     losses = {}
     for precision in ("fp32", "bf16", "fp16"):
-        trainer = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision)))
+        trainer = build_training(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))).trainer
         assert (trainer.scaler is not None) == (precision == "fp16")
         losses[precision] = trainer.step([batch])["loss"]
     assert 0 < abs(losses["fp16"] - losses["fp32"]) < abs(losses["bf16"] - losses["fp32"])
     # A summed loss overflows fp16 under the scaler's first scale (2^16): that update is skipped as
     # the scale's doing (not a bad update), the scale halves, and training goes on to real updates.
-    fp16 = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    fp16_run = build_training(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    fp16 = fp16_run.trainer
     before = params(fp16.model)
     scales, steps = [fp16.scaler.get_scale()], []
-    while fp16.step_count == 0 and len(steps) < 20:
+    while fp16.state.step == 0 and len(steps) < 20:
         steps.append(fp16.step([batch]))
         scales.append(fp16.scaler.get_scale())
-    assert steps[0]["skipped"] and fp16.bad_in_row == 0 and fp16.step_count == 1
+    assert steps[0]["skipped"] and fp16.bad_in_row == 0 and fp16.state.step == 1
     assert scales[1] == scales[0] / 2 and not steps[-1]["skipped"]
     assert any(not torch.equal(before[k], v) for k, v in params(fp16.model).items())
-    fp16.save()  # a resume continues under the learned scale, not from 2^16 again
-    resumed = Trainer(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    save_training(fp16_run)  # a resume continues under the learned scale, not from 2^16 again
+    run = build_training(exp, dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16")))
+    resumed = run.trainer
     assert resumed.scaler.get_scale() == scales[0]
-    assert resumed.resume() and resumed.scaler.get_scale() == scales[-1] < scales[0]
+    assert resume_training(run) and resumed.scaler.get_scale() == scales[-1] < scales[0]
 
 
 # -- non-finite updates --------------------------------------------------------------------------------
@@ -263,13 +271,13 @@ def test_fp16_on_the_cpu_is_closer_to_fp32_than_bf16_and_trains_under_a_loss_sca
 
 def test_a_non_finite_loss_skips_the_update(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp")
-    trainer = Trainer(exp, cfg)
+    trainer = build_training(exp, cfg).trainer
     with torch.no_grad():
         trainer.model.output.weight[7, 3] = float("nan")  # tied: every logit of token 7 is nan
     before = params(trainer.model)
     stats = trainer.step()
     assert stats["skipped"] and math.isnan(stats["loss"])
-    assert trainer.step_count == 0 and trainer.skipped == 1 and trainer.bad_in_row == 1
+    assert trainer.state.step == 0 and trainer.state.skipped == 1 and trainer.bad_in_row == 1
     assert all(p.grad is None for p in trainer.model.parameters())  # gradients dropped
     assert trainer.optimizer.state_dict()["state"] == {}  # Adam never stepped
     for name, value in params(trainer.model).items():
@@ -279,7 +287,7 @@ def test_a_non_finite_loss_skips_the_update(base, tmp_path):
         trainer.model.output.weight[7, 3] = 0.0
     stats = trainer.step()
     assert not stats["skipped"] and math.isfinite(stats["loss"])
-    assert trainer.step_count == 1 and trainer.skipped == 1 and trainer.bad_in_row == 0
+    assert trainer.state.step == 1 and trainer.state.skipped == 1 and trainer.bad_in_row == 0
 
 
 def poisoned(state: dict, token: int) -> dict:
@@ -295,8 +303,8 @@ def test_skipped_updates_are_logged_and_training_goes_on(base, tmp_path):
     """A nan in the source embedding of one piece spoils exactly the batches that contain it."""
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__tie_embeddings=False, log_every=2, max_steps=12,
                                max_bad_steps=100, max_tokens=100)
-    trainer = Trainer(exp, cfg)
-    data = trainer.train_data
+    run = build_training(exp, cfg)
+    data = run.train_data
     sequence = [batch for epoch in range(3) for batch in
                 make_batches(data.src_lens, data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, epoch)]
 
@@ -312,7 +320,7 @@ def test_skipped_updates_are_logged_and_training_goes_on(base, tmp_path):
 
     counts = np.bincount(np.concatenate([data.src(i) for i in range(len(data))]), minlength=100)
     token = next(t for t in np.argsort(counts) if counts[t] and 1 <= skips(int(t)) <= 6)
-    save_checkpoint(tmp_path / "nan.pt", poisoned(trainer.state(), int(token)))
+    save_checkpoint(tmp_path / "nan.pt", poisoned(training_checkpoint(run), int(token)))
 
     summary = train(exp, cfg, init_from=str(tmp_path / "nan.pt"))
     assert summary["steps"] == 12 and summary["skipped"] == skips(int(token))
@@ -343,21 +351,6 @@ def test_too_many_bad_updates_in_a_row_stop_naming_the_last_checkpoint(base, tmp
 # -- learning rate: cooldown ---------------------------------------------------------------------------
 
 
-def test_cooldown_factor():
-    assert cooldown_factor(0.5, 0.0) is None
-    assert cooldown_factor(0.7, 0.25) is None
-    assert cooldown_factor(0.75, 0.25) == 1.0
-    assert cooldown_factor(0.875, 0.25) == 0.5
-    assert cooldown_factor(1.0, 0.25) == 0.0
-    assert cooldown_factor(1.5, 0.25) == 0.0
-    # 1 - sqrt of the cooldown's elapsed share: half the lr a quarter of the way in, 0 at the end.
-    assert cooldown_factor(0.7, 0.25, "1-sqrt") is None
-    assert cooldown_factor(0.75, 0.25, "1-sqrt") == 1.0
-    assert cooldown_factor(0.8125, 0.25, "1-sqrt") == pytest.approx(0.5)
-    assert cooldown_factor(0.875, 0.25, "1-sqrt") == pytest.approx(1 - 0.5**0.5)
-    assert cooldown_factor(1.0, 0.25, "1-sqrt") == 0.0
-
-
 def test_cooldown_by_steps_is_linear_to_zero_and_resumes(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, cooldown=0.25, warmup_steps=2, lr_peak=1e-3,
                                log_every=1, save_every=7)
@@ -372,31 +365,16 @@ def test_cooldown_by_steps_is_linear_to_zero_and_resumes(base, tmp_path):
 
     # Killed after update 7 (step_7.pt becomes last.pt) and resumed: update 8 gets the same lr.
     shutil.copy(exp.checkpoint_path("step_7"), exp.checkpoint_path("last"))
-    trainer = Trainer(exp, cfg)
-    assert trainer.resume() and trainer.step_count == 7
-    assert trainer.learning_rate(8) == lrs[7]
-    assert Trainer(exp, cfg).learning_rate(8) != lrs[7]  # without the saved start of the cooldown
+    run = build_training(exp, cfg)
+    assert resume_training(run) and run.trainer.state.step == 7
+    assert lr_at(run.trainer, 8) == lrs[7]
+    assert lr_at(build_training(exp, cfg).trainer, 8) != lrs[7]  # without the saved start of the cooldown
 
 
-def test_cooldown_by_time(base, tmp_path):
-    exp, cfg = copy_experiment(base, tmp_path / "exp", max_time=100.0, cooldown=0.2, warmup_steps=4, lr_peak=1e-3)
-    trainer = Trainer(exp, cfg)
-    expected = []
-    for step, elapsed in ((1, 0.0), (2, 50.0), (10, 79.0), (11, 80.0), (12, 90.0), (13, 95.0), (14, 100.0)):
-        trainer.elapsed = elapsed
-        expected.append(trainer.learning_rate(step))
-    start = inverse_sqrt_lr(11, 4, 1e-3)
-    assert expected[:3] == [inverse_sqrt_lr(s, 4, 1e-3) for s in (1, 2, 10)]
-    assert expected[3:] == pytest.approx([start, start * 0.5, start * 0.25, 0.0], rel=1e-12)
-    assert trainer.state()["cooldown_from"] == start  # saved: a resumed run decays from the same value
-
-    cfg.train.cooldown_shape = "1-sqrt"
-    trainer = Trainer(exp, cfg)
-    lrs = []
-    for step, elapsed in ((10, 79.0), (11, 80.0), (12, 85.0), (13, 95.0)):
-        trainer.elapsed = elapsed
-        lrs.append(trainer.learning_rate(step))
-    assert lrs == pytest.approx([inverse_sqrt_lr(10, 4, 1e-3), start, start * 0.5, start * (1 - 0.75**0.5)], rel=1e-12)
+def lr_at(trainer, step: int) -> float:
+    """The lr the trainer's schedule gives update `step` from its state now (time, the cooldown's start)."""
+    progress = trainer.schedule.progress(step, trainer.state.elapsed)
+    return trainer.schedule.lr(step, progress, trainer.state.cooldown_from)[0]
 
 
 # -- late dropout (train.early_dropout) -------------------------------------------------------------------
@@ -405,37 +383,37 @@ def test_cooldown_by_time(base, tmp_path):
 def test_early_dropout_then_model_dropout_from_a_share_of_the_steps(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "late", model__dropout=0.3, model__activation_dropout=0.2,
                                early_dropout=0.0, early_dropout_until=0.5, max_steps=4)
-    late = Trainer(exp, cfg)
-    assert len(late._scheduled_dropouts) == 7  # 2 embeddings, 2 encoder + 3 decoder sub-layers
+    late = build_training(exp, cfg).trainer
+    assert len(late.dropouts) == 7  # 2 embeddings, 2 encoder + 3 decoder sub-layers
     # Updates 1 and 2 start at 0/4 and 1/4 of the budget: no sub-layer dropout, so exactly the updates of
     # a model whose model.dropout is 0 (same seed, same batches, the same activation dropout masks; one
     # trainer after the other, as each seeds torch's generator).
     late_losses = [late.step()["loss"] for _ in range(2)]
     exp0, cfg0 = copy_experiment(base, tmp_path / "none", model__dropout=0.0, model__activation_dropout=0.2,
                                  max_steps=4)
-    plain = Trainer(exp0, cfg0)
+    plain = build_training(exp0, cfg0).trainer
     assert late_losses == [plain.step()["loss"] for _ in range(2)]
     assert_params_close(params(late.model), params(plain.model), atol=0)
     # Update 3 starts half-way: model.dropout's 0.3 from there on.
     late.step()
-    assert {m.p for m in late._scheduled_dropouts} == {0.3}
+    assert {m.p for m in late.dropouts} == {0.3}
     assert {m.dropout.p for m in late.model.modules() if isinstance(m, FeedForward)} == {0.2}  # untouched
 
 
 def test_early_dropout_by_time_and_off_by_default(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.3, early_dropout=0.1,
                                early_dropout_until=0.4, max_time=100.0)
-    trainer = Trainer(exp, cfg)
+    trainer = build_training(exp, cfg).trainer
     rates = []
     for elapsed in (0.0, 39.9, 40.0, 99.0):
-        trainer.elapsed = elapsed
-        rates.append(trainer.schedule_dropout(trainer.step_count + 1))
+        trainer.state.elapsed = elapsed
+        rates.append(trainer.schedule_dropout(trainer.state.step + 1))
     assert rates == [0.1, 0.1, 0.3, 0.3]
-    assert {m.p for m in trainer._scheduled_dropouts} == {0.3}
+    assert {m.p for m in trainer.dropouts} == {0.3}
 
     exp, cfg = copy_experiment(base, tmp_path / "off", model__dropout=0.3, max_time=100.0)
-    trainer = Trainer(exp, cfg)
-    trainer.elapsed = 0.0
+    trainer = build_training(exp, cfg).trainer
+    trainer.state.elapsed = 0.0
     assert trainer.schedule_dropout(1) == 0.3
 
 
@@ -465,19 +443,20 @@ def test_validation_bleu_on_a_sample_with_raw_references(base, tmp_path):
     assert load_checkpoint(exp.checkpoint_path("best"))["step"] == best_step
 
     # The sample: references are the raw lines of the pairs binarize kept (one was dropped).
-    trainer = Trainer(exp, cfg)
-    trainer.resume()
-    metrics = trainer.validate()
-    sample = trainer._bleu
+    run = build_training(exp, cfg)
+    trainer = run.trainer
+    resume_training(run)
+    metrics = validate_run(run)
+    sample = run.bleu
     lines = np.load(exp.data_dir / "valid.lines.npy")
     assert 3 not in lines.tolist() and len(sample.indices) == 12
     _, refs = load_split(cfg.data, "valid")
     assert sample.refs == [refs[lines[i]] for i in sample.indices]
     bleu, hyps = sample.score(trainer.model, trainer.device, trainer.group)
     assert bleu == pytest.approx(metrics["valid_bleu"], abs=0.01)
-    src = collate(trainer.valid_data, sample.indices[:1]).src_ids
+    src = collate(run.valid_data, sample.indices[:1]).src_ids
     first = greedy_search(trainer.model, src, cfg.decode.max_len_a, cfg.decode.max_len_b)[0]
-    assert hyps[0] == trainer.tgt_tok.decode([first.tokens])[0]
+    assert hyps[0] == run.tgt_tok.decode([first.tokens])[0]
 
 
 def test_patience_stops_after_validations_without_improvement(base, tmp_path):
@@ -525,10 +504,10 @@ def test_init_from_starts_from_exactly_those_weights(base, tmp_path):
     assert state["optimizer"]["state"] == {}  # a fresh optimizer
     assert state["init_from"] == str(pre.checkpoint_path("best"))
 
-    trainer = Trainer(fine, fcfg)
-    trainer.init_from(str(pre.checkpoint_path("last")))  # a checkpoint file works too
-    assert trainer.step_count == 0 and trainer.learning_rate(1) == inverse_sqrt_lr(1, fcfg.train.warmup_steps,
-                                                                                     fcfg.train.lr_peak)
+    run = build_training(fine, fcfg)
+    start_from_weights(run, str(pre.checkpoint_path("last")))  # a checkpoint file works too
+    assert run.trainer.state.step == 0 and lr_at(run.trainer, 1) == inverse_sqrt_lr(1, fcfg.train.warmup_steps,
+                                                                                  fcfg.train.lr_peak)
 
 
 def test_init_from_refuses_another_tokenizer_or_model(base, tmp_path):

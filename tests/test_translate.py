@@ -1,7 +1,7 @@
 """Translating: streaming order, empty and over-long lines, output formats, ensembles, fast modes.
 
-A tiny experiment (tokenizer + binarized data + a 40-step model) is built once through the library;
-the streaming checks pipe real processes through `python -m mt translate`.
+On conftest's tiny trained experiment (tokenizer + binarized data + a 40-step model, built once
+through the library); the streaming checks pipe real processes through `python -m mt translate`.
 """
 
 from __future__ import annotations
@@ -13,24 +13,11 @@ import sys
 
 import pytest
 
-from toy import one_thread, tiny_experiment, toy_corpus
+from toy import toy_corpus
+from mt.batching import length_groups
+from mt.errors import ConfigError
 from mt.experiment import Experiment
-from mt.train import train
-from mt.translate import Sampling, Translator
-
-
-
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Experiment:
-    exp, cfg = tiny_experiment(
-        tmp_path_factory.mktemp("translate"), {"train": 400, "valid": 30, "test": 30},
-        model=dict(enc_layers=1, dec_layers=1, dropout=0.0),
-        train=dict(max_steps=40, max_tokens=600, lr_peak=3e-3, warmup_steps=10, log_every=20, valid_every=40, save_every=20),
-        decode=dict(max_len_b=10),
-    )
-    with one_thread():
-        train(exp, cfg)
-    return exp
+from mt.translate import InferenceOptions, Sampling, Translator
 
 
 def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.CompletedProcess:
@@ -39,33 +26,33 @@ def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.Complet
                           input=stdin.encode(), capture_output=True, env=env, timeout=300)
 
 
-def test_ten_thousand_lines_come_out_in_order_with_empty_lines(experiment):
+def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experiment):
     distinct = toy_corpus(40, seed=99)[0]
-    translator = Translator(experiment, experiment.load_config())
+    translator = Translator(trained_experiment, trained_experiment.load_config())
     alone = {line: translator.translate([line])[0] for line in distinct}
     assert len(set(alone.values())) > 5, "the tiny model must tell inputs apart for this test to mean anything"
     rng = random.Random(5)
     lines = [rng.choice(distinct) if rng.random() > 0.1 else "" for _ in range(10_000)]
-    done = mt_translate(experiment, "\n".join(lines) + "\n", "--beam", "1", "--max-len-b", "4")
+    done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--beam", "1", "--max-len-b", "4")
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode().split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
-    greedy = Translator(experiment, experiment.load_config())
+    greedy = Translator(trained_experiment, trained_experiment.load_config())
     greedy.decode_cfg.beam, greedy.decode_cfg.max_len_b = 1, 4
     expected = {line: greedy.translate([line])[0] for line in distinct}
     assert out[:-1] == [expected[line] if line else "" for line in lines]
 
 
-def test_a_very_long_line_is_cut_with_a_warning(experiment):
+def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
     long_line = ("Der Hund läuft im Park. " * 5000)[:100_000]
-    done = mt_translate(experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
+    done = mt_translate(trained_experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
     assert done.returncode == 0, done.stderr.decode()
     assert len(done.stdout.decode().split("\n")) == 4
     assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()
 
 
-def test_nbest_and_scores_formats(experiment):
-    done = mt_translate(experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
+def test_nbest_and_scores_formats(trained_experiment):
+    done = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
     assert done.returncode == 0, done.stderr.decode()
     rows = [line.split("\t") for line in done.stdout.decode().splitlines()]
     assert [r[0] for r in rows] == ["1", "1", "1", "2", "3", "3", "3"]
@@ -73,13 +60,13 @@ def test_nbest_and_scores_formats(experiment):
         scores = [float(r[1]) for r in line_rows]
         assert scores == sorted(scores, reverse=True)
     assert rows[3] == ["2", "0.0000", ""]
-    scored = mt_translate(experiment, "Ein Mann läuft.\n", "--scores")
+    scored = mt_translate(trained_experiment, "Ein Mann läuft.\n", "--scores")
     score, text = scored.stdout.decode().rstrip("\n").split("\t")
     assert float(score) == float(rows[0][1]) and text == rows[0][2]
 
 
-def test_sampling_is_seeded_and_differs_from_search(experiment):
-    translator = Translator(experiment, experiment.load_config())
+def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
+    translator = Translator(trained_experiment, trained_experiment.load_config())
     lines = toy_corpus(20, seed=3)[0]
     first = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
     again = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
@@ -87,16 +74,16 @@ def test_sampling_is_seeded_and_differs_from_search(experiment):
     assert first == again
     assert first != other
     nucleus = translator.search(lines, sampling=Sampling(top_k=1, seed=9))
-    greedy = Translator(experiment, experiment.load_config())
+    greedy = Translator(trained_experiment, trained_experiment.load_config())
     greedy.decode_cfg.beam = 1
     assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
 
 
-def test_ensemble_of_one_model_twice_equals_the_model(experiment):
-    cfg = experiment.load_config()
+def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
+    cfg = trained_experiment.load_config()
     lines = toy_corpus(15, seed=4)[0]
-    single = Translator(experiment, cfg, "last").search(lines, nbest=2)
-    double = Translator(experiment, cfg, ["last", "last"]).search(lines, nbest=2)
+    single = Translator(trained_experiment, cfg, InferenceOptions("last")).search(lines, nbest=2)
+    double = Translator(trained_experiment, cfg, InferenceOptions(["last", "last"])).search(lines, nbest=2)
     assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
     for h1, h2 in zip(single, double):
         for (_, s1), (_, s2) in zip(h1, h2):
@@ -104,8 +91,32 @@ def test_ensemble_of_one_model_twice_equals_the_model(experiment):
 
 
 @pytest.mark.parametrize("precision,quantize", [("bf16", None), ("fp32", "int8")])
-def test_fast_modes_translate(experiment, precision, quantize):
-    cfg = experiment.load_config()
+def test_fast_modes_translate(trained_experiment, precision, quantize):
+    cfg = trained_experiment.load_config()
     lines = toy_corpus(10, seed=6)[0]
-    fast = Translator(experiment, cfg, None, "cpu", precision, quantize).translate(lines)
+    fast = Translator(trained_experiment, cfg, InferenceOptions(None, "cpu", precision, quantize)).translate(lines)
     assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
+
+
+def test_length_groups_keep_each_padded_batch_within_the_budget():
+    lengths = [5, 1, 9, 3, 3, 30, 2]
+    # sorted by length; (longest + 1) * rows <= 20; the over-long source (31 > 20) runs alone
+    assert length_groups(lengths, 20) == [[1, 6, 3, 4], [0, 2], [5]]
+    assert length_groups([], 20) == []
+
+
+@pytest.mark.parametrize("options, flag", [(dict(temperature=0.0), "--temperature"),
+                                           (dict(temperature=float("nan")), "--temperature"),
+                                           (dict(top_k=-1), "--top-k"), (dict(top_p=0.0), "--top-p"),
+                                           (dict(top_p=1.5), "--top-p")])
+def test_sampling_options_out_of_range_are_refused(options, flag):
+    with pytest.raises(ConfigError, match=flag):
+        Sampling(**options)
+
+
+def test_an_nbest_list_widens_a_narrower_beam(trained_experiment):
+    translator = Translator(trained_experiment, trained_experiment.load_config())
+    translator.decode_cfg.beam = 1  # greedy, unless n-best lists are asked for
+    lines = toy_corpus(5, seed=8)[0]
+    assert all(len(hyps) == 1 for hyps in translator.search(lines))
+    assert all(len(hyps) == 3 for hyps in translator.search(lines, nbest=3))

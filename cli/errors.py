@@ -1,0 +1,61 @@
+"""How `mt` ends: its exit code, and every failure as one `error:` line on stderr.
+
+Exit codes like ruff's: 0 ok, 1 a failure the input caused, 2 bad flags or config; 130 interrupted.
+The traceback is printed only with --debug (or MT_DEBUG set).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Callable
+
+import typer
+
+from mt import log
+from mt.errors import MtError
+
+
+def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
+    """Run the typer `app` on sys.argv: errors become one line on stderr and an exit code (sys.exit);
+    `debug` says (once the flags are parsed) whether to print the traceback too."""
+    from rich.markup import escape
+
+    try:  # recent typer vendors click as typer._click; older typer uses click itself
+        from typer._click import exceptions as click_errors
+    except ImportError:
+        from click import exceptions as click_errors
+
+    def fail(message: str, code: int) -> None:
+        log.console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+        sys.exit(code)
+
+    try:
+        code = app(standalone_mode=False)
+    except MtError as exc:
+        if debug() or os.environ.get("MT_DEBUG"):
+            traceback.print_exc()
+        fail(str(exc), exc.exit_code)
+    except click_errors.NoArgsIsHelpError:
+        sys.exit(2)  # typer has printed the help
+    except click_errors.ClickException as exc:  # bad flags: click's message, on one line
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        fail(" ".join(exc.format_message().split()) + hint, exc.exit_code)
+    except typer.Abort:
+        log.console.print("aborted")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        log.console.print("interrupted")
+        sys.exit(130)
+    except BrokenPipeError:  # `mt translate | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:  # disk full, permissions: not a bug in mt
+        if debug() or os.environ.get("MT_DEBUG"):
+            traceback.print_exc()
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail(f"{where}{exc.strerror or exc} (--debug shows where)", 1)
+    if isinstance(code, int) and code:
+        sys.exit(code)

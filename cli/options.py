@@ -1,0 +1,49 @@
+"""The options several `mt` subcommands share, declared once, and each command's help examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mt.errors import ConfigError
+
+
+def examples(*commands: str) -> str:
+    """A command's epilog: the commands of README.md's usage, one paragraph each (typer's rich help
+    keeps paragraphs apart, so a long command wraps within its own)."""
+    return "\n\n".join(["Examples:" if len(commands) > 1 else "Example:", *(f"  {c}" for c in commands)])
+
+
+def exp_dir(value):
+    """--exp: an experiment directory, or where the first step makes one; never a plain file."""
+    for path in value if isinstance(value, list) else [value]:
+        if path is not None and path.is_file():
+            raise ConfigError(f"--exp {path}: is a file, not an experiment directory")
+    return value
+
+
+# -- the experiment and its config --------------------------------------------------------------
+Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=exp_dir)]
+Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: section.field=value.")]
+
+# -- runtime knobs ------------------------------------------------------------------------------
+# Each command keeps its default: none (torch's choice) for train and run, 2 where one model decodes.
+Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
+Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or fp16 (GPU).")]
+Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
+Force = Annotated[bool, typer.Option(help="Replace --output if it exists.")]
+
+# -- decoding (decode.* for this call only) -----------------------------------------------------
+Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default 4 as the paper.")]
+Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default 0.6 as the paper.")]
+Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
+Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower).")]
+MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
+MaxLenB = Annotated[Optional[int], typer.Option()]
+DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
+Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, step_N or a .pt file.")]
+Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, step_N or a .pt file; several = an ensemble.")]

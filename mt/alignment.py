@@ -1,0 +1,126 @@
+"""Hard word alignments from cross-attention (Sec. 3.2.3), as `mt translate --alignments` prints them.
+
+Each output token is aligned to the source token its chosen layer's head-averaged cross-attention
+weighs most (EOS excluded on both sides), as fairseq's `--print-alignment` does. The weights come
+from one teacher-forced pass of the decoder over the translation found: the decoder's input is
+BOS y1 .. yn, so row t of a cross-attention matrix is the attention paid to the source while output
+token t was produced. Over whitespace-separated words the alignment is written in the Pharaoh
+format `i-j` (source word i, target word j, from 0): a word pair is aligned if any of their subword
+tokens are. The heatmaps of the same weights are `mt.attention`'s.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mt.errors import ConfigError
+from mt.model import Transformer, capture_attention
+from mt.search import Hypothesis
+from mt.tokenizer import BOS_ID, PAD_ID, Tokenizer
+
+
+def members(model) -> list[Transformer]:
+    """The Transformer(s) behind a model: an Ensemble's members, or the model itself."""
+    return list(getattr(model, "models", [model]))
+
+
+def check_layer(model, layer: int | None, flag: str, side: str = "decoder") -> int:
+    """A 1-based layer number from the command line (None: the last) -> a 0-based index; a one-line
+    error if the model has no such layer."""
+    count = min(len(getattr(m, side)) for m in members(model))
+    if layer is None:
+        return count - 1
+    if not 1 <= layer <= count:
+        raise ConfigError(f"{flag} {layer}: the model has {count} {side} layers (1-{count})")
+    return layer - 1
+
+
+def target_input(tokens: list[list[int]], device: torch.device) -> torch.Tensor:
+    """BOS + tokens, right-padded: (rows, longest + 1); position t predicts token t (EOS last)."""
+    width = max((len(t) for t in tokens), default=0) + 1
+    tgt_in = torch.full((len(tokens), width), PAD_ID, dtype=torch.long, device=device)
+    tgt_in[:, 0] = BOS_ID
+    for row, ids in enumerate(tokens):
+        if ids:
+            tgt_in[row, 1 : len(ids) + 1] = torch.tensor(ids, dtype=torch.long, device=device)
+    return tgt_in
+
+
+@torch.no_grad()
+def alignment_weights(model, src_ids: torch.Tensor, tokens: list[list[int]], layer: int) -> list[torch.Tensor]:
+    """Head-averaged cross-attention of decoder layer `layer` (0-based) for each row, (tgt, src),
+    averaged over the members of an ensemble; only that layer computes its weights explicitly."""
+    total = None
+    for member in members(model):
+        member.eval()
+        module = member.decoder[layer].cross_attn
+        with capture_attention([module]):
+            memory, src_mask = member.encode(src_ids)
+            member.decode_hidden(target_input(tokens, src_ids.device), memory, src_mask)
+            weights = module.weights.mean(dim=1)  # (rows, tgt, src)
+        total = weights if total is None else total + weights
+    average = (total / len(members(model))).cpu()
+    src_lens = (src_ids != PAD_ID).sum(dim=1).tolist()
+    return [average[row, : len(ids) + 1, : src_lens[row]] for row, ids in enumerate(tokens)]
+
+
+def hard_alignment(weights: torch.Tensor) -> list[tuple[int, int]]:
+    """(source token, output token) pairs: each output token with the source token it weighs most.
+
+    weights: (tgt_len, src_len) with EOS last on both sides; EOS rows and columns take no part
+    (the source EOS often collects attention that says nothing about alignment).
+    """
+    if weights.size(0) < 2 or weights.size(1) < 2:
+        return []
+    best = weights[:-1, :-1].argmax(dim=1).tolist()
+    return [(i, j) for j, i in enumerate(best)]
+
+
+def source_word_index(pieces: list[str]) -> list[int]:
+    """For each piece of an encoded line, the index of the line's whitespace-separated word it is
+    part of: SentencePiece marks every word start (a run of whitespace in the input) with "▁"."""
+    index, word = [], -1
+    for piece in pieces:
+        word += piece.startswith("\u2581")
+        index.append(max(word, 0))
+    return index
+
+
+def output_word_index(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
+    """For each generated token, the index of the whitespace-separated word of the decoded
+    translation it falls in (decoding can add spaces, around an unknown token's " ⁇ " say, so the
+    decoded prefixes are counted; a lone "▁" counts with the word before it)."""
+    if not ids:
+        return []
+    prefixes = tokenizer.decode([ids[: k + 1] for k in range(len(ids))])
+    return [max(len(text.split()) - 1, 0) for text in prefixes]
+
+
+def word_alignment(pairs: list[tuple[int, int]], src_words: list[int], tgt_words: list[int]) -> str:
+    """Subword pairs -> the Pharaoh line over words: "i-j ...", sorted, each pair once."""
+    words = sorted({(src_words[i], tgt_words[j]) for i, j in pairs})
+    return " ".join(f"{i}-{j}" for i, j in words)
+
+
+def word_alignments(
+    model,
+    src_ids: torch.Tensor,  # (sentences, src_len)
+    src_encoded: list[list[int]],  # each sentence's source ids, without EOS
+    hyps: list[list[Hypothesis]],  # each sentence's hypotheses
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    layer: int,
+) -> list[list[str]]:
+    """The word alignment (Pharaoh line) of every hypothesis of every sentence."""
+    rows = [s for s, sentence in enumerate(hyps) for _ in sentence]
+    if not rows:
+        return [[] for _ in hyps]
+    tokens = [h.tokens for sentence in hyps for h in sentence]
+    row_ids = src_ids.index_select(0, torch.tensor(rows, device=src_ids.device))
+    weights = iter(alignment_weights(model, row_ids, tokens, layer))
+    src_words = [source_word_index(src_tok.pieces(ids)) for ids in src_encoded]
+    result = []
+    for s, sentence in enumerate(hyps):
+        result.append([word_alignment(hard_alignment(next(weights)), src_words[s], output_word_index(tgt_tok, h.tokens))
+                       for h in sentence])
+    return result
