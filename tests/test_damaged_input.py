@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from toy import one_thread, toy_corpus
+from toy import one_thread, tiny_config, toy_corpus
 from mt.binarize import binarize
 from mt.checkpoint import FORMAT, load_checkpoint, resolve_checkpoint, save_checkpoint
 from mt.config import ExperimentConfig, ModelConfig, save_yaml
@@ -53,13 +53,8 @@ def write_pairs(root: Path, split: str, n: int) -> None:
 
 
 def config(root: Path, splits: tuple[str, ...]) -> ExperimentConfig:
-    cfg = ExperimentConfig()
-    for split in splits:
-        setattr(cfg.data, f"{split}_prefix", str(root / split))
-    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
-    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
-    cfg.train.__dict__.update(max_steps=2, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=1,
-                              valid_every=2, save_every=2)
+    cfg = tiny_config(root, splits)
+    cfg.train.__dict__.update(max_steps=2, log_every=1, valid_every=2, save_every=2)
     cfg.decode.max_len_b = 5
     return cfg
 

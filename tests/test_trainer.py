@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from toy import toy_corpus
+from toy import tiny_config, toy_corpus
 from mt.batching import collate, make_batches
 from mt.binarize import binarize
 from mt.checkpoint import load_checkpoint, save_checkpoint
@@ -39,18 +39,6 @@ from mt.train import train, validate_run
 from mt.train_setup import build_training
 from mt.training_state import resume_training, save_training, start_from_weights, training_checkpoint
 
-
-
-def tiny_config(corpus_dir: Path) -> ExperimentConfig:
-    cfg = ExperimentConfig()
-    for split in ("train", "valid", "test"):
-        setattr(cfg.data, f"{split}_prefix", str(corpus_dir / split))
-    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
-    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
-    cfg.train.__dict__.update(max_steps=10, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=5,
-                              valid_every=1000, save_every=1000)
-    cfg.decode.max_len_b = 10
-    return cfg
 
 
 def build_experiment(root: Path) -> Experiment:

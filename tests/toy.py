@@ -50,6 +50,19 @@ def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict,
     return exp, cfg
 
 
+def tiny_config(corpus_dir: Path, splits: tuple[str, ...] = ("train", "valid", "test")) -> ExperimentConfig:
+    """A 1+1-layer d_model 32 config over corpus_dir/{split}.de|en, 10 updates of 300 tokens."""
+    cfg = ExperimentConfig()
+    for split in splits:
+        setattr(cfg.data, f"{split}_prefix", str(corpus_dir / split))
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
+    cfg.train.__dict__.update(max_steps=10, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=5,
+                              valid_every=1000, save_every=1000)
+    cfg.decode.max_len_b = 10
+    return cfg
+
+
 class one_thread:
     """Train on one thread (the other core may be busy), then restore torch's setting."""
 
