@@ -2,7 +2,7 @@
 
     python bench/binarize.py [--sizes 200000,2000000] [--workers 2] [--save]
 
-Inputs: Multi30k train (../shared/data/multi30k/train.de/.en, 29,000 pairs) and, when Debian's
+Inputs: Multi30k train (data/multi30k/train.de/.en from data/multi30k/prepare.py, 29,000 pairs) and, when Debian's
 trans-de-en is installed, the Ding dictionary's sentence and phrase pairs (/usr/share/trans/de-en,
 about 388k), repeated until the corpus has N pairs. Copy r > 0 of a pair starts with "r. " on both
 sides, so every pair is distinct and deduplication keeps them all. A joint unigram tokenizer (8000
@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-MULTI30K = REPO.parent / "shared" / "data" / "multi30k" / "train"
+MULTI30K = REPO / "data" / "multi30k" / "train"
 DING = Path("/usr/share/trans/de-en")
 
 
@@ -60,11 +60,12 @@ def write_corpus(pairs: list[tuple[str, str]], n: int, prefix: Path) -> None:
 
 def make_experiment(root: Path, prefix: Path, tokenizer_dir: Path | None):
     from mt.config import DataConfig, ExperimentConfig, TokenizerConfig, save_yaml
-    from mt.experiment import Experiment, write_text_atomic
+    from mt.experiment import Experiment
+    from mt.atomic_files import write_text_atomic
 
     exp = Experiment(root)
     cfg = ExperimentConfig(
-        data=DataConfig(source="files", src_lang="de", tgt_lang="en", train_src=f"{prefix}.de", train_tgt=f"{prefix}.en"),
+        data=DataConfig(src_lang="de", tgt_lang="en", train=[f"files:{prefix}"]),
         tokenizer=TokenizerConfig(vocab_size=8000, input_sentence_size=200_000),
     )
     write_text_atomic(exp.config_path, save_yaml(cfg))

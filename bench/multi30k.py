@@ -3,7 +3,7 @@
     python bench/multi30k.py [--minutes 12] [--exp experiments/bench-multi30k] [--precision auto] [--steps N]
     python bench/multi30k.py --recipe recipes/multi30k_en_de.yaml [--exp experiments/bench-recipe]
 
-Inputs: ../shared/data/multi30k/{train,val,test_2016_flickr}.{en,de} (raw text). Joint SentencePiece
+Inputs: data/multi30k/{train,val,test_2016_flickr}.{en,de} (raw text, from data/multi30k/prepare.py). Joint SentencePiece
 unigram 8000 on train.en+train.de; encoder/decoder 3 layers, d_model 256, 4 heads, FFN 1024, dropout
 0.1, label smoothing 0.1, tied embeddings, Adam (0.9, 0.98, 1e-9), inverse-sqrt schedule with 1000
 warmup steps and peak lr 7e-4, 4096 tokens per batch, 2 threads. Then test2016 at beam 5 with
@@ -43,9 +43,8 @@ def recipe(args) -> dict:
     data = Path(args.data).resolve()
     return {
         "data": {
-            "src_lang": "en", "tgt_lang": "de", "source": "files",
-            "train_prefix": str(data / "train"), "valid_prefix": str(data / "val"),
-            "test_prefix": str(data / "test_2016_flickr"),
+            "src_lang": "en", "tgt_lang": "de", "train": [f"files:{data / 'train'}"],
+            "valid": [f"files:{data / 'val'}"], "test": [f"files:{data / 'test_2016_flickr'}"],
         },
         "tokenizer": {"model_type": "unigram", "vocab_size": 8000, "joint": True},
         "preset": "small",
@@ -124,7 +123,7 @@ def run_phase(name: str, exp_dir: Path, threads: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument("--data", default=str(REPO / "data" / "multi30k"), help="Multi30k text files (python data/multi30k/prepare.py writes them here)")
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--minutes", type=float, default=12.0)
     parser.add_argument("--steps", type=int, default=None,
@@ -164,9 +163,8 @@ def main() -> None:
     if args.recipe:
         cfg, run = load_recipe(Path(args.recipe))
         data = Path(args.data).resolve()
-        cfg.data.source = "files"
-        cfg.data.train_prefix, cfg.data.valid_prefix = str(data / "train"), str(data / "val")
-        cfg.data.test_prefix = str(data / "test_2016_flickr")
+        cfg.data.train, cfg.data.valid = [f"files:{data / 'train'}"], [f"files:{data / 'val'}"]
+        cfg.data.test = [f"files:{data / 'test_2016_flickr'}"]
         if args.steps:  # a short check of the recipe: periodic checkpoints within reach of the average
             cfg.train.max_steps, cfg.train.max_time = args.steps, None
             cfg.train.save_every = min(cfg.train.save_every, max(1, args.steps // cfg.decode.average_last))

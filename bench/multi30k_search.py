@@ -57,13 +57,13 @@ def main() -> None:
         average_last(exp, n, f"avg{n}")
         checkpoints.append(f"avg{n}")
     checkpoints += [x for x in args.ensembles.split(",") if x]
-    src, refs = load_split(cfg.data, "valid")
+    src, refs = load_split(cfg.data.sources("valid"))
     settings = [(beam, penalty, alpha) for beam in (int(x) for x in args.beams.split(","))
                 for penalty in args.length_penalties.split(",") for alpha in (float(x) for x in args.alphas.split(","))]
     rows = []
     for checkpoint in checkpoints:
         # Loaded once (an ensemble: each member); it reads cfg.decode when it translates.
-        translator = Translator(exp, cfg, InferenceOptions(checkpoint.split("+")))
+        translator = Translator.load(exp, cfg, InferenceOptions(checkpoint.split("+")))
         for beam, penalty, alpha in settings:
             cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = beam, penalty, alpha
             start = time.perf_counter()
@@ -78,8 +78,8 @@ def main() -> None:
     summary = {"exp": str(exp.root), "best_on_valid": best, "runs": rows, "signature": result["bleu_signature"]}
     if args.test:
         cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = best["beam"], best["length_penalty"], best["alpha"]
-        test_src, test_refs = load_split(cfg.data, "test")
-        test = score(Translator(exp, cfg, InferenceOptions(best["checkpoint"].split("+"))).translate(test_src), test_refs)
+        test_src, test_refs = load_split(cfg.data.sources("test"))
+        test = score(Translator.load(exp, cfg, InferenceOptions(best["checkpoint"].split("+"))).translate(test_src), test_refs)
         summary.update(test_bleu=round(test["bleu"], 2), test_chrf=round(test["chrf"], 2))
 
     from rich.console import Console

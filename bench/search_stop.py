@@ -82,8 +82,8 @@ def main() -> None:
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     cfg.decode.beam = args.beam
-    splits = {split: load_split(cfg.data, split) for split in ("valid", "test")}
-    translator = Translator(exp, cfg, InferenceOptions(args.checkpoint, "cpu"))
+    splits = {split: load_split(cfg.data.sources(split)) for split in ("valid", "test")}
+    translator = Translator.load(exp, cfg, InferenceOptions(args.checkpoint, "cpu"))
     src_len = [len(ids) for ids in translator.src_tok.encode(splits["test"][0])]
     mean_limit = statistics.mean(min(int(n * cfg.decode.max_len_a + cfg.decode.max_len_b),
                                      translator.model.max_positions - 1) for n in src_len)

@@ -2,7 +2,7 @@
 
     python bench/stream_memory.py [--lines 100000,1000000] [--work /tmp/mt-stream-bench]
 
-Inputs: the first 2000 lines of ../shared/data/multi30k/train.{en,de} build a tiny experiment
+Inputs: the first 2000 lines of data/multi30k/train.{en,de} (data/multi30k/prepare.py) build a tiny experiment
 (vocabulary 1000, 1+1 layers, d_model 32, 20 training steps) in --work; the piped input repeats
 test_2016_flickr.en, with every tenth line empty. Each size runs `python -m mt translate --beam 1
 --max-len-b 2` in a fresh process whose peak RSS is read with getrusage; output lines are counted.
@@ -38,7 +38,8 @@ def build_experiment(data: Path, work: Path) -> Path:
 
     from mt.binarize import binarize
     from mt.config import ExperimentConfig, save_yaml
-    from mt.experiment import Experiment, write_text_atomic
+    from mt.experiment import Experiment
+    from mt.atomic_files import write_text_atomic
     from mt.tokenizer import train_tokenizer
     from mt.train import train
 
@@ -48,7 +49,7 @@ def build_experiment(data: Path, work: Path) -> Path:
         for lang in ("en", "de"):
             lines = (data / f"{name}.{lang}").read_text(encoding="utf-8").splitlines()[:2000]
             (work / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        setattr(cfg.data, f"{split}_prefix", str(work / split))
+        setattr(cfg.data, split, [f"files:{work / split}"])
     cfg.tokenizer.vocab_size = 1000
     cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2)
     cfg.train.__dict__.update(max_steps=20, max_tokens=2000, lr_peak=1e-3, warmup_steps=10, valid_every=20, save_every=20)
@@ -63,7 +64,7 @@ def build_experiment(data: Path, work: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument("--data", default=str(REPO / "data" / "multi30k"), help="Multi30k text files (python data/multi30k/prepare.py writes them here)")
     parser.add_argument("--work", default="/tmp/mt-stream-bench")
     parser.add_argument("--lines", default="100000,1000000")
     args = parser.parse_args()

@@ -49,9 +49,9 @@ def _decode(exp_dir: str, mode: str, checkpoint: str, beam: int, repeats: int, t
     exp = Experiment(exp_dir)
     cfg = exp.load_config()
     cfg.decode.beam = beam
-    src, refs = load_split(cfg.data, "test")
+    src, refs = load_split(cfg.data.sources("test"))
     precision, quantize = MODES[mode]
-    translator = Translator(exp, cfg, InferenceOptions(checkpoint, "cpu", precision, quantize))
+    translator = Translator.load(exp, cfg, InferenceOptions(checkpoint, "cpu", precision, quantize))
     translator.translate(src[:16])  # warm-up: first-call allocations and kernel selection
     seconds = []
     for _ in range(repeats):

@@ -16,6 +16,7 @@ from cli.options import (Alpha, Beam, Checkpoint, Checkpoints, DecodeTokens, Dev
                          Penalty, Precision, Quantize, Recipe, Sets, Stop, Threads, examples, exp_dir)
 from mt import log
 from mt.errors import ConfigError, MtError
+from mt.sources import GRAMMAR
 
 app = typer.Typer(
     add_completion=False,
@@ -47,10 +48,6 @@ def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets:
     return open_experiment(exp_dir, recipe, overrides, sets, preset, persist, existing)
 
 
-def _data_overrides(**flags) -> dict[str, Any]:
-    return {f"data.{name}": value for name, value in flags.items() if value is not None}
-
-
 def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens, stop=None) -> dict[str, Any]:
     return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty, "decode.stop": stop,
             "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}
@@ -58,50 +55,31 @@ def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tok
 
 # -- subcommands --------------------------------------------------------------------------------
 @app.command("train-tokenizer", epilog=examples(
-    "mt train-tokenizer --exp exp/de-en --train-prefix corpus/train --valid-prefix corpus/valid "
-    "--test-prefix corpus/test --src-lang de --tgt-lang en --vocab-size 8000",
-    "mt train-tokenizer --exp exp/en-de --hf-dataset bentrevett/multi30k --src-lang en --tgt-lang de"))
+    "mt train-tokenizer --exp exp/de-en --train files:corpus/train --valid files:corpus/valid "
+    "--test files:corpus/test --src-lang de --tgt-lang en --vocab-size 8000",
+    "mt train-tokenizer --exp exp/en-de --train hf:wmt14:de-en --train 'tsv:back.tsv.gz*0.5' "
+    "--valid hf:wmt14:de-en --test hf:wmt14:de-en --src-lang en --tgt-lang de"))
 def train_tokenizer_cmd(
     exp: Exp,
     recipe: Recipe = None,
     src_lang: Annotated[Optional[str], typer.Option(help="Source language code, e.g. de.")] = None,
     tgt_lang: Annotated[Optional[str], typer.Option(help="Target language code, e.g. en.")] = None,
-    train_src: Annotated[Optional[str], typer.Option(help="Training source text (.gz ok).")] = None,
-    train_tgt: Annotated[Optional[str], typer.Option(help="Training target text, aligned by line.")] = None,
-    valid_src: Annotated[Optional[str], typer.Option()] = None,
-    valid_tgt: Annotated[Optional[str], typer.Option()] = None,
-    test_src: Annotated[Optional[str], typer.Option()] = None,
-    test_tgt: Annotated[Optional[str], typer.Option()] = None,
-    train_prefix: Annotated[Optional[str], typer.Option(help="fairseq style: PREFIX.SRC_LANG + PREFIX.TGT_LANG.")] = None,
-    valid_prefix: Annotated[Optional[str], typer.Option()] = None,
-    test_prefix: Annotated[Optional[str], typer.Option()] = None,
-    hf_dataset: Annotated[Optional[str], typer.Option(help="Hugging Face dataset name, e.g. bentrevett/multi30k.")] = None,
-    hf_config: Annotated[Optional[str], typer.Option(help="Dataset config, e.g. de-en.")] = None,
-    ding: Annotated[bool, typer.Option(help="Use the Ding dictionary (Debian trans-de-en).")] = False,
-    train_source: Annotated[Optional[list[str]], typer.Option(help="Training corpus, repeatable: files:PREFIX, tsv:FILE, jsonl:FILE, hf:NAME[:CONFIG] or ding, each with an optional *WEIGHT.")] = None,
+    train: Annotated[Optional[list[str]], typer.Option(help=f"A training corpus, repeatable: {GRAMMAR}.")] = None,
+    valid: Annotated[Optional[list[str]], typer.Option(help="A validation corpus, repeatable (same forms, no weight).")] = None,
+    test: Annotated[Optional[list[str]], typer.Option(help="A test corpus, repeatable (same forms, no weight).")] = None,
     vocab_size: Annotated[Optional[int], typer.Option(help="SentencePiece vocabulary size.")] = None,
     model_type: Annotated[Optional[str], typer.Option(help="unigram or bpe.")] = None,
     separate_vocab: Annotated[bool, typer.Option(help="One vocabulary per side instead of a joint one.")] = False,
     sets: Sets = None,
 ) -> None:
     """Train the SentencePiece model on the training corpus (joint source+target by default)."""
+    from mt.sources import absolute_spec
     from mt.tokenizer import train_tokenizer
 
-    paths = dict(train_src=train_src, train_tgt=train_tgt, valid_src=valid_src, valid_tgt=valid_tgt,
-                 test_src=test_src, test_tgt=test_tgt, train_prefix=train_prefix,
-                 valid_prefix=valid_prefix, test_prefix=test_prefix)
-    paths = {k: str(Path(v).resolve()) for k, v in paths.items() if v is not None}
-    overrides = _data_overrides(src_lang=src_lang, tgt_lang=tgt_lang, hf_name=hf_dataset, hf_config=hf_config, **paths)
-    if paths:
-        overrides["data.source"] = "files"
-    if hf_dataset:
-        overrides["data.source"] = "hf"
-    if ding:
-        overrides["data.source"] = "ding"
-    if train_source:
-        from mt.config import absolute_source
-
-        overrides["data.train_sources"] = [absolute_source(spec) for spec in train_source]
+    overrides: dict[str, Any] = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang}
+    for split, specs in (("train", train), ("valid", valid), ("test", test)):
+        if specs:
+            overrides[f"data.{split}"] = [absolute_spec(spec) for spec in specs]
     overrides.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
     if separate_vocab:
         overrides["tokenizer.joint"] = False
@@ -220,7 +198,7 @@ def translate(
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
     source = input_lines(input)
     set_threads(threads)
-    translator = Translator(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize))
+    translator = Translator.load(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize))
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     options = dict(nbest=nbest, scores=scores, sampling=sampling if sample else None)
     if alignments:
@@ -346,7 +324,7 @@ def attention(
     if fmt not in attn.FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(attn.FORMATS)}")
     set_threads(threads)
-    translator = Translator(experiment, cfg, InferenceOptions(checkpoint, device))
+    translator = Translator.load(experiment, cfg, InferenceOptions(checkpoint, device))
     index = check_layer(translator.model, layer, "--layer")
     out_dir = output_dir if output_dir is not None else experiment.attention_dir
     maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force)

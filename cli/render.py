@@ -75,7 +75,7 @@ def print_scores(scores: dict, json_out: bool) -> None:
 def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, **options) -> None:
     """Stream translations to stdout, each group as soon as it is done, or into `output` (atomically:
     the file appears when all is written)."""
-    from mt.experiment import atomic_path
+    from mt.atomic_files import atomic_path
 
     if output is None:
         def write(line: str) -> None:

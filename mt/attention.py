@@ -20,7 +20,8 @@ import torch
 
 from mt.alignment import hard_alignment, members, output_word_index, source_word_index, target_input, word_alignment
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment, write_bytes_atomic, write_json_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_bytes_atomic, write_json_atomic
 from mt.model import Transformer, capture_attention
 from mt.tokenizer import PAD_ID
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +22,8 @@ from mt.config import ExperimentConfig
 from mt.dataset import file_sha256
 from mt.encoding import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
 from mt.errors import MtError
-from mt.experiment import Experiment, _pid_alive, write_json_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_json_atomic
 from mt.tokenizer import Tokenizer, load_tokenizers
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
@@ -159,11 +158,11 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
                    src_tok: Tokenizer, tgt_tok: Tokenizer) -> tuple[dict, dict]:
     """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest)."""
     data = cfg.data
-    clean = corpus.cleaning(data, split)
+    clean = data.cleaning(split)
     filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
                       clean is not None and data.dedup,
                       cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
-    sources = corpus.sources(data, split)
+    sources = data.sources(split)
     tally = {
         "dropped": dict.fromkeys(CLEAN_REASONS if clean is not None else RAW_REASONS, 0),
         "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
@@ -174,7 +173,7 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     tasks = (
         ((index, chunk.start), chunk, filters)
         for index, source in enumerate(sources)
-        for chunk in corpus.chunks(source, data, split, encoding.ENCODE_CHUNK)
+        for chunk in corpus.chunks(source, encoding.ENCODE_CHUNK)
     )
     writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size))
     try:
@@ -199,7 +198,7 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
         stats["segmentations"] = {"copies": filters.segmentations, "sampling_alpha": filters.sampling_alpha}
     if clean is not None:
         stats["cleaning"] = {"normalize": clean, "fixed_lines": tally["fixed"], "examples": tally["examples"]}
-    if split == "train" and data.train_sources:
+    if split == "train" and (len(sources) > 1 or sources[0].weight != 1):
         stats["sources"] = tally["sources"]
     return stats, writer.close()
 
@@ -260,18 +259,7 @@ def _refuse_empty(cfg: ExperimentConfig, split: str, stats: dict) -> None:
     dropped = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in stats["dropped"].items() if count)
     read = f"{stats['pairs_in']:,} pairs read" + (f", all dropped: {dropped}" if dropped else "")
     fix = "give it sentence pairs" if split == "train" else f"give it sentence pairs, or configure no {split} split"
-    raise MtError(f"{corpus.split_files(cfg.data, split)}: the {split} split has no usable pairs ({read}); {fix}")
-
-
-_TMP_DIR = re.compile(r"\.data-(\d+)-")
-
-
-def _remove_abandoned(exp: Experiment) -> None:
-    """Remove the hidden directories of binarize runs that were killed (their process is gone)."""
-    for path in exp.root.glob(".data-*"):
-        match = _TMP_DIR.match(path.name)
-        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
+    raise MtError(f"{corpus.describe(cfg.data.sources(split))}: the {split} split has no usable pairs ({read}); {fix}")
 
 
 def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> dict:
@@ -282,17 +270,17 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
             f"(start a new experiment with --exp, or remove that directory)"
         )
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
-    splits = [split for split in corpus.SPLITS if corpus.has_split(cfg.data, split)]
+    splits = [split for split in corpus.SPLITS if getattr(cfg.data, split)]
     if not splits:
-        raise MtError("no data splits are configured (set data.train_src/train_tgt or the like)")
+        raise MtError("no data splits are configured: set data.train, data.valid and data.test (e.g. [files:PREFIX])")
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
     manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}}
-    exp.root.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned(exp)
+    for abandoned in exp.abandoned_data_builds():
+        shutil.rmtree(abandoned, ignore_errors=True)
     # Everything is built in a hidden directory and renamed at the end: an interrupted run leaves
     # no data dir behind, and a data dir that exists is complete.
-    tmp_dir = Path(tempfile.mkdtemp(dir=exp.root, prefix=f".data-{os.getpid()}-"))
+    tmp_dir = exp.new_data_build()
     pool = Workers(src_tok, tgt_tok, workers)
     try:
         try:

@@ -26,7 +26,8 @@ import torch
 
 from mt.config import ModelConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment, write_bytes_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_bytes_atomic
 from mt.model import Transformer, build_model
 
 FORMAT = "mt-checkpoint-1"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
 
 import yaml
 
-from mt.errors import ConfigError
+from mt.errors import ConfigError, MtError
+from mt.sources import LEGACY_FIELDS, SPLITS, Source, legacy_message, parse_source
 
 # Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
 LengthPenalty = Literal["gnmt", "length", "none"]
@@ -32,41 +32,30 @@ class DataConfig:
 
     src_lang: str = "de"
     tgt_lang: str = "en"
-    # "files": aligned text files; "hf": datasets.load_dataset; "ding": Debian's trans-de-en dictionary.
-    source: Literal["files", "hf", "ding"] = "files"
-    train_src: str | None = None
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    test_src: str | None = None
-    test_tgt: str | None = None
-    # fairseq style: PREFIX.src_lang and PREFIX.tgt_lang (used when the *_src/*_tgt pair is unset).
-    train_prefix: str | None = None
-    valid_prefix: str | None = None
-    test_prefix: str | None = None
-    hf_name: str | None = None  # e.g. "bentrevett/multi30k", "wmt14", or "json" for local files
-    hf_config: str | None = None  # e.g. "de-en" for wmt14
-    hf_data_files: dict[str, str] | None = None  # split -> file, for local datasets ("json", "csv")
-    # Our split names -> the dataset's split names.
-    hf_splits: dict[str, str] = field(
-        default_factory=lambda: {"train": "train", "valid": "validation", "test": "test"}
-    )
-    ding_path: str = "/usr/share/trans/de-en"
-    ding_phrases: bool = True  # add the ~390k phrase pairs to train (sentence pairs always)
-    ding_valid_size: int = 500  # held-out sentence pairs, chosen by a fixed hash of the pair
-    ding_test_size: int = 500
-    max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
-    # More training corpora, concatenated in order, instead of the train split of the fields above:
-    # "files:PREFIX", "tsv:FILE[:SRC-TGT]", "jsonl:FILE", "hf:NAME[:CONFIG]" or "ding[:FILE]", each
-    # with an optional "*WEIGHT" (an upsampling factor; 0.5 keeps a random half). Valid and test
-    # still come from the fields above.
-    train_sources: list[str] = field(default_factory=list)
+    # Each split is a list of sources read in order (mt.sources): files:PREFIX, files:SRC|TGT,
+    # tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] or ding[:FILE][@PART]; a train
+    # source may end in *WEIGHT (an upsampling factor; 0.5 keeps a random half).
+    train: list[str] = field(default_factory=list)
+    valid: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
     hf_streaming: bool = False  # read hub datasets record by record instead of downloading them first
+    max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
     # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
     clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
     normalize: Literal["none", "nfc", "nfkc"] = "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
     max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
     dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
+
+    def sources(self, split: str) -> list[Source]:
+        """The parsed sources of a split ("train", "valid" or "test"), for the corpus readers."""
+        if split not in SPLITS:
+            raise MtError(f"unknown split {split!r}; expected one of: {', '.join(SPLITS)}")
+        langs = (self.src_lang, self.tgt_lang)
+        return [parse_source(spec, split, langs, self.hf_streaming) for spec in getattr(self, split)]
+
+    def cleaning(self, split: str) -> str | None:
+        """decode_chunk's `clean` for a split: the normalisation when cleaning it, None for strict."""
+        return self.normalize if self.clean and split == "train" else None
 
 
 @dataclass
@@ -255,46 +244,6 @@ def _coerce_list(value: Any, where: str) -> list[str]:
     return [str(v) for v in value]
 
 
-SOURCE_KINDS = ("files", "tsv", "jsonl", "hf", "ding")
-_WEIGHT = re.compile(r"\*\s*([0-9]*\.?[0-9]+)\s*$")
-TSV_COLUMNS = re.compile(r":([A-Za-z][\w]*)-([A-Za-z][\w]*)$")  # tsv:FILE:de-en names its columns
-
-
-def split_source(spec: str, where: str = "data.train_sources") -> tuple[str, str, float]:
-    """"tsv:corpus/a.tsv*2" -> ("tsv", "corpus/a.tsv", 2.0): kind, argument, weight (default 1)."""
-    text, weight = spec.strip(), 1.0
-    match = _WEIGHT.search(text)
-    if match:
-        weight, text = float(match.group(1)), text[: match.start()].rstrip()
-    kind, _, arg = text.partition(":")
-    kind, arg = kind.strip(), arg.strip()
-    if kind not in SOURCE_KINDS:
-        raise ConfigError(
-            f"{where}: {spec!r}: unknown kind {kind!r}; expected files:PREFIX, tsv:FILE, jsonl:FILE, "
-            f"hf:NAME[:CONFIG] or ding[:FILE], each with an optional *WEIGHT"
-        )
-    if not arg and kind != "ding":
-        raise ConfigError(f"{where}: {spec!r}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
-    if weight <= 0:
-        raise ConfigError(f"{where}: {spec!r}: the weight must be above 0")
-    return kind, arg, weight
-
-
-def absolute_source(spec: str) -> str:
-    """The spec with its path made absolute (relative to the working directory), weight kept."""
-    kind, arg, weight = split_source(spec)
-    if kind == "hf":
-        name, sep, rest = arg.partition(":")
-        if Path(name).exists():  # a local datasets file or save_to_disk directory
-            arg = str(Path(name).resolve()) + sep + rest
-    elif arg:
-        columns = TSV_COLUMNS.search(arg) if kind == "tsv" else None
-        path, suffix = (arg[: columns.start()], columns.group(0)) if columns else (arg, "")
-        arg = str(Path(path).resolve()) + suffix
-    weight_text = f"*{weight:g}" if weight != 1.0 else ""
-    return (f"{kind}:{arg}" if arg else kind) + weight_text
-
-
 def parse_duration(text: str | float | int) -> float:
     """'90', '90s', '12m', '1.5h' -> seconds."""
     if isinstance(text, (int, float)):
@@ -339,6 +288,8 @@ def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = N
             raise ConfigError(f"{where}: unknown section {section_name!r}; known: {known}")
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: section {section_name!r} must be a mapping")
+        if section_name == "data" and (old := {k: v for k, v in values.items() if k in LEGACY_FIELDS}):
+            raise ConfigError(legacy_message(old, where))
         for name, value in values.items():
             set_field(cfg, f"{section_name}.{name}", value, where)
     validate(cfg, where)
@@ -383,14 +334,15 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),
         (0.0 < cfg.tokenizer.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
         (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
-        (not (cfg.data.train_sources and (cfg.data.train_src or cfg.data.train_tgt or cfg.data.train_prefix)),
-         "data.train_sources replaces data.train_src/train_tgt/train_prefix: set one or the other"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{where}: {message}")
-    for spec in cfg.data.train_sources:
-        split_source(spec, f"{where}: data.train_sources")
+    for split in SPLITS:
+        try:
+            cfg.data.sources(split)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
 
 
 def save_yaml(cfg: ExperimentConfig) -> str:

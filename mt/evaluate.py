@@ -16,7 +16,8 @@ from mt import log
 from mt.config import DecodeConfig, ExperimentConfig
 from mt.corpus import load_split, read_lines
 from mt.errors import MtError
-from mt.experiment import Experiment, write_json_atomic, write_text_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from mt.translate import InferenceOptions  # imported when needed: scoring files needs no torch
@@ -55,8 +56,8 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, options: 
     from mt.translate import InferenceOptions, Translator
 
     options = options or InferenceOptions()
-    src_lines, refs = load_split(cfg.data, split)
-    translator = Translator(exp, cfg, options)
+    src_lines, refs = load_split(cfg.data.sources(split))
+    translator = Translator.load(exp, cfg, options)
     start = time.perf_counter()
     hyps = translator.translate(src_lines)
     seconds = time.perf_counter() - start

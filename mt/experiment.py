@@ -39,77 +39,11 @@ from mt import config as cfglib
 from mt.config import ExperimentConfig
 from mt.errors import MtError
 from mt.recipes import read_recipe, read_yaml_mapping
+from mt.atomic_files import pid_alive, write_text_atomic
 from mt.resolve import flag_overrides, frozen_by, resolve
 
 
-_umask = os.umask(0)
-os.umask(_umask)
-_FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
-
-
-def _tmp_prefix(path: Path) -> str:
-    """A temporary file's name beside `path` starts ".NAME.PID-": a process killed while writing
-    leaves it behind, and its dead pid tells `remove_abandoned_temporaries` it is garbage."""
-    return f".{path.name}.{os.getpid()}-"
-
-
-_TMP_FILE = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>\d+)-)?\w+\.tmp")  # without a pid: from before pids
-
-
-def remove_abandoned_temporaries(directory: Path) -> list[Path]:
-    """Remove the temporary files that writers killed mid-write (SIGKILL, power loss) left in
-    `directory`: those of processes that are gone; returns them."""
-    removed = []
-    for path in Path(directory).glob(".*.tmp") if Path(directory).is_dir() else []:
-        match = _TMP_FILE.fullmatch(path.name)
-        pid = int(match.group("pid")) if match and match.group("pid") else None
-        if match and path.is_file() and (pid is None or (pid != os.getpid() and not _pid_alive(pid))):
-            try:
-                path.unlink(missing_ok=True)
-            except OSError:  # not ours to remove: harmless beside the checkpoints
-                continue
-            removed.append(path)
-    return removed
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
-    try:
-        os.fchmod(fd, _FILE_MODE)  # mkstemp makes files private; ours are ordinary files
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path to write to; it becomes `path` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
-    os.fchmod(fd, _FILE_MODE)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+_DATA_BUILD = re.compile(r"\.data-(\d+)-")  # Experiment.new_data_build's directories
 
 
 def kept_text(split_stats: dict) -> str:
@@ -118,16 +52,6 @@ def kept_text(split_stats: dict) -> str:
     copies = split_stats.get("segmentations", {}).get("copies", 1)
     kept = split_stats["kept"]
     return f"{kept:,}" if copies == 1 else f"{kept // copies:,}×{copies}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _lock_owner(fd: int) -> int:
@@ -176,6 +100,20 @@ class Experiment:
     @property
     def data_dir(self) -> Path:
         return self.root / "data"
+
+    def new_data_build(self) -> Path:
+        """A fresh hidden directory ".data-PID-XXXX" for binarize to build data/ in, renamed at the end."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=self.root, prefix=f".data-{os.getpid()}-"))
+
+    def abandoned_data_builds(self) -> list[Path]:
+        """Build directories of binarize runs that were killed: their process is gone."""
+        found = []
+        for path in self.root.glob(".data-*"):
+            match = _DATA_BUILD.match(path.name)
+            if match and path.is_dir() and not pid_alive(int(match.group(1))):
+                found.append(path)
+        return found
 
     def ids_path(self, split: str, side: str) -> Path:
         return self.data_dir / f"{split}.{side}.ids.npy"

@@ -12,15 +12,11 @@ from mt.train_log import load_train_log
 def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     cfg = exp.load_config()
     data = cfg.data
-    corpus = {"files": f"{data.train_src or data.train_prefix}", "hf": f"{data.hf_name} {data.hf_config or ''}",
-              "ding": data.ding_path}[data.source]
-    if data.train_sources:
-        corpus = ", ".join(data.train_sources)
     sections: dict[str, dict[str, Any]] = {
         "experiment": {
             "directory": str(exp.root),
             "direction": f"{data.src_lang} -> {data.tgt_lang}",
-            "corpus": corpus if data.train_sources else f"{data.source}: {corpus}",
+            "corpus": ", ".join(data.train) or "(none)",
             "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
             + ("" if exp.has_tokenizer() else " (not trained)"),
             "model": f"{cfg.model.enc_layers}+{cfg.model.dec_layers} layers, d_model {cfg.model.d_model}, "

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mt.errors import MtError
-from mt.experiment import Experiment, write_bytes_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_bytes_atomic
 from mt.train_log import load_train_log
 
 DPI = 100

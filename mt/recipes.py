@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from mt.config import ExperimentConfig, absolute_source, from_dict
+from mt.config import ExperimentConfig, from_dict
+from mt.sources import SPLITS, absolute_spec
 from mt.errors import ConfigError
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
@@ -27,10 +28,6 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples"}
 STEPS = ("train-tokenizer", "binarize", "train", "average", "evaluate")
-
-DATA_PATH_FIELDS = ("train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt",
-                    "train_prefix", "valid_prefix", "test_prefix", "ding_path")
-
 
 @dataclass
 class Recipe:
@@ -125,12 +122,5 @@ def recipe_fields(path: Path) -> dict[str, Any]:
 def absolute_data_paths(cfg: ExperimentConfig) -> None:
     """Relative corpus paths in a recipe are relative to where `mt` runs; the saved config holds
     absolute ones so that later steps work from any directory."""
-    for name in DATA_PATH_FIELDS:
-        value = getattr(cfg.data, name)
-        if value and not Path(value).is_absolute():
-            setattr(cfg.data, name, str(Path(value).resolve()))
-    cfg.data.train_sources = [absolute_source(spec) for spec in cfg.data.train_sources]
-    if cfg.data.hf_data_files:
-        cfg.data.hf_data_files = {
-            split: str(Path(f).resolve()) if "://" not in f else f for split, f in cfg.data.hf_data_files.items()
-        }
+    for split in SPLITS:
+        setattr(cfg.data, split, [absolute_spec(spec) for spec in getattr(cfg.data, split)])

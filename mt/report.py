@@ -19,7 +19,8 @@ from typing import Callable
 
 from mt.corpus import SPLITS, load_split, read_lines
 from mt.errors import MtError
-from mt.experiment import Experiment, kept_text, write_text_atomic
+from mt.experiment import Experiment, kept_text
+from mt.atomic_files import write_text_atomic
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
@@ -154,7 +155,7 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
             continue
         hyps = read_lines(path)
         try:
-            sources, refs = load_split(cfg.data, split)
+            sources, refs = load_split(cfg.data.sources(split))
         except MtError as exc:
             parts.append(f"<h3>{_e(split)}</h3>" + _missing(f"references not available: {exc}"))
             continue
@@ -182,7 +183,7 @@ def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None) ->
     cfg = exp.load_config()
     if sentence is None:
         sentence = _first_source(exp, cfg)
-    translator = Translator(exp, cfg, InferenceOptions(checkpoint))
+    translator = Translator.load(exp, cfg, InferenceOptions(checkpoint))
     maps = attention_maps(translator, sentence)
     figs = figures(maps)
     layers = maps.cross.size(0)
@@ -211,7 +212,7 @@ def _word_pairs(maps) -> str:
 def _first_source(exp: Experiment, cfg) -> str:
     for split in ("test", "valid"):
         try:
-            sources, _ = load_split(cfg.data, split)
+            sources, _ = load_split(cfg.data.sources(split))
         except MtError:
             continue
         line = next((s for s in sources if s.strip()), None)

@@ -76,7 +76,7 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
         return
     from mt.translate import InferenceOptions, Translator
 
-    translator = Translator(exp, cfg, InferenceOptions(device=device))
+    translator = Translator.load(exp, cfg, InferenceOptions(device=device))
     for source, output in zip(examples, translator.translate(examples)):
         print_result(f"{source}  ->  {output}")
 
@@ -115,7 +115,6 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
-    from mt.corpus import has_split
     from mt.evaluate import decode_record, evaluate_split
     from mt.translate import InferenceOptions
 
@@ -124,7 +123,7 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     options = InferenceOptions(device=device)
     decode = decode_record(cfg.decode, options)
     for split in ("valid", "test"):
-        if not has_split(cfg.data, split):
+        if not getattr(cfg.data, split):
             continue
         score_path = exp.score_path(split)
         scores = exp.read_json(score_path) if score_path.exists() else None

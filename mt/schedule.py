@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mt.config import TrainConfig
 
-
-def peak_lr(cfg: TrainConfig, d_model: int) -> float:
-    """The schedule's maximum, reached at step = warmup: lr_peak, or the paper's d^-0.5 * warmup^-0.5."""
-    if cfg.lr_peak is not None:
-        return cfg.lr_peak
-    return cfg.lr_scale * d_model**-0.5 * cfg.warmup_steps**-0.5
+def peak_lr(lr_peak: float | None, lr_scale: float, warmup_steps: int, d_model: int) -> float:
+    """The schedule's maximum, reached at step = warmup: lr_peak if set, else the paper's
+    lr_scale * d_model^-0.5 * warmup^-0.5 (train.lr_peak, train.lr_scale)."""
+    if lr_peak is not None:
+        return lr_peak
+    return lr_scale * d_model**-0.5 * warmup_steps**-0.5
 
 
 def inverse_sqrt_lr(step: int, warmup: int, peak: float) -> float:

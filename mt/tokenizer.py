@@ -156,7 +156,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     started = time.perf_counter()
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
     pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
-    sample = corpus.sample_pairs(cfg.data, "train", pairs)
+    sample = corpus.sample_pairs(cfg.data.sources("train"), pairs, cfg.data.cleaning("train"))
     skipped = sum(sample.dropped.values())
     log.info(
         f"sampled {len(sample.src):,} of {sample.pairs_read:,} training pairs"
@@ -170,7 +170,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
         if not any(line.strip() for line in lines):  # sentencepiece would fail on "!sentences_.empty()"
             what = "text" if side == "joint" else f"{side} text"
             skipped_text = f", {skipped:,} skipped by cleaning" if skipped else ""
-            raise MtError(f"{corpus.split_files(cfg.data, 'train')}: no training {what} to train the tokenizer on "
+            raise MtError(f"{corpus.describe(cfg.data.sources('train'))}: no training {what} to train the tokenizer on "
                           f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)

@@ -20,13 +20,16 @@ import time
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 
 from mt import log
 from mt.config import ExperimentConfig
+from mt.corpus import load_split
 from mt.distributed import Distributed
 from mt.errors import MtError
-from mt.experiment import Experiment, remove_abandoned_temporaries
+from mt.experiment import Experiment
+from mt.atomic_files import remove_abandoned_temporaries
 from mt.model import count_parameters
 from mt.runtime import allocator_hint, release_freed_memory
 from mt.train_setup import Training, build_training
@@ -132,13 +135,24 @@ def _log_start(run: Training, resumed: bool) -> None:
 
 def validate_run(run: Training) -> dict[str, float]:
     """Validation loss, NLL and perplexity; with train.valid_bleu, greedy BLEU on a sample."""
-    trainer = run.trainer
-    metrics = validate(trainer.model, run.valid_data, run.cfg.train, trainer.device, trainer.group)
-    if run.cfg.train.valid_bleu:
+    trainer, tcfg = run.trainer, run.cfg.train
+    metrics = validate(trainer.model, run.valid_data, tcfg.max_tokens, tcfg.precision, tcfg.label_smoothing,
+                       trainer.device, trainer.group)
+    if tcfg.valid_bleu:
         if run.bleu is None:
-            run.bleu = BleuSample(run.exp, run.cfg, run.valid_data, run.tgt_tok)
+            run.bleu = _bleu_sample(run)
         metrics["valid_bleu"] = round(run.bleu.score(trainer.model, trainer.device, trainer.group)[0], 2)
     return metrics
+
+
+def _bleu_sample(run: Training) -> BleuSample:
+    """train.valid_bleu's sample, against the raw validation references of the binarized rows."""
+    cfg = run.cfg
+    line_numbers = np.load(run.exp.lines_path("valid"))  # binarize may have dropped pairs
+    _, refs = load_split(cfg.data.sources("valid"))
+    return BleuSample(run.valid_data, [refs[int(n)] for n in line_numbers], run.tgt_tok,
+                      cfg.train.valid_bleu_sentences, cfg.decode.max_tokens, cfg.decode.max_len_a,
+                      cfg.decode.max_len_b, cfg.train.precision)
 
 
 @contextmanager

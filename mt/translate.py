@@ -1,5 +1,7 @@
 """Lines in, translations out: tokenize, batch by length, search, detokenize, restore input order.
 
+`Translator.load()` reads an experiment (tokenizers, checkpoints, precision) into a `Translator`,
+which holds only plain objects: the model(s), the tokenizers, the decoding options, the device.
 `Translator.stream()` reads lines as they arrive and writes each group of `buffer` lines as soon
 as it is translated, so `mt translate` works in a pipe that stays open and memory stays flat on any
 input size.
@@ -34,7 +36,7 @@ from mt.ensemble import Ensemble
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.search import Hypothesis, beam_search, greedy_search, sample_search
-from mt.tokenizer import EOS_ID, PAD_ID, load_tokenizers
+from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer, load_tokenizers
 
 
 @dataclass
@@ -88,31 +90,46 @@ def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str
 
 
 class Translator:
-    """Trained model(s) with their tokenizers and decoding options."""
+    """Trained model(s) with their tokenizers and decoding options; `Translator.load` makes one
+    from an experiment's checkpoints.
 
-    def __init__(self, exp: Experiment, cfg: ExperimentConfig, options: InferenceOptions | None = None):
+    model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in;
+    decode_cfg: the decoding options (kept, not copied: a change to it applies to the next search);
+    checkpoint_paths: the files the weights came from, for records (scores, reports)."""
+
+    def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
+                 device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None):
+        self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
+        self.decode_cfg = decode_cfg
+        self.device = torch.device(device)
+        self.checkpoint_paths = list(checkpoint_paths or [])
+        self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
+        # Room for EOS; longer inputs are cut rather than crash the position table.
+        self.max_src_tokens = self.model.max_positions - 1
+
+    @classmethod
+    def load(cls, exp: Experiment, cfg: ExperimentConfig, options: InferenceOptions | None = None) -> Translator:
+        """The experiment's tokenizers and checkpoint(s) (options.checkpoint, else decode.checkpoint;
+        several make an ensemble), each checked against the tokenizers and, when it is this
+        experiment's own, against its model config; then options.precision or options.quantize."""
         options = options or InferenceOptions()
-        self.decode_cfg: DecodeConfig = cfg.decode
-        self.device = torch.device(options.device)
-        self.src_tok, self.tgt_tok = load_tokenizers(exp, cfg)
+        device = torch.device(options.device)
+        src_tok, tgt_tok = load_tokenizers(exp, cfg)
         checkpoint = options.checkpoint
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
-        expected = {"src": self.src_tok.sha256, "tgt": self.tgt_tok.sha256}
-        models = []
-        self.checkpoint_paths = []
+        expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
+        models, paths = [], []
         for name in names:
             path = resolve_checkpoint(exp, name)
             state = load_checkpoint(path)
             check_tokenizer(path, state, expected, exp.tokenizer_dir)
             if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
                 check_model_config(path, state, cfg.model, exp.config_path)
-            models.append(model_from_checkpoint(state).to(self.device).eval())
-            self.checkpoint_paths.append(path)
-        self.checkpoint_path = self.checkpoint_paths[0]
+            models.append(model_from_checkpoint(state).to(device).eval())
+            paths.append(path)
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
-        self.model = optimise_for_inference(model, options.precision, options.quantize, self.device)
-        # Room for EOS; longer inputs are cut rather than crash the position table.
-        self.max_src_tokens = self.model.max_positions - 1
+        model = optimise_for_inference(model, options.precision, options.quantize, device)
+        return cls(model, src_tok, tgt_tok, cfg.decode, device, paths)
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""

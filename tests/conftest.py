@@ -1,10 +1,52 @@
-"""Fixtures shared by the test modules, and the tiny model they build (`from conftest import tiny_model`)."""
+"""Fixtures shared by the test modules, the tiny model they build (`from conftest import tiny_model`), and
+the CI guard on skips: with CI=true a skipped test fails unless its reason starts with "hardware:"."""
+
+import os
 
 import pytest
 import torch
 
 from mt.experiment import Experiment
 from mt.model import Transformer
+
+pytest_plugins = ["pytester"]  # tests/test_skip_guard.py runs pytest on tiny test files
+
+# The one skip CI lets pass: a machine without the hardware a test needs (a GPU, CUDA, a CPU feature, a
+# second process-group backend), e.g. skipif(..., reason="hardware: no CUDA device"). Missing data or
+# software is CI's own fault: there such a skip fails, so a green run never hides tests that did not run.
+HARDWARE = "hardware:"
+
+
+def refused_skip(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    """The reason of a skip that CI=true does not allow (None for any other report, or without CI=true)."""
+    if os.environ.get("CI") != "true" or not report.skipped or hasattr(report, "wasxfail"):
+        return None
+    longrepr = report.longrepr  # a skip's is (path, line, "Skipped: REASON")
+    reason = (longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)).removeprefix("Skipped: ")
+    return None if reason.startswith(HARDWARE) else reason
+
+
+def _fail_refused_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    reason = refused_skip(report)
+    if reason is not None:
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under CI=true: {reason}\nIn CI only a skip for missing hardware passes (its "
+                           f"reason starting {HARDWARE!r}, tests/conftest.py); give the test what it needs instead.")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: xfail's report already says it was one
+def pytest_runtest_makereport(item, call):
+    report = yield
+    _fail_refused_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_make_collect_report(collector):
+    """A module skipped as a whole (a module-level importorskip) is refused too, as a collection error."""
+    report = yield
+    _fail_refused_skip(report)
+    return report
 
 
 @pytest.fixture

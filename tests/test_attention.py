@@ -111,7 +111,7 @@ def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProc
 
 
 def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(trained_experiment, tmp_path):
-    translator = Translator(trained_experiment, trained_experiment.load_config())
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
     out = tmp_path / "att"
     maps, files = attention(translator, "Der hund läuft im park.", out, layer=0, encoder=True, fmt="both")
     names = sorted(p.name for p in files)
@@ -142,7 +142,7 @@ def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(tra
 
 
 def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_experiment):
-    tok = Translator(trained_experiment, trained_experiment.load_config()).src_tok
+    tok = Translator.load(trained_experiment, trained_experiment.load_config()).src_tok
     # "," and "!" never occur in the corpus: without byte fallback they are unknown tokens,
     # which decode as " ⁇ ", with spaces that the input line did not have
     for line in ["Der hund läuft im park.", "Eine  katze,sitzt   auf dem haus !", "x", "  ,hund"]:
@@ -162,7 +162,7 @@ def test_translate_alignments_one_line_per_input_line(trained_experiment):
     assert done.returncode == 0, done.stderr
     out = done.stdout.split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
-    plain = Translator(trained_experiment, trained_experiment.load_config()).translate(lines)
+    plain = Translator.load(trained_experiment, trained_experiment.load_config()).translate(lines)
     for line, row, translation in zip(lines, out, plain):
         text, alignment = row.split("\t")  # exactly one TAB on every line
         assert text == translation

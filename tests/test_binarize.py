@@ -49,7 +49,7 @@ def write_split(tmp_path, name, seed, cfg_fields):
     for lang, lines in (("de", src), ("en", tgt)):
         path = tmp_path / f"{name}.{lang}"
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        cfg_fields[f"{name}_{'src' if lang == 'de' else 'tgt'}"] = str(path)
+    cfg_fields[name] = [f"files:{tmp_path / name}"]
     return src, tgt
 
 
@@ -59,7 +59,7 @@ def setup(tmp_path):
     fields = {}
     texts = {"train": write_split(tmp_path, "train", 0, fields), "valid": write_split(tmp_path, "valid", 1, fields)}
     cfg = ExperimentConfig(
-        data=DataConfig(source="files", max_len=MAX_LEN, **fields),
+        data=DataConfig(max_len=MAX_LEN, **fields),
         tokenizer=TokenizerConfig(vocab_size=300),
     )
     exp = Experiment(tmp_path / "exp")
@@ -148,7 +148,7 @@ def test_interrupted_binarize_leaves_no_data_dir(setup, monkeypatch):
 
 
 def test_binarize_without_tokenizer_points_to_train_tokenizer(tmp_path):
-    cfg = ExperimentConfig(data=DataConfig(train_src="a", train_tgt="b"))
+    cfg = ExperimentConfig(data=DataConfig(train=["files:a|b"]))
     with pytest.raises(MtError, match="mt train-tokenizer"):
         binarize(Experiment(tmp_path / "exp"), cfg)
 
@@ -200,8 +200,7 @@ def data_files(exp: Experiment) -> dict[str, bytes]:
 def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch):
     exp, cfg, _ = setup
     # Two sources, one upsampled by 1.5: the random half-copy must not depend on the workers either.
-    cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
-    cfg.data.train_src = cfg.data.train_tgt = None
+    cfg.data.train = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
     monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
     one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
     two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
@@ -266,8 +265,7 @@ def test_sampled_copies_follow_deduplication_and_upsampling_in_worker_processes(
     exp, cfg, _ = word_pieces
     cfg.tokenizer.train_segmentations = 2
     # As in test_workers_give_the_same_data_as_one_process: a 1.5 weight, duplicates across sources.
-    cfg.data.train_sources = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
-    cfg.data.train_src = cfg.data.train_tgt = None
+    cfg.data.train = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
     monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
     texts = [line for name in ("train", "valid") for line in zip(*sentence_pairs(0 if name == "train" else 1))]
     runs = {}
@@ -332,8 +330,7 @@ def crafted_corpus(tmp_path) -> list[str]:
 
 def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
     exp, cfg, _ = setup
-    cfg.data.train_src = cfg.data.train_tgt = None
-    cfg.data.train_sources = crafted_corpus(tmp_path)
+    cfg.data.train = crafted_corpus(tmp_path)
     cfg.data.max_len_ratio = 3.0
     src_tok, _ = load_tokenizers(exp, cfg)
     assert len(src_tok.encode(["Ein Mann läuft im Park und eine Frau wartet am Strand und ein Hund spielt."])[0]) > 3 * len(
@@ -361,8 +358,7 @@ def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
 
 def test_without_cleaning_invalid_utf8_is_an_error(setup, tmp_path):
     exp, cfg, _ = setup
-    cfg.data.train_src = cfg.data.train_tgt = None
-    cfg.data.train_sources = crafted_corpus(tmp_path)[:1]
+    cfg.data.train = crafted_corpus(tmp_path)[:1]
     cfg.data.clean = False
     with pytest.raises(MtError, match=r"crafted\.de:2: not valid UTF-8 \(byte 0xff\)"):
         binarize(exp, cfg)
@@ -431,7 +427,7 @@ def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
 
 
 def test_cli_train_sources_and_workers(tmp_path):
-    """`mt train-tokenizer --train-source ...` then `mt binarize --workers 2`, through the CLI."""
+    """`mt train-tokenizer --train ... --train ...` then `mt binarize --workers 2`, through the CLI."""
     src, tgt = sentence_pairs(0)
     (tmp_path / "a.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in zip(src[:120], tgt[:120])), encoding="utf-8")
     (tmp_path / "b.de").write_text("\n".join(src[120:]) + "\n", encoding="utf-8")
@@ -441,8 +437,8 @@ def test_cli_train_sources_and_workers(tmp_path):
         return subprocess.run([sys.executable, "-m", "mt", *args], cwd=tmp_path, capture_output=True, text=True,
                               timeout=120)
 
-    done = mt_cli("train-tokenizer", "--exp", "exp", "--train-source", "tsv:a.tsv", "--train-source", "files:b*2",
-                  "--valid-prefix", "b", "--src-lang", "de", "--tgt-lang", "en", "--vocab-size", "300")
+    done = mt_cli("train-tokenizer", "--exp", "exp", "--train", "tsv:a.tsv", "--train", "files:b*2",
+                  "--valid", "files:b", "--src-lang", "de", "--tgt-lang", "en", "--vocab-size", "300")
     assert done.returncode == 0, done.stderr
     assert "of 210 training pairs" in done.stderr
     config = (tmp_path / "exp" / "config.yaml").read_text()

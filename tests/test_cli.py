@@ -1,16 +1,20 @@
-"""End to end through the real CLI: every subcommand as a subprocess on a few hundred Multi30k lines.
+"""End to end through the real CLI: every subcommand as a subprocess on a few hundred sentence pairs.
 
 train-tokenizer -> binarize -> train -> translate (stdin and files) -> evaluate -> info, then
 resuming, `mt run RECIPE` (twice), and bad input: each a one-line error, the right exit code, and
 nothing written. The model is tiny and trains for seconds; the checks are about the command line
-(stdout, stderr, exit codes, files), not translation quality.
+(stdout, stderr, exit codes, files), not translation quality. The corpus is written here: image
+descriptions in the style of Multi30k, English-German, put together from phrases, so that the test
+needs nothing outside the repository.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -19,13 +23,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-MULTI30K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
-SPLITS = {"train": ("train", 400), "val": ("val", 50), "test": ("test_2016_flickr", 50)}  # ours: (theirs, lines)
+SPLITS = {"train": 400, "val": 50, "test": 50}  # lines
+DATA_LISTS = ("data.train", "data.valid", "data.test")
 TRAIN_FLAGS = ["--preset", "tiny", "--max-steps", "30", "--max-tokens", "1000", "--warmup-steps", "10",
                "--set", "train.valid_every=15", "--set", "train.save_every=15", "--set", "train.log_every=10"]
-
-pytestmark = pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"{MULTI30K} not found")
-
 
 def mt(cwd: Path, *args: str, stdin: str | bytes = b"") -> subprocess.CompletedProcess:
     """`python -m mt ARGS` in cwd, as a user would run it: stdout and stderr are pipes, not a terminal."""
@@ -69,15 +70,40 @@ def jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# (English, German, plural) subjects; (English, German singular, German plural) verbs; places.
+SUBJECTS = [("A man", "Ein Mann", 0), ("A woman", "Eine Frau", 0), ("A young boy", "Ein kleiner Junge", 0),
+            ("A little girl", "Ein kleines Mädchen", 0), ("Two dogs", "Zwei Hunde", 1),
+            ("A group of people", "Eine Gruppe von Menschen", 0), ("An old man", "Ein alter Mann", 0),
+            ("A black dog", "Ein schwarzer Hund", 0), ("Three children", "Drei Kinder", 1),
+            ("A woman in a red dress", "Eine Frau in einem roten Kleid", 0),
+            ("A man with a hat", "Ein Mann mit einem Hut", 0), ("A brown horse", "Ein braunes Pferd", 0)]
+VERBS = [("walking", "geht", "gehen"), ("running", "läuft", "laufen"), ("sitting", "sitzt", "sitzen"),
+         ("playing", "spielt", "spielen"), ("standing", "steht", "stehen"), ("waiting", "wartet", "warten"),
+         ("dancing", "tanzt", "tanzen"), ("jumping", "springt", "springen")]
+PLACES = [("on the beach", "am Strand"), ("in the park", "im Park"), ("on a busy street", "auf einer belebten Straße"),
+          ("in the snow", "im Schnee"), ("near the water", "in der Nähe des Wassers"),
+          ("in front of a building", "vor einem Gebäude"), ("on the grass", "auf dem Gras"),
+          ("in a small kitchen", "in einer kleinen Küche"), ("at night", "in der Nacht"),
+          ("under a tree", "unter einem Baum")]
+
+
+def descriptions() -> list[tuple[str, str]]:
+    """Every (English, German) sentence the phrases make, in a fixed random order."""
+    pairs = [(f"{en} {'are' if plural else 'is'} {verb[0]} {place[0]}.", f"{de} {verb[1 + plural]} {place[1]}.")
+             for (en, de, plural), verb, place in itertools.product(SUBJECTS, VERBS, PLACES)]
+    random.Random(0).shuffle(pairs)
+    return pairs
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
-    """A directory holding train/val/test.{en,de}: the first lines of Multi30k EN-DE."""
+    """A directory holding train/val/test.{en,de}: disjoint sentence pairs."""
     root = tmp_path_factory.mktemp("cli")
-    for ours, (theirs, count) in SPLITS.items():
-        for lang in ("en", "de"):
-            with open(MULTI30K / f"{theirs}.{lang}", encoding="utf-8") as handle:
-                lines = [next(handle) for _ in range(count)]
-            (root / f"{ours}.{lang}").write_text("".join(lines), encoding="utf-8")
+    pairs = iter(descriptions())
+    for split, count in SPLITS.items():
+        chosen = list(itertools.islice(pairs, count))
+        for side, lang in enumerate(("en", "de")):
+            (root / f"{split}.{lang}").write_text("".join(pair[side] + "\n" for pair in chosen), encoding="utf-8")
     return root
 
 
@@ -86,9 +112,9 @@ def built(work: Path) -> dict:
     """train-tokenizer -> binarize -> train on `exp`; keeps each step's result, and a copy of the
     experiment as it was before training (`untrained`)."""
     steps = {}
-    steps["train-tokenizer"] = ok(mt(work, "train-tokenizer", "--exp", "exp", "--train-prefix", "train",
-                                     "--valid-prefix", "val", "--test-prefix", "test", "--src-lang", "en",
-                                     "--tgt-lang", "de", "--vocab-size", "500"))
+    steps["train-tokenizer"] = ok(mt(work, "train-tokenizer", "--exp", "exp", "--train", "files:train",
+                                     "--valid", "files:val", "--test", "files:test", "--src-lang", "en",
+                                     "--tgt-lang", "de", "--vocab-size", "400"))
     steps["binarize"] = ok(mt(work, "binarize", "--exp", "exp"))
     shutil.copytree(work / "exp", work / "untrained")
     steps["train"] = ok(mt(work, "train", "--exp", "exp", *TRAIN_FLAGS))
@@ -107,10 +133,13 @@ def test_end_to_end(work: Path, built: dict):
     # The experiment directory.
     config = yaml.safe_load((exp / "config.yaml").read_text())
     assert config["data"]["src_lang"] == "en" and config["data"]["tgt_lang"] == "de"
-    assert config["tokenizer"]["vocab_size"] == 500
+    assert config["tokenizer"]["vocab_size"] == 400
     assert config["model"]["d_model"] == 64 and config["train"]["max_steps"] == 30
-    overrides = {(r["key"], r["old"], r["new"]) for r in jsonl(exp / "overrides.jsonl")}
-    assert {("tokenizer.vocab_size", 8000, 500), ("data.src_lang", "de", "en"), ("model.d_model", 512, 64),
+    overrides = {(r["key"], r["old"], r["new"]) for r in jsonl(exp / "overrides.jsonl") if r["key"] not in DATA_LISTS}
+    lists = {r["key"]: (r["old"], r["new"]) for r in jsonl(exp / "overrides.jsonl") if r["key"] in DATA_LISTS}
+    assert lists == {f"data.{split}": ([], [f"files:{work / name}"])
+                     for split, name in (("train", "train"), ("valid", "val"), ("test", "test"))}
+    assert {("tokenizer.vocab_size", 8000, 400), ("data.src_lang", "de", "en"), ("model.d_model", 512, 64),
             ("train.max_steps", 100_000, 30), ("train.valid_every", 1000, 15)} <= overrides
     assert (exp / "tokenizer" / "spm.model").is_file()
     for split in ("train", "valid", "test"):
@@ -187,9 +216,9 @@ def test_run_recipe_then_again(work: Path):
         "exp": "run_exp",
         "steps": ["train-tokenizer", "binarize", "train", "average", "evaluate"],
         "translate_examples": ["A man is walking.", "Two dogs play in the snow."],
-        "data": {"source": "files", "src_lang": "en", "tgt_lang": "de",
-                 "train_prefix": "train", "valid_prefix": "val", "test_prefix": "test"},
-        "tokenizer": {"vocab_size": 500},
+        "data": {"src_lang": "en", "tgt_lang": "de", "train": ["files:train"], "valid": ["files:val"],
+                 "test": ["files:test"]},
+        "tokenizer": {"vocab_size": 400},
         "preset": "tiny",
         "train": {"max_steps": 10, "max_tokens": 1000, "warmup_steps": 5, "valid_every": 5,
                   "save_every": 5, "log_every": 5},
@@ -220,23 +249,23 @@ def test_run_recipe_then_again(work: Path):
 def test_bad_corpus_is_one_line_and_writes_nothing(work: Path):
     lines = (work / "train.de").read_text(encoding="utf-8").splitlines(keepends=True)
     (work / "short.de").write_text("".join(lines[:-1]), encoding="utf-8")
-    result = mt(work, "train-tokenizer", "--exp", "bad", "--train-src", "train.en", "--train-tgt", "short.de",
-                "--vocab-size", "500")
+    result = mt(work, "train-tokenizer", "--exp", "bad", "--train", "files:train.en|short.de",
+                "--vocab-size", "400")
     error(result, 1, "train.en", "short.de", "400", "399")
     assert not (work / "bad").exists()
 
     raw = (work / "train.en").read_bytes().splitlines(keepends=True)
     raw[6] = b"A caf\xe9 in Latin-1.\n"
     (work / "latin1.en").write_bytes(b"".join(raw))
-    result = mt(work, "train-tokenizer", "--exp", "bad", "--train-src", "latin1.en", "--train-tgt", "train.de",
-                "--vocab-size", "500", "--set", "data.clean=false")
+    result = mt(work, "train-tokenizer", "--exp", "bad", "--train", "files:latin1.en|train.de",
+                "--vocab-size", "400", "--set", "data.clean=false")
     error(result, 1, "latin1.en:7", "UTF-8")
     assert not (work / "bad").exists()
-    result = mt(work, "train-tokenizer", "--exp", "cleaned", "--train-src", "latin1.en", "--train-tgt", "train.de",
-                "--vocab-size", "500")  # cleaning (the default for training data) skips the line and names it
+    result = mt(work, "train-tokenizer", "--exp", "cleaned", "--train", "files:latin1.en|train.de",
+                "--vocab-size", "400")  # cleaning (the default for training data) skips the line and names it
     assert result.returncode == 0 and "skipped" in result.stderr and "latin1.en:7: not valid UTF-8" in result.stderr
 
-    result = mt(work, "train-tokenizer", "--exp", "bad", "--train-prefix", "nowhere", "--vocab-size", "500")
+    result = mt(work, "train-tokenizer", "--exp", "bad", "--train", "files:nowhere", "--vocab-size", "400")
     error(result, 1, "nowhere.de")  # src_lang de by default
     assert not (work / "bad").exists()
 
@@ -263,6 +292,22 @@ def test_bad_flags_and_config(work: Path, built: dict):
     (work / "typo.yaml").write_text("exp: typo_exp\ntrian:\n  max_steps: 5\n")
     error(mt(work, "run", "typo.yaml"), 2, "typo.yaml", "trian")
     assert not (work / "typo_exp").exists()
+    error(mt(work, "train-tokenizer", "--exp", "typo_exp", "--train", "file:train"), 2, "data.train", "file:train",
+          "files:PREFIX")
+    error(mt(work, "train-tokenizer", "--exp", "typo_exp", "--train", "files:train", "--valid", "files:val*2"), 2,
+          "data.valid", "training data only")
+    assert not (work / "typo_exp").exists()
+
+    # An experiment written before data.train/valid/test: refused, with its new lists written out.
+    shutil.copytree(work / "exp", work / "legacy")
+    config = yaml.safe_load((work / "legacy" / "config.yaml").read_text())
+    config["data"] = {**{k: v for k, v in config["data"].items() if k not in ("train", "valid", "test")},
+                      "source": "files", "train_prefix": str(work / "train"), "valid_prefix": str(work / "val")}
+    (work / "legacy" / "config.yaml").write_text(yaml.safe_dump(config))
+    files = snapshot(work / "legacy")
+    error(mt(work, "translate", "--exp", "legacy"), 2, "data.train_prefix",
+          f"data.train: [files:{work / 'train'}]; data.valid: [files:{work / 'val'}]")
+    assert snapshot(work / "legacy") == files
 
 
 def test_refusals(work: Path, built: dict):

@@ -13,11 +13,12 @@ import torch
 import yaml
 
 from mt import config as cfglib
-from mt.config import ExperimentConfig, ModelConfig, absolute_source, from_dict, parse_duration
+from mt.config import ExperimentConfig, ModelConfig, from_dict, parse_duration
 from mt.errors import ConfigError
 from mt.experiment import Experiment
 from mt.model import Transformer
-from mt.recipes import DATA_PATH_FIELDS, MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
+from mt.sources import SPLITS, absolute_spec
+from mt.recipes import MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
@@ -42,10 +43,8 @@ def expected_fields(path: Path) -> dict:
     expected = {f"model.{k}": v for k, v in MODEL_PRESETS[raw["preset"]].items()} if "preset" in raw else {}
     for section, values in raw.items():
         for name, value in values.items() if section not in RECIPE_KEYS else ():
-            if name in DATA_PATH_FIELDS and value:
-                value = str(Path(value).resolve())
-            elif name == "train_sources":
-                value = [absolute_source(spec) for spec in value]
+            if section == "data" and name in SPLITS:
+                value = [absolute_spec(spec) for spec in value]
             elif name == "max_time" and value is not None:
                 value = parse_duration(value)
             expected[f"{section}.{name}"] = value
@@ -76,9 +75,8 @@ translate_examples: ["Ein Hund.", "Zwei Katzen."]
 data:
   src_lang: en
   tgt_lang: de
-  train_prefix: corpus/train
-  test_src: corpus/test.en
-  test_tgt: /abs/test.de
+  train: [files:corpus/train, "tsv:more.tsv:de-en*2", ding@sentences]
+  test: [files:corpus/test.en|/abs/test.de, hf:wmt14:de-en]
 tokenizer:
   vocab_size: 500
 preset: tiny
@@ -103,8 +101,9 @@ def test_recipe_in_tmp_path(tmp_path, monkeypatch):
     assert cfg.train.max_time == 720.0 and cfg.train.lr_peak == 1.0 and isinstance(cfg.train.lr_peak, float)
     assert cfg.decode.beam == 2 and cfg.train.warmup_steps == 4000  # unset fields keep their defaults
     # Relative corpus paths are taken from where mt runs, and stored absolute.
-    assert cfg.data.train_prefix == str(tmp_path / "corpus" / "train")
-    assert cfg.data.test_src == str(tmp_path / "corpus" / "test.en") and cfg.data.test_tgt == "/abs/test.de"
+    assert cfg.data.train == [f"files:{tmp_path / 'corpus' / 'train'}", f"tsv:{tmp_path / 'more.tsv'}:de-en*2",
+                              "ding@sentences"]
+    assert cfg.data.test == [f"files:{tmp_path / 'corpus' / 'test.en'}|/abs/test.de", "hf:wmt14:de-en"]
 
 
 def test_recipe_fields_are_only_what_it_sets(tmp_path):
@@ -157,7 +156,8 @@ def test_presets():
     ("train", {"lr_peak": "fast"}, "train.lr_peak"),
     ("model", {"pre_norm": "maybe"}, "model.pre_norm"),
     ("tokenizer", {"vocab_size": None}, "tokenizer.vocab_size"),
-    ("data", {"hf_splits": "train"}, "data.hf_splits"),
+    ("data", {"train": {"files": "x"}}, "data.train"),
+    ("data", {"valid": ["files:x*2"]}, "data.valid"),
     ("train", {"max_time": "soon"}, "train.max_time"),
 ])
 def test_type_errors_name_the_key(section, values, key):
@@ -168,9 +168,9 @@ def test_type_errors_name_the_key(section, values, key):
 
 def test_types_are_converted():
     cfg = from_dict({"train": {"max_steps": "30", "lr_peak": 1, "max_time": "1.5h"},
-                     "model": {"pre_norm": "true"}, "data": {"train_src": 5}}, "test")
+                     "model": {"pre_norm": "true"}, "data": {"src_lang": 5}}, "test")
     assert cfg.train.max_steps == 30 and cfg.train.lr_peak == 1.0 and cfg.train.max_time == 5400.0
-    assert cfg.model.pre_norm is True and cfg.data.train_src == "5"
+    assert cfg.model.pre_norm is True and cfg.data.src_lang == "5"
 
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("12m", 720), ("1.5h", 5400), (" 2h ", 7200),
@@ -228,7 +228,7 @@ def test_used_fields_are_frozen(tmp_path):
     exp.resolve_config({"tokenizer.vocab_size": 500})  # a tokenizer dir without a model: not trained yet
     (exp.tokenizer_dir / "spm.model").write_bytes(b"x")
     before = exp.config_path.read_text(), overrides_of(exp)
-    for key, value in [("tokenizer.vocab_size", 600), ("data.src_lang", "fr"), ("data.train_prefix", "x")]:
+    for key, value in [("tokenizer.vocab_size", 600), ("data.src_lang", "fr"), ("data.train", ["files:x"])]:
         with pytest.raises(ConfigError) as info:
             exp.resolve_config({key: value}, origins={key: "--set"})
         assert key in str(info.value) and "--set" in str(info.value) and "tokenizer" in str(info.value)
@@ -321,7 +321,7 @@ CHOICE_FIELDS = [(f"{section.name}.{name}", hint)
 
 def test_the_choice_fields_are_literals():
     assert {key for key, _ in CHOICE_FIELDS} >= {
-        "data.source", "data.normalize", "tokenizer.model_type", "train.cooldown_shape", "train.best_metric",
+        "data.normalize", "tokenizer.model_type", "train.cooldown_shape", "train.best_metric",
         "train.precision", "decode.length_penalty", "decode.stop"}
 
 
@@ -356,7 +356,7 @@ def test_a_flag_unsets_an_optional_number_with_null():
     assert set_field(cfg, "train.early_dropout", "0.2") == 0.2
     assert set_field(cfg, "train.early_dropout", "") is None
     assert set_field(cfg, "train.max_time", "2h") == 7200.0
-    assert set_field(cfg, "data.train_prefix", "none") == "none"  # a text field keeps the text: a file name
+    assert set_field(cfg, "data.src_lang", "none") == "none"  # a text field keeps the text
     with pytest.raises(ConfigError, match="train.max_steps"):
         set_field(cfg, "train.max_steps", "null")  # not optional
 

@@ -28,7 +28,8 @@ from mt.binarize import binarize
 from mt.checkpoint import FORMAT, load_checkpoint, resolve_checkpoint, save_checkpoint
 from mt.config import ExperimentConfig, ModelConfig, save_yaml
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment, write_text_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_text_atomic
 from mt.model import build_model
 from mt.recipes import load_recipe
 from mt.tokenizer import train_tokenizer
@@ -253,14 +254,14 @@ def test_an_edited_model_field_is_refused_by_train_and_translate_but_dropout_is_
         train(exp, cfg)
     one_line(info, str(exp.config_path), "model.d_ff 128", "64", str(exp.checkpoint_path("last")))
     with pytest.raises(MtError) as info:
-        Translator(exp, cfg)
+        Translator.load(exp, cfg)
     one_line(info, "model.d_ff 128", "64", str(exp.checkpoint_path("best")))
     assert files_of(exp.root) == before
     # A rate of dropout shapes no weight: it may differ, for translating and for training.
     edit_config(exp, "  d_ff: 128\n", "  d_ff: 64\n")
     edit_config(exp, "  dropout: 0.1\n", "  dropout: 0.3\n")
     cfg = exp.load_config()
-    assert Translator(exp, cfg).translate(["Der hund läuft."])
+    assert Translator.load(exp, cfg).translate(["Der hund läuft."])
     cfg.train.max_steps = 3
     with one_thread():
         assert train(exp, cfg)["steps"] == 3

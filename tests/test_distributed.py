@@ -27,7 +27,8 @@ from mt.experiment import Experiment
 from mt.train_setup import build_training
 from test_trainer import assert_params_close, build_experiment, copy_experiment, params
 
-pytestmark = pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="torch without gloo")
+pytestmark = pytest.mark.skipif(not torch.distributed.is_gloo_available(),
+                                reason="hardware: torch without the gloo process-group backend")
 
 
 @pytest.fixture(scope="module")

@@ -41,10 +41,10 @@ def test_freed_blocks_are_given_back_after_trim():
 
 
 FAULTS_OF_REUSE = """
-import ctypes, resource
+import ctypes, ctypes.util, resource
 from mt import runtime
 assert runtime.keep_freed_memory()
-libc = runtime._libc
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")  # the process's glibc: mallopt is process-wide
 libc.malloc.restype, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
 size = 64 << 20
 def cycle():

@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from mt.config import TrainConfig
 from mt.schedule import Schedule, cooldown_factor, inverse_sqrt_lr, peak_lr
 
 
@@ -15,17 +14,17 @@ from mt.schedule import Schedule, cooldown_factor, inverse_sqrt_lr, peak_lr
 
 @pytest.mark.parametrize("d_model, warmup", [(512, 4000), (256, 1000)])
 def test_schedule_is_the_papers_formula(d_model, warmup):
-    peak = peak_lr(TrainConfig(lr_peak=None, warmup_steps=warmup), d_model)
+    peak = peak_lr(None, 1.0, warmup, d_model)
     for step in (1, warmup // 2, warmup, 4 * warmup, 10 * warmup):
         paper = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
         assert inverse_sqrt_lr(step, warmup, peak) == pytest.approx(paper, rel=1e-9)
     assert peak == pytest.approx(d_model**-0.5 * warmup**-0.5, rel=1e-9)
-    scaled = peak_lr(TrainConfig(lr_peak=None, lr_scale=2.0, warmup_steps=warmup), d_model)
+    scaled = peak_lr(None, 2.0, warmup, d_model)
     assert scaled == pytest.approx(2 * peak)
 
 
 def test_schedule_with_a_peak_lr():
-    peak = peak_lr(TrainConfig(lr_peak=7e-4, warmup_steps=4000), 512)
+    peak = peak_lr(7e-4, 1.0, 4000, 512)
     assert peak == 7e-4
     assert inverse_sqrt_lr(4000, 4000, peak) == pytest.approx(7e-4)
     assert inverse_sqrt_lr(16000, 4000, peak) == pytest.approx(3.5e-4)

@@ -51,7 +51,7 @@ def files_config(tmp_path, vocab_size=VOCAB, joint=True, byte_fallback=True) -> 
     (tmp_path / "train.de").write_text("\n".join(src) + "\n", encoding="utf-8")
     (tmp_path / "train.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     return ExperimentConfig(
-        data=DataConfig(source="files", train_src=str(tmp_path / "train.de"), train_tgt=str(tmp_path / "train.en")),
+        data=DataConfig(train=[f"files:{tmp_path / 'train'}"]),
         tokenizer=TokenizerConfig(vocab_size=vocab_size, joint=joint, byte_fallback=byte_fallback),
     )
 

@@ -30,7 +30,8 @@ from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config import ExperimentConfig, save_yaml
 from mt.corpus import load_split
 from mt.errors import MtError
-from mt.experiment import Experiment, write_text_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_text_atomic
 from mt.model import FeedForward
 from mt.search import greedy_search
 from mt.tokenizer import EOS_ID, train_tokenizer
@@ -438,7 +439,7 @@ def test_validation_bleu_on_a_sample_with_raw_references(base, tmp_path):
     sample = run.bleu
     lines = np.load(exp.data_dir / "valid.lines.npy")
     assert 3 not in lines.tolist() and len(sample.indices) == 12
-    _, refs = load_split(cfg.data, "valid")
+    _, refs = load_split(cfg.data.sources("valid"))
     assert sample.refs == [refs[lines[i]] for i in sample.indices]
     bleu, hyps = sample.score(trainer.model, trainer.device, trainer.group)
     assert bleu == pytest.approx(metrics["valid_bleu"], abs=0.01)

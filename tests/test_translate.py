@@ -6,6 +6,7 @@ through the library); the streaming checks pipe real processes through `python -
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import subprocess
@@ -28,7 +29,7 @@ def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.Complet
 
 def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experiment):
     distinct = toy_corpus(40, seed=99)[0]
-    translator = Translator(trained_experiment, trained_experiment.load_config())
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
     alone = {line: translator.translate([line])[0] for line in distinct}
     assert len(set(alone.values())) > 5, "the tiny model must tell inputs apart for this test to mean anything"
     rng = random.Random(5)
@@ -37,7 +38,7 @@ def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experimen
     assert done.returncode == 0, done.stderr.decode()
     out = done.stdout.decode().split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
-    greedy = Translator(trained_experiment, trained_experiment.load_config())
+    greedy = Translator.load(trained_experiment, trained_experiment.load_config())
     greedy.decode_cfg.beam, greedy.decode_cfg.max_len_b = 1, 4
     expected = {line: greedy.translate([line])[0] for line in distinct}
     assert out[:-1] == [expected[line] if line else "" for line in lines]
@@ -66,7 +67,7 @@ def test_nbest_and_scores_formats(trained_experiment):
 
 
 def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
-    translator = Translator(trained_experiment, trained_experiment.load_config())
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
     lines = toy_corpus(20, seed=3)[0]
     first = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
     again = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
@@ -74,16 +75,29 @@ def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
     assert first == again
     assert first != other
     nucleus = translator.search(lines, sampling=Sampling(top_k=1, seed=9))
-    greedy = Translator(trained_experiment, trained_experiment.load_config())
+    greedy = Translator.load(trained_experiment, trained_experiment.load_config())
     greedy.decode_cfg.beam = 1
     assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
+
+
+def test_a_translator_from_plain_parts_equals_the_loaded_one(trained_experiment):
+    # Translator holds plain objects: the loaded model and tokenizers under other decoding options.
+    cfg = trained_experiment.load_config()
+    loaded = Translator.load(trained_experiment, cfg)
+    assert loaded.checkpoint_path == loaded.checkpoint_paths[0] and loaded.checkpoint_path.exists()
+    greedy = dataclasses.replace(cfg.decode, beam=1)
+    plain = Translator(loaded.model, loaded.src_tok, loaded.tgt_tok, greedy)
+    assert plain.checkpoint_paths == [] and plain.checkpoint_path is None
+    lines = toy_corpus(10, seed=5)[0]
+    loaded.decode_cfg.beam = 1
+    assert plain.translate(lines) == loaded.translate(lines)
 
 
 def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
     cfg = trained_experiment.load_config()
     lines = toy_corpus(15, seed=4)[0]
-    single = Translator(trained_experiment, cfg, InferenceOptions("last")).search(lines, nbest=2)
-    double = Translator(trained_experiment, cfg, InferenceOptions(["last", "last"])).search(lines, nbest=2)
+    single = Translator.load(trained_experiment, cfg, InferenceOptions("last")).search(lines, nbest=2)
+    double = Translator.load(trained_experiment, cfg, InferenceOptions(["last", "last"])).search(lines, nbest=2)
     assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
     for h1, h2 in zip(single, double):
         for (_, s1), (_, s2) in zip(h1, h2):
@@ -94,7 +108,7 @@ def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
 def test_fast_modes_translate(trained_experiment, precision, quantize):
     cfg = trained_experiment.load_config()
     lines = toy_corpus(10, seed=6)[0]
-    fast = Translator(trained_experiment, cfg, InferenceOptions(None, "cpu", precision, quantize)).translate(lines)
+    fast = Translator.load(trained_experiment, cfg, InferenceOptions(None, "cpu", precision, quantize)).translate(lines)
     assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
 
 
@@ -115,7 +129,7 @@ def test_sampling_options_out_of_range_are_refused(options, flag):
 
 
 def test_an_nbest_list_widens_a_narrower_beam(trained_experiment):
-    translator = Translator(trained_experiment, trained_experiment.load_config())
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
     translator.decode_cfg.beam = 1  # greedy, unless n-best lists are asked for
     lines = toy_corpus(5, seed=8)[0]
     assert all(len(hyps) == 1 for hyps in translator.search(lines))

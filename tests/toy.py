@@ -13,7 +13,8 @@ import torch
 
 from mt.binarize import binarize
 from mt.config import ExperimentConfig, save_yaml
-from mt.experiment import Experiment, write_text_atomic
+from mt.experiment import Experiment
+from mt.atomic_files import write_text_atomic
 from mt.tokenizer import train_tokenizer
 
 WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
@@ -38,7 +39,7 @@ def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict,
         src, tgt = toy_corpus(n, seed=len(split))
         (root / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
         (root / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-        setattr(cfg.data, f"{split}_prefix", str(root / split))
+        setattr(cfg.data, split, [f"files:{root / split}"])
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
     cfg.model.__dict__.update(d_model=32, d_ff=64, n_heads=2, **model)
     cfg.train.__dict__.update(train)
@@ -54,7 +55,7 @@ def tiny_config(corpus_dir: Path, splits: tuple[str, ...] = ("train", "valid", "
     """A 1+1-layer d_model 32 config over corpus_dir/{split}.de|en, 10 updates of 300 tokens."""
     cfg = ExperimentConfig()
     for split in splits:
-        setattr(cfg.data, f"{split}_prefix", str(corpus_dir / split))
+        setattr(cfg.data, split, [f"files:{corpus_dir / split}"])
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
     cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
     cfg.train.__dict__.update(max_steps=10, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=5,

@@ -1,0 +1,93 @@
+"""Files written atomically: to a temporary file beside the target, flushed, then renamed over it,
+so that a reader never sees half a file and a crash leaves the old one. The temporary's name holds
+the writer's pid, so that one left by a killed process can be told apart and removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+_umask = os.umask(0)
+os.umask(_umask)
+_FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
+
+
+def _tmp_prefix(path: Path) -> str:
+    """A temporary file's name beside `path` starts ".NAME.PID-": a process killed while writing
+    leaves it behind, and its dead pid tells `remove_abandoned_temporaries` it is garbage."""
+    return f".{path.name}.{os.getpid()}-"
+
+
+_TMP_FILE = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>\d+)-)?\w+\.tmp")  # without a pid: from before pids
+
+
+def remove_abandoned_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporary files that writers killed mid-write (SIGKILL, power loss) left in
+    `directory`: those of processes that are gone; returns them."""
+    removed = []
+    for path in Path(directory).glob(".*.tmp") if Path(directory).is_dir() else []:
+        match = _TMP_FILE.fullmatch(path.name)
+        pid = int(match.group("pid")) if match and match.group("pid") else None
+        if match and path.is_file() and (pid is None or (pid != os.getpid() and not pid_alive(pid))):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:  # not ours to remove: harmless beside the checkpoints
+                continue
+            removed.append(path)
+    return removed
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
+    try:
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes files private; ours are ordinary files
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path to write to; it becomes `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
+    os.fchmod(fd, _FILE_MODE)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

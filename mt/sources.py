@@ -1,0 +1,190 @@
+"""Where each split's parallel text comes from: one grammar of source specs for every split.
+
+data.train, data.valid and data.test are lists of specs, read in order and concatenated:
+
+    files:PREFIX              PREFIX.SRC_LANG and PREFIX.TGT_LANG, line-aligned (.gz when only that exists)
+    files:SRC_FILE|TGT_FILE   two line-aligned files (a '|', since commas separate list items in flags)
+    tsv:FILE[:L1-L2]          SOURCE<TAB>TARGET per line, or columns named by language (:en-de); .gz ok
+    jsonl:FILE                a JSON object per line, {"translation": {"de": .., "en": ..}} or {"de": .., "en": ..}
+    hf:NAME[:CONFIG][@SPLIT]  datasets.load_dataset: a hub dataset, a local data file or a save_to_disk
+                              directory; SPLIT defaults to train, validation, test
+    ding[:FILE][@PART]        the Ding dictionary; PART is train, sentences (train without the phrase
+                              pairs), valid or test, and defaults to the list's split
+
+A train spec may end in *WEIGHT, binarize's upsampling factor (2 writes each pair twice, 0.5 keeps a
+random half). Specs are parsed when the config loads, so a typo fails before any work; `Source` is
+the parsed form the readers take.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.errors import ConfigError
+
+SPLITS = ("train", "valid", "test")
+KINDS = ("files", "tsv", "jsonl", "hf", "ding")
+DING_PATH = "/usr/share/trans/de-en"  # Debian's trans-de-en
+DING_PARTS = ("train", "sentences", "valid", "test")
+HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our split -> the usual hub name
+GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
+           "or ding[:FILE][@PART], with an optional *WEIGHT in train")
+
+_WEIGHT = re.compile(r"\*\s*([0-9]*\.?[0-9]+)\s*$")
+_KIND = re.compile(r"([a-z]+)(?=[:@]|$)")
+_TSV_COLUMNS = re.compile(r":([A-Za-z]\w*)-([A-Za-z]\w*)$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One corpus of a split, parsed: everything a reader needs, no config object."""
+
+    kind: str  # files | tsv | jsonl | hf | ding
+    name: str  # the spec as written: for messages and stats
+    paths: tuple[str, ...]  # files: (src, tgt); tsv, jsonl, ding: (file,); hf: (dataset name or path,)
+    langs: tuple[str, str]  # (source language, target language): jsonl/hf keys, ding direction, prefixes
+    part: str = ""  # hf: the dataset's split; ding: train | sentences | valid | test
+    hf_config: str | None = None
+    columns: tuple[int, int] = (0, 1)  # tsv: the columns of source and target
+    weight: float = 1.0
+    streaming: bool = False  # hf: read record by record instead of downloading first
+
+
+def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool = False) -> Source:
+    """A spec of data.<split> as a Source for langs[0] -> langs[1]; a ConfigError names the spec."""
+    where = f"data.{split}: {spec!r}"
+    text, weight = str(spec).strip(), 1.0
+    if match := _WEIGHT.search(text):
+        weight, text = float(match.group(1)), text[: match.start()].rstrip()
+        if weight <= 0:
+            raise ConfigError(f"{where}: the weight must be above 0")
+        if split != "train":
+            raise ConfigError(f"{where}: a *WEIGHT applies to training data only")
+    kind_match = _KIND.match(text)
+    kind = kind_match.group(1) if kind_match else text.partition(":")[0]
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: unknown kind {kind!r}; a source is {GRAMMAR}")
+    rest, part = text[len(kind):], ""
+    if kind in ("hf", "ding") and "@" in rest:
+        rest, _, part = rest.rpartition("@")
+        if not part:
+            raise ConfigError(f"{where}: nothing after '@' (the {'split' if kind == 'hf' else 'part'})")
+    if rest and not rest.startswith(":"):
+        raise ConfigError(f"{where}: expected ':' after {kind!r}; a source is {GRAMMAR}")
+    arg = rest[1:].strip()
+    if not arg and kind != "ding":
+        raise ConfigError(f"{where}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
+    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight)
+    if kind == "files":
+        src, bar, tgt = arg.partition("|")
+        if bar and not (src.strip() and tgt.strip()):
+            raise ConfigError(f"{where}: files:SRC|TGT needs both files")
+        paths = (src.strip(), tgt.strip()) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
+        return Source("files", paths=paths, **common)
+    if kind == "tsv":
+        return Source("tsv", paths=(_tsv_path(arg),), columns=_tsv_columns(arg, langs, where), **common)
+    if kind == "jsonl":
+        return Source("jsonl", paths=(arg,), **common)
+    if kind == "hf":
+        name, _, config = arg.partition(":")
+        return Source("hf", paths=(name,), part=part or HUB_SPLITS[split], hf_config=config or None,
+                      streaming=streaming, **common)
+    part = part or split
+    if part not in DING_PARTS:
+        raise ConfigError(f"{where}: unknown Ding part {part!r}; expected {', '.join(DING_PARTS)}")
+    if set(langs) != {"de", "en"}:
+        raise ConfigError(f"{where}: the Ding dictionary is German-English: data.src_lang/tgt_lang must be "
+                          f"de/en or en/de, not {langs[0]}/{langs[1]}")
+    return Source("ding", paths=(arg or DING_PATH,), part=part, **common)
+
+
+def _tsv_path(arg: str) -> str:
+    named = _TSV_COLUMNS.search(arg)
+    return arg[: named.start()] if named else arg
+
+
+def _tsv_columns(arg: str, langs: tuple[str, str], where: str) -> tuple[int, int]:
+    named = _TSV_COLUMNS.search(arg)
+    if not named:
+        return (0, 1)
+    columns = named.groups()
+    missing = [lang for lang in langs if lang not in columns]
+    if missing:
+        raise ConfigError(f"{where}: names columns {'-'.join(columns)}, not {missing[0]}")
+    return columns.index(langs[0]), columns.index(langs[1])
+
+
+def absolute_spec(spec: str) -> str:
+    """The spec with its paths made absolute (relative to the working directory), the rest kept, so a
+    saved config works from any directory. Specs are checked by parse_source, not here."""
+    text = str(spec).strip()
+    weight = _WEIGHT.search(text)
+    suffix = text[weight.start():] if weight else ""
+    text = text[: weight.start()].rstrip() if weight else text
+    kind_match = _KIND.match(text)
+    if not kind_match or kind_match.group(1) not in KINDS or not text[len(kind_match.group(1)):].startswith(":"):
+        return spec  # no path (ding, ding@valid), or not a spec: parse_source names it as written
+    kind, arg = kind_match.group(1), text[len(kind_match.group(1)) + 1:]
+    tail = ""
+    if kind in ("hf", "ding") and "@" in arg:
+        arg, _, part = arg.rpartition("@")
+        tail = "@" + part
+    if kind == "hf":
+        name, sep, config = arg.partition(":")
+        arg = (str(Path(name).resolve()) if Path(name).exists() else name) + sep + config
+    elif kind == "files":
+        arg = "|".join(_absolute(part) for part in arg.split("|"))
+    elif kind == "tsv":
+        named = _TSV_COLUMNS.search(arg)
+        arg = _absolute(_tsv_path(arg)) + (named.group(0) if named else "")
+    else:
+        arg = _absolute(arg)
+    return f"{kind}:{arg}{tail}{suffix}"
+
+
+def _absolute(path: str) -> str:
+    path = path.strip()
+    return path if not path or "://" in path else str(Path(path).resolve())
+
+
+# The corpus fields of configs before data.train/valid/test (refused, with the new form spelled out).
+LEGACY_FIELDS = (
+    "source", "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt", "train_prefix",
+    "valid_prefix", "test_prefix", "hf_name", "hf_config", "hf_data_files", "hf_splits", "ding_path",
+    "ding_phrases", "ding_valid_size", "ding_test_size", "train_sources",
+)
+
+
+def legacy_message(old: dict, where: str) -> str:
+    """One line saying what replaced the old corpus fields, with this config's lists written out."""
+    kind = old.get("source", "files")
+    lists = {}
+    for split in SPLITS:
+        specs: list[str] = []
+        if split == "train" and old.get("train_sources"):
+            specs = list(old["train_sources"])
+        elif kind == "files":
+            if old.get(f"{split}_src") or old.get(f"{split}_tgt"):
+                specs = [f"files:{old.get(f'{split}_src') or 'SRC_FILE'}|{old.get(f'{split}_tgt') or 'TGT_FILE'}"]
+            elif old.get(f"{split}_prefix"):
+                specs = [f"files:{old[f'{split}_prefix']}"]
+        elif kind == "hf" and old.get("hf_data_files"):
+            wanted = (old.get("hf_splits") or HUB_SPLITS).get(split)
+            specs = [f"hf:{old['hf_data_files'][wanted]}"] if wanted in old["hf_data_files"] else []
+        elif kind == "hf" and old.get("hf_name"):
+            wanted = (old.get("hf_splits") or HUB_SPLITS).get(split)
+            config = f":{old['hf_config']}" if old.get("hf_config") else ""
+            at = f"@{wanted}" if wanted and wanted != HUB_SPLITS[split] else ""
+            specs = [f"hf:{old['hf_name']}{config}{at}"] if wanted else []
+        elif kind == "ding":
+            path = f":{old['ding_path']}" if old.get("ding_path", DING_PATH) != DING_PATH else ""
+            at = "@sentences" if split == "train" and old.get("ding_phrases") is False else ""
+            specs = [f"ding{path}{at}"] if split == "train" or old.get(f"ding_{split}_size", 1) else []
+        if specs:
+            lists[split] = "[" + ", ".join(specs) + "]"
+    named = ", ".join(f"data.{key}" for key in old) + (" belongs" if len(old) == 1 else " belong")
+    written = "; ".join(f"data.{split}: {value}" for split, value in lists.items()) or "data.train: [files:PREFIX]"
+    return (f"{where}: {named} to the old corpus schema, replaced by one list of sources per split: "
+            f"write {written} (see docs/data.md)")

@@ -1,0 +1,106 @@
+"""Reading text files for corpora: UTF-8 lines, plain or gzip, streamed in batches.
+
+Only '\\n' ends a line: str.splitlines would also split at U+2028, form feeds etc. and break the
+alignment of parallel files. A '\\r' before it is dropped, and so is a BOM at the start of a file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+from mt.errors import MtError
+
+BATCH_LINES = 20_000  # lines per batch read from a file
+_BOM = b"\xef\xbb\xbf"
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """UTF-8 lines of a text file (gzip if the name ends in .gz), without line endings.
+
+    Only '\\n' ends a line (str.splitlines would also split at U+2028, form feeds etc. and break
+    the alignment of parallel files); a '\\r' before it is dropped, and so is a leading BOM.
+    """
+    lines = []
+    for start, batch in line_batches(str(path), BATCH_LINES):
+        for i, raw in enumerate(batch):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise MtError(f"{path}:{start + i + 1}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
+    return lines
+
+
+def read_parallel_files(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> tuple[list[str], list[str]]:
+    """Two line-aligned files; an error naming both files if their line counts differ."""
+    src_lines = read_lines(src_path)
+    tgt_lines = read_lines(tgt_path)
+    if len(src_lines) != len(tgt_lines):
+        raise mismatch_error(src_path, len(src_lines), tgt_path, len(tgt_lines))
+    return src_lines, tgt_lines
+
+
+def mismatch_error(src_path, src_count: int, tgt_path, tgt_count: int) -> MtError:
+    return MtError(
+        f"{src_path} has {src_count} lines but {tgt_path} has {tgt_count}: parallel files must be line-aligned"
+    )
+
+
+def open_binary(path: str):
+    try:
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except FileNotFoundError:
+        raise MtError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MtError(f"{path}: is a directory, expected a text file") from None
+    except OSError as exc:
+        raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _strip_newline(line: bytes) -> bytes:
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    return line[:-1] if line.endswith(b"\r") else line
+
+
+def line_batches(path: str, size: int) -> Iterator[tuple[int, list[bytes]]]:
+    """(0-based number of the first line, up to `size` lines as bytes without line endings), streamed.
+
+    Only b'\\n' ends a line; a b'\\r' before it goes, and so does a BOM at the start of the file.
+    """
+    with open_binary(path) as handle:
+        start = 0
+        try:
+            while True:
+                batch = [_strip_newline(line) for line in itertools.islice(handle, size)]
+                if not batch:
+                    return
+                if start == 0 and batch[0].startswith(_BOM):
+                    batch[0] = batch[0][len(_BOM):]
+                yield start, batch
+                start += len(batch)
+        except (EOFError, zlib.error) as exc:
+            raise MtError(f"{path}: broken gzip file ({exc})") from None
+        except OSError as exc:  # gzip.BadGzipFile is one
+            raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def count_lines(path: str) -> int:
+    """Lines of a plain file, counted in blocks (fast): the last line may lack its '\\n'."""
+    count, last = 0, b"\n"
+    with open_binary(path) as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def existing(path: str) -> str:
+    """The file, or FILE.gz when only that exists (a prepared corpus may be left compressed)."""
+    if not Path(path).exists() and Path(path + ".gz").exists():
+        return path + ".gz"
+    return path

@@ -1,0 +1,105 @@
+"""mt.hub through the real datasets library on local files: JSON lines (both record shapes), parquet,
+save_to_disk directories; splits, directions, and one-line errors. No network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mt import hub
+from mt.config import DataConfig
+from mt.corpus import chunks, load_split
+from mt.errors import MtError
+from mt.sources import SPLITS, parse_source
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+
+
+def write_jsonl(path: Path, records: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return str(path)
+
+
+def hf_config(tmp_path: Path, shape: str) -> DataConfig:
+    """One local JSON lines file per split, each named by an hf: spec (was hf_name json + hf_data_files)."""
+    def record(de: str, en: str) -> dict:
+        return {"translation": {"de": de, "en": en}} if shape == "nested" else {"en": en, "de": de}
+
+    files = {
+        name: write_jsonl(tmp_path / f"{shape}.{name}.jsonl", [record(f"{name} eins", f"{name} one"),
+                                                               record(f"{name} zwei", f"{name} two")])
+        for name in ("train", "validation", "test")
+    }
+    return DataConfig(train=[f"hf:{files['train']}"], valid=[f"hf:{files['validation']}"], test=[f"hf:{files['test']}"])
+
+
+def test_describe_names_dataset_config_and_split():
+    assert hub.describe(parse_source("hf:wmt14:de-en", "train", ("de", "en"))) == "dataset 'wmt14' (de-en) split 'train'"
+    assert hub.describe(parse_source("hf:bentrevett/multi30k", "valid", ("de", "en"))) == (
+        "dataset 'bentrevett/multi30k' split 'validation'")
+    assert hub.describe(parse_source("hf:x@dev", "test", ("de", "en"))) == "dataset 'x' split 'dev'"
+
+
+@pytest.mark.parametrize("shape", ["nested", "flat"])
+def test_hf_local_json(tmp_path, hf_cache, shape):
+    data = hf_config(tmp_path, shape)
+    assert [source.part for split in SPLITS for source in data.sources(split)] == ["train", "validation", "test"]
+    assert load_split(data.sources("train")) == (["train eins", "train zwei"], ["train one", "train two"])
+    assert load_split(data.sources("valid")) == (["validation eins", "validation zwei"], ["validation one", "validation two"])
+    data.src_lang, data.tgt_lang = "en", "de"
+    assert load_split(data.sources("test")) == (["test one", "test two"], ["test eins", "test zwei"])
+    data.src_lang = "fr"
+    with pytest.raises(MtError, match=rf"{shape}\.test\.jsonl' split 'test'.*language key 'fr'") as err:
+        load_split(data.sources("test"))
+    assert "\n" not in str(err.value)
+
+
+def test_hf_load_failure_is_one_line(tmp_path, hf_cache):
+    data = DataConfig(train=[f"hf:{tmp_path / 'absent.jsonl'}"])
+    with pytest.raises(MtError, match=r"cannot load dataset '.*absent\.jsonl' split 'train'") as err:
+        load_split(data.sources("train"))
+    assert "\n" not in str(err.value)
+    (tmp_path / "broken.jsonl").write_text("not json\n{\"de\": 1\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"cannot load dataset '.*broken\.jsonl' split 'train': .*no network\?") as err:
+        load_split(DataConfig(train=[f"hf:{tmp_path / 'broken.jsonl'}"]).sources("train"))
+    assert "\n" not in str(err.value)
+    (tmp_path / "t.txt").write_text("a\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"a local dataset file must end in \.json, \.jsonl, \.csv, \.parquet, \.arrow"):
+        hub.load(parse_source(f"hf:{tmp_path / 't.txt'}", "train", ("de", "en")))
+
+
+def test_hub_loader_on_local_datasets_files(tmp_path, hf_cache):
+    datasets = pytest.importorskip("datasets")
+    rows = {"translation": [{"de": f"satz {i}", "en": f"sentence {i}"} for i in range(5)]}
+    datasets.Dataset.from_dict(rows).to_parquet(str(tmp_path / "t.parquet"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"de": ["a", "b"], "en": ["A", "B"]}),
+                          "validation": datasets.Dataset.from_dict({"de": ["c"], "en": ["C"]})}).save_to_disk(
+        str(tmp_path / "saved"))
+    write_jsonl(tmp_path / "s.jsonl", [{"de": "gestreamt", "en": "streamed"}])
+    data = DataConfig(train=[f"hf:{tmp_path / 't.parquet'}", f"hf:{tmp_path / 'saved'}", f"hf:{tmp_path / 's.jsonl'}",
+                             f"hf:{tmp_path / 'saved'}@validation"], hf_streaming=True)
+    assert all(source.streaming for source in data.sources("train"))
+    src, tgt = load_split(data.sources("train"))
+    assert src == [f"satz {i}" for i in range(5)] + ["a", "b", "gestreamt", "c"]
+    assert tgt == [f"sentence {i}" for i in range(5)] + ["A", "B", "streamed", "C"]
+    data = DataConfig(valid=[f"hf:{tmp_path / 'saved'}"], test=[f"hf:{tmp_path / 'saved'}"])
+    assert load_split(data.sources("valid")) == (["c"], ["C"])
+    with pytest.raises(MtError, match=r"split 'test': no such split; it has: train, validation") as err:
+        load_split(data.sources("test"))
+    assert f"hf:{tmp_path / 'saved'}@SPLIT" in str(err.value)
+
+
+def test_hub_records_are_read_in_chunks_that_name_them(tmp_path, hf_cache):
+    path = write_jsonl(tmp_path / "r.jsonl", [{"translation": {"de": f"d{i}", "en": f"e{i}"}} for i in range(5)])
+    source = parse_source(f"hf:{path}", "train", ("de", "en"))
+    assert [(batch[0], batch[1]) for batch in hub.batches(source, 2)] == [
+        (["d0", "d1"], ["e0", "e1"]), (["d2", "d3"], ["e2", "e3"]), (["d4"], ["e4"])]
+    read = list(chunks(source, 2))
+    assert [(chunk.start, chunk.src) for chunk in read] == [(0, ["d0", "d1"]), (2, ["d2", "d3"]), (4, ["d4"])]
+    assert read[1].where(1) == f"dataset {path!r} split 'train' record 4"

@@ -1,0 +1,86 @@
+"""mt.text_files on tiny real files: UTF-8 lines (plain, .gz, CRLF, BOM), parallel files, batches, errors."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from mt import corpus, text_files
+from mt.errors import MtError
+from mt.text_files import count_lines, existing, line_batches, read_lines, read_parallel_files
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return path
+
+
+def test_plain_gz_and_crlf(tmp_path):
+    src = write(tmp_path / "train.de", "Hallo Welt\r\n  zwei  Leerzeichen \r\n\r\nletzte ohne Ende")
+    with gzip.open(tmp_path / "train.en.gz", "wb") as handle:
+        handle.write("hello world\n  two  spaces \n\nlast without end\n".encode("utf-8"))
+    de, en = read_parallel_files(src, tmp_path / "train.en.gz")
+    # Only the line ending goes: inner/outer spaces and empty lines stay, so lines stay aligned.
+    assert de == ["Hallo Welt", "  zwei  Leerzeichen ", "", "letzte ohne Ende"]
+    assert en == ["hello world", "  two  spaces ", "", "last without end"]
+
+
+def test_only_newline_ends_a_line(tmp_path):
+    # U+2028 and form feeds are line breaks to str.splitlines(); in a corpus they are just text.
+    src = write(tmp_path / "a.de", "\ufeffeins\u2028zwei\x0cdrei\nvier\n")
+    assert read_lines(src) == ["eins\u2028zwei\x0cdrei", "vier"]
+    # mt.corpus still offers the readers under their old names.
+    assert corpus.read_lines is read_lines and corpus.read_parallel_files is read_parallel_files
+
+
+def test_mismatched_counts_name_both_files(tmp_path):
+    src = write(tmp_path / "x.de", "a\nb\nc\n")
+    tgt = write(tmp_path / "x.en", "A\nB\n")
+    with pytest.raises(MtError) as err:
+        read_parallel_files(src, tgt)
+    message = str(err.value)
+    assert str(src) in message and str(tgt) in message
+    assert "3" in message and "2" in message
+    assert "\n" not in message
+    assert message == str(text_files.mismatch_error(src, 3, tgt, 2))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    bad = write(tmp_path / "bad.de", b"gut\nauch gut\nschlecht \xff hier\n")
+    write(tmp_path / "bad.en", "a\nb\nc\n")
+    with pytest.raises(MtError, match=r"bad\.de:3: not valid UTF-8 \(byte 0xff\)"):
+        read_parallel_files(bad, tmp_path / "bad.en")
+
+
+def test_missing_and_broken_files(tmp_path):
+    with pytest.raises(MtError, match=r"nope\.de: no such file"):
+        read_lines(tmp_path / "nope.de")
+    write(tmp_path / "fake.gz", "not gzip at all\n")
+    with pytest.raises(MtError, match=r"fake\.gz"):
+        read_lines(tmp_path / "fake.gz")
+    with pytest.raises(MtError, match="is a directory, expected a text file"):
+        read_lines(tmp_path)
+
+
+def test_line_batches_number_their_lines_and_drop_the_bom(tmp_path):
+    path = write(tmp_path / "b.txt", "\ufeffl1\r\nl2\nl3\nl4\nl5")
+    assert list(line_batches(str(path), 2)) == [(0, [b"l1", b"l2"]), (2, [b"l3", b"l4"]), (4, [b"l5"])]
+    assert list(line_batches(str(write(tmp_path / "empty.txt", b"")), 2)) == []
+
+
+def test_count_lines_counts_a_last_line_without_newline(tmp_path):
+    assert count_lines(str(write(tmp_path / "a", "x\ny\n"))) == 2
+    assert count_lines(str(write(tmp_path / "b", "x\ny"))) == 2
+    assert count_lines(str(write(tmp_path / "c", ""))) == 0
+    assert count_lines(str(write(tmp_path / "d", "\n\n\n"))) == 3
+
+
+def test_existing_finds_the_gz_only_when_the_plain_file_is_absent(tmp_path):
+    plain, packed = tmp_path / "c.de", tmp_path / "c.de.gz"
+    assert existing(str(plain)) == str(plain)  # neither exists: the plain name, for the error message
+    write(packed, gzip.compress(b"x\n"))
+    assert existing(str(plain)) == str(packed)
+    write(plain, "x\n")
+    assert existing(str(plain)) == str(plain)
