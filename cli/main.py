@@ -11,7 +11,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from cli import export as export_cli
 from cli import render
+from cli import serve as serve_cli
 from cli.options import (Alpha, Beam, Checkpoint, Checkpoints, DecodeTokens, Device, Exp, Force, MaxLenA, MaxLenB,
                          Penalty, Precision, Quantize, Recipe, Sets, Stop, Threads, examples, exp_dir)
 from mt import log
@@ -153,6 +155,9 @@ def average(
 
     path, used = average_last(Experiment(exp), last, output)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
+
+
+app.command("export", epilog=export_cli.EPILOG)(export_cli.export)  # its flags live in cli/export.py
 
 
 @app.command(epilog=examples('echo "Ein Satz." | mt translate --exp exp/de-en',
@@ -362,6 +367,9 @@ def report(
 
     set_threads(threads)
     print(run_report(Experiment(exp), output, force, samples, sentence, checkpoint))
+
+
+app.command("serve", epilog=serve_cli.EXAMPLES)(serve_cli.serve)  # its flags live in cli/serve.py
 
 
 def entry_point() -> None:

@@ -7,7 +7,7 @@ Its lines look like
 Sides are split at ' :: ', variants at ' | ' (aligned one-to-one), synonyms at ';'. Variants where
 both sides read as full sentences become sentence pairs; every other variant gives one phrase pair
 (its first synonym on each side). Valid and test are HELD_OUT sentence pairs each, picked by a
-fixed hash; train ("train": sentences and phrases, "sentences": without the phrases) shares no side
+fixed hash; train ("train": sentences and phrases; "sentences" and "phrases" alone) shares no side
 with them.
 """
 
@@ -167,11 +167,13 @@ def _held_out_splits(path: str, mtime_ns: int, valid_size: int, test_size: int) 
         return [(de, en) for de, en in pairs if de not in held_de and en not in held_en]
 
     train_sentences = kept(pair for i, pair in enumerate(sentences) if i not in held_index)
-    return {"train": train_sentences + kept(phrase_pairs), "sentences": train_sentences, **held_out}
+    train_phrases = kept(phrase_pairs)
+    return {"train": train_sentences + train_phrases, "sentences": train_sentences, "phrases": train_phrases,
+            **held_out}
 
 
 def held_out_splits(path: str | os.PathLike, valid_size: int = HELD_OUT, test_size: int = HELD_OUT) -> dict[str, list[Pair]]:
-    """(German, English) pairs of each part: train, sentences, valid, test. Held-out pairs share
+    """(German, English) pairs of each part: train, sentences, phrases, valid, test. Held-out pairs share
     neither side with train or each other. Computed once per file, modification time and sizes."""
     parts = _held_out_splits(*_ding_key(path), valid_size, test_size)
     return {part: list(pairs) for part, pairs in parts.items()}  # the cache's own lists stay as they are

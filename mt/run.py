@@ -11,6 +11,8 @@ from mt.errors import ConfigError
 from mt.experiment import Experiment
 from mt.recipes import STEPS, load_recipe
 
+SAMPLES = 4  # test sentences shown at the end of `mt run`
+
 
 def run_recipe(
     recipe: Path,
@@ -65,8 +67,35 @@ def run_recipe(
                 average_step(exp, cfg)
             elif step == "evaluate":
                 _evaluate(exp, cfg, device, print_result)
+    show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
+
+
+def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPLES) -> None:
+    """A few test sentences with reference and translation, on stderr: the quality, not only the number.
+
+    Spread evenly over the split's sentences of 4-16 source words (one-word lines say little), the
+    same ones on every run.
+    """
+    from rich.markup import escape
+
+    from mt.corpus import load_split, read_lines
+
+    hyp_path = exp.hyp_path("test")
+    if not cfg.data.test or not hyp_path.exists():
+        return
+    sources, refs = load_split(cfg.data.sources("test"))
+    hyps = read_lines(hyp_path)
+    if len(hyps) != len(sources):
+        return  # scored with another test set: nothing to line up
+    fitting = [i for i, line in enumerate(sources) if 4 <= len(line.split()) <= 16] or list(range(len(sources)))
+    picks = [fitting[(2 * k + 1) * len(fitting) // (2 * count)] for k in range(min(count, len(fitting)))]
+    log.info(f"[bold]test samples[/bold] ({len(picks)} of {len(sources)}: source, reference, translation)")
+    for i in picks:
+        log.info(f"  {escape(sources[i])}")
+        log.info(f"    ref: {escape(refs[i])}")
+        log.info(f"    mt:  {escape(hyps[i])}")
 
 
 def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[str], device: str,

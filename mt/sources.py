@@ -8,8 +8,8 @@ data.train, data.valid and data.test are lists of specs, read in order and conca
     jsonl:FILE                a JSON object per line, {"translation": {"de": .., "en": ..}} or {"de": .., "en": ..}
     hf:NAME[:CONFIG][@SPLIT]  datasets.load_dataset: a hub dataset, a local data file or a save_to_disk
                               directory; SPLIT defaults to train, validation, test
-    ding[:FILE][@PART]        the Ding dictionary; PART is train, sentences (train without the phrase
-                              pairs), valid or test, and defaults to the list's split
+    ding[:FILE][@PART]        the Ding dictionary; PART is train (its sentence and phrase pairs), sentences,
+                              phrases, valid or test, and defaults to the list's split
 
 A train spec may end in *WEIGHT, binarize's upsampling factor (2 writes each pair twice, 0.5 keeps a
 random half). Specs are parsed when the config loads, so a typo fails before any work; `Source` is
@@ -27,7 +27,7 @@ from mt.errors import ConfigError
 SPLITS = ("train", "valid", "test")
 KINDS = ("files", "tsv", "jsonl", "hf", "ding")
 DING_PATH = "/usr/share/trans/de-en"  # Debian's trans-de-en
-DING_PARTS = ("train", "sentences", "valid", "test")
+DING_PARTS = ("train", "sentences", "phrases", "valid", "test")
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our split -> the usual hub name
 GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
            "or ding[:FILE][@PART], with an optional *WEIGHT in train")

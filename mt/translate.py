@@ -141,14 +141,30 @@ class Translator:
         (0-based decoder layer), (translation, score, alignment) triples."""
         empty = ("", 0.0) if alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
+        todo, encoded, cuts = self.encode_lines(lines)
+        for warning in cuts:
+            log.warn(warning)
+        for i, hyps in zip(todo, self.search_encoded(encoded, nbest, sampling, alignment_layer)):
+            results[i] = hyps
+        return results
+
+    def encode_lines(self, lines: list[str]) -> tuple[list[int], list[list[int]], list[str]]:
+        """The indices of the non-blank lines, their source ids (no EOS) cut to the model's
+        positions, and one warning per cut line ("input line N: T tokens, cut to M")."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        if not todo:
-            return results
-        encoded = self.src_tok.encode([lines[i] for i in todo])
+        encoded = self.src_tok.encode([lines[i] for i in todo]) if todo else []
+        cuts = []
         for k, ids in enumerate(encoded):
             if len(ids) > self.max_src_tokens:
-                log.warn(f"input line {todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
+                cuts.append(f"input line {todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
                 encoded[k] = ids[: self.max_src_tokens]
+        return todo, encoded, cuts
+
+    def search_encoded(self, encoded: list[list[int]], nbest: int = 1, sampling: Sampling | None = None,
+                       alignment_layer: int | None = None) -> list[list[tuple]]:
+        """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
+        their tokens to form its batches before it searches."""
+        results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if sampling is not None:
             generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
@@ -157,12 +173,12 @@ class Translator:
             found = self._search(src_ids, nbest, sampling, generator)
             for k, hyps in zip(group, found):
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
-                results[todo[k]] = [(text, h.score) for text, h in zip(texts, hyps)]
+                results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
             if alignment_layer is not None:
                 aligned = word_alignments(self.model, src_ids, [encoded[k] for k in group], found,
                                           self.src_tok, self.tgt_tok, alignment_layer)
                 for k, alignments in zip(group, aligned):
-                    results[todo[k]] = [(*r, a) for r, a in zip(results[todo[k]], alignments)]
+                    results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
         return results
 
     def encode_line(self, line: str) -> tuple[torch.Tensor, list[int]]:

@@ -231,6 +231,16 @@ def test_run_recipe_then_again(work: Path):
     assert out[0].startswith("valid: BLEU") and out[1].startswith("test: BLEU") and "tok:13a" in out[1]
     assert out[2].startswith("A man is walking.  ->  ") and out[3].startswith("Two dogs play in the snow.  ->  ")
     exp = work / "run_exp"
+    # A few test sentences with reference and translation, on stderr (the quality, not only the number).
+    err = first.stderr.splitlines()
+    shown = err.index(next(line for line in err if line.startswith("test samples (4 of 50")))
+    hyps = (exp / "translations" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    refs = (work / "test.de").read_text(encoding="utf-8").splitlines()
+    sources = (work / "test.en").read_text(encoding="utf-8").splitlines()
+    for k in range(4):
+        source, ref, hyp = (line.strip() for line in err[shown + 1 + 3 * k: shown + 4 + 3 * k])
+        i = sources.index(source)
+        assert ref == f"ref: {refs[i]}" and hyp == f"mt:  {hyps[i]}".strip()
     assert yaml.safe_load((exp / "config.yaml").read_text())["model"]["d_model"] == 64
     assert json.loads((exp / "scores" / "test.json").read_text())["sentences"] == 50
     import torch

@@ -133,6 +133,9 @@ def test_ding_split_is_deterministic_disjoint_and_order_free(tmp_path, ding_file
     # "sentences" is train's sentence pairs only, in the same order.
     assert parts["sentences"] == [pair for pair in parts["train"] if pair in SENTENCES]
     assert parts["sentences"]
+    # "phrases" is the rest of train, in the same order.
+    assert parts["phrases"] == [pair for pair in parts["train"] if pair not in SENTENCES]
+    assert parts["sentences"] + parts["phrases"] == parts["train"]
 
     # The choice hangs on a fixed hash of the German side, not on the process or the file order.
     clear_cache()
@@ -161,7 +164,8 @@ def test_ding_parts_and_directions(big_ding):
     assert len(parts["valid"]) == len(parts["test"]) == HELD_OUT
     assert len(parts["sentences"]) == 1200 - 2 * HELD_OUT
     assert len(parts["train"]) == 1200 - 2 * HELD_OUT + 30
-    for part in ("train", "sentences", "valid", "test"):
+    assert len(parts["phrases"]) == 30
+    for part in ("train", "sentences", "phrases", "valid", "test"):
         de, en = ding_part(big_ding, part, ("de", "en"))
         assert list(zip(de, en)) == parts[part]
         assert ding_part(big_ding, part, ("en", "de")) == (en, de)

@@ -70,7 +70,7 @@ def test_ding_parts_and_direction():
     assert parse_source("ding@sentences", "train", DE_EN).part == "sentences"
     assert parse_source("ding:my/de-en@valid", "test", DE_EN) == Source(
         "ding", "ding:my/de-en@valid", ("my/de-en",), DE_EN, part="valid")
-    with pytest.raises(ConfigError, match=r"unknown Ding part 'dev'; expected train, sentences, valid, test"):
+    with pytest.raises(ConfigError, match=r"unknown Ding part 'dev'; expected train, sentences, phrases, valid, test"):
         parse_source("ding@dev", "train", DE_EN)
     with pytest.raises(ConfigError, match=r"nothing after '@' \(the part\)"):
         parse_source("ding@", "train", DE_EN)

@@ -32,8 +32,10 @@ def toy_corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict, decode: dict) -> tuple[Experiment, ExperimentConfig]:
-    """root/{split}.de|en toy files, and root/exp with its config, tokenizer (vocabulary 100) and binarized data."""
+def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict, decode: dict,
+                    tokenizer: dict | None = None) -> tuple[Experiment, ExperimentConfig]:
+    """root/{split}.de|en toy files, and root/exp with its config, tokenizer (vocabulary 100 unless
+    `tokenizer` changes it) and binarized data."""
     cfg = ExperimentConfig()
     for split, n in sizes.items():
         src, tgt = toy_corpus(n, seed=len(split))
@@ -41,6 +43,7 @@ def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict,
         (root / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
         setattr(cfg.data, split, [f"files:{root / split}"])
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
+    cfg.tokenizer.__dict__.update(tokenizer or {})
     cfg.model.__dict__.update(d_model=32, d_ff=64, n_heads=2, **model)
     cfg.train.__dict__.update(train)
     cfg.decode.__dict__.update(decode)

@@ -1,0 +1,402 @@
+"""Serving: `mt serve` under 1, 8 and 64 concurrent clients and at a fixed arrival rate, beside batch translation.
+
+    python bench/serve.py --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
+        [--max-seconds 60] [--rate R] [--open-seconds 30] [--seconds N] [--sentences N] [--threads 2]
+        [--precision fp32 | --quantize int8] [--serve-arg=--max-wait-ms=5 ...]
+
+Inputs: a trained experiment and its test split (raw source lines, read through its config: for
+Multi30k test2016, 1000 sentences). First `mt translate`'s path, Translator.translate over all the
+sentences at once, timed after a warm-up, before the server starts and again after it stopped: the
+batch throughput is the faster of the two (a busy shared machine slows one or both; the two runs
+bracket the serving figures and both are printed). Then `python -m mt serve` starts on
+a free loopback port (a subprocess, its log in a temporary file) and light clients in this process
+(asyncio, raw HTTP/1.1 over one keep-alive connection each; they share the cores with the server)
+send one sentence per request to POST /v1/translate, cycling through the sentences:
+- closed loop: for each --clients level, that many clients each send a request as soon as its
+  previous answer came; a level stops after --requests answers or --max-seconds;
+- open loop: requests arrive at --rate per second (default half the batch throughput) for
+  --open-seconds, whatever the answers; latency counts from the planned arrival, so a queue that
+  builds up shows (no coordinated omission); at most --max-pending in flight, the rest are errors;
+- soak (--seconds N): the largest --clients level for N seconds, the server's RSS read every
+  --rss-every seconds; flat RSS means no leak.
+The batch run and the server load the same checkpoint in the same mode (--checkpoint, --precision,
+--quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
+and failed connections. RSS is VmRSS of the server process
+(/proc/PID/status). Prints a table, then one JSON line. Nothing leaves the loopback interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def cpu_model() -> str:
+    """The CPU's name and its widest vector unit ("AMD EPYC, AVX2")."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                platform.processor() or "unknown CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
+                                     ("AVX2", "avx2")) if flag in flags]
+    return f"{name}, {' '.join(units) or 'no AVX2'}"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+# -- the server -------------------------------------------------------------------------------------
+class Server:
+    """`python -m mt serve` on a free loopback port, started and stopped by this process."""
+
+    def __init__(self, args, log_path: Path):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        command = [sys.executable, "-m", "mt", "serve", "--exp", args.exp, "--host", "127.0.0.1",
+                   "--port", str(self.port), "--threads", str(args.threads), "--precision", args.precision,
+                   *args.serve_arg]
+        if args.checkpoint:
+            command += ["--checkpoint", args.checkpoint]
+        if args.quantize:
+            command += ["--quantize", args.quantize]
+        self.log_path = log_path
+        with open(log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        self.health = self._wait(args.start_seconds)
+
+    def _wait(self, seconds: float) -> dict:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                sys.exit(f"mt serve exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                status, body = asyncio.run(get(self.port, "/health"))
+                if status == 200:
+                    return json.loads(body or b"{}")
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.25)
+        self.stop()
+        sys.exit(f"mt serve did not answer /health in {seconds:.0f} s:\n{self.log_path.read_text()[-3000:]}")
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# -- a raw HTTP/1.1 client ----------------------------------------------------------------------------
+class Connection:
+    """One keep-alive connection to 127.0.0.1:port; reconnects after the server closed it."""
+
+    def __init__(self, port: int):
+        self.port, self.reader, self.writer = port, None, None
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        try:
+            self.writer.write(head + body)
+            await self.writer.drain()
+            status_line = await self.reader.readline()
+            if not status_line:
+                raise ConnectionError("the server closed the connection")
+            headers = {}
+            while (line := await self.reader.readline()) not in (b"\r\n", b""):
+                key, _, value = line.decode("latin-1").partition(":")
+                headers[key.strip().lower()] = value.strip()
+            if headers.get("transfer-encoding") == "chunked":
+                data = b""
+                while size := int((await self.reader.readline()).strip() or b"0", 16):
+                    data += await self.reader.readexactly(size + 2)
+                    data = data[:-2]
+                await self.reader.readline()
+            else:
+                data = await self.reader.readexactly(int(headers.get("content-length", 0)))
+            if headers.get("connection") == "close":
+                self.close()
+            return int(status_line.split()[1]), data
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def get(port: int, path: str) -> tuple[int, bytes]:
+    connection = Connection(port)
+    try:
+        return await asyncio.wait_for(connection.request("GET", path), 5)
+    finally:
+        connection.close()
+
+
+def translate_body(line: str) -> bytes:
+    return json.dumps({"text": line}).encode()
+
+
+async def send(connection: Connection, line: str, timeout: float) -> bool:
+    """POST one sentence; True for a 200 answer."""
+    try:
+        status, _ = await asyncio.wait_for(connection.request("POST", "/v1/translate", translate_body(line)), timeout)
+        return status == 200
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+        connection.close()
+        return False
+
+
+# -- the loads ----------------------------------------------------------------------------------------
+async def closed_loop(port: int, lines: list[str], clients: int, requests: int, seconds: float,
+                      timeout: float, sample=None) -> dict:
+    """`clients` clients, each sending its next sentence when the last answer came, until `requests`
+    answers or `seconds`; `sample` (a coroutine function) runs beside them, for the soak's RSS."""
+    latencies, errors, counter = [], 0, iter(range(10**12))
+    start = time.perf_counter()
+    stop_at = start + seconds
+
+    async def client() -> None:
+        nonlocal errors
+        connection = Connection(port)
+        while time.perf_counter() < stop_at and (n := next(counter)) < requests:
+            sent = time.perf_counter()
+            if await send(connection, lines[n % len(lines)], timeout):
+                latencies.append(time.perf_counter() - sent)
+            else:
+                errors += 1
+        connection.close()
+
+    tasks = [asyncio.create_task(client()) for _ in range(clients)]
+    if sample is not None:
+        sampler = asyncio.create_task(sample())
+    await asyncio.gather(*tasks)
+    if sample is not None:
+        sampler.cancel()
+    return summary(latencies, errors, time.perf_counter() - start)
+
+
+async def open_loop(port: int, lines: list[str], rate: float, seconds: float, timeout: float, max_pending: int) -> dict:
+    """Requests at `rate` per second for `seconds`, each on an idle connection (or a new one)."""
+    latencies, errors, pending, idle = [], 0, set(), []
+    start = time.perf_counter()
+
+    async def one(line: str, planned: float) -> None:
+        nonlocal errors
+        connection = idle.pop() if idle else Connection(port)
+        if await send(connection, line, timeout):
+            latencies.append(time.perf_counter() - planned)  # from the planned arrival
+        else:
+            errors += 1
+        idle.append(connection)
+
+    for n in range(int(rate * seconds)):
+        planned = start + n / rate
+        await asyncio.sleep(max(0.0, planned - time.perf_counter()))
+        if len(pending) >= max_pending:
+            errors += 1
+            continue
+        task = asyncio.create_task(one(lines[n % len(lines)], planned))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+    if pending:
+        await asyncio.wait(pending)
+    for connection in idle:
+        connection.close()
+    return {**summary(latencies, errors, time.perf_counter() - start), "rate": rate}
+
+
+def summary(latencies: list[float], errors: int, seconds: float) -> dict:
+    ms = [s * 1000 for s in latencies]
+    return {"answers": len(ms), "errors": errors, "seconds": seconds, "sent_per_s": len(ms) / seconds,
+            "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "p99_ms": percentile(ms, 99)}
+
+
+# -- batch translation, as `mt translate` does it -------------------------------------------------------
+class BatchRun:
+    """The experiment's Translator in this process, as `mt translate` loads it; `time` translates all
+    the lines at once and returns sentences/s."""
+
+    def __init__(self, args, lines: list[str]):
+        import torch
+
+        from mt.experiment import Experiment
+        from mt.translate import InferenceOptions, Translator
+
+        torch.set_num_threads(args.threads)
+        exp = Experiment(args.exp)
+        cfg = exp.load_config()
+        options = InferenceOptions(args.checkpoint or None, "cpu", args.precision, args.quantize)
+        self.translator, self.lines = Translator.load(exp, cfg, options), lines
+        self.translator.translate(lines[:16])  # warm-up: first-call allocations and kernel selection
+        decode = cfg.decode
+        self.decoding = (f"beam {decode.beam}, alpha {decode.alpha}, {decode.length_penalty} penalty, stop {decode.stop}, "
+                         f"{args.quantize or args.precision}, checkpoint {args.checkpoint or decode.checkpoint}")
+
+    def time(self) -> float:
+        start = time.perf_counter()
+        self.translator.translate(self.lines)
+        return len(self.lines) / (time.perf_counter() - start)
+
+
+def test_lines(exp_dir: str, limit: int) -> list[str]:
+    from mt.corpus import load_split
+    from mt.experiment import Experiment
+
+    src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
+    lines = [line for line in src if line.strip()]
+    return lines[:limit] if limit else lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--exp", default=str(REPO / "experiments" / "multi30k_en_de"))
+    parser.add_argument("--checkpoint", default=None, help="Default: the config's decode.checkpoint.")
+    parser.add_argument("--precision", default="fp32", help="fp32 or bf16, of the batch run and of the server.")
+    parser.add_argument("--quantize", default=None, help="int8: instead of --precision, in both.")
+    parser.add_argument("--clients", default="1,8,64", help="Concurrency levels of the closed loop.")
+    parser.add_argument("--requests", type=int, default=400, help="Answers per closed-loop level, at most.")
+    parser.add_argument("--max-seconds", type=float, default=60, help="Seconds per closed-loop level, at most.")
+    parser.add_argument("--rate", type=float, default=None, help="Open-loop arrivals per second (default: half "
+                        "the batch throughput; 0: no open loop).")
+    parser.add_argument("--open-seconds", type=float, default=30)
+    parser.add_argument("--max-pending", type=int, default=256, help="Open-loop requests in flight, at most.")
+    parser.add_argument("--seconds", type=float, default=0, help="Soak for this long at the largest --clients level.")
+    parser.add_argument("--rss-every", type=float, default=5)
+    parser.add_argument("--sentences", type=int, default=0, help="The first N test sentences (default: all).")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads, of the batch run and of the server.")
+    parser.add_argument("--timeout", type=float, default=120, help="Seconds a request may take before it is an error.")
+    parser.add_argument("--start-seconds", type=float, default=180, help="Seconds the server may take to start.")
+    parser.add_argument("--serve-arg", action="append", default=[], help="Passed on to `mt serve` (repeatable).")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+
+    from mt.runtime import allocator_name, use_tcmalloc
+
+    use_tcmalloc()  # as `mt` does (and so the server, which inherits the preload)
+    lines = test_lines(args.exp, args.sentences)
+    print(f"inputs: {args.exp}, {len(lines)} test sentences; {args.threads} threads; {cpu_model()}", file=sys.stderr)
+    batch = BatchRun(args, lines)
+    batch_runs = [batch.time()]
+    print(f"batch: {batch_runs[0]:.1f} sent/s ({batch.decoding})", file=sys.stderr)
+    rate = batch_runs[0] / 2 if args.rate is None else args.rate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(args, Path(tmp) / "serve.log")
+        try:
+            rss_start = server.rss_mb()
+            rss_samples = [(0.0, rss_start)]
+            asyncio.run(closed_loop(server.port, lines, min(4, max(levels)), 8, 60, args.timeout))  # warm-up
+            closed, soak, opened = {}, None, None
+            for clients in levels:
+                closed[clients] = asyncio.run(closed_loop(server.port, lines, clients, args.requests,
+                                                          args.max_seconds, args.timeout))
+                closed[clients]["rss_mb"] = server.rss_mb()
+                print(f"{clients} client{'s' if clients > 1 else ''}: {closed[clients]['sent_per_s']:.1f} sent/s, "
+                      f"p50 {closed[clients]['p50_ms']:.0f} ms", file=sys.stderr)
+            if rate > 0:
+                opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
+                                               args.max_pending))
+                opened["rss_mb"] = server.rss_mb()
+            if args.seconds > 0:
+                soak_start = time.perf_counter()
+
+                async def sample() -> None:
+                    while True:
+                        await asyncio.sleep(args.rss_every)
+                        rss_samples.append((time.perf_counter() - soak_start, server.rss_mb()))
+
+                soak = asyncio.run(closed_loop(server.port, lines, max(levels), 10**12, args.seconds,
+                                               args.timeout, sample))
+            rss_end = server.rss_mb()
+            rss_samples.append((float("inf"), rss_end))
+            server_mode = server.health
+        finally:
+            server.stop()
+    batch_runs.append(batch.time())
+    batch_per_s = max(batch_runs)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"mt serve, {args.exp}: {len(lines)} test sentences, one a request; {args.threads} threads")
+    for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB"):
+        table.add_column(column, justify="left" if column == "load" else "right")
+
+    def row(name: str, r: dict) -> None:
+        table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{r['p99_ms']:.0f}",
+                      str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}")
+
+    table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
+                  "-", "-", "-", str(len(lines)), "-", "-")
+    for clients, r in closed.items():
+        row(f"{clients} client{'s' if clients > 1 else ''}", r)
+    if opened:
+        row(f"open loop, {opened['rate']:.1f}/s", opened)
+    if soak:
+        soak["rss_mb"] = rss_end
+        row(f"soak, {max(levels)} clients, {args.seconds:.0f} s", soak)
+    Console(width=130).print(table)
+    print(f"{cpu_model()}; decoding: {batch.decoding}; server RSS MB: start {rss_start:.0f}, end {rss_end:.0f}"
+          + (f"; soak samples {' '.join(f'{mb:.0f}' for _, mb in rss_samples[1:-1])}" if soak else ""))
+
+    result = {
+        "cpu": f"{cpu_model()}, {os.cpu_count()} cores",
+        "date": datetime.date.today().isoformat(),
+        "threads": args.threads,
+        "allocator": allocator_name(),
+        "sentences": len(lines),
+        "decoding": batch.decoding,
+        "server_health": server_mode,  # what GET /health said at the start
+        "sent_per_s_batch": round(batch_per_s, 2),
+        "sent_per_s_batch_runs": [round(r, 2) for r in batch_runs],  # before the server, after it
+        **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
+        **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
+        **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),
+            **{f"{q}_ms_open": round(opened[f"{q}_ms"], 1) for q in ("p50", "p95", "p99")}} if opened else {}),
+        **({"soak_seconds": args.seconds, "sent_per_s_soak": round(soak["sent_per_s"], 2),
+            "rss_mb_soak": [round(mb, 1) for _, mb in rss_samples[1:-1]]} if soak else {}),
+        "errors": sum(r["errors"] for r in [*closed.values(), *filter(None, [opened, soak])]),
+        "rss_mb_start": round(rss_start, 1),
+        "rss_mb_end": round(rss_end, 1),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Training throughput of two checkouts, side by side: did a change make training slower?
+
+    git worktree add /tmp/old OLD_COMMIT
+    python bench/throughput_ab.py --old /tmp/old --old-exp EXP_OLD --new-exp EXP_NEW [--pairs 5] [--steps 8]
+
+Runs `bench/throughput.py --precisions fp32` of the old checkout and of this one in turn, old then
+new, `--pairs` times, so that both see the same drift in machine load; each run is its own process
+(the old checkout's `mt` first on PYTHONPATH). EXP_OLD and EXP_NEW hold the same binarized data (an
+experiment made by the old code may need its config rewritten for the new, or the other way round).
+Prints each pair, the medians and their ratio, and as its last line one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def one_run(tree: Path, exp: str, steps: int, threads: int) -> float:
+    """tgt tokens/s in fp32 of one bench/throughput.py run of the checkout at `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    command = [sys.executable, str(tree / "bench" / "throughput.py"), "--exp", exp, "--precisions", "fp32",
+               "--steps", str(steps), "--threads", str(threads)]
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: bench/throughput.py failed:\n{done.stderr[-2000:]}")
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return float(summary["tgt_tokens_per_s_fp32"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--old", required=True, help="The old checkout (a git worktree).")
+    parser.add_argument("--old-exp", required=True)
+    parser.add_argument("--new-exp", required=True)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    old_tree = Path(args.old).resolve()
+    commits = {name: subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True).stdout.strip() for name, tree in (("old", old_tree), ("new", REPO))}
+    old, new = [], []
+    print(f"{'pair':>4} {'old tgt tok/s':>14} {'new tgt tok/s':>14} {'new/old':>8}", file=sys.stderr)
+    started = time.time()
+    for pair in range(1, args.pairs + 1):
+        old.append(one_run(old_tree, args.old_exp, args.steps, args.threads))
+        new.append(one_run(REPO, args.new_exp, args.steps, args.threads))
+        print(f"{pair:>4} {old[-1]:>14,.1f} {new[-1]:>14,.1f} {new[-1] / old[-1]:>8.3f}", file=sys.stderr)
+    median_old, median_new = statistics.median(old), statistics.median(new)
+    print(f"median {median_old:,.1f} (old {commits['old']}) against {median_new:,.1f} (new {commits['new']}): "
+          f"{median_new / median_old:.3f}x; {time.time() - started:.0f} s", file=sys.stderr)
+    print(json.dumps({
+        "what": "bench/throughput_ab.py: bench/throughput.py --precisions fp32, old and new alternating",
+        "cpu": f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads",
+        "date": time.strftime("%Y-%m-%d", time.gmtime()), "old_commit": commits["old"], "new_commit": commits["new"],
+        "steps": args.steps, "tgt_tokens_per_s_old": old, "tgt_tokens_per_s_new": new,
+        "median_old": median_old, "median_new": median_new, "ratio": round(median_new / median_old, 3),
+        "pair_ratios": [round(n / o, 3) for o, n in zip(old, new)],
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""`mt export`: in a module of its own so that cli/main.py stays one reading long; main.py registers it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cli.options import Checkpoint, Exp, examples
+from mt import log
+
+EPILOG = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
+                  "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average")
+
+
+def export(
+    exp: Exp,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write (must not exist, or --force).")],
+    fmt: Annotated[str, typer.Option("--format", help="ctranslate2: a CTranslate2 model directory.")] = "ctranslate2",
+    checkpoint: Checkpoint = None,
+    quantize: Annotated[Optional[str], typer.Option(help="Weights as int8, int8_float32 or float16 (default: float32).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace --output if it is an earlier export.")] = False,
+) -> None:
+    """Write a checkpoint as a CTranslate2 model: model.bin, vocabularies, SentencePiece model(s), README.txt."""
+    from mt.experiment import open_experiment
+    from mt.export import export as run_export
+
+    experiment, cfg = open_experiment(exp, persist=False, existing=True)
+    summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force)
+    log.info(f"exported {summary['checkpoint']} ({summary['quantize']}) to {summary['output']}: "
+             f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB")
+    print(summary["output"])

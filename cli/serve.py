@@ -1,0 +1,48 @@
+"""`mt serve`: its flags, registered on the app by cli/main.py (kept apart to keep main.py short)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from cli.options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
+
+EXAMPLES = examples(
+    "mt serve --exp exp/de-en",
+    "mt serve --exp exp/de-en --host 0.0.0.0 --port 5000 --api-key SECRET --max-batch-tokens 4000",
+)
+
+
+def serve(
+    exp: Exp,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 for every interface.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8000,
+    checkpoint: Checkpoints = None,
+    max_batch_tokens: Annotated[int, typer.Option(help="Source tokens a batch may hold, from all the requests waiting.")] = 2000,
+    max_wait_ms: Annotated[float, typer.Option(help="How long a sentence waits for others to share its batch.")] = 10.0,
+    max_queue: Annotated[int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")] = 1024,
+    max_chars: Annotated[int, typer.Option(help="Characters per request.")] = 20000,
+    max_lines: Annotated[int, typer.Option(help="Lines (sentences) per request.")] = 256,
+    max_beam: Annotated[int, typer.Option(help="The widest beam (and longest n-best list) a request may ask for.")] = 8,
+    api_key: Annotated[Optional[str], typer.Option(envvar="MT_API_KEY", show_envvar=True, help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.")] = None,
+    precision: Precision = "fp32",
+    quantize: Quantize = None,
+    threads: Threads = 2,
+    device: Device = "cpu",
+) -> None:
+    """Serve translations over HTTP: LibreTranslate's POST /translate, mt's /v1/translate and /v1/attention, a page at /.
+
+    Then: curl -s localhost:8000/translate --data-urlencode 'q=Ein Satz.' -d source=de -d target=en (docs/serving.md).
+    """
+    from mt.experiment import open_experiment
+    from mt.runtime import warn_if_slow
+    from mt.serve import Limits
+    from mt.serve import serve as run_serve
+    from mt.translate import InferenceOptions
+
+    limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam)
+    experiment, cfg = open_experiment(exp, persist=False, existing=True)
+    warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
+    run_serve(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize), host, port, limits,
+              api_key or None, threads)

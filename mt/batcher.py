@@ -1,0 +1,227 @@
+"""One queue and one worker: the sentences of concurrent requests translated in shared batches (`mt serve`).
+
+Requests put their sentences (source ids, already cut to the model's positions: `Translator.encode_lines`)
+into one bounded queue and wait on a future. One worker thread owns the Translator, so the model is
+never touched from two threads at once. It takes the oldest sentence, waits up to `max_wait_ms` for
+more that share its decoding options (or until `max_batch_tokens` source tokens of them are waiting),
+translates them together -- sorted by length and cut into batches by padded size, as `mt translate`
+batches (`mt.batching.length_groups`) -- and hands each request its own results, in its own order.
+Batching changes no translation: padding and batch position do not change a sentence's output.
+
+A full queue refuses a request at once (`QueueFull`: the server answers 503 with Retry-After). A batch
+that fails answers each of its requests with the exception and the worker goes on with the next;
+`close` lets the worker finish what is queued, then stops it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from mt import log
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The decoding options of one request; sentences are batched only with others that share them."""
+
+    beam: int
+    alpha: float
+    length_penalty: str
+    nbest: int = 1
+    alignment_layer: int | None = None  # 0-based decoder layer for alignments; None: no alignments
+
+
+class QueueFull(Exception):
+    """The queue cannot take a request's sentences now: the caller should retry later."""
+
+
+class Closed(Exception):
+    """The batcher is shutting down and takes no more work."""
+
+
+class _Request:
+    """One caller's future and the results gathered for it so far."""
+
+    def __init__(self, size: int):
+        self.future: Future = Future()
+        self.results: list[Any] = [None] * size
+        self.remaining = size
+
+    def deliver(self, index: int, value: Any) -> None:
+        """One sentence's result; the future gets them all once the last has come."""
+        self.results[index] = value
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.settle(self.results)
+
+    def settle(self, value: Any) -> None:
+        self._set(self.future.set_result, value)
+
+    def fail(self, exc: BaseException) -> None:
+        self._set(self.future.set_exception, exc)
+
+    def _set(self, setter, value) -> None:
+        try:  # the caller may have given up (a client that left cancels its future)
+            setter(value)
+        except InvalidStateError:
+            pass
+
+
+@dataclass
+class _Entry:
+    """A queued sentence of a request (or a call to run on the worker, `Batcher.call`)."""
+
+    request: _Request
+    index: int
+    ids: list[int]
+    options: SearchOptions | None
+    arrived: float
+    call: Callable | None = None
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids) + 1  # with EOS, as the search sees it
+
+
+class Batcher:
+    """The queue and its worker thread over one Translator (module docstring); `start` before use."""
+
+    def __init__(self, translator, max_batch_tokens: int = 4000, max_wait_ms: float = 10.0, max_queue: int = 1024,
+                 threads: int | None = None):
+        self.translator = translator
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_queue = max_queue
+        self.threads = threads
+        self.decode_cfg = translator.decode_cfg  # the defaults; each batch searches with its own options
+        self.batches = 0  # batches translated, for /health
+        self._queue: deque[_Entry] = deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._work, name="mt-batcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, encoded: list[list[int]], options: SearchOptions) -> Future:
+        """Queue one request's sentences (`encode_lines` ids); its future gets, for each sentence in
+        order, the hypotheses `Translator.search_encoded` gives. Raises QueueFull or Closed."""
+        request = _Request(len(encoded))
+        if not encoded:
+            request.future.set_result([])
+            return request.future
+        now = time.monotonic()
+        self._put([_Entry(request, i, ids, options, now) for i, ids in enumerate(encoded)])
+        return request.future
+
+    def call(self, fn: Callable[[Any], Any]) -> Future:
+        """Run fn(translator) on the worker, between batches, with the default decoding options (the
+        attention of one sentence, say); its future gets what fn returns. Raises QueueFull or Closed."""
+        request = _Request(1)
+        self._put([_Entry(request, 0, [], None, time.monotonic(), call=fn)])
+        return request.future
+
+    def queued(self) -> int:
+        """Sentences waiting now."""
+        with self._cond:
+            return len(self._queue)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Take no more work; let the worker finish what is queued, and wait for it (up to `timeout` s)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _put(self, entries: list[_Entry]) -> None:
+        with self._cond:
+            if self._closing:
+                raise Closed("the server is shutting down")
+            # A request larger than the whole queue goes in when the queue is empty, or it never could.
+            if self._queue and len(self._queue) + len(entries) > self.max_queue:
+                raise QueueFull(f"{len(self._queue)} sentences are waiting (--max-queue {self.max_queue})")
+            self._queue.extend(entries)
+            self._cond.notify_all()
+
+    # -- the worker thread ----------------------------------------------------------------------
+    def _work(self) -> None:
+        import torch
+
+        from mt.runtime import set_threads
+
+        set_threads(self.threads)  # in this thread too: OpenMP's thread count is per thread
+        with torch.inference_mode():
+            while (batch := self._next_batch()) is not None:
+                self._run(batch)
+
+    def _next_batch(self) -> list[_Entry] | None:
+        """The next batch: the oldest entry and the others with its options, once enough tokens wait or
+        its wait is over; None once closed with nothing left."""
+        with self._cond:
+            while True:
+                self._drop_abandoned()
+                if self._queue:
+                    break
+                if self._closing:
+                    return None
+                self._cond.wait()
+            first = self._queue[0]
+            if first.call is not None:
+                return [self._queue.popleft()]
+            deadline = first.arrived + self.max_wait
+            while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self._take(first.options)
+
+    def _drop_abandoned(self) -> None:
+        """Sentences of requests already answered (a failed batch, a client gone) need no search."""
+        if any(entry.request.future.done() for entry in self._queue):
+            self._queue = deque(entry for entry in self._queue if not entry.request.future.done())
+
+    def _waiting_tokens(self, options: SearchOptions) -> int:
+        return sum(entry.tokens for entry in self._queue if entry.call is None and entry.options == options)
+
+    def _take(self, options: SearchOptions) -> list[_Entry]:
+        """Entries with `options`, oldest first, up to max_batch_tokens (at least one); the rest stay."""
+        batch, rest, tokens = [], deque(), 0
+        for entry in self._queue:
+            fits = not batch or tokens + entry.tokens <= self.max_batch_tokens
+            if entry.call is None and entry.options == options and fits:
+                batch.append(entry)
+                tokens += entry.tokens
+            else:
+                rest.append(entry)
+        self._queue = rest
+        return batch
+
+    def _run(self, batch: list[_Entry]) -> None:
+        """Translate one batch (or run one call); any failure goes to its requests, never further."""
+        try:
+            if batch[0].call is not None:
+                self.translator.decode_cfg = self.decode_cfg
+                batch[0].request.settle(batch[0].call(self.translator))
+                return
+            options = batch[0].options
+            self.translator.decode_cfg = replace(self.decode_cfg, beam=options.beam, alpha=options.alpha,
+                                                 length_penalty=options.length_penalty,
+                                                 max_tokens=self.max_batch_tokens)
+            found = self.translator.search_encoded([entry.ids for entry in batch], options.nbest, None,
+                                                   options.alignment_layer)
+        except Exception as exc:  # a request must never stop the worker: its callers get the error
+            log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
+            for entry in batch:
+                entry.request.fail(exc)
+            return
+        finally:
+            self.batches += 1
+        for entry, hyps in zip(batch, found):
+            entry.request.deliver(entry.index, hyps)

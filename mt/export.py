@@ -1,0 +1,305 @@
+"""`mt export`: a trained checkpoint as a CTranslate2 model directory, translating as mt does.
+
+The weights go through the `ctranslate2` package's spec API (imported here only: `pip install
+'mt[export]'`), one mt tensor to one CTranslate2 variable, and anything the mapping does not know
+is refused with one line rather than written as a model that translates differently. The mapping:
+- post-norm (Sec. 3.1) or pre-norm with its final LayerNorms: `pre_norm` of the spec, LayerNorm
+  gamma/beta per sub-layer, epsilon from the model;
+- token embeddings times sqrt(d_model) (Sec. 3.4): `scale_embeddings` set to the model's own factor;
+- the sinusoids (Sec. 3.5) as the position table mt adds, row for row: mt interleaves sin and cos
+  (PE[:, 2i] = sin, PE[:, 2i+1] = cos), while CTranslate2's built-in ones put all sines before all
+  cosines with tensor2tensor's frequencies, so its own would translate differently;
+- self-attention: mt's fused [q; k; v] projection is CTranslate2's fused one as it is; cross-attention:
+  the query projection, then the fused [k; v]; the output projection last; FFN: ReLU (Sec. 3.3);
+- tied weights (Sec. 3.4) stay one matrix: `optimize()` aliases equal variables, and equal source and
+  target vocabularies are saved once (shared_vocabulary.json);
+- mt's special ids pad 0, unk 1, bos 2, eos 3 are the pieces at those ids, named in the config; the
+  source gets </s> appended (add_source_eos), as `Translator` does.
+The one addition: mt's search never emits <pad> or <s> (mt/search.py); CTranslate2 has no such rule,
+so the output projection gets a bias of -1e4 on those two tokens (0 elsewhere). Their probability is
+then left out of the softmax normaliser, which mt's search keeps: CTranslate2's log-probabilities are
+higher by -log(1 - p(pad) - p(bos)) a step (up to 0.13 a sentence on the tiny test model), which
+changed no translation in the parity tests (docs/exporting.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint, resolve_checkpoint
+from mt.config import ExperimentConfig, ModelConfig
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
+from mt.model import Transformer
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, load_tokenizers
+
+FORMATS = ("ctranslate2",)
+QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
+NEVER_EMITTED = -1e4  # bias of <pad> and <s>: exp(-1e4) is 0 in every precision CTranslate2 computes in
+
+# Every ModelConfig field and how the export treats it. A field not listed (one a later mt adds, or a
+# checkpoint from one) is refused, not guessed: it may change what the network computes.
+MAPPED_FIELDS = ("enc_layers", "dec_layers", "d_model", "d_ff", "n_heads", "pre_norm", "tie_embeddings",
+                 "max_positions")
+INFERENCE_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")  # no effect when translating
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MtError("--format ctranslate2 needs the ctranslate2 package: pip install 'mt[export]' "
+                      "(or pip install 'ctranslate2>=4')") from None
+    return ctranslate2
+
+
+def check_exportable(model_config: dict[str, Any], where: str) -> None:
+    """Refuse a model whose config holds what the mapping cannot express faithfully."""
+    known = set(MAPPED_FIELDS) | set(INFERENCE_FREE_FIELDS)
+    for key in [f.name for f in dataclasses.fields(ModelConfig)] + list(model_config):
+        if key not in known:
+            value = model_config.get(key, getattr(ModelConfig(), key, None))
+            raise MtError(f"{where}: model.{key} = {value!r}: the CTranslate2 export does not know how to map "
+                          f"this field, so it writes nothing rather than a model that may translate differently")
+    for key in ("enc_layers", "dec_layers"):
+        if int(model_config.get(key, 1)) < 1:
+            raise MtError(f"{where}: model.{key} = {model_config[key]}: CTranslate2 needs at least one layer a side")
+
+
+class _Weights:
+    """The model's tensors by state-dict name, handed out as float32 numpy arrays; `left()` names
+    those never taken, so a tensor the mapping forgot is an error instead of a silent change."""
+
+    def __init__(self, model: Transformer):
+        self.tensors = model.state_dict()
+        self.taken: set[str] = set()
+
+    def take(self, name: str) -> np.ndarray:
+        self.taken.add(name)
+        return self.tensors[name].detach().float().cpu().numpy().copy()
+
+    def left(self) -> list[str]:
+        return sorted(set(self.tensors) - self.taken)
+
+
+def _linear(spec, name: str, weights: _Weights) -> None:
+    spec.weight = weights.take(f"{name}.weight")  # (out, in), as torch stores it
+    if f"{name}.bias" in weights.tensors:
+        spec.bias = weights.take(f"{name}.bias")
+
+
+def _norm(spec, name: str, weights: _Weights) -> None:
+    spec.gamma = weights.take(f"{name}.weight")
+    spec.beta = weights.take(f"{name}.bias")
+
+
+def _attention(spec, name: str, weights: _Weights, self_attention: bool) -> None:
+    if self_attention:  # rows [q; k; v], split into heads after the split, as CTranslate2 does
+        _linear(spec.linear[0], f"{name}.qkv", weights)
+    else:  # the query alone, then keys and values fused as rows [k; v]
+        _linear(spec.linear[0], f"{name}.q", weights)
+        _linear(spec.linear[1], f"{name}.kv", weights)
+    _linear(spec.linear[-1], f"{name}.out", weights)
+
+
+def _layer_norm_epsilon(model: Transformer) -> float:
+    eps = {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
+    if len(eps) != 1:
+        raise MtError(f"LayerNorm epsilons {sorted(eps)}: CTranslate2 takes one for the whole model")
+    return float(eps.pop())
+
+
+def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
+    """The validated CTranslate2 TransformerSpec of `model`; src_vocab/tgt_vocab: the piece of each id."""
+    from ctranslate2.specs import TransformerSpec, common_spec
+
+    pre_norm = model.encoder[0].attn_block.pre_norm
+    spec = TransformerSpec.from_config((len(model.encoder), len(model.decoder)), model.encoder[0].self_attn.n_heads,
+                                       pre_norm=pre_norm, activation=common_spec.Activation.RELU)
+    weights = _Weights(model)
+    for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
+        side.scale_embeddings = float(embed.scale)  # sqrt(d_model), Sec. 3.4
+        side.position_encodings.encodings = embed.positions.detach().float().cpu().numpy().copy()  # row p: position p
+    spec.encoder.embeddings[0].weight = weights.take("src_embed.tokens.weight")
+    spec.decoder.embeddings.weight = weights.take("tgt_embed.tokens.weight")
+    for i, layer in enumerate(spec.encoder.layer):
+        _attention(layer.self_attention, f"encoder.{i}.self_attn", weights, self_attention=True)
+        _norm(layer.self_attention.layer_norm, f"encoder.{i}.attn_block.norm", weights)
+        _linear(layer.ffn.linear_0, f"encoder.{i}.ffn.w1", weights)
+        _linear(layer.ffn.linear_1, f"encoder.{i}.ffn.w2", weights)
+        _norm(layer.ffn.layer_norm, f"encoder.{i}.ffn_block.norm", weights)
+    for i, layer in enumerate(spec.decoder.layer):
+        _attention(layer.self_attention, f"decoder.{i}.self_attn", weights, self_attention=True)
+        _norm(layer.self_attention.layer_norm, f"decoder.{i}.self_block.norm", weights)
+        _attention(layer.attention, f"decoder.{i}.cross_attn", weights, self_attention=False)
+        _norm(layer.attention.layer_norm, f"decoder.{i}.cross_block.norm", weights)
+        _linear(layer.ffn.linear_0, f"decoder.{i}.ffn.w1", weights)
+        _linear(layer.ffn.linear_1, f"decoder.{i}.ffn.w2", weights)
+        _norm(layer.ffn.layer_norm, f"decoder.{i}.ffn_block.norm", weights)
+    if pre_norm:  # pre-norm stacks end in a LayerNorm each; post-norm outputs are already normalised
+        _norm(spec.encoder.layer_norm, "enc_norm", weights)
+        _norm(spec.decoder.layer_norm, "dec_norm", weights)
+    _linear(spec.decoder.projection, "output", weights)
+    bias = np.zeros(spec.decoder.projection.weight.shape[0], dtype=np.float32)
+    bias[[PAD_ID, BOS_ID]] = NEVER_EMITTED  # mt's search never emits these (module docstring)
+    spec.decoder.projection.bias = bias
+    if weights.left():
+        raise MtError(f"the CTranslate2 export does not map {', '.join(weights.left())}; nothing written")
+    _vocabularies(spec, src_vocab, tgt_vocab)
+    spec.config.layer_norm_epsilon = _layer_norm_epsilon(model)
+    try:
+        spec.validate()
+    except ValueError as exc:
+        raise MtError(f"CTranslate2 refused the exported spec: {' '.join(str(exc).split())}") from None
+    return spec
+
+
+def _vocabularies(spec, src_vocab: list[str], tgt_vocab: list[str]) -> None:
+    """Pieces in id order; the special tokens are whatever pieces sit at mt's fixed ids."""
+    for name, id_ in (("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+        if src_vocab[id_] != tgt_vocab[id_]:
+            raise MtError(f"the {name} piece differs between the vocabularies ({src_vocab[id_]!r}, "
+                          f"{tgt_vocab[id_]!r}): CTranslate2 names one {name} token for both sides")
+    if len(set(src_vocab)) != len(src_vocab) or len(set(tgt_vocab)) != len(tgt_vocab):
+        raise MtError("a vocabulary holds the same piece twice: CTranslate2 looks tokens up by piece")
+    spec.register_source_vocabulary(list(src_vocab))
+    spec.register_target_vocabulary(list(tgt_vocab))
+    spec.config.unk_token = tgt_vocab[UNK_ID]
+    spec.config.bos_token = tgt_vocab[BOS_ID]
+    spec.config.eos_token = tgt_vocab[EOS_ID]
+    spec.config.decoder_start_token = tgt_vocab[BOS_ID]  # the decoder starts from BOS at position 0
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = True  # mt's sources end in EOS (Translator._pad)
+
+
+def _pieces(tokenizer: Tokenizer) -> list[str]:
+    return tokenizer.pieces(list(range(tokenizer.vocab_size)))
+
+
+def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctranslate2",
+           checkpoint: str | None = None, quantize: str | None = None, force: bool = False) -> dict[str, Any]:
+    """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
+    `output` as a CTranslate2 model with its vocabularies, SentencePiece model(s) and a README.txt."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected {' or '.join(FORMATS)}")
+    if quantize is not None and quantize not in QUANTIZE:
+        raise ConfigError(f"--quantize {quantize!r}: expected {', '.join(QUANTIZE)} (or none for float32)")
+    output = Path(output)
+    _check_output(output, force)
+    _ctranslate2()
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    path = resolve_checkpoint(exp, checkpoint or cfg.decode.checkpoint)
+    state = load_checkpoint(path)
+    check_tokenizer(path, state, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, exp.tokenizer_dir)
+    if path.resolve().parent == exp.checkpoints_dir.resolve():
+        check_model_config(path, state, cfg.model, exp.config_path)
+    check_exportable(state.get("model_config") or {}, str(path))
+    model = model_from_checkpoint(state).eval()
+    spec = build_spec(model, _pieces(src_tok), _pieces(tgt_tok))
+    spec.optimize(quantization=quantize)
+    joint = src_tok is tgt_tok
+    spm_files = {"spm.model": src_tok} if joint else {"spm.src.model": src_tok, "spm.tgt.model": tgt_tok}
+
+    def write(directory: Path) -> None:
+        spec.save(str(directory))
+        for name, tokenizer in spm_files.items():
+            (directory / name).write_bytes(tokenizer.proto)
+        (directory / "README.txt").write_text(readme(exp, cfg, path, state, quantize, list(spm_files),
+                                                     model.max_positions), encoding="utf-8")
+
+    _replace_dir(output, write)
+    files = sorted(p.name for p in output.iterdir())
+    return {"output": str(output), "checkpoint": str(path), "quantize": quantize or "float32", "files": files,
+            "bytes": sum((output / name).stat().st_size for name in files)}
+
+
+def _check_output(output: Path, force: bool) -> None:
+    """--force replaces an earlier export (a directory with model.bin) or an empty directory, nothing else."""
+    if not (output.exists() or output.is_symlink()):
+        return
+    if not force:
+        raise MtError(f"{output}: exists; choose another --output or add --force")
+    if not output.is_dir() or output.is_symlink() or (any(output.iterdir()) and not (output / "model.bin").is_file()):
+        raise MtError(f"{output}: exists and is not an exported model (no model.bin); --force replaces only "
+                      f"an earlier export: choose another --output")
+
+
+def _replace_dir(output: Path, write: Callable[[Path], None]) -> None:
+    """Write into a temporary directory beside `output`, then rename it into place: a failed or
+    interrupted export leaves no half model and keeps the previous one."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.{os.getpid()}-"))
+    try:
+        write(tmp)
+        if output.exists():
+            old = tmp.with_name(tmp.name + "-replaced")
+            os.rename(output, old)
+            os.rename(tmp, output)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, output)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def readme(exp: Experiment, cfg: ExperimentConfig, path: Path, state: dict, quantize: str | None,
+           spm_files: list[str], max_positions: int) -> str:
+    """README.txt: where the model came from, how to run it, and the settings that match `mt translate`."""
+    d = cfg.decode
+    src_spm, tgt_spm = spm_files[0], spm_files[-1]
+    penalty_note = {
+        "length": f"mt's decode.length_penalty is length: length_penalty={d.alpha} is the same penalty.",
+        "none": "mt's decode.length_penalty is none: length_penalty=0 is the same.",
+        "gnmt": (f"mt's decode.length_penalty is gnmt ((5+|Y|)/6)^alpha, which CTranslate2 does not have: "
+                 f"length_penalty={d.alpha} is |Y|^alpha, as `mt translate --length-penalty length`."),
+    }[d.length_penalty]
+    alpha = 0 if d.length_penalty == "none" else d.alpha
+    stop_note = ("patience=1 (the default) is mt's decode.stop early: stop once beam_size hypotheses have "
+                 "finished." if d.stop == "early" else "mt's decode.stop is exact, which CTranslate2 does not "
+                 "have: patience=1 (the default) is `mt translate --stop early`.")
+    return f"""CTranslate2 model exported by `mt export` on {datetime.date.today().isoformat()}
+experiment: {exp.root}
+checkpoint: {path} (step {state.get("step", "?")})
+weights:    {quantize or "float32"}
+source:     {cfg.data.src_lang}, SentencePiece model {src_spm}
+target:     {cfg.data.tgt_lang}, SentencePiece model {tgt_spm}
+
+Run it from this directory (pip install ctranslate2 sentencepiece):
+
+    import ctranslate2, sentencepiece as spm
+    src_sp = spm.SentencePieceProcessor(model_file="{src_spm}")
+    tgt_sp = spm.SentencePieceProcessor(model_file="{tgt_spm}")
+    translator = ctranslate2.Translator(".", device="cpu")
+    lines = ["..."]
+    pieces = src_sp.encode(lines, out_type=str)
+    limit = min({max_positions - 1}, max(int({d.max_len_a:g} * len(p) + {d.max_len_b}) for p in pieces))
+    results = translator.translate_batch(
+        pieces, beam_size={d.beam}, length_penalty={alpha}, return_end_token=True,
+        min_decoding_length=0, max_decoding_length=limit, max_input_length={max_positions})
+    print([tgt_sp.decode(r.hypotheses[0]).strip() for r in results])
+
+The model appends </s> to each source itself (config.json: add_source_eos); give it the pieces only.
+
+To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.beam}"}, docs/exporting.md in mt):
+- {penalty_note}
+- return_end_token=True: returns the </s> (it decodes to nothing), which tells a translation that
+  ended from one cut at max_decoding_length. mt counts </s> in |Y|; so does CTranslate2 4.8.5, with
+  or without this flag (its scores are the same either way).
+- min_decoding_length=0: CTranslate2's default 1 forbids an empty translation; mt allows one.
+- max_decoding_length: mt allows int({d.max_len_a:g} * source pieces + {d.max_len_b}) tokens per sentence
+  (</s> included, at most {max_positions - 1}), then forces </s>; CTranslate2 takes one number per call
+  (`limit` above: the batch's longest) and ends hypotheses there without </s>. Translations that
+  end before the limit are the same; to match mt's limit too, translate equally long sources together.
+- {stop_note}
+- max_input_length={max_positions}: mt cuts sources to {max_positions - 1} pieces + </s>; the position table ends there.
+"""

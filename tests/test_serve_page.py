@@ -1,0 +1,196 @@
+"""The page `mt serve` gives at GET /, in a real headless Chromium (playwright) against a real server.
+
+A tiny trained experiment (conftest's trained_experiment) is served by `python -m mt serve` on a
+free loopback port. The page must show what POST /v1/translate returns for the typed lines (the
+translation and its n-best list, in order), draw the cross-attention of a clicked sentence as a
+grid of output tokens x source tokens with the weights POST /v1/attention returns, follow the
+layer and head choice, and show the server's errors. Debian's chromium is the browser
+(`apt-get install chromium`; playwright's own download cannot work offline); without it, or
+without playwright, the tests skip with a plain reason, which fails under CI=true (conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import mt
+
+LINES = ["Der hund läuft im park.", "Eine kleine katze sitzt auf dem haus."]
+NBEST = 3  # the page's default number of alternatives
+
+
+def alpha(css_color: str) -> float:
+    """The alpha of a computed CSS colour: "rgba(36, 87, 197, 0.42)" or "rgb(36, 87, 197)" (opaque)."""
+    numbers = re.findall(r"[\d.]+", css_color)
+    return float(numbers[3]) if len(numbers) == 4 else 1.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def request(url: str, body: dict | None = None) -> tuple[int, bytes]:
+    """(status, body) of a GET, or of a POST of `body` as JSON."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def post(url: str, body: dict) -> dict:
+    status, data = request(url, body)
+    assert status == 200, f"{url}: {status} {data[:500]!r}"
+    return json.loads(data)
+
+
+@pytest.fixture(scope="module")
+def server(trained_experiment, tmp_path_factory):
+    """The base URL of `mt serve` over the tiny experiment; its log is shown if it fails to start."""
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("MT_DEBUG", None)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
+                                    "--host", "127.0.0.1", "--port", str(port)],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=trained_experiment.root.parent)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"mt serve exited with {process.returncode}:\n{log_path.read_text()}")
+            try:
+                if request(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"mt serve did not answer /health in 120 s:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.skip("chromium is not installed: apt-get install chromium (Debian's; CI installs it)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, headless=True,
+                                              args=["--disable-dev-shm-usage"])  # a container's /dev/shm is small
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)  # a translation on a busy 2-core machine
+    page.goto(server + "/")
+    yield page
+    context.close()
+
+
+def test_the_page_is_the_packaged_file(server):
+    status, body = request(server + "/")
+    assert status == 200
+    assert body == (Path(mt.__file__).parent / "serve_page.html").read_bytes()
+
+
+def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_sentence(page, server):
+    expected = post(server + "/v1/translate", {"text": LINES, "nbest": NBEST})["translations"]
+    page.fill("#source", "\n".join(LINES) + "\n\n")  # blank lines are not sent
+    page.click("#translate")
+    results = page.locator("[data-testid=result]")
+    results.first.wait_for()
+    assert results.count() == len(LINES)
+    for k, (line, hyp) in enumerate(zip(LINES, expected)):
+        result = results.nth(k)
+        assert result.locator("[data-testid=result-source]").inner_text() == line
+        assert result.locator("[data-testid=translation]").inner_text() == hyp["text"]
+        alternatives = result.locator("[data-testid=nbest] li")
+        assert alternatives.count() == len(hyp["nbest"]) - 1
+        for n, alternative in enumerate(hyp["nbest"][1:]):
+            assert alternatives.nth(n).inner_text().startswith(alternative["text"])
+    assert page.locator("#error").inner_text() == ""
+
+    maps = post(server + "/v1/attention", {"text": LINES[1]})
+    assert maps["translation"] == expected[1]["text"]
+    results.nth(1).locator("[data-testid=result-source]").click()
+    heatmap = page.locator("[data-testid=heatmap]")
+    heatmap.locator("tbody tr").first.wait_for()
+    rows, cols = len(maps["tgt_tokens"]), len(maps["src_tokens"])
+    assert heatmap.locator("tbody tr").count() == rows
+    assert heatmap.locator("tbody td").count() == rows * cols
+    assert heatmap.locator("thead th").all_inner_texts() == maps["src_tokens"]
+    assert heatmap.locator("tbody th").all_inner_texts() == maps["tgt_tokens"]
+    assert heatmap.locator("td.aligned").count() == len(maps["alignment"])
+    assert maps["alignment_words"] in page.locator("[data-testid=alignment]").inner_text()
+
+    def drawn() -> list[float]:
+        """The weight each cell says (its title), row by row, checked against its paint (the background's alpha)."""
+        cells = heatmap.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.querySelectorAll('td')].map(td => [td.title, getComputedStyle(td).backgroundColor]))")
+        weights = [[float(title.rsplit(": ", 1)[1]) for title, _ in row] for row in cells]
+        painted = [alpha(color) for row in cells for _, color in row]
+        assert painted == pytest.approx(sum(weights, []), abs=0.01)
+        assert max(painted) > 0.1, "a blank heatmap"
+        return sum(weights, [])
+
+    layer = maps["alignment_layer"] - 1  # shown first: the alignment's layer, mean of heads
+    heads = maps["cross_attention"][layer]
+    mean = [sum(h[t][s] for h in heads) / len(heads) for t in range(rows) for s in range(cols)]
+    assert drawn() == pytest.approx(mean, abs=1e-3)
+    page.select_option("[data-testid=head]", "1")  # the second head
+    assert drawn() == pytest.approx(sum(heads[1], []), abs=1e-3)
+    page.select_option("[data-testid=layer]", "0")  # the first layer, still the second head
+    assert drawn() == pytest.approx(sum(maps["cross_attention"][0][1], []), abs=1e-3)
+
+
+def test_page_shows_the_servers_errors(page, server):
+    page.click("#translate")  # nothing typed: said on the page, nothing sent
+    assert page.locator("[data-testid=result]").count() == 0
+    assert "Type or paste" in page.locator("[data-testid=error]").inner_text()
+
+    page.fill("#source", LINES[0])
+    page.fill("#beam", "2")  # the page asks for 3 alternatives: more than the beam holds
+    status, body = request(server + "/v1/translate", {"text": [LINES[0]], "nbest": NBEST, "beam": 2})
+    assert status == 422
+    page.click("#translate")
+    page.locator("[data-testid=error]", has_text=json.loads(body)["error"]).wait_for()
+    assert page.locator("[data-testid=result]").count() == 0
+
+    page.fill("#beam", "")  # the server's beam
+    page.click("#translate")
+    page.locator("[data-testid=result]").first.wait_for()
+    assert page.locator("[data-testid=error]").inner_text() == ""
+    page.route("**/v1/attention", lambda route: route.abort())  # the server gone
+    page.locator("[data-testid=result-source]").first.click()
+    page.locator("[data-testid=error]", has_text="no answer from the server").wait_for()
