@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -30,11 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^(train-tokenizer|binarize|train|average|evaluate)$")
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+from mt.runtime import cpu_name as cpu_model  # noqa: E402
 
 
 def run_recipe(recipe: Path, exp: Path, sets: list[str], slow: bool,

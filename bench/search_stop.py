@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -28,16 +27,7 @@ sys.path.insert(0, str(REPO))
 RULES = ("early", "exact")
 
 
-def cpu_model() -> str:
-    """The CPU's name and its widest vector unit ("AMD EPYC, AVX2"): the name alone does not tell
-    an AVX2-only EPYC from a Zen 4 one."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                platform.processor() or "unknown CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
-                                     ("AVX2", "avx2")) if flag in flags]
-    return f"{name}, {' '.join(units) or 'no AVX2'}"
+from mt.runtime import cpu_name as cpu_model  # noqa: E402
 
 
 def count_steps(translator, lines: list[str], beam: int) -> float:

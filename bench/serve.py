@@ -32,7 +32,6 @@ import asyncio
 import datetime
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -44,15 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def cpu_model() -> str:
-    """The CPU's name and its widest vector unit ("AMD EPYC, AVX2")."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                platform.processor() or "unknown CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
-                                     ("AVX2", "avx2")) if flag in flags]
-    return f"{name}, {' '.join(units) or 'no AVX2'}"
+from mt.runtime import cpu_name as cpu_model  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

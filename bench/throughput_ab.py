@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -25,11 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+from mt.runtime import cpu_name as cpu_model  # noqa: E402
 
 
 def one_run(tree: Path, exp: str, steps: int, threads: int) -> float:

@@ -17,6 +17,8 @@ again with it preloaded. The measurements behind each choice: docs/performance-n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ctypes
 import ctypes.util
 import functools
@@ -262,3 +264,17 @@ def set_threads(threads: int | None) -> None:
 
     if threads:
         torch.set_num_threads(threads)
+
+
+def cpu_name() -> str:
+    """The CPU's name and its widest vector units ("AMD EPYC, AVX2"), for benchmark tables: the name
+    alone does not tell an AVX2-only EPYC from a Zen 4 one."""
+    import platform
+
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                platform.processor() or "unknown CPU")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
+                                     ("AVX2", "avx2")) if flag in flags]
+    return f"{name}, {' '.join(units) or 'no AVX2'}"
