@@ -181,7 +181,7 @@ def held_out_splits(path: str | os.PathLike, valid_size: int = HELD_OUT, test_si
 
 def ding_part(path: str | os.PathLike, part: str, langs: tuple[str, str]) -> tuple[list[str], list[str]]:
     """(source lines, target lines) of one part, for langs ("de", "en") or ("en", "de")."""
-    pairs = held_out_splits(path)[part]
+    pairs = _held_out_splits(*_ding_key(path), HELD_OUT, HELD_OUT)[part]  # read only: no copy of the cache's lists
     de_lines = [de for de, _ in pairs]
     en_lines = [en for _, en in pairs]
     return (de_lines, en_lines) if tuple(langs) == ("de", "en") else (en_lines, de_lines)
