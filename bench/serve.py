@@ -8,7 +8,9 @@ Inputs: a trained experiment and its test split (raw source lines, read through 
 Multi30k test2016, 1000 sentences). First `mt translate`'s path, Translator.translate over all the
 sentences at once, timed after a warm-up, before the server starts and again after it stopped: the
 batch throughput is the faster of the two (a busy shared machine slows one or both; the two runs
-bracket the serving figures and both are printed). Then `python -m mt serve` starts on
+bracket the serving figures and both are printed); and the same in consecutive calls of as many
+lines as the largest --clients level (in test order, unsorted across calls): the most that many
+one-sentence clients can give the server's batches, so the ceiling of its closed loop. Then `python -m mt serve` starts on
 a free loopback port (a subprocess, its log in a temporary file) and light clients in this process
 (asyncio, raw HTTP/1.1 over one keep-alive connection each; they share the cores with the server)
 send one sentence per request to POST /v1/translate, cycling through the sentences:
@@ -112,10 +114,15 @@ class Server:
 class Connection:
     """One keep-alive connection to 127.0.0.1:port; reconnects after the server closed it."""
 
+    KEEP_ALIVE = 4.0  # seconds idle before a new connection: uvicorn closes idle ones after 5
+
     def __init__(self, port: int):
-        self.port, self.reader, self.writer = port, None, None
+        self.port, self.reader, self.writer, self.used = port, None, None, 0.0
 
     async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is not None and time.monotonic() - self.used > self.KEEP_ALIVE:
+            self.close()  # the server may be closing it now: a request sent then would fail, as a client's would
+        self.used = time.monotonic()
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
@@ -140,6 +147,7 @@ class Connection:
                 data = await self.reader.readexactly(int(headers.get("content-length", 0)))
             if headers.get("connection") == "close":
                 self.close()
+            self.used = time.monotonic()
             return int(status_line.split()[1]), data
         except (OSError, asyncio.IncompleteReadError, ValueError):
             self.close()
@@ -259,9 +267,12 @@ class BatchRun:
         self.decoding = (f"beam {decode.beam}, alpha {decode.alpha}, {decode.length_penalty} penalty, stop {decode.stop}, "
                          f"{args.quantize or args.precision}, checkpoint {args.checkpoint or decode.checkpoint}")
 
-    def time(self) -> float:
+    def time(self, chunk: int = 0) -> float:
+        """Sentences/s over all the lines at once, or (chunk > 0) in consecutive calls of `chunk` lines:
+        the largest batches that `chunk` clients with one sentence each can give the server."""
         start = time.perf_counter()
-        self.translator.translate(self.lines)
+        for i in range(0, len(self.lines), chunk or len(self.lines)):
+            self.translator.translate(self.lines[i:i + (chunk or len(self.lines))])
         return len(self.lines) / (time.perf_counter() - start)
 
 
@@ -305,6 +316,9 @@ def main() -> None:
     batch = BatchRun(args, lines)
     batch_runs = [batch.time()]
     print(f"batch: {batch_runs[0]:.1f} sent/s ({batch.decoding})", file=sys.stderr)
+    chunk = max(levels)
+    chunk_runs = [batch.time(chunk)]
+    print(f"batch in calls of {chunk} lines: {chunk_runs[0]:.1f} sent/s", file=sys.stderr)
     rate = batch_runs[0] / 2 if args.rate is None else args.rate
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -340,7 +354,8 @@ def main() -> None:
         finally:
             server.stop()
     batch_runs.append(batch.time())
-    batch_per_s = max(batch_runs)
+    chunk_runs.append(batch.time(chunk))
+    batch_per_s, chunk_per_s = max(batch_runs), max(chunk_runs)
 
     from rich.console import Console
     from rich.table import Table
@@ -355,6 +370,8 @@ def main() -> None:
 
     table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
                   "-", "-", "-", str(len(lines)), "-", "-")
+    table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
+                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-")
     for clients, r in closed.items():
         row(f"{clients} client{'s' if clients > 1 else ''}", r)
     if opened:
@@ -376,6 +393,8 @@ def main() -> None:
         "server_health": server_mode,  # what GET /health said at the start
         "sent_per_s_batch": round(batch_per_s, 2),
         "sent_per_s_batch_runs": [round(r, 2) for r in batch_runs],  # before the server, after it
+        f"sent_per_s_batch_{chunk}": round(chunk_per_s, 2),  # the best batches `chunk` one-line clients allow
+        f"sent_per_s_batch_{chunk}_runs": [round(r, 2) for r in chunk_runs],
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
         **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),

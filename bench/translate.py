@@ -1,82 +1,160 @@
-"""Decoding speed: an experiment's test split at beam 5, fp32 against the fast modes.
+"""Decoding speed: an experiment's test split at beam 5, mt's modes beside CTranslate2 on the same model.
 
-    python bench/translate.py --exp experiments/bench-multi30k [--modes fp32,int8,bf16] [--repeats 3]
+    python bench/translate.py --exp experiments/bench-multi30k [--modes fp32,int8,ct2_fp32,ct2_int8] [--repeats 3]
 
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test split (raw text,
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
-Each mode runs in its own process (so peak RSS is its own) and translates the whole split
---repeats times; sentences/s is from the median time. BLEU is sacrebleu's default on the output.
-Without --modes, bf16 is left out (a row of the table says so) on a CPU that runs it 10x or more
-slower than fp32 (no bf16 hardware: ~100x on an AVX2-only EPYC, many minutes a run).
-Prints a table beside the reference figures, and as its last line one JSON object.
+mt's modes (fp32, int8 = --quantize int8, bf16) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint
+exported by `mt export` into a temporary directory, compute_type float32 or int8) run each in its own
+process (so peak RSS is its own), all loaded first and then timed in turn, run 1 of every mode, then
+run 2, and so on, so that the machine's drift touches every mode alike; sentences/s is from the median
+run. Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
+counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
+cut. mt's modes batch by its own source-token budget (decode.max_tokens); CTranslate2 gets the same
+budget as max_batch_size in tokens. Timing covers tokenizing, searching and detokenizing for both.
+BLEU is sacrebleu's default on the output. Without --modes, bf16 is left out (a row of the table says
+so) on a CPU that runs it 10x or more slower than fp32 (no bf16 hardware), and the ct2 modes where the
+ctranslate2 package is missing (pip install -e '.[export]'). Prints a table and, as its last line,
+one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# Multi30k test2016, beam 5, 2 threads, this machine class (from the decoding issue).
-REFERENCE = {
-    "fairseq 0.12.2": 62.9,
-    "CTranslate2 4.8.5 fp32": 108.4,
-    "CTranslate2 4.8.5 int8": 140.6,
-    "OpenNMT-py 3.5.1": 85.8,
-    "Sockeye 3.1.34": 18.2,
-}
-MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None)}
-DEFAULT_MODES = ("fp32", "int8", "bf16")
+MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None)}
+CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
 
 
-def _decode(exp_dir: str, mode: str, checkpoint: str, beam: int, repeats: int, threads: int, queue) -> None:
+def _mt_decoder(exp, cfg, mode: str):
+    from mt.translate import InferenceOptions, Translator
+
+    precision, quantize = MT_MODES[mode]
+    translator = Translator.load(exp, cfg, InferenceOptions(cfg.decode.checkpoint, "cpu", precision, quantize))
+    return translator.translate, translator.tgt_tok
+
+
+def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
+    import ctranslate2
+
+    from mt.tokenizer import load_tokenizers
+
+    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
+                                        intra_threads=threads, inter_threads=1)
+    piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
+    decode = cfg.decode
+    positions = cfg.model.max_positions
+
+    def translate(lines: list[str]) -> list[str]:
+        pieces = [src_tok.pieces(ids) for ids in src_tok.encode(lines)]
+        # One absolute limit per call: the longest sentence's own a * length + b (shorter ones end long before).
+        limit = int(decode.max_len_a * (max((len(p) for p in pieces), default=0) + 1) + decode.max_len_b)
+        results = translator.translate_batch(
+            pieces, beam_size=decode.beam, length_penalty=decode.alpha, return_end_token=False,
+            min_decoding_length=0, max_decoding_length=min(limit, positions), max_input_length=positions,
+            max_batch_size=decode.max_tokens, batch_type="tokens")
+        return tgt_tok.decode([[piece_ids[p] for p in r.hypotheses[0]] for r in results])
+
+    return translate, tgt_tok
+
+
+def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands, results) -> None:
+    """Load one mode, warm it up, then time one pass over the test split per 'go' on `commands`.
+    A mode "M@old" is mode M of the checkout --old names: its `mt` is imported instead of this one's."""
+    if mode.endswith("@old"):
+        sys.path.insert(0, args["old"])
+        mode = mode[:-len("@old")]
     import torch
 
     from mt.corpus import load_split
     from mt.evaluate import score
     from mt.experiment import Experiment
-    from mt.translate import InferenceOptions, Translator
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(args["threads"])
     exp = Experiment(exp_dir)
     cfg = exp.load_config()
-    cfg.decode.beam = beam
+    cfg.decode.checkpoint = args["checkpoint"]
+    cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args["beam"], args["alpha"], "length"
     src, refs = load_split(cfg.data.sources("test"))
-    precision, quantize = MODES[mode]
-    translator = Translator.load(exp, cfg, InferenceOptions(checkpoint, "cpu", precision, quantize))
-    translator.translate(src[:16])  # warm-up: first-call allocations and kernel selection
-    seconds = []
-    for _ in range(repeats):
+    if mode in CT2_MODES:
+        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dir, args["threads"])
+    else:
+        translate, tgt_tok = _mt_decoder(exp, cfg, mode)
+    translate(src[:16])  # warm-up: first-call allocations and kernel selection
+    results.put("ready")
+    seconds, hyps = [], []
+    while commands.get() == "go":
         start = time.perf_counter()
-        hyps = translator.translate(src)
+        hyps = translate(src)
         seconds.append(time.perf_counter() - start)
-    out_tokens = sum(len(ids) for ids in translator.tgt_tok.encode(hyps))
+        results.put(seconds[-1])
     scores = score(hyps, refs)
-    queue.put({
-        "seconds": seconds, "sentences": len(src), "out_tokens": out_tokens, "bleu": scores["bleu"],
-        "chrf": scores["chrf"], "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "signature": scores["bleu_signature"],
+    results.put({
+        "seconds": seconds, "sentences": len(src), "out_tokens": sum(len(ids) for ids in tgt_tok.encode(hyps)),
+        "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["bleu_signature"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     })
 
 
-def run_mode(args, mode: str) -> dict:
+def run_interleaved(args, modes: list[str], model_dir: str | None) -> dict[str, dict]:
+    """Every mode in its own process, loaded first; then run r of each mode in turn, r = 1..repeats."""
     ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    process = ctx.Process(target=_decode, args=(args.exp, mode, args.checkpoint, args.beam, args.repeats, args.threads, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    median = statistics.median(result["seconds"])
-    return {**result, "median_seconds": median, "sent_per_s": result["sentences"] / median,
-            "tokens_per_s": result["out_tokens"] / median}
+    settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old")}
+    workers = {}
+    for mode in modes:
+        commands, results = ctx.Queue(), ctx.Queue()
+        process = ctx.Process(target=_worker, args=(args.exp, mode, settings, model_dir, commands, results))
+        process.start()
+        if results.get() != "ready":
+            raise SystemExit(f"{mode}: the worker did not start")
+        workers[mode] = (process, commands, results)
+    for run in range(args.repeats):
+        for mode, (_, commands, results) in workers.items():
+            commands.put("go")
+            print(f"run {run + 1}/{args.repeats} {mode}: {results.get():.2f} s", file=sys.stderr)
+    out = {}
+    for mode, (process, commands, results) in workers.items():
+        commands.put("stop")
+        result = results.get()
+        process.join()
+        median = statistics.median(result["seconds"])
+        out[mode] = {**result, "median_seconds": median, "sent_per_s": result["sentences"] / median,
+                     "tokens_per_s": result["out_tokens"] / median}
+    return out
+
+
+def export_once(args, directory: str) -> str:
+    from mt.experiment import Experiment
+    from mt.export import export
+
+    exp = Experiment(args.exp)
+    output = Path(directory) / "ct2"
+    export(exp, exp.load_config(), output, checkpoint=args.checkpoint)
+    return str(output)
+
+
+def default_modes() -> tuple[list[str], dict[str, str]]:
+    """The modes worth running on this machine, and why each other default one is left out."""
+    from mt.runtime import too_slow
+
+    skipped = {m: reason for m in DEFAULT_MODES if m in MT_MODES and (reason := too_slow(MT_MODES[m][0]))}
+    if importlib.util.find_spec("ctranslate2") is None:
+        skipped.update({m: "no ctranslate2 package (pip install -e '.[export]')" for m in CT2_MODES})
+    return [m for m in DEFAULT_MODES if m not in skipped], skipped
 
 
 def main() -> None:
@@ -84,45 +162,74 @@ def main() -> None:
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--checkpoint", default="last")
     parser.add_argument("--modes", default=None,
-                        help="Default fp32,int8,bf16, less bf16 where this CPU runs it 10x or more slower than fp32 "
-                             "(mt.runtime.too_slow); named here, a mode always runs.")
+                        help=f"Comma-separated, of {', '.join(DEFAULT_MODES)} (default: all that run well here); "
+                             "named here, a mode always runs.")
     parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--alpha", type=float, default=1.0, help="length penalty exponent, the same for every mode")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--old", default=None, metavar="CHECKOUT",
+                        help="Another checkout of mt (git worktree add /tmp/old COMMIT): each of mt's modes also "
+                             "runs from it, as M@old, interleaved with this one's, to measure a change before/after")
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, too_slow, use_tcmalloc
+    from mt.runtime import allocator_name, cpu_name, use_tcmalloc
 
-    use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
-    skipped = {}  # mode -> why: only from the default list (a CPU without bf16 takes many minutes per run)
+    use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc); the workers inherit it
+    skipped: dict[str, str] = {}
     if args.modes is None:
-        skipped = {m: reason for m in DEFAULT_MODES if (reason := too_slow(MODES[m][0]))}
-        args.modes = ",".join(m for m in DEFAULT_MODES if m not in skipped)
-    modes = [m.strip() for m in args.modes.split(",")]
+        modes, skipped = default_modes()
+    else:
+        modes = [m.strip() for m in args.modes.split(",")]
+        unknown = [m for m in modes if m not in MT_MODES and m not in CT2_MODES]
+        if unknown:
+            raise SystemExit(f"--modes: unknown {', '.join(unknown)} (expected {', '.join(DEFAULT_MODES)})")
     if "fp32" not in modes:
         modes.insert(0, "fp32")
-    print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, "
-          f"{args.threads} threads, {args.repeats} runs per mode", file=sys.stderr)
-
-    results = {mode: run_mode(args, mode) for mode in modes}
+    if args.old:
+        args.old = str(Path(args.old).resolve())
+        modes += [f"{m}@old" for m in modes if m in MT_MODES]
+    print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
+          f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="mt-bench-ct2-") as directory:
+        model_dir = export_once(args, directory) if any(m in CT2_MODES for m in modes) else None
+        results = run_interleaved(args, modes, model_dir)
 
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Decoding {args.exp} test split, beam {args.beam}, {args.threads} threads")
+    versions = {"mt": "this checkout"}
+    if model_dir is not None:
+        import ctranslate2
+
+        versions["ctranslate2"] = ctranslate2.__version__
+    title = (f"Decoding {args.exp} test split, beam {args.beam}, length penalty {args.alpha}, {args.threads} threads, "
+             f"{cpu_name()}")
+    table = Table(title=title)
     for column in ("system", "sent/s", "tokens/s", "BLEU", "chrF", "peak RSS MB", "runs (s)"):
         table.add_column(column, justify="left" if column in ("system", "runs (s)") else "right")
     for mode, r in results.items():
-        table.add_row(f"mt {mode}", f"{r['sent_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", f"{r['bleu']:.2f}",
+        name = f"CTranslate2 {versions['ctranslate2']} {mode[4:]}" if mode in CT2_MODES else f"mt {mode}"
+        name = name.replace("@old", f" (old: {args.old})")
+        table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", f"{r['bleu']:.2f}",
                       f"{r['chrf']:.2f}", f"{r['peak_rss_mb']:.0f}", " ".join(f"{s:.2f}" for s in r["seconds"]))
     for mode, reason in skipped.items():
-        table.add_row(f"mt {mode}", "-", "-", "-", "-", "-", f"skipped: {reason}; pass --modes to force")
-    for name, sent_per_s in REFERENCE.items():
-        table.add_row(name, f"{sent_per_s:.1f}", "-", "-", "-", "-", "reference")
-    Console(width=120).print(table)
-    fast_mode = max((m for m in modes if m != "fp32"), key=lambda m: results[m]["sent_per_s"], default="fp32")
+        table.add_row(mode, "-", "-", "-", "-", "-", f"skipped: {reason}; pass --modes to force")
+    Console(width=140, stderr=False).print(table)
+    ratios: dict[str, float] = {}
+    ours = [m for m in modes if m in MT_MODES]
+    if args.old:
+        for m in ours:
+            ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
+    fast_mode = max(ours, key=lambda m: results[m]["sent_per_s"])
+    for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8")):
+        if mine in results and theirs in results:
+            ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
+    for name, ratio in ratios.items():
+        print(f"{name.replace('_over_', ' / ')} sent/s: {ratio:.2f}x")
     summary = {
         "allocator": allocator_name(),
+        "machine": cpu_name(),
         "sent_per_s_fp32": round(results["fp32"]["sent_per_s"], 1),
         "sent_per_s_fast": round(results[fast_mode]["sent_per_s"], 1),
         "fast_mode": fast_mode,
@@ -131,9 +238,12 @@ def main() -> None:
         "peak_rss_mb": round(max(r["peak_rss_mb"] for r in results.values()), 1),
         **{f"sent_per_s_{m}": round(r["sent_per_s"], 1) for m, r in results.items()},
         **{f"bleu_{m}": round(r["bleu"], 2) for m, r in results.items()},
-        "beam": args.beam,
-        "threads": args.threads,
-        "signature": results["fp32"]["signature"],
+        **{f"tokens_per_s_{m}": round(r["tokens_per_s"]) for m, r in results.items()},
+        **{f"peak_rss_mb_{m}": round(r["peak_rss_mb"]) for m, r in results.items()},
+        **ratios,
+        "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads,
+        "repeats": args.repeats, "versions": versions, "signature": results["fp32"]["signature"],
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
         **({"skipped": skipped} if skipped else {}),
     }
     print(json.dumps(summary))

@@ -7,6 +7,8 @@ more that share its decoding options (or until `max_batch_tokens` source tokens 
 translates them together -- sorted by length and cut into batches by padded size, as `mt translate`
 batches (`mt.batching.length_groups`) -- and hands each request its own results, in its own order.
 Batching changes no translation: padding and batch position do not change a sentence's output.
+The worker should be the one thread that runs torch ops in parallel (`mt.serve.serve` keeps the HTTP
+thread at one torch thread): two OpenMP teams on two cores make every op of the search wait longer.
 
 A full queue refuses a request at once (`QueueFull`: the server answers 503 with Retry-After). A batch
 that fails answers each of its requests with the exception and the worker goes on with the next;

@@ -141,8 +141,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache["ck"], cache["cv"]
             else:
                 k, v = self.project_kv(memory)
-                if cache is not None:
-                    cache["ck"], cache["cv"] = k, v
+                if cache is not None:  # contiguous once, or every step's attention would copy it again
+                    cache["ck"], cache["cv"] = k.contiguous(), v.contiguous()
         sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
         if self.store_weights or not sdpa:
             context = self.attend_explicit(q, k, v, key_mask, causal)
