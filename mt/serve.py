@@ -282,12 +282,10 @@ def serve(exp, cfg, options, host: str = "127.0.0.1", port: int = 8000, limits: 
     import uvicorn
     from rich.markup import escape
 
-    from mt.runtime import set_threads
     from mt.translate import Translator
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
-    set_threads(threads)
-    worker_threads = torch.get_num_threads()
+    worker_threads = threads or torch.get_num_threads()
     # The batcher's thread alone runs torch ops in parallel. Had this thread an OpenMP team too,
     # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
