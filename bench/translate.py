@@ -4,7 +4,8 @@
 
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test split (raw text,
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
-mt's modes (fp32, int8 = --quantize int8, bf16) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint
+mt's modes (fp32, int8 = --quantize int8, bf16, and on request `constrained`: fp32 with each
+sentence's reference's longest word as a constraint, `mt translate --constraints`) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint
 exported by `mt export` into a temporary directory, compute_type float32 or int8) run each in its own
 process (so peak RSS is its own), all loaded first and then timed in turn, run 1 of every mode, then
 run 2, and so on, so that the machine's drift touches every mode alike; sentences/s is from the median
@@ -34,17 +35,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None)}
+MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None),
+            "constrained": ("fp32", None)}  # fp32 with one constraint per sentence (not a default mode)
 CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8"}
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
+KNOWN_MODES = (*DEFAULT_MODES, "constrained")
 
 
-def _mt_decoder(exp, cfg, mode: str):
+def reference_constraint(reference: str) -> str:
+    """The constraint a sentence gets in the `constrained` mode: its reference's longest word
+    (punctuation stripped; the first of equals), a stand-in for a term a glossary would fix."""
+    words = [w.strip(".,;:!?\"'()") for w in reference.split()]
+    return max(words, key=len, default="")
+
+
+def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     from mt.translate import InferenceOptions, Translator
 
     precision, quantize = MT_MODES[mode]
     translator = Translator.load(exp, cfg, InferenceOptions(cfg.decode.checkpoint, "cpu", precision, quantize))
-    return translator.translate, translator.tgt_tok
+    if mode != "constrained":
+        return translator.translate, translator.tgt_tok
+    phrases = [[reference_constraint(ref)] for ref in refs]
+
+    def translate(lines: list[str]) -> list[str]:  # the test split's first len(lines) sentences
+        return [hyps[0][0] for hyps in translator.search(lines, constraints=phrases[: len(lines)])]
+
+    return translate, translator.tgt_tok
 
 
 def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
@@ -93,7 +110,7 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
     if mode in CT2_MODES:
         translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dir, args["threads"])
     else:
-        translate, tgt_tok = _mt_decoder(exp, cfg, mode)
+        translate, tgt_tok = _mt_decoder(exp, cfg, mode, refs)
     translate(src[:16])  # warm-up: first-call allocations and kernel selection
     results.put("ready")
     seconds, hyps = [], []
@@ -103,7 +120,10 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
         seconds.append(time.perf_counter() - start)
         results.put(seconds[-1])
     scores = score(hyps, refs)
+    # How often the reference's longest word is in the output (the constraint, in the constrained mode).
+    has_word = sum(reference_constraint(ref) in hyp for hyp, ref in zip(hyps, refs)) / max(len(refs), 1)
     results.put({
+        "reference_word_in_output": has_word,
         "seconds": seconds, "sentences": len(src), "out_tokens": sum(len(ids) for ids in tgt_tok.encode(hyps)),
         "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["bleu_signature"],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -162,8 +182,9 @@ def main() -> None:
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--checkpoint", default="last")
     parser.add_argument("--modes", default=None,
-                        help=f"Comma-separated, of {', '.join(DEFAULT_MODES)} (default: all that run well here); "
-                             "named here, a mode always runs.")
+                        help=f"Comma-separated, of {', '.join(KNOWN_MODES)} (default: all but constrained that run "
+                             "well here); named here, a mode always runs. constrained: fp32 with each sentence's "
+                             "reference's longest word as a constraint (mt translate --constraints)")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=1.0, help="length penalty exponent, the same for every mode")
     parser.add_argument("--repeats", type=int, default=3)
@@ -183,12 +204,12 @@ def main() -> None:
         modes = [m.strip() for m in args.modes.split(",")]
         unknown = [m for m in modes if m not in MT_MODES and m not in CT2_MODES]
         if unknown:
-            raise SystemExit(f"--modes: unknown {', '.join(unknown)} (expected {', '.join(DEFAULT_MODES)})")
+            raise SystemExit(f"--modes: unknown {', '.join(unknown)} (expected {', '.join(KNOWN_MODES)})")
     if "fp32" not in modes:
         modes.insert(0, "fp32")
     if args.old:
         args.old = str(Path(args.old).resolve())
-        modes += [f"{m}@old" for m in modes if m in MT_MODES]
+        modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained"]
     print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-ct2-") as directory:
@@ -206,23 +227,24 @@ def main() -> None:
     title = (f"Decoding {args.exp} test split, beam {args.beam}, length penalty {args.alpha}, {args.threads} threads, "
              f"{cpu_name()}")
     table = Table(title=title)
-    for column in ("system", "sent/s", "tokens/s", "BLEU", "chrF", "peak RSS MB", "runs (s)"):
+    for column in ("system", "sent/s", "tokens/s", "BLEU", "chrF", "ref word in output", "peak RSS MB", "runs (s)"):
         table.add_column(column, justify="left" if column in ("system", "runs (s)") else "right")
     for mode, r in results.items():
         name = f"CTranslate2 {versions['ctranslate2']} {mode[4:]}" if mode in CT2_MODES else f"mt {mode}"
         name = name.replace("@old", f" (old: {args.old})")
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", f"{r['bleu']:.2f}",
-                      f"{r['chrf']:.2f}", f"{r['peak_rss_mb']:.0f}", " ".join(f"{s:.2f}" for s in r["seconds"]))
+                      f"{r['chrf']:.2f}", f"{r['reference_word_in_output']:.1%}", f"{r['peak_rss_mb']:.0f}",
+                      " ".join(f"{s:.2f}" for s in r["seconds"]))
     for mode, reason in skipped.items():
-        table.add_row(mode, "-", "-", "-", "-", "-", f"skipped: {reason}; pass --modes to force")
+        table.add_row(mode, "-", "-", "-", "-", "-", "-", f"skipped: {reason}; pass --modes to force")
     Console(width=140, stderr=False).print(table)
     ratios: dict[str, float] = {}
     ours = [m for m in modes if m in MT_MODES]
     if args.old:
-        for m in ours:
+        for m in (m for m in ours if f"{m}@old" in results):
             ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
-    fast_mode = max(ours, key=lambda m: results[m]["sent_per_s"])
-    for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8")):
+    fast_mode = max((m for m in ours if m != "constrained"), key=lambda m: results[m]["sent_per_s"])
+    for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32")):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
     for name, ratio in ratios.items():
@@ -240,6 +262,7 @@ def main() -> None:
         **{f"bleu_{m}": round(r["bleu"], 2) for m, r in results.items()},
         **{f"tokens_per_s_{m}": round(r["tokens_per_s"]) for m, r in results.items()},
         **{f"peak_rss_mb_{m}": round(r["peak_rss_mb"]) for m, r in results.items()},
+        **{f"reference_word_in_output_{m}": round(r["reference_word_in_output"], 4) for m, r in results.items()},
         **ratios,
         "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads,
         "repeats": args.repeats, "versions": versions, "signature": results["fp32"]["signature"],

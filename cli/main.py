@@ -185,6 +185,7 @@ def translate(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1,
     alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
     alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
+    constraints: Annotated[bool, typer.Option(help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search).")] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -196,6 +197,8 @@ def translate(
     from mt.translate import InferenceOptions, Sampling, Translator, input_lines
 
     _check_translate_flags(alignments, alignment_layer, buffer, nbest, sample, beam)
+    if constraints and sample:
+        raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
     sampling = Sampling(temperature, top_k, top_p, seed)  # checks the sampling flags, with --sample or not
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
@@ -205,7 +208,7 @@ def translate(
     set_threads(threads)
     translator = Translator.load(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize))
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
-    options = dict(nbest=nbest, scores=scores, sampling=sampling if sample else None)
+    options = dict(nbest=nbest, scores=scores, sampling=sampling if sample else None, constraints=constraints)
     if alignments:
         options["alignment_layer"] = check_layer(translator.model, alignment_layer, "--alignment-layer")
     render.write_translations(translator, source, output, buffer, **options)
@@ -238,6 +241,10 @@ def evaluate(
     max_len_b: MaxLenB = None,
     batch_tokens: DecodeTokens = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
+    tokenized: Annotated[bool, typer.Option(help="BLEU on Moses-tokenized text (sacremoses), as the Multi30k papers "
+                                                 "report it, instead of sacreBLEU; its own signature.")] = False,
+    lowercase: Annotated[bool, typer.Option(help="With --tokenized: case-insensitive.")] = False,
+    lang: Annotated[Optional[str], typer.Option(help="With --tokenized --hyp: the target language (Moses' rules).")] = None,
     threads: Threads = 2,
     precision: Precision = "fp32",
     quantize: Quantize = None,
@@ -246,10 +253,15 @@ def evaluate(
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
     from mt import evaluate as ev
 
+    if lowercase and not tokenized:
+        raise ConfigError("--lowercase goes with --tokenized (sacreBLEU is scored as it comes)")
     if hyp is not None or ref is not None:
         if hyp is None or ref is None:
             raise ConfigError("--hyp and --ref go together")
-        scores = ev.score(ev.read_lines(hyp), ev.read_lines(ref))
+        if tokenized and not lang:
+            raise ConfigError("--tokenized with --hyp needs --lang, the target language (for Moses' tokenization rules)")
+        hyps, refs = ev.read_lines(hyp), ev.read_lines(ref)
+        scores = ev.score_tokenized(hyps, refs, lang, lowercase) if tokenized else ev.score(hyps, refs)
     else:
         if exp is None:
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
@@ -263,7 +275,8 @@ def evaluate(
         set_threads(threads)
         # (int8 takes the place of --precision; fp16 on the CPU is refused when the model loads)
         warn_if_slow(None if quantize or precision == "fp16" else precision, device)
-        scores = ev.evaluate_split(experiment, cfg, split, InferenceOptions(checkpoint, device, precision, quantize))
+        scores = ev.evaluate_split(experiment, cfg, split, InferenceOptions(checkpoint, device, precision, quantize),
+                                   tokenized=tokenized, lowercase=lowercase)
     render.print_scores(scores, json_out)
 
 

@@ -45,5 +45,5 @@ Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option()]
 DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
-Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, step_N or a .pt file.")]
-Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, step_N or a .pt file; several = an ensemble.")]
+Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file.")]
+Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble.")]

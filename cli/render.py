@@ -67,6 +67,10 @@ def print_scores(scores: dict, json_out: bool) -> None:
     if json_out:
         print(json.dumps(scores))
         return
+    if "bleu_tokenized" in scores:  # never beside sacreBLEU's: another metric
+        print(f"tokenized BLEU {scores['bleu_tokenized']:.2f} (Moses-tokenized text; not sacreBLEU)")
+        print(scores["bleu_tokenized_signature"])
+        return
     print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
     print(scores["bleu_signature"])
     print(scores["chrf_signature"])

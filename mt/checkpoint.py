@@ -131,7 +131,7 @@ def model_from_checkpoint(state: dict[str, Any]) -> Transformer:
 
 
 def resolve_checkpoint(exp: Experiment, name: str) -> Path:
-    """A checkpoint name ("best", "last", "average", "step_N") or a path -> an existing file."""
+    """A checkpoint name ("best", "last", "average", "ema", "step_N") or a path -> an existing file."""
     candidate = Path(name)
     if candidate.suffix == ".pt" and candidate.is_file():
         return candidate
@@ -166,14 +166,14 @@ def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, 
     """`mt average`: the mean of the last n periodic checkpoints, saved as checkpoints/{name}.pt."""
     if n < 1:
         raise ConfigError(f"--last {n}: average at least one checkpoint")
+    if name in ("last", "best", "ema") or name.startswith("step_"):
+        raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
     exp.load_config()  # a one-line error when this is not an experiment
     steps = exp.step_checkpoints()
     if len(steps) < n:
         have = ", ".join(p.stem for p in steps) or "none"
         raise MtError(f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
                       f"average fewer, or train with a smaller train.save_every or larger train.keep_last")
-    if name in ("last", "best") or name.startswith("step_"):
-        raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
     paths = steps[-n:]
     target = exp.checkpoint_path(name)
     save_checkpoint(target, average_checkpoints(paths))

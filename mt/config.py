@@ -142,6 +142,13 @@ class TrainConfig:
     # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
     # precision's first, pay the compilation. Checkpoints are the same as without it.
     compile: bool = False
+    # An exponential moving average of the weights, updated after every update (fairseq --store-ema,
+    # Marian --exponential-smoothing; see mt.ema); saved as checkpoints/ema.pt, decoded with
+    # `--checkpoint ema`. 0 = off; 0.999 or 0.9999 are usual.
+    ema_decay: float = 0.0
+    # Also write TensorBoard event files into EXP/tensorboard (needs the tensorboard package:
+    # pip install 'mt[tensorboard]'); train.jsonl stays the record.
+    tensorboard: bool = False
 
 
 @dataclass
@@ -158,7 +165,7 @@ class DecodeConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
-    checkpoint: str = "best"  # "best", "last", "average" or a file name under checkpoints/
+    checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 
 
@@ -315,6 +322,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
         (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
+        (0.0 <= cfg.train.ema_decay < 1.0, f"train.ema_decay must be in [0, 1) (0 = off), not {cfg.train.ema_decay}"),
         (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
         (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
         (cfg.train.patience >= 0, "train.patience must be 0 (off) or more"),

@@ -4,9 +4,10 @@
 torch.distributed.run: `mt.launch`) starts N copies of `mt train`; each reads RANK, WORLD_SIZE,
 LOCAL_RANK and MASTER_ADDR/MASTER_PORT from its environment and joins one process group: gloo on
 the CPU, NCCL on GPUs (one GPU per process: cuda:LOCAL_RANK). The model is wrapped in
-DistributedDataParallel, which averages the gradients over processes after each backward pass. A
-single process needs none of this: `Distributed()` is the one-process group, and every method below
-is then a no-op.
+DistributedDataParallel, which averages the gradients over processes after each backward pass.
+`torchrun --nproc-per-node 1` takes that path with one rank too (a check of NCCL and DDP on one GPU,
+bench/gpu_check.py). A process that torchrun did not start needs none of this: `Distributed()` is
+the one-process group, and every method below is then a no-op.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Distributed:
     world_size: int = 1
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    joined: bool = False  # in a process group (`setup` under torchrun, one rank included): DDP, collectives
 
     @property
     def is_main(self) -> bool:
@@ -41,7 +43,7 @@ class Distributed:
 
     def all_sum(self, values: list[float]) -> list[float]:
         """Element-wise sums over all processes (float64, so token counts stay exact)."""
-        if self.world_size == 1:
+        if not self.joined:
             return [float(v) for v in values]
         totals = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL: on the GPU
         dist.all_reduce(totals)
@@ -49,7 +51,7 @@ class Distributed:
 
     def all_gather(self, obj: Any) -> list[Any]:
         """Every process's `obj`, in rank order (pickled; for small things such as RNG states)."""
-        if self.world_size == 1:
+        if not self.joined:
             return [obj]
         gathered: list[Any] = [None] * self.world_size
         dist.all_gather_object(gathered, obj)
@@ -60,12 +62,12 @@ class Distributed:
         return self.all_sum([float(flag)])[0] > 0
 
     def barrier(self) -> None:
-        if self.world_size > 1:
+        if self.joined:
             dist.barrier()
 
     def wrap(self, module: nn.Module) -> nn.Module:
-        """DistributedDataParallel around `module` when there are several processes."""
-        if self.world_size == 1:
+        """DistributedDataParallel around `module` when this process is in a process group."""
+        if not self.joined:
             return module
         from torch.nn.parallel import DistributedDataParallel
 
@@ -83,7 +85,8 @@ def setup(device: str = "cpu") -> Distributed:
         return Distributed(device=torch.device(device))
     missing = [key for key in ENV_KEYS if key not in os.environ]
     if missing:
-        raise ConfigError(f"WORLD_SIZE is set but {', '.join(missing)} is not: start with torchrun or `mt train --nproc N`")
+        raise ConfigError(f"this looks like a torchrun process (WORLD_SIZE or TORCHELASTIC_RUN_ID is set) but "
+                          f"{', '.join(missing)} is not: start with torchrun or `mt train --nproc N`")
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     target = torch.device(device)
@@ -97,13 +100,13 @@ def setup(device: str = "cpu") -> Distributed:
             dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=target)
         else:
             dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    return Distributed(rank, world_size, local_rank, target)
+    return Distributed(rank, world_size, local_rank, target, joined=True)
 
 
 def shutdown(group: Distributed) -> None:
     """Leave the process group together: a process tearing down its connections while another still
     writes its last checkpoint can abort the other's communication threads at exit."""
-    if group.world_size > 1 and dist.is_initialized():
+    if group.joined and dist.is_initialized():
         try:
             dist.barrier()
         finally:

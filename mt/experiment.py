@@ -13,6 +13,7 @@ Layout (documented in the README):
     EXP/data/manifest.json     size and sha256 of every data file, the tokenizer hash: checked by train
     EXP/checkpoints/           step_XXXXXXX.pt, last.pt, best.pt, average.pt
     EXP/train.jsonl            training log: step, loss, lr, tokens/s, validation metrics
+    EXP/tensorboard/           TensorBoard event files of the same numbers (train.tensorboard: true)
     EXP/train.lock             held (flock) while a trainer runs; holds its pid
     EXP/translations/{split}.hyp   detokenized output of `mt evaluate`
     EXP/scores/{split}.json    BLEU/chrF with sacrebleu signatures
@@ -148,6 +149,10 @@ class Experiment:
     def step_checkpoints(self) -> list[Path]:
         """Periodic checkpoints, oldest first."""
         return sorted(self.checkpoints_dir.glob("step_*.pt"))
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.root / "tensorboard"
 
     @property
     def train_log_path(self) -> Path:

@@ -22,8 +22,9 @@ Resolve = Callable[[], tuple[Experiment, ExperimentConfig]]  # the experiment an
 
 
 def launched_by_torchrun() -> bool:
-    """Whether this process is one of several that torchrun started."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """Whether torchrun started this process: one of several, or its only rank (TORCHELASTIC_RUN_ID
+    is torchrun's own variable), which then takes the same process group and DDP path as several."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ
 
 
 def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, init_from: str | None = None,

@@ -32,6 +32,7 @@ from mt.experiment import Experiment
 from mt.atomic_files import remove_abandoned_temporaries
 from mt.model import count_parameters
 from mt.runtime import allocator_hint, release_freed_memory
+from mt.train_log import TensorBoardLog
 from mt.train_setup import Training, build_training
 from mt.trainer import Trainer
 from mt.training_state import resume_training, save_training, start_from_weights
@@ -101,7 +102,7 @@ def train(
         elif init_from:
             log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
         _log_start(run, resumed)
-        with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group) as log_file:
+        with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
             loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
             stopped_by = loop.run()
         if stopped_by in ("SIGINT", "SIGTERM", "signal"):
@@ -126,9 +127,12 @@ def _log_start(run: Training, resumed: bool) -> None:
         f"{'resuming at step ' + str(trainer.state.step) if resumed else 'training'}: "
         f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(run.train_data)} training pairs, "
         f"peak lr {trainer.schedule.peak_lr:.2e} at step {tcfg.warmup_steps}, {trainer.precision}"
-        + (f", {world} processes" if world > 1 else "")
+        + (f", {world} processes" if world > 1 else ", 1 process in a process group (DDP)" if trainer.group.joined else "")
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )
+    if trainer.ema is None and run.exp.checkpoint_path("ema").exists() and trainer.group.is_main:
+        log.warn(f"{run.exp.checkpoint_path('ema')} is from a run with train.ema_decay; with it off, it is no "
+                 f"longer updated")
     if trainer.device.type == "cpu" and (hint := allocator_hint()):
         log.info(hint)
 
@@ -155,14 +159,32 @@ def _bleu_sample(run: Training) -> BleuSample:
                       cfg.decode.max_len_b, cfg.train.precision)
 
 
+class _Log:
+    """Rank 0's records: train.jsonl (appended to over runs), and TensorBoard's events if asked."""
+
+    def __init__(self, handle, tensorboard: TensorBoardLog | None):
+        self.handle, self.tensorboard = handle, tensorboard
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+        if self.tensorboard is not None:
+            self.tensorboard.write(record)
+
+
 @contextmanager
-def _open_log(exp: Experiment, group: Distributed) -> Iterator[Any]:
-    """train.jsonl for rank 0 (appended to over runs); None for the other processes."""
+def _open_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterator[_Log | None]:
+    """The log for rank 0; None for the other processes."""
     if not group.is_main:
         yield None
         return
-    with open(exp.train_log_path, "a", encoding="utf-8") as handle:
-        yield handle
+    board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
+    try:
+        with open(exp.train_log_path, "a", encoding="utf-8") as handle:
+            yield _Log(handle, board)
+    finally:
+        if board is not None:
+            board.close()
 
 
 class _Loop:
@@ -232,8 +254,7 @@ class _Loop:
     def _write(self, record: dict[str, Any]) -> None:
         if self.log_file is None:
             return
-        self.log_file.write(json.dumps(record) + "\n")
-        self.log_file.flush()
+        self.log_file.write(record)
         _report(record, self.progress, self.task)
 
     def _check_bad_steps(self) -> None:

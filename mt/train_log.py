@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
+
+# train.jsonl's fields -> TensorBoard's tags.
+TENSORBOARD_TAGS = {
+    "loss": "train/loss", "nll": "train/nll", "ppl": "train/ppl", "lr": "train/lr", "grad_norm": "train/grad_norm",
+    "tgt_tokens_per_s": "train/tgt_tokens_per_s", "tokens_per_s": "train/tokens_per_s", "loss_scale": "train/loss_scale",
+    "valid_loss": "valid/loss", "valid_nll": "valid/nll", "valid_ppl": "valid/ppl", "valid_bleu": "valid/bleu",
+}
 
 
 def load_train_log(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -37,3 +44,24 @@ def load_train_log(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
                     records.pop()
                 records.append(record)
     return train, valid
+
+
+class TensorBoardLog:
+    """train.tensorboard: each train.jsonl record's numbers as TensorBoard scalars against the step."""
+
+    def __init__(self, directory: Path):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ConfigError("train.tensorboard: needs the tensorboard package; pip install 'mt[tensorboard]' "
+                              "(or pip install tensorboard), or set train.tensorboard: false") from None
+        self.writer = SummaryWriter(log_dir=str(directory))
+
+    def write(self, record: dict[str, Any]) -> None:
+        for key, tag in TENSORBOARD_TAGS.items():
+            if isinstance(record.get(key), (int, float)):
+                self.writer.add_scalar(tag, record[key], global_step=int(record["step"]))
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

@@ -22,6 +22,7 @@ from mt.batching import Batch, BatchStream
 from mt.config import ExperimentConfig, ModelConfig
 from mt.dataset import ParallelData, check_data
 from mt.distributed import Distributed
+from mt.ema import WeightAverage
 from mt.experiment import Experiment
 from mt.loss import batch_loss
 from mt.model import Embedding, Residual, Transformer, build_model
@@ -96,6 +97,7 @@ def build_training(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", 
         precision=tcfg.precision,
         update_freq=tcfg.update_freq,
         clip_norm=tcfg.clip_norm,
+        ema=WeightAverage(model, tcfg.ema_decay) if tcfg.ema_decay > 0 else None,
     )
     metadata = {"model_config": dataclasses.asdict(cfg.model), "vocab": vocab, "tokenizer_sha256": tokenizer_sha256}
     return Training(exp, cfg, trainer, train_data, valid_data, tgt_tok, metadata)

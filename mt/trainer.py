@@ -18,6 +18,7 @@ from torch import nn
 
 from mt.batching import Batch, BatchStream
 from mt.distributed import Distributed
+from mt.ema import WeightAverage
 from mt.loss import autocast
 from mt.runtime import release_freed_memory
 from mt.schedule import Schedule
@@ -47,6 +48,7 @@ class Trainer:
         precision: str = "fp32",
         update_freq: int = 1,
         clip_norm: float = 0.0,
+        ema: WeightAverage | None = None,  # train.ema_decay's moving average, updated after each update
     ):
         self.model, self.loss_module, self.optimizer = model, loss_module, optimizer
         self.stream, self.schedule, self.state, self.group = stream, schedule, state, group
@@ -55,6 +57,7 @@ class Trainer:
         # May change between steps (bench/throughput.py interleaves precisions); `scaler` follows it.
         self.precision = precision
         self.update_freq, self.clip_norm = update_freq, clip_norm
+        self.ema = ema
         self.trim_every = TRIM_EVERY
         self.bad_in_row = 0  # updates in a row skipped for a non-finite loss or gradient norm
         self._fp16_scaler: torch.amp.GradScaler | None = None  # made on first use: see `scaler`
@@ -120,7 +123,7 @@ class Trainer:
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
             # DDP averages the gradients over processes once, in the backward of the last batch.
-            no_sync = nullcontext() if last or self.group.world_size == 1 else self.loss_module.no_sync()
+            no_sync = nullcontext() if last or not self.group.joined else self.loss_module.no_sync()
             counts = (batch.n_tgt_tokens, batch.n_src_tokens)
             batch = batch.to(self.device)
             with no_sync:
@@ -159,6 +162,8 @@ class Trainer:
                 self.scaler.step(self.optimizer)  # it finds no inf (we checked): it steps
             else:
                 self.optimizer.step()
+            if self.ema is not None:
+                self.ema.update(self.model, state.step)
         else:
             state.skipped += 1
         # With fp16, an overflow of the scaled gradients is the loss scale's doing: the scaler lowers it.

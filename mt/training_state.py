@@ -10,8 +10,10 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mt import log
 from mt.checkpoint import (check_model_config, check_tokenizer, init_weights, load_checkpoint, rng_state,
-                           save_training_checkpoint, set_rng_state)
+                           save_checkpoint, save_training_checkpoint, set_rng_state)
+from mt.ema import WeightAverage
 from mt.errors import MtError
 from mt.optimizer import regroup_optimizer_state
 
@@ -81,6 +83,7 @@ def training_checkpoint(run: Training) -> dict[str, Any]:
         "model": trainer.model.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
         "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
+        "ema": trainer.ema.state_dict() if trainer.ema is not None else None,
         **run.metadata,  # model_config, vocab, tokenizer_sha256: what rebuilds the model
         "epoch": trainer.stream.epoch,
         "batch_in_epoch": trainer.stream.batch_in_epoch,
@@ -97,6 +100,10 @@ def save_training(run: Training, is_best: bool = False) -> None:
     if run.trainer.group.is_main:
         tcfg = run.cfg.train
         save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
+        if run.trainer.ema is not None:  # the average as a model of its own: `--checkpoint ema`
+            save_checkpoint(run.exp.checkpoint_path("ema"), {
+                "model": run.trainer.ema.model_state(run.trainer.model), **run.metadata,
+                "step": run.trainer.state.step, "ema_decay": run.trainer.ema.decay})
 
 
 def resume_training(run: Training) -> bool:
@@ -112,6 +119,12 @@ def resume_training(run: Training) -> bool:
         saved["optimizer"], trainer.model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps))
     if trainer.scaler is not None and saved.get("scaler"):
         trainer.scaler.load_state_dict(saved["scaler"])
+    if trainer.ema is not None:
+        if saved.get("ema"):
+            trainer.ema.load_state_dict(saved["ema"])
+        else:  # train.ema_decay set on resume: the average starts from the resumed weights
+            log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
+            trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
     trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
     trainer.stream.seek(int(saved["epoch"]), int(saved["batch_in_epoch"]))
     rng = saved["rng"][trainer.group.rank] if "rng" in saved else {"torch": saved["torch_rng"]}
@@ -133,5 +146,7 @@ def start_from_weights(run: Training, source: str) -> Path:
     """Start from the weights of another experiment or checkpoint (fresh optimizer and schedule)."""
     path, weights = init_weights(source, run.metadata["tokenizer_sha256"], run.cfg.model)
     run.trainer.model.load_state_dict(weights)
+    if run.trainer.ema is not None:  # the average starts from the loaded weights, not the random ones
+        run.trainer.ema = WeightAverage(run.trainer.model, run.cfg.train.ema_decay)
     run.trainer.state.init_from = str(path)
     return path

@@ -35,6 +35,7 @@ from mt.config import DecodeConfig, ExperimentConfig, InferencePrecision, Quanti
 from mt.ensemble import Ensemble
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
+from mt.constraints import constrained_beam_search, split_constrained_line
 from mt.search import Hypothesis, beam_search, greedy_search, sample_search
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer, load_tokenizers
 
@@ -136,19 +137,30 @@ class Translator:
         return [hyps[0][0] for hyps in self.search(lines)]
 
     def search(self, lines: list[str], nbest: int = 1, sampling: Sampling | None = None,
-               alignment_layer: int | None = None) -> list[list[tuple]]:
+               alignment_layer: int | None = None, constraints: list[list[str]] | None = None,
+               first_line: int = 0) -> list[list[tuple]]:
         """For each line, up to `nbest` (translation, score) pairs, best first; with `alignment_layer`
-        (0-based decoder layer), (translation, score, alignment) triples."""
+        (0-based decoder layer), (translation, score, alignment) triples. `constraints`: per line,
+        target phrases its translations must contain (mt.constraints). Warnings name input lines
+        counted from `first_line` + 1."""
         empty = ("", 0.0) if alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
-        todo, encoded, cuts = self.encode_lines(lines)
+        todo, encoded, cuts = self.encode_lines(lines, first_line)
         for warning in cuts:
             log.warn(warning)
-        for i, hyps in zip(todo, self.search_encoded(encoded, nbest, sampling, alignment_layer)):
+        phrase_ids, unmet = None, []
+        if constraints is not None:
+            # A phrase that normalisation empties (a zero-width character, say) constrains nothing.
+            phrase_ids = [[ids for ids in self.tgt_tok.encode(constraints[i]) if ids] if constraints[i] else []
+                          for i in todo]
+        for i, hyps in zip(todo, self.search_encoded(encoded, nbest, sampling, alignment_layer, phrase_ids, unmet)):
             results[i] = hyps
+        for k in unmet:
+            log.warn(f"input line {first_line + todo[k] + 1}: not every constraint fits within the length limit "
+                     f"(--max-len-a/--max-len-b); the translation that met the most")
         return results
 
-    def encode_lines(self, lines: list[str]) -> tuple[list[int], list[list[int]], list[str]]:
+    def encode_lines(self, lines: list[str], first_line: int = 0) -> tuple[list[int], list[list[int]], list[str]]:
         """The indices of the non-blank lines, their source ids (no EOS) cut to the model's
         positions, and one warning per cut line ("input line N: T tokens, cut to M")."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
@@ -156,21 +168,37 @@ class Translator:
         cuts = []
         for k, ids in enumerate(encoded):
             if len(ids) > self.max_src_tokens:
-                cuts.append(f"input line {todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
+                cuts.append(f"input line {first_line + todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
                 encoded[k] = ids[: self.max_src_tokens]
         return todo, encoded, cuts
 
     def search_encoded(self, encoded: list[list[int]], nbest: int = 1, sampling: Sampling | None = None,
-                       alignment_layer: int | None = None) -> list[list[tuple]]:
+                       alignment_layer: int | None = None, constraints: list[list[list[int]]] | None = None,
+                       unmet: list[int] | None = None) -> list[list[tuple]]:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
-        their tokens to form its batches before it searches."""
+        their tokens to form its batches before it searches. Lines with `constraints` (target ids per
+        phrase) are searched by mt.constraints, in batches of their own; the indices of those whose
+        constraints did not all fit are appended to `unmet`."""
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if sampling is not None:
             generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
-        for group in length_groups([len(ids) for ids in encoded], self.decode_cfg.max_tokens):
+        constrained = [k for k in range(len(encoded)) if constraints and constraints[k]]
+        plain = [k for k in range(len(encoded)) if not (constraints and constraints[k])]
+        batches = [(False, [plain[i] for i in group])
+                   for group in length_groups([len(encoded[k]) for k in plain], self.decode_cfg.max_tokens)]
+        batches += [(True, [constrained[i] for i in group])
+                    for group in length_groups([len(encoded[k]) for k in constrained], self.decode_cfg.max_tokens)]
+        for is_constrained, group in batches:
             src_ids = self._pad([encoded[k] for k in group])
-            found = self._search(src_ids, nbest, sampling, generator)
+            if is_constrained:
+                found = self._search_constrained(src_ids, [constraints[k] for k in group], nbest)
+                unmet_rows = [k for k, result in zip(group, found) if not result.all_met]
+                if unmet is not None:
+                    unmet += unmet_rows
+                found = [result.hypotheses for result in found]
+            else:
+                found = self._search(src_ids, nbest, sampling, generator)
             for k, hyps in zip(group, found):
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
@@ -205,6 +233,11 @@ class Translator:
         return beam_search(self.model, src_ids, beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
                            cfg.max_len_b, nbest=nbest, stop=cfg.stop)
 
+    def _search_constrained(self, src_ids, constraints: list[list[list[int]]], nbest: int) -> list:
+        cfg = self.decode_cfg
+        return constrained_beam_search(self.model, src_ids, constraints, max(cfg.beam, nbest), cfg.alpha,
+                                       cfg.length_penalty, cfg.max_len_a, cfg.max_len_b, nbest=nbest, stop=cfg.stop)
+
     def _pad(self, sequences: list[list[int]]) -> torch.Tensor:
         width = max(len(s) for s in sequences) + 1
         src_ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
@@ -222,25 +255,31 @@ class Translator:
         scores: bool = False,
         sampling: Sampling | None = None,
         alignment_layer: int | None = None,
+        constraints: bool = False,
     ) -> int:
         """Translate lines as they come, `buffer` at a time; write the output in input order.
         nbest > 0 selects the n-best format, `scores` the scored 1-best format, `alignment_layer`
-        appends the alignment (module docstring)."""
+        appends the alignment (module docstring); `constraints`: each line is SOURCE<TAB>PHRASE...
+        (mt.constraints)."""
         count = 0
         pending: list[str] = []
         for line in lines:
             pending.append(line.rstrip("\r\n"))
             if len(pending) >= buffer:
-                self._flush(pending, write, count, nbest, scores, sampling, alignment_layer)
+                self._flush(pending, write, count, nbest, scores, sampling, alignment_layer, constraints)
                 count += len(pending)
                 pending = []
         if pending:
-            self._flush(pending, write, count, nbest, scores, sampling, alignment_layer)
+            self._flush(pending, write, count, nbest, scores, sampling, alignment_layer, constraints)
             count += len(pending)
         return count
 
-    def _flush(self, pending, write, first_line, nbest, scores, sampling, alignment_layer) -> None:
-        for offset, hyps in enumerate(self.search(pending, max(nbest, 1), sampling, alignment_layer)):
+    def _flush(self, pending, write, first_line, nbest, scores, sampling, alignment_layer, constraints=False) -> None:
+        phrases = None
+        if constraints:
+            pending, phrases = map(list, zip(*(split_constrained_line(line) for line in pending)))
+        found = self.search(pending, max(nbest, 1), sampling, alignment_layer, phrases, first_line)
+        for offset, hyps in enumerate(found):
             if nbest > 0:
                 for text, score, *alignment in hyps:
                     write("\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment]))

@@ -108,3 +108,37 @@ def test_mt_train_nproc_2_trains_resumes_and_refuses_one_process(base, tmp_path)
     assert "resuming at step 4" in done.stderr
     assert load_checkpoint(exp.checkpoint_path("last"))["step"] == 6
     assert not exp.lock_path.exists()
+
+
+def test_torchrun_with_one_rank_takes_the_ddp_path_and_updates_as_one_process(base, tmp_path):
+    # bench/gpu_check.py's DDP check on one GPU needs this path: torchrun's environment with WORLD_SIZE 1.
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
+    plain = build_training(exp, cfg).trainer
+    expected = [plain.step()["loss"] for _ in range(2)]
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "TORCHELASTIC_RUN_ID": "test"}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        group = distributed.setup("cpu")
+        assert group.joined and torch.distributed.is_initialized()
+        ddp = build_training(exp, cfg, group=group).trainer
+        assert isinstance(ddp.loss_module, torch.nn.parallel.DistributedDataParallel)
+        assert [ddp.step()["loss"] for _ in range(2)] == expected
+        distributed.shutdown(group)
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    assert not torch.distributed.is_initialized()
+    assert all(torch.equal(a, b) for a, b in zip(ddp.model.parameters(), plain.model.parameters()))
+
+
+def test_torchrun_nproc_per_node_1_runs_mt_train_in_a_process_group(base, tmp_path):
+    exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=2, save_every=2, log_every=1, valid_every=2)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-port",
+                           str(free_port()), "-m", "mt", "train", "--exp", str(exp.root)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "1 process in a process group (DDP)" in done.stderr
+    assert load_checkpoint(exp.checkpoint_path("last"))["step"] == 2

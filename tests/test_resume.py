@@ -83,8 +83,11 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     # and epoch) and the RNGs (dropout draws from torch's) are restored exactly; matmuls on one
     # thread reduce in a fixed order; validation and checkpointing consume no random numbers.
     # Weight decay on: AdamW's two parameter groups (decayed, not) round-trip as well.
-    straight, _ = copy_experiment(base, tmp_path / "straight", max_steps=N, save_every=N // 2, weight_decay=0.01)
-    killed, _ = copy_experiment(base, tmp_path / "killed", max_steps=N, save_every=N // 2, weight_decay=0.01)
+    # The moving average of the weights (train.ema_decay) too.
+    straight, _ = copy_experiment(base, tmp_path / "straight", max_steps=N, save_every=N // 2, weight_decay=0.01,
+                                  ema_decay=0.99)
+    killed, _ = copy_experiment(base, tmp_path / "killed", max_steps=N, save_every=N // 2, weight_decay=0.01,
+                                ema_decay=0.99)
     assert straight.load_config().model.dropout > 0
 
     done = run_train(straight)
@@ -107,8 +110,9 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
 
     ours, theirs = (load_checkpoint(e.checkpoint_path("last")) for e in (killed, straight))
     assert ours["step"] == theirs["step"] == N
-    for key in ("model", "optimizer", "rng", "epoch", "batch_in_epoch", "best_valid"):
+    for key in ("model", "optimizer", "rng", "epoch", "batch_in_epoch", "best_valid", "ema"):
         assert_same(ours[key], theirs[key], key)
+    assert_same(*(load_checkpoint(e.checkpoint_path("ema"))["model"] for e in (killed, straight)), "ema.pt")
 
 
 def test_signals_save_at_a_step_boundary_and_the_lock_refuses_a_second_trainer(base, tmp_path):
