@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cli import export as export_cli
+from cli import distill as distill_cli
 from cli import render
 from cli import serve as serve_cli
 from cli.options import (Alpha, Beam, Checkpoint, Checkpoints, DecodeTokens, Device, Exp, Force, MaxLenA, MaxLenB,
@@ -114,7 +115,7 @@ def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], 
 def train(
     exp: Exp,
     recipe: Recipe = None,
-    preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny.")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny; student, student-tiny (deep encoder, shallow decoder: mt distill).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch (and process).")] = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
     max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs.")] = None,
@@ -158,6 +159,7 @@ def average(
 
 
 app.command("export", epilog=export_cli.EPILOG)(export_cli.export)  # its flags live in cli/export.py
+app.command("distill", epilog=distill_cli.EPILOG)(distill_cli.distill)  # and these in cli/distill.py
 
 
 @app.command(epilog=examples('echo "Ein Satz." | mt translate --exp exp/de-en',

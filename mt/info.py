@@ -59,6 +59,15 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         scores = exp.read_json(exp.score_path(split))
         if scores:
             sections["scores"][split] = f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {scores['bleu_signature']}"
+    from mt.distill import teacher_rows
+
+    for row in teacher_rows(exp):  # a student of mt distill: its teachers beside it
+        figures = [f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
+                   f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
+                   f"{row['params_m']}M parameters" if row.get("params_m") else None,
+                   f"{row['size_mb']} MB" if "size_mb" in row else None]
+        sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
+            "; ".join(f for f in figures if f)
     return sections
 
 

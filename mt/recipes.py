@@ -24,10 +24,15 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # CPU-sized: the Multi30k benchmark preset (3+3 layers, d_model 256).
     "small": dict(enc_layers=3, dec_layers=3, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
     "tiny": dict(enc_layers=2, dec_layers=2, d_model=64, d_ff=256, n_heads=4, dropout=0.1),
+    # Distillation students (mt distill): a deep encoder and a shallow decoder, as Bergamot's CPU students
+    # (browsermt/students): decoding time goes with the decoder, which runs once per output token.
+    "student": dict(enc_layers=6, dec_layers=2, d_model=256, d_ff=1024, n_heads=4, dropout=0.1),
+    "student-tiny": dict(enc_layers=6, dec_layers=1, d_model=128, d_ff=512, n_heads=4, dropout=0.1),
 }
 
-RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples"}
-STEPS = ("train-tokenizer", "binarize", "train", "average", "evaluate")
+RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher"}
+# distill: a student recipe's first step (`teacher:` names the teacher's recipe or experiment; see mt.run).
+STEPS = ("distill", "train-tokenizer", "binarize", "train", "average", "evaluate")
 
 @dataclass
 class Recipe:
@@ -100,6 +105,12 @@ def read_recipe(path: Path) -> Recipe:
     for step in steps:
         if step not in STEPS:
             raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
+    teachers = run.get("teacher")
+    if "distill" in steps and not teachers:
+        raise ConfigError(f"{path}: the step distill needs `teacher:`, a teacher recipe (.yaml) or experiment, or a list")
+    if teachers is not None and not (isinstance(teachers, str) or (
+            isinstance(teachers, list) and teachers and all(isinstance(t, str) for t in teachers))):
+        raise ConfigError(f"{path}: teacher must be a recipe (.yaml) or experiment path, or a list of them")
     if not isinstance(run.get("translate_examples", []), list):
         raise ConfigError(f"{path}: translate_examples must be a list of sentences")
     keys = list(preset_fields(raw["preset"], str(path))) if raw.get("preset") is not None else []

@@ -142,6 +142,22 @@ def _scores(exp: Experiment) -> str:
                   rows, {1: "num", 2: "num", 3: "num"})
 
 
+def _is_student(exp: Experiment) -> bool:
+    from mt.distill import distill_dir
+
+    return (distill_dir(exp) / "manifest.json").exists()
+
+
+def _teachers(exp: Experiment) -> str:
+    from mt.distill import teacher_rows
+
+    rows = [[_e(r["role"]), _e(r["experiment"]), _e(r["checkpoint"]), f"{r.get('bleu', '-')}", f"{r.get('chrf', '-')}",
+             f"{r.get('sent_per_s', '-')}", _e(r.get("decoding", "-")), f"{r.get('params_m', '-')}", f"{r.get('size_mb', '-')}"]
+            for r in teacher_rows(exp)]
+    return _table(["", "experiment", "checkpoint", "test BLEU", "chrF", "sent/s (mt evaluate)", "decoding",
+                   "parameters (M)", "size (MB)"], rows, {3: "num", 4: "num", 5: "num", 7: "num", 8: "num"})
+
+
 def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
     from sacrebleu.metrics import BLEU
 
@@ -231,6 +247,7 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
         _section("Data", lambda: _data(exp)),
         _section("Training", lambda: _training(exp)),
         _section("Scores", lambda: _scores(exp)),
+        *([_section("Student and teachers", lambda: _teachers(exp))] if _is_student(exp) else []),
         _section("Sample translations", lambda: _samples(exp, samples)),
         _section("Attention", lambda: _attention(exp, sentence, checkpoint)),
     ]

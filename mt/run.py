@@ -41,8 +41,10 @@ def run_recipe(
     exp = Experiment(exp_dir)
     cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
     with exp.undo_if_new_fails():
-        for step in run.get("steps") or list(STEPS):
-            if step == "train-tokenizer":
+        for step in run.get("steps") or [s for s in STEPS if s != "distill"]:
+            if step == "distill":
+                distill_step(exp, run["teacher"], device, print_result)
+            elif step == "train-tokenizer":
                 if exp.has_tokenizer():
                     log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
                     continue
@@ -70,6 +72,26 @@ def run_recipe(
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
+
+
+def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_result: Callable[[str], None]) -> None:
+    """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
+    or an experiment) translates its training corpus into this experiment (mt.distill)."""
+    from mt.distill import distill, distill_dir
+    from mt.translate import InferenceOptions
+
+    if (distill_dir(exp) / "manifest.json").exists():
+        log.info(f"distill: done already ({distill_dir(exp)})")
+        return
+    teachers = []
+    for entry in [teacher] if isinstance(teacher, str) else teacher:
+        if entry.endswith((".yaml", ".yml")):
+            log.info(f"[bold]teacher[/bold] {entry}")
+            teachers.append(run_recipe(Path(entry), None, {}, device, print_result))
+        else:
+            teachers.append(Experiment(Path(entry)))
+    log.info("[bold]distill[/bold]")
+    distill(teachers, exp, InferenceOptions(device=device))
 
 
 def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPLES) -> None:

@@ -1,0 +1,205 @@
+"""Sequence-level knowledge distillation (Kim & Rush, 2016): a teacher translates its training corpus,
+and a student is trained on the teacher's translations.
+
+`mt distill --teacher T --exp S` translates the source side of T's training sources (every pair, in
+order, weights ignored) with T's search, `--chunk-lines` lines at a time. Each chunk's source and
+translations are written atomically as S/distill/chunks/NNNNNN.{src,tgt} once the whole chunk is
+done, so a run killed at any point resumes at the first missing chunk: no chunk is lost or written
+twice. When all are done they are joined into S/distill/train.SRC and train.TGT (the student's
+`files:S/distill/train` corpus), with S/distill/manifest.json saying who translated what and how.
+Several `--teacher`s decode as an ensemble; they must share the first one's tokenizer (train the
+second teacher with the first's: `mt train-tokenizer` is skipped when the tokenizer exists).
+
+The student gets the teacher's tokenizer (copied into S/tokenizer, so the vocabularies match and the
+step `train-tokenizer` has nothing to do) and, when S has no config yet, the teacher's config with
+its training corpus replaced by the distilled one (plus the original pairs with `--mix-original`);
+its model is then chosen at `mt train` (`--preset student`, say). Valid and test stay the teacher's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+from mt import log
+from mt.atomic_files import write_json_atomic, write_text_atomic
+from mt import config as cfglib
+from mt.config import ExperimentConfig, save_yaml
+from mt.corpus import load_split
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
+
+CHUNK_LINES = 2000
+
+
+def distill_dir(student: Experiment) -> Path:
+    return student.root / "distill"
+
+
+def chunk_paths(student: Experiment, index: int) -> tuple[Path, Path]:
+    base = distill_dir(student) / "chunks" / f"{index:06d}"
+    return base.with_suffix(".src"), base.with_suffix(".tgt")
+
+
+def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
+    """The file each teacher decodes with: --checkpoint (a name each teacher resolves), else its decode.checkpoint."""
+    from mt.checkpoint import resolve_checkpoint
+
+    paths = []
+    for teacher in teachers:
+        if not teacher.has_config():
+            raise MtError(f"--teacher {teacher.root}: no experiment there (no config.yaml)")
+        if teacher is not teachers[0] and not same_tokenizer(teacher, teachers[0]):
+            raise MtError(f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
+                          f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})")
+        name = checkpoint or teacher.load_config().decode.checkpoint
+        paths.append(str(resolve_checkpoint(teacher, name)))
+    return paths
+
+
+def same_tokenizer(a: Experiment, b: Experiment) -> bool:
+    """Whether two experiments hold the same SentencePiece model file(s), byte for byte."""
+    names = sorted(p.name for p in a.tokenizer_dir.glob("*.model"))
+    return bool(names) and names == sorted(p.name for p in b.tokenizer_dir.glob("*.model")) and all(
+        (a.tokenizer_dir / n).read_bytes() == (b.tokenizer_dir / n).read_bytes() for n in names)
+
+
+def student_config(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
+    """The teacher's config with the distilled corpus as training data (and the original pairs too with mix_original)."""
+    train = [f"files:{distill_dir(student) / 'train'}"]
+    if mix_original:
+        train += [source.name for source in teacher_cfg.data.sources("train")]
+    data = dataclasses.replace(teacher_cfg.data, train=train)
+    return dataclasses.replace(teacher_cfg, data=data)
+
+
+def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool) -> ExperimentConfig:
+    """The student's config (written if new) and the teacher's tokenizer, copied once."""
+    teacher_cfg = teacher.load_config()
+    if student.has_config():
+        cfg = student.load_config()
+        if (cfg.data.src_lang, cfg.data.tgt_lang) != (teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang):
+            raise ConfigError(f"--exp {student.root}: translates {cfg.data.src_lang}->{cfg.data.tgt_lang}, the teacher "
+                              f"{teacher_cfg.data.src_lang}->{teacher_cfg.data.tgt_lang}")
+    else:
+        cfg = student_config(teacher_cfg, student, mix_original)
+        student.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(student.config_path, save_yaml(cfg))
+    if not student.has_tokenizer():
+        staging = student.root / ".tokenizer-copy"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(teacher.tokenizer_dir, staging)
+        staging.rename(student.tokenizer_dir)
+    elif not same_tokenizer(student, teacher):
+        raise MtError(f"{student.tokenizer_dir}: not the teacher's tokenizer ({teacher.tokenizer_dir}); a student "
+                      f"must share its teacher's vocabulary: distill into a new --exp")
+    return cfg
+
+
+def distill(
+    teachers: list[Experiment],
+    student: Experiment,
+    options,  # mt.translate.InferenceOptions (device, precision, quantize); its checkpoint is set here
+    decode_overrides: dict | None = None,  # decode.* fields for the teacher's search (beam, alpha, ...)
+    chunk_lines: int = CHUNK_LINES,
+    mix_original: bool = False,
+) -> dict:
+    """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
+    from mt.translate import Translator
+
+    if chunk_lines < 1:
+        raise ConfigError(f"--chunk-lines {chunk_lines}: must be at least 1")
+    if not teachers:
+        raise ConfigError("give at least one --teacher")
+    lead = teachers[0]
+    checkpoints = teacher_checkpoints(teachers, options.checkpoint if isinstance(options.checkpoint, str) else None)
+    teacher_cfg = lead.load_config()
+    for key, value in (decode_overrides or {}).items():
+        cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
+    cfglib.validate(teacher_cfg, "the teacher's decoding options")
+    prepare_student(lead, student, mix_original)
+    sources, _ = load_split(teacher_cfg.data.sources("train"))
+    chunks = [(i, sources[start : start + chunk_lines]) for i, start in enumerate(range(0, len(sources), chunk_lines))]
+    todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
+    log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks; "
+             f"{len(chunks) - len(todo)} done already")
+    translator = None
+    start = time.perf_counter()
+    if todo:
+        translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
+        (distill_dir(student) / "chunks").mkdir(parents=True, exist_ok=True)
+        with log.make_progress() as progress:
+            task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(l) for _, l in todo))
+            for index, lines in todo:
+                translations = translator.translate(lines)
+                src_path, tgt_path = chunk_paths(student, index)
+                write_text_atomic(src_path, "".join(line + "\n" for line in lines))
+                write_text_atomic(tgt_path, "".join(t + "\n" for t in translations))  # last: marks the chunk done
+                progress.update(task, advance=len(lines))
+    seconds = time.perf_counter() - start
+    return _join(student, teacher_cfg, len(chunks), len(sources), checkpoints, seconds)
+
+
+def _join(student: Experiment, teacher_cfg: ExperimentConfig, n_chunks: int, n_lines: int, checkpoints: list[str],
+          seconds: float) -> dict:
+    """distill/train.SRC and train.TGT from the chunks, in order, and the manifest."""
+    out = distill_dir(student)
+    src_lang, tgt_lang = teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang
+    manifest_path = out / "manifest.json"
+    previous = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    for side, lang in ((0, src_lang), (1, tgt_lang)):
+        parts = [chunk_paths(student, i)[side].read_text(encoding="utf-8") for i in range(n_chunks)]
+        write_text_atomic(out / f"train.{lang}", "".join(parts))
+    written = sum(1 for _ in open(out / f"train.{tgt_lang}", encoding="utf-8"))
+    if written != n_lines:
+        raise MtError(f"{out / f'train.{tgt_lang}'}: {written} lines for {n_lines} sources: a chunk was changed by hand?")
+    decode = teacher_cfg.decode
+    manifest = {
+        "teachers": checkpoints, "lines": n_lines, "chunks": n_chunks,
+        "decode": {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
+                   "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b},
+        "seconds": round(previous.get("seconds", 0.0) + seconds, 2),  # over all runs
+        "corpus": f"files:{out / 'train'}",
+    }
+    write_json_atomic(manifest_path, manifest)
+    log.info(f"distill: {n_lines:,} pairs in {out / 'train'}.{{{src_lang},{tgt_lang}}}")
+    return manifest
+
+
+def teacher_rows(student: Experiment) -> list[dict]:
+    """The student and its teachers side by side (from distill/manifest.json): test BLEU and chrF,
+    sentences/s of `mt evaluate`'s test run (each as it decoded: beam, precision in `decoding`),
+    parameters, size of the checkpoint on disk. Empty when the experiment is not a student."""
+    manifest_path = distill_dir(student) / "manifest.json"
+    if not manifest_path.exists():
+        return []
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    student_cfg = student.load_config()
+    entries = [("student", student, student.checkpoint_path(student_cfg.decode.checkpoint))]
+    for path in map(Path, manifest["teachers"]):
+        entries.append(("teacher", Experiment(path.parent.parent), path))  # EXP/checkpoints/NAME.pt
+    return [_model_row(role, exp, checkpoint) for role, exp, checkpoint in entries]
+
+
+def _model_row(role: str, exp: Experiment, checkpoint: Path) -> dict:
+    from mt.checkpoint import load_checkpoint, model_from_checkpoint
+    from mt.model import count_parameters
+
+    row: dict = {"role": role, "experiment": str(exp.root), "checkpoint": checkpoint.name}
+    scores = exp.read_json(exp.score_path("test")) if exp.has_config() else None
+    if scores:
+        row.update(bleu=round(scores["bleu"], 2), chrf=round(scores["chrf"], 2))
+        if scores.get("translate_seconds"):
+            row["sent_per_s"] = round(scores["sentences"] / scores["translate_seconds"], 1)
+        decode = scores.get("decode", {})
+        row["decoding"] = f"beam {decode.get('beam')}, {decode.get('quantize') or decode.get('precision')}"
+    if checkpoint.is_file():
+        row["size_mb"] = round(checkpoint.stat().st_size / 1e6, 1)
+        try:
+            row["params_m"] = round(count_parameters(model_from_checkpoint(load_checkpoint(checkpoint))) / 1e6, 2)
+        except (MtError, KeyError, RuntimeError):
+            pass  # the checkpoints section of `mt info` says what is wrong with it
+    return row

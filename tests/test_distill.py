@@ -1,0 +1,156 @@
+"""mt distill: the teacher's training sources translated into the student experiment in chunks, a
+SIGKILL resumed without a chunk lost or written twice, ensembles of teachers that share a tokenizer,
+and the student set up to binarize and train on the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mt.corpus import load_split
+from mt.distill import chunk_paths, distill
+from mt.experiment import Experiment
+from mt.recipes import MODEL_PRESETS
+from mt.translate import InferenceOptions, Translator
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def mt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mt", *args], capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def teacher_sources(teacher: Experiment) -> list[str]:
+    return load_split(teacher.load_config().data.sources("train"))[0]
+
+
+def test_distill_translates_every_training_source_with_the_teachers_search(trained_experiment, tmp_path):
+    teacher = trained_experiment
+    student = Experiment(tmp_path / "student")
+    manifest = distill([teacher], student, InferenceOptions(), {"beam": 2}, chunk_lines=70)
+    sources = teacher_sources(teacher)
+    cfg = student.load_config()
+    src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
+    out = (tmp_path / "student" / "distill")
+    assert (out / f"train.{src_lang}").read_text(encoding="utf-8").splitlines() == sources
+    distilled = (out / f"train.{tgt_lang}").read_text(encoding="utf-8").splitlines()
+    teacher_cfg = teacher.load_config()
+    teacher_cfg.decode.beam = 2
+    assert distilled == Translator.load(teacher, teacher_cfg).translate(sources)  # the teacher's own search
+    assert manifest["lines"] == len(sources) and manifest["chunks"] == -(-len(sources) // 70)
+    assert manifest["decode"]["beam"] == 2 and manifest["teachers"][0].endswith(".pt")
+    assert cfg.data.train == [f"files:{out / 'train'}"] and cfg.data.test == teacher_cfg.data.test
+    assert (student.tokenizer_dir / "spm.model").read_bytes() == (teacher.tokenizer_dir / "spm.model").read_bytes()
+    # The student binarizes with the teacher's tokenizer and trains as a student preset.
+    done = mt("binarize", "--exp", str(student.root))
+    assert done.returncode == 0, done.stderr
+    done = mt("train", "--exp", str(student.root), "--preset", "student-tiny", "--set", "model.d_model=32",
+              "--set", "model.d_ff=64", "--max-steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert student.load_config().model.enc_layers == MODEL_PRESETS["student-tiny"]["enc_layers"] == 6
+    assert student.load_config().model.dec_layers == 1
+
+
+def test_a_killed_distill_resumes_without_losing_or_repeating_a_chunk(trained_experiment, tmp_path):
+    teacher = str(trained_experiment.root)
+    straight = Experiment(tmp_path / "straight")
+    done = mt("distill", "--teacher", teacher, "--exp", str(straight.root), "--chunk-lines", "20", "--beam", "2")
+    assert done.returncode == 0, done.stderr
+    killed = Experiment(tmp_path / "killed")
+    process = subprocess.Popen([sys.executable, "-m", "mt", "distill", "--teacher", teacher, "--exp", str(killed.root),
+                                "--chunk-lines", "20", "--beam", "2"], env=ENV, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not chunk_paths(killed, 1)[1].exists():
+        assert process.poll() is None and time.time() < deadline, "the second chunk never appeared"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed.root / "distill" / "manifest.json").exists()
+    resumed = mt("distill", "--teacher", teacher, "--exp", str(killed.root), "--chunk-lines", "20", "--beam", "2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "done already" in resumed.stderr and " 0 done already" not in resumed.stderr
+    lang = killed.load_config().data.tgt_lang
+    for name in (f"train.{lang}", f"train.{killed.load_config().data.src_lang}"):
+        assert (killed.root / "distill" / name).read_bytes() == (straight.root / "distill" / name).read_bytes()
+    assert not list((killed.root / "distill" / "chunks").glob("*.tmp*"))
+
+
+def test_two_teachers_decode_as_an_ensemble_and_must_share_a_tokenizer(trained_experiment, tmp_path):
+    second = Experiment(tmp_path / "second")
+    shutil.copytree(trained_experiment.root, second.root)
+    student = Experiment(tmp_path / "student")
+    manifest = distill([trained_experiment, second], student, InferenceOptions(), chunk_lines=1000)
+    assert len(manifest["teachers"]) == 2
+    other = Experiment(tmp_path / "other-tokenizer")
+    shutil.copytree(trained_experiment.root, other.root)
+    model = other.tokenizer_dir / "spm.model"
+    model.write_bytes(model.read_bytes() + b"\n")  # another tokenizer, as far as hashes go
+    refused = mt("distill", "--teacher", str(trained_experiment.root), "--teacher", str(other.root),
+                 "--exp", str(tmp_path / "s2"))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "tokenizer" in refused.stderr.strip().splitlines()[-1]
+
+
+def test_bad_teachers_and_flags_are_one_line_errors(trained_experiment, tmp_path):
+    missing = mt("distill", "--teacher", str(tmp_path / "nothing"), "--exp", str(tmp_path / "s"))
+    assert missing.returncode != 0 and "no experiment there" in missing.stderr.strip().splitlines()[-1]
+    chunk = mt("distill", "--teacher", str(trained_experiment.root), "--exp", str(tmp_path / "s"), "--chunk-lines", "0")
+    assert chunk.returncode != 0 and "--chunk-lines 0" in chunk.stderr
+    beam = mt("distill", "--teacher", str(trained_experiment.root), "--exp", str(tmp_path / "s"), "--beam", "0")
+    assert beam.returncode != 0 and "decode.beam" in beam.stderr.strip().splitlines()[-1]
+
+
+def test_a_student_recipe_distills_its_teacher_then_trains_and_skips_what_is_done(trained_experiment, tmp_path):
+    teacher_cfg = trained_experiment.load_config()
+    student_dir = tmp_path / "student"
+    recipe = tmp_path / "student.yaml"
+    recipe.write_text(f"""
+exp: {student_dir}
+teacher: {trained_experiment.root}
+steps: [distill, binarize, train, evaluate]
+data:
+  src_lang: {teacher_cfg.data.src_lang}
+  tgt_lang: {teacher_cfg.data.tgt_lang}
+  train: [files:{student_dir}/distill/train]
+  valid: {teacher_cfg.data.valid}
+  test: {teacher_cfg.data.test}
+model: {{enc_layers: 2, dec_layers: 1, d_model: 32, d_ff: 64, n_heads: 2}}
+train: {{max_steps: 3, max_tokens: 300, warmup_steps: 2, valid_every: 3, save_every: 3}}
+decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
+""", encoding="utf-8")
+    done = mt("run", str(recipe))
+    assert done.returncode == 0, done.stderr
+    assert "[distill]" not in done.stderr and "distill:" in done.stderr and "test: BLEU" in done.stdout
+    student = Experiment(student_dir)
+    assert (student_dir / "distill" / "manifest.json").exists() and student.checkpoint_path("last").exists()
+    again = mt("run", str(recipe))
+    assert again.returncode == 0 and "distill: done already" in again.stderr
+    # mt info and mt report set the teacher beside the student.
+    info = mt("info", "--exp", str(student_dir), "--json")
+    assert info.returncode == 0, info.stderr
+    pair = json.loads(info.stdout)["student and teachers"]
+    assert list(pair) == [f"student {student_dir}", f"teacher {trained_experiment.root}"]
+    student_text, teacher_text = pair.values()
+    assert "BLEU" in student_text and "sent/s (beam 2, fp32)" in student_text
+    assert "not evaluated" in teacher_text or "BLEU" in teacher_text  # the shared fixture may not be scored
+    assert all("M parameters" in text and " MB" in text for text in pair.values())
+    report = mt("report", "--exp", str(student_dir), "--output", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr
+    assert "Student and teachers" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_distill_step_without_a_teacher_is_refused(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("exp: x\nsteps: [distill, train]\n", encoding="utf-8")
+    done = mt("run", str(recipe))
+    assert done.returncode != 0 and "the step distill needs `teacher:`" in done.stderr
