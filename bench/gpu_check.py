@@ -394,12 +394,12 @@ def main() -> None:
     parser.add_argument("--train-seconds", type=float, default=90.0, help="training budget of (f)'s model")
     args = parser.parse_args()
 
-    check_corpus(Path(args.data))
     import torch
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: torch sees no GPU here (torch.cuda.is_available() is false); try --device cpu")
+    check_corpus(Path(args.data))
     small = args.small
     steps = args.steps or (3 if small else 30)
     ref_steps = args.ref_steps or (2 if small else 4)

@@ -12,8 +12,7 @@ from cli.options import Alpha, Beam, Checkpoint, DecodeTokens, Device, Exp, MaxL
 from mt import log
 
 EPILOG = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
-                  "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble",
-                  "mt binarize --exp exp/student && mt train --exp exp/student --preset student")
+                  "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble")
 
 
 def distill(

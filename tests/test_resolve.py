@@ -98,7 +98,7 @@ def test_flag_overrides_preset_then_flags_then_sets():
     assert overrides["train.max_steps"] == "7" and overrides["decode.beam"] == "2"
     assert origins["model.n_heads"] == "--preset tiny" and origins["train.max_steps"] == "--set"
     assert flag_overrides({"train.seed": None}) == ({"train.seed": None}, {})
-    with pytest.raises(ConfigError, match=r"^--preset: unknown preset 'huge'; known: base, big, small, tiny$"):
+    with pytest.raises(ConfigError, match=r"^--preset: unknown preset 'huge'; known: base, big, small, tiny, student, student-tiny$"):
         flag_overrides({}, preset="huge")
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 # The keys of a training checkpoint as written before TrainingState: existing checkpoints resume.
 CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
                    "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
-                   "skipped", "elapsed", "init_from", "rng"}
+                   "skipped", "elapsed", "init_from", "rng", "ema"}
 
 
 def test_the_counters_round_trip_through_a_checkpoint():
