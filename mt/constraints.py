@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
-from mt.search import Hypothesis, _check_finite, _check_stopping, _force_eos, length_penalty, max_lengths, select_rows
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mt.search import (Hypothesis, _check_stopping, _force_eos, _step_logprobs, length_penalty, max_lengths,
+                       select_rows)
+from mt.tokenizer import BOS_ID, EOS_ID
 from mt.config import LengthPenalty, StopRule
 
 
@@ -135,11 +136,7 @@ def constrained_beam_search(
     step = 0
     while active:
         step += 1
-        logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]
-        logprobs = torch.log_softmax(logits.float(), dim=-1)
-        _check_finite(logprobs.amax(dim=-1))
-        logprobs[:, PAD_ID] = -torch.inf
-        logprobs[:, BOS_ID] = -torch.inf
+        logprobs = _step_logprobs(model, tokens, memory, src_mask, cache)  # PAD and BOS ruled out
         rows_unmet = [s * beam + b for s, sentence in enumerate(active) for b in range(beam)
                       if not progress[s][b].all_met(constraints[sentence])]
         if rows_unmet:
