@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -72,31 +70,14 @@ def build_student(args) -> dict:
 
 def decode_side_by_side(args) -> dict[str, dict]:
     """Teacher fp32 beam 5, student int8 beam 1 and 2: each in its own process, interleaved."""
-    from translate import _worker
+    from translate import run_interleaved
 
-    ctx = multiprocessing.get_context("spawn")
-    modes = {"teacher fp32 beam 5": (args.teacher, "fp32", 5), "student int8 beam 1": (args.exp, "int8", 1),
-             "student int8 beam 2": (args.exp, "int8", 2)}
-    workers = {}
-    for name, (exp_dir, mode, beam) in modes.items():
-        settings = {"threads": args.threads, "checkpoint": "last", "beam": beam, "alpha": args.alpha, "old": None}
-        commands, results = ctx.Queue(), ctx.Queue()
-        process = ctx.Process(target=_worker, args=(exp_dir, mode, settings, None, commands, results))
-        process.start()
-        if results.get() != "ready":
-            raise SystemExit(f"{name}: the worker did not start")
-        workers[name] = (process, commands, results)
-    for run in range(args.repeats):
-        for name, (_, commands, results) in workers.items():
-            commands.put("go")
-            print(f"run {run + 1}/{args.repeats} {name}: {results.get():.2f} s", file=sys.stderr)
-    out = {}
-    for name, (process, commands, results) in workers.items():
-        commands.put("stop")
-        result = results.get()
-        process.join()
-        out[name] = {**result, "sent_per_s": result["sentences"] / statistics.median(result["seconds"])}
-    return out
+    def settings(beam: int) -> dict:
+        return {"threads": args.threads, "checkpoint": "last", "beam": beam, "alpha": args.alpha, "old": None}
+
+    return run_interleaved({"teacher fp32 beam 5": (args.teacher, "fp32", settings(5)),
+                            "student int8 beam 1": (args.exp, "int8", settings(1)),
+                            "student int8 beam 2": (args.exp, "int8", settings(2))}, args.repeats, None)
 
 
 def main() -> None:
@@ -129,7 +110,7 @@ def main() -> None:
     for name, r in decoded.items():
         print(f"| {name} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['sent_per_s']:.1f} | {' '.join(f'{s:.2f}' for s in r['seconds'])} |")
     seconds = built["seconds"]
-    print(f"\ndistill {seconds['distill'] / 60:.1f} min, student training {built['train']['seconds'] / 60:.1f} min "
+    print(f"\ndistill {seconds['distill'] / 60:.1f} min, student training {built['train']['elapsed'] / 60:.1f} min "
           f"({built['train']['steps']} updates); parameters teacher {sizes['teacher'].get('params_m')}M, "
           f"student {sizes['student'].get('params_m')}M")
     teacher, student = decoded["teacher fp32 beam 5"], decoded[f"student int8 beam {args.student_beam}"]
@@ -139,7 +120,7 @@ def main() -> None:
         "teacher_sent_per_s": round(teacher["sent_per_s"], 1), "student_sent_per_s": round(student["sent_per_s"], 1),
         "student_beam": args.student_beam, "speedup": round(student["sent_per_s"] / teacher["sent_per_s"], 2),
         "rows": {name: {k: r[k] for k in ("bleu", "chrf", "sent_per_s", "peak_rss_mb")} for name, r in decoded.items()},
-        "student_train_minutes": round(built["train"]["seconds"] / 60, 2), "student_steps": built["train"]["steps"],
+        "student_train_minutes": round(built["train"]["elapsed"] / 60, 2), "student_steps": built["train"]["steps"],
         "distill_minutes": round(seconds["distill"] / 60, 2),
         "teacher_params_m": sizes["teacher"].get("params_m"), "student_params_m": sizes["student"].get("params_m"),
         "teacher_size_mb": sizes["teacher"].get("size_mb"), "student_size_mb": sizes["student"].get("size_mb"),

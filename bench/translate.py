@@ -89,6 +89,15 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
     return translate, tgt_tok
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since its exec (VmHWM): getrusage's maxrss carries over the
+    parent's peak into a spawned child, which made every worker of a parent that trained a model look alike."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands, results) -> None:
     """Load one mode, warm it up, then time one pass over the test split per 'go' on `commands`.
     A mode "M@old" is mode M of the checkout --old names: its `mt` is imported instead of this one's."""
@@ -126,33 +135,33 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
         "reference_word_in_output": has_word,
         "seconds": seconds, "sentences": len(src), "out_tokens": sum(len(ids) for ids in tgt_tok.encode(hyps)),
         "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["bleu_signature"],
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
     })
 
 
-def run_interleaved(args, modes: list[str], model_dir: str | None) -> dict[str, dict]:
-    """Every mode in its own process, loaded first; then run r of each mode in turn, r = 1..repeats."""
+def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_dir: str | None) -> dict[str, dict]:
+    """rows: name -> (experiment, mode, settings). Every row in its own process, loaded first; then
+    run r of each row in turn, r = 1..repeats, so that the machine's drift touches every row alike."""
     ctx = multiprocessing.get_context("spawn")
-    settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old")}
     workers = {}
-    for mode in modes:
+    for name, (exp_dir, mode, settings) in rows.items():
         commands, results = ctx.Queue(), ctx.Queue()
-        process = ctx.Process(target=_worker, args=(args.exp, mode, settings, model_dir, commands, results))
+        process = ctx.Process(target=_worker, args=(exp_dir, mode, settings, model_dir, commands, results))
         process.start()
         if results.get() != "ready":
-            raise SystemExit(f"{mode}: the worker did not start")
-        workers[mode] = (process, commands, results)
-    for run in range(args.repeats):
-        for mode, (_, commands, results) in workers.items():
+            raise SystemExit(f"{name}: the worker did not start")
+        workers[name] = (process, commands, results)
+    for run in range(repeats):
+        for name, (_, commands, results) in workers.items():
             commands.put("go")
-            print(f"run {run + 1}/{args.repeats} {mode}: {results.get():.2f} s", file=sys.stderr)
+            print(f"run {run + 1}/{repeats} {name}: {results.get():.2f} s", file=sys.stderr)
     out = {}
-    for mode, (process, commands, results) in workers.items():
+    for name, (process, commands, results) in workers.items():
         commands.put("stop")
         result = results.get()
         process.join()
         median = statistics.median(result["seconds"])
-        out[mode] = {**result, "median_seconds": median, "sent_per_s": result["sentences"] / median,
+        out[name] = {**result, "median_seconds": median, "sent_per_s": result["sentences"] / median,
                      "tokens_per_s": result["out_tokens"] / median}
     return out
 
@@ -214,7 +223,8 @@ def main() -> None:
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-ct2-") as directory:
         model_dir = export_once(args, directory) if any(m in CT2_MODES for m in modes) else None
-        results = run_interleaved(args, modes, model_dir)
+        settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old")}
+        results = run_interleaved({m: (args.exp, m, settings) for m in modes}, args.repeats, model_dir)
 
     from rich.console import Console
     from rich.table import Table

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.options import Alpha, Beam, Checkpoint, DecodeTokens, Device, Exp, MaxLenA, MaxLenB, Penalty, Precision, \
-    Quantize, Stop, Threads, examples
+    Quantize, Stop, Threads, decode_overrides, examples
 from mt import log
 
 EPILOG = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
@@ -40,8 +40,8 @@ def distill(
     from mt.translate import InferenceOptions
 
     set_threads(threads)
-    decode = {"beam": beam, "alpha": alpha, "length_penalty": length_penalty, "stop": stop, "max_len_a": max_len_a,
-              "max_len_b": max_len_b, "max_tokens": batch_tokens}
+    decode = {key.removeprefix("decode."): value for key, value in
+              decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop).items()}
     manifest = run_distill([Experiment(t) for t in teacher], Experiment(exp), InferenceOptions(checkpoint, device, precision, quantize),
                            {k: v for k, v in decode.items() if v is not None}, chunk_lines, mix_original)
     log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {manifest['corpus']}")

@@ -16,7 +16,8 @@ from cli import distill as distill_cli
 from cli import render
 from cli import serve as serve_cli
 from cli.options import (Alpha, Beam, Checkpoint, Checkpoints, DecodeTokens, Device, Exp, Force, MaxLenA, MaxLenB,
-                         Penalty, Precision, Quantize, Recipe, Sets, Stop, Threads, examples, exp_dir)
+                         Penalty, Precision, Quantize, Recipe, Sets, Stop, Threads, decode_overrides, examples,
+                         exp_dir)
 from mt import log
 from mt.errors import ConfigError, MtError
 from mt.sources import GRAMMAR
@@ -49,11 +50,6 @@ def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets:
     from mt.experiment import open_experiment
 
     return open_experiment(exp_dir, recipe, overrides, sets, preset, persist, existing)
-
-
-def _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens, stop=None) -> dict[str, Any]:
-    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty, "decode.stop": stop,
-            "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}
 
 
 # -- subcommands --------------------------------------------------------------------------------
@@ -204,7 +200,7 @@ def translate(
     sampling = Sampling(temperature, top_k, top_p, seed)  # checks the sampling flags, with --sample or not
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
-    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
+    decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
     source = input_lines(input)
     set_threads(threads)
@@ -269,7 +265,7 @@ def evaluate(
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
         if split not in ("train", "valid", "test"):
             raise ConfigError(f"--split {split!r}: expected train, valid or test")
-        decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
+        decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
         experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
         from mt.runtime import set_threads, warn_if_slow
         from mt.translate import InferenceOptions
@@ -334,7 +330,7 @@ def attention(
     device: Device = "cpu",
 ) -> None:
     """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
-    decode = _decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None, stop)
+    decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None, stop)
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
     from mt import attention as attn
     from mt.alignment import check_layer

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -47,3 +47,9 @@ MaxLenB = Annotated[Optional[int], typer.Option()]
 DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble.")]
+
+
+def decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens, stop=None) -> dict[str, Any]:
+    """The decoding flags as decode.* overrides for this call (None: the experiment's own value)."""
+    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty, "decode.stop": stop,
+            "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}

@@ -113,7 +113,8 @@ def train(
             "steps": trainer.state.step,
             "params": count_parameters(trainer.model),
             "stopped_by": stopped_by,
-            "seconds": trainer.state.elapsed - loop.start_elapsed,
+            "seconds": trainer.state.elapsed - loop.start_elapsed,  # this run's
+            "elapsed": trainer.state.elapsed,  # over all runs of the experiment
             "skipped": trainer.state.skipped,
             "world_size": group.world_size,
             "precision": trainer.precision,  # auto's choice
