@@ -2,7 +2,7 @@
 
     python bench/serve.py --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
         [--max-seconds 60] [--rate R] [--open-seconds 30] [--seconds N] [--sentences N] [--threads 2]
-        [--precision fp32 | --quantize int8] [--serve-arg=--max-wait-ms=5 ...]
+        [--precision fp32 | --quantize int8] [--batching continuous,static] [--serve-arg=--max-wait-ms=5 ...]
 
 Inputs: a trained experiment and its test split (raw source lines, read through its config: for
 Multi30k test2016, 1000 sentences). First `mt translate`'s path, Translator.translate over all the
@@ -21,6 +21,9 @@ send one sentence per request to POST /v1/translate, cycling through the sentenc
   builds up shows (no coordinated omission); at most --max-pending in flight, the rest are errors;
 - soak (--seconds N): the largest --clients level for N seconds, the server's RSS read every
   --rss-every seconds; flat RSS means no leak.
+With several --batching modes (`mt serve --batching`), a server of each runs at once and each load
+level runs on each in turn, so the modes are compared side by side; the open loop and the soak run
+on the first. The JSON's keys are the first mode's; the others' closed-loop keys end in _MODE.
 The batch run and the server load the same checkpoint in the same mode (--checkpoint, --precision,
 --quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
 and failed connections. RSS is VmRSS of the server process
@@ -67,13 +70,13 @@ def percentile(values: list[float], q: float) -> float:
 class Server:
     """`python -m mt serve` on a free loopback port, started and stopped by this process."""
 
-    def __init__(self, args, log_path: Path):
+    def __init__(self, args, log_path: Path, batching: str = "continuous"):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         command = [sys.executable, "-m", "mt", "serve", "--exp", args.exp, "--host", "127.0.0.1",
                    "--port", str(self.port), "--threads", str(args.threads), "--precision", args.precision,
-                   *args.serve_arg]
+                   "--batching", batching, *args.serve_arg]
         if args.checkpoint:
             command += ["--checkpoint", args.checkpoint]
         if args.quantize:
@@ -304,9 +307,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads, of the batch run and of the server.")
     parser.add_argument("--timeout", type=float, default=120, help="Seconds a request may take before it is an error.")
     parser.add_argument("--start-seconds", type=float, default=180, help="Seconds the server may take to start.")
+    parser.add_argument("--batching", default="continuous", help="`mt serve --batching` modes, comma-separated: "
+                        "a server each, compared level by level (the first takes the open loop and the soak).")
     parser.add_argument("--serve-arg", action="append", default=[], help="Passed on to `mt serve` (repeatable).")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
+    modes = args.batching.split(",")
 
     from mt.runtime import allocator_name, use_tcmalloc
 
@@ -322,18 +328,23 @@ def main() -> None:
     rate = batch_runs[0] / 2 if args.rate is None else args.rate
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(args, Path(tmp) / "serve.log")
+        servers = {mode: Server(args, Path(tmp) / f"serve-{mode}.log", mode) for mode in modes}
+        server = servers[modes[0]]
         try:
             rss_start = server.rss_mb()
             rss_samples = [(0.0, rss_start)]
-            asyncio.run(closed_loop(server.port, lines, min(4, max(levels)), 8, 60, args.timeout))  # warm-up
+            for each in servers.values():  # warm-up
+                asyncio.run(closed_loop(each.port, lines, min(4, max(levels)), 8, 60, args.timeout))
             closed, soak, opened = {}, None, None
+            others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
-                closed[clients] = asyncio.run(closed_loop(server.port, lines, clients, args.requests,
-                                                          args.max_seconds, args.timeout))
-                closed[clients]["rss_mb"] = server.rss_mb()
-                print(f"{clients} client{'s' if clients > 1 else ''}: {closed[clients]['sent_per_s']:.1f} sent/s, "
-                      f"p50 {closed[clients]['p50_ms']:.0f} ms", file=sys.stderr)
+                for mode, each in servers.items():
+                    r = asyncio.run(closed_loop(each.port, lines, clients, args.requests, args.max_seconds,
+                                                args.timeout))
+                    r["rss_mb"] = each.rss_mb()
+                    (closed if mode == modes[0] else others[mode])[clients] = r
+                    print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
+                          f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
             if rate > 0:
                 opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
                                                args.max_pending))
@@ -352,7 +363,8 @@ def main() -> None:
             rss_samples.append((float("inf"), rss_end))
             server_mode = server.health
         finally:
-            server.stop()
+            for each in servers.values():
+                each.stop()
     batch_runs.append(batch.time())
     chunk_runs.append(batch.time(chunk))
     batch_per_s, chunk_per_s = max(batch_runs), max(chunk_runs)
@@ -373,7 +385,9 @@ def main() -> None:
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
                   f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-")
     for clients, r in closed.items():
-        row(f"{clients} client{'s' if clients > 1 else ''}", r)
+        for mode in modes:
+            row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
+                r if mode == modes[0] else others[mode][clients])
     if opened:
         row(f"open loop, {opened['rate']:.1f}/s", opened)
     if soak:
@@ -390,6 +404,7 @@ def main() -> None:
         "allocator": allocator_name(),
         "sentences": len(lines),
         "decoding": batch.decoding,
+        "batching": modes[0],
         "server_health": server_mode,  # what GET /health said at the start
         "sent_per_s_batch": round(batch_per_s, 2),
         "sent_per_s_batch_runs": [round(r, 2) for r in batch_runs],  # before the server, after it
@@ -397,11 +412,16 @@ def main() -> None:
         f"sent_per_s_batch_{chunk}_runs": [round(r, 2) for r in chunk_runs],
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
+        **{f"sent_per_s_serve_{c}_{mode}": round(r["sent_per_s"], 2) for mode in modes[1:]
+           for c, r in others[mode].items()},
+        **{f"{q}_ms_{c}_{mode}": round(r[f"{q}_ms"], 1) for mode in modes[1:] for c, r in others[mode].items()
+           for q in ("p50", "p99")},
         **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),
             **{f"{q}_ms_open": round(opened[f"{q}_ms"], 1) for q in ("p50", "p95", "p99")}} if opened else {}),
         **({"soak_seconds": args.seconds, "sent_per_s_soak": round(soak["sent_per_s"], 2),
             "rss_mb_soak": [round(mb, 1) for _, mb in rss_samples[1:-1]]} if soak else {}),
-        "errors": sum(r["errors"] for r in [*closed.values(), *filter(None, [opened, soak])]),
+        "errors": sum(r["errors"] for r in [*closed.values(), *filter(None, [opened, soak]),
+                                            *(r for mode in modes[1:] for r in others[mode].values())]),
         "rss_mb_start": round(rss_start, 1),
         "rss_mb_end": round(rss_end, 1),
     }

@@ -2,11 +2,16 @@
 
 Requests put their sentences (source ids, already cut to the model's positions: `Translator.encode_lines`)
 into one bounded queue and wait on a future. One worker thread owns the Translator, so the model is
-never touched from two threads at once. It takes the oldest sentence, waits up to `max_wait_ms` for
-more that share its decoding options (or until `max_batch_tokens` source tokens of them are waiting),
-translates them together -- sorted by length and cut into batches by padded size, as `mt translate`
-batches (`mt.batching.length_groups`) -- and hands each request its own results, in its own order.
-Batching changes no translation: padding and batch position do not change a sentence's output.
+never touched from two threads at once. It takes the oldest sentence and waits up to `max_wait_ms`
+for more that share its decoding options (or until `max_batch_tokens` source tokens of them are
+waiting). Then, with `batching="continuous"` (the default), they start a continuous beam search
+(`mt.continuous_search`): before each of its steps, sentences that arrived meanwhile with the same
+options join it while their source tokens fit in `max_batch_tokens`, and each sentence goes back to
+its request the step it finishes, so a batch never waits for its longest sentence. With "static"
+(and for ensembles, alignments and calls), the batch is translated as `mt translate` translates, sorted
+by length and cut by padded size (`mt.batching.length_groups`), and answered when all of it is done.
+Hands each request its own results, in its own order. Neither changes a translation: a sentence's
+output does not depend on what it is searched with.
 The worker should be the one thread that runs torch ops in parallel (`mt.serve.serve` keeps the HTTP
 thread at one torch thread): two OpenMP teams on two cores make every op of the search wait longer.
 
@@ -36,6 +41,9 @@ class SearchOptions:
     length_penalty: str
     nbest: int = 1
     alignment_layer: int | None = None  # 0-based decoder layer for alignments; None: no alignments
+
+
+BATCHING = ("continuous", "static")
 
 
 class QueueFull(Exception):
@@ -94,14 +102,18 @@ class Batcher:
     """The queue and its worker thread over one Translator (module docstring); `start` before use."""
 
     def __init__(self, translator, max_batch_tokens: int = 4000, max_wait_ms: float = 10.0, max_queue: int = 1024,
-                 threads: int | None = None):
+                 threads: int | None = None, batching: str = "continuous"):
+        if batching not in BATCHING:
+            raise ValueError(f"batching {batching!r}: expected {' or '.join(BATCHING)}")
         self.translator = translator
+        self.batching = batching
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.threads = threads
         self.decode_cfg = translator.decode_cfg  # the defaults; each batch searches with its own options
-        self.batches = 0  # batches translated, for /health
+        self.batches = 0  # batches (static) or searches (continuous) run, for /health
+        self.widest = 0  # the most sentences searched together, for /health
         self._queue: deque[_Entry] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -160,7 +172,10 @@ class Batcher:
         set_threads(self.threads)  # in this thread too: OpenMP's thread count is per thread
         with torch.inference_mode():
             while (batch := self._next_batch()) is not None:
-                self._run(batch)
+                if self._continuous(batch[0]):
+                    self._run_continuous(batch)
+                else:
+                    self._run(batch)
 
     def _next_batch(self) -> list[_Entry] | None:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
@@ -192,11 +207,13 @@ class Batcher:
     def _waiting_tokens(self, options: SearchOptions) -> int:
         return sum(entry.tokens for entry in self._queue if entry.call is None and entry.options == options)
 
-    def _take(self, options: SearchOptions) -> list[_Entry]:
-        """Entries with `options`, oldest first, up to max_batch_tokens (at least one); the rest stay."""
+    def _take(self, options: SearchOptions, budget: int | None = None) -> list[_Entry]:
+        """Entries with `options`, oldest first, up to `budget` (max_batch_tokens) source tokens, at
+        least one unless a budget is given; the rest stay."""
         batch, rest, tokens = [], deque(), 0
+        limit = self.max_batch_tokens if budget is None else budget
         for entry in self._queue:
-            fits = not batch or tokens + entry.tokens <= self.max_batch_tokens
+            fits = (not batch and budget is None) or tokens + entry.tokens <= limit
             if entry.call is None and entry.options == options and fits:
                 batch.append(entry)
                 tokens += entry.tokens
@@ -204,6 +221,51 @@ class Batcher:
                 rest.append(entry)
         self._queue = rest
         return batch
+
+    def _continuous(self, first: _Entry) -> bool:
+        from mt.model import Transformer
+
+        return (self.batching == "continuous" and first.call is None and first.options.alignment_layer is None
+                and isinstance(self.translator.model, Transformer))
+
+    def _run_continuous(self, batch: list[_Entry]) -> None:
+        """Search `batch` and whatever joins it (module docstring) until none is left; a failure goes to
+        the requests of the sentences in the search, never further."""
+        from mt.continuous_search import ContinuousBeamSearch
+
+        options, cfg, translator = batch[0].options, self.decode_cfg, self.translator
+        search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
+                                      options.length_penalty, cfg.max_len_a, cfg.max_len_b, options.nbest, cfg.stop)
+        joining = batch  # being added: answered with the error too if adding them fails
+        try:
+            search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
+            self.batches += 1
+            while search.active:
+                self.widest = max(self.widest, search.active)
+                for entry, hyps in search.step():
+                    texts = translator.tgt_tok.decode([h.tokens for h in hyps])
+                    entry.request.deliver(entry.index, [(text, h.score) for text, h in zip(texts, hyps)])
+                joining = self._joining(options, sum(search.source_tokens))
+                if joining:
+                    search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
+        except Exception as exc:  # a request must never stop the worker: its callers get the error
+            log.warn(f"a search of {search.active} sentences failed: {type(exc).__name__}: {exc}")
+            for entry in [*search.keys, *joining]:
+                entry.request.fail(exc)
+
+    def _joining(self, options: SearchOptions, tokens: int) -> list[_Entry]:
+        """Waiting sentences with `options` that fit beside `tokens` source tokens in the search, unless
+        the oldest waiting one needs other options and has waited its max_wait: then none, so that the
+        search empties and the worker turns to it."""
+        with self._cond:
+            self._drop_abandoned()
+            if not self._queue:
+                return []
+            first = self._queue[0]
+            if (first.call is not None or first.options != options) and \
+                    time.monotonic() - first.arrived >= self.max_wait:
+                return []
+            return self._take(options, self.max_batch_tokens - tokens)
 
     def _run(self, batch: list[_Entry]) -> None:
         """Translate one batch (or run one call); any failure goes to its requests, never further."""
@@ -216,6 +278,7 @@ class Batcher:
             self.translator.decode_cfg = replace(self.decode_cfg, beam=options.beam, alpha=options.alpha,
                                                  length_penalty=options.length_penalty,
                                                  max_tokens=self.max_batch_tokens)
+            self.widest = max(self.widest, len(batch))
             found = self.translator.search_encoded([entry.ids for entry in batch], options.nbest, None,
                                                    options.alignment_layer)
         except Exception as exc:  # a request must never stop the worker: its callers get the error

@@ -58,15 +58,24 @@ class Embedding(nn.Module):
             self.positions = positions.to(device=self.positions.device)
         return self
 
-    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
-        # ids: (batch, len); start: position of ids[:, 0] (non-zero during incremental decoding)
+    def forward(self, ids: torch.Tensor, start: int | torch.Tensor = 0) -> torch.Tensor:
+        # ids: (batch, len); start: position of ids[:, 0] (non-zero during incremental decoding), or
+        # one position per row, (batch,), for a single new token each (rows at different steps)
         length = ids.size(1)
-        if start + length > self.positions.size(0):
-            raise ValueError(
-                f"sequence of {start + length} positions exceeds max_positions={self.positions.size(0)}"
-            )
+        if isinstance(start, torch.Tensor):
+            if length != 1:
+                raise ValueError("positions per row take one new token per row")
+            if start.numel() and int(start.max()) >= self.positions.size(0):
+                raise ValueError(f"position {int(start.max())} exceeds max_positions={self.positions.size(0)}")
+            positions = self.positions[start][:, None]
+        else:
+            if start + length > self.positions.size(0):
+                raise ValueError(
+                    f"sequence of {start + length} positions exceeds max_positions={self.positions.size(0)}"
+                )
+            positions = self.positions[start : start + length]
         tokens = self.tokens(ids)  # the sum in fp32 (a no-op in training), then the weights' dtype
-        x = (tokens.float() * self.scale + self.positions[start : start + length]).to(tokens.dtype)
+        x = (tokens.float() * self.scale + positions).to(tokens.dtype)
         return self.dropout(x)
 
 
@@ -258,10 +267,13 @@ class DecoderLayer(nn.Module):
         self.cross_block = Residual(d_model, dropout, pre_norm)
         self.ffn_block = Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x, memory, src_mask, cache: LayerCache | None = None) -> torch.Tensor:
+    def forward(self, x, memory, src_mask, cache: LayerCache | None = None,
+                self_mask: torch.Tensor | None = None) -> torch.Tensor:
         # Causal self-attention: position i sees positions <= i only (Sec. 3.2.3). Target padding
         # sits at the end, so real positions never see it, and padded positions are not scored.
-        x = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache))
+        # self_mask (batch, 1, 1, cached + 1): which cached positions are real, when rows of one
+        # incremental call started at different steps (mt.continuous_search).
+        x = self.self_block(x, lambda h: self.self_attn(h, key_mask=self_mask, causal=True, cache=cache))
         x = self.cross_block(x, lambda h: self.cross_attn(h, memory, key_mask=src_mask, cache=cache))
         return self.ffn_block(x, self.ffn)
 
@@ -340,17 +352,23 @@ class Transformer(nn.Module):
         memory: torch.Tensor,
         src_mask: torch.Tensor,
         cache: DecoderCache | None = None,
+        positions: torch.Tensor | None = None,
+        self_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits over the target vocabulary, (batch, tgt_len, vocab)."""
-        return self.output(self.decode_hidden(tgt_ids, memory, src_mask, cache))
+        """Logits over the target vocabulary, (batch, tgt_len, vocab). With a cache, `positions`
+        (batch,) and `self_mask` (batch, 1, 1, cached + 1) let each row be at its own step."""
+        return self.output(self.decode_hidden(tgt_ids, memory, src_mask, cache, positions, self_mask))
 
-    def decode_hidden(self, tgt_ids, memory, src_mask, cache: DecoderCache | None = None) -> torch.Tensor:
-        start = 0
-        if cache is not None and cache and "k" in cache[0]:
+    def decode_hidden(self, tgt_ids, memory, src_mask, cache: DecoderCache | None = None,
+                      positions: torch.Tensor | None = None, self_mask: torch.Tensor | None = None) -> torch.Tensor:
+        start: int | torch.Tensor = 0
+        if positions is not None:
+            start = positions
+        elif cache is not None and cache and "k" in cache[0]:
             start = cache[0]["k"].size(2)
         x = self.tgt_embed(tgt_ids, start)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, memory, src_mask, cache[i] if cache is not None else None)
+            x = layer(x, memory, src_mask, cache[i] if cache is not None else None, self_mask)
         return self.dec_norm(x)
 
     def new_cache(self) -> DecoderCache:

@@ -238,16 +238,21 @@ def _check_stopping(alpha: float, stop: str) -> None:
 
 
 def _expand(model, tokens, memory, src_mask, cache, scores, at_limit, beam):
-    """Each sentence's 2*beam best continuations: (scores, parent beam, token), each (sentences, 2*beam).
+    """Each sentence's 2*beam best continuations: (scores, parent beam, token), each (sentences, 2*beam)."""
+    if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
+        logits = model.decode(tokens, memory, src_mask)[:, -1]
+    else:
+        logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]  # (rows, vocab)
+    return top_candidates(logits, scores, at_limit, beam)
+
+
+def top_candidates(logits, scores, at_limit, beam):
+    """`_expand` from the next-token logits of every row, (rows, vocab).
 
     The best 2*beam of a sentence's beam * vocab candidates are among the 2*beam best tokens of each
     of its beams, so only those are ranked across beams. log_softmax over the vocabulary is one fused
     pass, about 4x faster on the CPU than logsumexp for the normaliser alone (bench/decode_profile.py).
     """
-    if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
-        logits = model.decode(tokens, memory, src_mask)[:, -1]
-    else:
-        logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]  # (rows, vocab)
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     logprobs[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
     logprobs[:, BOS_ID] = -torch.inf
@@ -272,8 +277,12 @@ class Finished:
     nbest: int
 
 
-def _finish(done: Finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step) -> None:
-    """Set aside hypotheses that end with EOS among each sentence's `beam` best candidates."""
+def _finish(done: Finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty,
+            step: int | torch.Tensor) -> None:
+    """Set aside hypotheses that end with EOS among each sentence's `beam` best candidates.
+
+    `step`: tokens generated with this one, for all sentences or one per active sentence (rows of a
+    continuous search, whose shorter rows end in padding after BOS and their tokens)."""
     ended = (top_token[:, :beam] == EOS_ID) & torch.isfinite(top_scores[:, :beam])
     where = ended.nonzero()
     if where.numel() == 0:
@@ -283,9 +292,13 @@ def _finish(done: Finished, active, tokens, top_scores, top_beam, top_token, bea
     sentences = active[s].tolist()
     logprobs = top_scores[s, j].tolist()
     prefixes = tokens[s * beam + top_beam[s, j], 1:].tolist()
-    divisor = float(length_penalty(float(step), alpha, penalty))
+    if isinstance(step, torch.Tensor):
+        divisors = [float(length_penalty(float(n), alpha, penalty)) for n in step[s].tolist()]
+        prefixes = [[t for t in prefix if t != PAD_ID] for prefix in prefixes]
+    else:
+        divisors = [float(length_penalty(float(step), alpha, penalty))] * len(sentences)
     touched = set()
-    for sentence, logprob, prefix in zip(sentences, logprobs, prefixes):
+    for sentence, logprob, prefix, divisor in zip(sentences, logprobs, prefixes, divisors):
         done.hypotheses[sentence].append(Hypothesis(prefix, logprob / divisor, logprob))
         touched.add(sentence)
     for sentence in touched:

@@ -64,8 +64,13 @@ class Limits:
     max_chars: int = 20000  # characters per request
     max_lines: int = 256  # lines per request (mt translate's --buffer)
     max_beam: int = 8
+    batching: str = "continuous"  # mt.batcher: sentences join a running search, or wait for the next batch
 
     def __post_init__(self) -> None:
+        from mt.batcher import BATCHING
+
+        if self.batching not in BATCHING:
+            raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
         for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
@@ -77,7 +82,8 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
               threads: int | None = None, checkpoint: str = ""):
     """The FastAPI app over `translator` (module docstring); its batcher runs while the app does."""
     limits = limits or Limits()
-    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads)
+    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads,
+                      limits.batching)
     defaults = translator.decode_cfg
     body_limit = 4 * limits.max_chars + 65536  # UTF-8 takes at most 4 bytes a character; room for JSON
 
@@ -163,7 +169,8 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
     @app.get("/health")
     async def health():
         return {"status": "ok", "source": src_lang, "target": tgt_lang, "checkpoint": checkpoint,
-                "queued": batcher.queued(), "batches": batcher.batches}
+                "queued": batcher.queued(), "batches": batcher.batches,
+                "batching": batcher.batching, "widest": batcher.widest}
 
     @app.post("/v1/translate")
     async def v1_translate(request: Request):

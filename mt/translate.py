@@ -190,7 +190,7 @@ class Translator:
         batches += [(True, [constrained[i] for i in group])
                     for group in length_groups([len(encoded[k]) for k in constrained], self.decode_cfg.max_tokens)]
         for is_constrained, group in batches:
-            src_ids = self._pad([encoded[k] for k in group])
+            src_ids = self.pad_sources([encoded[k] for k in group])
             if is_constrained:
                 found = self._search_constrained(src_ids, [constraints[k] for k in group], nbest)
                 unmet_rows = [k for k, result in zip(group, found) if not result.all_met]
@@ -215,7 +215,7 @@ class Translator:
         if len(ids) > self.max_src_tokens:
             log.warn(f"{len(ids)} tokens, cut to {self.max_src_tokens}")
             ids = ids[: self.max_src_tokens]
-        return self._pad([ids]), ids
+        return self.pad_sources([ids]), ids
 
     def best_hypothesis(self, src_ids: torch.Tensor) -> Hypothesis:
         """The best translation of one sentence, src_ids (1, src_len), under the decoding options."""
@@ -238,7 +238,8 @@ class Translator:
         return constrained_beam_search(self.model, src_ids, constraints, max(cfg.beam, nbest), cfg.alpha,
                                        cfg.length_penalty, cfg.max_len_a, cfg.max_len_b, nbest=nbest, stop=cfg.stop)
 
-    def _pad(self, sequences: list[list[int]]) -> torch.Tensor:
+    def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
+        """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""
         width = max(len(s) for s in sequences) + 1
         src_ids = torch.full((len(sequences), width), PAD_ID, dtype=torch.long)
         for row, ids in enumerate(sequences):

@@ -1,11 +1,12 @@
 """`mt serve`: dynamic batching, LibreTranslate's /translate, mt's /v1 routes, limits, the key, shutdown.
 
 Real servers on free loopback ports over conftest's tiny trained experiment: uvicorn in a thread of
-this process (where a test reaches into the batcher: a gate or a failure around
-`Translator.search_encoded`, our own code), and `python -m mt serve` in a process of its own for the
+this process (where a test reaches into the batcher: a gate or a failure around the model's
+`decode`, our own code), and `python -m mt serve` in a process of its own for the
 command line and a graceful stop. Every answer is checked against `Translator` on the same lines.
-The batcher's own behaviour (one batch for what waits together, options kept apart, the token
-budget, failures, draining) is tested on it directly, without HTTP.
+The batcher's own behaviour (one batch for what waits together, sentences joining a running search,
+options kept apart, the token budget, failures, draining) is tested on it directly, without HTTP,
+with both kinds of batching.
 """
 
 from __future__ import annotations
@@ -115,15 +116,16 @@ def server(trained_experiment):
 
 
 class Hook:
-    """Around `Translator.search_encoded`: a gate that holds the worker inside a batch, and a switch
-    that makes the next batch raise (plain Python around our own code; torch is left alone)."""
+    """Around the model's `decode`, which every search calls each step: a gate that holds the worker
+    inside a search, and a switch that makes the next step raise (plain Python around our own code;
+    torch is left alone)."""
 
     def __init__(self, translator: Translator):
-        self.search = translator.search_encoded
+        self.decode = translator.model.decode
         self.gate, self.entered = threading.Event(), threading.Event()
         self.gate.set()
         self.fail = False
-        translator.search_encoded = self
+        translator.model.decode = self
 
     def __call__(self, *args, **kwargs):
         self.entered.set()
@@ -131,39 +133,75 @@ class Hook:
         if self.fail:
             self.fail = False
             raise RuntimeError("injected failure")
-        return self.search(*args, **kwargs)
+        return self.decode(*args, **kwargs)
+
+
+BOTH = pytest.mark.parametrize("batching", ["continuous", "static"])
 
 
 # -- the batcher --------------------------------------------------------------------------------
-def test_what_waits_together_is_translated_together_and_each_request_gets_its_own(trained_experiment, reference):
+@BOTH
+def test_what_waits_together_is_translated_together_and_each_request_gets_its_own(trained_experiment, reference,
+                                                                                 batching):
     translator = load(trained_experiment)
-    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=0)
+    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=0, batching=batching)
     requests = [LINES[0:3], LINES[3:4], LINES[4:9]]
     futures = [batcher.submit(translator.encode_lines(lines)[1], DEFAULTS) for lines in requests]
     batcher.start()  # everything is queued before the worker looks
     batcher.close(60)
     for lines, future in zip(requests, futures):
         assert [hyps[0][0] for hyps in future.result()] == reference.translate(lines)
-    assert batcher.batches == 1
+    assert batcher.batches == 1 and batcher.widest == 9
 
 
-def test_other_options_and_the_token_budget_make_other_batches(trained_experiment, reference):
+def test_a_sentence_that_comes_during_a_search_joins_it_and_leaves_when_it_is_done(trained_experiment, reference):
+    translator = load(trained_experiment)
+    translator.decode_cfg.max_len_b = 40  # room for the long sentence to go on after the short one ends
+    long_line = " ".join(LINES[:8])
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0)
+    answered = []
+    batcher.start()
+    try:
+        hook.gate.clear()
+        long = batcher.submit(translator.encode_lines([long_line])[1], DEFAULTS)
+        assert hook.entered.wait(60)  # the worker is inside the long sentence's first step
+        short = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        for name, future in (("long", long), ("short", short)):
+            future.add_done_callback(lambda _, name=name: answered.append(name))
+        hook.gate.set()
+        assert [h[0][0] for h in short.result(60) + long.result(60)] == \
+            [h[0][0] for h in reference.search(LINES[:1]) + reference.search([long_line])]
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+    tokens = {name: len(reference.tgt_tok.encode([future.result()[0][0][0]])[0]) + 1  # steps, with EOS
+              for name, future in (("long", long), ("short", short))}
+    assert tokens["short"] + 1 < tokens["long"]  # joining at the second step, it ends first
+    assert answered == ["short", "long"] and batcher.batches == 1 and batcher.widest == 2
+
+
+@BOTH
+def test_other_options_and_the_token_budget_make_other_batches(trained_experiment, reference, batching):
     translator = load(trained_experiment)
     ids = translator.encode_lines(LINES[:1])[1][0]
-    batcher = Batcher(translator, max_batch_tokens=2 * (len(ids) + 1), max_wait_ms=0)
+    batcher = Batcher(translator, max_batch_tokens=2 * (len(ids) + 1), max_wait_ms=0, batching=batching)
     plain = batcher.submit([ids] * 4, DEFAULTS)  # two batches of two by the budget
     greedy = batcher.submit([ids] * 2, dataclasses.replace(DEFAULTS, beam=1))  # one of its own: other options
     batcher.start()
     batcher.close(60)
     assert [h[0][0] for h in plain.result()] == reference.translate(LINES[:1]) * 4
     assert [h[0][0] for h in greedy.result()] == greedy_translator(reference).translate(LINES[:1]) * 2
-    assert batcher.batches == 3
+    # static: two batches of two, then the greedy one; continuous: the last two join the first search
+    # as soon as the first two have left it, then the greedy search; never more than two at once
+    assert batcher.batches == (3 if batching == "static" else 2) and batcher.widest == 2
 
 
-def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_experiment, reference):
+@BOTH
+def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_experiment, reference, batching):
     translator = load(trained_experiment)
     hook = Hook(translator)
-    batcher = Batcher(translator, max_wait_ms=0, max_queue=2)
+    batcher = Batcher(translator, max_wait_ms=0, max_queue=2, batching=batching)
     batcher.start()
     try:
         hook.fail = True
@@ -183,9 +221,10 @@ def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_exp
         batcher.close(30)
 
 
-def test_close_finishes_what_is_queued(trained_experiment, reference):
+@BOTH
+def test_close_finishes_what_is_queued(trained_experiment, reference, batching):
     translator = load(trained_experiment)
-    batcher = Batcher(translator, max_wait_ms=10_000)  # would wait 10 s for company, but close does not
+    batcher = Batcher(translator, max_wait_ms=10_000, batching=batching)  # would wait 10 s for company, not on close
     future = batcher.submit(translator.encode_lines(LINES[:2])[1], DEFAULTS)
     start = time.monotonic()
     batcher.start()
