@@ -70,7 +70,7 @@ def percentile(values: list[float], q: float) -> float:
 class Server:
     """`python -m mt serve` on a free loopback port, started and stopped by this process."""
 
-    def __init__(self, args, log_path: Path, batching: str = "continuous"):
+    def __init__(self, args, log_path: Path, batching: str = "static"):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -307,7 +307,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads, of the batch run and of the server.")
     parser.add_argument("--timeout", type=float, default=120, help="Seconds a request may take before it is an error.")
     parser.add_argument("--start-seconds", type=float, default=180, help="Seconds the server may take to start.")
-    parser.add_argument("--batching", default="continuous", help="`mt serve --batching` modes, comma-separated: "
+    parser.add_argument("--batching", default="static", help="`mt serve --batching` modes, comma-separated: "
                         "a server each, compared level by level (the first takes the open loop and the soak).")
     parser.add_argument("--serve-arg", action="append", default=[], help="Passed on to `mt serve` (repeatable).")
     args = parser.parse_args()

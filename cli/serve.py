@@ -25,7 +25,7 @@ def serve(
     max_chars: Annotated[int, typer.Option(help="Characters per request.")] = 20000,
     max_lines: Annotated[int, typer.Option(help="Lines (sentences) per request.")] = 256,
     max_beam: Annotated[int, typer.Option(help="The widest beam (and longest n-best list) a request may ask for.")] = 8,
-    batching: Annotated[str, typer.Option(help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end.")] = "continuous",
+    batching: Annotated[str, typer.Option(help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured).")] = "static",
     api_key: Annotated[Optional[str], typer.Option(envvar="MT_API_KEY", show_envvar=True, help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.")] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,

@@ -4,12 +4,14 @@ Requests put their sentences (source ids, already cut to the model's positions: 
 into one bounded queue and wait on a future. One worker thread owns the Translator, so the model is
 never touched from two threads at once. It takes the oldest sentence and waits up to `max_wait_ms`
 for more that share its decoding options (or until `max_batch_tokens` source tokens of them are
-waiting). Then, with `batching="continuous"` (the default), they start a continuous beam search
+waiting). Then, with `batching="continuous"`, they start a continuous beam search
 (`mt.continuous_search`): before each of its steps, sentences that arrived meanwhile with the same
 options join it while their source tokens fit in `max_batch_tokens`, and each sentence goes back to
 its request the step it finishes, so a batch never waits for its longest sentence. With "static"
-(and for ensembles, alignments and calls), the batch is translated as `mt translate` translates, sorted
-by length and cut by padded size (`mt.batching.length_groups`), and answered when all of it is done.
+(the default, and for ensembles, alignments and calls), the batch is translated as `mt translate`
+translates, sorted by length and cut by padded size (`mt.batching.length_groups`), and answered when
+all of it is done. On a 2-core CPU static was measured faster (docs/serving.md#measured): a decoder
+step's cost there grows with its rows, so fuller steps buy nothing while joining costs copies.
 Hands each request its own results, in its own order. Neither changes a translation: a sentence's
 output does not depend on what it is searched with.
 The worker should be the one thread that runs torch ops in parallel (`mt.serve.serve` keeps the HTTP
@@ -43,7 +45,7 @@ class SearchOptions:
     alignment_layer: int | None = None  # 0-based decoder layer for alignments; None: no alignments
 
 
-BATCHING = ("continuous", "static")
+BATCHING = ("static", "continuous")
 
 
 class QueueFull(Exception):
@@ -102,7 +104,7 @@ class Batcher:
     """The queue and its worker thread over one Translator (module docstring); `start` before use."""
 
     def __init__(self, translator, max_batch_tokens: int = 4000, max_wait_ms: float = 10.0, max_queue: int = 1024,
-                 threads: int | None = None, batching: str = "continuous"):
+                 threads: int | None = None, batching: str = "static"):
         if batching not in BATCHING:
             raise ValueError(f"batching {batching!r}: expected {' or '.join(BATCHING)}")
         self.translator = translator

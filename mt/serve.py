@@ -64,7 +64,7 @@ class Limits:
     max_chars: int = 20000  # characters per request
     max_lines: int = 256  # lines per request (mt translate's --buffer)
     max_beam: int = 8
-    batching: str = "continuous"  # mt.batcher: sentences join a running search, or wait for the next batch
+    batching: str = "static"  # mt.batcher: each batch searched to its end, or sentences join a running search
 
     def __post_init__(self) -> None:
         from mt.batcher import BATCHING

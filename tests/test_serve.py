@@ -159,7 +159,7 @@ def test_a_sentence_that_comes_during_a_search_joins_it_and_leaves_when_it_is_do
     translator.decode_cfg.max_len_b = 40  # room for the long sentence to go on after the short one ends
     long_line = " ".join(LINES[:8])
     hook = Hook(translator)
-    batcher = Batcher(translator, max_wait_ms=0)
+    batcher = Batcher(translator, max_wait_ms=0, batching="continuous")
     answered = []
     batcher.start()
     try:
