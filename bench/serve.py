@@ -26,7 +26,9 @@ level runs on each in turn, so the modes are compared side by side; the open loo
 on the first. The JSON's keys are the first mode's; the others' closed-loop keys end in _MODE.
 The batch run and the server load the same checkpoint in the same mode (--checkpoint, --precision,
 --quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
-and failed connections. RSS is VmRSS of the server process
+and failed connections. Each closed-loop row also profiles the server's worker from its /health
+counters: the share of the level it spent searching, the mean sentences a batch, and its rate while
+searching (served rate = busy share x search rate). RSS is VmRSS of the server process
 (/proc/PID/status). Prints a table, then one JSON line. Nothing leaves the loopback interface.
 """
 
@@ -100,6 +102,12 @@ class Server:
             time.sleep(0.25)
         self.stop()
         sys.exit(f"mt serve did not answer /health in {seconds:.0f} s:\n{self.log_path.read_text()[-3000:]}")
+
+    def worker(self) -> dict:
+        """The worker's counters now (GET /health): batches, sentences, busy_seconds."""
+        status, body = asyncio.run(get(self.port, "/health"))
+        health = json.loads(body) if status == 200 else {}
+        return {key: health.get(key, 0) for key in ("batches", "sentences", "busy_seconds")}
 
     def rss_mb(self) -> float:
         return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
@@ -243,6 +251,18 @@ async def open_loop(port: int, lines: list[str], rate: float, seconds: float, ti
     return {**summary(latencies, errors, time.perf_counter() - start), "rate": rate}
 
 
+def worker_profile(before: dict, after: dict, seconds: float) -> dict:
+    """Where a level's time went in the server: the share of it the worker spent searching (`busy`),
+    the sentences a batch held on average, and the worker's rate while busy. The served rate is
+    busy x search rate: a low `busy` means the worker waited on HTTP and the clients, a search rate
+    below the batch run's means smaller, less efficient batches (or cores shared with the clients)."""
+    batches = after["batches"] - before["batches"]
+    sentences = after["sentences"] - before["sentences"]
+    busy = after["busy_seconds"] - before["busy_seconds"]
+    return {"busy": busy / seconds if seconds else 0.0, "mean_batch": sentences / batches if batches else 0.0,
+            "search_sent_per_s": sentences / busy if busy else 0.0}
+
+
 def summary(latencies: list[float], errors: int, seconds: float) -> dict:
     ms = [s * 1000 for s in latencies]
     return {"answers": len(ms), "errors": errors, "seconds": seconds, "sent_per_s": len(ms) / seconds,
@@ -339,9 +359,11 @@ def main() -> None:
             others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
                 for mode, each in servers.items():
+                    before = each.worker()
                     r = asyncio.run(closed_loop(each.port, lines, clients, args.requests, args.max_seconds,
                                                 args.timeout))
                     r["rss_mb"] = each.rss_mb()
+                    r.update(worker_profile(before, each.worker(), r["seconds"]))
                     (closed if mode == modes[0] else others[mode])[clients] = r
                     print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
                           f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
@@ -373,17 +395,20 @@ def main() -> None:
     from rich.table import Table
 
     table = Table(title=f"mt serve, {args.exp}: {len(lines)} test sentences, one a request; {args.threads} threads")
-    for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB"):
+    for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB",
+                   "worker busy", "sent/search", "search sent/s"):
         table.add_column(column, justify="left" if column == "load" else "right")
 
     def row(name: str, r: dict) -> None:
+        profile = [f"{r['busy']:.0%}", f"{r['mean_batch']:.1f}", f"{r['search_sent_per_s']:.1f}"] if "busy" in r \
+            else ["-"] * 3
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{r['p99_ms']:.0f}",
-                      str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}")
+                      str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}", *profile)
 
     table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
-                  "-", "-", "-", str(len(lines)), "-", "-")
+                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-")
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
-                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-")
+                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-")
     for clients, r in closed.items():
         for mode in modes:
             row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
@@ -393,7 +418,7 @@ def main() -> None:
     if soak:
         soak["rss_mb"] = rss_end
         row(f"soak, {max(levels)} clients, {args.seconds:.0f} s", soak)
-    Console(width=130).print(table)
+    Console(width=170).print(table)
     print(f"{cpu_model()}; decoding: {batch.decoding}; server RSS MB: start {rss_start:.0f}, end {rss_end:.0f}"
           + (f"; soak samples {' '.join(f'{mb:.0f}' for _, mb in rss_samples[1:-1])}" if soak else ""))
 
@@ -412,10 +437,13 @@ def main() -> None:
         f"sent_per_s_batch_{chunk}_runs": [round(r, 2) for r in chunk_runs],
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
+        **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("busy", "mean_batch", "search_sent_per_s")},
         **{f"sent_per_s_serve_{c}_{mode}": round(r["sent_per_s"], 2) for mode in modes[1:]
            for c, r in others[mode].items()},
         **{f"{q}_ms_{c}_{mode}": round(r[f"{q}_ms"], 1) for mode in modes[1:] for c, r in others[mode].items()
            for q in ("p50", "p99")},
+        **{f"{key}_{c}_{mode}": round(r[key], 3) for mode in modes[1:] for c, r in others[mode].items()
+           for key in ("busy", "mean_batch", "search_sent_per_s")},
         **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),
             **{f"{q}_ms_open": round(opened[f"{q}_ms"], 1) for q in ("p50", "p95", "p99")}} if opened else {}),
         **({"soak_seconds": args.seconds, "sent_per_s_soak": round(soak["sent_per_s"], 2),

@@ -116,6 +116,8 @@ class Batcher:
         self.decode_cfg = translator.decode_cfg  # the defaults; each batch searches with its own options
         self.batches = 0  # batches (static) or searches (continuous) run, for /health
         self.widest = 0  # the most sentences searched together, for /health
+        self.sentences = 0  # sentences searched, for /health: sentences / batches is the mean batch
+        self.busy_seconds = 0.0  # the worker's time in searches and calls, for /health: its load
         self._queue: deque[_Entry] = deque()
         self._cond = threading.Condition()
         self._closing = False
@@ -174,10 +176,12 @@ class Batcher:
         set_threads(self.threads)  # in this thread too: OpenMP's thread count is per thread
         with torch.inference_mode():
             while (batch := self._next_batch()) is not None:
+                start = time.perf_counter()
                 if self._continuous(batch[0]):
                     self._run_continuous(batch)
                 else:
                     self._run(batch)
+                self.busy_seconds += time.perf_counter() - start
 
     def _next_batch(self) -> list[_Entry] | None:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
@@ -242,6 +246,7 @@ class Batcher:
         try:
             search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
             self.batches += 1
+            self.sentences += len(batch)
             while search.active:
                 self.widest = max(self.widest, search.active)
                 for entry, hyps in search.step():
@@ -250,6 +255,7 @@ class Batcher:
                 joining = self._joining(options, sum(search.source_tokens))
                 if joining:
                     search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
+                    self.sentences += len(joining)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
             log.warn(f"a search of {search.active} sentences failed: {type(exc).__name__}: {exc}")
             for entry in [*search.keys, *joining]:
@@ -281,6 +287,7 @@ class Batcher:
                                                  length_penalty=options.length_penalty,
                                                  max_tokens=self.max_batch_tokens)
             self.widest = max(self.widest, len(batch))
+            self.sentences += len(batch)
             found = self.translator.search_encoded([entry.ids for entry in batch], options.nbest, None,
                                                    options.alignment_layer)
         except Exception as exc:  # a request must never stop the worker: its callers get the error

@@ -170,7 +170,8 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
     async def health():
         return {"status": "ok", "source": src_lang, "target": tgt_lang, "checkpoint": checkpoint,
                 "queued": batcher.queued(), "batches": batcher.batches,
-                "batching": batcher.batching, "widest": batcher.widest}
+                "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
+                "busy_seconds": round(batcher.busy_seconds, 3)}
 
     @app.post("/v1/translate")
     async def v1_translate(request: Request):

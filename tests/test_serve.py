@@ -151,7 +151,7 @@ def test_what_waits_together_is_translated_together_and_each_request_gets_its_ow
     batcher.close(60)
     for lines, future in zip(requests, futures):
         assert [hyps[0][0] for hyps in future.result()] == reference.translate(lines)
-    assert batcher.batches == 1 and batcher.widest == 9
+    assert batcher.batches == 1 and batcher.widest == 9 and batcher.sentences == 9 and batcher.busy_seconds > 0
 
 
 def test_a_sentence_that_comes_during_a_search_joins_it_and_leaves_when_it_is_done(trained_experiment, reference):
