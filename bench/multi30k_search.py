@@ -5,10 +5,10 @@ best, the average of the last N, an ensemble of several), beam size and length p
         [--alphas 0.6,1.0] [--length-penalties gnmt,length] [--ensembles last+step_9000] [--test]
 
 Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe
-recipes/multi30k_en_de.yaml` leaves), its valid split (Multi30k val, 1014 sentences). Averaged
+recipes/multi30k_en_de.yaml` leaves, or any other), its valid split (Multi30k val, 1014 sentences, for that one). Averaged
 checkpoints are written as checkpoints/avgN.pt; translations and scores of the experiment are not
 touched. Every setting is scored on val with sacrebleu's default BLEU and chrF; with --test, the
-setting best on val (and only that one) is then scored on test2016. Prints a table, and as its last
+setting best on val (and only that one) is then scored on the test split (test2016 for Multi30k). Prints a table, and as its last
 line one JSON object.
 """
 
@@ -85,7 +85,7 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"decoding choices on Multi30k val ({len(src)} sentences), {exp.root}")
+    table = Table(title=f"decoding choices on the valid split ({len(src)} sentences of {', '.join(map(str, cfg.data.valid))}), {exp.root}")
     for column in ("checkpoint", "beam", "penalty", "alpha", "val BLEU", "val chrF", "seconds"):
         table.add_column(column, justify="left" if column == "checkpoint" else "right")
     for r in rows:
@@ -94,7 +94,7 @@ def main() -> None:
                       f"{r['valid_chrf']:.2f}", f"{r['seconds']:.1f}")
     Console(width=120).print(table)
     if args.test:
-        print(f"best on val (*), on test2016: BLEU {summary['test_bleu']:.2f} chrF {summary['test_chrf']:.2f}")
+        print(f"best on valid (*), on the test split: BLEU {summary['test_bleu']:.2f} chrF {summary['test_chrf']:.2f}")
     print(json.dumps(summary))
 
 
