@@ -5,11 +5,11 @@ best, the average of the last N, an ensemble of several), beam size and length p
         [--alphas 0.6,1.0] [--length-penalties gnmt,length] [--ensembles last+step_9000] [--test]
 
 Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe
-recipes/multi30k_en_de.yaml` leaves, or any other), its valid split (Multi30k val, 1014 sentences, for that one). Averaged
-checkpoints are written as checkpoints/avgN.pt; translations and scores of the experiment are not
-touched. Every setting is scored on val with sacrebleu's default BLEU and chrF; with --test, the
-setting best on val (and only that one) is then scored on the test split (test2016 for Multi30k). Prints a table, and as its last
-line one JSON object.
+recipes/multi30k_en_de.yaml` leaves, or any other) and its valid split (Multi30k val: 1014 sentences).
+Averaged checkpoints are written as checkpoints/avgN.pt; translations and scores of the experiment are
+not touched. Every setting is scored on valid with sacrebleu's default BLEU and chrF; with --test, the
+setting best on valid (and only that one) is then scored on the test split (test2016 for Multi30k).
+Prints a table, and as its last line one JSON object.
 """
 
 from __future__ import annotations
