@@ -26,6 +26,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: it wraps long help at 80 columns where rich's tables cut it
+    context_settings={"max_content_width": 120},
     help="Machine translation with the Transformer (Vaswani et al., 2017): "
     "train-tokenizer -> binarize -> train -> translate / evaluate, all in one experiment directory.",
 )
@@ -33,10 +35,24 @@ app = typer.Typer(
 _debug = False
 
 
+def _print_version(asked: bool) -> None:
+    """--version: mt's and the versions a bug report needs, on stdout."""
+    if asked:
+        from importlib.metadata import version
+
+        import torch
+
+        print(f"mt {version('mt')} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
+              f"sacrebleu {version('sacrebleu')})")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines or progress bars.")] = False,
     debug: Annotated[bool, typer.Option(help="Show the traceback of an error.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the versions of mt and torch, and exit.",
+                                          callback=_print_version, is_eager=True)] = False,
 ) -> None:
     global _debug
     log.quiet = quiet
@@ -121,7 +137,7 @@ def train(
     clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper).")] = None,
     keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
     precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (with a dynamic loss scale) or auto (the fastest of the three here, timed at the start).")] = None,
-    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: slower first steps, then faster ones.")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: for GPUs; on the CPU 0.86-0.89x after a minute of compiling (docs/training.md).")] = None,
     seed: Annotated[Optional[int], typer.Option()] = None,
     init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
     nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,
@@ -198,6 +214,10 @@ def translate(
     if constraints and sample:
         raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
     sampling = Sampling(temperature, top_k, top_p, seed)  # checks the sampling flags, with --sample or not
+    if not sample and sampling != Sampling():
+        raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
+    if sample and (beam is not None or alpha is not None):
+        raise ConfigError("--beam and --alpha are for beam search; --sample draws one translation per line")
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
@@ -251,14 +271,18 @@ def evaluate(
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
     from mt import evaluate as ev
 
-    if lowercase and not tokenized:
-        raise ConfigError("--lowercase goes with --tokenized (sacreBLEU is scored as it comes)")
+    if (lowercase or lang) and not tokenized:
+        raise ConfigError(f"{'--lowercase' if lowercase else '--lang'} goes with --tokenized (sacreBLEU is scored as it comes)")
     if hyp is not None or ref is not None:
         if hyp is None or ref is None:
             raise ConfigError("--hyp and --ref go together")
         if tokenized and not lang:
             raise ConfigError("--tokenized with --hyp needs --lang, the target language (for Moses' tokenization rules)")
+        if exp is not None:
+            raise ConfigError("--exp translates a split; --hyp and --ref score two files as they are: give one or the other")
         hyps, refs = ev.read_lines(hyp), ev.read_lines(ref)
+        if len(hyps) != len(refs):
+            raise MtError(f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line")
         scores = ev.score_tokenized(hyps, refs, lang, lowercase) if tokenized else ev.score(hyps, refs)
     else:
         if exp is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,9 +12,9 @@ from mt.errors import ConfigError
 
 
 def examples(*commands: str) -> str:
-    """A command's epilog: the commands of README.md's usage, one paragraph each (typer's rich help
-    keeps paragraphs apart, so a long command wraps within its own)."""
-    return "\n\n".join(["Examples:" if len(commands) > 1 else "Example:", *(f"  {c}" for c in commands)])
+    """A command's epilog: the commands of README.md's usage, one paragraph each, each marked (\\b) so
+    that click's help prints it on one line as written, to be copied whole."""
+    return "\n\n".join(["Examples:" if len(commands) > 1 else "Example:", *(f"\b\n  {c}" for c in commands)])
 
 
 def exp_dir(value):
@@ -24,6 +25,24 @@ def exp_dir(value):
     return value
 
 
+def device_name(value: str | None) -> str | None:
+    """--device: cpu, cuda or cuda:N, and a CUDA device only where torch can use one (else a one-line
+    error at parse time instead of torch's assertion when the model moves)."""
+    if value is None or value == "cpu":
+        return value
+    match = re.fullmatch(r"cuda(?::(\d+))?", value)
+    if match is None:
+        raise ConfigError(f"--device {value}: expected cpu, cuda or cuda:N")
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "no CUDA device visible"
+        raise ConfigError(f"--device {value}: torch {torch.__version__} cannot use CUDA here ({build}); use --device cpu")
+    if match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
+        raise ConfigError(f"--device {value}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
+    return value
+
+
 # -- the experiment and its config --------------------------------------------------------------
 Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=exp_dir)]
 Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
@@ -31,15 +50,15 @@ Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any c
 
 # -- runtime knobs ------------------------------------------------------------------------------
 # Each command keeps its default: none (torch's choice) for train and run, 2 where one model decodes.
-Threads = Annotated[Optional[int], typer.Option(help="CPU threads for torch.")]
-Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")]
+Threads = Annotated[Optional[int], typer.Option(min=1, help="CPU threads for torch.")]
+Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.", callback=device_name)]
 Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or fp16 (GPU).")]
 Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
 Force = Annotated[bool, typer.Option(help="Replace --output if it exists.")]
 
 # -- decoding (decode.* for this call only) -----------------------------------------------------
-Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default 4 as the paper.")]
-Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default 0.6 as the paper.")]
+Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default: the experiment's decode.beam.")]
+Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default: the experiment's decode.alpha.")]
 Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
 Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower).")]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]

@@ -56,7 +56,7 @@ def print_sections(summary: dict[str, dict], json_out: bool) -> None:
             continue
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("key", style="bold")
-        table.add_column("value")
+        table.add_column("value", overflow="fold")  # signatures are one long word: wrap, never cut
         for key, value in rows.items():
             table.add_row(str(key), str(value))
         console.print(table)

@@ -19,13 +19,18 @@ thread at one torch thread): two OpenMP teams on two cores make every op of the 
 
 A full queue refuses a request at once (`QueueFull`: the server answers 503 with Retry-After). A batch
 that fails answers each of its requests with the exception and the worker goes on with the next;
-`close` lets the worker finish what is queued, then stops it.
+`close` lets the worker finish what is queued, then stops it. Should the worker thread itself die
+(torch refusing its thread count, a BaseException out of a search), nothing would ever answer the
+waiting futures: so the sentences it held and those queued fail at once with `WorkerFailed`, and so
+does every later `submit` or `call`; `failure` says why.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import traceback
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, replace
@@ -54,6 +59,10 @@ class QueueFull(Exception):
 
 class Closed(Exception):
     """The batcher is shutting down and takes no more work."""
+
+
+class WorkerFailed(Exception):
+    """The worker thread has died: no work will be done until the batcher (the server) is started anew."""
 
 
 class _Request:
@@ -118,7 +127,9 @@ class Batcher:
         self.widest = 0  # the most sentences searched together, for /health
         self.sentences = 0  # sentences searched, for /health: sentences / batches is the mean batch
         self.busy_seconds = 0.0  # the worker's time in searches and calls, for /health: its load
+        self.failure: str | None = None  # why the worker thread died, once it has: for /health and every request
         self._queue: deque[_Entry] = deque()
+        self._taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
         self._cond = threading.Condition()
         self._closing = False
         self._thread = threading.Thread(target=self._work, name="mt-batcher", daemon=True)
@@ -159,6 +170,8 @@ class Batcher:
 
     def _put(self, entries: list[_Entry]) -> None:
         with self._cond:
+            if self.failure is not None:
+                raise WorkerFailed(self.failure)
             if self._closing:
                 raise Closed("the server is shutting down")
             # A request larger than the whole queue goes in when the queue is empty, or it never could.
@@ -169,6 +182,28 @@ class Batcher:
 
     # -- the worker thread ----------------------------------------------------------------------
     def _work(self) -> None:
+        """The worker thread: the loop, and if anything ends it but `close`, every request failed at once."""
+        try:
+            self._loop()
+        except BaseException as exc:  # the thread ends here either way; its callers must hear of it
+            self._fail_all(exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """The worker has died: what it held and what waits get WorkerFailed now, later work at `_put`."""
+        from rich.markup import escape
+
+        message = " ".join(f"the translation worker stopped: {type(exc).__name__}: {exc}".split())  # one line
+        log.console.print(f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
+                          "is restarted (MT_DEBUG=1 shows where)", soft_wrap=True)
+        if os.environ.get("MT_DEBUG"):
+            traceback.print_exception(exc)
+        with self._cond:
+            self.failure = message
+            orphans, self._taken, self._queue = [*self._taken, *self._queue], [], deque()
+        for entry in orphans:  # each its own exception: each request raises it in its own task
+            entry.request.fail(WorkerFailed(message))
+
+    def _loop(self) -> None:
         import torch
 
         from mt.runtime import set_threads
@@ -187,6 +222,7 @@ class Batcher:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
         its wait is over; None once closed with nothing left."""
         with self._cond:
+            self._taken = []  # the work before has answered all it took
             while True:
                 self._drop_abandoned()
                 if self._queue:
@@ -196,7 +232,8 @@ class Batcher:
                 self._cond.wait()
             first = self._queue[0]
             if first.call is not None:
-                return [self._queue.popleft()]
+                self._taken = [self._queue.popleft()]
+                return self._taken[:]
             deadline = first.arrived + self.max_wait
             while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
                 left = deadline - time.monotonic()
@@ -226,6 +263,7 @@ class Batcher:
             else:
                 rest.append(entry)
         self._queue = rest
+        self._taken.extend(batch)
         return batch
 
     def _continuous(self, first: _Entry) -> bool:
@@ -240,10 +278,11 @@ class Batcher:
         from mt.continuous_search import ContinuousBeamSearch
 
         options, cfg, translator = batch[0].options, self.decode_cfg, self.translator
-        search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
-                                      options.length_penalty, cfg.max_len_a, cfg.max_len_b, options.nbest, cfg.stop)
-        joining = batch  # being added: answered with the error too if adding them fails
+        search, joining = None, batch  # being added: answered with the error too if adding them fails
         try:
+            search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
+                                          options.length_penalty, cfg.max_len_a, cfg.max_len_b, options.nbest,
+                                          cfg.stop)
             search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
             self.batches += 1
             self.sentences += len(batch)
@@ -257,8 +296,9 @@ class Batcher:
                     search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
                     self.sentences += len(joining)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
-            log.warn(f"a search of {search.active} sentences failed: {type(exc).__name__}: {exc}")
-            for entry in [*search.keys, *joining]:
+            searched = search.keys if search is not None else []
+            log.warn(f"a search of {len(searched) or len(batch)} sentences failed: {type(exc).__name__}: {exc}")
+            for entry in [*searched, *joining]:
                 entry.request.fail(exc)
 
     def _joining(self, options: SearchOptions, tokens: int) -> list[_Entry]:

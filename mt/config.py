@@ -147,7 +147,7 @@ class TrainConfig:
     # `--checkpoint ema`. 0 = off; 0.999 or 0.9999 are usual.
     ema_decay: float = 0.0
     # Also write TensorBoard event files into EXP/tensorboard (needs the tensorboard package:
-    # pip install 'mt[tensorboard]'); train.jsonl stays the record.
+    # pip install tensorboard); train.jsonl stays the record.
     tensorboard: bool = False
 
 

@@ -1,7 +1,7 @@
 """`mt export`: a trained checkpoint as a CTranslate2 model directory, translating as mt does.
 
-The weights go through the `ctranslate2` package's spec API (imported here only: `pip install
-'mt[export]'`), one mt tensor to one CTranslate2 variable, and anything the mapping does not know
+The weights go through the `ctranslate2` package's spec API (imported here only: the `export`
+extra, `pip install -e '.[export]'`), one mt tensor to one CTranslate2 variable, and anything the mapping does not know
 is refused with one line rather than written as a model that translates differently. The mapping:
 - post-norm (Sec. 3.1) or pre-norm with its final LayerNorms: `pre_norm` of the spec, LayerNorm
   gamma/beta per sub-layer, epsilon from the model;
@@ -57,8 +57,8 @@ def _ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise MtError("--format ctranslate2 needs the ctranslate2 package: pip install 'mt[export]' "
-                      "(or pip install 'ctranslate2>=4')") from None
+        raise MtError("--format ctranslate2 needs the ctranslate2 package: pip install 'ctranslate2>=4' "
+                      "(in mt's checkout: pip install -e '.[export]')") from None
     return ctranslate2
 
 

@@ -58,7 +58,12 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     for split in ("valid", "test"):
         scores = exp.read_json(exp.score_path(split))
         if scores:
-            sections["scores"][split] = f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {scores['bleu_signature']}"
+            sections["scores"][split] = (f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  {_how_decoded(scores)}  "
+                                         f"{scores['bleu_signature']}")
+        tokenized = exp.read_json(exp.score_path(f"{split}.tokenized"))
+        if tokenized:
+            sections["scores"][f"{split} (tokenized)"] = (f"BLEU {tokenized['bleu_tokenized']:.2f}  {_how_decoded(tokenized)}  "
+                                                          f"{tokenized['bleu_tokenized_signature']}")
     from mt.distill import teacher_rows
 
     for row in teacher_rows(exp):  # a student of mt distill: its teachers beside it
@@ -69,6 +74,15 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
             "; ".join(f for f in figures if f)
     return sections
+
+
+def _how_decoded(scores: dict) -> str:
+    """Which checkpoint and search gave a score: `mt evaluate` with other flags rewrites it."""
+    decode = scores.get("decode") or {}
+    search = f"beam {decode['beam']}, alpha {decode['alpha']} {decode['length_penalty']}" if "beam" in decode else ""
+    precision = decode.get("quantize") or decode.get("precision")
+    parts = [scores.get("checkpoint"), search, precision if precision not in (None, "fp32") else None]
+    return "(" + ", ".join(p for p in parts if p) + ")" if any(parts) else ""
 
 
 def _saved_step(exp: Experiment) -> int | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from mt.corpus import SPLITS, load_split, read_lines
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment, kept_text
 from mt.atomic_files import write_text_atomic
 
@@ -269,6 +269,10 @@ def report(exp: Experiment, output: Path | None = None, force: bool = False, sam
     if output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     if samples < 0:
-        raise MtError(f"--samples {samples}: expected 0 or more")
+        raise ConfigError(f"--samples {samples}: expected 0 or more")
+    if checkpoint is not None:  # asked for by name: a typo is an error, not a page without attention
+        from mt.checkpoint import resolve_checkpoint
+
+        resolve_checkpoint(exp, checkpoint)
     write_text_atomic(output, build_report(exp, samples, sentence, checkpoint))
     return output

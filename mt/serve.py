@@ -8,7 +8,7 @@ Routes (docs/serving.md gives examples with curl):
   of them). Errors as LibreTranslate gives them: {"error": "..."} with 400 (bad request, limits), 403
   (API key), 500, 503 (queue full, with Retry-After).
 - GET /languages: [{"code": SRC, "name": ..., "targets": [TGT]}]: a model knows one pair.
-- GET /health: {"status": "ok", ...}.
+- GET /health: {"status": "ok", ...}; 503 with {"error": ...} once the batcher's worker has died.
 - POST /v1/translate: {"text": str | [str], "beam", "alpha", "length_penalty", "nbest", "alignments"}
   -> {"translations": [{"text", "score", "nbest": [{"text", "score"}] (nbest > 1), "alignment"
   (alignments)}], "warnings": [...]}, one translation per text item; SCORE as in `mt translate`.
@@ -18,9 +18,11 @@ Routes (docs/serving.md gives examples with curl):
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
   i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
 - GET /: the page (mt/serve_page.html).
-/v1 answers bad JSON or fields with 422 naming the field, an unknown language pair with 400, a
-request over --max-chars or --max-lines with 413, invalid UTF-8 with 400; all errors are {"error": ...}.
-Every sentence goes through one `mt.batcher.Batcher`: one queue, one worker, shared batches.
+/v1 answers bad JSON or fields (a wrong type too: "4" or 4.0 for a whole number) with 422 naming the
+field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
+UTF-8 with 400. All errors are {"error": ...}, starlette's own (404: no such route, 405: another
+method) too. Every sentence goes through one `mt.batcher.Batcher`: one queue, one worker, shared
+batches; should the worker die, every request gets 503 at once (never a wait that does not end).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
 
 from mt import log
-from mt.batcher import Batcher, Closed, QueueFull, SearchOptions
+from mt.batcher import Batcher, Closed, QueueFull, SearchOptions, WorkerFailed
 from mt.errors import ConfigError, MtError
 from mt.serve_requests import (ApiError, check_key, check_pair, check_size, flag, header_key, libre_fields, text_items,
                                v1_fields, v1_options, whole_number)
@@ -100,6 +103,11 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
     async def api_error(request: Request, exc: ApiError):
         return JSONResponse({"error": exc.message}, exc.status, exc.headers)
 
+    @app.exception_handler(HTTPException)
+    async def route_error(request: Request, exc: HTTPException):
+        """starlette's refusals (no such route, a method the route does not take) in the same shape."""
+        return JSONResponse({"error": route_message(request, exc)}, exc.status_code, exc.headers)
+
     @app.middleware("http")
     async def log_request(request: Request, call_next):
         start = time.perf_counter()
@@ -137,7 +145,7 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
         fmt = fields.get("format") or "text"
         if fmt != "text":
             raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
-        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400)
+        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
         alternatives = min(asked, limits.max_beam - 1)  # the beam gives at most --max-beam translations
         lines_of = [text.splitlines() or [""] for text in texts]
         chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
@@ -168,6 +176,8 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
 
     @app.get("/health")
     async def health():
+        if batcher.failure is not None:  # a monitor restarts what answers 503 here
+            raise ApiError(503, f"{batcher.failure}; restart mt serve")
         return {"status": "ok", "source": src_lang, "target": tgt_lang, "checkpoint": checkpoint,
                 "queued": batcher.queued(), "batches": batcher.batches,
                 "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
@@ -217,15 +227,31 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
 
 
 async def wait_for(submit):
-    """The result of work given to the batcher: 503 when it cannot take it, 500 when it failed."""
+    """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
+    worker has died: retrying will not help), 500 when it failed."""
     try:
         future = submit()
     except (QueueFull, Closed) as exc:
         raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
     try:
         return await asyncio.wrap_future(future)
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
     except Exception as exc:
-        raise ApiError(500, f"Cannot translate text: {type(exc).__name__}: {exc}") from None
+        raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
+
+
+def route_message(request: Request, exc: HTTPException) -> str:
+    """The one line for a route that does not exist (404) or does not take the method (405)."""
+    path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
+    if exc.status_code == 404:
+        return f"{path}: no such route; the API is POST /translate, GET /languages, GET /health, " \
+               "POST /v1/translate, POST /v1/attention"
+    if exc.status_code == 405:
+        return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
+    return " ".join(str(exc.detail).split())
 
 
 # -- answers ------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Reading and checking what a request to `mt serve` asks (`mt.serve` has the routes): the body as
 UTF-8 text, JSON or LibreTranslate's forms, the API key, the language pair, the size limits and the
 decoding options of /v1. Each refusal is an `ApiError`: a status and a one-line message naming the
-field, answered as {"error": MESSAGE}.
+field, answered as {"error": MESSAGE}. /v1's types are JSON's, strictly: a whole number is an integer
+(not "4", not 4.0), a number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
+/translate reads a form, where everything is text, so there "2" is a number too.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import math
+import re
 from typing import Any, get_args
 from urllib.parse import parse_qsl
 
@@ -101,8 +104,10 @@ def check_key(expected: str | None, given: Any) -> None:
 
 
 def check_pair(data: dict, src_lang: str, tgt_lang: str) -> None:
-    """400 when "source" or "target", if given, is not the model's."""
+    """422 when "source" or "target", if given, is not a string; 400 when it is not the model's."""
     for name, known in (("source", (src_lang, "auto")), ("target", (tgt_lang,))):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise ApiError(422, f"{name}: expected a language code (a string), got {json.dumps(data[name])[:40]}")
         if data.get(name) is not None and data[name] not in known:
             raise ApiError(400, f"{name} {data[name]!r}: this model translates {src_lang} to {tgt_lang}")
 
@@ -128,11 +133,13 @@ def text_items(data: dict) -> list[str]:
     return texts
 
 
-def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None) -> int | None:
-    """An integer field (a form gives it as text); None stays None."""
+def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None, *,
+                 text: bool = False) -> int | None:
+    """An integer field, None staying None: JSON's integer only (module docstring), or with `text` (a
+    form's field) its digits too."""
     if value is None:
         return None
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"{low} or more"

@@ -53,8 +53,8 @@ class TensorBoardLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise ConfigError("train.tensorboard: needs the tensorboard package; pip install 'mt[tensorboard]' "
-                              "(or pip install tensorboard), or set train.tensorboard: false") from None
+            raise ConfigError("train.tensorboard: needs the tensorboard package: pip install tensorboard "
+                              "(in mt's checkout: pip install -e '.[tensorboard]'), or set train.tensorboard: false") from None
         self.writer = SummaryWriter(log_dir=str(directory))
 
     def write(self, record: dict[str, Any]) -> None:

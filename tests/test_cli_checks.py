@@ -170,3 +170,90 @@ def test_every_subcommand_help_ends_in_examples_that_use_its_own_flags():
             words = shlex.split(example.partition("mt ")[2])
             flags = {opt for param in group.commands[words[0]].params for opt in param.opts}
             assert {w for w in words if w.startswith("-")} <= flags, example
+
+
+def _no_cuda_device() -> str:
+    """A --device this machine cannot use: cuda where torch has none, else a CUDA index past the last."""
+    import torch
+
+    return f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+
+
+RUNTIME_FLAGS = [
+    (["translate"], ["--device", "gpu"], "--device gpu: expected cpu, cuda or cuda:N"),
+    (["translate"], ["--device", "mps"], "--device mps"),
+    (["translate"], ["--device", "NOCUDA"], "--device "),
+    (["evaluate"], ["--device", "NOCUDA"], "--device "),
+    (["attention", "Ein Mann."], ["--device", "NOCUDA"], "--device "),
+    (["serve"], ["--device", "NOCUDA"], "--device "),
+    (["translate"], ["--threads", "0"], "'--threads'"),
+    (["serve"], ["--threads", "-1"], "'--threads'"),
+    (["serve"], ["--port", "99999"], "'--port'"),
+    (["translate"], ["--top-k", "5"], "go with --sample"),
+    (["translate"], ["--temperature", "0.5"], "go with --sample"),
+    (["translate"], ["--sample", "--beam", "5"], "--sample"),
+]
+
+
+@pytest.mark.parametrize("command, flags, needle", RUNTIME_FLAGS, ids=[" ".join(c[:1] + f) for c, f, _ in RUNTIME_FLAGS])
+def test_runtime_flags_are_checked_before_anything_runs(experiment, capsys, monkeypatch, command, flags, needle):
+    flags = [_no_cuda_device() if flag == "NOCUDA" else flag for flag in flags]
+    inputs = ["-i", str(experiment.root.parent / "in.txt")] if command == ["translate"] else []
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), *inputs, *flags)
+    one_error(*result, 2, needle)
+    assert not (experiment.root / "attention").exists() and not (experiment.root / "scores").exists()
+
+
+def test_report_refuses_a_checkpoint_that_is_not_there(experiment, tmp_path, capsys, monkeypatch):
+    page = tmp_path / "report.html"
+    result = mt(capsys, monkeypatch, "report", "--exp", str(experiment.root), "--checkpoint", "nope", "-o", str(page))
+    one_error(*result, 1, "no checkpoint 'nope'", "available: ")
+    assert not page.exists()
+
+
+def test_evaluate_names_both_files_when_they_do_not_pair_up(experiment, tmp_path, capsys, monkeypatch):
+    hyp, ref = tmp_path / "out.en", tmp_path / "ref.en"
+    hyp.write_text("a\nb\nc\n", encoding="utf-8")
+    ref.write_text("a\nb\n", encoding="utf-8")
+    result = mt(capsys, monkeypatch, "evaluate", "--hyp", str(hyp), "--ref", str(ref))
+    one_error(*result, 1, f"--hyp {hyp} has 3 lines but --ref {ref} has 2")
+    result = mt(capsys, monkeypatch, "evaluate", "--exp", str(experiment.root), "--hyp", str(hyp), "--ref", str(ref))
+    one_error(*result, 2, "--exp translates a split")
+
+
+def test_version_names_mt_and_what_it_runs_on(capsys, monkeypatch):
+    import torch
+
+    code, out, err = mt(capsys, monkeypatch, "--version")
+    assert code == 0 and err == "", err
+    assert out.startswith("mt 0.") and f"torch {torch.__version__}" in out and len(out.splitlines()) == 1
+
+
+def test_help_at_80_columns_cuts_nothing_and_keeps_examples_whole():
+    # Rich's tables cut long words and option names with an ellipsis at 80 columns ("--length-penal…").
+    group = typer.main.get_command(cli.app)
+    for name, command in group.commands.items():
+        done = CliRunner().invoke(cli.app, [name, "--help"], env={"COLUMNS": "80"})
+        assert done.exit_code == 0, name
+        assert "…" not in done.output, f"mt {name} --help cuts text at 80 columns"
+        for param in command.params:
+            for opt in param.opts:
+                assert opt in done.output, f"mt {name} --help lost {opt}"
+        for example in command.epilog.split("\n\n")[1:]:
+            line = example.replace("\b", "").strip()
+            assert line in done.output, f"mt {name} --help breaks the example {line!r}"
+
+
+def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    for flags in (["--beam", "1"], ["--beam", "2", "--alpha", "0.3", "--tokenized"]):
+        code, _, err = mt(capsys, monkeypatch, "evaluate", "--exp", str(copy), "--split", "valid", "--threads", "1", *flags)
+        assert code == 0, err
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
+    assert code == 0, err
+    scores = json.loads(out)["scores"]
+    assert "(best.pt, beam 1, alpha 0.6 gnmt)" in scores["valid"], scores
+    assert "(best.pt, beam 2, alpha 0.3 gnmt)" in scores["valid (tokenized)"] and "pretok:moses-" in scores["valid (tokenized)"]

@@ -30,7 +30,7 @@ import pytest
 import uvicorn
 
 from toy import toy_corpus
-from mt.batcher import Batcher, QueueFull, SearchOptions
+from mt.batcher import Batcher, QueueFull, SearchOptions, WorkerFailed
 from mt.errors import ConfigError, MtError
 from mt.serve import Limits, bind, build_app
 from mt.translate import Translator
@@ -72,7 +72,8 @@ class Served:
         self.thread.join(30)
 
 
-def call(url: str, body=None, *, form=None, raw: bytes | None = None, headers: dict | None = None):
+def call(url: str, body=None, *, form=None, raw: bytes | None = None, headers: dict | None = None,
+         timeout: float = 120):
     """(status, headers, parsed JSON) of a GET, or of a POST of `body` as JSON, `form` URL-encoded or `raw`."""
     head, data = dict(headers or {}), raw
     if body is not None:
@@ -80,7 +81,7 @@ def call(url: str, body=None, *, form=None, raw: bytes | None = None, headers: d
     elif form is not None:
         data, head["Content-Type"] = urlencode(form, doseq=True).encode(), "application/x-www-form-urlencoded"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data, head), timeout=120) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, data, head), timeout=timeout) as response:
             return response.status, response.headers, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, error.headers, json.loads(error.read())
@@ -115,10 +116,15 @@ def server(trained_experiment):
         yield served
 
 
+class WorkerKiller(BaseException):
+    """What a batch's handler lets through (it catches Exception): it ends the worker thread itself, as
+    torch refusing the worker's thread count did (`mt serve --threads -1`)."""
+
+
 class Hook:
     """Around the model's `decode`, which every search calls each step: a gate that holds the worker
-    inside a search, and a switch that makes the next step raise (plain Python around our own code;
-    torch is left alone)."""
+    inside a search, and a switch that makes the next step raise, a RuntimeError (True) or the
+    exception given (plain Python around our own code; torch is left alone)."""
 
     def __init__(self, translator: Translator):
         self.decode = translator.model.decode
@@ -131,8 +137,8 @@ class Hook:
         self.entered.set()
         assert self.gate.wait(60)
         if self.fail:
-            self.fail = False
-            raise RuntimeError("injected failure")
+            fail, self.fail = self.fail, False
+            raise fail if isinstance(fail, BaseException) else RuntimeError("injected failure")
         return self.decode(*args, **kwargs)
 
 
@@ -222,6 +228,34 @@ def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_exp
 
 
 @BOTH
+def test_a_worker_that_dies_fails_what_it_held_what_waits_and_what_comes_later(trained_experiment, batching):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0, batching=batching)
+    batcher.start()
+    try:
+        hook.gate.clear()
+        held = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        assert hook.entered.wait(60)  # the worker is inside its search, past the queue
+        waiting = [batcher.submit(translator.encode_lines(LINES[1:3])[1], DEFAULTS),
+                   batcher.submit(translator.encode_lines(LINES[3:4])[1], dataclasses.replace(DEFAULTS, beam=1)),
+                   batcher.call(lambda tr: "never")]
+        hook.fail = WorkerKiller("injected death")
+        hook.gate.set()
+        for future in [held, *waiting]:
+            with pytest.raises(WorkerFailed, match="^the translation worker stopped: WorkerKiller: injected death$"):
+                future.result(30)
+        with pytest.raises(WorkerFailed, match="injected death"):
+            batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        with pytest.raises(WorkerFailed, match="injected death"):
+            batcher.call(lambda tr: "never")
+        assert batcher.failure.endswith("WorkerKiller: injected death") and batcher.queued() == 0
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+
+
+@BOTH
 def test_close_finishes_what_is_queued(trained_experiment, reference, batching):
     translator = load(trained_experiment)
     batcher = Batcher(translator, max_wait_ms=10_000, batching=batching)  # would wait 10 s for company, not on close
@@ -291,6 +325,20 @@ def test_libretranslate_refusals_are_400_with_an_error(server, body, message):
     assert status == 400 and list(data) == ["error"] and message in data["error"], data
 
 
+@pytest.mark.parametrize("method, path, status, words", [
+    ("GET", "/nothing", 404, "/nothing: no such route"),
+    ("POST", "/v2/translate", 404, "/v2/translate: no such route"),
+    ("POST", "/health", 405, "POST /health: this route takes GET"),
+    ("GET", "/v1/translate", 405, "GET /v1/translate: this route takes POST"),
+])
+def test_unknown_routes_and_wrong_methods_are_errors_like_the_others(server, method, path, status, words):
+    got, headers, data = call(f"{server.url}{path}", {"text": "Hallo."} if method == "POST" else None)
+    assert got == status and list(data) == ["error"] and data["error"].startswith(words), data
+    assert "\n" not in data["error"]
+    if status == 405:
+        assert words.split()[-1] in headers["Allow"]
+
+
 def test_languages_health_and_the_page(server):
     assert ok(f"{server.url}/languages") == [{"code": "de", "name": "German", "targets": ["en"]}]
     health = ok(f"{server.url}/health")
@@ -315,6 +363,7 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
                                          "nbest": [{"text": "", "score": 0.0, "alignment": ""}]}
     single = ok(url, {"text": LINES[0], "alpha": 1.0, "length_penalty": "length"})
     assert list(single["translations"][0]) == ["text", "score"]
+    assert ok(url, {"text": LINES[0], "alpha": 1, "length_penalty": "length"}) == single  # alpha: any number
 
 
 def test_v1_attention_is_the_json_of_mt_attention(server, reference):
@@ -339,6 +388,14 @@ def test_v1_attention_is_the_json_of_mt_attention(server, reference):
     ({"text": "Hallo.", "beam": 6}, 422, "beam"),
     ({"text": "Hallo.", "beam": 2, "nbest": 3}, 422, "nbest"),
     ({"text": "Hallo.", "alpha": "big"}, 422, "alpha"),
+    # strict types: a number as a string is refused, and so is a float where a whole number is expected
+    ({"text": "Hallo.", "beam": "4"}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "nbest": "2"}, 422, "nbest: expected a whole number"),
+    ({"text": "Hallo.", "beam": 4.0}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "nbest": 2.0}, 422, "nbest: expected a whole number"),
+    ({"text": "Hallo.", "beam": True}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "alpha": "0.5"}, 422, "alpha: expected a number"),
+    ({"text": "Hallo.", "source": 3}, 422, "source: expected"),
     ({"text": "Hallo.", "length_penalty": "gnm"}, 422, "length_penalty"),
     ({"text": "Hallo.", "alignments": "yes"}, 422, "alignments"),
     ({"text": 3}, 422, "text"),
@@ -365,6 +422,9 @@ def test_v1_bad_json_utf8_and_attention_fields(server):
     assert status == 422 and data["error"].startswith("layer 3")
     status, _, data = call(f"{server.url}/v1/attention", {"text": " "})
     assert status == 422 and data["error"].startswith("text")
+    for layer in ("1", 1.0):
+        status, _, data = call(f"{server.url}/v1/attention", {"text": "Hallo.", "layer": layer})
+        assert status == 422 and data["error"].startswith("layer: expected a whole number"), data
 
 
 def test_a_line_past_the_models_positions_is_cut_with_a_warning(server, reference):
@@ -420,6 +480,36 @@ def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_exp
         status, _, data = call(url, {"text": LINES[0]})
         assert status == 500 and data == {"error": "Cannot translate text: RuntimeError: injected failure"}
         assert ok(url, {"text": LINES[0]})["translations"][0]["text"] == reference.translate(LINES[:1])[0]
+
+
+def test_a_dead_worker_fails_waiting_and_later_requests_at_once_and_health_says_503(trained_experiment):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    with Served(build_app(translator, "de", "en", Limits(max_wait_ms=0), threads=1)) as served:
+        url, batcher = f"{served.url}/v1/translate", served.app.state.batcher
+        hook.gate.clear()
+        with ThreadPoolExecutor(2) as pool:
+            try:
+                held = pool.submit(call, url, {"text": LINES[0]}, timeout=10)
+                assert hook.entered.wait(60)  # the worker is inside the search that will kill it
+                waiting = pool.submit(call, url, {"text": LINES[1]}, timeout=10)
+                deadline = time.monotonic() + 30
+                while batcher.queued() < 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                hook.fail = WorkerKiller("injected death")
+            finally:
+                hook.gate.set()
+            answers = [held.result(30), waiting.result(30)]
+        answers += [call(url, {"text": LINES[2]}, timeout=10),
+                    call(f"{served.url}/translate", {"q": LINES[2], "source": "de", "target": "en"}, timeout=10),
+                    call(f"{served.url}/v1/attention", {"text": LINES[2]}, timeout=10)]
+        for status, headers, data in answers:  # no Retry-After: retrying will not help
+            assert status == 503 and "Retry-After" not in headers and list(data) == ["error"], data
+            assert "the translation worker stopped: WorkerKiller: injected death" in data["error"], data
+        status, _, data = call(f"{served.url}/health", timeout=10)
+        assert status == 503 and list(data) == ["error"] and "WorkerKiller: injected death" in data["error"]
+    assert not served.thread.is_alive()  # and it stops when told to (what SIGTERM does)
 
 
 # -- the command line ---------------------------------------------------------------------------
