@@ -6,6 +6,7 @@ input caused, 2 bad flags or config.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -323,13 +324,16 @@ def run(
 @app.command(epilog=examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json"))
 def info(
     exp: Exp,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object: the full config, data statistics, checkpoint sizes, training progress and the saved scores, as numbers.")] = False,
 ) -> None:
     """What the experiment holds: config, data, checkpoints, scores."""
     from mt.experiment import Experiment
-    from mt.info import experiment_info
+    from mt.info import experiment_info, experiment_record
 
-    render.print_sections(experiment_info(Experiment(exp)), json_out)
+    if json_out:
+        print(json.dumps(experiment_record(Experiment(exp))))
+    else:
+        render.print_sections(experiment_info(Experiment(exp)))
 
 
 @app.command(epilog=examples('mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',

@@ -62,7 +62,7 @@ Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; defa
 Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
 Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower).")]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
-MaxLenB = Annotated[Optional[int], typer.Option()]
+MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
 DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble.")]

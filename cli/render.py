@@ -42,11 +42,8 @@ def print_data_table(stats: dict) -> None:
     log.console.print(table)
 
 
-def print_sections(summary: dict[str, dict], json_out: bool) -> None:
-    """`mt info`: one JSON object, or a two-column table per non-empty section."""
-    if json_out:
-        print(json.dumps(summary, default=str))
-        return
+def print_sections(summary: dict[str, dict]) -> None:
+    """`mt info`: a two-column table per non-empty section."""
     from rich.console import Console
     from rich.table import Table
 

@@ -134,8 +134,10 @@ def test_info_shows_the_step_of_last_pt(experiment, capsys, monkeypatch):
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root), "--json")
     assert code == 0, err
     training = json.loads(out)["training"]
-    assert training["last step"] == 40
-    assert training["train loss / ppl"].endswith("(logged at step 36)")
+    assert (training["last_step"], training["logged_step"]) == (40, 36)
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root))
+    assert code == 0, err
+    assert "(logged at step 36)" in out
 
 
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
@@ -254,6 +256,11 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
         assert code == 0, err
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
     assert code == 0, err
-    scores = json.loads(out)["scores"]
-    assert "(best.pt, beam 1, alpha 0.6 gnmt)" in scores["valid"], scores
-    assert "(best.pt, beam 2, alpha 0.3 gnmt)" in scores["valid (tokenized)"] and "pretok:moses-" in scores["valid (tokenized)"]
+    record = json.loads(out)
+    valid, tokenized = record["scores"]["valid"], record["scores"]["valid.tokenized"]
+    assert (valid["decode"]["beam"], tokenized["decode"]["beam"], tokenized["decode"]["alpha"]) == (1, 2, 0.3)
+    assert 0 <= valid["bleu"] <= 100 and record["config"]["decode"]["beam"] == experiment.load_config().decode.beam
+    assert record["checkpoints"]["last"]["bytes"] == experiment.checkpoint_path("last").stat().st_size
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
+    assert code == 0, err
+    assert "(best.pt, beam 1, alpha 0.6 gnmt)" in out and "valid (tokenized)" in out and "pretok:moses-" in out

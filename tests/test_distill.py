@@ -138,12 +138,13 @@ decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
     # mt info and mt report set the teacher beside the student.
     info = mt("info", "--exp", str(student_dir), "--json")
     assert info.returncode == 0, info.stderr
-    pair = json.loads(info.stdout)["student and teachers"]
-    assert list(pair) == [f"student {student_dir}", f"teacher {trained_experiment.root}"]
-    student_text, teacher_text = pair.values()
-    assert "BLEU" in student_text and "sent/s (beam 2, fp32)" in student_text
-    assert "not evaluated" in teacher_text or "BLEU" in teacher_text  # the shared fixture may not be scored
-    assert all("M parameters" in text and " MB" in text for text in pair.values())
+    student_row, teacher_row = json.loads(info.stdout)["student_and_teachers"]
+    assert (student_row["role"], student_row["experiment"]) == ("student", str(student_dir))
+    assert (teacher_row["role"], teacher_row["experiment"]) == ("teacher", str(trained_experiment.root))
+    assert "bleu" in student_row and student_row["decoding"] == "beam 2, fp32" and student_row["sent_per_s"] > 0
+    assert all(row["params_m"] > 0 and row["size_mb"] > 0 for row in (student_row, teacher_row))
+    text = mt("info", "--exp", str(student_dir))
+    assert text.returncode == 0 and "student and teachers" in text.stdout and "sent/s" in text.stdout
     report = mt("report", "--exp", str(student_dir), "--output", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr
     assert "Student and teachers" in (tmp_path / "report.html").read_text(encoding="utf-8")
