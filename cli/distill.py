@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -19,7 +19,7 @@ def distill(
     exp: Exp,
     teacher: Annotated[list[Path], typer.Option(help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
     checkpoint: Checkpoint = None,
-    chunk_lines: Annotated[int, typer.Option(help="Lines translated and saved together: a killed run resumes at the first unsaved chunk.")] = 2000,
+    chunk_lines: Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")] = None,
     mix_original: Annotated[bool, typer.Option(help="A new student trains on the original pairs too, beside the distilled ones.")] = False,
     beam: Beam = None,
     alpha: Alpha = None,

@@ -100,7 +100,7 @@ def train_tokenizer_cmd(
     if separate_vocab:
         overrides["tokenizer.joint"] = False
     experiment, cfg = _config(exp, recipe, overrides, sets)
-    with experiment.undo_if_new_fails():
+    with experiment.undo_if_fails():
         summary = train_tokenizer(experiment, cfg)
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
     log.info(f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
@@ -117,7 +117,7 @@ def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
     experiment, cfg = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}, sets)
-    with experiment.undo_if_new_fails():
+    with experiment.undo_if_fails():
         stats = run_binarize(experiment, cfg, workers=workers)
     render.print_data_table(stats)
 
@@ -131,7 +131,7 @@ def train(
     preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny; student, student-tiny (deep encoder, shallow decoder: mt distill).")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch (and process).")] = None,
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
-    max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs.")] = None,
+    max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs; 0 = no limit.")] = None,
     lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate (default: the paper's d^-0.5 * warmup^-0.5).")] = None,
     warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warmup steps.")] = None,
     update_freq: Annotated[Optional[int], typer.Option(help="Batches per update: K times the batch size, same memory.")] = None,
@@ -139,7 +139,7 @@ def train(
     keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
     precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (with a dynamic loss scale) or auto (the fastest of the three here, timed at the start).")] = None,
     compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: for GPUs; on the CPU 0.86-0.89x after a minute of compiling (docs/training.md).")] = None,
-    seed: Annotated[Optional[int], typer.Option()] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the initial weights, dropout and batch order; fixed once the first checkpoint is saved.")] = None,
     init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
     nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,
     sets: Sets = None,

@@ -23,22 +23,37 @@ def count(n: int) -> str:
 
 
 def print_data_table(stats: dict) -> None:
-    """Pairs kept and dropped per split, tokens and mean lengths: fits 80 columns (WMT sizes too)."""
+    """Per split (a column each): pairs read = kept + dropped, dropped per reason, rows written when
+    weights or segmentations repeat pairs, tokens and mean lengths. Fits 80 columns at WMT sizes,
+    whatever the number of reasons. Silent with --quiet, like every status line."""
     from rich import box
     from rich.table import Table
 
-    from mt.experiment import kept_text
+    from mt import data_stats
 
-    table = Table(title="binarized data: pairs kept, dropped (empty, too long), tokens, mean length",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for column in ("split", "pairs", "kept", "empty", "too long", "tokens src/tgt", "len src/tgt"):
-        table.add_column(column, justify="left" if column == "split" else "right", no_wrap=True)
-    for split, s in stats.get("splits", stats).items():
-        if not isinstance(s, dict) or "kept" not in s:
-            continue
-        table.add_row(split, f"{s['pairs_in']:,}", kept_text(s), f"{s['dropped']['empty']:,}",
-                      f"{s['dropped']['too_long']:,}", f"{count(s['src_tokens'])}/{count(s['tgt_tokens'])}",
-                      f"{s['mean_src_len']:.1f}/{s['mean_tgt_len']:.1f}")
+    if log.quiet:
+        return
+    splits = {split: s for split, s in stats.get("splits", stats).items() if isinstance(s, dict) and "kept" in s}
+    reasons = list(dict.fromkeys(r for s in splits.values() for r in data_stats.shown_drops(s)))
+    table = Table(title="binarized data: pairs read = kept + dropped", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("", no_wrap=True)
+    for split in splits:
+        table.add_column(split, justify="right", no_wrap=True)
+
+    def row(label: str, cell) -> None:
+        table.add_row(label, *(cell(s) for s in splits.values()))
+
+    row("pairs read", lambda s: f"{s['pairs_in']:,}")
+    row("kept", lambda s: f"{data_stats.pairs_kept(s):,}")
+    row("dropped", lambda s: f"{sum(s['dropped'].values()):,}")
+    for reason in reasons:  # "-": a reason the split does not count (valid/test are not cleaned)
+        row(f"  {data_stats.reason_name(reason)}",
+            lambda s: f"{s['dropped'][reason]:,}" if reason in s["dropped"] else "-")
+    if any(data_stats.rows_text(s) != f"{data_stats.pairs_kept(s):,}" for s in splits.values()):
+        row("rows written", data_stats.rows_text)  # weights (*2) and segmentations (×3)
+    row("tokens src/tgt", lambda s: f"{count(s['src_tokens'])}/{count(s['tgt_tokens'])}")
+    row("mean len src/tgt", lambda s: f"{s['mean_src_len']:.1f}/{s['mean_tgt_len']:.1f}")
     log.console.print(table)
 
 

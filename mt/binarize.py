@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mt import corpus, encoding, log
+from mt import corpus, data_stats, encoding, log
 from mt.config import ExperimentConfig
 from mt.dataset import file_sha256
 from mt.encoding import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
@@ -134,20 +134,32 @@ def _select(arrays: dict, mask: np.ndarray) -> dict:
     for side in ("src", "tgt"):
         out[f"{side}_ids"] = arrays[f"{side}_ids"][np.repeat(mask, arrays[f"{side}_lens"])]
         out[f"{side}_lens"] = arrays[f"{side}_lens"][mask]
-    if "index" in arrays:
-        out["index"] = arrays["index"][mask]
+    for key in ("index", "hashes"):
+        if key in arrays:
+            out[key] = arrays[key][mask]
     if "samples" in arrays:
         out["samples"] = [_select(sample, mask) for sample in arrays["samples"]]
     return out
 
 
-def _copies(weight: float, n: int, rng: np.random.Generator) -> list[np.ndarray | None]:
-    """Upsampling: int(weight) full copies (None: all pairs), and for the fraction a random subset."""
-    copies: list[np.ndarray | None] = [None] * int(weight)
+def _copies(weight: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """How many times each of n pairs is written: int(weight), plus one for a random `fraction` of
+    them (*1.5: once, or twice for about half; *0.5: a random half once, the rest not at all)."""
+    copies = np.full(n, int(weight), dtype=np.int64)
     fraction = weight - int(weight)
     if fraction > 1e-9:
-        copies.append(rng.random(n) < fraction)
+        copies += rng.random(n) < fraction
     return copies
+
+
+def drop_reasons(clean: str | None, sources) -> tuple[str, ...]:
+    """The reasons a split counts, in the order they apply: "subsampled" (a weight below 1) comes
+    before "duplicate", since a pair left out by the sample is not written and so not seen."""
+    reasons = CLEAN_REASONS if clean is not None else RAW_REASONS
+    if any(source.weight < 1 for source in sources):
+        at = reasons.index("duplicate") if "duplicate" in reasons else len(reasons)
+        reasons = reasons[:at] + ("subsampled",) + reasons[at:]
+    return reasons
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,11 +175,13 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
                       clean is not None and data.dedup,
                       cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
     sources = data.sources(split)
+    reasons = drop_reasons(clean, sources)
     tally = {
-        "dropped": dict.fromkeys(CLEAN_REASONS if clean is not None else RAW_REASONS, 0),
+        "dropped": dict.fromkeys(reasons, 0),
         "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
         "examples": {},
-        "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0} for s in sources],
+        "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0, "rows": 0,
+                     "dropped": dict.fromkeys(reasons, 0)} for s in sources],
     }
     seen = SeenPairs() if filters.dedup else None
     tasks = (
@@ -186,8 +200,9 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
         writer.abandon()
         raise
     stats = {
-        "pairs_in": sum(s["pairs_in"] for s in tally["sources"]),
-        "kept": writer.pairs,
+        "pairs_in": sum(s["pairs_in"] for s in tally["sources"]),  # = pairs_kept + every count in dropped
+        "pairs_kept": sum(s["kept"] for s in tally["sources"]),  # pairs read that are written, once or more
+        "kept": writer.pairs,  # rows written: each kept pair as often as its weight and segmentations say
         "dropped": tally["dropped"],
         "src_tokens": writer.tokens["src"],
         "tgt_tokens": writer.tokens["tgt"],
@@ -205,41 +220,55 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
 
 def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
                writer: SplitWriter) -> None:
-    """Count an encoded chunk of source `index`, drop its duplicates, write it `weight` times."""
+    """Count an encoded chunk of source `index`, sample it by its weight, drop the duplicates of
+    pairs already written, write the rest as often as the weight says.
+
+    Sampling comes before deduplication: a pair that a *0.5 leaves out is never written, so it must
+    not make its copies in later sources duplicates. Deduplication looks at pairs, not rows, so an
+    upsampled pair (*2) is still written twice."""
     # Chunks arrive in order: every earlier source is complete, so its size is known.
     offset = sum(s["pairs_in"] for s in tally["sources"][:index])
-    tally["sources"][index]["pairs_in"] = start + result["pairs_in"]
+    source = tally["sources"][index]
+    source["pairs_in"] = start + result["pairs_in"]
     for reason, count in result["dropped"].items():
         tally["dropped"][reason] += count
+        source["dropped"][reason] += count
     for kind, count in result["fixed"].items():
         tally["fixed"][kind] += count
     for reason, shown in result["examples"].items():
         kept = tally["examples"].setdefault(reason, [])
         kept.extend(shown[: corpus.MAX_EXAMPLES - len(kept)])
-    arrays = result
+    # Drawn for every pair read, so a source's sample is the same whatever the filters and workers.
+    rng = np.random.default_rng([index, start])
+    copies = _copies(weight, result["pairs_in"], rng)[result["index"]]
+    arrays, drops = result, {}
+    if weight < 1:
+        drops["subsampled"] = copies == 0
     if seen is not None:
-        new = seen.first_seen(result["hashes"])
-        tally["dropped"]["duplicate"] += int((~new).sum())
-        arrays = _select(result, new)
-    tally["sources"][index]["kept"] += len(arrays["index"])
-    rng = np.random.default_rng([index, start])  # the same subset whatever the number of workers
-    for mask in _copies(weight, len(arrays["index"]), rng):
-        part = arrays if mask is None else _select(arrays, mask)
+        sampled = copies > 0
+        new = np.zeros(len(copies), dtype=bool)
+        new[sampled] = seen.first_seen(result["hashes"][sampled])
+        drops["duplicate"] = sampled & ~new
+    if drops:
+        for reason, mask in drops.items():
+            tally["dropped"][reason] += int(mask.sum())
+            source["dropped"][reason] += int(mask.sum())
+        keep = ~np.logical_or.reduce(list(drops.values()))
+        arrays, copies = _select(result, keep), copies[keep]
+    source["kept"] += len(arrays["index"])
+    rows = writer.pairs
+    for copy in range(int(copies.max()) if len(copies) else 0):  # the pairs in order, then again (*2)
+        part = arrays if (copies > copy).all() else _select(arrays, copies > copy)
         writer.append(part, offset + start + part["index"])
         for sample in part.get("samples", ()):  # its line numbers are the best segmentation's
             writer.append(sample, offset + start + part["index"])
+    source["rows"] += writer.pairs - rows
 
 
 def _log_split(split: str, stats: dict, seconds: float) -> None:
     dropped = stats["dropped"]
-    others = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in dropped.items()
-                       if reason not in RAW_REASONS and count)
     copies = stats.get("segmentations", {}).get("copies", 1)
-    log.info(
-        f"{split}: kept {stats['kept'] // copies:,} of {stats['pairs_in']:,} pairs "
-        f"(empty {dropped['empty']:,}, too long {dropped['too_long']:,}{', ' + others if others else ''}) "
-        f"in {seconds:.1f}s"
-    )
+    log.info(f"{split}: {data_stats.summary(stats)} in {seconds:.1f}s")
     if copies > 1:
         log.info(f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "
                  f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "

@@ -122,6 +122,27 @@ def _reason(exc: Exception, prefer: str = "") -> str:
     return f"{type(exc).__name__}: {line}"[:120] if line else type(exc).__name__
 
 
+def saved_world_size(path: Path) -> int | None:
+    """How many training processes saved checkpoint `path` (1 before the field), read with its tensors
+    memory-mapped, not loaded nor checked: `mt train` compares it with --nproc before it starts a process.
+    None when it cannot be read so (the full load, in training, says what is wrong with it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # damaged or foreign: load_checkpoint's one-line error comes with the resume
+        return None
+    return int(state.get("world_size", 1)) if isinstance(state, dict) and state.get("format") == FORMAT else None
+
+
+def check_world_size(path: Path, saved_world: int, world: int) -> None:
+    """Refuse to resume checkpoint `path`, saved by saved_world processes, in `world`: each process saved
+    its own random state and place in the data, and the batch is per process."""
+    if saved_world != world:
+        raise MtError(f"{path}: saved by {saved_world} training process(es), now {world}; "
+                      f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
+
+
 def model_from_checkpoint(state: dict[str, Any]) -> Transformer:
     cfg = ModelConfig(**state["model_config"])
     vocab = state["vocab"]
@@ -166,7 +187,9 @@ def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, 
     """`mt average`: the mean of the last n periodic checkpoints, saved as checkpoints/{name}.pt."""
     if n < 1:
         raise ConfigError(f"--last {n}: average at least one checkpoint")
-    if name in ("last", "best", "ema") or name.startswith("step_"):
+    if not name or "/" in name or "\\" in name or ".." in name:  # checkpoints/../../x.pt is not under checkpoints/
+        raise ConfigError(f"--output {name!r}: a name under checkpoints/, without '/', '\\' or '..'")
+    if name.removesuffix(".pt") in ("last", "best", "ema") or name.startswith("step_"):
         raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
     exp.load_config()  # a one-line error when this is not an experiment
     steps = exp.step_checkpoints()

@@ -99,7 +99,7 @@ class TrainConfig:
     max_tokens: int = 4096  # per batch and process, padded source or target tokens, whichever is larger
     update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
     max_steps: int = 100_000
-    max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h")
+    max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h"); 0 or null = off
     # During the last fraction of the budget (max_time if set, else max_steps) the lr falls to 0 from
     # the schedule's value where it begins; 0 = off.
     cooldown: float = 0.0
@@ -280,6 +280,7 @@ def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "overrid
             value = parse_duration(value)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {key}: {str(exc).partition(': ')[2]}") from None
+        value = value or None  # 0 = off, as for the other budgets (cooldown, patience, clip_norm)
     value = coerce(value, hints[name], f"{where}: {key}")
     setattr(section, name, value)
     return value
@@ -320,6 +321,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.decode.max_tokens >= 1, "decode.max_tokens (--batch-tokens) must be at least 1"),
         (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
+        (cfg.train.max_time is None or cfg.train.max_time >= 0, "train.max_time must be 0 (off) or more"),
         (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
         (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
         (0.0 <= cfg.train.ema_decay < 1.0, f"train.ema_decay must be in [0, 1) (0 = off), not {cfg.train.ema_decay}"),

@@ -5,8 +5,12 @@ and a student is trained on the teacher's translations.
 order, weights ignored) with T's search, `--chunk-lines` lines at a time. Each chunk's source and
 translations are written atomically as S/distill/chunks/NNNNNN.{src,tgt} once the whole chunk is
 done, so a run killed at any point resumes at the first missing chunk: no chunk is lost or written
-twice. When all are done they are joined into S/distill/train.SRC and train.TGT (the student's
-`files:S/distill/train` corpus), with S/distill/manifest.json saying who translated what and how.
+twice. The chunk size is recorded before the first chunk (S/distill/chunks/state.json): a resume
+cuts the sources as the first run did (chunks of two sizes would join into a wrong corpus), and the
+chunks already done must hold the lines it expects there. When all are done they are joined into
+S/distill/train.SRC and train.TGT (the student's `files:S/distill/train` corpus), with
+S/distill/manifest.json, written last, saying who translated what and how; once it exists the
+distillation is done, and a rerun says so (remove S/distill to distill again).
 Several `--teacher`s decode as an ensemble; they must share the first one's tokenizer (train the
 second teacher with the first's: `mt train-tokenizer` is skipped when the tokenizer exists).
 
@@ -44,6 +48,41 @@ def chunk_paths(student: Experiment, index: int) -> tuple[Path, Path]:
     return base.with_suffix(".src"), base.with_suffix(".tgt")
 
 
+def state_path(student: Experiment) -> Path:
+    """The chunks' state: their size and the seconds spent on them, over all runs."""
+    return distill_dir(student) / "chunks" / "state.json"
+
+
+def read_state(student: Experiment) -> dict:
+    path = state_path(student)
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def chunk_size(student: Experiment, requested: int | None) -> int:
+    """The lines per chunk: the size the chunks on disk were cut at, else `requested` (else CHUNK_LINES).
+    A resume cannot change it: the chunks done would not line up with the ones still to translate."""
+    recorded = read_state(student).get("chunk_lines")
+    if recorded is None:
+        return requested or CHUNK_LINES
+    if requested is not None and requested != recorded:
+        raise ConfigError(f"--chunk-lines {requested}: {state_path(student).parent} holds chunks of {recorded} "
+                          f"lines; resume with --chunk-lines {recorded} (or without the flag), or remove "
+                          f"{state_path(student).parent} to start over")
+    return recorded
+
+
+def check_done_chunks(student: Experiment, chunks: list[tuple[int, list[str]]], size: int) -> None:
+    """Refuse, before translating anything, chunks on disk that hold other source lines than those their
+    place expects (cut at another --chunk-lines before the size was recorded, or the teacher's corpus changed)."""
+    for index, lines in chunks:
+        src_path, tgt_path = chunk_paths(student, index)
+        if tgt_path.exists() and src_path.read_text(encoding="utf-8") != "".join(line + "\n" for line in lines):
+            first = index * size + 1
+            raise MtError(f"{src_path}: not the teacher's source lines {first}-{first + len(lines) - 1} (chunks of "
+                          f"--chunk-lines {size}): cut at another --chunk-lines, or the teacher's corpus changed; "
+                          f"remove {src_path.parent} to start over")
+
+
 def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
     """The file each teacher decodes with: --checkpoint (a name each teacher resolves), else its decode.checkpoint."""
     from mt.checkpoint import resolve_checkpoint
@@ -69,7 +108,7 @@ def same_tokenizer(a: Experiment, b: Experiment) -> bool:
 
 def student_config(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
     """The teacher's config with the distilled corpus as training data (and the original pairs too with mix_original)."""
-    train = [f"files:{distill_dir(student) / 'train'}"]
+    train = [f"files:{(distill_dir(student) / 'train').resolve()}"]  # absolute: the config works from any directory
     if mix_original:
         train += [source.name for source in teacher_cfg.data.sources("train")]
     data = dataclasses.replace(teacher_cfg.data, train=train)
@@ -104,16 +143,21 @@ def distill(
     student: Experiment,
     options,  # mt.translate.InferenceOptions (device, precision, quantize); its checkpoint is set here
     decode_overrides: dict | None = None,  # decode.* fields for the teacher's search (beam, alpha, ...)
-    chunk_lines: int = CHUNK_LINES,
+    chunk_lines: int | None = None,  # None: the size the chunks on disk have, else CHUNK_LINES
     mix_original: bool = False,
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     from mt.translate import Translator
 
-    if chunk_lines < 1:
+    if chunk_lines is not None and chunk_lines < 1:
         raise ConfigError(f"--chunk-lines {chunk_lines}: must be at least 1")
     if not teachers:
         raise ConfigError("give at least one --teacher")
+    manifest_path = distill_dir(student) / "manifest.json"
+    if manifest_path.exists():  # written last: done, whatever the flags say now
+        log.info(f"distill: done already ({distill_dir(student)}; remove it to distill again)")
+        return json.loads(manifest_path.read_text(encoding="utf-8"))
+    size = chunk_size(student, chunk_lines)
     lead = teachers[0]
     checkpoints = teacher_checkpoints(teachers, options.checkpoint if isinstance(options.checkpoint, str) else None)
     teacher_cfg = lead.load_config()
@@ -122,49 +166,53 @@ def distill(
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
     prepare_student(lead, student, mix_original)
     sources, _ = load_split(teacher_cfg.data.sources("train"))
-    chunks = [(i, sources[start : start + chunk_lines]) for i, start in enumerate(range(0, len(sources), chunk_lines))]
+    chunks = [(i, sources[start : start + size]) for i, start in enumerate(range(0, len(sources), size))]
+    check_done_chunks(student, chunks, size)
     todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
-    log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks; "
+    log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
-    translator = None
-    start = time.perf_counter()
+    state = {"chunk_lines": size, "seconds": read_state(student).get("seconds", 0.0)}
     if todo:
         translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
-        (distill_dir(student) / "chunks").mkdir(parents=True, exist_ok=True)
+        write_json_atomic(state_path(student), state)  # the size, before the first chunk is written
         with log.make_progress() as progress:
             task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(l) for _, l in todo))
             for index, lines in todo:
+                start = time.perf_counter()
                 translations = translator.translate(lines)
                 src_path, tgt_path = chunk_paths(student, index)
                 write_text_atomic(src_path, "".join(line + "\n" for line in lines))
                 write_text_atomic(tgt_path, "".join(t + "\n" for t in translations))  # last: marks the chunk done
+                state["seconds"] = round(state["seconds"] + time.perf_counter() - start, 2)
+                write_json_atomic(state_path(student), state)
                 progress.update(task, advance=len(lines))
-    seconds = time.perf_counter() - start
-    return _join(student, teacher_cfg, len(chunks), len(sources), checkpoints, seconds)
+    return _join(student, teacher_cfg, len(chunks), len(sources), checkpoints, state)
 
 
 def _join(student: Experiment, teacher_cfg: ExperimentConfig, n_chunks: int, n_lines: int, checkpoints: list[str],
-          seconds: float) -> dict:
-    """distill/train.SRC and train.TGT from the chunks, in order, and the manifest."""
+          state: dict) -> dict:
+    """distill/train.SRC and train.TGT from the chunks, in order, and the manifest; nothing is written
+    unless both sides have a line for each source."""
     out = distill_dir(student)
     src_lang, tgt_lang = teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang
-    manifest_path = out / "manifest.json"
-    previous = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
-    for side, lang in ((0, src_lang), (1, tgt_lang)):
-        parts = [chunk_paths(student, i)[side].read_text(encoding="utf-8") for i in range(n_chunks)]
-        write_text_atomic(out / f"train.{lang}", "".join(parts))
-    written = sum(1 for _ in open(out / f"train.{tgt_lang}", encoding="utf-8"))
-    if written != n_lines:
-        raise MtError(f"{out / f'train.{tgt_lang}'}: {written} lines for {n_lines} sources: a chunk was changed by hand?")
+    texts = {lang: "".join(chunk_paths(student, i)[side].read_text(encoding="utf-8") for i in range(n_chunks))
+             for side, lang in ((0, src_lang), (1, tgt_lang))}
+    for lang, text in texts.items():
+        lines = text.count("\n")
+        if lines != n_lines:
+            raise MtError(f"{out / 'chunks'}: {lines} {lang} lines for {n_lines} sources: a chunk was changed by "
+                          f"hand? remove {out / 'chunks'} to start over")
+    for lang, text in texts.items():
+        write_text_atomic(out / f"train.{lang}", text)
     decode = teacher_cfg.decode
     manifest = {
-        "teachers": checkpoints, "lines": n_lines, "chunks": n_chunks,
+        "teachers": checkpoints, "lines": n_lines, "chunks": n_chunks, "chunk_lines": state["chunk_lines"],
         "decode": {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
                    "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b},
-        "seconds": round(previous.get("seconds", 0.0) + seconds, 2),  # over all runs
-        "corpus": f"files:{out / 'train'}",
+        "seconds": state["seconds"],  # translating, over all runs
+        "corpus": f"files:{(out / 'train').resolve()}",
     }
-    write_json_atomic(manifest_path, manifest)
+    write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done
     log.info(f"distill: {n_lines:,} pairs in {out / 'train'}.{{{src_lang},{tgt_lang}}}")
     return manifest
 

@@ -38,21 +38,13 @@ from typing import Any, Iterator
 
 from mt import config as cfglib
 from mt.config import ExperimentConfig
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.recipes import read_recipe, read_yaml_mapping
 from mt.atomic_files import pid_alive, write_text_atomic
 from mt.resolve import flag_overrides, frozen_by, resolve
 
 
 _DATA_BUILD = re.compile(r"\.data-(\d+)-")  # Experiment.new_data_build's directories
-
-
-def kept_text(split_stats: dict) -> str:
-    """A split's kept pairs as tables show them: "20,000", or "20,000×8" when binarize wrote each pair
-    in 8 segmentations (data/stats.json's "kept" counts every row written)."""
-    copies = split_stats.get("segmentations", {}).get("copies", 1)
-    kept = split_stats["kept"]
-    return f"{kept:,}" if copies == 1 else f"{kept // copies:,}×{copies}"
 
 
 def _lock_owner(fd: int) -> int:
@@ -75,6 +67,8 @@ class Experiment:
     def __init__(self, root: Path | str):
         self.root = Path(root)
         self._created_root: bool | None = None  # set when resolve_config starts a new experiment
+        self._config_before: str | None = None  # config.yaml before resolve_config saved this command's changes
+        self._made_before: list | None = None  # what the experiment held then (`_made`)
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -228,25 +222,54 @@ class Experiment:
         new = not self.has_config()
         saved = None if new else self.load_config()
         cfg, changes = resolve(saved, overrides, origins, base, read, {} if new else self.frozen_fields())
+        if new and self.has_tokenizer():
+            self._adopt_tokenizer(cfg)
         if persist and (new or changes):
             if new:
                 self._created_root = not self.root.exists()
                 self.root.mkdir(parents=True, exist_ok=True)
+            else:
+                self._config_before = self.config_path.read_text(encoding="utf-8")
+                self._made_before = self._made()
             write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
         if changes and (persist or not new):
             self._record_overrides(changes, persisted=persist)
         return cfg
 
+    def _adopt_tokenizer(self, cfg: ExperimentConfig) -> None:
+        """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records
+        the tokenizer that is there, not the defaults; a flag that says otherwise is refused."""
+        import sentencepiece
+
+        joint = self.spm_model_path("joint").exists()
+        model = self.spm_model_path("joint" if joint else "src")
+        size = sentencepiece.SentencePieceProcessor(model_file=str(model)).get_piece_size()
+        for field, value in (("vocab_size", size), ("joint", joint)):
+            if getattr(cfg.tokenizer, field) != value and getattr(ExperimentConfig().tokenizer, field) != getattr(cfg.tokenizer, field):
+                raise ConfigError(f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {self.tokenizer_dir} "
+                                  f"has {value!r}; leave it out or start from another directory")
+            setattr(cfg.tokenizer, field, value)
+
     @contextmanager
-    def undo_if_new_fails(self) -> Iterator[None]:
-        """Around a step that may have started this experiment: if the step fails and left nothing
-        but the config behind, remove that too, so that the corrected command starts afresh."""
+    def undo_if_fails(self) -> Iterator[None]:
+        """Around a step that saved this command's config: if the step fails having made nothing, the
+        config goes back to what it was (a new experiment's bare start is removed), so that a typo in a
+        failed command does not quietly change the next run."""
         try:
             yield
         except BaseException:
             if self._created_root is not None:
                 self._remove_bare_start()
+            elif self._config_before is not None and self._made() == self._made_before:
+                write_text_atomic(self.config_path, self._config_before)
+                self._record_overrides([{"reverted": "the command failed; config.yaml is as before it"}], persisted=False)
             raise
+
+    def _made(self) -> list:
+        """What the steps have written (tokenizer, data, checkpoints): names, sizes and times."""
+        return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
+                      for d in (self.tokenizer_dir, self.data_dir, self.checkpoints_dir) if d.is_dir()
+                      for p in d.rglob("*") if p.is_file())
 
     def _remove_bare_start(self) -> None:
         own = {self.config_path, self.overrides_path, self.lock_path}

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mt import data_stats
 from mt.config import to_dict
 from mt.errors import MtError
-from mt.experiment import Experiment, kept_text
+from mt.experiment import Experiment
 from mt.train_log import load_train_log
 
 
@@ -54,7 +55,7 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         }
     }
     sections["data"] = {
-        split: f"{kept_text(s)} pairs kept of {s['pairs_in']:,}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
+        split: f"{data_stats.summary(s)}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
         for split, s in record["data"].items()}
     sections["checkpoints"] = {name: f"{c['bytes'] / 1e6:.1f} MB" for name, c in record["checkpoints"].items()}
     sections["training"] = _training_text(record["training"])

@@ -3,7 +3,8 @@
 Under torchrun every process runs `mt train`: rank 0 resolves and saves the config, the others wait
 for it and read it (`mt.distributed` joins them into one process group). `--nproc N` resolves the
 config here, then starts N such processes through torch.distributed.run and waits for them. Nothing
-here imports torch before the flags and the config are checked.
+here imports torch before the flags and the config are checked, but for a resume's check that its
+last checkpoint was saved by as many processes as this run will have (before any starts).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, i
     torchrun = launched_by_torchrun()
     if nproc and nproc > 1 and torchrun:
         raise ConfigError("--nproc: this process was started by torchrun already; drop --nproc")
+    if not torchrun:  # under torchrun each process checks as it resumes
+        refuse_other_world_size(exp_dir, nproc or 1)
     if os.environ.get("RANK", "0") == "0":  # one voice under torchrun
         from mt.runtime import warn_if_slow
 
@@ -86,7 +89,7 @@ def train_here(exp_dir: Path, resolve: Resolve, init_from: str | None, threads: 
     from mt.train import train  # torch: imported after the flags are checked
 
     set_threads(threads)
-    with experiment.undo_if_new_fails():
+    with experiment.undo_if_fails():
         return train(experiment, cfg, device=device, init_from=init_from, group=group)
 
 
@@ -96,6 +99,18 @@ def refuse_if_training(exp_dir: Path) -> None:
     if exp_dir.is_dir():
         with Experiment(exp_dir).training_lock():
             pass
+
+
+def refuse_other_world_size(exp_dir: Path, world: int) -> None:
+    """A one-line error, before any training process starts (torchrun's take seconds and print banners),
+    when the experiment's last checkpoint was saved by another number of processes than `world`."""
+    last = Experiment(exp_dir).checkpoint_path("last")
+    if last.is_file():
+        from mt.checkpoint import check_world_size, saved_world_size  # torch: only for a resume
+
+        saved = saved_world_size(last)
+        if saved is not None:
+            check_world_size(last, saved, world)
 
 
 def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str]) -> None:

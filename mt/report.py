@@ -17,9 +17,10 @@ import random
 from pathlib import Path
 from typing import Callable
 
+from mt import data_stats
 from mt.corpus import SPLITS, load_split, read_lines
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment, kept_text
+from mt.experiment import Experiment
 from mt.atomic_files import write_text_atomic
 
 CSS = """
@@ -100,15 +101,19 @@ def _data(exp: Experiment) -> str:
     stats = exp.read_json(exp.data_stats_path)
     if not stats:
         raise MtError(f"{exp.data_stats_path} not found: run `mt binarize`")
+    splits = stats.get("splits") or {}
+    reasons = list(dict.fromkeys(r for s in splits.values() for r in data_stats.shown_drops(s)))
     rows = []
-    for split, s in (stats.get("splits") or {}).items():
-        dropped = s.get("dropped", {})
-        rows.append([_e(split), f"{s['pairs_in']:,}", kept_text(s), f"{dropped.get('empty', 0):,}",
-                     f"{dropped.get('too_long', 0):,}", f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}",
-                     f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}"])
-    headers = ["split", "pairs", "kept", "dropped: empty", f"too long (> {stats.get('max_len', '?')})",
-               "src tokens", "tgt tokens", "mean src len", "mean tgt len"]
-    return _table(headers, rows, dict.fromkeys(range(1, 9), "num")) + "<p class='sub'>tokens are subword tokens of the experiment's tokenizer</p>"
+    for split, s in splits.items():
+        drops = [f"{s['dropped'][r]:,}" if r in s["dropped"] else "-" for r in reasons]
+        rows.append([_e(split), f"{s['pairs_in']:,}", f"{data_stats.pairs_kept(s):,}", *drops, data_stats.rows_text(s),
+                     f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}", f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}"])
+    names = [f"too long (> {stats.get('max_len', '?')})" if r == "too_long" else data_stats.reason_name(r) for r in reasons]
+    headers = ["split", "pairs", "kept", *(f"dropped: {name}" if i == 0 else name for i, name in enumerate(names)),
+               "rows written", "src tokens", "tgt tokens", "mean src len", "mean tgt len"]
+    return (_table(headers, rows, dict.fromkeys(range(1, len(headers)), "num"))
+            + "<p class='sub'>pairs = kept + dropped; rows written repeat a pair for its weight (*2) and "
+              "segmentations (×3); tokens are subword tokens of the experiment's tokenizer</p>")
 
 
 def _training(exp: Experiment) -> str:

@@ -2,7 +2,8 @@
 or the defaults, on a new experiment), a recipe's fields, --preset, the named flags and --set.
 
 Fields that something in the experiment was made with (the model, the tokenizer, the binarized
-data) are frozen: changing one is refused. `Experiment.resolve_config` reads and writes the files
+data) are frozen: changing one is refused. So is train.seed once a checkpoint exists: a resume takes
+the random state and the data order from the checkpoint, and a new seed would only be a false record. `Experiment.resolve_config` reads and writes the files
 around `resolve`; nothing here touches the filesystem.
 """
 
@@ -14,11 +15,16 @@ from typing import Any, Mapping
 from mt.config import ExperimentConfig, set_field, to_dict, validate
 from mt.errors import ConfigError
 from mt.recipes import Recipe, preset_fields
+from mt.sources import SPLITS, absolute_spec
 
 # Settings of `mt binarize`, not of the tokenizer: they may change after the tokenizer is trained,
 # until the data are written.
 BINARIZE_FIELDS = ("data.max_len", "data.max_len_ratio", "data.dedup",
                    "tokenizer.train_segmentations", "tokenizer.sampling_alpha")
+CORPUS_FIELDS = tuple(f"data.{split}" for split in SPLITS)
+# Training fields that the checkpoints fix, with why: they hold what the field seeded.
+CHECKPOINT_FIELDS = {"train.seed": "the checkpoints hold the random state and data order it seeded, which a "
+                                   "resume continues"}
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
@@ -59,6 +65,8 @@ def frozen_by(checkpoints: str | None = None, data: str | None = None,
                    or (section in ("tokenizer", "data") and not binarize and tokenizer))
             if why:
                 frozen[key] = why
+    if checkpoints:
+        frozen.update(CHECKPOINT_FIELDS)
     return frozen
 
 
@@ -110,6 +118,9 @@ def _apply(cfg: ExperimentConfig, overrides: Mapping[str, Any], origins: Mapping
         where = origins.get(key, f"--{name.replace('_', '-')}")
         old = getattr(getattr(cfg, key.partition(".")[0], None), name, None)
         new = set_field(cfg, key, value, where=where)
+        if key in CORPUS_FIELDS:  # relative paths as of this directory: the saved config works from any other
+            new = [absolute_spec(spec) for spec in new]
+            setattr(cfg.data, name, new)
         if new == old:
             continue
         if key in frozen:

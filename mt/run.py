@@ -40,7 +40,7 @@ def run_recipe(
         raise ConfigError(f"{recipe}: exp {exp_dir}: is a file, not an experiment directory")
     exp = Experiment(exp_dir)
     cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
-    with exp.undo_if_new_fails():
+    with exp.undo_if_fails():
         for step in run.get("steps") or [s for s in STEPS if s != "distill"]:
             if step == "distill":
                 distill_step(exp, run["teacher"], device, print_result)
@@ -143,7 +143,7 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
     step, elapsed = int(state.get("step", 0)), float(state.get("elapsed", 0.0))
     if step >= cfg.train.max_steps:
         return f"step {step} of max_steps {cfg.train.max_steps}"
-    if cfg.train.max_time is not None and elapsed >= cfg.train.max_time:
+    if cfg.train.max_time and elapsed >= cfg.train.max_time:  # None or 0: off
         return f"{elapsed:.0f}s of max_time {cfg.train.max_time:.0f}s at step {step}"
     return None
 

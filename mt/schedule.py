@@ -47,7 +47,7 @@ class Schedule:
     peak_lr: float  # see `peak_lr`
     warmup_steps: int
     max_steps: int
-    max_time: float | None = None  # seconds over all runs; the budget instead of max_steps when set
+    max_time: float | None = None  # seconds over all runs; the budget instead of max_steps when set (not 0)
     cooldown: float = 0.0  # the last share of the budget, in which the lr falls to 0; 0 = off
     cooldown_shape: str = "linear"
     model_dropout: float = 0.1  # model.dropout: the rate the model was built with
@@ -56,7 +56,7 @@ class Schedule:
 
     def progress(self, step: int, elapsed: float) -> float:
         """How far into the budget update `step` (from 1) is, after `elapsed` training seconds."""
-        if self.max_time is not None:
+        if self.max_time:  # None or 0: off
             return elapsed / self.max_time
         return (step - 1) / max(self.max_steps, 1)
 

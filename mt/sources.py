@@ -11,8 +11,8 @@ data.train, data.valid and data.test are lists of specs, read in order and conca
     ding[:FILE][@PART]        the Ding dictionary; PART is train (its sentence and phrase pairs), sentences,
                               phrases, valid or test, and defaults to the list's split
 
-A train spec may end in *WEIGHT, binarize's upsampling factor (2 writes each pair twice, 0.5 keeps a
-random half). Specs are parsed when the config loads, so a typo fails before any work; `Source` is
+A train spec may end in *WEIGHT (above 0), binarize's upsampling factor (2 writes each pair twice,
+0.5 keeps a random half). Specs are parsed when the config loads, so a typo fails before any work; `Source` is
 the parsed form the readers take.
 """
 
@@ -32,7 +32,8 @@ HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our sp
 GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
            "or ding[:FILE][@PART], with an optional *WEIGHT in train")
 
-_WEIGHT = re.compile(r"\*\s*([0-9]*\.?[0-9]+)\s*$")
+# A sign is part of the weight so that *-1 is refused as a weight, not read as part of a file name.
+_WEIGHT = re.compile(r"\*\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*$")
 _KIND = re.compile(r"([a-z]+)(?=[:@]|$)")
 _TSV_COLUMNS = re.compile(r":([A-Za-z]\w*)-([A-Za-z]\w*)$")
 
@@ -59,7 +60,7 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     if match := _WEIGHT.search(text):
         weight, text = float(match.group(1)), text[: match.start()].rstrip()
         if weight <= 0:
-            raise ConfigError(f"{where}: the weight must be above 0")
+            raise ConfigError(f"{where}: a weight must be above 0 (*{match.group(1)})")
         if split != "train":
             raise ConfigError(f"{where}: a *WEIGHT applies to training data only")
     kind_match = _KIND.match(text)

@@ -18,7 +18,7 @@ import sentencepiece as spm
 
 from mt import corpus, log
 from mt.config import ExperimentConfig, TokenizerConfig
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 
 # Fixed in every model we train, so that batching, the model and search can use them as constants.
@@ -153,6 +153,8 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             f"{existing[0]}: the experiment already has a tokenizer; nothing overwritten "
             f"(start a new experiment with --exp to train another)"
         )
+    if not cfg.data.train:  # else the sample is empty and the error names no file
+        raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
     started = time.perf_counter()
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
     pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)

@@ -225,7 +225,7 @@ class _Loop:
         state = self.trainer.state
         if state.step >= self.tcfg.max_steps:
             return "max_steps"
-        if self.tcfg.max_time is not None and state.elapsed >= self.tcfg.max_time:
+        if self.tcfg.max_time and state.elapsed >= self.tcfg.max_time:  # None or 0: off
             return "max_time"  # counts all runs of this experiment
         if state.out_of_patience(self.tcfg.patience):
             return "patience"

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mt import log
-from mt.checkpoint import (check_model_config, check_tokenizer, init_weights, load_checkpoint, rng_state,
-                           save_checkpoint, save_training_checkpoint, set_rng_state)
+from mt.checkpoint import (check_model_config, check_tokenizer, check_world_size, init_weights, load_checkpoint,
+                           rng_state, save_checkpoint, save_training_checkpoint, set_rng_state)
 from mt.ema import WeightAverage
-from mt.errors import MtError
 from mt.optimizer import regroup_optimizer_state
 
 if TYPE_CHECKING:
@@ -136,10 +135,7 @@ def resume_training(run: Training) -> bool:
 def _check_resumable(run: Training, path: Path, saved: dict[str, Any]) -> None:
     check_model_config(path, saved, run.cfg.model, run.exp.config_path)  # config.yaml edited by hand
     check_tokenizer(path, saved, run.metadata["tokenizer_sha256"], run.exp.tokenizer_dir)
-    saved_world, world = int(saved.get("world_size", 1)), run.trainer.group.world_size
-    if saved_world != world:
-        raise MtError(f"{path}: saved by {saved_world} training process(es), now {world}; "
-                      f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
+    check_world_size(path, int(saved.get("world_size", 1)), run.trainer.group.world_size)
 
 
 def start_from_weights(run: Training, source: str) -> Path:

@@ -16,9 +16,9 @@ import pytest
 import mt.binarize
 import mt.encoding
 import mt.corpus
-import mt.experiment
 from mt.binarize import binarize
 from mt.config import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
+from mt.data_stats import rows_text
 from mt.dataset import ParallelData, check_data, encode_pairs
 from mt.errors import MtError
 from mt.experiment import Experiment
@@ -210,6 +210,7 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
     assert [s["pairs_in"] for s in sources] == [210, 210]
     # The valid file holds the same captions in another order: deduplication spans sources.
     assert sources[0]["kept"] == 207 and sources[1]["kept"] < 10
+    counts_add_up(one["splits"]["train"])
     counts = np.bincount(np.load(Experiment(tmp_path / "two").lines_path("train")), minlength=420)
     assert set(counts[:210].tolist()) == {0, 1, 2} and 60 < (counts[:210] == 2).sum() < 150  # 1.5: once, about half twice
     assert set(counts[210:].tolist()) <= {0, 1} and counts.sum() == one["splits"]["train"]["kept"]
@@ -240,7 +241,8 @@ def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_p
     stats = binarize(exp, cfg)
     train = stats["splits"]["train"]
     assert train["kept"] == 3 * 207 and train["segmentations"] == {"copies": 3, "sampling_alpha": 0.3}
-    assert mt.experiment.kept_text(train) == "207×3" and mt.experiment.kept_text(stats["splits"]["valid"]) == "207"
+    assert train["pairs_kept"] == 207
+    assert rows_text(train) == "207×3" and rows_text(stats["splits"]["valid"]) == "207"
     assert stats["splits"]["valid"]["kept"] == 207 and "segmentations" not in stats["splits"]["valid"]
     src_tok, tgt_tok = load_tokenizers(exp, cfg)
     data, lines = ParallelData(exp, "train"), np.load(exp.lines_path("train"))
@@ -278,6 +280,63 @@ def test_sampled_copies_follow_deduplication_and_upsampling_in_worker_processes(
         assert set(counts[:210].tolist()) == {0, 2, 4} and set(counts[210:].tolist()) <= {0, 2}
     assert runs[1]["kept"] == runs[2]["kept"] and runs[1]["sources"] == runs[2]["sources"]
     assert not multiprocessing.active_children()
+
+
+def counts_add_up(split: dict) -> None:
+    """pairs read = pairs kept + every drop reason, for the split and each of its sources."""
+    assert split["pairs_kept"] + sum(split["dropped"].values()) == split["pairs_in"]
+    for source in split.get("sources", ()):
+        assert source["kept"] + sum(source["dropped"].values()) == source["pairs_in"], source
+    assert sum(s["kept"] for s in split.get("sources", ())) in (0, split["pairs_kept"])
+    assert sum(s["rows"] for s in split.get("sources", ())) in (0, split["kept"])
+
+
+def twice(tmp_path) -> tuple[str, str]:
+    """Two sources holding the same pairs: the setup's train files, and a copy of them."""
+    for lang in ("de", "en"):
+        shutil.copy(tmp_path / f"train.{lang}", tmp_path / f"copy.{lang}")
+    return f"files:{tmp_path / 'train'}", f"files:{tmp_path / 'copy'}"
+
+
+def test_pairs_a_fractional_weight_leaves_out_are_kept_from_a_later_source(setup, tmp_path, monkeypatch):
+    exp, cfg, texts = setup
+    first, second = twice(tmp_path)
+    cfg.data.train = [f"{first}*0.5", second]
+    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)  # many chunks, and the pool with 2 workers
+    runs = {w: binarize(copy_tokenizer(exp, tmp_path / f"workers{w}"), cfg, workers=w) for w in (1, 2)}
+    assert runs[1] == runs[2]
+    train = runs[2]["splits"]["train"]
+    # Every distinct pair that passes the filters is kept: about half from the sample, the rest from the copy.
+    other = Experiment(tmp_path / "workers2")
+    pairs = list(zip(*texts["train"]))
+    assert sorted(decoded_rows(other, cfg)) == sorted(pairs[i] for i in range(210) if i not in (5, 7, 9))
+    assert train["pairs_in"] == 420 and train["pairs_kept"] == train["kept"] == 207
+    counts_add_up(train)
+    sample, rest = train["sources"]
+    assert 60 < sample["kept"] < 150 and sample["dropped"]["subsampled"] == 207 - sample["kept"]
+    assert rest["kept"] == 207 - sample["kept"] and rest["dropped"]["duplicate"] == sample["kept"]
+    assert train["dropped"] == {"invalid_utf8": 0, "malformed": 0, "empty": 4, "too_long": 2, "ratio": 0,
+                                "subsampled": 207 - sample["kept"], "duplicate": sample["kept"]}
+    lines = np.load(other.lines_path("train"))
+    assert (lines < 210).sum() == sample["kept"] and (lines >= 210).sum() == rest["kept"]
+    assert data_files(other) == data_files(Experiment(tmp_path / "workers1"))
+
+
+def test_deduplication_keeps_the_copies_of_an_upsampled_pair(setup, tmp_path, capsys):
+    exp, cfg, _ = setup
+    first, second = twice(tmp_path)
+    cfg.data.train = [f"{first}*2", second]
+    train = binarize(exp, cfg)["splits"]["train"]
+    assert train["kept"] == 2 * 207 and train["pairs_kept"] == 207  # every pair of the *2 source twice
+    counts_add_up(train)
+    assert [(s["kept"], s["rows"]) for s in train["sources"]] == [(207, 414), (0, 0)]
+    assert train["dropped"]["duplicate"] == 207 and "subsampled" not in train["dropped"]
+    lines = np.load(exp.lines_path("train"))
+    assert set(np.bincount(lines, minlength=210)[:210].tolist()) == {0, 2} and (lines < 210).all()
+    assert (lines[:207] == lines[207:]).all()  # the pairs in order, then again
+    # The line says what the 414 rows are: not "kept 414 of 420 pairs".
+    assert "train: kept 207 of 420 pairs (empty 4, too long 2, duplicate 207); 414 rows written (data.train weights) in " \
+        in capsys.readouterr().err
 
 
 def test_a_sampled_pair_that_fails_the_length_filters_keeps_its_best_segmentation(word_pieces):
@@ -338,7 +397,8 @@ def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
     stats = binarize(exp, cfg)["splits"]["train"]
     assert stats["pairs_in"] == 11 + 2 + 2
     assert stats["dropped"] == {"invalid_utf8": 1, "malformed": 2, "empty": 2, "too_long": 1, "ratio": 1, "duplicate": 3}
-    assert stats["kept"] == 5
+    assert stats["kept"] == stats["pairs_kept"] == 5
+    counts_add_up(stats)
     assert stats["cleaning"]["fixed_lines"] == {"control": 1, "unicode": 1, "whitespace": 3}
     examples = stats["cleaning"]["examples"]
     assert examples["invalid_utf8"] == [f"{tmp_path / 'crafted.de'}:2: not valid UTF-8 (byte 0xff)"]

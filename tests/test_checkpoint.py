@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import shutil
 
 import pytest
 import torch
 
-from mt.checkpoint import average_checkpoints, load_checkpoint, model_from_checkpoint, save_checkpoint
+from mt.checkpoint import average_checkpoints, average_last, load_checkpoint, model_from_checkpoint, save_checkpoint
 from mt.config import ModelConfig
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
 from mt.model import Transformer, build_model
 from mt.tokenizer import BOS_ID, EOS_ID
 
@@ -137,3 +139,16 @@ def test_average_checkpoints_is_the_mean(tmp_path):
     assert averaged["averaged_from"] == ["step_1.pt", "step_2.pt", "step_6.pt"]
     with pytest.raises(MtError, match="no checkpoints to average"):
         average_checkpoints([])
+
+
+def test_average_writes_only_a_name_under_checkpoints(trained_experiment, tmp_path):
+    exp = Experiment(tmp_path / "a" / "b" / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    before = sorted(tmp_path.rglob("*"))
+    for name in ("../../evil", "sub/avg", "..", "a\\b", "", "last.pt", "best.pt"):
+        with pytest.raises(ConfigError, match="--output") as info:
+            average_last(exp, 2, name)
+        assert info.value.exit_code == 2 and "\n" not in str(info.value)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, above checkpoints/ or in it
+    path, used = average_last(exp, 2, "avg2")
+    assert path == exp.checkpoints_dir / "avg2.pt" and path.is_file() and len(used) == 2

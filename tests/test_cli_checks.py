@@ -264,3 +264,35 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
     assert code == 0, err
     assert "(best.pt, beam 1, alpha 0.6 gnmt)" in out and "valid (tokenized)" in out and "pretok:moses-" in out
+
+
+def test_a_failed_step_leaves_the_config_as_it_was(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    shutil.rmtree(copy / "data")
+    shutil.rmtree(copy / "checkpoints")
+    before = (copy / "config.yaml").read_text(encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "train", "--exp", str(copy), "--max-steps", "7", "--lr", "0.5")
+    assert code != 0 and "binarize" in err, err
+    assert (copy / "config.yaml").read_text(encoding="utf-8") == before
+    last = json.loads((copy / "overrides.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    assert "reverted" in last
+
+
+def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(experiment, tmp_path):
+    import shutil
+
+    from mt.errors import ConfigError
+    from mt.experiment import open_experiment
+    from mt.tokenizer import load_tokenizers
+
+    size = load_tokenizers(experiment, experiment.load_config())[0].vocab_size
+    assert size != experiment.load_config().__class__().tokenizer.vocab_size  # the toy's is not the default
+    shutil.copytree(experiment.root / "tokenizer", tmp_path / "ft" / "tokenizer")
+    with pytest.raises(ConfigError, match=f"has {size}"):
+        open_experiment(tmp_path / "ft", sets=[f"tokenizer.vocab_size={size + 1}"])
+    assert not (tmp_path / "ft" / "config.yaml").exists()
+    _, cfg = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
+    assert cfg.tokenizer.vocab_size == size and open_experiment(tmp_path / "ft")[1].tokenizer.vocab_size == size

@@ -173,6 +173,18 @@ def test_types_are_converted():
     assert cfg.model.pre_norm is True and cfg.data.src_lang == "5"
 
 
+def test_max_time_0_is_off_as_the_other_budgets(tmp_path):
+    assert from_dict({"train": {"max_time": 0}}, "recipe.yaml").train.max_time is None
+    for text in ("0", "0s", "0h", 0.0):
+        assert cfglib.set_field(ExperimentConfig(), "train.max_time", text, "--max-time") is None
+    exp = Experiment(tmp_path / "exp")
+    exp.resolve_config({"train.max_time": "2h"})
+    assert exp.resolve_config({"train.max_time": "0"}).train.max_time is None  # `--max-time 0`: no limit
+    assert exp.load_config().train.max_time is None and overrides_of(exp)[-1]["new"] is None
+    with pytest.raises(ConfigError, match=r"^recipe.yaml: train.max_time must be 0 \(off\) or more$"):
+        from_dict({"train": {"max_time": -5}}, "recipe.yaml")
+
+
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("12m", 720), ("1.5h", 5400), (" 2h ", 7200),
                                            (90, 90), (1.5, 1.5), (".5m", 30)])
 def test_parse_duration(text, seconds):
@@ -239,11 +251,18 @@ def test_used_fields_are_frozen(tmp_path):
     for key, value in [("data.max_len", 50), ("tokenizer.train_segmentations", 2), ("tokenizer.sampling_alpha", 0.5)]:
         with pytest.raises(ConfigError, match=f"{key} is fixed at .*was binarized with it"):
             exp.resolve_config({key: value})
-    exp.resolve_config({"model.d_model": 64, "model.n_heads": 4})  # no checkpoint yet
+    exp.resolve_config({"model.d_model": 64, "model.n_heads": 4, "train.seed": 2})  # no checkpoint yet
     exp.checkpoints_dir.mkdir()
     (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
     with pytest.raises(ConfigError, match="model.d_model is fixed at 64"):
         exp.resolve_config({"model.d_model": 128})
+    # A resume continues the checkpoint's random state and data order: a new seed would change nothing.
+    before = exp.config_path.read_text(), overrides_of(exp)
+    with pytest.raises(ConfigError, match=r"^--set: train.seed is fixed at 2 \(not 5\): the checkpoints hold "
+                                          r"the random state and data order it seeded") as info:
+        exp.resolve_config({"train.seed": "5"}, origins={"train.seed": "--set"})
+    assert info.value.exit_code == 2 and (exp.config_path.read_text(), overrides_of(exp)) == before
+    exp.resolve_config({"train.seed": 2})  # the same seed: no change
     cfg = exp.resolve_config({"train.max_steps": 5, "decode.beam": 2})  # training and decoding may change
     assert (cfg.train.max_steps, cfg.decode.beam) == (5, 2)
 
@@ -276,18 +295,26 @@ def test_recipe_starts_a_new_experiment(tmp_path, monkeypatch):
 def test_a_failed_first_step_leaves_nothing(tmp_path):
     exp = Experiment(tmp_path / "exp")
     exp.resolve_config({"tokenizer.vocab_size": 500})
-    with pytest.raises(RuntimeError), exp.undo_if_new_fails():
+    with pytest.raises(RuntimeError), exp.undo_if_fails():
         exp.tokenizer_dir.mkdir()
         raise RuntimeError("sentencepiece failed")
     assert not exp.root.exists()
-    # An experiment that existed before keeps its config.
+    # An experiment that existed before keeps its config as it was before the failed command...
     exp = Experiment(tmp_path / "exp")
     exp.resolve_config({})
     again = Experiment(tmp_path / "exp")
     again.resolve_config({"train.max_steps": 3})
-    with pytest.raises(RuntimeError), again.undo_if_new_fails():
+    with pytest.raises(RuntimeError), again.undo_if_fails():
         raise RuntimeError("boom")
-    assert again.load_config().train.max_steps == 3
+    assert exp.root.exists() and again.load_config().train.max_steps == 100000
+    # ...unless the step made something with the new config before failing: then it describes that.
+    third = Experiment(tmp_path / "exp")
+    third.resolve_config({"train.max_steps": 3})
+    with pytest.raises(RuntimeError), third.undo_if_fails():
+        third.checkpoints_dir.mkdir()
+        (third.checkpoints_dir / "step_1.pt").write_bytes(b"saved")
+        raise RuntimeError("disk full")
+    assert third.load_config().train.max_steps == 3
 
 
 def test_average_last_below_one_is_refused_by_name(tmp_path):

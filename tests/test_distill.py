@@ -17,6 +17,7 @@ import pytest
 
 from mt.corpus import load_split
 from mt.distill import chunk_paths, distill
+from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.recipes import MODEL_PRESETS
 from mt.translate import InferenceOptions, Translator
@@ -155,3 +156,43 @@ def test_a_distill_step_without_a_teacher_is_refused(tmp_path):
     recipe.write_text("exp: x\nsteps: [distill, train]\n", encoding="utf-8")
     done = mt("run", str(recipe))
     assert done.returncode != 0 and "the step distill needs `teacher:`" in done.stderr
+
+
+def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is_done(trained_experiment, tmp_path,
+                                                                                       capsys):
+    student = Experiment(tmp_path / "student")
+    out = student.root / "distill"
+    distill([trained_experiment], student, InferenceOptions(), {"beam": 1}, chunk_lines=150)
+    lang = student.load_config().data.tgt_lang, student.load_config().data.src_lang
+    straight = {name: (out / f"train.{name}").read_bytes() for name in lang}
+    n_chunks = -(-len(teacher_sources(trained_experiment)) // 150)
+    assert n_chunks >= 3 and json.loads((out / "manifest.json").read_text())["chunk_lines"] == 150
+    # A finished distill is done, whatever --chunk-lines says now; nothing is rewritten.
+    capsys.readouterr()
+    assert distill([trained_experiment], student, InferenceOptions(), chunk_lines=100)["chunk_lines"] == 150
+    assert "distill: done already" in capsys.readouterr().err
+    assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
+
+    def kill_after_first_chunk():  # what a SIGKILL after the first chunk leaves
+        for path in [out / "manifest.json", *(out / f"train.{name}" for name in lang)]:
+            path.unlink(missing_ok=True)
+        for index in range(1, n_chunks):
+            for path in chunk_paths(student, index):
+                path.unlink()
+
+    kill_after_first_chunk()
+    refused = mt("distill", "--teacher", str(trained_experiment.root), "--exp", str(student.root), "--beam", "1",
+                 "--chunk-lines", "100")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "--chunk-lines 100" in refused.stderr and "--chunk-lines 150" in refused.stderr.strip().splitlines()[-1]
+    assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
+    # Without the flag it resumes at the size it started with: the same corpus as the straight run.
+    manifest = distill([trained_experiment], student, InferenceOptions(), {"beam": 1})
+    assert manifest["chunk_lines"] == 150 and manifest["chunks"] == n_chunks
+    assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
+    # Chunks from before the size was recorded: those that do not line up are refused before any translation.
+    kill_after_first_chunk()
+    (out / "chunks" / "state.json").unlink()
+    with pytest.raises(MtError, match=r"000000\.src: not the teacher's source lines 1-100 \(chunks of --chunk-lines 100\)"):
+        distill([trained_experiment], student, InferenceOptions(), {"beam": 1}, chunk_lines=100)
+    assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()

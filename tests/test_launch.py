@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 
 from mt import launch
-from mt.errors import ConfigError
+from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
 
 
 def never(*_):
@@ -31,3 +38,25 @@ def test_the_stop_line_says_where_why_and_what_was_skipped(capsys):
         "stopped at step 30 (max_steps) after 12s",
         "stopped at step 7 (max_time) after 90s; valid ppl 3.14; 2 updates skipped (non-finite)",
     ]
+
+
+def test_a_resume_with_another_process_count_is_refused_before_any_process_starts(trained_experiment, tmp_path,
+                                                                                  monkeypatch):
+    for name in ("WORLD_SIZE", "TORCHELASTIC_RUN_ID", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    config = exp.config_path.read_text()
+    with pytest.raises(MtError, match=r"last\.pt: saved by 1 training process\(es\), now 2; .*--nproc 1"):
+        launch.train_processes(exp.root, never, nproc=2)  # never: the config is not even resolved
+    done = subprocess.run([sys.executable, "-m", "mt", "train", "--exp", str(exp.root), "--nproc", "2", "--seed", "1"],
+                          capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=120)
+    assert done.returncode == 1 and exp.config_path.read_text() == config
+    assert done.stderr.strip().splitlines() == [f"error: {exp.checkpoint_path('last')}: saved by 1 training "
+                                                f"process(es), now 2; resume with the same number (`mt train "
+                                                f"--nproc 1` or torchrun)"]  # one line: no torchrun banners
+    state = load_checkpoint(exp.checkpoint_path("last"))
+    save_checkpoint(exp.checkpoint_path("last"), {**state, "world_size": 2})
+    with pytest.raises(MtError, match="saved by 2 training process\\(es\\), now 1"):
+        launch.train_processes(exp.root, never)
+    launch.refuse_other_world_size(exp.root, 2)  # as many as saved it: no objection

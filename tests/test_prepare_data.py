@@ -242,11 +242,31 @@ def test_wmt14_from_save_to_disk(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "line breaks inside 1 pairs" in err and "wrote train 2, valid 2, test 2 lines" in err
 
-    assert wmt14.main(["--from", str(disk), "--out", str(out)]) == 1
-    assert capsys.readouterr().err.strip().endswith("already exists; pass --force to replace it")
+    # As data/multi30k/prepare.py: the same files again are up to date; another one needs --force.
+    before = {name: (out / name).stat().st_mtime_ns for name in listing(out)}
+    assert wmt14.main(["--from", str(disk), "--out", str(out)]) == 0
+    assert "6 up to date" in capsys.readouterr().err
+    assert {name: (out / name).stat().st_mtime_ns for name in listing(out)} == before
     (out / "train.en").write_text("stale\n")
+    assert wmt14.main(["--from", str(disk), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: {out / 'train.en'}: exists and differs from what {disk} gives; pass --force to replace it"
+    assert (out / "train.en").read_text() == "stale\n" and listing(out) == sorted(before)  # nothing moved, no temporaries
     assert wmt14.main(["--from", str(disk), "--out", str(out), "--force"]) == 0
+    assert "1 files written, 5 up to date" in capsys.readouterr().err
     assert (out / "train.en").read_text(encoding="utf-8") == "tr: Good morning.\ntr: two lines\n"
+
+    # Input that is not there, or not a dataset, leaves no output folder behind.
+    for missing in (tmp_path / "nonexistent", tmp_path / "disk" / "train"):
+        assert wmt14.main(["--from", str(missing), "--out", str(tmp_path / "new" / "out")]) == 1
+        assert capsys.readouterr().err.startswith(f"error: {missing}: ")
+        assert not (tmp_path / "new").exists()
+    broken = tmp_path / "broken"  # loads, then fails while writing: the folder made for it goes again
+    lacking = datasets.Dataset.from_dict({"translation": [{"en": "no German"}]})
+    datasets.DatasetDict({"train": lacking, "validation": lacking, "test": lacking}).save_to_disk(broken)
+    assert wmt14.main(["--from", str(broken), "--out", str(tmp_path / "new" / "out")]) == 1
+    assert "a 'translation' record lacks 'de' or 'en'" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
 
     partial = tmp_path / "partial"
     datasets.DatasetDict({"train": split("tr")}).save_to_disk(partial)

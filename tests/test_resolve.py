@@ -111,6 +111,7 @@ def test_parse_sets_refuses_a_set_without_a_value():
 def test_frozen_by_what_was_made():
     assert frozen_by() == {}
     model = frozen_by(checkpoints="ckpt")
+    assert model.pop("train.seed").startswith("the checkpoints hold the random state")
     assert model and all(key.startswith("model.") for key in model) and set(model.values()) == {"ckpt"}
     data = frozen_by(data="bin")
     assert {"data.src_lang", "data.max_len", *BINARIZE_FIELDS} <= set(data) and "tokenizer.vocab_size" not in data

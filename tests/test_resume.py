@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -154,3 +156,14 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
     set_rng_state(load_checkpoint(path)["rng"], torch.device("cpu"))  # loaded with weights_only=True
     again = (random.random(), random.gauss(0, 1), np.random.normal(), np.random.rand(), torch.rand(3))
     assert again[:4] == expected[:4] and torch.equal(again[4], expected[4])
+
+
+def test_a_new_seed_on_resume_is_refused_in_one_line(trained_experiment, tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    config, seed = exp.config_path.read_text(), exp.load_config().train.seed
+    refused = run_train(exp, "--seed", str(seed + 4), "--max-steps", "50")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"error: --seed: train.seed is fixed at {seed} (not {seed + 4}): the checkpoints hold the random state "
+        f"and data order it seeded, which a resume continues; start a new experiment (another --exp) to change it"]
+    assert exp.config_path.read_text() == config  # nor --max-steps recorded

@@ -93,3 +93,8 @@ def test_early_dropout_by_time_and_off_by_default():
     assert [schedule.dropout(schedule.progress(1, elapsed)) for elapsed in (0.0, 39.9, 40.0, 99.0)] == [0.1, 0.1, 0.3, 0.3]
     off = dataclasses.replace(schedule, early_dropout=None)
     assert off.dropout(0.0) == 0.3
+
+
+def test_max_time_0_leaves_the_budget_to_max_steps():
+    off = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=10, max_time=0.0, cooldown=0.2)
+    assert off.progress(6, 1e6) == dataclasses.replace(off, max_time=None).progress(6, 1e6) == 0.5

@@ -87,8 +87,17 @@ def test_weights_in_train_only():
         with pytest.raises(ConfigError, match=rf"data\.{split}: 'tsv:a\*2': a \*WEIGHT applies to training data only"):
             parse_source("tsv:a*2", split, DE_EN)
     for zero in ("tsv:x*0", "tsv:x*0.0"):
-        with pytest.raises(ConfigError, match="the weight must be above 0"):
+        with pytest.raises(ConfigError, match="a weight must be above 0"):
             parse_source(zero, "train", DE_EN)
+
+
+@pytest.mark.parametrize("spec", ["files:dir/train*-1", "files:dir/train * -0.5", "tsv:a.tsv:en-de*-2", "ding*-1e3"])
+def test_a_negative_weight_is_refused_not_read_as_a_file_name(spec):
+    with pytest.raises(ConfigError) as err:
+        parse_source(spec, "train", DE_EN)
+    weight = spec.rpartition("*")[2].strip()
+    assert str(err.value) == f"data.train: {spec!r}: a weight must be above 0 (*{weight})"
+    assert absolute_spec(spec).endswith(spec[spec.rindex("*"):])  # kept whole, for parse_source to refuse
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -448,6 +448,13 @@ def test_validation_bleu_on_a_sample_with_raw_references(base, tmp_path):
     assert hyps[0] == run.tgt_tok.decode([first.tokens])[0]
 
 
+def test_max_time_0_is_no_time_limit(base, tmp_path):
+    # Set on the dataclass, as a config built in code may hold it (the config's parser makes 0 None).
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=2, max_time=0.0, cooldown=0.5)
+    summary = train(exp, cfg)
+    assert summary["stopped_by"] == "max_steps" and summary["steps"] == 2
+
+
 def test_patience_stops_after_validations_without_improvement(base, tmp_path):
     # lr 0: the model never changes, so no validation after the first improves on it.
     exp, cfg = copy_experiment(base, tmp_path / "exp", lr_peak=0.0, max_steps=50, valid_every=2, patience=2)

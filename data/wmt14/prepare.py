@@ -11,13 +11,16 @@ Records are {"translation": {"de": ..., "en": ...}} (the hub's layout) or flat {
 
 Splits map as on the hub: train (4.5M pairs), validation = newstest2013, test = newstest2014.
 Line i of X.de translates line i of X.en, so a line break inside a sentence becomes a space.
-Outputs are staged beside their final names and moved into place only once all six are written;
-existing files are replaced only with --force.
+Outputs are staged beside their final names and moved into place only once all six are written. An
+existing file with the same content is left alone (up to date, as data/multi30k/prepare.py does);
+one that differs is replaced only with --force. The output folder is created only once the input
+has loaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import sys
 import tempfile
@@ -164,39 +167,66 @@ def write_split(split: Any, name: str, out: Path, staged: list[tuple[Path, Path]
     return lines, mended
 
 
-def refuse_existing(out: Path, force: bool) -> None:
-    if force:
-        return
-    for name in SPLITS.values():
-        for lang in LANGS:
-            if (out / f"{name}.{lang}").exists():
-                raise PrepareError(f"{out / f'{name}.{lang}'}: already exists; pass --force to replace it")
+def make_dirs(out: Path) -> list[Path]:
+    """Create out and its missing parents; returns those created, deepest first, to remove again
+    when the run writes nothing."""
+    created, path = [], out
+    while not path.exists() and path != path.parent:
+        created.append(path)
+        path = path.parent
+    out.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def commit(staged: list[tuple[Path, Path]], force: bool, where: str) -> int:
+    """Move the staged files into place; one identical to the existing file leaves it alone (up to
+    date), one that differs replaces it only with force. Checks them all before moving any.
+    Returns how many were up to date."""
+    same = [final.exists() and filecmp.cmp(tmp, final, shallow=False) for tmp, final in staged]
+    for (tmp, final), identical in zip(staged, same):
+        if final.exists() and not identical and not force:
+            raise PrepareError(f"{final}: exists and differs from what {where} gives; pass --force to replace it")
+    for (tmp, final), identical in zip(staged, same):
+        if identical:
+            tmp.unlink()
+        else:
+            os.replace(tmp, final)
+    staged.clear()
+    return sum(same)
 
 
 def prepare(out_dir: str | os.PathLike, source: str | os.PathLike | None = None, force: bool = False,
             cache_dir: str | None = None) -> dict[str, int]:
     """Write out_dir/{train,valid,test}.{de,en}; returns lines per output name."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    refuse_existing(out, force)  # before loading: a hub download takes a while
     where = str(source) if source is not None else f"{HUB_NAME} {HUB_CONFIG}"
-    dataset = load(source, cache_dir)
+    dataset = load(source, cache_dir)  # first: input that is not there leaves no output folder behind
     check_splits(dataset, where)
+    created = make_dirs(out)
     staged: list[tuple[Path, Path]] = []
-    counts = {}
+    counts, up_to_date = {}, None
     try:
         with new_progress() as progress:
             for split, name in SPLITS.items():
                 counts[name], mended = write_split(dataset[split], name, out, staged, progress, f"{where} {split}")
                 if mended:
                     say(f"warning: {where} {split}: line breaks inside {mended} pairs, written as spaces")
-        for tmp, final in staged:
-            os.replace(tmp, final)
-        staged.clear()
+        up_to_date = commit(staged, force, where)
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
-    say(f"wmt14: wrote {', '.join(f'{name} {n}' for name, n in counts.items())} lines to {out}")
+        if up_to_date is None:  # failed, before anything was moved into place
+            for folder in created:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+    lines = ", ".join(f"{name} {n}" for name, n in counts.items())
+    if up_to_date:
+        written = len(SPLITS) * len(LANGS) - up_to_date
+        say(f"wmt14: {lines} lines in {out}: {written} files written, {up_to_date} up to date")
+    else:
+        say(f"wmt14: wrote {lines} lines to {out}")
     return counts
 
 
@@ -206,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a save_to_disk directory, or a directory of train/validation/test data files")
     parser.add_argument("--out", metavar="DIR", default=str(Path(__file__).resolve().parent),
                         help="where to write {train,valid,test}.{de,en} (default: this script's folder)")
-    parser.add_argument("--force", action="store_true", help="replace existing output files")
+    parser.add_argument("--force", action="store_true", help="replace existing output files that differ")
     args = parser.parse_args(argv)
     try:
         prepare(args.out, args.source, force=args.force)
