@@ -304,13 +304,15 @@ def evaluate(
 
 
 @app.command(epilog=examples("mt run recipes/multi30k_en_de.yaml",
-                              "mt run recipes/multi30k_en_de.yaml --exp exp/seed2 --set train.seed=2"))
+                              "mt run recipes/multi30k_en_de.yaml --exp exp/seed2 --set train.seed=2",
+                              "mt run recipes/multi30k_en_de.yaml --dry-run"))
 def run(
     recipe: Annotated[Path, typer.Argument(help="Recipe file (YAML).")],
     exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment directory (default: the recipe's exp).", callback=exp_dir)] = None,
     sets: Sets = None,
     threads: Threads = None,
     device: Device = "cpu",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config (stdout) and which steps are done, write nothing.")] = False,
 ) -> None:
     """Run a recipe's steps in order into its experiment, skipping steps already done."""
     from mt.resolve import parse_sets
@@ -318,7 +320,8 @@ def run(
     from mt.runtime import set_threads
 
     set_threads(threads)
-    run_recipe(recipe, exp, parse_sets(sets), device=device, print_result=print, print_data=render.print_data_table)
+    run_recipe(recipe, exp, parse_sets(sets), device=device, print_result=print, print_data=render.print_data_table,
+               dry_run=dry_run)
 
 
 @app.command(epilog=examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json"))

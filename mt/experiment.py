@@ -214,10 +214,12 @@ class Experiment:
             tokenizer=f"{self.tokenizer_dir} was trained with it" if self.has_tokenizer() else None)
 
     def resolve_config(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
-                       recipe: Path | None = None, origins: dict[str, str] | None = None) -> ExperimentConfig:
+                       recipe: Path | None = None, origins: dict[str, str] | None = None,
+                       record: bool = True) -> ExperimentConfig:
         """The config for this step (`mt.resolve.resolve`) from and to the files here: a new experiment
         gets its config written once (with `persist`); changes are recorded in overrides.jsonl and,
-        with `persist`, saved so that later steps (and resumes) see them."""
+        with `persist`, saved so that later steps (and resumes) see them; `record` False (a dry run)
+        writes nothing at all."""
         read = read_recipe(recipe) if recipe is not None else None
         new = not self.has_config()
         saved = None if new else self.load_config()
@@ -232,7 +234,7 @@ class Experiment:
                 self._config_before = self.config_path.read_text(encoding="utf-8")
                 self._made_before = self._made()
             write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
-        if changes and (persist or not new):
+        if changes and record and (persist or not new):
             self._record_overrides(changes, persisted=persist)
         return cfg
 

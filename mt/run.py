@@ -21,11 +21,13 @@ def run_recipe(
     device: str = "cpu",
     print_result: Callable[[str], None] = print,
     print_data: Callable[[dict], None] | None = None,
+    dry_run: bool = False,
 ) -> Experiment:
     """Resolve the recipe into its experiment, then train-tokenizer, binarize, train, evaluate.
 
     `overrides` are `--set` fields (they win over the recipe); `print_result` gets the score and
-    example lines (stdout in the CLI), `print_data` binarize's statistics.
+    example lines (stdout in the CLI), `print_data` binarize's statistics. `dry_run`: print the
+    config the steps would run with and say which are done, writing nothing.
     """
     from mt.binarize import binarize
     from mt.launch import log_stopped
@@ -39,9 +41,14 @@ def run_recipe(
     if exp_dir.is_file():
         raise ConfigError(f"{recipe}: exp {exp_dir}: is a file, not an experiment directory")
     exp = Experiment(exp_dir)
-    cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides})
+    cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides},
+                             persist=not dry_run, record=not dry_run)
+    steps = run.get("steps") or [s for s in STEPS if s != "distill"]
+    if dry_run:
+        _dry_run(exp, cfg, steps, print_result)
+        return exp
     with exp.undo_if_fails():
-        for step in run.get("steps") or [s for s in STEPS if s != "distill"]:
+        for step in steps:
             if step == "distill":
                 distill_step(exp, run["teacher"], device, print_result)
             elif step == "train-tokenizer":
@@ -130,6 +137,20 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
     translator = Translator.load(exp, cfg, InferenceOptions(device=device))
     for source, output in zip(examples, translator.translate(examples)):
         print_result(f"{source}  ->  {output}")
+
+
+def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None]) -> None:
+    """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
+    from mt.config import save_yaml
+    from mt.distill import distill_dir
+
+    print_result(save_yaml(cfg).rstrip("\n"))
+    done = {"distill": (distill_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
+            "binarize": exp.has_data(), "train": bool(exp.checkpoint_path("last").exists() and _training_done(exp, cfg)),
+            "average": exp.checkpoint_path("average").exists(),
+            "evaluate": exp.score_path("test").exists() and exp.checkpoint_path("last").exists()}
+    log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
+        f"{step} {'done' if done.get(step) else 'to run'}" for step in steps))
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:

@@ -131,6 +131,9 @@ def _log_start(run: Training, resumed: bool) -> None:
         + (f", {world} processes" if world > 1 else ", 1 process in a process group (DDP)" if trainer.group.joined else "")
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )
+    if tcfg.warmup_steps >= tcfg.max_steps and trainer.group.is_main:  # a short trial run with the paper's warmup
+        log.warn(f"train.warmup_steps {tcfg.warmup_steps} >= train.max_steps {tcfg.max_steps}: the learning rate "
+                 f"never reaches its peak; lower --warmup-steps")
     if trainer.ema is None and run.exp.checkpoint_path("ema").exists() and trainer.group.is_main:
         log.warn(f"{run.exp.checkpoint_path('ema')} is from a run with train.ema_decay; with it off, it is no "
                  f"longer updated")

@@ -296,3 +296,24 @@ def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(exper
     assert not (tmp_path / "ft" / "config.yaml").exists()
     _, cfg = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
     assert cfg.tokenizer.vocab_size == size and open_experiment(tmp_path / "ft")[1].tokenizer.vocab_size == size
+
+
+def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import yaml
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [train-tokenizer, binarize, train, evaluate]\ntrain:\n  max_steps: 7\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(tmp_path / "new"), "--dry-run")
+    assert code == 0, err
+    assert yaml.safe_load(out)["train"]["max_steps"] == 7 and not (tmp_path / "new").exists()
+    assert "train-tokenizer to run, binarize to run, train to run, evaluate to run" in err
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run",
+                        "--set", "train.max_steps=99")
+    assert code == 0, err
+    assert yaml.safe_load(out)["train"]["max_steps"] == 99 and "train-tokenizer done, binarize done" in err
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before

@@ -171,3 +171,16 @@ def test_init_from_starts_the_average_from_the_loaded_weights(base, tmp_path):
     start_from_weights(run, str(source.root))
     weights = [p.detach() for p in run.trainer.model.parameters()]
     assert all(torch.equal(a, w) for a, w in zip(run.trainer.ema.average, weights))
+
+
+# -- warmup ----------------------------------------------------------------------------------------
+def test_a_run_shorter_than_its_warmup_is_warned_about(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=3, warmup_steps=4000)
+    done = mt("train", "--exp", str(exp.root))
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: train.warmup_steps 4000 >= train.max_steps 3: the learning rate never reaches "
+                        "its peak; lower --warmup-steps"], done.stderr
+    exp, cfg = copy_experiment(base, tmp_path / "short", max_steps=3, warmup_steps=2)
+    done = mt("train", "--exp", str(exp.root))
+    assert done.returncode == 0 and "warning:" not in done.stderr, done.stderr
