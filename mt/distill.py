@@ -7,7 +7,8 @@ translations are written atomically as S/distill/chunks/NNNNNN.{src,tgt} once th
 done, so a run killed at any point resumes at the first missing chunk: no chunk is lost or written
 twice. The chunk size is recorded before the first chunk (S/distill/chunks/state.json): a resume
 cuts the sources as the first run did (chunks of two sizes would join into a wrong corpus), and the
-chunks already done must hold the lines it expects there. When all are done they are joined into
+chunks already done must hold the lines it expects there; so are the teachers, search and precision,
+which a resume must keep. When all are done they are joined into
 S/distill/train.SRC and train.TGT (the student's `files:S/distill/train` corpus), with
 S/distill/manifest.json, written last, saying who translated what and how; once it exists the
 distillation is done, and a rerun says so (remove S/distill to distill again).
@@ -81,6 +82,26 @@ def check_done_chunks(student: Experiment, chunks: list[tuple[int, list[str]]], 
             raise MtError(f"{src_path}: not the teacher's source lines {first}-{first + len(lines) - 1} (chunks of "
                           f"--chunk-lines {size}): cut at another --chunk-lines, or the teacher's corpus changed; "
                           f"remove {src_path.parent} to start over")
+
+
+def _decode_record(decode) -> dict:
+    return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
+            "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+
+
+def check_same_teachers(student: Experiment, how: dict) -> None:
+    """A resume translates with the teachers, decoding and precision of the chunks done: a corpus
+    half decoded one way and half another is not what the manifest would say it is."""
+    recorded = read_state(student).get("how")
+    if recorded is None or recorded == how:
+        return
+    changed = [f"{key} {recorded.get(key)!r} (now {how[key]!r})" for key in how if recorded.get(key) != how[key]]
+    if "decode" in (key for key in how if recorded.get(key) != how[key]):
+        changed = [c for c in changed if not c.startswith("decode ")] + [
+            f"decode.{k} {recorded['decode'].get(k)!r} (now {v!r})" for k, v in how["decode"].items()
+            if recorded["decode"].get(k) != v]
+    raise ConfigError(f"{state_path(student).parent}: its chunks were translated with {'; '.join(changed)}; resume "
+                      f"with the same teachers and flags, or remove {state_path(student).parent} to start over")
 
 
 def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
@@ -168,10 +189,13 @@ def distill(
     sources, _ = load_split(teacher_cfg.data.sources("train"))
     chunks = [(i, sources[start : start + size]) for i, start in enumerate(range(0, len(sources), size))]
     check_done_chunks(student, chunks, size)
+    how = {"teachers": checkpoints, "decode": _decode_record(teacher_cfg.decode),
+           "precision": options.precision, "quantize": options.quantize}
+    check_same_teachers(student, how)
     todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
     log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
-    state = {"chunk_lines": size, "seconds": read_state(student).get("seconds", 0.0)}
+    state = {"chunk_lines": size, "how": how, "seconds": read_state(student).get("seconds", 0.0)}
     if todo:
         translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
         write_json_atomic(state_path(student), state)  # the size, before the first chunk is written
@@ -204,11 +228,9 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, n_chunks: int, n_l
                           f"hand? remove {out / 'chunks'} to start over")
     for lang, text in texts.items():
         write_text_atomic(out / f"train.{lang}", text)
-    decode = teacher_cfg.decode
     manifest = {
         "teachers": checkpoints, "lines": n_lines, "chunks": n_chunks, "chunk_lines": state["chunk_lines"],
-        "decode": {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-                   "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b},
+        "decode": _decode_record(teacher_cfg.decode),
         "seconds": state["seconds"],  # translating, over all runs
         "corpus": f"files:{(out / 'train').resolve()}",
     }

@@ -17,7 +17,7 @@ import pytest
 
 from mt.corpus import load_split
 from mt.distill import chunk_paths, distill
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.recipes import MODEL_PRESETS
 from mt.translate import InferenceOptions, Translator
@@ -186,6 +186,10 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "--chunk-lines 100" in refused.stderr and "--chunk-lines 150" in refused.stderr.strip().splitlines()[-1]
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
+    # Nor does it resume with another search: the chunks done were decoded at beam 1.
+    with pytest.raises(ConfigError, match=r"translated with decode\.beam 1 \(now 2\)"):
+        distill([trained_experiment], student, InferenceOptions(), {"beam": 2})
+    assert not chunk_paths(student, 1)[1].exists()
     # Without the flag it resumes at the size it started with: the same corpus as the straight run.
     manifest = distill([trained_experiment], student, InferenceOptions(), {"beam": 1})
     assert manifest["chunk_lines"] == 150 and manifest["chunks"] == n_chunks
