@@ -31,7 +31,7 @@ def experiment(trained_experiment) -> Experiment:
 
 def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
     """`mt ARGS` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["mt", *args])
+    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
     monkeypatch.delenv("MT_DEBUG", raising=False)
     code = 0
     try:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from cli import main as cli
 from mt import log
+from test_cli_checks import mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 from toy import toy_corpus
 
 
@@ -21,19 +20,6 @@ from toy import toy_corpus
 def speaking(monkeypatch):
     """`mt -q` sets log.quiet for the process: put it back after each test."""
     monkeypatch.setattr(log, "quiet", False)
-
-
-def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    monkeypatch.delenv("MT_DEBUG", raising=False)
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_error(result: tuple[int, str, str], code: int) -> str:
