@@ -206,7 +206,9 @@ def translate(
     threads: Threads = 2,
     device: Device = "cpu",
 ) -> None:
-    """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line."""
+    """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line.
+
+    Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
     from mt.alignment import check_layer
     from mt.runtime import set_threads, warn_if_slow
     from mt.translate import InferenceOptions, Sampling, Translator, input_lines
