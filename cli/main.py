@@ -89,13 +89,12 @@ def train_tokenizer_cmd(
     sets: Sets = None,
 ) -> None:
     """Train the SentencePiece model on the training corpus (joint source+target by default)."""
-    from mt.sources import absolute_spec
     from mt.tokenizer import train_tokenizer
 
     overrides: dict[str, Any] = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang}
     for split, specs in (("train", train), ("valid", valid), ("test", test)):
         if specs:
-            overrides[f"data.{split}"] = [absolute_spec(spec) for spec in specs]
+            overrides[f"data.{split}"] = specs  # made absolute as they are resolved
     overrides.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
     if separate_vocab:
         overrides["tokenizer.joint"] = False

@@ -193,15 +193,18 @@ class Batcher:
         from rich.markup import escape
 
         message = " ".join(f"the translation worker stopped: {type(exc).__name__}: {exc}".split())  # one line
-        log.console.print(f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
-                          "is restarted (MT_DEBUG=1 shows where)", soft_wrap=True)
-        if os.environ.get("MT_DEBUG"):
-            traceback.print_exception(exc)
-        with self._cond:
+        with self._cond:  # first: nothing below may keep a request waiting
             self.failure = message
             orphans, self._taken, self._queue = [*self._taken, *self._queue], [], deque()
         for entry in orphans:  # each its own exception: each request raises it in its own task
             entry.request.fail(WorkerFailed(message))
+        try:  # stderr may be gone (a closed pipe under a supervisor): the requests have their answer already
+            log.console.print(f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
+                              "is restarted (MT_DEBUG=1 shows where)", soft_wrap=True)
+            if os.environ.get("MT_DEBUG"):
+                traceback.print_exception(exc)
+        except Exception:
+            pass
 
     def _loop(self) -> None:
         import torch

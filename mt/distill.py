@@ -72,12 +72,19 @@ def chunk_size(student: Experiment, requested: int | None) -> int:
     return recorded
 
 
+def _read_chunk(path: Path) -> str:
+    """A chunk file as written: a carriage return inside a sentence stays one (read_text would make it
+    a line break, and the chunk one line longer)."""
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
 def check_done_chunks(student: Experiment, chunks: list[tuple[int, list[str]]], size: int) -> None:
     """Refuse, before translating anything, chunks on disk that hold other source lines than those their
     place expects (cut at another --chunk-lines before the size was recorded, or the teacher's corpus changed)."""
     for index, lines in chunks:
         src_path, tgt_path = chunk_paths(student, index)
-        if tgt_path.exists() and src_path.read_text(encoding="utf-8") != "".join(line + "\n" for line in lines):
+        if tgt_path.exists() and _read_chunk(src_path) != "".join(line + "\n" for line in lines):
             first = index * size + 1
             raise MtError(f"{src_path}: not the teacher's source lines {first}-{first + len(lines) - 1} (chunks of "
                           f"--chunk-lines {size}): cut at another --chunk-lines, or the teacher's corpus changed; "
@@ -116,7 +123,7 @@ def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> l
             raise MtError(f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
                           f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})")
         name = checkpoint or teacher.load_config().decode.checkpoint
-        paths.append(str(resolve_checkpoint(teacher, name)))
+        paths.append(str(resolve_checkpoint(teacher, name).resolve()))  # the same teacher from any directory
     return paths
 
 
@@ -198,7 +205,6 @@ def distill(
     state = {"chunk_lines": size, "how": how, "seconds": read_state(student).get("seconds", 0.0)}
     if todo:
         translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
-        write_json_atomic(state_path(student), state)  # the size, before the first chunk is written
         with log.make_progress() as progress:
             task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(l) for _, l in todo))
             for index, lines in todo:
@@ -219,7 +225,7 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, n_chunks: int, n_l
     unless both sides have a line for each source."""
     out = distill_dir(student)
     src_lang, tgt_lang = teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang
-    texts = {lang: "".join(chunk_paths(student, i)[side].read_text(encoding="utf-8") for i in range(n_chunks))
+    texts = {lang: "".join(_read_chunk(chunk_paths(student, i)[side]) for i in range(n_chunks))
              for side, lang in ((0, src_lang), (1, tgt_lang))}
     for lang, text in texts.items():
         lines = text.count("\n")

@@ -225,7 +225,8 @@ class Experiment:
         saved = None if new else self.load_config()
         cfg, changes = resolve(saved, overrides, origins, base, read, {} if new else self.frozen_fields())
         if new and self.has_tokenizer():
-            self._adopt_tokenizer(cfg)
+            given = {key for key, value in overrides.items() if value is not None} | set(read.fields if read else ())
+            self._adopt_tokenizer(cfg, given)
         if persist and (new or changes):
             if new:
                 self._created_root = not self.root.exists()
@@ -238,16 +239,16 @@ class Experiment:
             self._record_overrides(changes, persisted=persist)
         return cfg
 
-    def _adopt_tokenizer(self, cfg: ExperimentConfig) -> None:
+    def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
         """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records
-        the tokenizer that is there, not the defaults; a flag that says otherwise is refused."""
-        import sentencepiece
+        the tokenizer that is there, not the defaults; a flag or recipe field (`given`) that says
+        otherwise is refused."""
+        from mt.tokenizer import Tokenizer  # a damaged model file: a one-line error naming it
 
         joint = self.spm_model_path("joint").exists()
-        model = self.spm_model_path("joint" if joint else "src")
-        size = sentencepiece.SentencePieceProcessor(model_file=str(model)).get_piece_size()
+        size = Tokenizer.load(self.spm_model_path("joint" if joint else "src")).vocab_size
         for field, value in (("vocab_size", size), ("joint", joint)):
-            if getattr(cfg.tokenizer, field) != value and getattr(ExperimentConfig().tokenizer, field) != getattr(cfg.tokenizer, field):
+            if getattr(cfg.tokenizer, field) != value and f"tokenizer.{field}" in given:
                 raise ConfigError(f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {self.tokenizer_dir} "
                                   f"has {value!r}; leave it out or start from another directory")
             setattr(cfg.tokenizer, field, value)

@@ -43,6 +43,7 @@ def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, i
     if nproc and nproc > 1 and torchrun:
         raise ConfigError("--nproc: this process was started by torchrun already; drop --nproc")
     if not torchrun:  # under torchrun each process checks as it resumes
+        refuse_if_training(exp_dir)  # first: a running trainer explains a process-count mismatch
         refuse_other_world_size(exp_dir, nproc or 1)
     if os.environ.get("RANK", "0") == "0":  # one voice under torchrun
         from mt.runtime import warn_if_slow
@@ -117,7 +118,8 @@ def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str])
     """`mt train --nproc N`: resolve and save the config here, then run `mt ARGS` in N workers that read it."""
     refuse_if_training(exp_dir)
     experiment, _ = resolve()
-    signal_name = start_workers(nproc, args)
+    with experiment.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back
+        signal_name = start_workers(nproc, args)
     if signal_name:
         log.info(f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
                  f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume")

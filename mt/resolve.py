@@ -120,6 +120,8 @@ def _apply(cfg: ExperimentConfig, overrides: Mapping[str, Any], origins: Mapping
         new = set_field(cfg, key, value, where=where)
         if key in CORPUS_FIELDS:  # relative paths as of this directory: the saved config works from any other
             new = [absolute_spec(spec) for spec in new]
+            if old is not None and new == [absolute_spec(spec) for spec in old]:
+                new = old  # the same files as a config saved with relative paths names: no change
             setattr(cfg.data, name, new)
         if new == old:
             continue

@@ -200,3 +200,17 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     with pytest.raises(MtError, match=r"000000\.src: not the teacher's source lines 1-100 \(chunks of --chunk-lines 100\)"):
         distill([trained_experiment], student, InferenceOptions(), {"beam": 1}, chunk_lines=100)
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
+
+
+def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
+    from mt.distill import check_done_chunks
+
+    student = Experiment(tmp_path / "student")
+    lines = ["ein\rSatz", "zwei"]  # corpus readers keep a \r inside a line; only a trailing one goes
+    src, tgt = chunk_paths(student, 0)
+    src.parent.mkdir(parents=True)
+    src.write_bytes("ein\rSatz\nzwei\n".encode())
+    tgt.write_bytes(b"a\rsentence\ntwo\n")
+    check_done_chunks(student, [(0, lines)], 2)  # the chunk on disk is these lines: no refusal
+    with pytest.raises(MtError, match="not the teacher's source lines"):
+        check_done_chunks(student, [(0, ["ein Satz", "zwei"])], 2)

@@ -118,3 +118,16 @@ def test_frozen_by_what_was_made():
     tokenizer = frozen_by(tokenizer="spm")
     assert {"tokenizer.vocab_size", "data.src_lang"} <= set(tokenizer)
     assert not set(BINARIZE_FIELDS) & set(tokenizer)  # binarize's settings may change until binarize runs
+
+
+def test_corpus_paths_are_saved_absolute_and_a_relative_saved_one_is_the_same_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    frozen = {"data.train": "data/ was binarized with it"}
+    cfg, changes = resolve(ExperimentConfig(), {"data.train": "[files:corpus/train]"})
+    assert cfg.data.train == [f"files:{tmp_path / 'corpus' / 'train'}"]
+    saved = ExperimentConfig()
+    saved.data.train = ["files:corpus/train"]  # an experiment saved before paths were made absolute
+    cfg, changes = resolve(saved, {"data.train": "[files:corpus/train]"}, frozen=frozen)
+    assert changes == [] and cfg.data.train == ["files:corpus/train"]
+    with pytest.raises(ConfigError, match="data.train is fixed"):
+        resolve(saved, {"data.train": "[files:other/train]"}, frozen=frozen)
