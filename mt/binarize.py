@@ -267,7 +267,7 @@ def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict,
 
 def _log_split(split: str, stats: dict, seconds: float) -> None:
     dropped = stats["dropped"]
-    copies = stats.get("segmentations", {}).get("copies", 1)
+    copies = data_stats.segmentations(stats)
     log.info(f"{split}: {data_stats.summary(stats)} in {seconds:.1f}s")
     if copies > 1:
         log.info(f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "

@@ -9,17 +9,20 @@ from __future__ import annotations
 BASIC_REASONS = ("empty", "too_long")  # every split counts them: shown even at 0
 
 
+def segmentations(split_stats: dict) -> int:
+    """How many segmentations of each pair binarize wrote (tokenizer.train_segmentations; 1 = the best)."""
+    return split_stats.get("segmentations", {}).get("copies", 1)
+
+
 def pairs_kept(split_stats: dict) -> int:
     """Pairs read that were kept. Stats from before "pairs_kept" count rows only; weights aside,
     rows over segmentations are the pairs."""
-    if "pairs_kept" in split_stats:
-        return split_stats["pairs_kept"]
-    return split_stats["kept"] // split_stats.get("segmentations", {}).get("copies", 1)
+    return split_stats["pairs_kept"] if "pairs_kept" in split_stats else weighted_rows(split_stats)
 
 
 def weighted_rows(split_stats: dict) -> int:
     """Rows written per segmentation: the kept pairs as often as their weights say."""
-    return split_stats["kept"] // split_stats.get("segmentations", {}).get("copies", 1)
+    return split_stats["kept"] // segmentations(split_stats)
 
 
 def reason_name(reason: str) -> str:
@@ -39,7 +42,7 @@ def summary(split_stats: dict) -> str:
     kept = pairs_kept(split_stats)
     text = f"kept {kept:,} of {split_stats['pairs_in']:,} pairs ({drops})"
     why = [why for why, repeats in (("data.train weights", weighted_rows(split_stats) != kept),
-                                    ("segmentations", split_stats.get("segmentations", {}).get("copies", 1) > 1))
+                                    ("segmentations", segmentations(split_stats) > 1))
            if repeats]
     if why:
         text += f"; {rows_text(split_stats)} rows written ({', '.join(why)})"
@@ -48,5 +51,5 @@ def summary(split_stats: dict) -> str:
 
 def rows_text(split_stats: dict) -> str:
     """Rows written: '800', or '207×3' with 3 segmentations of each."""
-    copies = split_stats.get("segmentations", {}).get("copies", 1)
+    copies = segmentations(split_stats)
     return f"{weighted_rows(split_stats):,}" + (f"×{copies}" if copies > 1 else "")

@@ -59,10 +59,10 @@ def read_state(student: Experiment) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
-def chunk_size(student: Experiment, requested: int | None) -> int:
-    """The lines per chunk: the size the chunks on disk were cut at, else `requested` (else CHUNK_LINES).
-    A resume cannot change it: the chunks done would not line up with the ones still to translate."""
-    recorded = read_state(student).get("chunk_lines")
+def chunk_size(student: Experiment, state: dict, requested: int | None) -> int:
+    """The lines per chunk: the size the chunks on disk were cut at (`state`), else `requested` (else
+    CHUNK_LINES). A resume cannot change it: the chunks done would not line up with the ones still to translate."""
+    recorded = state.get("chunk_lines")
     if recorded is None:
         return requested or CHUNK_LINES
     if requested is not None and requested != recorded:
@@ -96,17 +96,13 @@ def _decode_record(decode) -> dict:
             "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
 
 
-def check_same_teachers(student: Experiment, how: dict) -> None:
-    """A resume translates with the teachers, decoding and precision of the chunks done: a corpus
-    half decoded one way and half another is not what the manifest would say it is."""
-    recorded = read_state(student).get("how")
+def check_same_teachers(student: Experiment, state: dict, how: dict) -> None:
+    """A resume translates with the teachers, decoding and precision (`how`, flat) of the chunks done
+    (`state`): a corpus half decoded one way and half another is not what the manifest would say it is."""
+    recorded = state.get("how")
     if recorded is None or recorded == how:
         return
-    changed = [f"{key} {recorded.get(key)!r} (now {how[key]!r})" for key in how if recorded.get(key) != how[key]]
-    if "decode" in (key for key in how if recorded.get(key) != how[key]):
-        changed = [c for c in changed if not c.startswith("decode ")] + [
-            f"decode.{k} {recorded['decode'].get(k)!r} (now {v!r})" for k, v in how["decode"].items()
-            if recorded["decode"].get(k) != v]
+    changed = [f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in how.items() if recorded.get(key) != value]
     raise ConfigError(f"{state_path(student).parent}: its chunks were translated with {'; '.join(changed)}; resume "
                       f"with the same teachers and flags, or remove {state_path(student).parent} to start over")
 
@@ -185,7 +181,8 @@ def distill(
     if manifest_path.exists():  # written last: done, whatever the flags say now
         log.info(f"distill: done already ({distill_dir(student)}; remove it to distill again)")
         return json.loads(manifest_path.read_text(encoding="utf-8"))
-    size = chunk_size(student, chunk_lines)
+    recorded = read_state(student)
+    size = chunk_size(student, recorded, chunk_lines)
     lead = teachers[0]
     checkpoints = teacher_checkpoints(teachers, options.checkpoint if isinstance(options.checkpoint, str) else None)
     teacher_cfg = lead.load_config()
@@ -196,13 +193,13 @@ def distill(
     sources, _ = load_split(teacher_cfg.data.sources("train"))
     chunks = [(i, sources[start : start + size]) for i, start in enumerate(range(0, len(sources), size))]
     check_done_chunks(student, chunks, size)
-    how = {"teachers": checkpoints, "decode": _decode_record(teacher_cfg.decode),
+    how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
            "precision": options.precision, "quantize": options.quantize}
-    check_same_teachers(student, how)
+    check_same_teachers(student, recorded, how)
     todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
     log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
-    state = {"chunk_lines": size, "how": how, "seconds": read_state(student).get("seconds", 0.0)}
+    state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
     if todo:
         translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
         with log.make_progress() as progress:

@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from mt import data_stats
-from mt.config import to_dict
+from mt.config import ExperimentConfig, to_dict
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.train_log import load_train_log
 
 
-def experiment_record(exp: Experiment) -> dict[str, Any]:
-    """The config, data statistics, checkpoints, training progress and scores, as saved."""
-    cfg = exp.load_config()
+def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> dict[str, Any]:
+    """The config (`cfg` where the caller has read it), data statistics, checkpoints, training
+    progress and scores, as saved."""
+    cfg = cfg or exp.load_config()
     stats = exp.read_json(exp.data_stats_path) if exp.data_stats_path.exists() else None
     checkpoints = {}
     if exp.checkpoints_dir.exists():
@@ -35,8 +36,8 @@ def experiment_record(exp: Experiment) -> dict[str, Any]:
 
 def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     """`experiment_record` as sections of short text lines."""
-    record = experiment_record(exp)
     cfg = exp.load_config()
+    record = experiment_record(exp, cfg)
     data = cfg.data
     sections: dict[str, dict[str, Any]] = {
         "experiment": {
@@ -74,6 +75,11 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
             "; ".join(f for f in figures if f)
     return sections
+
+
+def training_summary(exp: Experiment) -> dict[str, Any]:
+    """The training section alone (the report's, beside its curves)."""
+    return _training_text(_training(exp))
 
 
 def _training(exp: Experiment) -> dict[str, Any]:

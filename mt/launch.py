@@ -78,7 +78,8 @@ def train_here(exp_dir: Path, resolve: Resolve, init_from: str | None, threads: 
                group=None) -> dict:
     """This process's part: all of training, or one rank of torchrun's `group` (rank 0 resolves the config)."""
     if group is None or group.is_main:
-        refuse_if_training(exp_dir)
+        if group is not None:  # under torchrun; a process of its own checked in train_processes
+            refuse_if_training(exp_dir)
         experiment, cfg = resolve()
     if group is not None:
         group.barrier()  # the other ranks read the config rank 0 has written
@@ -115,8 +116,8 @@ def refuse_other_world_size(exp_dir: Path, world: int) -> None:
 
 
 def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str]) -> None:
-    """`mt train --nproc N`: resolve and save the config here, then run `mt ARGS` in N workers that read it."""
-    refuse_if_training(exp_dir)
+    """`mt train --nproc N`: resolve and save the config here (train_processes has checked the lock),
+    then run `mt ARGS` in N workers that read it."""
     experiment, _ = resolve()
     with experiment.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back
         signal_name = start_workers(nproc, args)

@@ -117,14 +117,14 @@ def _data(exp: Experiment) -> str:
 
 
 def _training(exp: Experiment) -> str:
-    from mt.info import experiment_info
+    from mt.info import training_summary
     from mt.plot import png_bytes, training_curves
     from mt.train_log import load_train_log
 
     train, valid = load_train_log(exp.train_log_path)
     if not train and not valid:
         raise MtError(f"{exp.train_log_path}: no training records yet")
-    summary = experiment_info(exp)["training"]
+    summary = training_summary(exp)
     figure = training_curves([(exp.root.name, train, valid)])
     return _kv(summary) + _img(png_bytes(figure, dpi=80), "training curves")
 

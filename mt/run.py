@@ -146,7 +146,7 @@ def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_res
 
     print_result(save_yaml(cfg).rstrip("\n"))
     done = {"distill": (distill_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
-            "binarize": exp.has_data(), "train": bool(exp.checkpoint_path("last").exists() and _training_done(exp, cfg)),
+            "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
             "average": exp.checkpoint_path("average").exists(),
             "evaluate": exp.score_path("test").exists() and exp.checkpoint_path("last").exists()}
     log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
