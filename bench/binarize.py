@@ -7,7 +7,7 @@ trans-de-en is installed, the Ding dictionary's sentence and phrase pairs (/usr/
 about 388k), repeated until the corpus has N pairs. Copy r > 0 of a pair starts with "r. " on both
 sides, so every pair is distinct and deduplication keeps them all. A joint unigram tokenizer (8000
 pieces) is trained once on the base pairs (not timed). Each size is binarized from plain text
-files, German -> English, with the default cleaning, by `mt.binarize.binarize(workers=N)` in its
+files, German -> English, with the default cleaning, by `mt.data.binarize.binarize(workers=N)` in its
 own process: pairs/s is the pairs read over binarize's wall time (interpreter start-up excluded);
 peak RSS is the main process's and one worker's maximum resident set, and their total bound (main
 + N x worker); output is the size of the data directory. Prints a table, then one JSON line
@@ -35,7 +35,7 @@ DING = Path("/usr/share/trans/de-en")
 
 def base_pairs() -> tuple[list[tuple[str, str]], list[str]]:
     """The pairs the corpus repeats, and a description of where they come from."""
-    from mt.corpus import read_ding, read_parallel_files
+    from mt.data.corpus import read_ding, read_parallel_files
 
     de, en = read_parallel_files(f"{MULTI30K}.de", f"{MULTI30K}.en")
     pairs = list(zip(de, en))
@@ -59,9 +59,9 @@ def write_corpus(pairs: list[tuple[str, str]], n: int, prefix: Path) -> None:
 
 
 def make_experiment(root: Path, prefix: Path, tokenizer_dir: Path | None):
-    from mt.config import DataConfig, ExperimentConfig, TokenizerConfig, save_yaml
-    from mt.experiment import Experiment
     from mt.atomic_files import write_text_atomic
+    from mt.config.schema import DataConfig, ExperimentConfig, TokenizerConfig, save_yaml
+    from mt.experiment import Experiment
 
     exp = Experiment(root)
     cfg = ExperimentConfig(
@@ -76,7 +76,7 @@ def make_experiment(root: Path, prefix: Path, tokenizer_dir: Path | None):
 
 def measure(exp_dir: str, workers: int) -> None:
     """In a process of its own: binarize, then print time, counts and peak RSS as one JSON line."""
-    from mt.binarize import binarize
+    from mt.data.binarize import binarize
     from mt.experiment import Experiment
 
     exp = Experiment(exp_dir)
@@ -125,7 +125,7 @@ def main() -> None:
         measure(args.measure, args.workers)
         return
     from mt import log
-    from mt.tokenizer import train_tokenizer
+    from mt.data.train_tokenizer import train_tokenizer
 
     log.quiet = True
     sizes = [int(s) for s in args.sizes.split(",")]

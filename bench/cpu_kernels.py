@@ -3,12 +3,12 @@
     python bench/cpu_kernels.py [--threads 2]
 
 Inputs: random tensors of the benchmark preset's shapes (a batch of 300 sentences x 14 tokens,
-d_model 256, 4 heads; logits 4096 x 8000). (a) dropout: F.dropout against mt.dropout; (b) attention forward + backward: F.scaled_dot_product_attention against mt's written-out attention, fp32 and
+d_model 256, 4 heads; logits 4096 x 8000). (a) dropout: F.dropout against mt.model.dropout; (b) attention forward + backward: F.scaled_dot_product_attention against mt's written-out attention, fp32 and
 bf16, on the strided per-head views the model gives them; (c) allocating and filling the logits-sized tensor, and log_softmax over it, before and after
-mt.runtime.keep_freed_memory() (process-wide: measured in that order; the attention rows after it,
+mt.allocator.keep_freed_memory() (process-wide: measured in that order; the attention rows after it,
 as in training); (d) the output layer and smoothed loss, forward + backward under bf16 autocast, for
 3,500 target tokens, vocabulary 8000, d_model 128 and 256: F.linear + log_softmax + the smoothed
-target under autocast against mt.loss.label_smoothed_loss (projection and loss in row chunks, the
+target under autocast against mt.training.loss.label_smoothed_loss (projection and loss in row chunks, the
 gradient written out), at several chunk sizes. Medians of repeated runs.
 Prints a table, and as its last line one JSON object.
 """
@@ -39,7 +39,7 @@ def median_ms(fn, repeats: int = 20) -> float:
 
 def output_and_loss_rows(torch, F) -> list[tuple[str, float, float]]:
     """(d): the unfused output layer + loss against mt's chunked one, per d_model and chunk size."""
-    from mt.loss import CHUNK_ELEMENTS, label_smoothed_loss
+    from mt.training.loss import CHUNK_ELEMENTS, label_smoothed_loss
 
     tokens, vocab, eps = 3500, 8000, 0.1
     target = torch.randint(1, vocab, (tokens,))
@@ -81,9 +81,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mt import runtime
-    from mt.dropout import dropout
-    from mt.model import MultiHeadAttention
+    from mt import allocator
+    from mt.model.attention import MultiHeadAttention
+    from mt.model.dropout import dropout
 
     torch.set_num_threads(args.threads)
     rows = []  # (kernel, torch default ms, mt ms)
@@ -95,7 +95,7 @@ def main() -> None:
     fill = lambda: torch.empty_like(logits).fill_(1.0)  # noqa: E731
     log_softmax = lambda: torch.log_softmax(logits, dim=-1)  # noqa: E731
     before = (median_ms(fill, 10), median_ms(log_softmax, 10))
-    runtime.keep_freed_memory()
+    allocator.keep_freed_memory()
     after = (median_ms(fill, 10), median_ms(log_softmax, 10))
     attn = MultiHeadAttention(256, 4, 0.0, self_attention=True)
     for dtype in (torch.float32, torch.bfloat16):

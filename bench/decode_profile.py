@@ -33,15 +33,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=25, help="ops shown")
     args = parser.parse_args()
 
-    from mt.runtime import use_tcmalloc
+    from mt.allocator import use_tcmalloc
 
     use_tcmalloc()
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from mt.corpus import load_split
+    from mt.data.corpus import load_split
     from mt.experiment import Experiment
-    from mt.runtime import cpu_name
+    from mt.hardware import cpu_name
     from mt.translate import InferenceOptions, Translator
 
     torch.set_num_threads(args.threads)

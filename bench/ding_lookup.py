@@ -2,7 +2,7 @@
 
     python bench/ding_lookup.py [--ding /usr/share/trans/de-en] [--split test]
 
-Inputs: the Ding dictionary (Debian's trans-de-en) split as mt splits it (mt.ding: 500 valid and 500
+Inputs: the Ding dictionary (Debian's trans-de-en) split as mt splits it (mt.data.ding: 500 valid and 500
 test sentence pairs held out, the ~17k other sentence pairs for training). For each held-out German
 sentence, the training pair whose German shares the most words with it, each shared word weighted
 by its inverse document frequency and each word not shared costing a tenth of that, gives its
@@ -57,7 +57,7 @@ def main() -> None:
 
     import sacrebleu
 
-    from mt.ding import held_out_splits
+    from mt.data.ding import held_out_splits
 
     parts = held_out_splits(args.ding)
     train, held = parts["sentences"], parts[args.split]

@@ -38,15 +38,15 @@ def timed(what: str, step) -> tuple[object, float]:
 
 def build_student(args) -> dict:
     """distill, binarize, train, evaluate (each skipped when done); their seconds."""
-    from mt import config as cfglib
     from mt.atomic_files import write_text_atomic
-    from mt.binarize import binarize
-    from mt.config import save_yaml
+    from mt.config import schema as cfglib
+    from mt.config.recipes import preset_fields
+    from mt.config.schema import save_yaml
+    from mt.data.binarize import binarize
     from mt.distill import distill
     from mt.evaluate import evaluate_split
     from mt.experiment import Experiment
-    from mt.recipes import preset_fields
-    from mt.train import train
+    from mt.training.loop import train
     from mt.translate import InferenceOptions
 
     teacher, student = Experiment(args.teacher), Experiment(args.exp)
@@ -95,9 +95,10 @@ def main() -> None:
 
     import torch
 
+    from mt.allocator import use_tcmalloc
     from mt.distill import teacher_rows
     from mt.experiment import Experiment
-    from mt.runtime import cpu_name, use_tcmalloc
+    from mt.hardware import cpu_name
 
     use_tcmalloc()
     torch.set_num_threads(args.threads)

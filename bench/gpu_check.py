@@ -105,11 +105,11 @@ def check_corpus(data: Path) -> None:
 
 def build_experiment(data: Path, out: Path, vocab_size: int):
     """out/exp: the corpus' tokenizer and binarized splits, and the config every check starts from."""
-    from mt.binarize import binarize
-    from mt.config import ExperimentConfig, save_yaml
     from mt.atomic_files import write_text_atomic
+    from mt.config.schema import ExperimentConfig, save_yaml
+    from mt.data.binarize import binarize
+    from mt.data.train_tokenizer import train_tokenizer
     from mt.experiment import Experiment
-    from mt.tokenizer import train_tokenizer
 
     cfg = ExperimentConfig()
     cfg.data.src_lang, cfg.data.tgt_lang = "en", "de"
@@ -159,8 +159,9 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
                   peak: dict[str, float]) -> list[dict]:
     """(b): per model, the CPU fp32 losses of the first ref_steps updates, then each precision on
     the device: losses, tokens/s, MFU, peak memory."""
-    from mt.train_setup import build_training
     from throughput import model_flops_per_token
+
+    from mt.training.setup import build_training
 
     rows = []
     for name, fields in models.items():
@@ -203,8 +204,9 @@ def attention_check(device, vocab: int, fields: dict) -> dict:
     """(c): SDPA and the written-out attention on the same weights and inputs."""
     import torch
 
-    from mt.config import ModelConfig
-    from mt.model import MultiHeadAttention, build_model
+    from mt.config.schema import ModelConfig
+    from mt.model.attention import MultiHeadAttention
+    from mt.model.transformer import build_model
 
     torch.manual_seed(3)
     model_cfg = ModelConfig(**{**fields, "dropout": 0.0, "tie_embeddings": True})
@@ -258,8 +260,8 @@ def ddp_check(exp, cfg, device, fields: dict, steps: int) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from mt import distributed
-    from mt.train_setup import build_training
+    from mt.training import distributed
+    from mt.training.setup import build_training
 
     run_cfg = variant(cfg, {**fields, "dropout": 0.0}, precision="fp32")
     plain = [build_training(exp, run_cfg, str(device)).trainer for _ in range(2)]
@@ -300,8 +302,8 @@ def resume_check(exp_root: Path, cfg, device, fields: dict, before: int, after: 
     import torch
 
     from mt.experiment import Experiment
-    from mt.train_setup import build_training
-    from mt.training_state import resume_training, save_training
+    from mt.training.checkpoints import resume_training, save_training
+    from mt.training.setup import build_training
 
     precision = "fp16" if device.type == "cuda" else "fp32"
     run_root = exp_root.parent / "resume-exp"
@@ -338,11 +340,11 @@ def resume_check(exp_root: Path, cfg, device, fields: dict, before: int, after: 
 
 def decoding_rows(exp, cfg, device, fields: dict, train_seconds: float, max_steps: int, precisions: list[str]) -> tuple[dict, list[dict]]:
     """(f): a model trained on the device, then the test set decoded in each precision."""
-    from mt.config import save_yaml
     from mt.atomic_files import write_text_atomic
-    from mt.corpus import load_split
-    from mt.evaluate import score
-    from mt.train import train
+    from mt.config.schema import save_yaml
+    from mt.data.corpus import load_split
+    from mt.metrics import score
+    from mt.training.loop import train
     from mt.translate import InferenceOptions, Translator
 
     train_cfg = variant(cfg, {**fields, "dropout": 0.1}, precision="auto", max_time=train_seconds,
@@ -418,9 +420,8 @@ def main() -> None:
     exp, cfg = build_experiment(Path(args.data), out, 100 if small else 8000)
     cfg = variant(cfg, max_tokens=300 if small else (8192 if device.type == "cuda" else 4096))
     first_model = next(iter(models.values()))
-    from mt.tokenizer import load_tokenizers
 
-    vocab = load_tokenizers(exp, cfg)[0].vocab_size
+    vocab = exp.load_tokenizers(cfg.tokenizer.joint)[0].vocab_size
 
     train_rows = training_rows(exp, cfg, device, models, precisions, steps, ref_steps, peak)
     attention = attention_check(device, vocab, first_model)

@@ -6,8 +6,8 @@ Inputs: a binarized Multi30k experiment (the one `bench/multi30k.py` leaves: joi
 ~4096 tokens per batch); nothing is written into it. Settings:
 - glibc: glibc's defaults (blocks over its mmap threshold mapped and unmapped on every use);
 - heap + glibc trim: large blocks from the heap (M_MMAP_MAX 0), glibc still giving back the heap's
-  top whenever 128 KB are free there (mt.runtime before 2026-11-30);
-- heap (mt): the same with glibc's own trimming off (mt.runtime now).
+  top whenever 128 KB are free there (mt.hardware before 2026-11-30);
+- heap (mt): the same with glibc's own trimming off (mt.hardware now).
 The two heap settings also get the Trainer's malloc_trim every 10 updates. Each run: a fresh Trainer
 of the one-hour recipe's model (4+4 layers, d_model 128, FFN 256, dropout 0.3) or of the benchmark
 preset (`--model preset`), bf16, 5 warm-up steps, then --steps timed steps; settings alternate over
@@ -41,15 +41,15 @@ def run_one(exp_dir: str, setting: str, model: str, steps: int) -> dict:
     """In this process: train `steps` steps under `setting`; the measurements."""
     import torch
 
-    from mt import runtime
+    from mt import allocator
     from mt.experiment import Experiment
-    from mt.train_setup import build_training
+    from mt.training.setup import build_training
 
     torch.set_num_threads(2)
     if setting != "glibc":  # glibc: build_training(keep_freed=False) leaves glibc as it is
-        assert runtime.keep_freed_memory()
+        assert allocator.keep_freed_memory()
         if setting == "heap + glibc trim":
-            runtime.set_trim_threshold(GLIBC_TRIM_THRESHOLD)  # back to glibc's default
+            allocator.set_trim_threshold(GLIBC_TRIM_THRESHOLD)  # back to glibc's default
     exp = Experiment(exp_dir)
     cfg = exp.load_config()
     cfg.model.__dict__.update(MODELS[model])

@@ -52,7 +52,7 @@ def main() -> None:
     from torch.ao.quantization import quantize_dynamic
     from torch.utils import mkldnn as mkldnn_utils
 
-    from mt.runtime import cpu_name
+    from mt.hardware import cpu_name
 
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)

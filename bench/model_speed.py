@@ -38,10 +38,10 @@ def main() -> None:
     import torch
     from rich.console import Console
     from rich.table import Table
+    from throughput import measure
 
     from mt.experiment import Experiment
-    from mt.train_setup import build_training
-    from throughput import measure
+    from mt.training.setup import build_training
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)

@@ -65,11 +65,11 @@ def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
     """One pipeline phase in a fresh process; reports its result and its own peak RSS."""
     import torch
 
-    from mt.binarize import binarize
+    from mt.data.binarize import binarize
+    from mt.data.train_tokenizer import train_tokenizer
     from mt.evaluate import evaluate_split
     from mt.experiment import Experiment
-    from mt.tokenizer import train_tokenizer
-    from mt.train import train
+    from mt.training.loop import train
 
     torch.set_num_threads(threads)
     exp = Experiment(exp_dir)
@@ -141,17 +141,18 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="Delete --exp first (it must be a bench experiment).")
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
     # After use_tcmalloc's restart (exec resets handlers). The default SIGTERM would end this process at
     # once and orphan its phase's child; as an exception it reaches run_phase's cleanup.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
-    from mt import config as cfglib
+    from mt.config import schema as cfglib
+    from mt.config.recipes import load_recipe, recipe_config
+    from mt.config.resolve import parse_sets
     from mt.experiment import Experiment
-    from mt.recipes import load_recipe, recipe_config
-    from mt.resolve import parse_sets
+    from mt.experiment_config import ConfigChange
 
     if args.recipe and args.exp == parser.get_default("exp"):
         args.exp = str(REPO / "experiments" / f"bench-{Path(args.recipe).stem}")
@@ -179,7 +180,7 @@ def main() -> None:
         cfglib.validate(cfg, "--set")
     except cfglib.ConfigError as exc:
         raise SystemExit(str(exc)) from None
-    Experiment(exp_dir).resolve_config({}, base=cfg)
+    ConfigChange(Experiment(exp_dir)).resolve({}, base=cfg)
     args.precision = cfg.train.precision  # a --set wins over the flag and the recipe
     budget = f"{args.steps} steps" if args.steps else f"{args.minutes:g} min"
     print(f"inputs: {args.data}; experiment: {exp_dir}; {budget}, {args.precision}, {args.threads} threads",

@@ -43,10 +43,10 @@ def main() -> None:
 
     import torch
 
-    from mt.checkpoint import average_last
-    from mt.corpus import load_split
-    from mt.evaluate import score
+    from mt.data.corpus import load_split
     from mt.experiment import Experiment
+    from mt.metrics import score
+    from mt.training.average import average_last
     from mt.translate import InferenceOptions, Translator
 
     torch.set_num_threads(args.threads)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 RULES = ("early", "exact")
 
 
-from mt.runtime import cpu_name as cpu_model  # noqa: E402
+from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def count_steps(translator, lines: list[str], beam: int) -> float:
@@ -58,14 +58,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does
     import torch
 
-    from mt.corpus import load_split
-    from mt.evaluate import score
+    from mt.data.corpus import load_split
     from mt.experiment import Experiment
+    from mt.metrics import score
     from mt.translate import InferenceOptions, Translator
 
     torch.set_num_threads(args.threads)

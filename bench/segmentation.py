@@ -30,9 +30,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mt.dataset import ParallelData
+    from mt.data.dataset import ParallelData
     from mt.experiment import Experiment
-    from mt.train_log import load_train_log
+    from mt.training.train_log import load_train_log
 
     rows = []
     for run in args.runs:

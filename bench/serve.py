@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-from mt.runtime import cpu_name as cpu_model  # noqa: E402
+from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -300,7 +300,7 @@ class BatchRun:
 
 
 def test_lines(exp_dir: str, limit: int) -> list[str]:
-    from mt.corpus import load_split
+    from mt.data.corpus import load_split
     from mt.experiment import Experiment
 
     src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
@@ -334,7 +334,7 @@ def main() -> None:
     levels = [int(c) for c in args.clients.split(",")]
     modes = args.batching.split(",")
 
-    from mt.runtime import allocator_name, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (and so the server, which inherits the preload)
     lines = test_lines(args.exp, args.sentences)

@@ -37,7 +37,7 @@ def main() -> None:
                         help="malloc_trim every N updates instead of mt's setting; 0 = never.")
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
@@ -45,9 +45,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from mt.allocator import keep_freed_memory
     from mt.experiment import Experiment
-    from mt.runtime import keep_freed_memory
-    from mt.train_setup import build_training
+    from mt.training.setup import build_training
 
     keep_freed_memory()
     torch.set_num_threads(args.threads)

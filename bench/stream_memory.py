@@ -36,12 +36,12 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 def build_experiment(data: Path, work: Path) -> Path:
     import torch
 
-    from mt.binarize import binarize
-    from mt.config import ExperimentConfig, save_yaml
-    from mt.experiment import Experiment
     from mt.atomic_files import write_text_atomic
-    from mt.tokenizer import train_tokenizer
-    from mt.train import train
+    from mt.config.schema import ExperimentConfig, save_yaml
+    from mt.data.binarize import binarize
+    from mt.data.train_tokenizer import train_tokenizer
+    from mt.experiment import Experiment
+    from mt.training.loop import train
 
     cfg = ExperimentConfig()
     cfg.data.src_lang, cfg.data.tgt_lang = "en", "de"

@@ -8,13 +8,13 @@ written into it. (a) matmul GFLOP/s with --threads threads: 2048^3 fp32 and the 
 4096x256 @ 256x1024 in fp32, bf16 and fp16, median of runs. (b) training steps of a fresh model on the
 experiment's batches, precisions interleaved step by step so that they see the same machine load;
 target tokens/s = tokens / time over the measured steps. Without --precisions, a half precision this
-CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.runtime.too_slow) is left out of
+CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.hardware.too_slow) is left out of
 (a) and (b) and everything after, and the step table says so. MFU = 6 x (encoder params x src tokens/s +
 (decoder params + output projection) x tgt tokens/s) / measured peak (embeddings excluded: lookups,
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
 epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
 (e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
-LayerNorm, output layer + loss, optimizer, data, other) in each precision, see mt.step_profile.
+LayerNorm, output layer + loss, optimizer, data, other) in each precision, see mt.training.profile.
 (f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
 per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
 and tokens/s. Prints tables, and as its last line one JSON object.
@@ -104,7 +104,7 @@ def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, flo
 def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float]) -> list[dict]:
     """Each SCALING_MODELS size (3+3 layers) at each of SCALING_MAX_TOKENS: a fresh Trainer on the
     same experiment (it reads the experiment, writes nothing unless save() is called)."""
-    from mt.train_setup import build_training
+    from mt.training.setup import build_training
 
     rows = []
     for d_model, shape in SCALING_MODELS.items():
@@ -126,7 +126,7 @@ def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float])
 def measure_compiled(exp, cfg, precisions: list[str], steps: int, eager: dict[str, dict], peak) -> dict:
     """A fresh Trainer with train.compile: compile seconds (its first steps in each precision less as
     many plain steps) and its tokens/s; {"error": text} where torch.compile fails here."""
-    from mt.train_setup import build_training
+    from mt.training.setup import build_training
 
     run_cfg = copy.deepcopy(cfg)
     run_cfg.train.compile = True
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12, help="Measured steps per precision (and per scaling point).")
     parser.add_argument("--precisions", default=None,
                         help="Default fp32,bf16,fp16, less a half precision this CPU runs 10x or more slower than "
-                             "fp32 (mt.runtime.too_slow); named here, a precision always runs.")
+                             "fp32 (mt.hardware.too_slow); named here, a precision always runs.")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="Top operators of an fp32 step, and --phases.")
     parser.add_argument("--phases", action="store_true", help="The step split into phases, in each precision.")
@@ -163,16 +163,17 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, too_slow, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
+    from mt.hardware import too_slow
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
     import torch
 
-    from mt.batching import make_batches, pad_fraction
+    from mt.data.batching import make_batches, pad_fraction
     from mt.experiment import Experiment
-    from mt.step_profile import PHASES, profile_phases
-    from mt.train_setup import build_training
+    from mt.training.profile import PHASES, profile_phases
+    from mt.training.setup import build_training
 
     torch.set_num_threads(args.threads)
     skipped = {}  # precision -> why: only from the default list (without hardware, half an hour of steps)
@@ -215,7 +216,7 @@ def main() -> None:
         table.add_row(precision, f"{r['tgt_tokens_per_s']:,.0f}", f"{r['tokens_per_s']:,.0f}", f"{r['median_step_s']:.3f}",
                       f"{r['achieved_gflops']:.0f}", f"{r['mfu_vs_fp32_peak']:.0%}",
                       f"{r['tgt_tokens_per_s'] / FAIRSEQ_TGT_TOKENS_PER_S:.2f}x")
-    for precision, reason in skipped.items():
+    for precision in skipped:
         table.add_row(precision, "skipped", "", "", "", "", "")
     if skipped:
         table.caption = "; ".join(f"{p} skipped: {reason}" for p, reason in skipped.items()) + \

@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-from mt.runtime import cpu_name as cpu_model  # noqa: E402
+from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def one_run(tree: Path, exp: str, steps: int, threads: int) -> float:

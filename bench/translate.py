@@ -67,9 +67,8 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
 def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
     import ctranslate2
 
-    from mt.tokenizer import load_tokenizers
 
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
                                         intra_threads=threads, inter_threads=1)
     piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
@@ -106,9 +105,9 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
         mode = mode[:-len("@old")]
     import torch
 
-    from mt.corpus import load_split
-    from mt.evaluate import score
+    from mt.data.corpus import load_split
     from mt.experiment import Experiment
+    from mt.metrics import score
 
     torch.set_num_threads(args["threads"])
     exp = Experiment(exp_dir)
@@ -178,7 +177,7 @@ def export_once(args, directory: str) -> str:
 
 def default_modes() -> tuple[list[str], dict[str, str]]:
     """The modes worth running on this machine, and why each other default one is left out."""
-    from mt.runtime import too_slow
+    from mt.hardware import too_slow
 
     skipped = {m: reason for m in DEFAULT_MODES if m in MT_MODES and (reason := too_slow(MT_MODES[m][0]))}
     if importlib.util.find_spec("ctranslate2") is None:
@@ -203,7 +202,8 @@ def main() -> None:
                              "runs from it, as M@old, interleaved with this one's, to measure a change before/after")
     args = parser.parse_args()
 
-    from mt.runtime import allocator_name, cpu_name, use_tcmalloc
+    from mt.allocator import allocator_name, use_tcmalloc
+    from mt.hardware import cpu_name
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc); the workers inherit it
     skipped: dict[str, str] = {}

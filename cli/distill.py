@@ -7,8 +7,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Alpha, Beam, Checkpoint, DecodeTokens, Device, Exp, MaxLenA, MaxLenB, Penalty, Precision, \
-    Quantize, Stop, Threads, decode_overrides, examples
+from cli.options import (
+    Alpha,
+    Beam,
+    Checkpoint,
+    DecodeTokens,
+    Device,
+    Exp,
+    MaxLenA,
+    MaxLenB,
+    Penalty,
+    Precision,
+    Quantize,
+    Stop,
+    Threads,
+    decode_overrides,
+    examples,
+)
 from mt import log
 
 EPILOG = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
@@ -36,7 +51,7 @@ def distill(
     """Translate the teacher's training corpus into the student experiment (sequence-level distillation)."""
     from mt.distill import distill as run_distill
     from mt.experiment import Experiment
-    from mt.runtime import set_threads
+    from mt.hardware import set_threads
     from mt.translate import InferenceOptions
 
     set_threads(threads)

@@ -23,10 +23,10 @@ def export(
     force: Annotated[bool, typer.Option(help="Replace --output if it is an earlier export.")] = False,
 ) -> None:
     """Write a checkpoint as a CTranslate2 model: model.bin, vocabularies, SentencePiece model(s), README.txt."""
-    from mt.experiment import open_experiment
+    from mt.experiment_config import read_experiment
     from mt.export import export as run_export
 
-    experiment, cfg = open_experiment(exp, persist=False, existing=True)
+    experiment, cfg = read_experiment(exp)
     summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force)
     log.info(f"exported {summary['checkpoint']} ({summary['quantize']}) to {summary['output']}: "
              f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB")

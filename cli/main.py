@@ -12,16 +12,35 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cli import export as export_cli
 from cli import distill as distill_cli
+from cli import export as export_cli
 from cli import render
 from cli import serve as serve_cli
-from cli.options import (Alpha, Beam, Checkpoint, Checkpoints, DecodeTokens, Device, Exp, Force, MaxLenA, MaxLenB,
-                         Penalty, Precision, Quantize, Recipe, Sets, Stop, Threads, decode_overrides, examples,
-                         exp_dir)
+from cli.options import (
+    Alpha,
+    Beam,
+    Checkpoint,
+    Checkpoints,
+    DecodeTokens,
+    Device,
+    Exp,
+    Force,
+    MaxLenA,
+    MaxLenB,
+    Penalty,
+    Precision,
+    Quantize,
+    Recipe,
+    Sets,
+    Stop,
+    Threads,
+    decode_overrides,
+    examples,
+    exp_dir,
+)
 from mt import log
+from mt.config.sources import GRAMMAR
 from mt.errors import ConfigError, MtError
-from mt.sources import GRAMMAR
 
 app = typer.Typer(
     add_completion=False,
@@ -63,10 +82,13 @@ def _global(
 # -- config plumbing ----------------------------------------------------------------------------
 def _config(exp_dir: Path, recipe: Path | None, overrides: dict[str, Any], sets: list[str] | None,
             preset: str | None = None, persist: bool = True, existing: bool = False):
-    """The experiment and its resolved config (see `mt.experiment.open_experiment`)."""
-    from mt.experiment import open_experiment
+    """The experiment and its resolved config (see `mt.experiment_config`), and with `existing` False
+    the change this command made to it."""
+    from mt.experiment_config import open_experiment, read_experiment
 
-    return open_experiment(exp_dir, recipe, overrides, sets, preset, persist, existing)
+    if existing:
+        return read_experiment(exp_dir, overrides)
+    return open_experiment(exp_dir, recipe, overrides, sets, preset, persist)
 
 
 # -- subcommands --------------------------------------------------------------------------------
@@ -89,7 +111,7 @@ def train_tokenizer_cmd(
     sets: Sets = None,
 ) -> None:
     """Train the SentencePiece model on the training corpus (joint source+target by default)."""
-    from mt.tokenizer import train_tokenizer
+    from mt.data.train_tokenizer import train_tokenizer
 
     overrides: dict[str, Any] = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang}
     for split, specs in (("train", train), ("valid", valid), ("test", test)):
@@ -98,8 +120,8 @@ def train_tokenizer_cmd(
     overrides.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
     if separate_vocab:
         overrides["tokenizer.joint"] = False
-    experiment, cfg = _config(exp, recipe, overrides, sets)
-    with experiment.undo_if_fails():
+    experiment, cfg, change = _config(exp, recipe, overrides, sets)
+    with change.undo_if_fails():
         summary = train_tokenizer(experiment, cfg)
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
     log.info(f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
@@ -111,12 +133,12 @@ def binarize(exp: Exp, recipe: Recipe = None, max_len: Annotated[Optional[int], 
              workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
              train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
-    from mt.binarize import binarize as run_binarize
+    from mt.data.binarize import binarize as run_binarize
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
-    experiment, cfg = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}, sets)
-    with experiment.undo_if_fails():
+    experiment, cfg, change = _config(exp, recipe, {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}, sets)
+    with change.undo_if_fails():
         stats = run_binarize(experiment, cfg, workers=workers)
     render.print_data_table(stats)
 
@@ -146,7 +168,7 @@ def train(
     device: Device = "cpu",
 ) -> None:
     """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
-    from mt.launch import train_processes
+    from mt.training.launch import train_processes
 
     overrides = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
                  "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.update_freq": update_freq,
@@ -163,8 +185,8 @@ def average(
     output: Annotated[str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")] = "average",
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
-    from mt.checkpoint import average_last
     from mt.experiment import Experiment
+    from mt.training.average import average_last
 
     path, used = average_last(Experiment(exp), last, output)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
@@ -209,7 +231,7 @@ def translate(
 
     Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
     from mt.alignment import check_layer
-    from mt.runtime import set_threads, warn_if_slow
+    from mt.hardware import set_threads, warn_if_slow
     from mt.translate import InferenceOptions, Sampling, Translator, input_lines
 
     _check_translate_flags(alignments, alignment_layer, buffer, nbest, sample, beam)
@@ -293,7 +315,7 @@ def evaluate(
             raise ConfigError(f"--split {split!r}: expected train, valid or test")
         decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, batch_tokens, stop)
         experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
-        from mt.runtime import set_threads, warn_if_slow
+        from mt.hardware import set_threads, warn_if_slow
         from mt.translate import InferenceOptions
 
         set_threads(threads)
@@ -316,9 +338,9 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config (stdout) and which steps are done, write nothing.")] = False,
 ) -> None:
     """Run a recipe's steps in order into its experiment, skipping steps already done."""
-    from mt.resolve import parse_sets
+    from mt.config.resolve import parse_sets
+    from mt.hardware import set_threads
     from mt.run import run_recipe
-    from mt.runtime import set_threads
 
     set_threads(threads)
     run_recipe(recipe, exp, parse_sets(sets), device=device, print_result=print, print_data=render.print_data_table,
@@ -332,7 +354,7 @@ def info(
 ) -> None:
     """What the experiment holds: config, data, checkpoints, scores."""
     from mt.experiment import Experiment
-    from mt.info import experiment_info, experiment_record
+    from mt.report.info import experiment_info, experiment_record
 
     if json_out:
         print(json.dumps(experiment_record(Experiment(exp))))
@@ -364,9 +386,9 @@ def attention(
     """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
     decode = decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, None, stop)
     experiment, cfg = _config(exp, None, decode, None, persist=False, existing=True)
-    from mt import attention as attn
     from mt.alignment import check_layer
-    from mt.runtime import set_threads
+    from mt.hardware import set_threads
+    from mt.report import attention_maps as attn
     from mt.translate import InferenceOptions, Translator
 
     if fmt not in attn.FORMATS:
@@ -388,7 +410,7 @@ def plot(
 ) -> None:
     """Training and validation loss, perplexity, BLEU and learning rate against steps and wall time, as one PNG."""
     from mt.experiment import Experiment
-    from mt.plot import plot as run_plot
+    from mt.report.plot import plot as run_plot
 
     print(run_plot([Experiment(path) for path in exp], output, force))
 
@@ -405,8 +427,8 @@ def report(
 ) -> None:
     """One self-contained HTML page: config, data, curves, scores, sample translations, an attention example."""
     from mt.experiment import Experiment
-    from mt.report import report as run_report
-    from mt.runtime import set_threads
+    from mt.hardware import set_threads
+    from mt.report.page import report as run_report
 
     set_threads(threads)
     print(run_report(Experiment(exp), output, force, samples, sentence, checkpoint))
@@ -417,8 +439,8 @@ app.command("serve", epilog=serve_cli.EXAMPLES)(serve_cli.serve)  # its flags li
 
 def entry_point() -> None:
     """`mt` and `python -m mt`: with tcmalloc where installed (the CPU training step does not slow as the
-    heap ages; mt/runtime.py), then `main`. Callers inside a process of their own call `main`."""
-    from mt.runtime import use_tcmalloc
+    heap ages; mt/hardware.py), then `main`. Callers inside a process of their own call `main`."""
+    from mt.allocator import use_tcmalloc
 
     use_tcmalloc()
     main()

@@ -29,7 +29,7 @@ def print_data_table(stats: dict) -> None:
     from rich import box
     from rich.table import Table
 
-    from mt import data_stats
+    from mt.data import stats as data_stats
 
     if log.quiet:
         return

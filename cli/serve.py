@@ -39,14 +39,14 @@ def serve(
     \b
       curl -s localhost:8000/translate --data-urlencode 'q=Ein Satz.' -d source=de -d target=en
     """
-    from mt.experiment import open_experiment
-    from mt.runtime import warn_if_slow
-    from mt.serve import Limits
-    from mt.serve import serve as run_serve
+    from mt.experiment_config import read_experiment
+    from mt.hardware import warn_if_slow
+    from mt.serve.app import Limits
+    from mt.serve.app import serve as run_serve
     from mt.translate import InferenceOptions
 
     limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching)
-    experiment, cfg = open_experiment(exp, persist=False, existing=True)
+    experiment, cfg = read_experiment(exp)
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     run_serve(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize), host, port, limits,
               api_key or None, threads)

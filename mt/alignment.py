@@ -6,7 +6,7 @@ from one teacher-forced pass of the decoder over the translation found: the deco
 BOS y1 .. yn, so row t of a cross-attention matrix is the attention paid to the source while output
 token t was produced. Over whitespace-separated words the alignment is written in the Pharaoh
 format `i-j` (source word i, target word j, from 0): a word pair is aligned if any of their subword
-tokens are. The heatmaps of the same weights are `mt.attention`'s.
+tokens are. The heatmaps of the same weights are `mt.report.attention_maps`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 
 from mt.errors import ConfigError
-from mt.model import Transformer, capture_attention
-from mt.search import Hypothesis
+from mt.model.attention import capture_attention
+from mt.model.transformer import Transformer
+from mt.search.steps import Hypothesis
 from mt.tokenizer import BOS_ID, PAD_ID, Tokenizer
 
 

@@ -1,11 +1,10 @@
 """Checkpoints: tensors and plain data only, written atomically, loaded with weights_only=True.
 
 A checkpoint carries its model config, vocabulary sizes and tokenizer hashes, so a checkpoint alone
-rebuilds its model (`model_from_checkpoint`). Training checkpoints also hold the optimizer, the
-position in the data and every random number generator's state, so that a resumed run continues
-exactly as an uninterrupted one would (`rng_state`). Also here: which checkpoints a training run
-writes and keeps (`save_training_checkpoint`), averaging (Sec. 6.1) and the weights another
-experiment starts from (`init_weights`).
+rebuilds its model (`model_from_checkpoint`), and a checksum over all of it, so damage on disk is
+found when it loads. Before a checkpoint is used in an experiment, `check_model_config` and
+`check_tokenizer` make sure it is that experiment's model and tokenizer. What a training run's
+checkpoints hold beyond the weights is `mt.training.checkpoints`'.
 """
 
 from __future__ import annotations
@@ -14,21 +13,19 @@ import dataclasses
 import hashlib
 import io
 import pickle
-import random
 import re
 import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
-from mt.config import ModelConfig
-from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
 from mt.atomic_files import write_bytes_atomic
-from mt.model import Transformer, build_model
+from mt.config.schema import ModelConfig
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.model.transformer import Transformer, build_model
 
 FORMAT = "mt-checkpoint-1"
 
@@ -122,27 +119,6 @@ def _reason(exc: Exception, prefer: str = "") -> str:
     return f"{type(exc).__name__}: {line}"[:120] if line else type(exc).__name__
 
 
-def saved_world_size(path: Path) -> int | None:
-    """How many training processes saved checkpoint `path` (1 before the field), read with its tensors
-    memory-mapped, not loaded nor checked: `mt train` compares it with --nproc before it starts a process.
-    None when it cannot be read so (the full load, in training, says what is wrong with it)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # damaged or foreign: load_checkpoint's one-line error comes with the resume
-        return None
-    return int(state.get("world_size", 1)) if isinstance(state, dict) and state.get("format") == FORMAT else None
-
-
-def check_world_size(path: Path, saved_world: int, world: int) -> None:
-    """Refuse to resume checkpoint `path`, saved by saved_world processes, in `world`: each process saved
-    its own random state and place in the data, and the batch is per process."""
-    if saved_world != world:
-        raise MtError(f"{path}: saved by {saved_world} training process(es), now {world}; "
-                      f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
-
-
 def model_from_checkpoint(state: dict[str, Any]) -> Transformer:
     cfg = ModelConfig(**state["model_config"])
     vocab = state["vocab"]
@@ -165,96 +141,6 @@ def resolve_checkpoint(exp: Experiment, name: str) -> Path:
         neither = " (neither best.pt nor last.pt exists)" if name == "best" else ""
         raise MtError(f"{path}: no checkpoint {name!r} in {exp.root}{neither} ({hint})")
     return path
-
-
-def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
-    """The element-wise mean of the models' parameters (Sec. 6.1); metadata from the last one."""
-    if not paths:
-        raise MtError("no checkpoints to average")
-    states = [load_checkpoint(p) for p in paths]
-    averaged = {}
-    for key, value in states[-1]["model"].items():
-        if value.is_floating_point():
-            averaged[key] = sum(s["model"][key].double() for s in states).div(len(states)).to(value.dtype)
-        else:
-            averaged[key] = value
-    keep = ("model_config", "vocab", "tokenizer_sha256", "step")
-    return {**{k: states[-1][k] for k in keep if k in states[-1]}, "model": averaged,
-            "averaged_from": [str(p.name) for p in paths]}
-
-
-def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, list[Path]]:
-    """`mt average`: the mean of the last n periodic checkpoints, saved as checkpoints/{name}.pt."""
-    if n < 1:
-        raise ConfigError(f"--last {n}: average at least one checkpoint")
-    if not name or "/" in name or "\\" in name or ".." in name:  # checkpoints/../../x.pt is not under checkpoints/
-        raise ConfigError(f"--output {name!r}: a name under checkpoints/, without '/', '\\' or '..'")
-    if name.removesuffix(".pt") in ("last", "best", "ema") or name.startswith("step_"):
-        raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
-    exp.load_config()  # a one-line error when this is not an experiment
-    steps = exp.step_checkpoints()
-    if len(steps) < n:
-        have = ", ".join(p.stem for p in steps) or "none"
-        raise MtError(f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
-                      f"average fewer, or train with a smaller train.save_every or larger train.keep_last")
-    paths = steps[-n:]
-    target = exp.checkpoint_path(name)
-    save_checkpoint(target, average_checkpoints(paths))
-    return target, paths
-
-
-# -- a training run's checkpoints -------------------------------------------------------------------
-def save_training_checkpoint(exp: Experiment, state: dict[str, Any], step: int, is_best: bool,
-                             save_every: int, keep_last: int) -> None:
-    """last.pt, best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them).
-    last.pt is written first, so a run killed once step_N.pt exists resumes from step N."""
-    periodic = step > 0 and step % save_every == 0
-    paths = [exp.checkpoint_path("last")]
-    if is_best:
-        paths.append(exp.checkpoint_path("best"))
-    if periodic:
-        paths.append(exp.checkpoint_path(f"step_{step}"))
-    save_checkpoint(paths, state)
-    if periodic and keep_last > 0:
-        prune_step_checkpoints(exp, keep_last)
-
-
-def prune_step_checkpoints(exp: Experiment, keep_last: int) -> list[Path]:
-    """Remove all but the newest keep_last periodic checkpoints (step_N.pt); returns the removed."""
-    old = exp.step_checkpoints()[:-keep_last]
-    for path in old:
-        path.unlink(missing_ok=True)
-    return old
-
-
-# -- random number generators -----------------------------------------------------------------------
-def rng_state(device: torch.device) -> dict[str, Any]:
-    """Python's, numpy's global and torch's generators, as tensors and plain data (weights_only loads them)."""
-    version, mt_state, gauss = random.getstate()
-    name, key, pos, has_gauss, cached = np.random.get_state()
-    state = {
-        "python": {"version": version, "state": torch.tensor(mt_state, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "torch": torch.get_rng_state(),
-    }
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
-    """Restore what `rng_state` saved (a checkpoint from before it holds the torch state only)."""
-    if "python" in state:
-        py = state["python"]
-        random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
-    if "numpy" in state:
-        np_state = state["numpy"]
-        np.random.set_state((np_state["name"], np_state["key"].numpy().astype(np.uint32), np_state["pos"],
-                             np_state["has_gauss"], np_state["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 # -- starting from another experiment ---------------------------------------------------------------
@@ -297,35 +183,3 @@ def check_tokenizer(path: Path, state: dict[str, Any], tokenizer_sha256: dict[st
     """Refuse checkpoint `path` (its `state`) unless it was trained with the tokenizer in tokenizer_dir."""
     if tokenizer_difference(state, tokenizer_sha256) is not None:
         raise MtError(f"{path}: trained with a different tokenizer than {tokenizer_dir}")
-
-
-def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: ModelConfig) -> tuple[Path, dict]:
-    """The model weights a new training run starts from: another experiment's best checkpoint (or its
-    last, without validation) or a checkpoint file. Its tokenizer and model config must be ours."""
-    path = _init_path(source)
-    state = load_checkpoint(path)
-    side = tokenizer_difference(state, tokenizer_sha256)
-    if side is not None:
-        theirs = state.get("tokenizer_sha256") or {}
-        raise MtError(
-            f"--init-from {source}: {path} was trained with another tokenizer ({side} sha256 "
-            f"{str(theirs.get(side))[:12]}, ours {tokenizer_sha256[side][:12]}); copy its experiment's "
-            f"tokenizer/ into the new experiment before `mt binarize`"
-        )
-    differing = [f"model.{key} {theirs!r} (ours {ours!r})"
-                 for key, theirs, ours in model_differences(state.get("model_config"), model_cfg)]
-    if differing:
-        raise MtError(f"--init-from {source}: {path} has another model: {', '.join(differing)}; "
-                      f"give the new experiment the same model settings")
-    return path, state["model"]
-
-
-def _init_path(source: str) -> Path:
-    candidate = Path(source)
-    if candidate.is_dir():
-        other = Experiment(candidate)
-        other.load_config()  # a one-line error when it is not an experiment
-        return resolve_checkpoint(other, "best")
-    if candidate.is_file():
-        return candidate
-    raise MtError(f"--init-from {source}: no such experiment directory or checkpoint file")

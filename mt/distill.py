@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 from mt import log
-from mt.atomic_files import write_json_atomic, write_text_atomic
-from mt import config as cfglib
-from mt.config import ExperimentConfig, save_yaml
-from mt.corpus import load_split
+from mt.atomic_files import remove_abandoned_temporaries, write_json_atomic, write_text_atomic
+from mt.config import schema as cfglib
+from mt.config.schema import ExperimentConfig, save_yaml
+from mt.data.corpus import load_split
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 
@@ -109,7 +109,6 @@ def check_same_teachers(student: Experiment, state: dict, how: dict) -> None:
 
 def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
     """The file each teacher decodes with: --checkpoint (a name each teacher resolves), else its decode.checkpoint."""
-    from mt.checkpoint import resolve_checkpoint
 
     paths = []
     for teacher in teachers:
@@ -119,7 +118,7 @@ def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> l
             raise MtError(f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
                           f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})")
         name = checkpoint or teacher.load_config().decode.checkpoint
-        paths.append(str(resolve_checkpoint(teacher, name).resolve()))  # the same teacher from any directory
+        paths.append(str(teacher.find_checkpoint(name).resolve()))  # the same teacher from any directory
     return paths
 
 
@@ -181,6 +180,7 @@ def distill(
     if manifest_path.exists():  # written last: done, whatever the flags say now
         log.info(f"distill: done already ({distill_dir(student)}; remove it to distill again)")
         return json.loads(manifest_path.read_text(encoding="utf-8"))
+    remove_abandoned_temporaries(distill_dir(student) / "chunks")  # a run killed mid-write left them
     recorded = read_state(student)
     size = chunk_size(student, recorded, chunk_lines)
     lead = teachers[0]
@@ -203,7 +203,7 @@ def distill(
     if todo:
         translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
         with log.make_progress() as progress:
-            task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(l) for _, l in todo))
+            task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(lines) for _, lines in todo))
             for index, lines in todo:
                 start = time.perf_counter()
                 translations = translator.translate(lines)
@@ -259,7 +259,7 @@ def teacher_rows(student: Experiment) -> list[dict]:
 
 def _model_row(role: str, exp: Experiment, checkpoint: Path) -> dict:
     from mt.checkpoint import load_checkpoint, model_from_checkpoint
-    from mt.model import count_parameters
+    from mt.model.transformer import count_parameters
 
     row: dict = {"role": role, "experiment": str(exp.root), "checkpoint": checkpoint.name}
     scores = exp.read_json(exp.score_path("test")) if exp.has_config() else None

@@ -1,5 +1,6 @@
-"""The experiment directory: every file name in it, atomic writes, the training lock, and reading and
-writing the config (resolved by `mt.resolve`, a pure function).
+"""The experiment directory: every file name in it, and reading what the steps wrote there (its
+config, its tokenizers, a checkpoint by name). Saving a command's config is `mt.experiment_config`'s
+job; the training lock is `mt.training.lock`'s.
 
 Layout (documented in the README):
 
@@ -24,41 +25,21 @@ Layout (documented in the README):
 
 from __future__ import annotations
 
-import datetime
-import fcntl
 import json
 import os
 import re
-import sys
 import tempfile
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from mt import config as cfglib
-from mt.config import ExperimentConfig
-from mt.errors import ConfigError, MtError
-from mt.recipes import read_recipe, read_yaml_mapping
-from mt.atomic_files import pid_alive, write_text_atomic
-from mt.resolve import flag_overrides, frozen_by, resolve
-
+from mt.atomic_files import pid_alive
+from mt.config import schema as cfglib
+from mt.config.recipes import read_yaml_mapping
+from mt.config.schema import ExperimentConfig
+from mt.errors import MtError
+from mt.tokenizer import Tokenizer
 
 _DATA_BUILD = re.compile(r"\.data-(\d+)-")  # Experiment.new_data_build's directories
-
-
-def _lock_owner(fd: int) -> int:
-    """The pid in a lock file another process holds (0 if unreadable); it writes it just after taking
-    the lock, so an empty file is read again for a moment."""
-    for _ in range(50):
-        try:
-            text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        except OSError:
-            return 0
-        if text:
-            return int(text) if text.isdigit() else 0
-        time.sleep(0.01)
-    return 0
 
 
 class Experiment:
@@ -66,9 +47,6 @@ class Experiment:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
-        self._created_root: bool | None = None  # set when resolve_config starts a new experiment
-        self._config_before: str | None = None  # config.yaml before resolve_config saved this command's changes
-        self._made_before: list | None = None  # what the experiment held then (`_made`)
 
     # -- paths ---------------------------------------------------------------------------------
     @property
@@ -185,7 +163,7 @@ class Experiment:
     def lock_path(self) -> Path:
         return self.root / "train.lock"
 
-    # -- config --------------------------------------------------------------------------------
+    # -- what the steps wrote -------------------------------------------------------------------
     def has_config(self) -> bool:
         return self.config_path.exists()
 
@@ -206,142 +184,30 @@ class Experiment:
     def has_checkpoints(self) -> bool:
         return self.checkpoints_dir.is_dir() and any(self.checkpoints_dir.glob("*.pt"))
 
-    def frozen_fields(self) -> dict[str, str]:
-        """Every config field that may no longer change, with what was made with it."""
-        return frozen_by(
-            checkpoints=f"the checkpoints in {self.checkpoints_dir} hold a model built with it" if self.has_checkpoints() else None,
-            data=f"{self.data_dir} was binarized with it" if self.has_data() else None,
-            tokenizer=f"{self.tokenizer_dir} was trained with it" if self.has_tokenizer() else None)
 
-    def resolve_config(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
-                       recipe: Path | None = None, origins: dict[str, str] | None = None,
-                       record: bool = True) -> ExperimentConfig:
-        """The config for this step (`mt.resolve.resolve`) from and to the files here: a new experiment
-        gets its config written once (with `persist`); changes are recorded in overrides.jsonl and,
-        with `persist`, saved so that later steps (and resumes) see them; `record` False (a dry run)
-        writes nothing at all."""
-        read = read_recipe(recipe) if recipe is not None else None
-        new = not self.has_config()
-        saved = None if new else self.load_config()
-        cfg, changes = resolve(saved, overrides, origins, base, read, {} if new else self.frozen_fields())
-        if new and self.has_tokenizer():
-            given = {key for key, value in overrides.items() if value is not None} | set(read.fields if read else ())
-            self._adopt_tokenizer(cfg, given)
-        if persist and (new or changes):
-            if new:
-                self._created_root = not self.root.exists()
-                self.root.mkdir(parents=True, exist_ok=True)
-            else:
-                self._config_before = self.config_path.read_text(encoding="utf-8")
-                self._made_before = self._made()
-            write_text_atomic(self.config_path, cfglib.save_yaml(cfg))
-        if changes and record and (persist or not new):
-            self._record_overrides(changes, persisted=persist)
-        return cfg
+    def find_checkpoint(self, name: str) -> Path:
+        """A checkpoint name ("best", "last", "average", "ema", "step_N") or a .pt path -> an existing file."""
+        candidate = Path(name)
+        if candidate.suffix == ".pt" and candidate.is_file():
+            return candidate
+        path = self.checkpoint_path(name)
+        if not path.is_file() and name == "best" and self.checkpoint_path("last").is_file():
+            return self.checkpoint_path("last")  # no validation set: the last checkpoint is the best we have
+        if not path.is_file():
+            have = sorted(p.stem for p in self.checkpoints_dir.glob("*.pt")) if self.checkpoints_dir.exists() else []
+            hint = f"available: {', '.join(have)}" if have else "train first with `mt train`"
+            neither = " (neither best.pt nor last.pt exists)" if name == "best" else ""
+            raise MtError(f"{path}: no checkpoint {name!r} in {self.root}{neither} ({hint})")
+        return path
 
-    def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
-        """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records
-        the tokenizer that is there, not the defaults; a flag or recipe field (`given`) that says
-        otherwise is refused."""
-        from mt.tokenizer import Tokenizer  # a damaged model file: a one-line error naming it
-
-        joint = self.spm_model_path("joint").exists()
-        size = Tokenizer.load(self.spm_model_path("joint" if joint else "src")).vocab_size
-        for field, value in (("vocab_size", size), ("joint", joint)):
-            if getattr(cfg.tokenizer, field) != value and f"tokenizer.{field}" in given:
-                raise ConfigError(f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {self.tokenizer_dir} "
-                                  f"has {value!r}; leave it out or start from another directory")
-            setattr(cfg.tokenizer, field, value)
-
-    @contextmanager
-    def undo_if_fails(self) -> Iterator[None]:
-        """Around a step that saved this command's config: if the step fails having made nothing, the
-        config goes back to what it was (a new experiment's bare start is removed), so that a typo in a
-        failed command does not quietly change the next run."""
-        try:
-            yield
-        except BaseException:
-            if self._created_root is not None:
-                self._remove_bare_start()
-            elif self._config_before is not None and self._made() == self._made_before:
-                write_text_atomic(self.config_path, self._config_before)
-                self._record_overrides([{"reverted": "the command failed; config.yaml is as before it"}], persisted=False)
-            raise
-
-    def _made(self) -> list:
-        """What the steps have written (tokenizer, data, checkpoints): names, sizes and times."""
-        return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
-                      for d in (self.tokenizer_dir, self.data_dir, self.checkpoints_dir) if d.is_dir()
-                      for p in d.rglob("*") if p.is_file())
-
-    def _remove_bare_start(self) -> None:
-        own = {self.config_path, self.overrides_path, self.lock_path}
-        files = [p for p in self.root.rglob("*") if not p.is_dir()]
-        if any(p not in own for p in files):
-            return  # the step made something (a tokenizer, data, checkpoints): keep it all
-        for path in files:
-            path.unlink(missing_ok=True)
-        for path in sorted((p for p in self.root.rglob("*") if p.is_dir()), reverse=True):
-            path.rmdir()
-        if self._created_root:
-            self.root.rmdir()
-
-    def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
-        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        command = " ".join(["mt", *sys.argv[1:]])
-        lines = [json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
-                 for change in changes]
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.overrides_path, "a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-
-    # -- lock ----------------------------------------------------------------------------------
-    @contextmanager
-    def training_lock(self) -> Iterator[None]:
-        """Refuse a second trainer on this experiment; take over a lock left by a dead process.
-
-        The lock is flock(2) on train.lock, held while the block runs. Taking it is one atomic step
-        (no moment where the file exists without its owner), and the kernel releases it when its
-        process ends, however it ends: a lock file left by a dead process is free to take. The file
-        holds the owner's pid, for the message a second trainer gets.
-        """
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = self._take_lock()
-        try:
-            yield
-        finally:
-            self.lock_path.unlink(missing_ok=True)  # still held: a starter from now on makes a new file
-            os.close(fd)
-
-    def _take_lock(self) -> int:
-        """The open, flock-ed lock file, holding our pid; an error if a live process holds it."""
-        for _ in range(100):
-            fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pid = _lock_owner(fd)
-                os.close(fd)
-                raise MtError(
-                    f"{self.root} is already being trained by {f'process {pid}' if pid else 'another process'} "
-                    f"(lock {self.lock_path}); wait for it or stop it"
-                ) from None
-            except BaseException:
-                os.close(fd)
-                raise
-            # The owner before us may have removed the file between our open and our flock: we would
-            # hold a file no one else opens. Only the file at lock_path counts; try again on that.
-            try:
-                at_path, held = os.stat(self.lock_path), os.fstat(fd)
-                current = (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
-            except FileNotFoundError:
-                current = False
-            if current:
-                os.ftruncate(fd, 0)  # a dead owner's pid, if any
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                return fd
-            os.close(fd)
-        raise MtError(f"{self.lock_path}: could not take the training lock (it keeps being replaced)")
+    def load_tokenizers(self, joint: bool) -> tuple[Tokenizer, Tokenizer]:
+        """(src, tgt) tokenizers; the same object twice when the vocabulary is `joint`."""
+        paths = [self.spm_model_path(side) for side in (("joint",) if joint else ("src", "tgt"))]
+        for path in paths:
+            if not path.exists():
+                raise MtError(f"{path}: no tokenizer yet; run `mt train-tokenizer --exp {self.root}` first")
+        tokenizers = [Tokenizer.load(path) for path in paths]
+        return (tokenizers[0], tokenizers[0]) if joint else (tokenizers[0], tokenizers[1])
 
     # -- small readers -------------------------------------------------------------------------
     def read_json(self, path: Path) -> Any:
@@ -352,15 +218,3 @@ class Experiment:
         except (OSError, json.JSONDecodeError) as exc:
             raise MtError(f"{path}: unreadable ({exc})") from None
 
-
-def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any] | None = None,
-                    sets: list[str] | None = None, preset: str | None = None, persist: bool = True,
-                    existing: bool = False) -> tuple[Experiment, ExperimentConfig]:
-    """A command's experiment and config. Precedence, lowest first: saved config (or recipe/defaults),
-    recipe, --preset, the named `flags` (section.field -> value, None: unset), --set. With `existing`
-    the experiment must already exist (translate, evaluate): nothing is created."""
-    exp = Experiment(root)
-    if existing:
-        exp.load_config()  # a one-line error when there is no experiment here
-    overrides, origins = flag_overrides(flags or {}, sets, preset)
-    return exp, exp.resolve_config(overrides, persist=persist, recipe=recipe, origins=origins)

@@ -15,7 +15,7 @@ is refused with one line rather than written as a model that translates differen
   target vocabularies are saved once (shared_vocabulary.json);
 - mt's special ids pad 0, unk 1, bos 2, eos 3 are the pieces at those ids, named in the config; the
   source gets </s> appended (add_source_eos), as `Translator` does.
-The one addition: mt's search never emits <pad> or <s> (mt/search.py); CTranslate2 has no such rule,
+The one addition: mt's search never emits <pad> or <s> (mt/search/steps.py); CTranslate2 has no such rule,
 so the output projection gets a bias of -1e4 on those two tokens (0 elsewhere). Their probability is
 then left out of the softmax normaliser, which mt's search keeps: CTranslate2's log-probabilities are
 higher by -log(1 - p(pad) - p(bos)) a step (up to 0.13 a sentence on the tiny test model), which
@@ -35,12 +35,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint, resolve_checkpoint
-from mt.config import ExperimentConfig, ModelConfig
+from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.model import Transformer
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, load_tokenizers
+from mt.model.transformer import Transformer
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 FORMATS = ("ctranslate2",)
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
@@ -196,8 +196,8 @@ def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctr
     output = Path(output)
     _check_output(output, force)
     _ctranslate2()
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
-    path = resolve_checkpoint(exp, checkpoint or cfg.decode.checkpoint)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    path = exp.find_checkpoint(checkpoint or cfg.decode.checkpoint)
     state = load_checkpoint(path)
     check_tokenizer(path, state, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, exp.tokenizer_dir)
     if path.resolve().parent == exp.checkpoints_dir.resolve():

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mt import log
-from mt.config import ExperimentConfig
+from mt.config.recipes import STEPS, load_recipe
+from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError
 from mt.experiment import Experiment
-from mt.recipes import STEPS, load_recipe
+from mt.experiment_config import ConfigChange
 
 SAMPLES = 4  # test sentences shown at the end of `mt run`
 
@@ -29,10 +30,10 @@ def run_recipe(
     example lines (stdout in the CLI), `print_data` binarize's statistics. `dry_run`: print the
     config the steps would run with and say which are done, writing nothing.
     """
-    from mt.binarize import binarize
-    from mt.launch import log_stopped
-    from mt.tokenizer import train_tokenizer
-    from mt.train import train
+    from mt.data.binarize import binarize
+    from mt.data.train_tokenizer import train_tokenizer
+    from mt.training.launch import log_stopped
+    from mt.training.loop import train
 
     _, run = load_recipe(recipe)
     exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
@@ -40,14 +41,15 @@ def run_recipe(
         raise ConfigError(f"{recipe}: no `exp:` directory in the recipe; give --exp")
     if exp_dir.is_file():
         raise ConfigError(f"{recipe}: exp {exp_dir}: is a file, not an experiment directory")
-    exp = Experiment(exp_dir)
-    cfg = exp.resolve_config(overrides, recipe=recipe, origins={key: "--set" for key in overrides},
-                             persist=not dry_run, record=not dry_run)
+    change = ConfigChange(Experiment(exp_dir))
+    exp = change.exp
+    cfg = change.resolve(overrides, recipe=recipe, origins={key: "--set" for key in overrides},
+                         persist=not dry_run, record=not dry_run)
     steps = run.get("steps") or [s for s in STEPS if s != "distill"]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result)
         return exp
-    with exp.undo_if_fails():
+    with change.undo_if_fails():
         for step in steps:
             if step == "distill":
                 distill_step(exp, run["teacher"], device, print_result)
@@ -109,7 +111,7 @@ def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPL
     """
     from rich.markup import escape
 
-    from mt.corpus import load_split, read_lines
+    from mt.data.corpus import load_split, read_lines
 
     hyp_path = exp.hyp_path("test")
     if not cfg.data.test or not hyp_path.exists():
@@ -141,7 +143,7 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
 
 def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None]) -> None:
     """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
-    from mt.config import save_yaml
+    from mt.config.schema import save_yaml
     from mt.distill import distill_dir
 
     print_result(save_yaml(cfg).rstrip("\n"))
@@ -172,7 +174,7 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
 def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
     """checkpoints/average.pt from the last decode.average_last periodic checkpoints (Sec. 6.1), or
     all of them when there are fewer, unless it is newer than all of them."""
-    from mt.checkpoint import average_last
+    from mt.training.average import average_last
 
     periodic = exp.step_checkpoints()
     target = exp.checkpoint_path("average")

@@ -29,15 +29,16 @@ import torch
 
 from mt import log
 from mt.alignment import word_alignments
-from mt.batching import length_groups
-from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint, resolve_checkpoint
-from mt.config import DecodeConfig, ExperimentConfig, InferencePrecision, Quantize, coerce
-from mt.ensemble import Ensemble
+from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.config.schema import DecodeConfig, ExperimentConfig, InferencePrecision, Quantize, coerce
+from mt.data.batching import length_groups
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.constraints import constrained_beam_search, split_constrained_line
-from mt.search import Hypothesis, beam_search, greedy_search, sample_search
-from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer, load_tokenizers
+from mt.search.beam import beam_search, greedy_search, sample_search
+from mt.search.constrained import constrained_beam_search, split_constrained_line
+from mt.search.ensemble import Ensemble
+from mt.search.steps import Hypothesis
+from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Sampling:
     seed: int = 1
 
     def __post_init__(self) -> None:
-        # Written so that NaN fails too; the decode.* fields are checked with the config (mt.config.validate).
+        # Written so that NaN fails too; the decode.* fields are checked with the config (mt.config.schema.validate).
         if not self.temperature > 0:
             raise ConfigError(f"--temperature {self.temperature}: must be above 0")
         if self.top_k < 0:
@@ -115,13 +116,13 @@ class Translator:
         experiment's own, against its model config; then options.precision or options.quantize."""
         options = options or InferenceOptions()
         device = torch.device(options.device)
-        src_tok, tgt_tok = load_tokenizers(exp, cfg)
+        src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
         checkpoint = options.checkpoint
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
         models, paths = [], []
         for name in names:
-            path = resolve_checkpoint(exp, name)
+            path = exp.find_checkpoint(name)
             state = load_checkpoint(path)
             check_tokenizer(path, state, expected, exp.tokenizer_dir)
             if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
@@ -141,7 +142,7 @@ class Translator:
                first_line: int = 0) -> list[list[tuple]]:
         """For each line, up to `nbest` (translation, score) pairs, best first; with `alignment_layer`
         (0-based decoder layer), (translation, score, alignment) triples. `constraints`: per line,
-        target phrases its translations must contain (mt.constraints). Warnings name input lines
+        target phrases its translations must contain (mt.search.constrained). Warnings name input lines
         counted from `first_line` + 1."""
         empty = ("", 0.0) if alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
@@ -177,7 +178,7 @@ class Translator:
                        unmet: list[int] | None = None) -> list[list[tuple]]:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
         their tokens to form its batches before it searches. Lines with `constraints` (target ids per
-        phrase) are searched by mt.constraints, in batches of their own; the indices of those whose
+        phrase) are searched by mt.search.constrained, in batches of their own; the indices of those whose
         constraints did not all fit are appended to `unmet`."""
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
@@ -261,7 +262,7 @@ class Translator:
         """Translate lines as they come, `buffer` at a time; write the output in input order.
         nbest > 0 selects the n-best format, `scores` the scored 1-best format, `alignment_layer`
         appends the alignment (module docstring); `constraints`: each line is SOURCE<TAB>PHRASE...
-        (mt.constraints)."""
+        (mt.search.constrained)."""
         count = 0
         pending: list[str] = []
         for line in lines:

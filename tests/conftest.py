@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mt.experiment import Experiment
-from mt.model import Transformer
+from mt.model.transformer import Transformer
 
 pytest_plugins = ["pytester"]  # tests/test_skip_guard.py runs pytest on tiny test files
 
@@ -73,8 +73,9 @@ def trained_experiment(tmp_path_factory) -> Experiment:
     """A tiny experiment trained on the toy corpus, shared by the tests that only read it: 1+2 layers,
     2 heads, 40 steps; validation every 15, periodic checkpoints at 20 and 40, and the log's last
     training record (step 36) before last.pt's step (40). Copy it to change it."""
-    from mt.train import train
     from toy import one_thread, tiny_experiment
+
+    from mt.training.loop import train
 
     exp, cfg = tiny_experiment(
         tmp_path_factory.mktemp("trained"), {"train": 400, "valid": 20, "test": 20},

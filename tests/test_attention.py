@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import tiny_model
 from toy import toy_corpus
+
 from mt.alignment import alignment_weights, hard_alignment, output_word_index, source_word_index, word_alignment
-from mt.attention import attention, forced_attention
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.model import capture_attention
+from mt.model.attention import capture_attention
+from mt.report.attention_maps import attention, forced_attention
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.translate import Translator
 

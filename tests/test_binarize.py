@@ -13,16 +13,16 @@ import sys
 import numpy as np
 import pytest
 
-import mt.binarize
-import mt.encoding
-import mt.corpus
-from mt.binarize import binarize
-from mt.config import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
-from mt.data_stats import rows_text
-from mt.dataset import ParallelData, check_data, encode_pairs
+import mt.data.binarize
+import mt.data.binarize_workers
+import mt.data.corpus
+from mt.config.schema import DataConfig, ExperimentConfig, ModelConfig, TokenizerConfig
+from mt.data.binarize import binarize
+from mt.data.dataset import ParallelData, check_data, encode_pairs
+from mt.data.stats import rows_text
+from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.tokenizer import load_tokenizers, train_tokenizer
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein kleines Mädchen", "A little girl"),
             ("Ein Junge", "A boy"), ("Ein Hund", "A dog"), ("Ein Radfahrer", "A cyclist")]
@@ -69,7 +69,7 @@ def setup(tmp_path):
 
 def test_encode_pairs_drops_and_round_trips(setup):
     exp, cfg, texts = setup
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     src, tgt = texts["train"]
     arrays, counts = encode_pairs(src, tgt, src_tok, tgt_tok, MAX_LEN)
     assert counts == {"pairs_in": 210, "kept": 207, "dropped": {"empty": 2, "too_long": 1}}
@@ -86,9 +86,9 @@ def test_encode_pairs_drops_and_round_trips(setup):
 
 def test_encode_pairs_in_chunks_matches_one_chunk(setup, monkeypatch):
     exp, cfg, texts = setup
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     whole, _ = encode_pairs(*texts["train"], src_tok, tgt_tok, MAX_LEN)
-    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
+    monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
     chunked, _ = encode_pairs(*texts["train"], src_tok, tgt_tok, MAX_LEN)
     for key in whole:
         np.testing.assert_array_equal(whole[key], chunked[key])
@@ -105,7 +105,7 @@ def test_binarize_writes_stats_and_readable_data(setup):
     assert train["dropped"] == {"invalid_utf8": 0, "malformed": 0, "empty": 2, "too_long": 1, "ratio": 0, "duplicate": 0}
     assert stats["splits"]["valid"]["dropped"] == {"empty": 2, "too_long": 1}
     assert stats["max_len"] == MAX_LEN
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     assert stats["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
 
     data = ParallelData(exp, "valid")
@@ -131,14 +131,14 @@ def test_binarize_refuses_existing_data_dir(setup):
 
 def test_interrupted_binarize_leaves_no_data_dir(setup, monkeypatch):
     exp, cfg, _ = setup
-    real_append = mt.binarize.SplitWriter.append
+    real_append = mt.data.binarize.SplitWriter.append
 
     def append_then_fail(self, arrays, lines):
         if self.files["lines"].path.name.startswith("valid"):  # train is already written to the temporary directory
             raise KeyboardInterrupt
         real_append(self, arrays, lines)
 
-    monkeypatch.setattr(mt.binarize.SplitWriter, "append", append_then_fail)
+    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_fail)
     with pytest.raises(KeyboardInterrupt):
         binarize(exp, cfg)
     assert not exp.data_dir.exists()
@@ -163,7 +163,7 @@ def test_parallel_data_missing_points_to_binarize(tmp_path):
 
 
 def test_npy_writer_appends_pieces_into_one_loadable_array(tmp_path):
-    writer = mt.binarize.NpyWriter(tmp_path / "a.npy", np.uint16)
+    writer = mt.data.binarize.NpyWriter(tmp_path / "a.npy", np.uint16)
     pieces = [np.arange(5), np.zeros(0, np.int64), np.arange(1000, 1003)]
     for piece in pieces:
         writer.append(piece)
@@ -176,7 +176,7 @@ def test_npy_writer_appends_pieces_into_one_loadable_array(tmp_path):
 
 
 def test_seen_pairs_finds_duplicates_across_and_within_chunks():
-    seen = mt.binarize.SeenPairs()
+    seen = mt.data.binarize.SeenPairs()
     rng = np.random.default_rng(0)
     stream = rng.integers(0, 300, size=2000).astype(np.uint64)  # many repeats
     masks = [seen.first_seen(stream[i : i + 37]) for i in range(0, len(stream), 37)]
@@ -201,7 +201,7 @@ def test_workers_give_the_same_data_as_one_process(setup, tmp_path, monkeypatch)
     exp, cfg, _ = setup
     # Two sources, one upsampled by 1.5: the random half-copy must not depend on the workers either.
     cfg.data.train = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
-    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
+    monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)  # 14 chunks per split: the pool starts
     one = binarize(copy_tokenizer(exp, tmp_path / "one"), cfg, workers=1)
     two = binarize(copy_tokenizer(exp, tmp_path / "two"), cfg, workers=2)
     assert one == two
@@ -230,7 +230,7 @@ def word_pieces(setup, tmp_path):
 
 
 def decoded_rows(exp: Experiment, cfg) -> list[tuple[str, str]]:
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     data = ParallelData(exp, "train")
     return [(src_tok.decode([data.src(i)])[0], tgt_tok.decode([data.tgt(i)])[0]) for i in range(len(data))]
 
@@ -244,7 +244,7 @@ def test_train_segmentations_write_sampled_copies_that_decode_to_the_text(word_p
     assert train["pairs_kept"] == 207
     assert rows_text(train) == "207×3" and rows_text(stats["splits"]["valid"]) == "207"
     assert stats["splits"]["valid"]["kept"] == 207 and "segmentations" not in stats["splits"]["valid"]
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     data, lines = ParallelData(exp, "train"), np.load(exp.lines_path("train"))
     # One chunk: the best segmentations first, then each sampled copy of the same pairs in order.
     assert (lines[:207] == lines[207:414]).all() and (lines[:207] == lines[414:]).all()
@@ -268,7 +268,7 @@ def test_sampled_copies_follow_deduplication_and_upsampling_in_worker_processes(
     cfg.tokenizer.train_segmentations = 2
     # As in test_workers_give_the_same_data_as_one_process: a 1.5 weight, duplicates across sources.
     cfg.data.train = [f"files:{tmp_path / 'train'}*1.5", f"files:{tmp_path / 'valid'}"]
-    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
+    monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
     texts = [line for name in ("train", "valid") for line in zip(*sentence_pairs(0 if name == "train" else 1))]
     runs = {}
     for workers in (1, 2):
@@ -303,7 +303,7 @@ def test_pairs_a_fractional_weight_leaves_out_are_kept_from_a_later_source(setup
     exp, cfg, texts = setup
     first, second = twice(tmp_path)
     cfg.data.train = [f"{first}*0.5", second]
-    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)  # many chunks, and the pool with 2 workers
+    monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)  # many chunks, and the pool with 2 workers
     runs = {w: binarize(copy_tokenizer(exp, tmp_path / f"workers{w}"), cfg, workers=w) for w in (1, 2)}
     assert runs[1] == runs[2]
     train = runs[2]["splits"]["train"]
@@ -342,15 +342,15 @@ def test_deduplication_keeps_the_copies_of_an_upsampled_pair(setup, tmp_path, ca
 
 def test_a_sampled_pair_that_fails_the_length_filters_keeps_its_best_segmentation(word_pieces):
     exp, cfg, texts = word_pieces
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     src, tgt = (side[10:30] for side in texts["train"])  # no empty or over-long pair
     best = {"src": src_tok.encode(src), "tgt": tgt_tok.encode(tgt)}
     longest = max(len(ids) for ids in best["src"] + best["tgt"])
     ratio = max(max(len(s), len(t)) / min(len(s), len(t)) for s, t in zip(best["src"], best["tgt"]))
     # Every pair passes in its best split; alpha 0.1 makes most samples longer than that.
-    filters = mt.encoding.Filters(None, longest, ratio, False, segmentations=2, sampling_alpha=0.1)
-    chunk = mt.corpus.RawChunk("text", src, tgt, ("de", "en"), 0)
-    result = mt.encoding.Encoder(src_tok, tgt_tok)(chunk, filters)
+    filters = mt.data.binarize_workers.Filters(None, longest, ratio, False, segmentations=2, sampling_alpha=0.1)
+    chunk = mt.data.corpus.RawChunk("text", src, tgt, ("de", "en"), 0)
+    result = mt.data.binarize_workers.Encoder(src_tok, tgt_tok)(chunk, filters)
     sample = result["samples"][0]
     src_lens, tgt_lens = sample["src_lens"], sample["tgt_lens"]
     assert len(src_lens) == len(tgt_lens) == len(result["src_lens"]) == 20
@@ -392,7 +392,7 @@ def test_cleaning_counts_every_reason(setup, tmp_path, capsys):
     exp, cfg, _ = setup
     cfg.data.train = crafted_corpus(tmp_path)
     cfg.data.max_len_ratio = 3.0
-    src_tok, _ = load_tokenizers(exp, cfg)
+    src_tok, _ = exp.load_tokenizers(cfg.tokenizer.joint)
     assert len(src_tok.encode(["Ein Mann läuft im Park und eine Frau wartet am Strand und ein Hund spielt."])[0]) > 3 * len(
         src_tok.encode(["Dog."])[0])
     stats = binarize(exp, cfg)["splits"]["train"]
@@ -437,8 +437,8 @@ def test_mismatched_line_counts_name_both_files(setup, tmp_path):
 def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, monkeypatch):
     exp, cfg, _ = setup
     exp.root.joinpath(".data-999999999-x1y2").mkdir()  # left by a binarize that was killed
-    monkeypatch.setattr(mt.encoding, "ENCODE_CHUNK", 16)
-    real_append, calls = mt.binarize.SplitWriter.append, []
+    monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
+    real_append, calls = mt.data.binarize.SplitWriter.append, []
 
     def append_then_interrupt(self, arrays, lines):
         calls.append(1)
@@ -446,24 +446,24 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
             raise KeyboardInterrupt
         real_append(self, arrays, lines)
 
-    monkeypatch.setattr(mt.binarize.SplitWriter, "append", append_then_interrupt)
+    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         binarize(exp, cfg, workers=2)
     assert not exp.data_dir.exists() and not multiprocessing.active_children()
     # Its own temporary directory is gone, and so is the killed run's (its process is not alive).
     assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
-    monkeypatch.setattr(mt.binarize.SplitWriter, "append", real_append)
+    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", real_append)
     stats = binarize(exp, cfg, workers=2)
     assert stats["splits"]["train"]["kept"] == 207
 
 
 def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
-    from mt.train_setup import build_training
+    from mt.training.setup import build_training
 
     exp, cfg, _ = setup
     binarize(exp, cfg)
     manifest = json.loads(exp.manifest_path.read_text())
-    src_tok, _ = load_tokenizers(exp, cfg)
+    src_tok, _ = exp.load_tokenizers(cfg.tokenizer.joint)
     assert manifest["tokenizer_sha256"] == {"src": src_tok.sha256, "tgt": src_tok.sha256}
     assert manifest["splits"]["train"] == {"kept": 207, "src_tokens": manifest["splits"]["train"]["src_tokens"],
                                            "tgt_tokens": manifest["splits"]["train"]["tgt_tokens"]}

@@ -9,13 +9,13 @@ import shutil
 import pytest
 import torch
 
-from mt.checkpoint import average_checkpoints, average_last, load_checkpoint, model_from_checkpoint, save_checkpoint
-from mt.config import ModelConfig
+from mt.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from mt.config.schema import ModelConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.model import Transformer, build_model
+from mt.model.transformer import Transformer, build_model
 from mt.tokenizer import BOS_ID, EOS_ID
-
+from mt.training.average import average_checkpoints, average_last
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

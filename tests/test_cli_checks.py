@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from cli import main as cli
-from mt import runtime
+from mt import hardware
 from mt.checkpoint import load_checkpoint
 from mt.experiment import Experiment
 
@@ -115,9 +115,8 @@ def test_a_recipes_exp_on_a_plain_file_is_one_line(tmp_path, capsys, monkeypatch
 
 def test_translations_have_no_leading_or_trailing_whitespace(experiment):
     # A real SentencePiece model decoding ids that a short model printed: "A" and a run of "▁".
-    from mt.tokenizer import load_tokenizers
 
-    _, tgt = load_tokenizers(experiment, experiment.load_config())
+    _, tgt = experiment.load_tokenizers(experiment.load_config().tokenizer.joint)
     vocabulary = tgt.pieces(list(range(tgt.vocab_size)))
     assert "\u2581" in vocabulary, "the toy vocabulary must hold the bare word-start piece"
     space = vocabulary.index("\u2581")
@@ -148,7 +147,7 @@ def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, mon
     assert code == 0, err
     assert len(out.splitlines()) == 2
     warnings = [line for line in err.splitlines() if line.startswith("warning:")]
-    reason = runtime.too_slow("bf16")
+    reason = hardware.too_slow("bf16")
     if reason is None:
         assert warnings == []
     else:
@@ -285,16 +284,15 @@ def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(exper
     import shutil
 
     from mt.errors import ConfigError
-    from mt.experiment import open_experiment
-    from mt.tokenizer import load_tokenizers
+    from mt.experiment_config import open_experiment
 
-    size = load_tokenizers(experiment, experiment.load_config())[0].vocab_size
+    size = experiment.load_tokenizers(experiment.load_config().tokenizer.joint)[0].vocab_size
     assert size != experiment.load_config().__class__().tokenizer.vocab_size  # the toy's is not the default
     shutil.copytree(experiment.root / "tokenizer", tmp_path / "ft" / "tokenizer")
     with pytest.raises(ConfigError, match=f"has {size}"):
         open_experiment(tmp_path / "ft", sets=[f"tokenizer.vocab_size={size + 1}"])
     assert not (tmp_path / "ft" / "config.yaml").exists()
-    _, cfg = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
+    _, cfg, _ = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
     assert cfg.tokenizer.vocab_size == size and open_experiment(tmp_path / "ft")[1].tokenizer.vocab_size == size
 
 

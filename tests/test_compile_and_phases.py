@@ -1,6 +1,6 @@
-"""train.compile (issue #5) and the per-phase split of a training step (mt.step_profile).
+"""train.compile (issue #5) and the per-phase split of a training step (mt.training.profile).
 
-A compiled run must save the same checkpoint keys as a plain one (mt.train_setup compiles the loss
+A compiled run must save the same checkpoint keys as a plain one (mt.training.setup compiles the loss
 wrapper in place, never the model it saves), and `--compile` must reach the config. The phase
 split must give every phase some time and never more, together, than the step took.
 """
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from toy import tiny_experiment
+
 from mt.experiment import Experiment
-from mt.step_profile import PHASES, profile_phases
-from mt.train_setup import build_training
-from mt.training_state import save_training
+from mt.training.checkpoints import save_training
+from mt.training.profile import PHASES, profile_phases
+from mt.training.setup import build_training
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""mt.config, mt.recipes and the config half of mt.experiment: recipes, presets, strict keys, types and
+"""mt.config.schema, mt.config.recipes and the config half of mt.experiment: recipes, presets, strict keys, types and
 choices, durations, and overrides on an existing experiment (recorded, or refused once a field is in use)."""
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import pytest
 import torch
 import yaml
 
-from mt import config as cfglib
-from mt.config import ExperimentConfig, ModelConfig, from_dict, parse_duration
+from mt.config import schema as cfglib
+from mt.config.recipes import MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
+from mt.config.schema import ExperimentConfig, ModelConfig, from_dict, parse_duration
+from mt.config.sources import SPLITS, absolute_spec
 from mt.errors import ConfigError
 from mt.experiment import Experiment
-from mt.model import Transformer
-from mt.sources import SPLITS, absolute_spec
-from mt.recipes import MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
+from mt.experiment_config import ConfigChange
+from mt.model.transformer import Transformer
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
@@ -37,7 +38,7 @@ def test_recipes_dir_holds_recipes():
 
 
 def expected_fields(path: Path) -> dict:
-    """What a recipe sets, read from its YAML (not through mt.recipes): section.field -> value as the
+    """What a recipe sets, read from its YAML (not through mt.config.recipes): section.field -> value as the
     config holds it (corpus paths absolute, durations in seconds), its preset expanded first."""
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     expected = {f"model.{k}": v for k, v in MODEL_PRESETS[raw["preset"]].items()} if "preset" in raw else {}
@@ -178,8 +179,8 @@ def test_max_time_0_is_off_as_the_other_budgets(tmp_path):
     for text in ("0", "0s", "0h", 0.0):
         assert cfglib.set_field(ExperimentConfig(), "train.max_time", text, "--max-time") is None
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({"train.max_time": "2h"})
-    assert exp.resolve_config({"train.max_time": "0"}).train.max_time is None  # `--max-time 0`: no limit
+    ConfigChange(exp).resolve({"train.max_time": "2h"})
+    assert ConfigChange(exp).resolve({"train.max_time": "0"}).train.max_time is None  # `--max-time 0`: no limit
     assert exp.load_config().train.max_time is None and overrides_of(exp)[-1]["new"] is None
     with pytest.raises(ConfigError, match=r"^recipe.yaml: train.max_time must be 0 \(off\) or more$"):
         from_dict({"train": {"max_time": -5}}, "recipe.yaml")
@@ -206,7 +207,7 @@ def overrides_of(exp: Experiment) -> list[dict]:
 
 def test_new_experiment_writes_every_field(tmp_path):
     exp = Experiment(tmp_path / "exp")
-    cfg = exp.resolve_config({"tokenizer.vocab_size": 500, "train.max_steps": None})
+    cfg = ConfigChange(exp).resolve({"tokenizer.vocab_size": 500, "train.max_steps": None})
     saved = yaml.safe_load(exp.config_path.read_text())
     assert saved == dataclasses.asdict(cfg) and saved["tokenizer"]["vocab_size"] == 500
     assert exp.load_config() == cfg
@@ -215,106 +216,107 @@ def test_new_experiment_writes_every_field(tmp_path):
 
 def test_resolve_without_persist_writes_nothing_new(tmp_path):
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({"decode.beam": 2}, persist=False)
+    ConfigChange(exp).resolve({"decode.beam": 2}, persist=False)
     assert not exp.root.exists()
 
 
 def test_overrides_are_recorded(tmp_path):
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({})
-    cfg = exp.resolve_config({"train.max_steps": 40, "train.seed": 1})  # seed 1 is no change
+    ConfigChange(exp).resolve({})
+    cfg = ConfigChange(exp).resolve({"train.max_steps": 40, "train.seed": 1})  # seed 1 is no change
     assert cfg.train.max_steps == 40 and exp.load_config().train.max_steps == 40
     record = overrides_of(exp)[-1]
     assert (record["key"], record["old"], record["new"], record["persisted"]) == ("train.max_steps", 100_000, 40, True)
     assert {"time", "command"} <= set(record) and len(overrides_of(exp)) == 1
     # Decoding options for one call: recorded, not saved.
-    cfg = exp.resolve_config({"decode.beam": 1}, persist=False)
+    cfg = ConfigChange(exp).resolve({"decode.beam": 1}, persist=False)
     assert cfg.decode.beam == 1 and exp.load_config().decode.beam == 4
     assert overrides_of(exp)[-1]["persisted"] is False
 
 
 def test_used_fields_are_frozen(tmp_path):
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({})
+    ConfigChange(exp).resolve({})
     exp.tokenizer_dir.mkdir()
-    exp.resolve_config({"tokenizer.vocab_size": 500})  # a tokenizer dir without a model: not trained yet
+    ConfigChange(exp).resolve({"tokenizer.vocab_size": 500})  # a tokenizer dir without a model: not trained yet
     (exp.tokenizer_dir / "spm.model").write_bytes(b"x")
     before = exp.config_path.read_text(), overrides_of(exp)
     for key, value in [("tokenizer.vocab_size", 600), ("data.src_lang", "fr"), ("data.train", ["files:x"])]:
         with pytest.raises(ConfigError) as info:
-            exp.resolve_config({key: value}, origins={key: "--set"})
+            ConfigChange(exp).resolve({key: value}, origins={key: "--set"})
         assert key in str(info.value) and "--set" in str(info.value) and "tokenizer" in str(info.value)
     assert (exp.config_path.read_text(), overrides_of(exp)) == before
-    exp.resolve_config({"tokenizer.vocab_size": 500, "data.max_len": 100})  # same value; binarize's field
-    exp.resolve_config({"tokenizer.train_segmentations": 4})  # binarize's too, though under tokenizer
+    ConfigChange(exp).resolve({"tokenizer.vocab_size": 500, "data.max_len": 100})  # same value; binarize's field
+    ConfigChange(exp).resolve({"tokenizer.train_segmentations": 4})  # binarize's too, though under tokenizer
     exp.data_dir.mkdir()
     for key, value in [("data.max_len", 50), ("tokenizer.train_segmentations", 2), ("tokenizer.sampling_alpha", 0.5)]:
         with pytest.raises(ConfigError, match=f"{key} is fixed at .*was binarized with it"):
-            exp.resolve_config({key: value})
-    exp.resolve_config({"model.d_model": 64, "model.n_heads": 4, "train.seed": 2})  # no checkpoint yet
+            ConfigChange(exp).resolve({key: value})
+    ConfigChange(exp).resolve({"model.d_model": 64, "model.n_heads": 4, "train.seed": 2})  # no checkpoint yet
     exp.checkpoints_dir.mkdir()
     (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
     with pytest.raises(ConfigError, match="model.d_model is fixed at 64"):
-        exp.resolve_config({"model.d_model": 128})
+        ConfigChange(exp).resolve({"model.d_model": 128})
     # A resume continues the checkpoint's random state and data order: a new seed would change nothing.
     before = exp.config_path.read_text(), overrides_of(exp)
     with pytest.raises(ConfigError, match=r"^--set: train.seed is fixed at 2 \(not 5\): the checkpoints hold "
                                           r"the random state and data order it seeded") as info:
-        exp.resolve_config({"train.seed": "5"}, origins={"train.seed": "--set"})
+        ConfigChange(exp).resolve({"train.seed": "5"}, origins={"train.seed": "--set"})
     assert info.value.exit_code == 2 and (exp.config_path.read_text(), overrides_of(exp)) == before
-    exp.resolve_config({"train.seed": 2})  # the same seed: no change
-    cfg = exp.resolve_config({"train.max_steps": 5, "decode.beam": 2})  # training and decoding may change
+    ConfigChange(exp).resolve({"train.seed": 2})  # the same seed: no change
+    cfg = ConfigChange(exp).resolve({"train.max_steps": 5, "decode.beam": 2})  # training and decoding may change
     assert (cfg.train.max_steps, cfg.decode.beam) == (5, 2)
 
 
 def test_recipe_on_an_existing_experiment(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({**{f"model.{k}": v for k, v in MODEL_PRESETS["tiny"].items()}, "train.max_tokens": 1000})
+    ConfigChange(exp).resolve({**{f"model.{k}": v for k, v in MODEL_PRESETS["tiny"].items()}, "train.max_tokens": 1000})
     (exp.checkpoints_dir).mkdir()
     (exp.checkpoints_dir / "last.pt").write_bytes(b"x")
     recipe = write(tmp_path / "r.yaml", "train:\n  max_steps: 50\n")
-    cfg = exp.resolve_config({}, recipe=recipe)
+    cfg = ConfigChange(exp).resolve({}, recipe=recipe)
     # Only what the recipe sets counts: the model and max_tokens keep the experiment's values.
     assert cfg.train.max_steps == 50 and cfg.model.d_model == 64 and cfg.train.max_tokens == 1000
-    cfg = exp.resolve_config({"train.max_steps": 60}, recipe=recipe)  # flags beat the recipe
+    cfg = ConfigChange(exp).resolve({"train.max_steps": 60}, recipe=recipe)  # flags beat the recipe
     assert cfg.train.max_steps == 60
     with pytest.raises(ConfigError) as info:
-        exp.resolve_config({}, recipe=write(tmp_path / "big.yaml", "preset: big\n"))
+        ConfigChange(exp).resolve({}, recipe=write(tmp_path / "big.yaml", "preset: big\n"))
     assert "big.yaml" in str(info.value) and "model." in str(info.value)
 
 
 def test_recipe_starts_a_new_experiment(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exp = Experiment(tmp_path / "exp")
-    cfg = exp.resolve_config({"train.max_steps": 9}, recipe=write(tmp_path / "r.yaml", RECIPE))
+    cfg = ConfigChange(exp).resolve({"train.max_steps": 9}, recipe=write(tmp_path / "r.yaml", RECIPE))
     assert cfg.model.d_model == 64 and cfg.train.max_steps == 9 and cfg.decode.beam == 2
     assert exp.load_config() == cfg
 
 
 def test_a_failed_first_step_leaves_nothing(tmp_path):
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({"tokenizer.vocab_size": 500})
-    with pytest.raises(RuntimeError), exp.undo_if_fails():
+    change = ConfigChange(exp)
+    change.resolve({"tokenizer.vocab_size": 500})
+    with pytest.raises(RuntimeError), change.undo_if_fails():
         exp.tokenizer_dir.mkdir()
         raise RuntimeError("sentencepiece failed")
     assert not exp.root.exists()
     # An experiment that existed before keeps its config as it was before the failed command...
     exp = Experiment(tmp_path / "exp")
-    exp.resolve_config({})
-    again = Experiment(tmp_path / "exp")
-    again.resolve_config({"train.max_steps": 3})
+    ConfigChange(exp).resolve({})
+    again = ConfigChange(Experiment(tmp_path / "exp"))
+    again.resolve({"train.max_steps": 3})
     with pytest.raises(RuntimeError), again.undo_if_fails():
         raise RuntimeError("boom")
-    assert exp.root.exists() and again.load_config().train.max_steps == 100000
+    assert exp.root.exists() and exp.load_config().train.max_steps == 100000
     # ...unless the step made something with the new config before failing: then it describes that.
-    third = Experiment(tmp_path / "exp")
-    third.resolve_config({"train.max_steps": 3})
+    third = ConfigChange(Experiment(tmp_path / "exp"))
+    third.resolve({"train.max_steps": 3})
     with pytest.raises(RuntimeError), third.undo_if_fails():
-        third.checkpoints_dir.mkdir()
-        (third.checkpoints_dir / "step_1.pt").write_bytes(b"saved")
+        exp.checkpoints_dir.mkdir()
+        (exp.checkpoints_dir / "step_1.pt").write_bytes(b"saved")
         raise RuntimeError("disk full")
-    assert third.load_config().train.max_steps == 3
+    assert exp.load_config().train.max_steps == 3
 
 
 def test_average_last_below_one_is_refused_by_name(tmp_path):
@@ -374,7 +376,7 @@ def test_inference_flags_are_checked_like_fields():
 
 
 def test_a_flag_unsets_an_optional_number_with_null():
-    from mt.config import set_field
+    from mt.config.schema import set_field
 
     cfg = ExperimentConfig()
     cfg.train.max_time, cfg.train.lr_peak = 3600.0, 5e-3

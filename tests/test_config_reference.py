@@ -1,4 +1,4 @@
-"""mt.config_reference: docs/config.md is what the dataclasses in mt/config.py generate, and the
+"""mt.config.reference: docs/config.md is what the dataclasses in mt/config/schema.py generate, and the
 generated tables carry each field's type, default and source comments."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import dataclasses
 import inspect
 from pathlib import Path
 
-from mt import config, config_reference
+from mt.config import reference as config_reference
+from mt.config import schema as config
 
 
 def row(markdown: str, section: str, name: str) -> str:
@@ -31,7 +32,7 @@ def test_docs_config_md_is_current():
     path = config_reference.DOC_PATH
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     assert text == config_reference.markdown(), (
-        f"docs/config.md is out of date with mt/config.py: regenerate it with `{config_reference.COMMAND}`"
+        f"docs/config.md is out of date with mt/config/schema.py: regenerate it with `{config_reference.COMMAND}`"
     )
 
 

@@ -1,4 +1,4 @@
-"""mt.constraints: every constraint appears in every output, no constraints is plain beam search,
+"""mt.search.constrained: every constraint appears in every output, no constraints is plain beam search,
 a batch equals one sentence at a time, and what happens at the length limit; `mt translate --constraints`.
 
 A random tiny Transformer is searched with constraints of random tokens (which it would never choose
@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import tiny_model
-from mt.constraints import Progress, allocate, constrained_beam_search, split_constrained_line
-from mt.search import beam_search
 from test_search import sources
+
+from mt.search.beam import beam_search
+from mt.search.constrained import Progress, allocate, constrained_beam_search, split_constrained_line
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -1,4 +1,4 @@
-"""mt.continuous_search: sentences that join and leave a running search get beam_search's answers.
+"""mt.search.continuous: sentences that join and leave a running search get beam_search's answers.
 
 A random tiny Transformer (its outputs run to the length limit or stop anywhere: every path of the
 bookkeeping is taken) searched alone by `beam_search` is the reference for each sentence; the
@@ -11,10 +11,10 @@ import random
 
 import pytest
 import torch
-
 from conftest import tiny_model
-from mt.continuous_search import ContinuousBeamSearch
-from mt.search import beam_search
+
+from mt.search.beam import beam_search
+from mt.search.continuous import ContinuousBeamSearch
 from mt.tokenizer import EOS_ID, PAD_ID
 
 pytestmark = pytest.mark.usefixtures("single_thread")

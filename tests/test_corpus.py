@@ -1,4 +1,4 @@
-"""mt.corpus on tiny real files: sources read as chunks, decoding and cleaning, whole splits
+"""mt.data.corpus on tiny real files: sources read as chunks, decoding and cleaning, whole splits
 (load_split), several sources in one split (Ding among them), the tokenizer's bounded sample."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-
-from mt import corpus
-from mt.config import DataConfig
-from mt.corpus import load_split
-from mt.ding import clear_cache, ding_part
-from mt.errors import MtError
-from mt.sources import parse_source
 from test_ding import DING_SAMPLE, write_big_ding
+
+from mt.config.schema import DataConfig
+from mt.config.sources import parse_source
+from mt.data import corpus
+from mt.data.corpus import load_split
+from mt.data.ding import clear_cache, ding_part
+from mt.errors import MtError
 
 
 def write(path: Path, text: str | bytes) -> Path:

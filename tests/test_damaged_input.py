@@ -22,18 +22,19 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from toy import one_thread, tiny_config, toy_corpus
-from mt.binarize import binarize
-from mt.checkpoint import FORMAT, load_checkpoint, resolve_checkpoint, save_checkpoint
-from mt.config import ExperimentConfig, ModelConfig, save_yaml
+
+from mt.atomic_files import write_text_atomic
+from mt.checkpoint import FORMAT, load_checkpoint, save_checkpoint
+from mt.config.recipes import load_recipe
+from mt.config.schema import ExperimentConfig, ModelConfig, save_yaml
+from mt.data.binarize import binarize
+from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.atomic_files import write_text_atomic
-from mt.model import build_model
-from mt.recipes import load_recipe
-from mt.tokenizer import train_tokenizer
-from mt.train import train
+from mt.model.transformer import build_model
+from mt.training.lock import training_lock
+from mt.training.loop import train
 from mt.translate import Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -294,10 +295,10 @@ def test_training_removes_the_temporary_files_of_killed_saves(trained, tmp_path)
 def test_a_missing_best_checkpoint_is_reported_as_such(trained, tmp_path):
     exp = copy_of(trained, tmp_path / "exp")
     exp.checkpoint_path("best").unlink()
-    assert resolve_checkpoint(exp, "best") == exp.checkpoint_path("last")  # no validation: last is best
+    assert exp.find_checkpoint("best") == exp.checkpoint_path("last")  # no validation: last is best
     exp.checkpoint_path("last").unlink()
     with pytest.raises(MtError) as info:
-        resolve_checkpoint(exp, "best")
+        exp.find_checkpoint("best")
     message = one_line(info, "neither best.pt nor last.pt", "step_0000002")
     assert message.startswith(f"{exp.checkpoint_path('best')}: ")
 
@@ -306,7 +307,7 @@ def test_a_missing_best_checkpoint_is_reported_as_such(trained, tmp_path):
 def _contender(root: str, barrier, holding, most, results) -> None:
     barrier.wait()
     try:
-        with Experiment(root).training_lock():
+        with training_lock(Experiment(root)):
             with holding.get_lock():
                 holding.value += 1
                 most.value = max(most.value, holding.value)

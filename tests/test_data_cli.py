@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from mt import log
 from test_cli_checks import mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 from toy import toy_corpus
+
+from mt import log
 
 
 @pytest.fixture(autouse=True)

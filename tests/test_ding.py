@@ -1,4 +1,4 @@
-"""mt.ding: the Ding dictionary's parser, its held-out valid/test split, its parts and its cache."""
+"""mt.data.ding: the Ding dictionary's parser, its held-out valid/test split, its parts and its cache."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import DataConfig
-from mt.corpus import load_split
-from mt.ding import HELD_OUT, clear_cache, ding_part, held_out_splits, read_ding
+from mt.config.schema import DataConfig
+from mt.config.sources import SPLITS
+from mt.data.corpus import load_split
+from mt.data.ding import HELD_OUT, clear_cache, ding_part, held_out_splits, read_ding
 from mt.errors import MtError
-from mt.sources import SPLITS
 
 
 def write(path: Path, text: str | bytes) -> Path:

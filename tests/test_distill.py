@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from mt.corpus import load_split
+from mt.config.recipes import MODEL_PRESETS
+from mt.data.corpus import load_split
 from mt.distill import chunk_paths, distill
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.recipes import MODEL_PRESETS
 from mt.translate import InferenceOptions, Translator
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

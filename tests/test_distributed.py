@@ -19,13 +19,13 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
-
-from mt import distributed
-from mt.batching import collate, make_batches
-from mt.checkpoint import load_checkpoint
-from mt.experiment import Experiment
-from mt.train_setup import build_training
 from test_trainer import assert_params_close, build_experiment, copy_experiment, params
+
+from mt.checkpoint import load_checkpoint
+from mt.data.batching import collate, make_batches
+from mt.experiment import Experiment
+from mt.training import distributed
+from mt.training.setup import build_training
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_gloo_available(),
                                 reason="hardware: torch without the gloo process-group backend")

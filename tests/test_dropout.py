@@ -1,10 +1,10 @@
-"""mt.dropout: the CPU dropout mask drawn from 15-bit lanes of random words."""
+"""mt.model.dropout: the CPU dropout mask drawn from 15-bit lanes of random words."""
 
 import pytest
 import torch
 
-from mt.dropout import Dropout, dropout, dropout_mask, quantised_rate
-from mt.model import MultiHeadAttention
+from mt.model.attention import MultiHeadAttention
+from mt.model.dropout import Dropout, dropout, dropout_mask, quantised_rate
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

@@ -6,7 +6,8 @@ import pytest
 import sacrebleu
 
 from mt.errors import MtError
-from mt.evaluate import read_lines, score
+from mt.evaluate import read_lines
+from mt.metrics import score
 
 REFS = [
     "The cat sat on the mat.",

@@ -18,15 +18,16 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
+from toy import one_thread, tiny_experiment, toy_corpus
 
-from mt.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
+from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
 from mt.export import build_spec, export
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search, max_lengths
+from mt.model.transformer import Transformer
+from mt.search.beam import beam_search, greedy_search
+from mt.search.steps import max_lengths
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.translate import Translator
-from toy import one_thread, tiny_experiment, toy_corpus
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed: pip install -e '.[test,export]'")
 
@@ -93,7 +94,7 @@ def _trained(root: Path, steps: int, model: dict, tokenizer: dict | None = None)
         train=dict(max_steps=steps, max_tokens=1000, lr_peak=3e-3, warmup_steps=20, log_every=50,
                    valid_every=10_000, save_every=10_000),
         decode=dict(max_len_b=10), tokenizer=tokenizer)
-    from mt.train import train
+    from mt.training.loop import train
 
     with one_thread():
         train(exp, cfg)
@@ -191,7 +192,7 @@ def test_beam_5_under_the_parity_settings(post_norm):
 
 # -- refusals and the command line ----------------------------------------------------------------------
 def test_an_unknown_model_field_is_refused_and_nothing_is_written(post_norm, tmp_path):
-    state = load_checkpoint(resolve_checkpoint(post_norm, "last"))
+    state = load_checkpoint(post_norm.find_checkpoint("last"))
     state["model_config"]["activation"] = "gelu"  # a field this mt does not have: the export cannot know it
     save_checkpoint(tmp_path / "newer.pt", state)
     with pytest.raises(MtError, match="model.activation = 'gelu'"):

@@ -1,4 +1,4 @@
-"""mt.hub through the real datasets library on local files: JSON lines (both record shapes), parquet,
+"""mt.data.hub through the real datasets library on local files: JSON lines (both record shapes), parquet,
 save_to_disk directories; splits, directions, and one-line errors. No network."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mt import hub
-from mt.config import DataConfig
-from mt.corpus import chunks, load_split
+from mt.config.schema import DataConfig
+from mt.config.sources import SPLITS, parse_source
+from mt.data import hub
+from mt.data.corpus import chunks, load_split
 from mt.errors import MtError
-from mt.sources import SPLITS, parse_source
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""mt.launch: `mt train`'s checks before any process starts, and the line that ends a training run."""
+"""mt.training.launch: `mt train`'s checks before any process starts, and the line that ends a training run."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from mt import launch
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
+from mt.training import launch
 
 
 def never(*_):

@@ -1,4 +1,4 @@
-"""mt.loss: the label-smoothed loss by hand (Sec. 5.4), its hand-written gradient against autograd, and a
+"""mt.training.loss: the label-smoothed loss by hand (Sec. 5.4), its hand-written gradient against autograd, and a
 tiny Transformer that learns to reverse sequences with it.
 """
 
@@ -7,19 +7,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 import sacrebleu
 import torch
 import torch.nn.functional as F
 
-from mt.model import Transformer
-from mt.search import greedy_search
+from mt.data.batching import Batch
+from mt.model.transformer import Transformer
+from mt.search.beam import greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.batching import Batch
-from mt.loss import batch_loss, label_smoothed_loss
-from mt.schedule import inverse_sqrt_lr
-
+from mt.training.loss import batch_loss, label_smoothed_loss
+from mt.training.schedule import inverse_sqrt_lr
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -192,7 +190,7 @@ def padded(rows: list[list[int]]) -> torch.Tensor:
 
 
 def reverse_batch(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """src + EOS; BOS + reversed; reversed + EOS, as mt.batching.collate lays them out."""
+    """src + EOS; BOS + reversed; reversed + EOS, as mt.data.batching.collate lays them out."""
     tgts = [s[::-1] for s in seqs]
     src = padded([s + [EOS_ID] for s in seqs])
     return src, padded([[BOS_ID] + t for t in tgts]), padded([t + [EOS_ID] for t in tgts])

@@ -12,11 +12,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import tiny_model
 from torch import nn
 
-from conftest import tiny_model
-from mt.dropout import dropout
-from mt.model import MultiHeadAttention, Residual, Transformer, count_parameters, sinusoid_table
+from mt.model.attention import MultiHeadAttention
+from mt.model.dropout import dropout
+from mt.model.layers import Residual, sinusoid_table
+from mt.model.transformer import Transformer, count_parameters
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 32

@@ -14,15 +14,15 @@ import sys
 import pytest
 import torch
 from sacrebleu.metrics import BLEU
+from test_trainer import build_experiment, copy_experiment
 
 from mt.checkpoint import load_checkpoint
-from mt.config import ModelConfig
-from mt.ema import WeightAverage
-from mt.evaluate import score, score_tokenized
-from mt.model import build_model
-from mt.train import train
-from mt.train_setup import build_training
-from test_trainer import build_experiment, copy_experiment
+from mt.config.schema import ModelConfig
+from mt.metrics import score, score_tokenized
+from mt.model.transformer import build_model
+from mt.training.ema import WeightAverage
+from mt.training.loop import train
+from mt.training.setup import build_training
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -162,7 +162,7 @@ def test_evaluate_tokenized_on_an_experiment_files_its_scores_apart(base, tmp_pa
 
 
 def test_init_from_starts_the_average_from_the_loaded_weights(base, tmp_path):
-    from mt.training_state import start_from_weights
+    from mt.training.checkpoints import start_from_weights
 
     source, source_cfg = copy_experiment(base, tmp_path / "source", max_steps=3)
     train(source, source_cfg)

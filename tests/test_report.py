@@ -17,15 +17,15 @@ import subprocess
 import sys
 
 import pytest
-
 from toy import one_thread
+
 from mt.errors import MtError
 from mt.evaluate import evaluate_split
 from mt.experiment import Experiment
-from mt.info import experiment_info
-from mt.plot import plot
-from mt.report import build_report, report
-from mt.train_log import load_train_log
+from mt.report.info import experiment_info
+from mt.report.page import build_report, report
+from mt.report.plot import plot
+from mt.training.train_log import load_train_log
 
 
 def png_size(data: bytes) -> tuple[int, int]:

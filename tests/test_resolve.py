@@ -1,4 +1,4 @@
-"""mt.resolve without a filesystem: saved config, recipe, flags and frozen fields -> config and changes."""
+"""mt.config.resolve without a filesystem: saved config, recipe, flags and frozen fields -> config and changes."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from mt.config import ExperimentConfig
+from mt.config.recipes import MODEL_PRESETS, Recipe, recipe_config
+from mt.config.resolve import BINARIZE_FIELDS, flag_overrides, frozen_by, parse_sets, resolve
+from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError
-from mt.recipes import MODEL_PRESETS, Recipe, recipe_config
-from mt.resolve import BINARIZE_FIELDS, flag_overrides, frozen_by, parse_sets, resolve
 
 
 def saved_config(**train) -> ExperimentConfig:

@@ -11,21 +11,21 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
-
-from mt.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from mt.experiment import Experiment
 from test_trainer import build_experiment, copy_experiment
+
+from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.experiment import Experiment
+from mt.training.checkpoints import rng_state, set_rng_state
 
 N = 40  # steps of the uninterrupted run; the other is killed after its checkpoint at N / 2
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}

@@ -1,4 +1,4 @@
-"""mt.schedule: the learning rate by hand (Sec. 5.3), the cooldown, and late dropout."""
+"""mt.training.schedule: the learning rate by hand (Sec. 5.3), the cooldown, and late dropout."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from mt.schedule import Schedule, cooldown_factor, inverse_sqrt_lr, peak_lr
-
+from mt.training.schedule import Schedule, cooldown_factor, inverse_sqrt_lr, peak_lr
 
 # -- Sec. 5.3: the learning-rate schedule ------------------------------------------------------------
 

@@ -12,14 +12,14 @@ import math
 
 import pytest
 import torch
+from conftest import tiny_model
 from torch import nn
 
-from conftest import tiny_model
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search, length_penalty
+from mt.config.schema import DecodeConfig
+from mt.model.transformer import Transformer
+from mt.search.beam import beam_search, greedy_search, sample_search
+from mt.search.steps import length_penalty, max_lengths
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from mt.config import DecodeConfig
-from mt.search import max_lengths, sample_search
 
 A, B = 4, 5  # the two real tokens of the small vocabularies below
 

@@ -28,11 +28,11 @@ from urllib.parse import urlencode
 
 import pytest
 import uvicorn
-
 from toy import toy_corpus
-from mt.batcher import Batcher, QueueFull, SearchOptions, WorkerFailed
+
 from mt.errors import ConfigError, MtError
-from mt.serve import Limits, bind, build_app
+from mt.serve.app import Limits, bind, build_app
+from mt.serve.queue import Batcher, QueueFull, SearchOptions, WorkerFailed
 from mt.translate import Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread
@@ -367,7 +367,7 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
 
 
 def test_v1_attention_is_the_json_of_mt_attention(server, reference):
-    from mt.attention import attention_maps
+    from mt.report.attention_maps import attention_maps
 
     answer = ok(f"{server.url}/v1/attention", {"text": LINES[0]})
     expected = {**attention_maps(reference, LINES[0]).to_json(), "warnings": []}

@@ -121,7 +121,7 @@ def page(browser, server):
 def test_the_page_is_the_packaged_file(server):
     status, body = request(server + "/")
     assert status == 200
-    assert body == (Path(mt.__file__).parent / "serve_page.html").read_bytes()
+    assert body == (Path(mt.__file__).parent / "serve" / "page.html").read_bytes()
 
 
 def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_sentence(page, server):

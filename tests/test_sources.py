@@ -1,4 +1,4 @@
-"""mt.sources: the one grammar of corpus specs for data.train/valid/test, DataConfig.sources and
+"""mt.config.sources: the one grammar of corpus specs for data.train/valid/test, DataConfig.sources and
 .cleaning, absolute_spec, and the refusal of the old corpus fields with the new lists spelled out."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from mt.config import DataConfig, ExperimentConfig, from_dict, set_field, validate
+from mt.config.schema import DataConfig, ExperimentConfig, from_dict, set_field, validate
+from mt.config.sources import DING_PATH, LEGACY_FIELDS, SPLITS, Source, absolute_spec, legacy_message, parse_source
 from mt.errors import ConfigError, MtError
-from mt.sources import DING_PATH, LEGACY_FIELDS, SPLITS, Source, absolute_spec, legacy_message, parse_source
 
 DE_EN = ("de", "en")
 

@@ -1,4 +1,4 @@
-"""mt.text_files on tiny real files: UTF-8 lines (plain, .gz, CRLF, BOM), parallel files, batches, errors."""
+"""mt.data.text_files on tiny real files: UTF-8 lines (plain, .gz, CRLF, BOM), parallel files, batches, errors."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mt import corpus, text_files
+from mt.data import corpus, text_files
+from mt.data.text_files import count_lines, existing, line_batches, read_lines, read_parallel_files
 from mt.errors import MtError
-from mt.text_files import count_lines, existing, line_batches, read_lines, read_parallel_files
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -31,7 +31,7 @@ def test_only_newline_ends_a_line(tmp_path):
     # U+2028 and form feeds are line breaks to str.splitlines(); in a corpus they are just text.
     src = write(tmp_path / "a.de", "\ufeffeins\u2028zwei\x0cdrei\nvier\n")
     assert read_lines(src) == ["eins\u2028zwei\x0cdrei", "vier"]
-    # mt.corpus still offers the readers under their old names.
+    # mt.data.corpus still offers the readers under their old names.
     assert corpus.read_lines is read_lines and corpus.read_parallel_files is read_parallel_files
 
 

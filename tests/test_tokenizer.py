@@ -6,12 +6,11 @@ import random
 
 import pytest
 
-from mt.config import DataConfig, ExperimentConfig, TokenizerConfig
+from mt.config.schema import DataConfig, ExperimentConfig, TokenizerConfig
+from mt.data.train_tokenizer import train_spm, train_tokenizer
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.tokenizer import (
-    BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, load_tokenizers, model_path, train_spm, train_tokenizer,
-)
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_path
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein kleines Mädchen", "A little girl"),
             ("Ein Junge", "A boy"), ("Ein älterer Herr", "An older gentleman"), ("Ein Hund", "A dog"),
@@ -110,7 +109,7 @@ def test_train_tokenizer_step_joint_and_refuses_overwrite(tmp_path):
     summary = train_tokenizer(exp, cfg)
     assert summary["vocab_size"] == {"joint": VOCAB}
     assert summary["sentences"] == {"src": 400, "tgt": 400}
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     assert src_tok is tgt_tok
     before = exp.spm_model_path("joint").read_bytes()
     with pytest.raises(MtError, match="already has a tokenizer; nothing overwritten"):
@@ -123,18 +122,18 @@ def test_train_tokenizer_step_separate_vocabularies(tmp_path):
     cfg = files_config(tmp_path, vocab_size=60, joint=False, byte_fallback=False)
     exp = Experiment(tmp_path / "exp")
     assert train_tokenizer(exp, cfg)["vocab_size"] == {"src": 60, "tgt": 60}
-    src_tok, tgt_tok = load_tokenizers(exp, cfg)
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     assert src_tok.path.name == "spm.src.model" and tgt_tok.path.name == "spm.tgt.model"
     assert src_tok.sha256 != tgt_tok.sha256
 
 
 def test_load_tokenizers_without_model_points_to_train_tokenizer(tmp_path):
     with pytest.raises(MtError, match="mt train-tokenizer"):
-        load_tokenizers(Experiment(tmp_path / "exp"), ExperimentConfig())
+        Experiment(tmp_path / "exp").load_tokenizers(True)
 
 
 def test_train_tokenizer_reads_a_bounded_sample(tmp_path, monkeypatch):
-    from mt import corpus
+    from mt.data import corpus
 
     cfg = files_config(tmp_path, vocab_size=100, byte_fallback=False)
     cfg.tokenizer.input_sentence_size = 300  # a joint model: 150 pairs, both sides

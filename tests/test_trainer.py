@@ -1,4 +1,4 @@
-"""mt.trainer, mt.train_setup, mt.training_state and mt.train's loop: update_freq, weight decay, bf16,
+"""mt.training.trainer, mt.training.setup, mt.training.checkpoints and mt.training.loop's loop: update_freq, weight decay, bf16,
 fp16, skipped non-finite updates, the cooldown across a resume, late dropout, validation BLEU,
 patience, keep_last, --init-from, and `mt average` through the CLI.
 
@@ -22,24 +22,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from toy import tiny_config, toy_corpus
-from mt.batching import collate, make_batches
-from mt.binarize import binarize
+
+from mt.atomic_files import write_text_atomic
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.config import ExperimentConfig, save_yaml
-from mt.corpus import load_split
+from mt.config.schema import ExperimentConfig, save_yaml
+from mt.data.batching import collate, make_batches
+from mt.data.binarize import binarize
+from mt.data.corpus import load_split
+from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.atomic_files import write_text_atomic
-from mt.model import FeedForward
-from mt.search import greedy_search
-from mt.tokenizer import EOS_ID, train_tokenizer
-from mt.schedule import inverse_sqrt_lr
-from mt.train import train, validate_run
-from mt.train_setup import build_training
-from mt.training_state import resume_training, save_training, start_from_weights, training_checkpoint
-
+from mt.model.layers import FeedForward
+from mt.search.beam import greedy_search
+from mt.tokenizer import EOS_ID
+from mt.training.checkpoints import resume_training, save_training, start_from_weights, training_checkpoint
+from mt.training.loop import train, validate_run
+from mt.training.schedule import inverse_sqrt_lr
+from mt.training.setup import build_training
 
 
 def build_experiment(root: Path) -> Experiment:
@@ -187,7 +187,7 @@ def test_resume_takes_weight_decay_and_betas_from_the_config_and_keeps_each_mome
 
 
 def test_negative_weight_decay_is_refused():
-    from mt.config import from_dict
+    from mt.config.schema import from_dict
     from mt.errors import ConfigError
 
     with pytest.raises(ConfigError, match="train.weight_decay must be 0"):
@@ -407,7 +407,7 @@ def test_early_dropout_by_time_and_off_by_default(base, tmp_path):
 
 
 def test_early_dropout_is_checked():
-    from mt.config import from_dict
+    from mt.config.schema import from_dict
     from mt.errors import ConfigError
 
     with pytest.raises(ConfigError, match="train.early_dropout must be in"):
@@ -466,7 +466,7 @@ def test_patience_stops_after_validations_without_improvement(base, tmp_path):
 
 
 def test_best_metric_bleu_needs_valid_bleu():
-    from mt.config import from_dict
+    from mt.config.schema import from_dict
     from mt.errors import ConfigError
 
     with pytest.raises(ConfigError, match="needs train.valid_bleu"):

@@ -1,4 +1,4 @@
-"""mt.training_state: the counters round-trip through a checkpoint's keys (older checkpoints too), the
+"""mt.training.checkpoints: the counters round-trip through a checkpoint's keys (older checkpoints too), the
 best validation and patience, and a run's checkpoint keeps every key existing checkpoints have.
 The tiny experiment comes from test_trainer.build_experiment.
 """
@@ -8,12 +8,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_trainer import build_experiment, copy_experiment
 
 from mt.checkpoint import load_checkpoint
 from mt.experiment import Experiment
-from mt.train_setup import build_training
-from mt.training_state import TrainingState, resume_training, save_training
-from test_trainer import build_experiment, copy_experiment
+from mt.training.checkpoints import resume_training, save_training
+from mt.training.setup import build_training
+from mt.training.state import TrainingState
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

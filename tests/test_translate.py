@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 import pytest
-
 from toy import toy_corpus
-from mt.batching import length_groups
+
+from mt.data.batching import length_groups
 from mt.errors import ConfigError
 from mt.experiment import Experiment
 from mt.translate import InferenceOptions, Sampling, Translator

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import BinaryIO, Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TransferSpeedColumn,
+)
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 BASE_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"

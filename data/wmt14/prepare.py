@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 HUB_NAME, HUB_CONFIG = "wmt14", "de-en"
 LANGS = ("de", "en")

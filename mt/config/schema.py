@@ -1,0 +1,359 @@
+"""Typed configuration: the dataclasses are the schema and the defaults; values are checked and
+converted against the field types (a choice field is a `Literal[...]`), then `validate` checks ranges.
+
+A recipe (YAML, `mt.config.recipes`) or flags fill an `ExperimentConfig`; the first step on a new experiment
+writes every field into the experiment directory, and later steps read it back. Model, tokenizer and
+data fields are frozen once used (see `mt.config.resolve`); training and decoding fields may be overridden
+per call, and each override is recorded (see `mt.experiment`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
+
+import yaml
+
+from mt.config.sources import LEGACY_FIELDS, SPLITS, Source, legacy_message, parse_source
+from mt.errors import ConfigError, MtError
+
+# Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
+LengthPenalty = Literal["gnmt", "length", "none"]
+StopRule = Literal["exact", "early"]
+InferencePrecision = Literal["fp32", "bf16", "fp16"]
+Quantize = Optional[Literal["int8"]]
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel corpus comes from and which direction to translate."""
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    # Each split is a list of sources read in order (mt.config.sources): files:PREFIX, files:SRC|TGT,
+    # tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] or ding[:FILE][@PART]; a train
+    # source may end in *WEIGHT (an upsampling factor; 0.5 keeps a random half).
+    train: list[str] = field(default_factory=list)
+    valid: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
+    hf_streaming: bool = False  # read hub datasets record by record instead of downloading them first
+    max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
+    # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
+    clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
+    normalize: Literal["none", "nfc", "nfkc"] = "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
+    max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
+    dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
+
+    def sources(self, split: str) -> list[Source]:
+        """The parsed sources of a split ("train", "valid" or "test"), for the corpus readers."""
+        if split not in SPLITS:
+            raise MtError(f"unknown split {split!r}; expected one of: {', '.join(SPLITS)}")
+        langs = (self.src_lang, self.tgt_lang)
+        return [parse_source(spec, split, langs, self.hf_streaming) for spec in getattr(self, split)]
+
+    def cleaning(self, split: str) -> str | None:
+        """decode_chunk's `clean` for a split: the normalisation when cleaning it, None for strict."""
+        return self.normalize if self.clean and split == "train" else None
+
+
+@dataclass
+class TokenizerConfig:
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    vocab_size: int = 8000
+    joint: bool = True  # one vocabulary for both sides: needed for the paper's shared embeddings
+    character_coverage: float = 1.0
+    byte_fallback: bool = True  # unseen characters become bytes, never <unk>
+    input_sentence_size: int = 2_000_000  # sentences per model, reservoir-sampled while reading the corpus
+    # Subword regularization (Kudo, 2018): `mt binarize` writes each training pair this many times, once
+    # in the tokenizer's best segmentation and N-1 times in segmentations sampled from it, so that each
+    # epoch over the N copies shows the model a word split several ways. 1 = off (valid/test: always off).
+    train_segmentations: int = 1
+    # Unigram: the sampling distribution is P(segmentation)^alpha over all of them (smaller alpha = more
+    # varied and longer; 0.3 with 8 copies makes Multi30k's training data 10-11% longer in tokens).
+    # BPE: the probability of dropping each merge (larger = more varied; BPE-dropout, Provilkov et al.
+    # 2020, use 0.1). The samples are drawn once, by binarize: every epoch sees the same N copies.
+    sampling_alpha: float = 0.3
+
+
+@dataclass
+class ModelConfig:
+    """The paper's hyper-parameters (Table 3); defaults are Transformer base."""
+
+    enc_layers: int = 6
+    dec_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    dropout: float = 0.1  # P_drop: sub-layer outputs and embeddings+positions (Sec. 5.4)
+    attention_dropout: float = 0.0  # not in the paper; fairseq/tensor2tensor option
+    activation_dropout: float = 0.0  # not in the paper: dropout after the FFN's ReLU
+    pre_norm: bool = False  # the paper is post-norm (Sec. 3.1)
+    tie_embeddings: bool = True  # Sec. 3.4; three-way when the vocabulary is joint
+    max_positions: int = 1024
+
+
+@dataclass
+class TrainConfig:
+    max_tokens: int = 4096  # per batch and process, padded source or target tokens, whichever is larger
+    update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
+    max_steps: int = 100_000
+    max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h"); 0 or null = off
+    # During the last fraction of the budget (max_time if set, else max_steps) the lr falls to 0 from
+    # the schedule's value where it begins; 0 = off.
+    cooldown: float = 0.0
+    # How it falls over the cooldown's share t in [0, 1]: "linear" (1 - t) or "1-sqrt" (1 - sqrt(t), which
+    # halves the lr in the first quarter and spends longer at small lrs; Hägele et al., 2024).
+    cooldown_shape: Literal["linear", "1-sqrt"] = "linear"
+    # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
+    # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
+    lr_peak: float | None = None
+    lr_scale: float = 1.0
+    warmup_steps: int = 4000
+    label_smoothing: float = 0.1  # epsilon_ls (Sec. 5.4)
+    # Late dropout (Liu et al., ICML 2023, "Dropout Reduces Underfitting"): model.dropout's sub-layer and
+    # embedding dropout at this lower rate until early_dropout_until of the budget (max_time if set, else
+    # max_steps), model.dropout after: a short budget learns faster early and generalises at the end.
+    # Attention and activation dropout keep their rates. None = off.
+    early_dropout: float | None = None
+    early_dropout_until: float = 0.5
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    # Decoupled (AdamW): each update shrinks weight matrices and embeddings by lr * weight_decay; biases
+    # and LayerNorm gains are not decayed. Not in the paper (plain Adam); 0 = off.
+    weight_decay: float = 0.0
+    clip_norm: float = 0.0  # 0 = no clipping (the paper does not clip)
+    seed: int = 1
+    log_every: int = 50
+    valid_every: int = 1000
+    valid_bleu: bool = False  # also greedy BLEU on a fixed sample of the validation set
+    valid_bleu_sentences: int = 200  # the sample's size: greedy decoding costs time at every validation
+    best_metric: Literal["nll", "bleu"] = "nll"  # what makes best.pt (bleu needs valid_bleu)
+    patience: int = 0  # stop after this many validations without improvement; 0 = never
+    save_every: int = 1000
+    keep_last: int = 5  # periodic step_N.pt checkpoints kept; 0 = all
+    # fp32 | bf16 | fp16 (CPU or CUDA, with a dynamic loss scale) | auto: fp32, bf16 and fp16 timed on
+    # the CPU when training starts, a half precision taken only when over 1.3x fp32 (mt.hardware.fastest_precision;
+    # bf16 is much faster on some CPUs and slower on others); on CUDA bf16 where the GPU has it, else fp16
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
+    max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
+    # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
+    # precision's first, pay the compilation. Checkpoints are the same as without it.
+    compile: bool = False
+    # An exponential moving average of the weights, updated after every update (fairseq --store-ema,
+    # Marian --exponential-smoothing; see mt.training.ema); saved as checkpoints/ema.pt, decoded with
+    # `--checkpoint ema`. 0 = off; 0.999 or 0.9999 are usual.
+    ema_decay: float = 0.0
+    # Also write TensorBoard event files into EXP/tensorboard (needs the tensorboard package:
+    # pip install tensorboard); train.jsonl stays the record.
+    tensorboard: bool = False
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 4  # Sec. 6.1
+    alpha: float = 0.6  # Sec. 6.1
+    # "gnmt": ((5+|Y|)/6)^alpha as in the paper (Wu et al. 2016); "length": |Y|^alpha as fairseq,
+    # Marian and CTranslate2; "none": raw log-probability.
+    length_penalty: LengthPenalty = "gnmt"
+    # When beam search stops (mt/search/steps.py): "early" once `beam` hypotheses have finished (fairseq,
+    # CTranslate2), or when none alive can still win; "exact" only the latter (slower, and with a
+    # large alpha it finds longer, worse translations: docs/translating.md).
+    stop: StopRule = "early"
+    max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
+    max_len_b: int = 50
+    max_tokens: int = 2000  # source tokens per decoding batch
+    checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
+    average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
+
+
+@dataclass
+class ExperimentConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def literal_choices(hint: Any) -> tuple[str, ...]:
+    """The values a Literal[...] type allows (also as Optional[Literal[...]]); () for other types."""
+    return tuple(value for h in (hint, *get_args(hint)) if get_origin(h) is Literal for value in get_args(h))
+
+
+def coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check/convert one value against its field type (recipes are YAML: ints for floats etc.); a
+    value outside a Literal's choices is a one-line error naming `where` and the choices."""
+    text = str(hint)
+    if text.startswith("list"):
+        return _coerce_list(value, where)
+    if value is None:
+        if "None" in text or type(None) in get_args(hint):
+            return None
+        raise ConfigError(f"{where}: must not be empty")
+    choices = literal_choices(hint)
+    if choices:
+        if str(value) not in choices:
+            either = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+            raise ConfigError(f"{where} must be {either}, not {value!r}")
+        return str(value)
+    if "dict" in text:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): str(v) for k, v in value.items()}
+    if text.startswith("float") or "float" in text.split("|")[0]:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if hint is bool or text == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if hint is int or text == "int":
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+        if as_float != int(as_float):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return int(as_float)
+    return str(value)
+
+
+def _coerce_list(value: Any, where: str) -> list[str]:
+    """A list of strings: a YAML list, or from a flag "[a, b]" (YAML) or "a,b"; empty for null."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = yaml.safe_load(text)
+            except yaml.YAMLError:
+                raise ConfigError(f"{where}: expected a list like [a, b], got {value!r}") from None
+        else:
+            value = [item.strip() for item in text.split(",") if item.strip()]
+    if not isinstance(value, list) or any(isinstance(v, (dict, list)) or v is None for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return [str(v) for v in value]
+
+
+def parse_duration(text: str | float | int) -> float:
+    """'90', '90s', '12m', '1.5h' -> seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(text))
+    if not match:
+        raise ConfigError(f"max_time: expected a duration like 90s, 12m or 2h, got {text!r}")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "override") -> Any:
+    """Set `section.field` on cfg from a plain value, checking the key and type. Returns the value."""
+    section_name, _, name = key.partition(".")
+    section = getattr(cfg, section_name, None) if name else None
+    if section is None or not dataclasses.is_dataclass(section):
+        raise ConfigError(f"{where}: unknown config key {key!r} (expected section.field)")
+    hints = get_type_hints(type(section))
+    if name not in hints:
+        known = ", ".join(f.name for f in dataclasses.fields(section))
+        raise ConfigError(f"{where}: unknown key {key!r}; {section_name} has: {known}")
+    hint = str(hints[name])
+    if (isinstance(value, str) and value.strip().lower() in ("", "null", "none") and "None" in hint
+            and not hint.startswith("str")):
+        value = None  # a flag's way to unset an optional number: --set train.max_time=null
+    if key == "train.max_time" and value is not None:
+        try:
+            value = parse_duration(value)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {key}: {str(exc).partition(': ')[2]}") from None
+        value = value or None  # 0 = off, as for the other budgets (cooldown, patience, clip_norm)
+    value = coerce(value, hints[name], f"{where}: {key}")
+    setattr(section, name, value)
+    return value
+
+
+def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = None) -> ExperimentConfig:
+    """Build a config from nested sections over `base` (changed in place; default: the defaults);
+    unknown sections or keys are an error naming `where`."""
+    cfg = base if base is not None else ExperimentConfig()
+    for section_name, values in raw.items():
+        if not hasattr(cfg, section_name):
+            known = ", ".join(f.name for f in dataclasses.fields(cfg))
+            raise ConfigError(f"{where}: unknown section {section_name!r}; known: {known}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where}: section {section_name!r} must be a mapping")
+        if section_name == "data" and (old := {k: v for k, v in values.items() if k in LEGACY_FIELDS}):
+            raise ConfigError(legacy_message(old, where))
+        for name, value in values.items():
+            set_field(cfg, f"{section_name}.{name}", value, where)
+    validate(cfg, where)
+    return cfg
+
+
+def validate(cfg: ExperimentConfig, where: str) -> None:
+    """Value checks that types alone do not catch (choices are Literal types, checked by `coerce`)."""
+    checks = [
+        (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
+        # A kept pair has up to max_len tokens a side; the source gains EOS and the decoder's input BOS.
+        (cfg.data.max_len + 1 <= cfg.model.max_positions,
+         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS) must be at most model.max_positions "
+         f"({cfg.model.max_positions})"),
+        (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
+        # Written so that NaN fails too. The decoding flags are named: they fill these fields.
+        (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
+         "the stopping bound is invalid for negative alpha"),
+        (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
+        (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
+        (cfg.decode.max_tokens >= 1, "decode.max_tokens (--batch-tokens) must be at least 1"),
+        (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
+        (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
+        (cfg.train.max_time is None or cfg.train.max_time >= 0, "train.max_time must be 0 (off) or more"),
+        (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
+        (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
+        (0.0 <= cfg.train.ema_decay < 1.0, f"train.ema_decay must be in [0, 1) (0 = off), not {cfg.train.ema_decay}"),
+        (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
+        (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
+        (cfg.train.patience >= 0, "train.patience must be 0 (off) or more"),
+        (cfg.train.keep_last >= 0, "train.keep_last must be 0 (keep all) or more"),
+        (cfg.train.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
+        (cfg.train.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
+        (cfg.train.weight_decay >= 0.0, "train.weight_decay must be 0 (off) or more"),
+        (min(cfg.train.log_every, cfg.train.valid_every, cfg.train.save_every) >= 1,
+         "train.log_every, valid_every and save_every must be at least 1"),
+        (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
+        (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (cfg.train.early_dropout is None or 0.0 <= cfg.train.early_dropout <= 1.0,
+         "train.early_dropout must be in [0, 1], or null (off)"),
+        (0.0 < cfg.train.early_dropout_until <= 1.0, "train.early_dropout_until must be in (0, 1]"),
+        (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),
+        (cfg.tokenizer.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
+        (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),
+        (0.0 < cfg.tokenizer.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
+        (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{where}: {message}")
+    for split in SPLITS:
+        try:
+            cfg.data.sources(split)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+
+def save_yaml(cfg: ExperimentConfig) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)

@@ -1,0 +1,205 @@
+"""Token-based batching: pairs of similar length batched together up to a token budget.
+
+Sec. 5.1: "Sentence pairs were batched together by approximate sequence length. Each training batch
+contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
+tokens." As in fairseq, the budget bounds the padded size of the larger of the two tensors.
+Training reads them through a `BatchStream`: epoch after epoch, shared out among processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mt.data.dataset import ParallelData
+from mt.errors import MtError
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+ROWS_MULTIPLE = 8  # fairseq's required_batch_size_multiple: row counts that suit matmul kernels
+
+
+@dataclass
+class Batch:
+    src_ids: torch.Tensor  # (batch, src_len) long: tokens + EOS, right-padded with PAD_ID
+    tgt_in: torch.Tensor  # (batch, tgt_len) long: BOS + tokens, padded (decoder input)
+    tgt_out: torch.Tensor  # (batch, tgt_len) long: tokens + EOS, padded (what the decoder predicts)
+    indices: np.ndarray  # (batch,) dataset indices of the rows
+
+    @property
+    def n_src_tokens(self) -> int:
+        return int((self.src_ids != PAD_ID).sum())
+
+    @property
+    def n_tgt_tokens(self) -> int:
+        return int((self.tgt_out != PAD_ID).sum())
+
+    @property
+    def size(self) -> int:
+        return self.src_ids.shape[0]
+
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its tensors on `device` (itself on the CPU)."""
+        if device.type == "cpu":
+            return self
+        return Batch(*(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices)
+
+
+def _length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+    """Indices sorted by (tgt_len, src_len); ties in random order when rng is given, else by index."""
+    key = tgt_lens * (int(src_lens.max()) + 1) + src_lens  # one int64 key sorts faster than lexsort
+    if rng is None:
+        return np.argsort(key, kind="stable")
+    perm = rng.permutation(len(key))
+    return perm[np.argsort(key[perm], kind="stable")]
+
+
+def _batch_ends(src_width: np.ndarray, tgt_width: np.ndarray, max_tokens: int) -> list[int]:
+    """Greedy cut points over pairs in sorted order: rows * max(widths) <= max_tokens per batch.
+
+    tgt_width is non-decreasing (the sort order), so a batch starting at i can hold at most
+    max_tokens // tgt_width[i] rows: only that window is examined, which keeps this linear.
+    """
+    n, ends, start = len(src_width), [], 0
+    while start < n:
+        cap = max(1, max_tokens // int(max(src_width[start], tgt_width[start])))
+        stop = min(n, start + cap)
+        width = np.maximum(np.maximum.accumulate(src_width[start:stop]), tgt_width[start:stop])
+        fits = np.arange(1, stop - start + 1) * width <= max_tokens  # true, then false
+        rows = int(np.argmin(fits)) if not fits.all() else len(fits)
+        rows = max(rows, 1)  # a single over-long pair still gets a batch of its own
+        if rows >= ROWS_MULTIPLE:
+            rows -= rows % ROWS_MULTIPLE
+        start += rows
+        ends.append(start)
+    return ends
+
+
+def make_batches(
+    src_lens: np.ndarray,
+    tgt_lens: np.ndarray,
+    max_tokens: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+) -> list[np.ndarray]:
+    """Index arrays, one per batch, covering every pair once; deterministic in (seed, epoch).
+
+    Pairs are sorted by (tgt_len, src_len) and cut greedily so that a batch's padded size, rows *
+    max(src_len + 1, tgt_len + 1) (EOS on the source; BOS or EOS on the target), stays within
+    max_tokens. With shuffle, length ties are broken at random and the batch order is shuffled.
+    """
+    src_lens = np.asarray(src_lens, dtype=np.int64)
+    tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+    if len(src_lens) != len(tgt_lens):
+        raise ValueError(f"{len(src_lens)} source lengths but {len(tgt_lens)} target lengths")
+    if len(src_lens) == 0:
+        return []
+    rng = np.random.default_rng((seed, epoch)) if shuffle else None
+    order = _length_order(src_lens, tgt_lens, rng)
+    ends = _batch_ends(src_lens[order] + 1, tgt_lens[order] + 1, max_tokens)
+    batches = np.split(order, ends[:-1])
+    if rng is not None:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
+
+
+def _fill(
+    lens: np.ndarray, tokens: np.ndarray, width: int, first: int | None, last: int | None
+) -> np.ndarray:
+    """(rows, width) array of PAD with each row's tokens, optionally after `first` and before `last`."""
+    rows = len(lens)
+    out = np.full((rows, width), PAD_ID, dtype=np.int64)
+    shift = 0 if first is None else 1
+    if first is not None:
+        out[:, 0] = first
+    cols = np.arange(width)
+    # Row-major boolean assignment fills rows in order, matching the concatenated tokens.
+    out[(cols >= shift) & (cols < lens[:, None] + shift)] = tokens
+    if last is not None:
+        out[np.arange(rows), lens + shift] = last
+    return out
+
+
+def collate(data: ParallelData, indices: np.ndarray) -> Batch:
+    """Padded tensors for the pairs `indices`: source + EOS; BOS + target; target + EOS."""
+    indices = np.asarray(indices, dtype=np.int64)
+    src_lens, tgt_lens = data.src_lens[indices], data.tgt_lens[indices]
+    src_tokens = np.concatenate([data.src(i) for i in indices]).astype(np.int64)
+    tgt_tokens = np.concatenate([data.tgt(i) for i in indices]).astype(np.int64)
+    src_width, tgt_width = int(src_lens.max()) + 1, int(tgt_lens.max()) + 1
+    return Batch(
+        src_ids=torch.from_numpy(_fill(src_lens, src_tokens, src_width, None, EOS_ID)),
+        tgt_in=torch.from_numpy(_fill(tgt_lens, tgt_tokens, tgt_width, BOS_ID, None)),
+        tgt_out=torch.from_numpy(_fill(tgt_lens, tgt_tokens, tgt_width, None, EOS_ID)),
+        indices=indices,
+    )
+
+
+def length_groups(src_lens: list[int], max_tokens: int) -> list[list[int]]:
+    """Decoding batches: indices of `src_lens` sorted by length (stable), cut into runs whose padded
+    size, rows * (longest + 1) with EOS, stays within max_tokens; an over-long source runs alone."""
+    order = sorted(range(len(src_lens)), key=lambda i: src_lens[i])
+    groups: list[list[int]] = []
+    group: list[int] = []
+    for i in order:
+        longest = src_lens[i] + 1  # sorted ascending: the newest member is the longest
+        if group and longest * (len(group) + 1) > max_tokens:
+            groups.append(group)
+            group = []
+        group.append(i)
+    if group:
+        groups.append(group)
+    return groups
+
+
+def pad_fraction(
+    batches: list[np.ndarray], src_lens: np.ndarray, tgt_lens: np.ndarray
+) -> tuple[float, float]:
+    """Fraction of positions that are padding in the src_ids and tgt_out tensors of `batches`."""
+    if not batches:
+        return 0.0, 0.0
+    order = np.concatenate(batches)
+    starts = np.concatenate([[0], np.cumsum([len(b) for b in batches])[:-1]])
+    rows = np.array([len(b) for b in batches])
+    fractions = []
+    for lens in (np.asarray(src_lens)[order] + 1, np.asarray(tgt_lens)[order] + 1):
+        padded = int((np.maximum.reduceat(lens, starts) * rows).sum())
+        fractions.append(1.0 - int(lens.sum()) / padded)
+    return fractions[0], fractions[1]
+
+
+class BatchStream:
+    """This process's training batches, epoch after epoch, and its position among them.
+
+    All processes step through one seeded order of an epoch's batches (`make_batches` with the seed
+    and the epoch), process `rank` taking batch batch_in_epoch + rank; a last round short of one
+    batch per process is left out, and the next epoch reshuffles. (epoch, batch_in_epoch) is what a
+    checkpoint saves: the order is a function of them, so a resumed run reads what it would have.
+    """
+
+    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1):
+        self.data, self.max_tokens, self.seed = data, max_tokens, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch = 0
+        self.batch_in_epoch = 0  # batches of this epoch taken by all processes together
+        self._order: list[np.ndarray] | None = None  # the epoch's batches, made on first use
+
+    def seek(self, epoch: int, batch_in_epoch: int) -> None:
+        """Continue from a saved position."""
+        self.epoch, self.batch_in_epoch, self._order = epoch, batch_in_epoch, None
+
+    def next_batch(self) -> Batch:
+        """This process's next batch."""
+        if self._order is None:
+            self._order = make_batches(self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch)
+            if len(self._order) < self.world_size:
+                raise MtError(f"{len(self._order)} training batches for {self.world_size} processes: "
+                              f"use a smaller max_tokens")
+        if self.batch_in_epoch + self.world_size > len(self._order):
+            self.seek(self.epoch + 1, 0)
+            return self.next_batch()
+        indices = self._order[self.batch_in_epoch + self.rank]
+        self.batch_in_epoch += self.world_size
+        return collate(self.data, indices)

@@ -1,0 +1,336 @@
+"""`mt binarize`: parallel text -> token-id arrays on disk (read back by `mt.data.dataset`).
+
+Binarizing streams: the sources are read in chunks (mt.data.corpus), encoded in worker processes
+(mt.data.binarize_workers), and the results are appended in corpus order to .npy files whose header (which holds
+the length) is written last, so memory stays flat whatever the corpus size. Everything is written
+to a hidden directory that is renamed into place at the end, beside a manifest (pairs, tokens, size
+and sha256 of every file, the tokenizer's sha256) that `mt train` checks before it trusts the data.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mt import log
+from mt.atomic_files import write_json_atomic
+from mt.config.schema import ExperimentConfig
+from mt.data import binarize_workers as encoding
+from mt.data import corpus
+from mt.data import stats as data_stats
+from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
+from mt.data.dataset import file_sha256
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.tokenizer import Tokenizer
+
+WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
+
+
+class NpyWriter:
+    """A 1-D .npy file written in appended pieces; the header, which holds the length, is written last."""
+
+    _PLACEHOLDER = 2**63 - 1  # the header of the largest length: as long as any real one (128 bytes)
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.length = Path(path), np.dtype(dtype), 0
+        self.handle = open(self.path, "wb")
+        self.header_size = self.handle.write(self._header(self._PLACEHOLDER))
+
+    def _header(self, length: int) -> bytes:
+        buffer = io.BytesIO()
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (length,)}
+        np.lib.format.write_array_header_1_0(buffer, header)
+        return buffer.getvalue()
+
+    def append(self, values: np.ndarray) -> None:
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        self.handle.write(values.data)
+        self.length += len(values)
+
+    def close(self) -> dict:
+        """Finish the file; returns its size and sha256 for the manifest."""
+        header = self._header(self.length)
+        assert len(header) == self.header_size, "npy header sizes differ"  # both pad to 128 bytes
+        self.handle.seek(0)
+        self.handle.write(header)
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        return {"bytes": self.path.stat().st_size, "sha256": file_sha256(self.path)}
+
+    def abandon(self) -> None:
+        self.handle.close()
+
+
+
+class SplitWriter:
+    """The five arrays of a split (ids and offsets per side, line numbers), appended to as pairs come."""
+
+    def __init__(self, exp: Experiment, tmp_dir: Path, split: str, src_dtype: np.dtype, tgt_dtype: np.dtype):
+        paths = {
+            "src_ids": (exp.ids_path(split, "src"), src_dtype),
+            "src_offsets": (exp.offsets_path(split, "src"), np.int64),
+            "tgt_ids": (exp.ids_path(split, "tgt"), tgt_dtype),
+            "tgt_offsets": (exp.offsets_path(split, "tgt"), np.int64),
+            "lines": (exp.lines_path(split), np.int64),
+        }
+        # The names they will have under exp.data_dir, which is flat.
+        self.files = {key: NpyWriter(tmp_dir / path.name, dtype) for key, (path, dtype) in paths.items()}
+        self.tokens = {"src": 0, "tgt": 0}
+        for side in ("src", "tgt"):
+            self.files[f"{side}_offsets"].append(np.zeros(1, np.int64))
+
+    def append(self, arrays: dict, lines: np.ndarray) -> None:
+        for side in ("src", "tgt"):
+            self.files[f"{side}_ids"].append(arrays[f"{side}_ids"])
+            ends = self.tokens[side] + np.cumsum(arrays[f"{side}_lens"])
+            self.files[f"{side}_offsets"].append(ends)
+            if len(ends):
+                self.tokens[side] = int(ends[-1])
+        self.files["lines"].append(lines)
+
+    @property
+    def pairs(self) -> int:
+        return self.files["lines"].length
+
+    def close(self) -> dict[str, dict]:
+        return {writer.path.name: writer.close() for writer in self.files.values()}
+
+    def abandon(self) -> None:
+        for writer in self.files.values():
+            writer.abandon()
+
+
+class SeenPairs:
+    """64-bit hashes of the pairs kept so far, for exact deduplication in 8 bytes a pair: sorted runs
+    merged like a binary counter (a merge of two sorted runs is one linear timsort pass)."""
+
+    def __init__(self):
+        self.runs: list[np.ndarray] = []
+
+    def first_seen(self, hashes: np.ndarray) -> np.ndarray:
+        """True for each hash not seen before (in earlier chunks, or earlier in this one); remembers them."""
+        unique, first = np.unique(hashes, return_index=True)
+        new = np.ones(len(unique), dtype=bool)
+        for run in self.runs:
+            at = np.searchsorted(run, unique).clip(max=len(run) - 1)
+            new &= run[at] != unique
+        mask = np.zeros(len(hashes), dtype=bool)
+        mask[first[new]] = True
+        run = unique[new]
+        while self.runs and len(self.runs[-1]) <= len(run):
+            run = np.sort(np.concatenate([self.runs.pop(), run]), kind="stable")
+        if len(run):
+            self.runs.append(run)
+        return mask
+
+
+def _select(arrays: dict, mask: np.ndarray) -> dict:
+    """The pairs of an encoded chunk (and of its sampled segmentations) where mask is True."""
+    out = dict(arrays)
+    for side in ("src", "tgt"):
+        out[f"{side}_ids"] = arrays[f"{side}_ids"][np.repeat(mask, arrays[f"{side}_lens"])]
+        out[f"{side}_lens"] = arrays[f"{side}_lens"][mask]
+    for key in ("index", "hashes"):
+        if key in arrays:
+            out[key] = arrays[key][mask]
+    if "samples" in arrays:
+        out["samples"] = [_select(sample, mask) for sample in arrays["samples"]]
+    return out
+
+
+def _copies(weight: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """How many times each of n pairs is written: int(weight), plus one for a random `fraction` of
+    them (*1.5: once, or twice for about half; *0.5: a random half once, the rest not at all)."""
+    copies = np.full(n, int(weight), dtype=np.int64)
+    fraction = weight - int(weight)
+    if fraction > 1e-9:
+        copies += rng.random(n) < fraction
+    return copies
+
+
+def drop_reasons(clean: str | None, sources) -> tuple[str, ...]:
+    """The reasons a split counts, in the order they apply: "subsampled" (a weight below 1) comes
+    before "duplicate", since a pair left out by the sample is not written and so not seen."""
+    reasons = CLEAN_REASONS if clean is not None else RAW_REASONS
+    if any(source.weight < 1 for source in sources):
+        at = reasons.index("duplicate") if "duplicate" in reasons else len(reasons)
+        reasons = reasons[:at] + ("subsampled",) + reasons[at:]
+    return reasons
+
+
+# ---------------------------------------------------------------------------------------------
+# The step
+
+
+def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: Path, workers: Workers,
+                   src_tok: Tokenizer, tgt_tok: Tokenizer) -> tuple[dict, dict]:
+    """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest)."""
+    data = cfg.data
+    clean = data.cleaning(split)
+    filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
+                      clean is not None and data.dedup,
+                      cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
+    sources = data.sources(split)
+    reasons = drop_reasons(clean, sources)
+    tally = {
+        "dropped": dict.fromkeys(reasons, 0),
+        "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
+        "examples": {},
+        "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0, "rows": 0,
+                     "dropped": dict.fromkeys(reasons, 0)} for s in sources],
+    }
+    seen = SeenPairs() if filters.dedup else None
+    tasks = (
+        ((index, chunk.start), chunk, filters)
+        for index, source in enumerate(sources)
+        for chunk in corpus.chunks(source, encoding.ENCODE_CHUNK)
+    )
+    writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size))
+    try:
+        with log.make_progress() as progress:
+            bar = progress.add_task(f"binarize {split}", total=None)  # pairs read; the total is unknown
+            for (index, start), result in workers.map(tasks):
+                progress.update(bar, advance=result["pairs_in"])
+                _add_chunk(result, index, start, sources[index].weight, tally, seen, writer)
+    except BaseException:
+        writer.abandon()
+        raise
+    stats = {
+        "pairs_in": sum(s["pairs_in"] for s in tally["sources"]),  # = pairs_kept + every count in dropped
+        "pairs_kept": sum(s["kept"] for s in tally["sources"]),  # pairs read that are written, once or more
+        "kept": writer.pairs,  # rows written: each kept pair as often as its weight and segmentations say
+        "dropped": tally["dropped"],
+        "src_tokens": writer.tokens["src"],
+        "tgt_tokens": writer.tokens["tgt"],
+        "mean_src_len": round(writer.tokens["src"] / writer.pairs, 2) if writer.pairs else 0.0,
+        "mean_tgt_len": round(writer.tokens["tgt"] / writer.pairs, 2) if writer.pairs else 0.0,
+    }
+    if filters.segmentations > 1:  # "kept" counts every copy, as with upsampling
+        stats["segmentations"] = {"copies": filters.segmentations, "sampling_alpha": filters.sampling_alpha}
+    if clean is not None:
+        stats["cleaning"] = {"normalize": clean, "fixed_lines": tally["fixed"], "examples": tally["examples"]}
+    if split == "train" and (len(sources) > 1 or sources[0].weight != 1):
+        stats["sources"] = tally["sources"]
+    return stats, writer.close()
+
+
+def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
+               writer: SplitWriter) -> None:
+    """Count an encoded chunk of source `index`, sample it by its weight, drop the duplicates of
+    pairs already written, write the rest as often as the weight says.
+
+    Sampling comes before deduplication: a pair that a *0.5 leaves out is never written, so it must
+    not make its copies in later sources duplicates. Deduplication looks at pairs, not rows, so an
+    upsampled pair (*2) is still written twice."""
+    # Chunks arrive in order: every earlier source is complete, so its size is known.
+    offset = sum(s["pairs_in"] for s in tally["sources"][:index])
+    source = tally["sources"][index]
+    source["pairs_in"] = start + result["pairs_in"]
+    for reason, count in result["dropped"].items():
+        tally["dropped"][reason] += count
+        source["dropped"][reason] += count
+    for kind, count in result["fixed"].items():
+        tally["fixed"][kind] += count
+    for reason, shown in result["examples"].items():
+        kept = tally["examples"].setdefault(reason, [])
+        kept.extend(shown[: corpus.MAX_EXAMPLES - len(kept)])
+    # Drawn for every pair read, so a source's sample is the same whatever the filters and workers.
+    rng = np.random.default_rng([index, start])
+    copies = _copies(weight, result["pairs_in"], rng)[result["index"]]
+    arrays, drops = result, {}
+    if weight < 1:
+        drops["subsampled"] = copies == 0
+    if seen is not None:
+        sampled = copies > 0
+        new = np.zeros(len(copies), dtype=bool)
+        new[sampled] = seen.first_seen(result["hashes"][sampled])
+        drops["duplicate"] = sampled & ~new
+    if drops:
+        for reason, mask in drops.items():
+            tally["dropped"][reason] += int(mask.sum())
+            source["dropped"][reason] += int(mask.sum())
+        keep = ~np.logical_or.reduce(list(drops.values()))
+        arrays, copies = _select(result, keep), copies[keep]
+    source["kept"] += len(arrays["index"])
+    rows = writer.pairs
+    for copy in range(int(copies.max()) if len(copies) else 0):  # the pairs in order, then again (*2)
+        part = arrays if (copies > copy).all() else _select(arrays, copies > copy)
+        writer.append(part, offset + start + part["index"])
+        for sample in part.get("samples", ()):  # its line numbers are the best segmentation's
+            writer.append(sample, offset + start + part["index"])
+    source["rows"] += writer.pairs - rows
+
+
+def _log_split(split: str, stats: dict, seconds: float) -> None:
+    dropped = stats["dropped"]
+    copies = data_stats.segmentations(stats)
+    log.info(f"{split}: {data_stats.summary(stats)} in {seconds:.1f}s")
+    if copies > 1:
+        log.info(f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "
+                 f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
+                 f"{stats['mean_tgt_len']} tokens per sentence over all copies)")
+    examples = stats.get("cleaning", {}).get("examples", {})
+    for reason in ("invalid_utf8", "malformed"):
+        for example in examples.get(reason, []):
+            log.warn(f"{split}: skipped {example}")
+        more = dropped.get(reason, 0) - len(examples.get(reason, []))
+        if more > 0:
+            log.warn(f"{split}: skipped {more:,} more pairs for {reason.replace('_', ' ')} (counts in data/stats.json)")
+
+
+def _refuse_empty(cfg: ExperimentConfig, split: str, stats: dict) -> None:
+    """A configured split without one usable pair: validation would report a perplexity of 1.00 (and
+    best.pt), evaluation a score of nothing, training would have nothing to learn from."""
+    dropped = ", ".join(f"{reason.replace('_', ' ')} {count:,}" for reason, count in stats["dropped"].items() if count)
+    read = f"{stats['pairs_in']:,} pairs read" + (f", all dropped: {dropped}" if dropped else "")
+    fix = "give it sentence pairs" if split == "train" else f"give it sentence pairs, or configure no {split} split"
+    raise MtError(f"{corpus.describe(cfg.data.sources(split))}: the {split} split has no usable pairs ({read}); {fix}")
+
+
+def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> dict:
+    """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written."""
+    if exp.data_dir.exists():
+        raise MtError(
+            f"{exp.data_dir}: the experiment is already binarized; nothing overwritten "
+            f"(start a new experiment with --exp, or remove that directory)"
+        )
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    splits = [split for split in corpus.SPLITS if getattr(cfg.data, split)]
+    if not splits:
+        raise MtError("no data splits are configured: set data.train, data.valid and data.test (e.g. [files:PREFIX])")
+    tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
+    stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
+    manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}}
+    for abandoned in exp.abandoned_data_builds():
+        shutil.rmtree(abandoned, ignore_errors=True)
+    # Everything is built in a hidden directory and renamed at the end: an interrupted run leaves
+    # no data dir behind, and a data dir that exists is complete.
+    tmp_dir = exp.new_data_build()
+    pool = Workers(src_tok, tgt_tok, workers)
+    try:
+        try:
+            for split in splits:
+                started = time.perf_counter()
+                split_stats, files = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok)
+                if not split_stats["kept"]:
+                    _refuse_empty(cfg, split, split_stats)
+                stats["splits"][split] = split_stats
+                manifest["splits"][split] = {key: split_stats[key] for key in ("kept", "src_tokens", "tgt_tokens")}
+                manifest["files"].update(files)
+                _log_split(split, split_stats, time.perf_counter() - started)
+        finally:
+            pool.close()
+        write_json_atomic(tmp_dir / exp.data_stats_path.name, stats)
+        write_json_atomic(tmp_dir / exp.manifest_path.name, manifest)
+        os.replace(tmp_dir, exp.data_dir)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    return stats

@@ -1,0 +1,111 @@
+"""The binarized arrays of a split: read back memory-mapped (`ParallelData`), checked against the
+manifest (`check_data`), or built in memory from aligned lines (`encode_pairs`).
+
+Each split and side is one flat id array (uint16 when the vocabulary fits, else int32) plus int64
+offsets: sentence i is ids[offsets[i]:offsets[i + 1]]. Ids carry no BOS/EOS; batching adds them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from mt.data import binarize_workers as encoding
+from mt.data import corpus
+from mt.data.binarize_workers import RAW_REASONS, Encoder, Filters, id_dtype
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.tokenizer import Tokenizer
+
+
+def file_sha256(path: Path) -> str:
+    """The manifest's checksum of a file (binarize writes it, check_data compares it)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
+    """Refuse binarized data made with another tokenizer, or changed since `mt binarize` wrote it."""
+    rebuild = f"remove {exp.data_dir} and run `mt binarize --exp {exp.root}` again"
+    manifest = exp.read_json(exp.manifest_path)
+    made_with = (manifest or exp.read_json(exp.data_stats_path) or {}).get("tokenizer_sha256")
+    if made_with is not None and made_with != tokenizer_sha256:
+        raise MtError(
+            f"{exp.data_dir} was binarized with another tokenizer than the one in {exp.tokenizer_dir} "
+            f"(retrained since?); {rebuild}"
+        )
+    for name, entry in (manifest or {}).get("files", {}).items():
+        path = exp.data_dir / name
+        if not path.exists():
+            raise MtError(f"{path}: missing, but listed in {exp.manifest_path}; {rebuild}")
+        if path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:
+            raise MtError(f"{path}: changed since `mt binarize` (size or sha256 differ from {exp.manifest_path.name}); {rebuild}")
+
+
+def encode_pairs(
+    src_lines: list[str], tgt_lines: list[str], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
+) -> tuple[dict[str, np.ndarray], dict]:
+    """Encode aligned lines held in memory (as they are, no cleaning) and drop unusable pairs.
+
+    Returns arrays {src_ids, src_offsets, tgt_ids, tgt_offsets, lines} and counts
+    {pairs_in, kept, dropped: {empty, too_long}}. A pair is "empty" if either side has no tokens and
+    "too_long" if either side has more than max_len tokens.
+    """
+    if len(src_lines) != len(tgt_lines):
+        raise MtError(f"{len(src_lines)} source lines but {len(tgt_lines)} target lines")
+    encoder, filters = Encoder(src_tok, tgt_tok), Filters(None, max_len, 0.0, False)
+    parts = []
+    for start in range(0, len(src_lines), encoding.ENCODE_CHUNK):
+        end = start + encoding.ENCODE_CHUNK
+        chunk = corpus.RawChunk("text", src_lines[start:end], tgt_lines[start:end], ("source", "target"), start)
+        parts.append((start, encoder(chunk, filters)))
+    arrays = {"lines": np.concatenate([np.zeros(0, np.int64)] + [start + r["index"] for start, r in parts])}
+    for side, tok in (("src", src_tok), ("tgt", tgt_tok)):
+        lens = np.concatenate([np.zeros(0, np.int64)] + [r[f"{side}_lens"] for _, r in parts])
+        arrays[f"{side}_offsets"] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        ids = [np.zeros(0, id_dtype(tok.vocab_size))] + [r[f"{side}_ids"] for _, r in parts]
+        arrays[f"{side}_ids"] = np.concatenate(ids)
+    dropped = {reason: sum(r["dropped"][reason] for _, r in parts) for reason in RAW_REASONS}
+    return arrays, {"pairs_in": len(src_lines), "kept": len(arrays["lines"]), "dropped": dropped}
+
+
+class ParallelData:
+    """A binarized split, memory-mapped: src(i)/tgt(i) give sentence i's ids (no BOS/EOS)."""
+
+    def __init__(self, exp: Experiment, split: str):
+        self.split = split
+        paths = [exp.ids_path(split, "src"), exp.offsets_path(split, "src"),
+                 exp.ids_path(split, "tgt"), exp.offsets_path(split, "tgt")]
+        for path in paths:
+            if not path.exists():
+                raise MtError(
+                    f"{path}: no binarized {split} data; run `mt binarize --exp {exp.root}` first"
+                )
+        try:
+            self._src_ids, self._src_offsets, self._tgt_ids, self._tgt_offsets = (
+                np.load(path, mmap_mode="r") for path in paths
+            )
+        except (OSError, ValueError) as exc:
+            raise MtError(
+                f"{exp.data_dir}: unreadable binarized {split} data ({exc}); remove it and run `mt binarize`"
+            ) from None
+        if len(self._src_offsets) != len(self._tgt_offsets) or len(self._src_offsets) == 0:
+            raise MtError(
+                f"{exp.data_dir}: {split} source and target offsets disagree; remove it and run `mt binarize`"
+            )
+        self.src_lens: np.ndarray = np.diff(self._src_offsets).astype(np.int64)
+        self.tgt_lens: np.ndarray = np.diff(self._tgt_offsets).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.src_lens)
+
+    def src(self, i: int) -> np.ndarray:
+        return self._src_ids[self._src_offsets[i] : self._src_offsets[i + 1]]
+
+    def tgt(self, i: int) -> np.ndarray:
+        return self._tgt_ids[self._tgt_offsets[i] : self._tgt_offsets[i + 1]]

@@ -1,0 +1,117 @@
+"""`mt train-tokenizer`: the experiment's SentencePiece model(s), trained on a sample of the train
+split with mt's fixed special ids (`mt.tokenizer`), joint by default (Sec. 3.4).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import sentencepiece as spm
+
+from mt import log
+from mt.config.schema import ExperimentConfig, TokenizerConfig
+from mt.data import corpus
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+
+
+def _train_error(exc: Exception, vocab_size: int) -> str:
+    """Turn sentencepiece's multi-part RuntimeError into one line that says what to change."""
+    text = str(exc)
+    too_high = re.search(r"Vocabulary size too high \((\d+)\).*?<= (\d+)", text)
+    if too_high:
+        return (
+            f"--vocab-size {vocab_size} is too large for this corpus: sentencepiece accepts at most "
+            f"{too_high.group(2)}; lower --vocab-size (tokenizer.vocab_size) or add data"
+        )
+    too_low = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", text)
+    if too_low:
+        return (
+            f"--vocab-size {vocab_size} is too small for this corpus: its characters (and the 256 "
+            f"byte pieces with byte_fallback) need at least {too_low.group(2)}; raise --vocab-size"
+        )
+    message = text.splitlines()[-1] if text else type(exc).__name__
+    return f"sentencepiece training failed: {message}"
+
+
+def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
+    """Train one SentencePiece model on `lines`; writes prefix.model and prefix.vocab atomically."""
+    prefix = Path(prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=prefix.parent, prefix=".spm-") as tmp:
+        tmp_prefix = Path(tmp) / prefix.name
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(lines),
+                model_prefix=str(tmp_prefix),
+                model_type=cfg.model_type,
+                vocab_size=cfg.vocab_size,
+                character_coverage=cfg.character_coverage,
+                byte_fallback=cfg.byte_fallback,
+                # A cap: train_tokenizer passes a sample of at most this many already.
+                input_sentence_size=cfg.input_sentence_size,
+                shuffle_input_sentence=True,
+                normalization_rule_name="nmt_nfkc",
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                num_threads=2,
+                minloglevel=2,  # sentencepiece logs to stderr at length; errors still raise
+            )
+        except RuntimeError as exc:
+            raise MtError(_train_error(exc, cfg.vocab_size)) from None
+        # The .model goes last: its presence is what marks a finished tokenizer.
+        for ext in (".vocab", ".model"):
+            os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
+
+
+def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
+    return ("joint",) if cfg.tokenizer.joint else ("src", "tgt")
+
+
+def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
+    """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on a random sample of the
+    train split (tokenizer.input_sentence_size sentences per model), read as a stream."""
+    existing = [exp.spm_model_path(s) for s in ("joint", "src", "tgt")]
+    existing = [p for p in existing if p.exists()]
+    if existing:
+        raise MtError(
+            f"{existing[0]}: the experiment already has a tokenizer; nothing overwritten "
+            f"(start a new experiment with --exp to train another)"
+        )
+    if not cfg.data.train:  # else the sample is empty and the error names no file
+        raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
+    started = time.perf_counter()
+    # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
+    pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
+    sample = corpus.sample_pairs(cfg.data.sources("train"), pairs, cfg.data.cleaning("train"))
+    skipped = sum(sample.dropped.values())
+    log.info(
+        f"sampled {len(sample.src):,} of {sample.pairs_read:,} training pairs"
+        + (f" ({skipped:,} sampled pairs skipped by cleaning)" if skipped else "")
+    )
+    for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
+        log.warn(f"train: skipped {example}")
+    vocab_sizes = {}
+    for side in _sides(cfg):
+        lines = {"joint": sample.src + sample.tgt, "src": sample.src, "tgt": sample.tgt}[side]
+        if not any(line.strip() for line in lines):  # sentencepiece would fail on "!sentences_.empty()"
+            what = "text" if side == "joint" else f"{side} text"
+            skipped_text = f", {skipped:,} skipped by cleaning" if skipped else ""
+            raise MtError(f"{corpus.describe(cfg.data.sources('train'))}: no training {what} to train the tokenizer on "
+                          f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
+        log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
+        train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)
+        vocab_sizes[side] = Tokenizer.load(exp.spm_model_path(side)).vocab_size
+    return {
+        "vocab_size": vocab_sizes,
+        "sentences": {"src": len(sample.src), "tgt": len(sample.tgt)},
+        "pairs_read": sample.pairs_read,
+        "seconds": round(time.perf_counter() - started, 2),
+    }

@@ -1,0 +1,145 @@
+"""A command's config: resolved from what the experiment saved plus this command's recipe and flags
+(`mt.config.resolve`, a pure function), saved into config.yaml so that later steps and resumes see
+it, recorded in overrides.jsonl, and taken back when the command fails having made nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from mt.atomic_files import write_text_atomic
+from mt.config import schema as cfglib
+from mt.config.recipes import read_recipe
+from mt.config.resolve import flag_overrides, frozen_by, resolve
+from mt.config.schema import ExperimentConfig
+from mt.errors import ConfigError
+from mt.experiment import Experiment
+from mt.tokenizer import Tokenizer
+
+
+class ConfigChange:
+    """What one command does to an experiment's config.yaml: `resolve` it (and save it), and, around
+    the step, `undo_if_fails`."""
+
+    def __init__(self, exp: Experiment):
+        self.exp = exp
+        self._created_root: bool | None = None  # set when resolve starts a new experiment
+        self._config_before: str | None = None  # config.yaml before resolve saved this command's changes
+        self._made_before: list | None = None  # what the experiment held then (`_made`)
+
+    def frozen_fields(self) -> dict[str, str]:
+        """Every config field that may no longer change, with what was made with it."""
+        exp = self.exp
+        return frozen_by(
+            checkpoints=f"the checkpoints in {exp.checkpoints_dir} hold a model built with it" if exp.has_checkpoints() else None,
+            data=f"{exp.data_dir} was binarized with it" if exp.has_data() else None,
+            tokenizer=f"{exp.tokenizer_dir} was trained with it" if exp.has_tokenizer() else None)
+
+    def resolve(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
+                recipe: Path | None = None, origins: dict[str, str] | None = None,
+                record: bool = True) -> ExperimentConfig:
+        """The config for this step (`mt.config.resolve.resolve`) from and to the experiment's files: a
+        new experiment gets its config written once (with `persist`); changes are recorded in
+        overrides.jsonl and, with `persist`, saved so that later steps (and resumes) see them; `record`
+        False (a dry run) writes nothing at all."""
+        exp = self.exp
+        read = read_recipe(recipe) if recipe is not None else None
+        new = not exp.has_config()
+        saved = None if new else exp.load_config()
+        cfg, changes = resolve(saved, overrides, origins, base, read, {} if new else self.frozen_fields())
+        if new and exp.has_tokenizer():
+            given = {key for key, value in overrides.items() if value is not None} | set(read.fields if read else ())
+            self._adopt_tokenizer(cfg, given)
+        if persist and (new or changes):
+            if new:
+                self._created_root = not exp.root.exists()
+                exp.root.mkdir(parents=True, exist_ok=True)
+            else:
+                self._config_before = exp.config_path.read_text(encoding="utf-8")
+                self._made_before = self._made()
+            write_text_atomic(exp.config_path, cfglib.save_yaml(cfg))
+        if changes and record and (persist or not new):
+            self._record_overrides(changes, persisted=persist)
+        return cfg
+
+    def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
+        """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records
+        the tokenizer that is there, not the defaults; a flag or recipe field (`given`) that says
+        otherwise is refused."""
+        exp = self.exp
+        joint = exp.spm_model_path("joint").exists()
+        size = Tokenizer.load(exp.spm_model_path("joint" if joint else "src")).vocab_size  # damaged: one line
+        for field, value in (("vocab_size", size), ("joint", joint)):
+            if getattr(cfg.tokenizer, field) != value and f"tokenizer.{field}" in given:
+                raise ConfigError(f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {exp.tokenizer_dir} "
+                                  f"has {value!r}; leave it out or start from another directory")
+            setattr(cfg.tokenizer, field, value)
+
+    @contextmanager
+    def undo_if_fails(self) -> Iterator[None]:
+        """Around a step that saved this command's config: if the step fails having made nothing, the
+        config goes back to what it was (a new experiment's bare start is removed), so that a typo in a
+        failed command does not quietly change the next run."""
+        try:
+            yield
+        except BaseException:
+            if self._created_root is not None:
+                self._remove_bare_start()
+            elif self._config_before is not None and self._made() == self._made_before:
+                write_text_atomic(self.exp.config_path, self._config_before)
+                self._record_overrides([{"reverted": "the command failed; config.yaml is as before it"}], persisted=False)
+            raise
+
+    def _made(self) -> list:
+        """What the steps have written (tokenizer, data, checkpoints): names, sizes and times."""
+        exp = self.exp
+        return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
+                      for d in (exp.tokenizer_dir, exp.data_dir, exp.checkpoints_dir) if d.is_dir()
+                      for p in d.rglob("*") if p.is_file())
+
+    def _remove_bare_start(self) -> None:
+        root = self.exp.root
+        own = {self.exp.config_path, self.exp.overrides_path, self.exp.lock_path}
+        files = [p for p in root.rglob("*") if not p.is_dir()]
+        if any(p not in own for p in files):
+            return  # the step made something (a tokenizer, data, checkpoints): keep it all
+        for path in files:
+            path.unlink(missing_ok=True)
+        for path in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+            path.rmdir()
+        if self._created_root:
+            root.rmdir()
+
+    def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        command = " ".join(["mt", *sys.argv[1:]])
+        lines = [json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
+                 for change in changes]
+        self.exp.root.mkdir(parents=True, exist_ok=True)
+        with open(self.exp.overrides_path, "a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+
+
+def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any] | None = None,
+                    sets: list[str] | None = None, preset: str | None = None,
+                    persist: bool = True) -> tuple[Experiment, ExperimentConfig, ConfigChange]:
+    """A command's experiment, its config and the change the command made to it. Precedence, lowest
+    first: saved config (or recipe/defaults), recipe, --preset, the named `flags` (section.field ->
+    value, None: unset), --set."""
+    change = ConfigChange(Experiment(root))
+    overrides, origins = flag_overrides(flags or {}, sets, preset)
+    return change.exp, change.resolve(overrides, persist=persist, recipe=recipe, origins=origins), change
+
+
+def read_experiment(root: Path, flags: dict[str, Any] | None = None) -> tuple[Experiment, ExperimentConfig]:
+    """An existing experiment and its config with this call's `flags` (decode.* of translate, evaluate,
+    serve...), which are recorded in overrides.jsonl but not saved. Nothing is created."""
+    exp = Experiment(root)
+    exp.load_config()  # a one-line error when there is no experiment here
+    overrides, origins = flag_overrides(flags or {}, None, None)
+    return exp, ConfigChange(exp).resolve(overrides, persist=False, origins=origins)

@@ -1,0 +1,158 @@
+"""Multi-head attention (Sec. 3.2.2): scaled dot-product attention (Sec. 3.2.1) over h heads, with
+the key/value cache of incremental decoding and, inside `capture_attention()`, the weights kept for
+alignments and heatmaps (`mt.report.attention_maps`, `mt.alignment`).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from typing import Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.model.dropout import dropout
+
+# One decoder layer's cache: "k"/"v" hold self-attention keys/values of all earlier target positions
+# (batch, heads, t, d_head); "ck"/"cv" the cross-attention keys/values of the source, computed once.
+LayerCache = dict[str, torch.Tensor]
+DecoderCache = list[LayerCache]
+
+
+def attention_mask(
+    key_mask: torch.Tensor | None, causal: bool, length: int, key_len: int, device: torch.device
+) -> torch.Tensor | None:
+    """Where each query may attend, True = may: the key mask (batch, 1, 1, key_len) AND, if causal,
+    query i of the last `length` positions sees keys up to its own position; None when neither."""
+    if not causal:
+        return key_mask
+    seen = torch.ones(length, key_len, dtype=torch.bool, device=device).tril(key_len - length)
+    return seen if key_mask is None else key_mask & seen
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention (Sec. 3.2.2) through F.scaled_dot_product_attention.
+
+    Self-attention projects queries, keys and values with one fused matrix; cross-attention projects
+    the query alone and keys/values with one fused matrix, once per source. With `store_weights`
+    (see `capture_attention`) the same attention is computed explicitly and its weights kept in
+    `weights`, (batch, heads, len, key_len); the normal path never materialises them.
+    """
+
+    store_weights = False  # set per instance by capture_attention()
+    use_sdpa: bool | None = None  # None: SDPA off the CPU, written out on it; True/False forces one
+
+    def __init__(self, d_model: int, n_heads: int, attention_dropout: float, self_attention: bool):
+        super().__init__()
+        self.weights: torch.Tensor | None = None
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.self_attention = self_attention
+        self.attention_dropout = attention_dropout
+        if self_attention:
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+        else:
+            self.q = nn.Linear(d_model, d_model)
+            self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        # (batch, len, d_model) -> (batch, heads, len, d_head)
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.d_head).transpose(1, 2)
+
+    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention keys and values of the encoder output, each (batch, heads, src_len, d_head)."""
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # (batch, len, d_model): the queries' input
+        memory: torch.Tensor | None = None,  # (batch, src_len, d_model): cross-attention source
+        key_mask: torch.Tensor | None = None,  # (batch, 1, 1, key_len) bool, True = may attend
+        causal: bool = False,
+        cache: LayerCache | None = None,
+    ) -> torch.Tensor:
+        if self.self_attention:
+            q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+            if cache is not None:  # incremental: keys/values of earlier positions come from the cache
+                if "k" in cache:
+                    if q.size(2) > 1:
+                        raise ValueError("incremental decoding takes one new position per call")
+                    k = torch.cat([cache["k"], k], dim=2)
+                    v = torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+                causal = causal and q.size(2) > 1  # one new query may see every cached position
+        else:
+            q = self.split_heads(self.q(x))
+            if cache is not None and "ck" in cache:
+                k, v = cache["ck"], cache["cv"]
+            else:
+                k, v = self.project_kv(memory)
+                if cache is not None:  # contiguous once, or every step's attention would copy it again
+                    cache["ck"], cache["cv"] = k.contiguous(), v.contiguous()
+        sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
+        if self.store_weights or not sdpa:
+            context = self.attend_explicit(q, k, v, key_mask, causal)
+        else:
+            context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
+        batch, _, length, _ = context.shape
+        return self.out(context.transpose(1, 2).reshape(batch, length, -1))
+
+    def _attend_sdpa(self, q, k, v, key_mask, causal) -> torch.Tensor:
+        """F.scaled_dot_product_attention under the mask of `attention_mask`; a query whose keys are
+        all masked gets zeros: it attends to every key (no NaN, forward or backward), then is zeroed."""
+        dropout_p = self.attention_dropout if self.training else 0.0
+        length, key_len = q.size(2), k.size(2)
+        if key_mask is None and (not causal or length == key_len):  # SDPA's is_causal is top-left aligned
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+        mask = attention_mask(key_mask, causal, length, key_len, q.device)
+        empty = ~mask.any(dim=-1, keepdim=True)  # (batch or 1, 1, len or 1, 1)
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, dropout_p=dropout_p)
+        return context.masked_fill(empty, 0.0)
+
+    def attend_explicit(self, q, k, v, key_mask, causal) -> torch.Tensor:
+        """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), the softmax in fp32.
+
+        Used on the CPU, and wherever the weights are wanted (`store_weights`: kept in `weights`).
+        For sentence-length inputs in bf16 SDPA's CPU kernel is several times slower than this; in
+        fp32 the kernel alone is faster but whole training steps are not, so the CPU keeps one path
+        (figures: docs/performance-notes.md, from bench/cpu_kernels.py and bench/throughput.py).
+        The heads go into the batch dimension of contiguous 3-d tensors: torch.matmul on the 4-d
+        views would fall back to one small product per head in the backward pass.
+        """
+        batch, heads, length, d_head = q.shape
+        key_len = k.size(2)
+        q = (q * (1.0 / math.sqrt(d_head))).reshape(batch * heads, length, d_head)
+        k = k.reshape(batch * heads, key_len, d_head)
+        v = v.reshape(batch * heads, key_len, d_head)
+        scores = torch.bmm(q, k.transpose(1, 2)).view(batch, heads, length, key_len).float()
+        mask = attention_mask(key_mask, causal, length, key_len, scores.device)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -torch.inf)
+        weights = scores.softmax(dim=-1)
+        if key_mask is not None:  # a query whose keys are all masked: zeros instead of softmax's NaN
+            empty = ~mask.any(dim=-1, keepdim=True)
+            if empty.any():
+                weights = weights.masked_fill(empty, 0.0)
+        if self.store_weights:
+            self.weights = weights
+        weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)
+        return torch.bmm(weights.view(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
+
+
+@contextmanager
+def capture_attention(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHeadAttention]]:
+    """Within the block, each of `modules` keeps the weights of its last call in `.weights`
+    (batch, heads, len, key_len); read them inside the block: they are dropped when it ends."""
+    modules = list(modules)
+    for module in modules:
+        module.store_weights, module.weights = True, None
+    try:
+        yield modules
+    finally:
+        for module in modules:
+            module.store_weights, module.weights = False, None

@@ -1,0 +1,137 @@
+"""`mt info`: what an experiment holds. `experiment_record` is the data (`mt info --json`: numbers as
+numbers, the saved records as they are, for scripts); `experiment_info` the same as plain sections of
+key -> text, for the terminal and `mt report`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mt.config.schema import ExperimentConfig, to_dict
+from mt.data import stats as data_stats
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.training.train_log import load_train_log
+
+
+def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> dict[str, Any]:
+    """The config (`cfg` where the caller has read it), data statistics, checkpoints, training
+    progress and scores, as saved."""
+    cfg = cfg or exp.load_config()
+    stats = exp.read_json(exp.data_stats_path) if exp.data_stats_path.exists() else None
+    checkpoints = {}
+    if exp.checkpoints_dir.exists():
+        checkpoints = {path.stem: {"bytes": path.stat().st_size} for path in sorted(exp.checkpoints_dir.glob("*.pt"))}
+    scores = {}
+    for split in ("valid", "test"):
+        for name in (split, f"{split}.tokenized"):
+            record = exp.read_json(exp.score_path(name))
+            if record:
+                scores[name] = record
+    from mt.distill import teacher_rows
+
+    return {"directory": str(exp.root), "tokenizer_trained": exp.has_tokenizer(), "config": to_dict(cfg),
+            "data": (stats or {}).get("splits") or {}, "checkpoints": checkpoints, "training": _training(exp),
+            "scores": scores, "student_and_teachers": teacher_rows(exp)}
+
+
+def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
+    """`experiment_record` as sections of short text lines."""
+    cfg = exp.load_config()
+    record = experiment_record(exp, cfg)
+    data = cfg.data
+    sections: dict[str, dict[str, Any]] = {
+        "experiment": {
+            "directory": record["directory"],
+            "direction": f"{data.src_lang} -> {data.tgt_lang}",
+            "corpus": ", ".join(data.train) or "(none)",
+            "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
+            + ("" if record["tokenizer_trained"] else " (not trained)"),
+            "model": f"{cfg.model.enc_layers}+{cfg.model.dec_layers} layers, d_model {cfg.model.d_model}, "
+            f"d_ff {cfg.model.d_ff}, {cfg.model.n_heads} heads, dropout {cfg.model.dropout}"
+            + (", pre-norm" if cfg.model.pre_norm else ""),
+            "training": f"max_tokens {cfg.train.max_tokens}, warmup {cfg.train.warmup_steps}, "
+            f"label smoothing {cfg.train.label_smoothing}, {cfg.train.precision}",
+            "decoding": f"beam {cfg.decode.beam}, alpha {cfg.decode.alpha} ({cfg.decode.length_penalty}), "
+            f"stop {cfg.decode.stop}",
+        }
+    }
+    sections["data"] = {
+        split: f"{data_stats.summary(s)}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
+        for split, s in record["data"].items()}
+    sections["checkpoints"] = {name: f"{c['bytes'] / 1e6:.1f} MB" for name, c in record["checkpoints"].items()}
+    sections["training"] = _training_text(record["training"])
+    sections["scores"] = {}
+    for name, s in record["scores"].items():
+        if name.endswith(".tokenized"):
+            sections["scores"][f"{name.removesuffix('.tokenized')} (tokenized)"] = \
+                f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"
+        else:
+            sections["scores"][name] = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
+    for row in record["student_and_teachers"]:  # a student of mt distill: its teachers beside it
+        figures = [f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
+                   f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
+                   f"{row['params_m']}M parameters" if row.get("params_m") else None,
+                   f"{row['size_mb']} MB" if "size_mb" in row else None]
+        sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
+            "; ".join(f for f in figures if f)
+    return sections
+
+
+def training_summary(exp: Experiment) -> dict[str, Any]:
+    """The training section alone (the report's, beside its curves)."""
+    return _training_text(_training(exp))
+
+
+def _training(exp: Experiment) -> dict[str, Any]:
+    """Where training stands: last.pt's step, the last logged update, the best validation."""
+    training: dict[str, Any] = {}
+    if exp.train_log_path.exists():
+        train_records, valid_records = load_train_log(exp.train_log_path)  # a resume's records replace older ones
+        if train_records:
+            last = train_records[-1]
+            training.update(last_step=last["step"], logged_step=last["step"], train_loss=last["loss"],
+                            train_ppl=last["ppl"], tgt_tokens_per_s=last["tgt_tokens_per_s"], seconds=last["elapsed"])
+        if valid_records:
+            best = min(valid_records, key=lambda r: r["valid_nll"])
+            training.update(best_valid_ppl=best["valid_ppl"], best_valid_step=best["step"])
+    saved_step = _saved_step(exp)
+    if saved_step is not None:  # last.pt's, where a resume starts: the log may end a few updates before it
+        training["last_step"] = saved_step
+    return training
+
+
+def _training_text(training: dict[str, Any]) -> dict[str, Any]:
+    text: dict[str, Any] = {}
+    if "last_step" in training:
+        text["last step"] = training["last_step"]
+    if "logged_step" in training:
+        logged = f" (logged at step {training['logged_step']})" if training["logged_step"] != training["last_step"] else ""
+        text["train loss / ppl"] = f"{training['train_loss']:.3f} / {training['train_ppl']:.2f}{logged}"
+        text["tgt tokens/s"] = f"{training['tgt_tokens_per_s']:.0f}"
+        text["hours"] = f"{training['seconds'] / 3600:.2f}"
+    if "best_valid_ppl" in training:
+        text["best valid ppl"] = f"{training['best_valid_ppl']:.2f} (step {training['best_valid_step']})"
+    return text
+
+
+def _how_decoded(scores: dict) -> str:
+    """Which checkpoint and search gave a score: `mt evaluate` with other flags rewrites it."""
+    decode = scores.get("decode") or {}
+    search = f"beam {decode['beam']}, alpha {decode['alpha']} {decode['length_penalty']}" if "beam" in decode else ""
+    precision = decode.get("quantize") or decode.get("precision")
+    parts = [scores.get("checkpoint"), search, precision if precision not in (None, "fp32") else None]
+    return "(" + ", ".join(p for p in parts if p) + ")" if any(parts) else ""
+
+
+def _saved_step(exp: Experiment) -> int | None:
+    """The step checkpoints/last.pt holds; None where there is none, or it cannot be read (the
+    checkpoints section lists it, and translate/train name what is wrong with it)."""
+    path = exp.checkpoint_path("last")
+    if not path.is_file():
+        return None
+    from mt.checkpoint import load_checkpoint
+
+    try:
+        return int(load_checkpoint(path)["step"])
+    except (MtError, KeyError, TypeError, ValueError):
+        return None

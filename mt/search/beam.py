@@ -1,0 +1,163 @@
+"""Greedy search, sampling and beam search over `model.encode()` / `model.decode()` with an incremental cache.
+
+Beam search as in Sec. 6.1 of the paper: beam size 4 and length penalty alpha 0.6, the GNMT penalty
+lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al., 2016); |Y| counts the generated tokens including EOS.
+Beams are laid out as (sentences x beam) rows of one tensor; the encoder runs once per sentence and
+its output is shared by the beams.
+
+The steps they share, and when a sentence stops searching, are in `mt.search.steps`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mt.config.schema import LengthPenalty, StopRule
+from mt.search.steps import (
+    Finished,
+    Hypothesis,
+    check_stopping,
+    expand,
+    finish,
+    force_eos,
+    max_lengths,
+    select_rows,
+    step_logprobs,
+    still_searching,
+)
+from mt.tokenizer import BOS_ID, EOS_ID
+
+
+@torch.no_grad()
+def greedy_search(model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
+    """The most probable token at every step, for each sentence of src_ids (batch, src_len)."""
+    return _single_path(model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.argmax(dim=-1))
+
+
+@torch.no_grad()
+def sample_search(
+    model,
+    src_ids: torch.Tensor,
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> list[Hypothesis]:
+    """One sampled translation per sentence (e.g. for back-translation): the next token is drawn
+    from the model's distribution at `temperature`, restricted to the `top_k` most probable tokens
+    and/or the smallest set whose probability reaches `top_p` (nucleus sampling)."""
+
+    def pick(logprobs: torch.Tensor) -> torch.Tensor:
+        logits = logprobs / max(temperature, 1e-6)
+        if top_k > 0:
+            kth = logits.topk(min(top_k, logits.size(-1)), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, -torch.inf)
+        if top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(dim=-1)
+            drop_sorted = probs.cumsum(dim=-1) - probs >= top_p  # the mass before it already reaches top_p
+            drop = torch.empty_like(drop_sorted).scatter_(1, order, drop_sorted)
+            logits = logits.masked_fill(drop, -torch.inf)
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+    return _single_path(model, src_ids, max_len_a, max_len_b, pick)
+
+
+def _single_path(model, src_ids, max_len_a, max_len_b, pick) -> list[Hypothesis]:
+    """Greedy or sampled decoding: one hypothesis per sentence; finished sentences leave the batch."""
+    model.eval()
+    batch = src_ids.size(0)
+    device = src_ids.device
+    memory, src_mask = model.encode(src_ids)
+    limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
+    cache = model.new_cache()
+    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    logprob = torch.zeros(batch, device=device)
+    active = torch.arange(batch, device=device)
+    hyps: list[Hypothesis | None] = [None] * batch
+    step = 0
+    while active.numel() > 0:
+        step += 1
+        logprobs = step_logprobs(model, tokens, memory, src_mask, cache)
+        force_eos(logprobs, step >= limit[active])
+        token = pick(logprobs)
+        logprob += logprobs.gather(1, token[:, None]).squeeze(1)
+        tokens = torch.cat([tokens, token[:, None]], dim=1)
+        ended = token == EOS_ID
+        if ended.any():
+            for row in ended.nonzero().squeeze(1).tolist():
+                hyps[int(active[row])] = Hypothesis(tokens[row, 1:-1].tolist(), float(logprob[row]), float(logprob[row]))
+            keep = (~ended).nonzero().squeeze(1)
+            tokens, logprob, active = tokens[keep], logprob[keep], active[keep]
+            memory, src_mask = select_rows(memory, keep), select_rows(src_mask, keep)
+            model.reorder_cache(cache, keep, keep)
+    return hyps
+
+
+@torch.no_grad()
+def beam_search(
+    model,
+    src_ids: torch.Tensor,  # (batch, src_len), each source ending in EOS, right-padded
+    beam: int = 4,
+    alpha: float = 0.6,
+    penalty: LengthPenalty = "gnmt",
+    max_len_a: float = 1.0,
+    max_len_b: int = 50,
+    nbest: int = 1,
+    use_cache: bool = True,
+    stop: StopRule = "early",
+) -> list[list[Hypothesis]]:
+    """The `nbest` best hypotheses of each sentence, best first; `stop` as in the module docstring."""
+    check_stopping(alpha, stop)
+    model.eval()
+    device = src_ids.device
+    batch = src_ids.size(0)
+    nbest = min(nbest, beam)
+    memory, src_mask = model.encode(src_ids)
+    limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
+    # Every beam row of a sentence reads the same encoder output: (batch * beam, src_len, d_model).
+    beam_rows = torch.arange(batch, device=device).repeat_interleave(beam)
+    memory, src_mask = select_rows(memory, beam_rows), select_rows(src_mask, beam_rows)
+    cache = model.new_cache() if use_cache else None
+    tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+    # Only the first beam of each sentence is live at the start; the others would duplicate it.
+    scores = torch.full((batch, beam), -torch.inf, device=device)
+    scores[:, 0] = 0.0
+    active = torch.arange(batch, device=device)  # original index of each sentence still searching
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    # Per original sentence, kept as tensors so that the stopping test is one vectorised step:
+    # how many hypotheses have finished, and the nbest-th best finished score (-inf until nbest have).
+    done = Finished(finished, torch.zeros(batch, dtype=torch.long, device=device),
+                    torch.full((batch,), -torch.inf, device=device), nbest)
+
+    step = 0
+    while active.numel() > 0:
+        step += 1
+        top_scores, top_beam, top_token = expand(
+            model, tokens, memory, src_mask, cache, scores, (step >= limit[active]).repeat_interleave(beam), beam
+        )
+
+        finish(done, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step)
+        # The next beams: the best `beam` candidates that did not end (at most `beam` of 2*beam can).
+        is_eos = top_token == EOS_ID
+        rank = torch.arange(top_token.size(1), device=device).expand_as(top_token)
+        keep = (rank + is_eos * top_token.size(1)).argsort(dim=1)[:, :beam]
+        scores = top_scores.gather(1, keep)
+        rows = (torch.arange(len(active), device=device)[:, None] * beam + top_beam.gather(1, keep)).view(-1)
+        tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
+
+        still = still_searching(done, active, scores, limit, step, beam, alpha, penalty, stop)
+        source_rows = None
+        if not still.all():  # finished sentences leave the batch
+            rows = rows.view(len(active), beam)[still].view(-1)
+            source_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
+            tokens, scores, active = tokens[source_rows], scores[still], active[still]
+            memory, src_mask = select_rows(memory, source_rows), select_rows(src_mask, source_rows)
+        if cache is not None:
+            # Rows of one sentence share their source: its cross-attention cache moves only with
+            # the sentence, the self-attention cache follows each beam's parent.
+            model.reorder_cache(cache, rows, source_rows)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]

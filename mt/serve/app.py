@@ -1,0 +1,350 @@
+"""`mt serve`: the Translator behind HTTP, speaking LibreTranslate's API, with mt's own under /v1.
+
+Routes (docs/serving.md gives examples with curl):
+- POST /translate: LibreTranslate's. JSON or a form (its Python client posts forms): {"q": str | [str],
+  "source": SRC | "auto", "target": TGT, "format": "text", "alternatives": N, "api_key": KEY} ->
+  {"translatedText": str | [str]} and, as asked, "alternatives" (a list of strings for a string q, a
+  list of lists for a list q) and "detectedLanguage" ({"confidence": 100, "language": SRC}, or a list
+  of them). Errors as LibreTranslate gives them: {"error": "..."} with 400 (bad request, limits), 403
+  (API key), 500, 503 (queue full, with Retry-After).
+- GET /languages: [{"code": SRC, "name": ..., "targets": [TGT]}]: a model knows one pair.
+- GET /health: {"status": "ok", ...}; 503 with {"error": ...} once the batcher's worker has died.
+- POST /v1/translate: {"text": str | [str], "beam", "alpha", "length_penalty", "nbest", "alignments"}
+  -> {"translations": [{"text", "score", "nbest": [{"text", "score"}] (nbest > 1), "alignment"
+  (alignments)}], "warnings": [...]}, one translation per text item; SCORE as in `mt translate`.
+- POST /v1/attention: {"text": str, "layer": L, "encoder": bool} -> for one sentence the JSON that
+  `mt attention --format json` writes (`AttentionMaps.to_json`): source, translation, src_tokens and
+  tgt_tokens (subword pieces, "</s>" last), cross_attention [layer][head][output token][source token],
+  alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
+  i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
+- GET /: the page (mt/serve/page.html).
+/v1 answers bad JSON or fields (a wrong type too: "4" or 4.0 for a whole number) with 422 naming the
+field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
+UTF-8 with 400. All errors are {"error": ...}, starlette's own (404: no such route, 405: another
+method) too. Every sentence goes through one `mt.serve.queue.Batcher`: one queue, one worker, shared
+batches; should the worker die, every request gets 503 at once (never a wait that does not end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.exceptions import HTTPException
+
+from mt import log
+from mt.errors import ConfigError, MtError
+from mt.serve.queue import Batcher, Closed, QueueFull, SearchOptions, WorkerFailed
+from mt.serve.requests import (
+    ApiError,
+    check_key,
+    check_pair,
+    check_size,
+    flag,
+    header_key,
+    libre_fields,
+    text_items,
+    v1_fields,
+    v1_options,
+    whole_number,
+)
+
+PAGE = Path(__file__).with_name("page.html")
+LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
+                  "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
+                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
+                  "uk": "Ukrainian", "zh": "Chinese"}
+V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
+V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
+
+
+@dataclass
+class Limits:
+    """How the queue batches and what one request may ask (the flags of `mt serve`)."""
+
+    max_batch_tokens: int = 2000  # source tokens (with EOS) per batch, as decode.max_tokens
+    max_wait_ms: float = 10.0  # how long the oldest waiting sentence waits for others to share its batch
+    max_queue: int = 1024  # sentences waiting; a request that does not fit gets 503
+    max_chars: int = 20000  # characters per request
+    max_lines: int = 256  # lines per request (mt translate's --buffer)
+    max_beam: int = 8
+    batching: str = "static"  # mt.serve.queue: each batch searched to its end, or sentences join a running search
+
+    def __post_init__(self) -> None:
+        from mt.serve.queue import BATCHING
+
+        if self.batching not in BATCHING:
+            raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
+        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if not self.max_wait_ms >= 0:
+            raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be 0 or more")
+
+
+def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = None, api_key: str | None = None,
+              threads: int | None = None, checkpoint: str = ""):
+    """The FastAPI app over `translator` (module docstring); its batcher runs while the app does."""
+    limits = limits or Limits()
+    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads,
+                      limits.batching)
+    defaults = translator.decode_cfg
+    body_limit = 4 * limits.max_chars + 65536  # UTF-8 takes at most 4 bytes a character; room for JSON
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        batcher.start()
+        yield
+        await asyncio.to_thread(batcher.close)  # uvicorn has let the requests in flight finish
+
+    app = FastAPI(title="mt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.batcher = batcher
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return JSONResponse({"error": exc.message}, exc.status, exc.headers)
+
+    @app.exception_handler(HTTPException)
+    async def route_error(request: Request, exc: HTTPException):
+        """starlette's refusals (no such route, a method the route does not take) in the same shape."""
+        return JSONResponse({"error": route_message(request, exc)}, exc.status_code, exc.headers)
+
+    @app.middleware("http")
+    async def log_request(request: Request, call_next):
+        start = time.perf_counter()
+        response = await call_next(request)
+        lines, tokens = getattr(request.state, "lines", 0), getattr(request.state, "tokens", 0)
+        log.info(f"{time.strftime('%H:%M:%S')} {request.method} {request.url.path} {response.status_code} "
+                 f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
+        return response
+
+    async def translate(request: Request, lines: list[str], options: SearchOptions) -> tuple[list[list], list[str]]:
+        """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings."""
+        todo, encoded, cuts = translator.encode_lines(lines)
+        request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
+        found = await wait_for(lambda: batcher.submit(encoded, options))
+        empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
+        results = [[empty] for _ in lines]
+        for i, hyps in zip(todo, found):
+            results[i] = hyps
+        return results, cuts
+
+    @app.post("/translate")
+    async def libre_translate(request: Request):
+        fields = await libre_fields(request, body_limit)
+        check_key(api_key, fields.get("api_key") or header_key(request))
+        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+        for name, value in (("q", q), ("source", source), ("target", target)):
+            if value in (None, "", []):
+                raise ApiError(400, f"Invalid request: missing {name} parameter")
+        texts = [q] if isinstance(q, str) else q
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise ApiError(400, "Invalid request: q must be a string or a list of strings")
+        for value, known in ((source, (src_lang, "auto")), (target, (tgt_lang,))):
+            if value not in known:
+                raise ApiError(400, f"{value} is not supported: this model translates {src_lang} to {tgt_lang}")
+        fmt = fields.get("format") or "text"
+        if fmt != "text":
+            raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
+        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
+        alternatives = min(asked, limits.max_beam - 1)  # the beam gives at most --max-beam translations
+        lines_of = [text.splitlines() or [""] for text in texts]
+        chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
+        if chars > limits.max_chars or lines > limits.max_lines:
+            size, limit = (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines",
+                                                                                     limits.max_lines)
+            raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
+        nbest = alternatives + 1
+        options = SearchOptions(max(defaults.beam, nbest), defaults.alpha, defaults.length_penalty, nbest)
+        results, _ = await translate(request, [line for item in lines_of for line in item], options)
+        translated, others, at = [], [], 0
+        for item in lines_of:
+            hyps = results[at: at + len(item)]
+            at += len(item)
+            translated.append("\n".join(h[0][0] for h in hyps))
+            others.append(distinct_alternatives(hyps[0], alternatives) if len(item) == 1 else [])
+        answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
+        if asked:
+            answer["alternatives"] = others[0] if isinstance(q, str) else others
+        if source == "auto":
+            detected = {"confidence": 100, "language": src_lang}
+            answer["detectedLanguage"] = detected if isinstance(q, str) else [detected for _ in texts]
+        return answer
+
+    @app.get("/languages")
+    async def languages():
+        return [{"code": src_lang, "name": LANGUAGE_NAMES.get(src_lang, src_lang), "targets": [tgt_lang]}]
+
+    @app.get("/health")
+    async def health():
+        if batcher.failure is not None:  # a monitor restarts what answers 503 here
+            raise ApiError(503, f"{batcher.failure}; restart mt serve")
+        return {"status": "ok", "source": src_lang, "target": tgt_lang, "checkpoint": checkpoint,
+                "queued": batcher.queued(), "batches": batcher.batches,
+                "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
+                "busy_seconds": round(batcher.busy_seconds, 3)}
+
+    @app.post("/v1/translate")
+    async def v1_translate(request: Request):
+        check_key(api_key, header_key(request))
+        data = await v1_fields(request, body_limit, V1_TRANSLATE_FIELDS)
+        check_pair(data, src_lang, tgt_lang)
+        texts = text_items(data)
+        check_size(texts, limits.max_chars, limits.max_lines)
+        options = v1_options(data, defaults, limits.max_beam, translator.model)
+        results, warnings = await translate(request, texts, options)
+        return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
+
+    @app.post("/v1/attention")
+    async def v1_attention(request: Request):
+        from mt.alignment import check_layer
+        from mt.report.attention_maps import attention_maps
+
+        check_key(api_key, header_key(request))
+        data = await v1_fields(request, body_limit, V1_ATTENTION_FIELDS)
+        check_pair(data, src_lang, tgt_lang)
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip() or "\n" in text:
+            raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
+        check_size([text], limits.max_chars, limits.max_lines)
+        layer = whole_number(data.get("layer"), "layer", 422)
+        try:
+            index = check_layer(translator.model, layer, "layer")
+        except ConfigError as exc:
+            raise ApiError(422, str(exc)) from None
+        encoder = flag(data, "encoder")
+        _, encoded, cuts = translator.encode_lines([text])
+        request.state.lines, request.state.tokens = 1, len(encoded[0])
+        maps = await wait_for(lambda: batcher.call(lambda tr: attention_maps(tr, text, None, index).to_json(encoder)))
+        return {**maps, "warnings": cuts}
+
+    @app.get("/")
+    async def page():
+        if not PAGE.is_file():
+            raise ApiError(404, "no page here: the API is at /translate and /v1/translate")
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    return app
+
+
+async def wait_for(submit):
+    """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
+    worker has died: retrying will not help), 500 when it failed."""
+    try:
+        future = submit()
+    except (QueueFull, Closed) as exc:
+        raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
+    try:
+        return await asyncio.wrap_future(future)
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
+    except Exception as exc:
+        raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
+
+
+def route_message(request: Request, exc: HTTPException) -> str:
+    """The one line for a route that does not exist (404) or does not take the method (405)."""
+    path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
+    if exc.status_code == 404:
+        return f"{path}: no such route; the API is POST /translate, GET /languages, GET /health, " \
+               "POST /v1/translate, POST /v1/attention"
+    if exc.status_code == 405:
+        return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
+    return " ".join(str(exc.detail).split())
+
+
+# -- answers ------------------------------------------------------------------------------------
+def v1_translation(hyps: list[tuple], options: SearchOptions) -> dict:
+    """One line's answer: its best translation and score; the n best and alignments as asked."""
+    def hypothesis(h: tuple) -> dict:
+        item = {"text": h[0], "score": h[1]}
+        if options.alignment_layer is not None:
+            item["alignment"] = h[2]
+        return item
+
+    answer = hypothesis(hyps[0])
+    if options.nbest > 1:
+        answer["nbest"] = [hypothesis(h) for h in hyps]
+    return answer
+
+
+def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
+    """Up to `count` other translations, best first, none the same text as one before it."""
+    seen, others = {hyps[0][0]}, []
+    for h in hyps[1:]:
+        if h[0] not in seen and len(others) < count:
+            seen.add(h[0])
+            others.append(h[0])
+    return others
+
+
+# -- running it ---------------------------------------------------------------------------------
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here so that a taken port is one line naming the flags (port 0:
+    a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise MtError(f"--host {host} --port {port}: {exc.strerror or exc}; choose another --port") from None
+    return sock
+
+
+@contextlib.contextmanager
+def signals_end_quietly():
+    """uvicorn stops on SIGINT/SIGTERM, lets the requests in flight finish, then raises the signal
+    again: ignored here, so a graceful stop exits 0 (a second Ctrl-C still forces the stop)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def serve(exp, cfg, options, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
+          api_key: str | None = None, threads: int | None = 2) -> None:
+    """`mt serve`: load the model once, serve it until SIGTERM or Ctrl-C, then drain and return."""
+    import torch
+    import uvicorn
+    from rich.markup import escape
+
+    from mt.translate import Translator
+
+    sock = bind(host, port)  # first: a taken port fails before the model loads
+    worker_threads = threads or torch.get_num_threads()
+    # The batcher's thread alone runs torch ops in parallel. Had this thread an OpenMP team too,
+    # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
+    # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
+    torch.set_num_threads(1)
+    translator = Translator.load(exp, cfg, options)
+    names = ", ".join(path.name for path in translator.checkpoint_paths)
+    app = build_app(translator, cfg.data.src_lang, cfg.data.tgt_lang, limits, api_key, worker_threads, names)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    address = f"[{host}]" if ":" in host else host
+    mode = options.quantize or options.precision
+    log.info(f"[bold]mt serve[/bold] {cfg.data.src_lang} -> {cfg.data.tgt_lang}: {escape(str(exp.root))} "
+             f"({names}, {mode}, threads {threads or 'torch default'}, {options.device})"
+             f"{', API key required' if api_key else ''} "
+             f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)")
+    with signals_end_quietly():
+        server.run(sockets=[sock])
+    log.info("mt serve: stopped")

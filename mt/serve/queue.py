@@ -1,0 +1,344 @@
+"""One queue and one worker: the sentences of concurrent requests translated in shared batches (`mt serve`).
+
+Requests put their sentences (source ids, already cut to the model's positions: `Translator.encode_lines`)
+into one bounded queue and wait on a future. One worker thread owns the Translator, so the model is
+never touched from two threads at once. It takes the oldest sentence and waits up to `max_wait_ms`
+for more that share its decoding options (or until `max_batch_tokens` source tokens of them are
+waiting). Then, with `batching="continuous"`, they start a continuous beam search
+(`mt.search.continuous`): before each of its steps, sentences that arrived meanwhile with the same
+options join it while their source tokens fit in `max_batch_tokens`, and each sentence goes back to
+its request the step it finishes, so a batch never waits for its longest sentence. With "static"
+(the default, and for ensembles, alignments and calls), the batch is translated as `mt translate`
+translates, sorted by length and cut by padded size (`mt.data.batching.length_groups`), and answered when
+all of it is done. On a 2-core CPU static was measured faster (docs/serving.md#measured): a decoder
+step's cost there grows with its rows, so fuller steps buy nothing while joining costs copies.
+Hands each request its own results, in its own order. Neither changes a translation: a sentence's
+output does not depend on what it is searched with.
+The worker should be the one thread that runs torch ops in parallel (`mt.serve.app.serve` keeps the HTTP
+thread at one torch thread): two OpenMP teams on two cores make every op of the search wait longer.
+
+A full queue refuses a request at once (`QueueFull`: the server answers 503 with Retry-After). A batch
+that fails answers each of its requests with the exception and the worker goes on with the next;
+`close` lets the worker finish what is queued, then stops it. Should the worker thread itself die
+(torch refusing its thread count, a BaseException out of a search), nothing would ever answer the
+waiting futures: so the sentences it held and those queued fail at once with `WorkerFailed`, and so
+does every later `submit` or `call`; `failure` says why.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from collections import deque
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from mt import log
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The decoding options of one request; sentences are batched only with others that share them."""
+
+    beam: int
+    alpha: float
+    length_penalty: str
+    nbest: int = 1
+    alignment_layer: int | None = None  # 0-based decoder layer for alignments; None: no alignments
+
+
+BATCHING = ("static", "continuous")
+
+
+class QueueFull(Exception):
+    """The queue cannot take a request's sentences now: the caller should retry later."""
+
+
+class Closed(Exception):
+    """The batcher is shutting down and takes no more work."""
+
+
+class WorkerFailed(Exception):
+    """The worker thread has died: no work will be done until the batcher (the server) is started anew."""
+
+
+class _Request:
+    """One caller's future and the results gathered for it so far."""
+
+    def __init__(self, size: int):
+        self.future: Future = Future()
+        self.results: list[Any] = [None] * size
+        self.remaining = size
+
+    def deliver(self, index: int, value: Any) -> None:
+        """One sentence's result; the future gets them all once the last has come."""
+        self.results[index] = value
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.settle(self.results)
+
+    def settle(self, value: Any) -> None:
+        self._set(self.future.set_result, value)
+
+    def fail(self, exc: BaseException) -> None:
+        self._set(self.future.set_exception, exc)
+
+    def _set(self, setter, value) -> None:
+        try:  # the caller may have given up (a client that left cancels its future)
+            setter(value)
+        except InvalidStateError:
+            pass
+
+
+@dataclass
+class _Entry:
+    """A queued sentence of a request (or a call to run on the worker, `Batcher.call`)."""
+
+    request: _Request
+    index: int
+    ids: list[int]
+    options: SearchOptions | None
+    arrived: float
+    call: Callable | None = None
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids) + 1  # with EOS, as the search sees it
+
+
+class Batcher:
+    """The queue and its worker thread over one Translator (module docstring); `start` before use."""
+
+    def __init__(self, translator, max_batch_tokens: int = 4000, max_wait_ms: float = 10.0, max_queue: int = 1024,
+                 threads: int | None = None, batching: str = "static"):
+        if batching not in BATCHING:
+            raise ValueError(f"batching {batching!r}: expected {' or '.join(BATCHING)}")
+        self.translator = translator
+        self.batching = batching
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_queue = max_queue
+        self.threads = threads
+        self.decode_cfg = translator.decode_cfg  # the defaults; each batch searches with its own options
+        self.batches = 0  # batches (static) or searches (continuous) run, for /health
+        self.widest = 0  # the most sentences searched together, for /health
+        self.sentences = 0  # sentences searched, for /health: sentences / batches is the mean batch
+        self.busy_seconds = 0.0  # the worker's time in searches and calls, for /health: its load
+        self.failure: str | None = None  # why the worker thread died, once it has: for /health and every request
+        self._queue: deque[_Entry] = deque()
+        self._taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._work, name="mt-batcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, encoded: list[list[int]], options: SearchOptions) -> Future:
+        """Queue one request's sentences (`encode_lines` ids); its future gets, for each sentence in
+        order, the hypotheses `Translator.search_encoded` gives. Raises QueueFull or Closed."""
+        request = _Request(len(encoded))
+        if not encoded:
+            request.future.set_result([])
+            return request.future
+        now = time.monotonic()
+        self._put([_Entry(request, i, ids, options, now) for i, ids in enumerate(encoded)])
+        return request.future
+
+    def call(self, fn: Callable[[Any], Any]) -> Future:
+        """Run fn(translator) on the worker, between batches, with the default decoding options (the
+        attention of one sentence, say); its future gets what fn returns. Raises QueueFull or Closed."""
+        request = _Request(1)
+        self._put([_Entry(request, 0, [], None, time.monotonic(), call=fn)])
+        return request.future
+
+    def queued(self) -> int:
+        """Sentences waiting now."""
+        with self._cond:
+            return len(self._queue)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Take no more work; let the worker finish what is queued, and wait for it (up to `timeout` s)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _put(self, entries: list[_Entry]) -> None:
+        with self._cond:
+            if self.failure is not None:
+                raise WorkerFailed(self.failure)
+            if self._closing:
+                raise Closed("the server is shutting down")
+            # A request larger than the whole queue goes in when the queue is empty, or it never could.
+            if self._queue and len(self._queue) + len(entries) > self.max_queue:
+                raise QueueFull(f"{len(self._queue)} sentences are waiting (--max-queue {self.max_queue})")
+            self._queue.extend(entries)
+            self._cond.notify_all()
+
+    # -- the worker thread ----------------------------------------------------------------------
+    def _work(self) -> None:
+        """The worker thread: the loop, and if anything ends it but `close`, every request failed at once."""
+        try:
+            self._loop()
+        except BaseException as exc:  # the thread ends here either way; its callers must hear of it
+            self._fail_all(exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        """The worker has died: what it held and what waits get WorkerFailed now, later work at `_put`."""
+        from rich.markup import escape
+
+        message = " ".join(f"the translation worker stopped: {type(exc).__name__}: {exc}".split())  # one line
+        with self._cond:  # first: nothing below may keep a request waiting
+            self.failure = message
+            orphans, self._taken, self._queue = [*self._taken, *self._queue], [], deque()
+        for entry in orphans:  # each its own exception: each request raises it in its own task
+            entry.request.fail(WorkerFailed(message))
+        try:  # stderr may be gone (a closed pipe under a supervisor): the requests have their answer already
+            log.console.print(f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
+                              "is restarted (MT_DEBUG=1 shows where)", soft_wrap=True)
+            if os.environ.get("MT_DEBUG"):
+                traceback.print_exception(exc)
+        except Exception:
+            pass
+
+    def _loop(self) -> None:
+        import torch
+
+        from mt.hardware import set_threads
+
+        set_threads(self.threads)  # in this thread too: OpenMP's thread count is per thread
+        with torch.inference_mode():
+            while (batch := self._next_batch()) is not None:
+                start = time.perf_counter()
+                if self._continuous(batch[0]):
+                    self._run_continuous(batch)
+                else:
+                    self._run(batch)
+                self.busy_seconds += time.perf_counter() - start
+
+    def _next_batch(self) -> list[_Entry] | None:
+        """The next batch: the oldest entry and the others with its options, once enough tokens wait or
+        its wait is over; None once closed with nothing left."""
+        with self._cond:
+            self._taken = []  # the work before has answered all it took
+            while True:
+                self._drop_abandoned()
+                if self._queue:
+                    break
+                if self._closing:
+                    return None
+                self._cond.wait()
+            first = self._queue[0]
+            if first.call is not None:
+                self._taken = [self._queue.popleft()]
+                return self._taken[:]
+            deadline = first.arrived + self.max_wait
+            while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            return self._take(first.options)
+
+    def _drop_abandoned(self) -> None:
+        """Sentences of requests already answered (a failed batch, a client gone) need no search."""
+        if any(entry.request.future.done() for entry in self._queue):
+            self._queue = deque(entry for entry in self._queue if not entry.request.future.done())
+
+    def _waiting_tokens(self, options: SearchOptions) -> int:
+        return sum(entry.tokens for entry in self._queue if entry.call is None and entry.options == options)
+
+    def _take(self, options: SearchOptions, budget: int | None = None) -> list[_Entry]:
+        """Entries with `options`, oldest first, up to `budget` (max_batch_tokens) source tokens, at
+        least one unless a budget is given; the rest stay."""
+        batch, rest, tokens = [], deque(), 0
+        limit = self.max_batch_tokens if budget is None else budget
+        for entry in self._queue:
+            fits = (not batch and budget is None) or tokens + entry.tokens <= limit
+            if entry.call is None and entry.options == options and fits:
+                batch.append(entry)
+                tokens += entry.tokens
+            else:
+                rest.append(entry)
+        self._queue = rest
+        self._taken.extend(batch)
+        return batch
+
+    def _continuous(self, first: _Entry) -> bool:
+        from mt.model.transformer import Transformer
+
+        return (self.batching == "continuous" and first.call is None and first.options.alignment_layer is None
+                and isinstance(self.translator.model, Transformer))
+
+    def _run_continuous(self, batch: list[_Entry]) -> None:
+        """Search `batch` and whatever joins it (module docstring) until none is left; a failure goes to
+        the requests of the sentences in the search, never further."""
+        from mt.search.continuous import ContinuousBeamSearch
+
+        options, cfg, translator = batch[0].options, self.decode_cfg, self.translator
+        search, joining = None, batch  # being added: answered with the error too if adding them fails
+        try:
+            search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
+                                          options.length_penalty, cfg.max_len_a, cfg.max_len_b, options.nbest,
+                                          cfg.stop)
+            search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
+            self.batches += 1
+            self.sentences += len(batch)
+            while search.active:
+                self.widest = max(self.widest, search.active)
+                for entry, hyps in search.step():
+                    texts = translator.tgt_tok.decode([h.tokens for h in hyps])
+                    entry.request.deliver(entry.index, [(text, h.score) for text, h in zip(texts, hyps)])
+                joining = self._joining(options, sum(search.source_tokens))
+                if joining:
+                    search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
+                    self.sentences += len(joining)
+        except Exception as exc:  # a request must never stop the worker: its callers get the error
+            searched = search.keys if search is not None else []
+            log.warn(f"a search of {len(searched) or len(batch)} sentences failed: {type(exc).__name__}: {exc}")
+            for entry in [*searched, *joining]:
+                entry.request.fail(exc)
+
+    def _joining(self, options: SearchOptions, tokens: int) -> list[_Entry]:
+        """Waiting sentences with `options` that fit beside `tokens` source tokens in the search, unless
+        the oldest waiting one needs other options and has waited its max_wait: then none, so that the
+        search empties and the worker turns to it."""
+        with self._cond:
+            self._drop_abandoned()
+            if not self._queue:
+                return []
+            first = self._queue[0]
+            if (first.call is not None or first.options != options) and \
+                    time.monotonic() - first.arrived >= self.max_wait:
+                return []
+            return self._take(options, self.max_batch_tokens - tokens)
+
+    def _run(self, batch: list[_Entry]) -> None:
+        """Translate one batch (or run one call); any failure goes to its requests, never further."""
+        try:
+            if batch[0].call is not None:
+                self.translator.decode_cfg = self.decode_cfg
+                batch[0].request.settle(batch[0].call(self.translator))
+                return
+            options = batch[0].options
+            self.translator.decode_cfg = replace(self.decode_cfg, beam=options.beam, alpha=options.alpha,
+                                                 length_penalty=options.length_penalty,
+                                                 max_tokens=self.max_batch_tokens)
+            self.widest = max(self.widest, len(batch))
+            self.sentences += len(batch)
+            found = self.translator.search_encoded([entry.ids for entry in batch], options.nbest, None,
+                                                   options.alignment_layer)
+        except Exception as exc:  # a request must never stop the worker: its callers get the error
+            log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
+            for entry in batch:
+                entry.request.fail(exc)
+            return
+        finally:
+            self.batches += 1
+        for entry, hyps in zip(batch, found):
+            entry.request.deliver(entry.index, hyps)

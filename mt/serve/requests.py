@@ -1,0 +1,175 @@
+"""Reading and checking what a request to `mt serve` asks (`mt.serve.app` has the routes): the body as
+UTF-8 text, JSON or LibreTranslate's forms, the API key, the language pair, the size limits and the
+decoding options of /v1. Each refusal is an `ApiError`: a status and a one-line message naming the
+field, answered as {"error": MESSAGE}. /v1's types are JSON's, strictly: a whole number is an integer
+(not "4", not 4.0), a number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
+/translate reads a form, where everything is text, so there "2" is a number too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import math
+import re
+from typing import Any, get_args
+from urllib.parse import parse_qsl
+
+from mt.config.schema import LengthPenalty
+from mt.serve.queue import SearchOptions
+
+
+class ApiError(Exception):
+    """An answer other than 200: the status, the one-line message of {"error": ...}, extra headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+async def body_text(request, limit: int) -> str:
+    """The body as text: 413 past `limit` bytes, 400 when it is not UTF-8."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body has {declared} bytes: at most {limit}")
+    raw = await request.body()
+    if len(raw) > limit:
+        raise ApiError(413, f"the request body has {len(raw)} bytes: at most {limit}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"the request body is not valid UTF-8 (byte {exc.start})") from None
+
+
+def json_object(text: str, status: int) -> dict:
+    """A JSON object, or `status` with where the JSON went wrong."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ApiError(status, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise ApiError(status, "invalid JSON: expected an object, {...}")
+    return data
+
+
+async def libre_fields(request, limit: int) -> dict:
+    """LibreTranslate's fields from JSON, a URL-encoded form or a multipart form; q given several times
+    in a form is a list."""
+    text = await body_text(request, limit)
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        return json_object(text, 400)
+    if kind == "multipart/form-data":
+        pairs = [(name, value) for name, value in (await request.form()).multi_items() if isinstance(value, str)]
+    else:
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
+        except UnicodeDecodeError:
+            raise ApiError(400, "the form is not valid UTF-8") from None
+    fields: dict[str, Any] = {}
+    for name, value in pairs:
+        if name == "q" and "q" in fields:
+            fields["q"] = [*([fields["q"]] if isinstance(fields["q"], str) else fields["q"]), value]
+        else:
+            fields.setdefault(name, value)
+    return fields
+
+
+async def v1_fields(request, limit: int, known: tuple[str, ...]) -> dict:
+    """The JSON object of a /v1 request (whatever its content type says); an unknown field is 422."""
+    data = json_object(await body_text(request, limit), 422)
+    for name in data:
+        if name not in known:
+            raise ApiError(422, f"{name}: unknown field; expected {', '.join(known)}")
+    return data
+
+
+def header_key(request) -> str | None:
+    """The key of `Authorization: Bearer KEY` or `X-API-Key: KEY`."""
+    authorization = request.headers.get("authorization", "")
+    if authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+def check_key(expected: str | None, given: Any) -> None:
+    """403 unless the server has no key or `given` is it (compared in constant time)."""
+    if expected is None:
+        return
+    if not given or not isinstance(given, str):
+        raise ApiError(403, "Please contact the server operator to get an API key (api_key, or the header "
+                            "Authorization: Bearer KEY)")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ApiError(403, "Invalid API key")
+
+
+def check_pair(data: dict, src_lang: str, tgt_lang: str) -> None:
+    """422 when "source" or "target", if given, is not a string; 400 when it is not the model's."""
+    for name, known in (("source", (src_lang, "auto")), ("target", (tgt_lang,))):
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise ApiError(422, f"{name}: expected a language code (a string), got {json.dumps(data[name])[:40]}")
+        if data.get(name) is not None and data[name] not in known:
+            raise ApiError(400, f"{name} {data[name]!r}: this model translates {src_lang} to {tgt_lang}")
+
+
+def check_size(texts: list[str], max_chars: int, max_lines: int) -> None:
+    """413 past --max-chars characters or --max-lines lines."""
+    chars = sum(len(text) for text in texts)
+    if chars > max_chars:
+        raise ApiError(413, f"text: {chars} characters, more than --max-chars {max_chars}")
+    if len(texts) > max_lines:
+        raise ApiError(413, f"text: {len(texts)} lines, more than --max-lines {max_lines}")
+
+
+def text_items(data: dict) -> list[str]:
+    """"text" as a list of lines: a string or a non-empty list of strings, none with a line break."""
+    text = data.get("text")
+    texts = [text] if isinstance(text, str) else text
+    if not isinstance(texts, list) or not texts or not all(isinstance(item, str) for item in texts):
+        raise ApiError(422, "text: expected a string or a non-empty list of strings")
+    for i, item in enumerate(texts):
+        if "\n" in item or "\r" in item:
+            raise ApiError(422, f"text[{i}]: a line break; give one line per item")
+    return texts
+
+
+def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None, *,
+                 text: bool = False) -> int | None:
+    """An integer field, None staying None: JSON's integer only (module docstring), or with `text` (a
+    form's field) its digits too."""
+    if value is None:
+        return None
+    if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+        raise ApiError(status, f"{name}: expected a whole number {bounds}, got {json.dumps(value)[:40]}")
+    return value
+
+
+def flag(data: dict, name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise ApiError(422, f"{name}: expected true or false, got {json.dumps(value)[:40]}")
+    return value
+
+
+def v1_options(data: dict, defaults, max_beam: int, model) -> SearchOptions:
+    """The decoding options of a /v1 request within the server's limits; the config's where not given."""
+    from mt.alignment import check_layer
+
+    beam = whole_number(data.get("beam"), "beam", 422, 1, max_beam)
+    nbest = whole_number(data.get("nbest"), "nbest", 422, 1, max_beam) or 1
+    if beam is not None and nbest > beam:
+        raise ApiError(422, f"nbest: {nbest} is more than beam {beam}: the n best come from the beam")
+    alpha = data.get("alpha", defaults.alpha)
+    number = float(min(alpha, 1e6)) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else math.nan
+    if not (math.isfinite(number) and 0 <= number < 1e6):  # written so that NaN fails too
+        raise ApiError(422, f"alpha: expected a number, 0 or more, got {json.dumps(alpha)[:40]}")
+    penalty = data.get("length_penalty", defaults.length_penalty)
+    if penalty not in get_args(LengthPenalty):
+        choices = ", ".join(get_args(LengthPenalty))
+        raise ApiError(422, f"length_penalty: expected {choices}, got {json.dumps(penalty)[:40]}")
+    layer = check_layer(model, None, "alignments") if flag(data, "alignments") else None
+    return SearchOptions(beam if beam is not None else max(defaults.beam, nbest), number, penalty, nbest, layer)
+

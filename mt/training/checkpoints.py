@@ -1,0 +1,217 @@
+"""A training run's checkpoints: what they hold (the weights, the optimizer, the position in the data,
+the counters and every process's random number generators, `training_checkpoint`), which are
+written and kept (`save_training`), resuming from last.pt so that the run continues exactly as an
+uninterrupted one would (`resume_training`), and starting from another experiment's weights
+(`start_from_weights`).
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from mt import log
+from mt.checkpoint import (
+    FORMAT,
+    check_model_config,
+    check_tokenizer,
+    load_checkpoint,
+    model_differences,
+    save_checkpoint,
+    tokenizer_difference,
+)
+from mt.config.schema import ModelConfig
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.training.ema import WeightAverage
+from mt.training.optimizer import regroup_optimizer_state
+from mt.training.state import TrainingState
+
+if TYPE_CHECKING:
+    from mt.training.setup import Training
+
+
+def saved_world_size(path: Path) -> int | None:
+    """How many training processes saved checkpoint `path` (1 before the field), read with its tensors
+    memory-mapped, not loaded nor checked: `mt train` compares it with --nproc before it starts a process.
+    None when it cannot be read so (the full load, in training, says what is wrong with it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # damaged or foreign: load_checkpoint's one-line error comes with the resume
+        return None
+    return int(state.get("world_size", 1)) if isinstance(state, dict) and state.get("format") == FORMAT else None
+
+
+def check_world_size(path: Path, saved_world: int, world: int) -> None:
+    """Refuse to resume checkpoint `path`, saved by saved_world processes, in `world`: each process saved
+    its own random state and place in the data, and the batch is per process."""
+    if saved_world != world:
+        raise MtError(f"{path}: saved by {saved_world} training process(es), now {world}; "
+                      f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
+
+
+# -- a training run's checkpoints -------------------------------------------------------------------
+def save_training_checkpoint(exp: Experiment, state: dict[str, Any], step: int, is_best: bool,
+                             save_every: int, keep_last: int) -> None:
+    """last.pt, best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them).
+    last.pt is written first, so a run killed once step_N.pt exists resumes from step N."""
+    periodic = step > 0 and step % save_every == 0
+    paths = [exp.checkpoint_path("last")]
+    if is_best:
+        paths.append(exp.checkpoint_path("best"))
+    if periodic:
+        paths.append(exp.checkpoint_path(f"step_{step}"))
+    save_checkpoint(paths, state)
+    if periodic and keep_last > 0:
+        prune_step_checkpoints(exp, keep_last)
+
+
+def prune_step_checkpoints(exp: Experiment, keep_last: int) -> list[Path]:
+    """Remove all but the newest keep_last periodic checkpoints (step_N.pt); returns the removed."""
+    old = exp.step_checkpoints()[:-keep_last]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
+
+
+# -- random number generators -----------------------------------------------------------------------
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """Python's, numpy's global and torch's generators, as tensors and plain data (weights_only loads them)."""
+    version, mt_state, gauss = random.getstate()
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": {"version": version, "state": torch.tensor(mt_state, dtype=torch.int64), "gauss": gauss},
+        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore what `rng_state` saved (a checkpoint from before it holds the torch state only)."""
+    if "python" in state:
+        py = state["python"]
+        random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
+    if "numpy" in state:
+        np_state = state["numpy"]
+        np.random.set_state((np_state["name"], np_state["key"].numpy().astype(np.uint32), np_state["pos"],
+                             np_state["has_gauss"], np_state["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: ModelConfig) -> tuple[Path, dict]:
+    """The model weights a new training run starts from: another experiment's best checkpoint (or its
+    last, without validation) or a checkpoint file. Its tokenizer and model config must be ours."""
+    path = _init_path(source)
+    state = load_checkpoint(path)
+    side = tokenizer_difference(state, tokenizer_sha256)
+    if side is not None:
+        theirs = state.get("tokenizer_sha256") or {}
+        raise MtError(
+            f"--init-from {source}: {path} was trained with another tokenizer ({side} sha256 "
+            f"{str(theirs.get(side))[:12]}, ours {tokenizer_sha256[side][:12]}); copy its experiment's "
+            f"tokenizer/ into the new experiment before `mt binarize`"
+        )
+    differing = [f"model.{key} {theirs!r} (ours {ours!r})"
+                 for key, theirs, ours in model_differences(state.get("model_config"), model_cfg)]
+    if differing:
+        raise MtError(f"--init-from {source}: {path} has another model: {', '.join(differing)}; "
+                      f"give the new experiment the same model settings")
+    return path, state["model"]
+
+
+def _init_path(source: str) -> Path:
+    candidate = Path(source)
+    if candidate.is_dir():
+        other = Experiment(candidate)
+        other.load_config()  # a one-line error when it is not an experiment
+        return other.find_checkpoint("best")
+    if candidate.is_file():
+        return candidate
+    raise MtError(f"--init-from {source}: no such experiment directory or checkpoint file")
+
+
+def training_checkpoint(run: Training) -> dict[str, Any]:
+    """Everything a resumed run needs to continue exactly; every process must call it (it gathers
+    their RNG states)."""
+    trainer = run.trainer
+    return {
+        "model": trainer.model.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "scaler": trainer.scaler.state_dict() if trainer.scaler is not None else None,
+        "ema": trainer.ema.state_dict() if trainer.ema is not None else None,
+        **run.metadata,  # model_config, vocab, tokenizer_sha256: what rebuilds the model
+        "epoch": trainer.stream.epoch,
+        "batch_in_epoch": trainer.stream.batch_in_epoch,
+        "world_size": trainer.group.world_size,
+        **trainer.state.to_checkpoint(),
+        "rng": trainer.group.all_gather(rng_state(trainer.device)),  # one per process, in rank order
+    }
+
+
+def save_training(run: Training, is_best: bool = False) -> None:
+    """The run's checkpoints now (see checkpoint.save_training_checkpoint). Every process calls this
+    (it gathers their RNG states); rank 0 writes."""
+    state = training_checkpoint(run)
+    if run.trainer.group.is_main:
+        tcfg = run.cfg.train
+        save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
+        if run.trainer.ema is not None:  # the average as a model of its own: `--checkpoint ema`
+            save_checkpoint(run.exp.checkpoint_path("ema"), {
+                "model": run.trainer.ema.model_state(run.trainer.model), **run.metadata,
+                "step": run.trainer.state.step, "ema_decay": run.trainer.ema.decay})
+
+
+def resume_training(run: Training) -> bool:
+    """Continue from checkpoints/last.pt if there is one (saved with as many processes as now)."""
+    path = run.exp.checkpoint_path("last")
+    if not path.exists():
+        return False
+    saved = load_checkpoint(path)
+    _check_resumable(run, path, saved)
+    trainer, tcfg = run.trainer, run.cfg.train
+    trainer.model.load_state_dict(saved["model"])
+    trainer.optimizer.load_state_dict(regroup_optimizer_state(
+        saved["optimizer"], trainer.model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps))
+    if trainer.scaler is not None and saved.get("scaler"):
+        trainer.scaler.load_state_dict(saved["scaler"])
+    if trainer.ema is not None:
+        if saved.get("ema"):
+            trainer.ema.load_state_dict(saved["ema"])
+        else:  # train.ema_decay set on resume: the average starts from the resumed weights
+            log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
+            trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
+    trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
+    trainer.stream.seek(int(saved["epoch"]), int(saved["batch_in_epoch"]))
+    rng = saved["rng"][trainer.group.rank] if "rng" in saved else {"torch": saved["torch_rng"]}
+    set_rng_state(rng, trainer.device)
+    trainer.start_clock()
+    return True
+
+
+def _check_resumable(run: Training, path: Path, saved: dict[str, Any]) -> None:
+    check_model_config(path, saved, run.cfg.model, run.exp.config_path)  # config.yaml edited by hand
+    check_tokenizer(path, saved, run.metadata["tokenizer_sha256"], run.exp.tokenizer_dir)
+    check_world_size(path, int(saved.get("world_size", 1)), run.trainer.group.world_size)
+
+
+def start_from_weights(run: Training, source: str) -> Path:
+    """Start from the weights of another experiment or checkpoint (fresh optimizer and schedule)."""
+    path, weights = init_weights(source, run.metadata["tokenizer_sha256"], run.cfg.model)
+    run.trainer.model.load_state_dict(weights)
+    if run.trainer.ema is not None:  # the average starts from the loaded weights, not the random ones
+        run.trainer.ema = WeightAverage(run.trainer.model, run.cfg.train.ema_decay)
+    run.trainer.state.init_from = str(path)
+    return path

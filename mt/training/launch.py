@@ -1,0 +1,158 @@
+"""`mt train`'s processes: train in this one, as one of torchrun's, or in N new ones (`--nproc N`).
+
+Under torchrun every process runs `mt train`: rank 0 resolves and saves the config, the others wait
+for it and read it (`mt.training.distributed` joins them into one process group). `--nproc N` resolves the
+config here, then starts N such processes through torch.distributed.run and waits for them. Nothing
+here imports torch before the flags and the config are checked, but for a resume's check that its
+last checkpoint was saved by as many processes as this run will have (before any starts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from mt import log
+from mt.config.schema import ExperimentConfig
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
+from mt.experiment_config import ConfigChange
+from mt.hardware import launched_by_torchrun
+from mt.training.lock import training_lock
+
+# The experiment, its config and the change this command made to it (saved): `open_experiment`.
+Resolve = Callable[[], tuple[Experiment, ExperimentConfig, ConfigChange]]
+
+
+def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, init_from: str | None = None,
+                    threads: int | None = None, device: str = "cpu", precision: str | None = None,
+                    debug: bool = False) -> None:
+    """`mt train`: all of training here, this rank's part under torchrun, or `nproc` new processes.
+
+    `resolve` is called once, by the process that writes the config; `precision` is the flag's (for
+    the slow-precision warning), `debug` goes on to the new processes. Under torchrun the process
+    ends here.
+    """
+    if nproc is not None and nproc < 1:
+        raise ConfigError(f"--nproc {nproc}: expected at least 1")
+    torchrun = launched_by_torchrun()
+    if nproc and nproc > 1 and torchrun:
+        raise ConfigError("--nproc: this process was started by torchrun already; drop --nproc")
+    if not torchrun:  # under torchrun each process checks as it resumes
+        refuse_if_training(exp_dir)  # first: a running trainer explains a process-count mismatch
+        refuse_other_world_size(exp_dir, nproc or 1)
+    if os.environ.get("RANK", "0") == "0":  # one voice under torchrun
+        from mt.hardware import warn_if_slow
+
+        warn_if_slow(precision, device)
+    if nproc and nproc > 1:
+        args = ["train", "--exp", str(exp_dir), "--device", device]
+        args += ["--init-from", init_from] if init_from else []
+        args += ["--threads", str(threads)] if threads else []
+        launch_workers(exp_dir, resolve, nproc, (["-q"] if log.quiet else []) + (["--debug"] if debug else []) + args)
+        return
+    group = None
+    if torchrun:  # join the other processes
+        from mt.training import distributed
+
+        group = distributed.setup(device)
+    try:
+        summary = train_here(exp_dir, resolve, init_from, threads, device, group)
+    finally:
+        if group is not None:
+            distributed.shutdown(group)
+    log_stopped(summary)
+    if torchrun:
+        # Leave without the interpreter's teardown: destroying the process group's communication
+        # threads there sometimes aborts a worker ("terminate called without an active exception").
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def train_here(exp_dir: Path, resolve: Resolve, init_from: str | None, threads: int | None, device: str,
+               group=None) -> dict:
+    """This process's part: all of training, or one rank of torchrun's `group` (rank 0 resolves the config)."""
+    change = None  # rank 0's: the other ranks read its config
+    if group is None or group.is_main:
+        if group is not None:  # under torchrun; a process of its own checked in train_processes
+            refuse_if_training(exp_dir)
+        experiment, cfg, change = resolve()
+    if group is not None:
+        group.barrier()  # the other ranks read the config rank 0 has written
+        if not group.is_main:
+            log.quiet = True  # one voice: rank 0's
+            experiment = Experiment(exp_dir)
+            cfg = experiment.load_config()
+    from mt.hardware import set_threads
+    from mt.training.loop import train  # torch: imported after the flags are checked
+
+    set_threads(threads)
+    with change.undo_if_fails() if change is not None else contextlib.nullcontext():
+        return train(experiment, cfg, device=device, init_from=init_from, group=group)
+
+
+def refuse_if_training(exp_dir: Path) -> None:
+    """A one-line error, before the config takes this run's flags, if another trainer holds the lock
+    (train() takes the lock itself; this only spares the config and the workers a doomed start)."""
+    if exp_dir.is_dir():
+        with training_lock(Experiment(exp_dir)):
+            pass
+
+
+def refuse_other_world_size(exp_dir: Path, world: int) -> None:
+    """A one-line error, before any training process starts (torchrun's take seconds and print banners),
+    when the experiment's last checkpoint was saved by another number of processes than `world`."""
+    last = Experiment(exp_dir).checkpoint_path("last")
+    if last.is_file():
+        from mt.training.checkpoints import check_world_size, saved_world_size  # torch: only for a resume
+
+        saved = saved_world_size(last)
+        if saved is not None:
+            check_world_size(last, saved, world)
+
+
+def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str]) -> None:
+    """`mt train --nproc N`: resolve and save the config here (train_processes has checked the lock),
+    then run `mt ARGS` in N workers that read it."""
+    experiment, _, change = resolve()
+    with change.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back
+        signal_name = start_workers(nproc, args)
+    if signal_name:
+        log.info(f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
+                 f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume")
+
+
+def start_workers(nproc: int, args: list[str]) -> str | None:
+    """`python -m mt ARGS` in N processes on this machine through torchrun.
+
+    Returns the name of the signal that stopped training (the workers got it too and saved at a step
+    boundary), or None. A failed worker has printed its own error line; this adds one with the count.
+    """
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import get_args_parser, run
+
+    options = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "mt", *args])
+    try:
+        run(options)
+    except ChildFailedError as exc:
+        raise MtError(f"{len(exc.failures)} of {nproc} training processes failed (their errors are above)") from None
+    except SignalException as exc:
+        return exc.sigval.name
+    return None
+
+
+def log_stopped(summary: dict) -> None:
+    """The status line that ends a training run: where and why it stopped, its validation perplexity
+    and skipped updates. After a signal, train() has said what it did, and this says nothing."""
+    if summary["stopped_by"] in ("SIGINT", "SIGTERM", "signal"):
+        return
+    log.info(
+        f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
+        + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")
+        + (f"; {summary['skipped']} updates skipped (non-finite)" if summary["skipped"] else "")
+    )

@@ -1,0 +1,347 @@
+"""Training: `mt train`, the loop over updates around the Trainer (mt.training.trainer), written out: log
+records, validation with patience, checkpoints, and the rules that stop a run.
+
+Sec. 5: Adam (beta1 0.9, beta2 0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step *
+warmup^-1.5), label smoothing 0.1, batches of about equal source and target token counts.
+Setup is mt.training.setup; the update mt.training.trainer; the schedule mt.training.schedule; the saved state and
+resuming mt.training.checkpoints; validation mt.training.validate.
+
+Beyond the paper: a cooldown at the end of the budget, validation loss and greedy BLEU with
+patience, SIGINT/SIGTERM saving at a step boundary, and checkpoints from which a run resumes
+bitwise as if never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from mt import log
+from mt.allocator import allocator_hint, release_freed_memory
+from mt.atomic_files import remove_abandoned_temporaries
+from mt.config.schema import ExperimentConfig
+from mt.data.corpus import load_split
+from mt.errors import MtError
+from mt.experiment import Experiment
+from mt.model.transformer import count_parameters
+from mt.training.checkpoints import resume_training, save_training, start_from_weights
+from mt.training.distributed import Distributed
+from mt.training.lock import training_lock
+from mt.training.setup import Training, build_training
+from mt.training.train_log import TensorBoardLog
+from mt.training.trainer import Trainer
+from mt.training.validate import BleuSample, validate
+
+
+class _StopSignal:
+    """SIGINT/SIGTERM ask the loop to save and stop at the next step boundary."""
+
+    def __init__(self):
+        self.received: str | None = None
+        self._previous = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _training_lock(exp: Experiment, group: Distributed) -> Iterator[None]:
+    """Rank 0 holds the experiment's lock; the other processes go on only if it got it."""
+    with ExitStack() as stack:
+        error = None
+        if group.is_main:
+            try:
+                stack.enter_context(training_lock(exp))
+                # Saves a killed trainer never finished (no writer of checkpoints/ but us now runs).
+                for path in remove_abandoned_temporaries(exp.checkpoints_dir):
+                    log.info(f"removed {path}: a checkpoint an interrupted run did not finish writing")
+            except MtError as exc:
+                error = exc
+        if group.any(error is not None):
+            raise error or MtError(f"rank {group.rank}: not started: rank 0 could not lock {exp.root}")
+        yield
+
+
+def train(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    device: str = "cpu",
+    init_from: str | None = None,
+    group: Distributed | None = None,
+) -> dict[str, Any]:
+    """`mt train`: train (or resume) until max_steps, max_time or patience; returns a summary.
+
+    `init_from` (another experiment or a checkpoint file) gives a new run its starting weights.
+    `group`: this process's place among several (see mt.training.distributed); one process by default.
+    """
+    group = group or Distributed(device=torch.device(device))
+    with _training_lock(exp, group):
+        run = build_training(exp, cfg, device, group)
+        trainer = run.trainer
+        resumed = resume_training(run)
+        if init_from and resumed:
+            log.info(f"--init-from {init_from}: ignored, this experiment resumes from its own checkpoint")
+        elif init_from:
+            log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
+        _log_start(run, resumed)
+        with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
+            loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
+            stopped_by = loop.run()
+        if stopped_by in ("SIGINT", "SIGTERM", "signal"):
+            again = f" with {group.world_size} processes" if group.world_size > 1 else ""
+            log.info(f"{stopped_by}: saved {exp.checkpoint_path('last')} at step {trainer.state.step}; "
+                     f"run `mt train --exp {exp.root}` again{again} to resume")
+        return {
+            "steps": trainer.state.step,
+            "params": count_parameters(trainer.model),
+            "stopped_by": stopped_by,
+            "seconds": trainer.state.elapsed - loop.start_elapsed,  # this run's
+            "elapsed": trainer.state.elapsed,  # over all runs of the experiment
+            "skipped": trainer.state.skipped,
+            "world_size": group.world_size,
+            "precision": trainer.precision,  # auto's choice
+            **loop.last_valid,
+        }
+
+
+def _log_start(run: Training, resumed: bool) -> None:
+    trainer, tcfg, world = run.trainer, run.cfg.train, run.trainer.group.world_size
+    log.info(
+        f"{'resuming at step ' + str(trainer.state.step) if resumed else 'training'}: "
+        f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(run.train_data)} training pairs, "
+        f"peak lr {trainer.schedule.peak_lr:.2e} at step {tcfg.warmup_steps}, {trainer.precision}"
+        + (f", {world} processes" if world > 1 else ", 1 process in a process group (DDP)" if trainer.group.joined else "")
+        + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
+    )
+    if tcfg.warmup_steps >= tcfg.max_steps and trainer.group.is_main:  # a short trial run with the paper's warmup
+        log.warn(f"train.warmup_steps {tcfg.warmup_steps} >= train.max_steps {tcfg.max_steps}: the learning rate "
+                 f"never reaches its peak; lower --warmup-steps")
+    if trainer.ema is None and run.exp.checkpoint_path("ema").exists() and trainer.group.is_main:
+        log.warn(f"{run.exp.checkpoint_path('ema')} is from a run with train.ema_decay; with it off, it is no "
+                 f"longer updated")
+    if trainer.device.type == "cpu" and (hint := allocator_hint()):
+        log.info(hint)
+
+
+def validate_run(run: Training) -> dict[str, float]:
+    """Validation loss, NLL and perplexity; with train.valid_bleu, greedy BLEU on a sample."""
+    trainer, tcfg = run.trainer, run.cfg.train
+    metrics = validate(trainer.model, run.valid_data, tcfg.max_tokens, tcfg.precision, tcfg.label_smoothing,
+                       trainer.device, trainer.group)
+    if tcfg.valid_bleu:
+        if run.bleu is None:
+            run.bleu = _bleu_sample(run)
+        metrics["valid_bleu"] = round(run.bleu.score(trainer.model, trainer.device, trainer.group)[0], 2)
+    return metrics
+
+
+def _bleu_sample(run: Training) -> BleuSample:
+    """train.valid_bleu's sample, against the raw validation references of the binarized rows."""
+    cfg = run.cfg
+    line_numbers = np.load(run.exp.lines_path("valid"))  # binarize may have dropped pairs
+    _, refs = load_split(cfg.data.sources("valid"))
+    return BleuSample(run.valid_data, [refs[int(n)] for n in line_numbers], run.tgt_tok,
+                      cfg.train.valid_bleu_sentences, cfg.decode.max_tokens, cfg.decode.max_len_a,
+                      cfg.decode.max_len_b, cfg.train.precision)
+
+
+class _Log:
+    """Rank 0's records: train.jsonl (appended to over runs), and TensorBoard's events if asked."""
+
+    def __init__(self, handle, tensorboard: TensorBoardLog | None):
+        self.handle, self.tensorboard = handle, tensorboard
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+        if self.tensorboard is not None:
+            self.tensorboard.write(record)
+
+
+@contextmanager
+def _open_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterator[_Log | None]:
+    """The log for rank 0; None for the other processes."""
+    if not group.is_main:
+        yield None
+        return
+    board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
+    try:
+        with open(exp.train_log_path, "a", encoding="utf-8") as handle:
+            yield _Log(handle, board)
+    finally:
+        if board is not None:
+            board.close()
+
+
+class _Loop:
+    """One run's loop over updates: log records, validation, checkpoints and the rules that stop it."""
+
+    def __init__(self, run: Training, stop: _StopSignal, progress, log_file, saved_at: int):
+        self.training, self.trainer, self.tcfg, self.stop = run, run.trainer, run.cfg.train, stop
+        self.progress, self.log_file = progress, log_file
+        trainer = run.trainer
+        self.task = progress.add_task("train", total=self.tcfg.max_steps, completed=trainer.state.step)
+        self.saved_at = saved_at  # the step of the newest checkpoint, -1 if none
+        self.start_elapsed = trainer.state.elapsed
+        self.last_valid: dict[str, float] = {}
+        self.window = _Window()
+        trainer.start_clock()
+
+    def run(self) -> str:
+        """Updates until a budget or patience runs out or a signal arrives; then the final checkpoint."""
+        stopped_by = None
+        while stopped_by is None:
+            stopped_by = self._spent()
+            if stopped_by:
+                break
+            stats = self.trainer.step(stop=self.stop.received is not None)
+            self.window.add(stats)
+            if stats["skipped"]:
+                self._check_bad_steps()
+            else:
+                self.progress.update(self.task, completed=self.trainer.state.step)
+                self._after_update(stats)
+            if stats["stop"]:
+                stopped_by = self.stop.received or "signal"
+        self._finish()
+        return stopped_by
+
+    def _spent(self) -> str | None:
+        state = self.trainer.state
+        if state.step >= self.tcfg.max_steps:
+            return "max_steps"
+        if self.tcfg.max_time and state.elapsed >= self.tcfg.max_time:  # None or 0: off
+            return "max_time"  # counts all runs of this experiment
+        if state.out_of_patience(self.tcfg.patience):
+            return "patience"
+        return None
+
+    def _after_update(self, stats: dict[str, Any]) -> None:
+        step = self.trainer.state.step
+        record = self.window.record(self.trainer, stats) if step % self.tcfg.log_every == 0 else None
+        validated, is_best = False, False
+        if self.training.valid_data is not None and step % self.tcfg.valid_every == 0:
+            validated, (metrics, is_best) = True, self._validate()
+            record = {**(record or self.window.record(self.trainer, stats)), **metrics}
+        if record is not None:
+            self._write(record)
+        if step % self.tcfg.save_every == 0 or validated:
+            save_training(self.training, is_best)
+            self.saved_at = step
+
+    def _validate(self) -> tuple[dict[str, float], bool]:
+        metrics = validate_run(self.training)
+        if self.trainer.device.type == "cpu":
+            release_freed_memory()  # validation's batches (and greedy decoding's) leave their own holes
+        is_best = self.trainer.state.record_validation(metrics)
+        self.last_valid = metrics
+        return metrics, is_best
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.log_file is None:
+            return
+        self.log_file.write(record)
+        _report(record, self.progress, self.task)
+
+    def _check_bad_steps(self) -> None:
+        trainer = self.trainer
+        if trainer.bad_in_row < self.tcfg.max_bad_steps:
+            return
+        last = (f"{self.training.exp.checkpoint_path('last')} (step {self.saved_at})" if self.saved_at >= 0
+                else "none saved yet")
+        raise MtError(
+            f"step {trainer.state.step + 1}: {trainer.bad_in_row} updates in a row had a non-finite loss or "
+            f"gradient norm and were skipped (train.max_bad_steps); last good checkpoint: {last}; "
+            f"lower the learning rate or set --clip-norm, then run `mt train` again"
+        )
+
+    def _finish(self) -> None:
+        """The final checkpoint, validated, unless the last update just saved one."""
+        state = self.trainer.state
+        if self.saved_at == state.step:
+            return
+        is_best = False
+        if self.training.valid_data is not None:
+            metrics, is_best = self._validate()
+            self._write({"step": state.step, "elapsed": round(state.elapsed, 2), **metrics})
+        save_training(self.training, is_best)
+        self.saved_at = state.step
+
+
+class _Window:
+    """Sums over the updates since the previous log record."""
+
+    def __init__(self):
+        self.reset(time.perf_counter())
+
+    def reset(self, now: float) -> None:
+        self.loss = self.nll = 0.0
+        self.tgt = self.src = self.steps = self.skipped = 0
+        self.time = now
+
+    def add(self, stats: dict[str, Any]) -> None:
+        if stats["skipped"]:
+            self.skipped += 1
+            return
+        self.loss += stats["loss"] * stats["tgt_tokens"]
+        self.nll += stats["nll"] * stats["tgt_tokens"]
+        self.tgt += stats["tgt_tokens"]
+        self.src += stats["src_tokens"]
+        self.steps += 1
+
+    def record(self, trainer: Trainer, stats: dict[str, Any]) -> dict[str, Any]:
+        """Averages since the previous record; then start a new window."""
+        now = time.perf_counter()
+        seconds = max(now - self.time, 1e-9)
+        tgt = max(self.tgt, 1)
+        record = {
+            "step": trainer.state.step,
+            "epoch": trainer.stream.epoch,
+            "loss": round(self.loss / tgt, 4),
+            "nll": round(self.nll / tgt, 4),
+            "ppl": round(math.exp(min(self.nll / tgt, 50.0)), 2),
+            "lr": stats["lr"],
+            "grad_norm": round(stats["grad_norm"], 4),
+            "tgt_tokens_per_s": round(self.tgt / seconds, 1),
+            "tokens_per_s": round((self.tgt + self.src) / seconds, 1),
+            "skipped": self.skipped,
+            "elapsed": round(trainer.state.elapsed, 2),
+        }
+        if trainer.scaler is not None:
+            record["loss_scale"] = trainer.scaler.get_scale()
+        self.reset(now)
+        return record
+
+
+def _report(record: dict, progress, task) -> None:
+    text = (
+        f"step {record['step']}"
+        + (f" loss {record['loss']:.3f} ppl {record['ppl']:.1f} lr {record['lr']:.2e} "
+           f"{record['tgt_tokens_per_s']:.0f} tgt tok/s" if "loss" in record else "")
+        + (f" skipped {record['skipped']}" if record.get("skipped") else "")
+        + (f" | valid nll {record['valid_nll']:.3f} ppl {record['valid_ppl']:.2f}" if "valid_nll" in record else "")
+        + (f" bleu {record['valid_bleu']:.2f}" if "valid_bleu" in record else "")
+    )
+    if progress.disable:
+        log.info(text)
+    else:
+        progress.update(task, description=text)

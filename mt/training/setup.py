@@ -1,0 +1,135 @@
+"""Setting up a training run: from an experiment and its config to the plain objects a Trainer updates.
+
+The tokenizers and the binarized data are checked against each other, the model is initialised
+from the seed (the same on every process) and the random number generators seeded, the loss module
+compiled (train.compile) and wrapped for several processes, the optimizer made, and
+`train.precision: auto` decided by timing on this machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from mt import log
+from mt.allocator import keep_freed_memory
+from mt.config.schema import ExperimentConfig, ModelConfig
+from mt.data.batching import Batch, BatchStream
+from mt.data.dataset import ParallelData, check_data
+from mt.experiment import Experiment
+from mt.hardware import fastest_precision
+from mt.model.layers import Embedding, Residual
+from mt.model.transformer import Transformer, build_model
+from mt.tokenizer import Tokenizer
+from mt.training.distributed import Distributed
+from mt.training.ema import WeightAverage
+from mt.training.loss import batch_loss
+from mt.training.optimizer import build_optimizer
+from mt.training.schedule import Schedule, peak_lr
+from mt.training.state import TrainingState
+from mt.training.trainer import Trainer
+from mt.training.validate import BleuSample
+
+
+class LossModule(nn.Module):
+    """The model and its loss as one module, so that DistributedDataParallel wraps the whole forward."""
+
+    def __init__(self, model: Transformer, epsilon: float):
+        super().__init__()
+        self.model, self.epsilon = model, epsilon
+
+    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+        loss, nll, _ = batch_loss(self.model, Batch(src_ids, tgt_in, tgt_out, np.empty(0, np.int64)), self.epsilon)
+        return loss, nll
+
+
+@dataclass
+class Training:
+    """One run's parts, as `build_training` makes them: the Trainer and what the loop around it needs."""
+
+    exp: Experiment
+    cfg: ExperimentConfig  # with train.precision auto's choice
+    trainer: Trainer
+    train_data: ParallelData
+    valid_data: ParallelData | None  # None without a validation set
+    tgt_tok: Tokenizer
+    metadata: dict[str, Any]  # model_config, vocab, tokenizer_sha256: what checkpoints carry
+    bleu: BleuSample | None = None  # train.valid_bleu's sample, made at the first validation
+
+
+def build_training(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", group: Distributed | None = None,
+                   keep_freed: bool = True) -> Training:
+    """A fresh run of `exp` (mt.training.checkpoints resumes it). `group`: this process's place among
+    several (one process by default). `keep_freed`: ask glibc to keep freed memory for reuse (see
+    mt.hardware); bench/heap.py turns it off to measure glibc's defaults."""
+    group = group or Distributed(device=torch.device(device))
+    cfg = decided_precision(cfg, group)
+    tcfg = cfg.train
+    if group.device.type == "cpu" and keep_freed:
+        keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
+    check_data(exp, tokenizer_sha256)  # data binarized with another tokenizer is refused
+    vocab = {"src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size, "shared": src_tok is tgt_tok}
+    train_data = ParallelData(exp, "train")
+    valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
+    model = seeded_model(cfg.model, vocab, tcfg.seed, group)
+    loss_module = LossModule(model, tcfg.label_smoothing)
+    if tcfg.compile:
+        # In place (same module, same state_dict keys), and before DDP wraps it, as torch's docs
+        # advise; the model, which checkpoints save, stays the plain model.
+        loss_module.compile()
+    trainer = Trainer(
+        model,
+        group.wrap(loss_module),
+        build_optimizer(model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps),
+        BatchStream(train_data, tcfg.max_tokens, tcfg.seed, group.rank, group.world_size),
+        Schedule(peak_lr(tcfg.lr_peak, tcfg.lr_scale, tcfg.warmup_steps, cfg.model.d_model), tcfg.warmup_steps,
+                 tcfg.max_steps, tcfg.max_time, tcfg.cooldown, tcfg.cooldown_shape, cfg.model.dropout,
+                 tcfg.early_dropout, tcfg.early_dropout_until),
+        TrainingState.fresh(tcfg.best_metric),
+        group,
+        scheduled_dropouts(model),
+        precision=tcfg.precision,
+        update_freq=tcfg.update_freq,
+        clip_norm=tcfg.clip_norm,
+        ema=WeightAverage(model, tcfg.ema_decay) if tcfg.ema_decay > 0 else None,
+    )
+    metadata = {"model_config": dataclasses.asdict(cfg.model), "vocab": vocab, "tokenizer_sha256": tokenizer_sha256}
+    return Training(exp, cfg, trainer, train_data, valid_data, tgt_tok, metadata)
+
+
+def decided_precision(cfg: ExperimentConfig, group: Distributed) -> ExperimentConfig:
+    """cfg with `train.precision: auto` replaced by what is fastest here. Decided on this machine,
+    each run: a resume elsewhere decides again (the saved config keeps auto)."""
+    if cfg.train.precision != "auto":
+        return cfg
+    timed = fastest_precision(group.device, cfg.model.d_model, cfg.model.d_ff)
+    precision, why = group.all_gather(timed)[0]  # every process trains as the first decided
+    if group.is_main:
+        log.info(f"precision auto: {precision} ({why})")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision=precision))
+
+
+def seeded_model(model_cfg: ModelConfig, vocab: dict[str, Any], seed: int, group: Distributed) -> Transformer:
+    """The model, initialised from the seed (the same on every process), and the seeded RNGs."""
+    torch.manual_seed(seed)
+    model = build_model(model_cfg, vocab["src_size"], vocab["tgt_size"], vocab["shared"])
+    if group.rank:  # its own dropout masks; rank 0 continues the single-process stream
+        torch.manual_seed(seed + group.rank)
+    # Unused by training itself, but seeded and checkpointed too, so that whatever draws from
+    # them (a library, a later feature) resumes exactly.
+    random.seed(seed + group.rank)
+    np.random.seed(seed + group.rank)
+    return model.to(group.device)
+
+
+def scheduled_dropouts(model: Transformer) -> list[nn.Module]:
+    """model.dropout's modules (after each sub-layer, after the embeddings), for train.early_dropout."""
+    return [m.dropout for m in model.modules() if isinstance(m, (Residual, Embedding))]

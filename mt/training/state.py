@@ -1,0 +1,64 @@
+"""TODO docstring (state.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """The counters of a run that a checkpoint saves (under these names), beside the tensors."""
+
+    step: int = 0  # updates made
+    best_metric: str = "nll"  # train.best_metric: what best_valid is of
+    best_valid: float = math.inf
+    bad_validations: int = 0  # validations in a row without a new best (for patience)
+    cooldown_from: float | None = None  # the schedule's lr where the cooldown began (mt.training.schedule)
+    skipped: int = 0  # updates skipped for a non-finite loss or gradient norm, all runs
+    elapsed: float = 0.0  # training seconds over all runs of this experiment
+    init_from: str | None = None  # the checkpoint a new run took its starting weights from
+
+    @classmethod
+    def fresh(cls, best_metric: str) -> TrainingState:
+        """A new run's: no best yet (lower NLL is better, higher BLEU)."""
+        return cls(best_metric=best_metric, best_valid=math.inf if best_metric == "nll" else -math.inf)
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_checkpoint(cls, saved: dict[str, Any], best_metric: str) -> TrainingState:
+        """The counters of checkpoint `saved`, with the defaults of those older checkpoints lack. A
+        best_metric other than the saved one starts its best and patience afresh."""
+        state = cls.fresh(best_metric)
+        if saved.get("best_metric", "nll") == best_metric:
+            state.best_valid = float(saved["best_valid"])
+            state.bad_validations = int(saved.get("bad_validations", 0))
+        state.step, state.elapsed = int(saved["step"]), float(saved["elapsed"])
+        state.cooldown_from = saved.get("cooldown_from")
+        state.skipped = int(saved.get("skipped", 0))
+        state.init_from = saved.get("init_from")
+        return state
+
+    def record_validation(self, metrics: dict[str, float]) -> bool:
+        """Track the best value of best_metric and the validations since; True on a new best."""
+        if self.best_metric == "bleu":
+            value = metrics["valid_bleu"]
+            better = value > self.best_valid
+        else:
+            value = metrics["valid_nll"]
+            better = value < self.best_valid
+        if better:
+            self.best_valid, self.bad_validations = value, 0
+        else:
+            self.bad_validations += 1
+        return better
+
+    def out_of_patience(self, patience: int) -> bool:
+        """train.patience validations in a row without a new best (0: never)."""
+        return 0 < patience <= self.bad_validations
