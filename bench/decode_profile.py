@@ -42,7 +42,7 @@ def main() -> None:
     from mt.data.corpus import load_split
     from mt.experiment import Experiment
     from mt.hardware import cpu_name
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
@@ -50,8 +50,7 @@ def main() -> None:
     cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args.beam, args.alpha, "length"
     src, _ = load_split(cfg.data.sources("test"))
     src = src[:args.sentences]
-    translator = Translator.load(exp, cfg, InferenceOptions(args.checkpoint, "cpu", "fp32",
-                                                            "int8" if args.mode == "int8" else None))
+    translator = Translator.load(exp, cfg, args.checkpoint, "cpu", "fp32", "int8" if args.mode == "int8" else None)
     translator.translate(src[:16])
     steps = 0
     decode = translator.model.decode

@@ -47,11 +47,10 @@ def build_student(args) -> dict:
     from mt.evaluate import evaluate_split
     from mt.experiment import Experiment
     from mt.training.loop import train
-    from mt.translate import InferenceOptions
 
     teacher, student = Experiment(args.teacher), Experiment(args.exp)
     seconds = {}
-    manifest, seconds["distill"] = timed("distill", lambda: distill([teacher], student, InferenceOptions()))
+    manifest, seconds["distill"] = timed("distill", lambda: distill([teacher], student))
     seconds["distill"] = manifest["seconds"]  # over all runs, if resumed
     cfg = student.load_config()
     if not student.has_data():
@@ -64,7 +63,7 @@ def build_student(args) -> dict:
         write_text_atomic(student.config_path, save_yaml(cfg))
         _, seconds["binarize"] = timed("binarize", lambda: binarize(student, cfg))
     summary, seconds["train_wall"] = timed("train", lambda: train(student, cfg))
-    _, seconds["evaluate"] = timed("evaluate", lambda: evaluate_split(student, cfg, "test", InferenceOptions()))
+    _, seconds["evaluate"] = timed("evaluate", lambda: evaluate_split(student, cfg, "test"))
     return {"seconds": seconds, "train": summary}
 
 

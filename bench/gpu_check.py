@@ -345,7 +345,7 @@ def decoding_rows(exp, cfg, device, fields: dict, train_seconds: float, max_step
     from mt.data.corpus import load_split
     from mt.metrics import score
     from mt.training.loop import train
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
     train_cfg = variant(cfg, {**fields, "dropout": 0.1}, precision="auto", max_time=train_seconds,
                         max_steps=max_steps, max_tokens=8192 if device.type == "cuda" else cfg.train.max_tokens,
@@ -358,7 +358,7 @@ def decoding_rows(exp, cfg, device, fields: dict, train_seconds: float, max_step
     src_lines, refs = load_split(train_cfg.data.sources("test"))
     rows = []
     for precision in precisions:
-        translator = Translator.load(exp, train_cfg, InferenceOptions(device=str(device), precision=precision))
+        translator = Translator.load(exp, train_cfg, device=str(device), precision=precision)
         translator.translate(src_lines[:50])  # warm-up
         sync(device)
         start = time.perf_counter()

@@ -47,7 +47,7 @@ def main() -> None:
     from mt.experiment import Experiment
     from mt.metrics import score
     from mt.training.average import average_last
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
@@ -63,7 +63,7 @@ def main() -> None:
     rows = []
     for checkpoint in checkpoints:
         # Loaded once (an ensemble: each member); it reads cfg.decode when it translates.
-        translator = Translator.load(exp, cfg, InferenceOptions(checkpoint.split("+")))
+        translator = Translator.load(exp, cfg, checkpoint.split("+"))
         for beam, penalty, alpha in settings:
             cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = beam, penalty, alpha
             start = time.perf_counter()
@@ -79,7 +79,7 @@ def main() -> None:
     if args.test:
         cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.alpha = best["beam"], best["length_penalty"], best["alpha"]
         test_src, test_refs = load_split(cfg.data.sources("test"))
-        test = score(Translator.load(exp, cfg, InferenceOptions(best["checkpoint"].split("+"))).translate(test_src), test_refs)
+        test = score(Translator.load(exp, cfg, best["checkpoint"].split("+")).translate(test_src), test_refs)
         summary.update(test_bleu=round(test["bleu"], 2), test_chrf=round(test["chrf"], 2))
 
     from rich.console import Console

@@ -66,14 +66,14 @@ def main() -> None:
     from mt.data.corpus import load_split
     from mt.experiment import Experiment
     from mt.metrics import score
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     cfg.decode.beam = args.beam
     splits = {split: load_split(cfg.data.sources(split)) for split in ("valid", "test")}
-    translator = Translator.load(exp, cfg, InferenceOptions(args.checkpoint, "cpu"))
+    translator = Translator.load(exp, cfg, args.checkpoint, "cpu")
     src_len = [len(ids) for ids in translator.src_tok.encode(splits["test"][0])]
     mean_limit = statistics.mean(min(int(n * cfg.decode.max_len_a + cfg.decode.max_len_b),
                                      translator.model.max_positions - 1) for n in src_len)

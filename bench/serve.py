@@ -278,13 +278,13 @@ class BatchRun:
         import torch
 
         from mt.experiment import Experiment
-        from mt.translate import InferenceOptions, Translator
+        from mt.translate import Translator
 
         torch.set_num_threads(args.threads)
         exp = Experiment(args.exp)
         cfg = exp.load_config()
-        options = InferenceOptions(args.checkpoint or None, "cpu", args.precision, args.quantize)
-        self.translator, self.lines = Translator.load(exp, cfg, options), lines
+        self.translator = Translator.load(exp, cfg, args.checkpoint or None, "cpu", args.precision, args.quantize)
+        self.lines = lines
         self.translator.translate(lines[:16])  # warm-up: first-call allocations and kernel selection
         decode = cfg.decode
         self.decoding = (f"beam {decode.beam}, alpha {decode.alpha}, {decode.length_penalty} penalty, stop {decode.stop}, "

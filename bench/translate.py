@@ -50,16 +50,17 @@ def reference_constraint(reference: str) -> str:
 
 
 def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import DecodeOptions, Translator
 
     precision, quantize = MT_MODES[mode]
-    translator = Translator.load(exp, cfg, InferenceOptions(cfg.decode.checkpoint, "cpu", precision, quantize))
+    translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]
 
     def translate(lines: list[str]) -> list[str]:  # the test split's first len(lines) sentences
-        return [hyps[0][0] for hyps in translator.search(lines, constraints=phrases[: len(lines)])]
+        constrained = ["\t".join([line, *phrases[i]]) for i, line in enumerate(lines)]  # SOURCE<TAB>PHRASE
+        return [hyps[0][0] for hyps in translator.search(constrained, DecodeOptions(constraints=True))]
 
     return translate, translator.tgt_tok
 

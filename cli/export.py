@@ -1,4 +1,4 @@
-"""`mt export`: in a module of its own so that cli/main.py stays one reading long; main.py registers it."""
+"""`mt export`: a trained checkpoint as a model directory another runtime loads (CTranslate2)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import typer
 from cli.options import Checkpoint, Exp, examples
 from mt import log
 
-EPILOG = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
-                  "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average")
+EXAMPLES = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
+                    "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average")
 
 
 def export(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -67,8 +69,32 @@ DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Sou
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 
+# The decoding flags, in the order --help lists them, and the decode.* field each sets.
+DECODE_FLAGS = {"beam": (Beam, "decode.beam"), "alpha": (Alpha, "decode.alpha"),
+                "length_penalty": (Penalty, "decode.length_penalty"), "stop": (Stop, "decode.stop"),
+                "max_len_a": (MaxLenA, "decode.max_len_a"), "max_len_b": (MaxLenB, "decode.max_len_b"),
+                "batch_tokens": (DecodeTokens, "decode.max_tokens")}
 
-def decode_overrides(beam, alpha, length_penalty, max_len_a, max_len_b, max_tokens, stop=None) -> dict[str, Any]:
-    """The decoding flags as decode.* overrides for this call (None: the experiment's own value)."""
-    return {"decode.beam": beam, "decode.alpha": alpha, "decode.length_penalty": length_penalty, "decode.stop": stop,
-            "decode.max_len_a": max_len_a, "decode.max_len_b": max_len_b, "decode.max_tokens": max_tokens}
+
+def decode_flags(*, batch_tokens: bool = True) -> Callable:
+    """Give a command the decoding flags (DECODE_FLAGS; without --batch-tokens where one sentence is
+    translated). The command takes them as one parameter, `decode`: the decode.* overrides of this
+    call (None where a flag is not given: the experiment's own value)."""
+    names = [name for name in DECODE_FLAGS if batch_tokens or name != "batch_tokens"]
+
+    def wrap(command: Callable) -> Callable:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "decode"]
+        flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=DECODE_FLAGS[name][0],
+                                   default=None) for name in names]
+
+        @functools.wraps(command)
+        def with_flags(**kwargs: Any) -> Any:
+            decode = {DECODE_FLAGS[name][1]: kwargs.pop(name) for name in names}
+            return command(**kwargs, decode=decode)
+
+        # typer reads the parameters from the signature: the command's own, then the decoding flags.
+        with_flags.__signature__ = signature.replace(parameters=[*own, *flags])
+        return with_flags
+
+    return wrap

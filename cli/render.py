@@ -88,16 +88,17 @@ def print_scores(scores: dict, json_out: bool) -> None:
     print(scores["chrf_signature"])
 
 
-def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, **options) -> None:
-    """Stream translations to stdout, each group as soon as it is done, or into `output` (atomically:
-    the file appears when all is written)."""
+def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, options,
+                       output_format: str) -> None:
+    """Stream translations (`Translator.stream` with `options` and `output_format`) to stdout, each group
+    as soon as it is done, or into `output` (atomically: the file appears when all is written)."""
     from mt.atomic_files import atomic_path
 
     if output is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
-        translator.stream(source, write, buffer, **options)
+        translator.stream(source, write, buffer, options, output_format)
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        translator.stream(source, lambda line: handle.write(line + "\n"), buffer, **options)
+        translator.stream(source, lambda line: handle.write(line + "\n"), buffer, options, output_format)

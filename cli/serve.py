@@ -1,4 +1,4 @@
-"""`mt serve`: its flags, registered on the app by cli/main.py (kept apart to keep main.py short)."""
+"""`mt serve`: the experiment's model behind HTTP (LibreTranslate's API and mt's /v1), until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -43,10 +43,8 @@ def serve(
     from mt.hardware import warn_if_slow
     from mt.serve.app import Limits
     from mt.serve.app import serve as run_serve
-    from mt.translate import InferenceOptions
 
     limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching)
     experiment, cfg = read_experiment(exp)
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
-    run_serve(experiment, cfg, InferenceOptions(checkpoint, device, precision, quantize), host, port, limits,
-              api_key or None, threads)
+    run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)

@@ -164,10 +164,13 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
 def distill(
     teachers: list[Experiment],
     student: Experiment,
-    options,  # mt.translate.InferenceOptions (device, precision, quantize); its checkpoint is set here
     decode_overrides: dict | None = None,  # decode.* fields for the teacher's search (beam, alpha, ...)
     chunk_lines: int | None = None,  # None: the size the chunks on disk have, else CHUNK_LINES
     mix_original: bool = False,
+    checkpoint: str | None = None,  # each teacher's; None: its decode.checkpoint
+    device: str = "cpu",
+    precision: str = "fp32",
+    quantize: str | None = None,
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     from mt.translate import Translator
@@ -184,7 +187,7 @@ def distill(
     recorded = read_state(student)
     size = chunk_size(student, recorded, chunk_lines)
     lead = teachers[0]
-    checkpoints = teacher_checkpoints(teachers, options.checkpoint if isinstance(options.checkpoint, str) else None)
+    checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
     for key, value in (decode_overrides or {}).items():
         cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
@@ -194,14 +197,14 @@ def distill(
     chunks = [(i, sources[start : start + size]) for i, start in enumerate(range(0, len(sources), size))]
     check_done_chunks(student, chunks, size)
     how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
-           "precision": options.precision, "quantize": options.quantize}
+           "precision": precision, "quantize": quantize}
     check_same_teachers(student, recorded, how)
     todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
     log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
     state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
     if todo:
-        translator = Translator.load(lead, teacher_cfg, dataclasses.replace(options, checkpoint=checkpoints))
+        translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
         with log.make_progress() as progress:
             task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(lines) for _, lines in todo))
             for index, lines in todo:

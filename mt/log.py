@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 console = Console(stderr=True, highlight=False)
 quiet = False  # set by the CLI's --quiet
+debug = False  # set by the CLI's --debug: an error shows its traceback
 
 
 def info(message: str) -> None:

@@ -87,7 +87,6 @@ def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_r
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
     or an experiment) translates its training corpus into this experiment (mt.distill)."""
     from mt.distill import distill, distill_dir
-    from mt.translate import InferenceOptions
 
     if (distill_dir(exp) / "manifest.json").exists():
         log.info(f"distill: done already ({distill_dir(exp)})")
@@ -100,7 +99,7 @@ def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_r
         else:
             teachers.append(Experiment(Path(entry)))
     log.info("[bold]distill[/bold]")
-    distill(teachers, exp, InferenceOptions(device=device))
+    distill(teachers, exp, device=device)
 
 
 def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPLES) -> None:
@@ -134,9 +133,9 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
     """The recipe's `translate_examples`, each with its translation."""
     if not examples:
         return
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
-    translator = Translator.load(exp, cfg, InferenceOptions(device=device))
+    translator = Translator.load(exp, cfg, device=device)
     for source, output in zip(examples, translator.translate(examples)):
         print_result(f"{source}  ->  {output}")
 
@@ -190,12 +189,12 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
     from mt.evaluate import decode_record, evaluate_split
-    from mt.translate import InferenceOptions
+    from mt.translate import Translator
 
     last = exp.checkpoint_path("last")
     chosen = exp.checkpoint_path(cfg.decode.checkpoint)  # e.g. average.pt, written after last.pt
-    options = InferenceOptions(device=device)
-    decode = decode_record(cfg.decode, options)
+    decode = decode_record(cfg.decode)
+    translator = None  # loaded once, for the first split that needs it
     for split in ("valid", "test"):
         if not getattr(cfg.data, split):
             continue
@@ -212,5 +211,6 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
             log.info(f"evaluate {split}: done already ({score_path})")
         else:
             log.info(f"[bold]evaluate {split}[/bold]")
-            scores = evaluate_split(exp, cfg, split, options)
+            translator = translator or Translator.load(exp, cfg, device=device)
+            scores = evaluate_split(exp, cfg, split, translator)
         print_result(f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['bleu_signature']})")

@@ -6,11 +6,14 @@ which holds only plain objects: the model(s), the tokenizers, the decoding optio
 as it is translated, so `mt translate` works in a pipe that stays open and memory stays flat on any
 input size.
 
-Output formats (one input line gives):
-- plain: one line, the translation;
-- `scores`: one line, `SCORE<TAB>TRANSLATION`;
-- `nbest` K: K lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting input lines from 1
-  (an empty input line gives one line with an empty translation and score 0).
+What a call asks beyond the experiment's decode.* settings (n-best lists, sampling, alignments,
+constraints) is one `DecodeOptions`, which also decides which of these go together.
+
+Output formats of `stream` (one input line gives):
+- "plain": one line, the translation;
+- "scores": one line, `SCORE<TAB>TRANSLATION`;
+- "nbest": `DecodeOptions.nbest` lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting
+  input lines from 1 (an empty input line gives one line with an empty translation and score 0).
 SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
 the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
 one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.alignment`);
@@ -21,16 +24,16 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Literal
 
 import torch
 
 from mt import log
 from mt.alignment import word_alignments
 from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
-from mt.config.schema import DecodeConfig, ExperimentConfig, InferencePrecision, Quantize, coerce
+from mt.config.schema import DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize, coerce
 from mt.data.batching import length_groups
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
@@ -40,8 +43,10 @@ from mt.search.ensemble import Ensemble
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
+OutputFormat = Literal["plain", "scores", "nbest"]  # what one input line gives: module docstring
 
-@dataclass
+
+@dataclass(frozen=True)
 class Sampling:
     """Draw translations instead of searching for the best (back-translation)."""
 
@@ -51,7 +56,7 @@ class Sampling:
     seed: int = 1
 
     def __post_init__(self) -> None:
-        # Written so that NaN fails too; the decode.* fields are checked with the config (mt.config.schema.validate).
+        # Written so that NaN fails too.
         if not self.temperature > 0:
             raise ConfigError(f"--temperature {self.temperature}: must be above 0")
         if self.top_k < 0:
@@ -60,18 +65,51 @@ class Sampling:
             raise ConfigError(f"--top-p {self.top_p}: must be in (0, 1]")
 
 
-@dataclass
-class InferenceOptions:
-    """Which weights a Translator loads and how it runs them."""
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What one call asks of the search beyond the experiment's decode.* settings. Which of these go
+    together is decided here, so that `mt translate`, a Python caller of `Translator` and `mt serve`
+    refuse the same combinations in the same words. Frozen: `mt serve` batches the sentences of
+    requests with equal options. Messages name the options as `mt translate`'s flags (`mt serve` names
+    its request fields, the same words)."""
 
-    checkpoint: str | list[str] | None = None  # best, last, average, step_N or a .pt file; several: an ensemble
-    device: str = "cpu"
-    precision: str = "fp32"  # fp32 | bf16 | fp16
-    quantize: str | None = None  # int8: dynamic quantization of the linear layers (CPU), instead of precision
+    beam: int | None = None  # this call's beam; None: decode.beam, widened to nbest
+    alpha: float | None = None  # None: decode.alpha
+    length_penalty: LengthPenalty | None = None  # None: decode.length_penalty
+    nbest: int = 1  # hypotheses per line, best first
+    sampling: Sampling | None = None  # draw one translation per line instead of searching
+    alignment_layer: int | None = None  # 0-based decoder layer whose attention aligns words; None: none
+    constraints: bool = False  # each line is SOURCE<TAB>PHRASE<TAB>...: constrained beam search
+
+    def __post_init__(self) -> None:
+        if self.beam is not None and self.beam < 1:
+            raise ConfigError(f"--beam {self.beam}: must be at least 1")
+        if self.length_penalty is not None:
+            coerce(self.length_penalty, LengthPenalty, "--length-penalty")
+        if self.nbest < 1:
+            raise ConfigError(f"--nbest {self.nbest}: must be at least 1")
+        if self.beam is not None and self.nbest > self.beam:
+            raise ConfigError(f"--nbest {self.nbest} is more than --beam {self.beam}: the n best come from the beam")
+        if self.sampling is None:
+            return
+        if self.beam is not None or self.alpha is not None or self.nbest > 1:
+            raise ConfigError("--beam, --alpha and --nbest are for beam search; --sample draws one translation per line")
+        if self.constraints:
+            raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
+
+    def resolved(self, decode: DecodeConfig) -> DecodeOptions:
+        """These options with decode.*'s beam (at least nbest wide), alpha and length penalty filled in."""
+        if self.sampling is not None:
+            return self
+        beam = self.beam if self.beam is not None else max(decode.beam, self.nbest)
+        alpha = self.alpha if self.alpha is not None else decode.alpha
+        return replace(self, beam=beam, alpha=alpha, length_penalty=self.length_penalty or decode.length_penalty)
 
 
-def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):
-    """bf16/fp16 weights, or int8 dynamic quantization of the linear layers (CPU)."""
+def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):
+    """The model in bf16/fp16, or with int8 dynamic quantization of its linear layers (CPU)."""
+    coerce(quantize, Quantize, "--quantize")  # one-line errors naming the flag and its choices
+    coerce(precision, InferencePrecision, "--precision")
     if quantize == "int8":
         if device.type != "cpu":
             raise MtError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
@@ -80,8 +118,6 @@ def optimise_for_inference(model: torch.nn.Module, precision: str, quantize: str
         with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
             warnings.simplefilter("ignore")
             return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    coerce(quantize, Quantize, "--quantize")  # one-line errors naming the flag and its choices
-    coerce(precision, InferencePrecision, "--precision")
     if precision == "bf16":
         return model.to(torch.bfloat16)
     if precision == "fp16":
@@ -95,29 +131,32 @@ class Translator:
     """Trained model(s) with their tokenizers and decoding options; `Translator.load` makes one
     from an experiment's checkpoints.
 
-    model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in;
-    decode_cfg: the decoding options (kept, not copied: a change to it applies to the next search);
-    checkpoint_paths: the files the weights came from, for records (scores, reports)."""
+    model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in
+    (`precision`, or `quantize` int8); decode_cfg: the decoding settings (kept, not copied: a change
+    to it applies to the next search); checkpoint_paths: the files the weights came from, for records
+    (scores, reports)."""
 
     def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
-                 device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None):
+                 device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
+                 precision: str = "fp32", quantize: str | None = None):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
+        self.precision, self.quantize = precision, quantize
         self.checkpoint_paths = list(checkpoint_paths or [])
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
     @classmethod
-    def load(cls, exp: Experiment, cfg: ExperimentConfig, options: InferenceOptions | None = None) -> Translator:
-        """The experiment's tokenizers and checkpoint(s) (options.checkpoint, else decode.checkpoint;
-        several make an ensemble), each checked against the tokenizers and, when it is this
-        experiment's own, against its model config; then options.precision or options.quantize."""
-        options = options or InferenceOptions()
-        device = torch.device(options.device)
+    def load(cls, exp: Experiment, cfg: ExperimentConfig, checkpoint: str | list[str] | None = None,
+             device: str = "cpu", precision: str = "fp32", quantize: str | None = None) -> Translator:
+        """The experiment's tokenizers and checkpoint(s) (`checkpoint`, else decode.checkpoint: best,
+        last, average, step_N or a .pt file; several make an ensemble), each checked against the
+        tokenizers and, when it is this experiment's own, against its model config; run on `device`
+        in `precision` (fp32, bf16, fp16) or with `quantize` int8 (CPU) instead."""
+        torch_device = torch.device(device)
         src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
-        checkpoint = options.checkpoint
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
         models, paths = [], []
@@ -127,34 +166,35 @@ class Translator:
             check_tokenizer(path, state, expected, exp.tokenizer_dir)
             if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
                 check_model_config(path, state, cfg.model, exp.config_path)
-            models.append(model_from_checkpoint(state).to(device).eval())
+            models.append(model_from_checkpoint(state).to(torch_device).eval())
             paths.append(path)
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
-        model = optimise_for_inference(model, options.precision, options.quantize, device)
-        return cls(model, src_tok, tgt_tok, cfg.decode, device, paths)
+        model = set_precision(model, precision, quantize, torch_device)
+        return cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize)
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
         return [hyps[0][0] for hyps in self.search(lines)]
 
-    def search(self, lines: list[str], nbest: int = 1, sampling: Sampling | None = None,
-               alignment_layer: int | None = None, constraints: list[list[str]] | None = None,
-               first_line: int = 0) -> list[list[tuple]]:
-        """For each line, up to `nbest` (translation, score) pairs, best first; with `alignment_layer`
-        (0-based decoder layer), (translation, score, alignment) triples. `constraints`: per line,
-        target phrases its translations must contain (mt.search.constrained). Warnings name input lines
-        counted from `first_line` + 1."""
-        empty = ("", 0.0) if alignment_layer is None else ("", 0.0, "")
+    def search(self, lines: list[str], options: DecodeOptions | None = None, first_line: int = 0) -> list[list[tuple]]:
+        """For each line, up to `options.nbest` (translation, score) pairs, best first; with
+        `options.alignment_layer`, (translation, score, alignment) triples. With `options.constraints`
+        each line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase
+        (mt.search.constrained). Warnings name input lines counted from `first_line` + 1."""
+        options = (options or DecodeOptions()).resolved(self.decode_cfg)
+        phrases = None
+        if options.constraints:
+            lines, phrases = (list(column) for column in zip(*map(split_constrained_line, lines))) if lines else ([], [])
+        empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
         todo, encoded, cuts = self.encode_lines(lines, first_line)
         for warning in cuts:
             log.warn(warning)
         phrase_ids, unmet = None, []
-        if constraints is not None:
+        if phrases is not None:
             # A phrase that normalisation empties (a zero-width character, say) constrains nothing.
-            phrase_ids = [[ids for ids in self.tgt_tok.encode(constraints[i]) if ids] if constraints[i] else []
-                          for i in todo]
-        for i, hyps in zip(todo, self.search_encoded(encoded, nbest, sampling, alignment_layer, phrase_ids, unmet)):
+            phrase_ids = [[ids for ids in self.tgt_tok.encode(phrases[i]) if ids] if phrases[i] else [] for i in todo]
+        for i, hyps in zip(todo, self.search_encoded(encoded, options, phrase_ids, unmet)):
             results[i] = hyps
         for k in unmet:
             log.warn(f"input line {first_line + todo[k] + 1}: not every constraint fits within the length limit "
@@ -173,17 +213,18 @@ class Translator:
                 encoded[k] = ids[: self.max_src_tokens]
         return todo, encoded, cuts
 
-    def search_encoded(self, encoded: list[list[int]], nbest: int = 1, sampling: Sampling | None = None,
-                       alignment_layer: int | None = None, constraints: list[list[list[int]]] | None = None,
+    def search_encoded(self, encoded: list[list[int]], options: DecodeOptions | None = None,
+                       constraints: list[list[list[int]]] | None = None,
                        unmet: list[int] | None = None) -> list[list[tuple]]:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
         their tokens to form its batches before it searches. Lines with `constraints` (target ids per
-        phrase) are searched by mt.search.constrained, in batches of their own; the indices of those whose
-        constraints did not all fit are appended to `unmet`."""
+        phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
+        whose constraints did not all fit are appended to `unmet`."""
+        options = (options or DecodeOptions()).resolved(self.decode_cfg)
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
-        if sampling is not None:
-            generator = torch.Generator(device=self.device).manual_seed(sampling.seed)
+        if options.sampling is not None:
+            generator = torch.Generator(device=self.device).manual_seed(options.sampling.seed)
         constrained = [k for k in range(len(encoded)) if constraints and constraints[k]]
         plain = [k for k in range(len(encoded)) if not (constraints and constraints[k])]
         batches = [(False, [plain[i] for i in group])
@@ -193,19 +234,18 @@ class Translator:
         for is_constrained, group in batches:
             src_ids = self.pad_sources([encoded[k] for k in group])
             if is_constrained:
-                found = self._search_constrained(src_ids, [constraints[k] for k in group], nbest)
-                unmet_rows = [k for k, result in zip(group, found) if not result.all_met]
+                found = self._search_constrained(src_ids, [constraints[k] for k in group], options)
                 if unmet is not None:
-                    unmet += unmet_rows
+                    unmet += [k for k, result in zip(group, found) if not result.all_met]
                 found = [result.hypotheses for result in found]
             else:
-                found = self._search(src_ids, nbest, sampling, generator)
+                found = self._search(src_ids, options, generator)
             for k, hyps in zip(group, found):
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
-            if alignment_layer is not None:
+            if options.alignment_layer is not None:
                 aligned = word_alignments(self.model, src_ids, [encoded[k] for k in group], found,
-                                          self.src_tok, self.tgt_tok, alignment_layer)
+                                          self.src_tok, self.tgt_tok, options.alignment_layer)
                 for k, alignments in zip(group, aligned):
                     results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
         return results
@@ -219,25 +259,26 @@ class Translator:
         return self.pad_sources([ids]), ids
 
     def best_hypothesis(self, src_ids: torch.Tensor) -> Hypothesis:
-        """The best translation of one sentence, src_ids (1, src_len), under the decoding options."""
-        return self._search(src_ids, 1, None, None)[0][0]
+        """The best translation of one sentence, src_ids (1, src_len), under the decoding settings."""
+        return self._search(src_ids, DecodeOptions().resolved(self.decode_cfg), None)[0][0]
 
-    def _search(self, src_ids, nbest, sampling, generator) -> list[list[Hypothesis]]:
+    def _search(self, src_ids, options: DecodeOptions, generator) -> list[list[Hypothesis]]:
         cfg = self.decode_cfg
-        if sampling is not None:
+        if options.sampling is not None:
+            sampling = options.sampling
             hyps = sample_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b, sampling.temperature,
                                  sampling.top_k, sampling.top_p, generator)
             return [[h] for h in hyps]
-        beam = max(cfg.beam, nbest)  # the n best come from a beam at least n wide
-        if beam == 1:
+        if options.beam == 1:
             return [[h] for h in greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)]
-        return beam_search(self.model, src_ids, beam, cfg.alpha, cfg.length_penalty, cfg.max_len_a,
-                           cfg.max_len_b, nbest=nbest, stop=cfg.stop)
+        return beam_search(self.model, src_ids, options.beam, options.alpha, options.length_penalty, cfg.max_len_a,
+                           cfg.max_len_b, nbest=options.nbest, stop=cfg.stop)
 
-    def _search_constrained(self, src_ids, constraints: list[list[list[int]]], nbest: int) -> list:
+    def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:
         cfg = self.decode_cfg
-        return constrained_beam_search(self.model, src_ids, constraints, max(cfg.beam, nbest), cfg.alpha,
-                                       cfg.length_penalty, cfg.max_len_a, cfg.max_len_b, nbest=nbest, stop=cfg.stop)
+        return constrained_beam_search(self.model, src_ids, constraints, options.beam, options.alpha,
+                                       options.length_penalty, cfg.max_len_a, cfg.max_len_b, nbest=options.nbest,
+                                       stop=cfg.stop)
 
     def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
         """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""
@@ -248,44 +289,32 @@ class Translator:
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
 
-    def stream(
-        self,
-        lines: Iterable[str],
-        write: Callable[[str], None],
-        buffer: int = 256,
-        nbest: int = 0,
-        scores: bool = False,
-        sampling: Sampling | None = None,
-        alignment_layer: int | None = None,
-        constraints: bool = False,
-    ) -> int:
-        """Translate lines as they come, `buffer` at a time; write the output in input order.
-        nbest > 0 selects the n-best format, `scores` the scored 1-best format, `alignment_layer`
-        appends the alignment (module docstring); `constraints`: each line is SOURCE<TAB>PHRASE...
-        (mt.search.constrained)."""
+    def stream(self, lines: Iterable[str], write: Callable[[str], None], buffer: int = 256,
+               options: DecodeOptions | None = None, output: OutputFormat = "plain") -> int:
+        """Translate lines as they come, `buffer` at a time; write the output in input order, in the
+        `output` format of the module docstring; returns the number of lines."""
+        if buffer < 1:
+            raise ConfigError(f"--buffer {buffer}: must be at least 1")
+        coerce(output, OutputFormat, "output")
         count = 0
         pending: list[str] = []
         for line in lines:
             pending.append(line.rstrip("\r\n"))
             if len(pending) >= buffer:
-                self._flush(pending, write, count, nbest, scores, sampling, alignment_layer, constraints)
+                self._flush(pending, write, count, options, output)
                 count += len(pending)
                 pending = []
         if pending:
-            self._flush(pending, write, count, nbest, scores, sampling, alignment_layer, constraints)
+            self._flush(pending, write, count, options, output)
             count += len(pending)
         return count
 
-    def _flush(self, pending, write, first_line, nbest, scores, sampling, alignment_layer, constraints=False) -> None:
-        phrases = None
-        if constraints:
-            pending, phrases = map(list, zip(*(split_constrained_line(line) for line in pending)))
-        found = self.search(pending, max(nbest, 1), sampling, alignment_layer, phrases, first_line)
-        for offset, hyps in enumerate(found):
-            if nbest > 0:
+    def _flush(self, pending: list[str], write, first_line: int, options: DecodeOptions | None, output: str) -> None:
+        for offset, hyps in enumerate(self.search(pending, options, first_line)):
+            if output == "nbest":
                 for text, score, *alignment in hyps:
                     write("\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment]))
-            elif scores:
+            elif output == "scores":
                 text, score, *alignment = hyps[0]
                 write("\t".join([f"{score:.4f}", text, *alignment]))
             else:

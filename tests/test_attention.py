@@ -27,7 +27,7 @@ from mt.experiment import Experiment
 from mt.model.attention import capture_attention
 from mt.report.attention_maps import attention, forced_attention
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.translate import Translator
+from mt.translate import DecodeOptions, Translator
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -130,7 +130,7 @@ def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(tra
     encoder = torch.tensor(data["encoder_self_attention"])
     assert torch.allclose(encoder.sum(-1), torch.ones(encoder.shape[:-1]), atol=1e-3)
     assert data["alignment_layer"] == 1
-    (text, _, aligned), = translator.search(["Der hund läuft im park."], alignment_layer=0)[0]
+    (text, _, aligned), = translator.search(["Der hund läuft im park."], DecodeOptions(alignment_layer=0))[0]
     assert aligned == maps.word_alignment == data["alignment_words"]  # as `mt translate --alignments`
     assert all(0 <= i < len(data["src_tokens"]) - 1 and 0 <= j < len(data["tgt_tokens"]) - 1 for i, j in data["alignment"])
     before = (out / "alignment.png").read_bytes()

@@ -59,8 +59,8 @@ TRANSLATE_FLAGS = [
     (["--sample", "--temperature", "0"], "--temperature"),
     (["--sample", "--temperature", "nan"], "--temperature"),
     (["--batch-tokens", "0"], "--batch-tokens"),
-    (["--beam", "2", "--nbest", "3"], "--nbest"),
-    (["--beam", "1", "--nbest", "2"], "--nbest"),
+    (["--beam", "2", "--nbest", "3"], "--nbest 3 is more than --beam 2"),
+    (["--beam", "1", "--nbest", "2"], "--nbest 2 is more than --beam 1"),
     (["--alpha", "-1"], "stopping bound is invalid for negative alpha"),
     (["--alpha", "nan"], "--alpha"),
     (["--max-len-a", "-1"], "--max-len-a"),
@@ -192,7 +192,7 @@ RUNTIME_FLAGS = [
     (["serve"], ["--port", "99999"], "'--port'"),
     (["translate"], ["--top-k", "5"], "go with --sample"),
     (["translate"], ["--temperature", "0.5"], "go with --sample"),
-    (["translate"], ["--sample", "--beam", "5"], "--sample"),
+    (["translate"], ["--sample", "--beam", "5"], "--sample draws one translation"),
 ]
 
 

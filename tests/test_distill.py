@@ -20,7 +20,7 @@ from mt.data.corpus import load_split
 from mt.distill import chunk_paths, distill
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.translate import InferenceOptions, Translator
+from mt.translate import Translator
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -37,7 +37,7 @@ def teacher_sources(teacher: Experiment) -> list[str]:
 def test_distill_translates_every_training_source_with_the_teachers_search(trained_experiment, tmp_path):
     teacher = trained_experiment
     student = Experiment(tmp_path / "student")
-    manifest = distill([teacher], student, InferenceOptions(), {"beam": 2}, chunk_lines=70)
+    manifest = distill([teacher], student, {"beam": 2}, chunk_lines=70)
     sources = teacher_sources(teacher)
     cfg = student.load_config()
     src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
@@ -90,7 +90,7 @@ def test_two_teachers_decode_as_an_ensemble_and_must_share_a_tokenizer(trained_e
     second = Experiment(tmp_path / "second")
     shutil.copytree(trained_experiment.root, second.root)
     student = Experiment(tmp_path / "student")
-    manifest = distill([trained_experiment, second], student, InferenceOptions(), chunk_lines=1000)
+    manifest = distill([trained_experiment, second], student, chunk_lines=1000)
     assert len(manifest["teachers"]) == 2
     other = Experiment(tmp_path / "other-tokenizer")
     shutil.copytree(trained_experiment.root, other.root)
@@ -162,14 +162,14 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
                                                                                        capsys):
     student = Experiment(tmp_path / "student")
     out = student.root / "distill"
-    distill([trained_experiment], student, InferenceOptions(), {"beam": 1}, chunk_lines=150)
+    distill([trained_experiment], student, {"beam": 1}, chunk_lines=150)
     lang = student.load_config().data.tgt_lang, student.load_config().data.src_lang
     straight = {name: (out / f"train.{name}").read_bytes() for name in lang}
     n_chunks = -(-len(teacher_sources(trained_experiment)) // 150)
     assert n_chunks >= 3 and json.loads((out / "manifest.json").read_text())["chunk_lines"] == 150
     # A finished distill is done, whatever --chunk-lines says now; nothing is rewritten.
     capsys.readouterr()
-    assert distill([trained_experiment], student, InferenceOptions(), chunk_lines=100)["chunk_lines"] == 150
+    assert distill([trained_experiment], student, chunk_lines=100)["chunk_lines"] == 150
     assert "distill: done already" in capsys.readouterr().err
     assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
 
@@ -188,17 +188,17 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
     # Nor does it resume with another search: the chunks done were decoded at beam 1.
     with pytest.raises(ConfigError, match=r"translated with decode\.beam 1 \(now 2\)"):
-        distill([trained_experiment], student, InferenceOptions(), {"beam": 2})
+        distill([trained_experiment], student, {"beam": 2})
     assert not chunk_paths(student, 1)[1].exists()
     # Without the flag it resumes at the size it started with: the same corpus as the straight run.
-    manifest = distill([trained_experiment], student, InferenceOptions(), {"beam": 1})
+    manifest = distill([trained_experiment], student, {"beam": 1})
     assert manifest["chunk_lines"] == 150 and manifest["chunks"] == n_chunks
     assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
     # Chunks from before the size was recorded: those that do not line up are refused before any translation.
     kill_after_first_chunk()
     (out / "chunks" / "state.json").unlink()
     with pytest.raises(MtError, match=r"000000\.src: not the teacher's source lines 1-100 \(chunks of --chunk-lines 100\)"):
-        distill([trained_experiment], student, InferenceOptions(), {"beam": 1}, chunk_lines=100)
+        distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
 
 

@@ -1,12 +1,12 @@
-"""mt.evaluate: sacrebleu scores and signatures, and reading hypothesis/reference files."""
+"""mt.metrics: sacrebleu scores and signatures, and reading hypothesis/reference files."""
 
 from __future__ import annotations
 
 import pytest
 import sacrebleu
 
+from mt.data.text_files import read_lines
 from mt.errors import MtError
-from mt.evaluate import read_lines
 from mt.metrics import score
 
 REFS = [

@@ -137,7 +137,6 @@ def test_cli_report_and_plot(experiment, tmp_path):
 
 def test_the_scores_record_how_they_were_decoded(experiment):
     from mt.evaluate import decode_record
-    from mt.translate import InferenceOptions
 
     saved = json.loads(experiment.score_path("test").read_text())
-    assert saved["decode"] == decode_record(experiment.load_config().decode, InferenceOptions())  # as `mt run` compares
+    assert saved["decode"] == decode_record(experiment.load_config().decode)  # as `mt run` compares

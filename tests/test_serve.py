@@ -32,14 +32,14 @@ from toy import toy_corpus
 
 from mt.errors import ConfigError, MtError
 from mt.serve.app import Limits, bind, build_app
-from mt.serve.queue import Batcher, QueueFull, SearchOptions, WorkerFailed
-from mt.translate import Translator
+from mt.serve.queue import Batcher, QueueFull, WorkerFailed
+from mt.translate import DecodeOptions, Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread
 
 LINES = toy_corpus(24, seed=7)[0]
 LONG_LINE = "der " * 1200  # past the model's 1023 source positions
-DEFAULTS = SearchOptions(beam=4, alpha=0.6, length_penalty="gnmt")  # the experiment's decode.* (conftest)
+DEFAULTS = DecodeOptions(beam=4, alpha=0.6, length_penalty="gnmt")  # the experiment's decode.* (conftest)
 
 
 def load(experiment) -> Translator:
@@ -298,7 +298,7 @@ def test_libretranslate_shapes_json_and_forms(server, reference):
 
 def test_libretranslate_alternatives_and_auto_source(server, reference):
     url = f"{server.url}/translate"
-    best = reference.search(LINES[:2], nbest=3)
+    best = reference.search(LINES[:2], DecodeOptions(nbest=3))
     single = ok(url, {"q": LINES[0], "source": "auto", "target": "en", "alternatives": 2})
     assert single["translatedText"] == best[0][0][0]
     assert single["detectedLanguage"] == {"confidence": 100, "language": "de"}
@@ -353,7 +353,7 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
     greedy = greedy_translator(reference)
     assert [t["text"] for t in ok(url, {"text": lines, "beam": 1})["translations"]] == greedy.translate(lines)
     answer = ok(url, {"text": lines, "nbest": 3, "alignments": True})
-    expected = reference.search(lines, nbest=3, alignment_layer=len(reference.model.decoder) - 1)
+    expected = reference.search(lines, DecodeOptions(nbest=3, alignment_layer=len(reference.model.decoder) - 1))
     assert answer["warnings"] == []
     for got, hyps in zip(answer["translations"], expected):
         assert (got["text"], got["alignment"]) == (hyps[0][0], hyps[0][2])

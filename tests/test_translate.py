@@ -18,7 +18,7 @@ from toy import toy_corpus
 from mt.data.batching import length_groups
 from mt.errors import ConfigError
 from mt.experiment import Experiment
-from mt.translate import InferenceOptions, Sampling, Translator
+from mt.translate import DecodeOptions, Sampling, Translator
 
 
 def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.CompletedProcess:
@@ -69,12 +69,12 @@ def test_nbest_and_scores_formats(trained_experiment):
 def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     lines = toy_corpus(20, seed=3)[0]
-    first = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
-    again = translator.search(lines, sampling=Sampling(temperature=1.5, seed=7))
-    other = translator.search(lines, sampling=Sampling(temperature=1.5, seed=8))
+    first = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=7)))
+    again = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=7)))
+    other = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=8)))
     assert first == again
     assert first != other
-    nucleus = translator.search(lines, sampling=Sampling(top_k=1, seed=9))
+    nucleus = translator.search(lines, DecodeOptions(sampling=Sampling(top_k=1, seed=9)))
     greedy = Translator.load(trained_experiment, trained_experiment.load_config())
     greedy.decode_cfg.beam = 1
     assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
@@ -96,8 +96,8 @@ def test_a_translator_from_plain_parts_equals_the_loaded_one(trained_experiment)
 def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
     cfg = trained_experiment.load_config()
     lines = toy_corpus(15, seed=4)[0]
-    single = Translator.load(trained_experiment, cfg, InferenceOptions("last")).search(lines, nbest=2)
-    double = Translator.load(trained_experiment, cfg, InferenceOptions(["last", "last"])).search(lines, nbest=2)
+    single = Translator.load(trained_experiment, cfg, checkpoint="last").search(lines, DecodeOptions(nbest=2))
+    double = Translator.load(trained_experiment, cfg, checkpoint=["last", "last"]).search(lines, DecodeOptions(nbest=2))
     assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
     for h1, h2 in zip(single, double):
         for (_, s1), (_, s2) in zip(h1, h2):
@@ -108,7 +108,7 @@ def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
 def test_fast_modes_translate(trained_experiment, precision, quantize):
     cfg = trained_experiment.load_config()
     lines = toy_corpus(10, seed=6)[0]
-    fast = Translator.load(trained_experiment, cfg, InferenceOptions(None, "cpu", precision, quantize)).translate(lines)
+    fast = Translator.load(trained_experiment, cfg, precision=precision, quantize=quantize).translate(lines)
     assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
 
 
@@ -133,4 +133,4 @@ def test_an_nbest_list_widens_a_narrower_beam(trained_experiment):
     translator.decode_cfg.beam = 1  # greedy, unless n-best lists are asked for
     lines = toy_corpus(5, seed=8)[0]
     assert all(len(hyps) == 1 for hyps in translator.search(lines))
-    assert all(len(hyps) == 3 for hyps in translator.search(lines, nbest=3))
+    assert all(len(hyps) == 3 for hyps in translator.search(lines, DecodeOptions(nbest=3)))

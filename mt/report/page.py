@@ -199,12 +199,12 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
 def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None) -> str:
     from mt.report.attention_maps import attention_maps, figures
     from mt.report.plot import png_bytes
-    from mt.translate import InferenceOptions, Translator
+    from mt.translate import Translator
 
     cfg = exp.load_config()
     if sentence is None:
         sentence = _first_source(exp, cfg)
-    translator = Translator.load(exp, cfg, InferenceOptions(checkpoint))
+    translator = Translator.load(exp, cfg, checkpoint)
     maps = attention_maps(translator, sentence)
     figs = figures(maps)
     layers = maps.cross.size(0)

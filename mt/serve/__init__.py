@@ -1,0 +1,1 @@
+"""`mt serve`: the HTTP routes, reading requests, and the one queue whose worker batches them."""

@@ -43,7 +43,7 @@ from starlette.exceptions import HTTPException
 
 from mt import log
 from mt.errors import ConfigError, MtError
-from mt.serve.queue import Batcher, Closed, QueueFull, SearchOptions, WorkerFailed
+from mt.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
 from mt.serve.requests import (
     ApiError,
     check_key,
@@ -57,6 +57,7 @@ from mt.serve.requests import (
     v1_options,
     whole_number,
 )
+from mt.translate import DecodeOptions
 
 PAGE = Path(__file__).with_name("page.html")
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -128,7 +129,7 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
                  f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
         return response
 
-    async def translate(request: Request, lines: list[str], options: SearchOptions) -> tuple[list[list], list[str]]:
+    async def translate(request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings."""
         todo, encoded, cuts = translator.encode_lines(lines)
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
@@ -165,7 +166,7 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
                                                                                      limits.max_lines)
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
         nbest = alternatives + 1
-        options = SearchOptions(max(defaults.beam, nbest), defaults.alpha, defaults.length_penalty, nbest)
+        options = DecodeOptions(nbest=nbest).resolved(defaults)
         results, _ = await translate(request, [line for item in lines_of for line in item], options)
         translated, others, at = [], [], 0
         for item in lines_of:
@@ -266,7 +267,7 @@ def route_message(request: Request, exc: HTTPException) -> str:
 
 
 # -- answers ------------------------------------------------------------------------------------
-def v1_translation(hyps: list[tuple], options: SearchOptions) -> dict:
+def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
     """One line's answer: its best translation and score; the n best and alignments as asked."""
     def hypothesis(h: tuple) -> dict:
         item = {"text": h[0], "score": h[1]}
@@ -320,9 +321,11 @@ def signals_end_quietly():
             signal.signal(sig, handler)
 
 
-def serve(exp, cfg, options, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-          api_key: str | None = None, threads: int | None = 2) -> None:
-    """`mt serve`: load the model once, serve it until SIGTERM or Ctrl-C, then drain and return."""
+def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
+          api_key: str | None = None, threads: int | None = 2, checkpoint: str | list[str] | None = None,
+          device: str = "cpu", precision: str = "fp32", quantize: str | None = None) -> None:
+    """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
+    quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
     import torch
     import uvicorn
     from rich.markup import escape
@@ -335,14 +338,14 @@ def serve(exp, cfg, options, host: str = "127.0.0.1", port: int = 8000, limits: 
     # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
-    translator = Translator.load(exp, cfg, options)
+    translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
     names = ", ".join(path.name for path in translator.checkpoint_paths)
     app = build_app(translator, cfg.data.src_lang, cfg.data.tgt_lang, limits, api_key, worker_threads, names)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     address = f"[{host}]" if ":" in host else host
-    mode = options.quantize or options.precision
+    mode = quantize or precision
     log.info(f"[bold]mt serve[/bold] {cfg.data.src_lang} -> {cfg.data.tgt_lang}: {escape(str(exp.root))} "
-             f"({names}, {mode}, threads {threads or 'torch default'}, {options.device})"
+             f"({names}, {mode}, threads {threads or 'torch default'}, {device})"
              f"{', API key required' if api_key else ''} "
              f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)")
     with signals_end_quietly():

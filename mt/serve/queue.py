@@ -37,18 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from mt import log
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """The decoding options of one request; sentences are batched only with others that share them."""
-
-    beam: int
-    alpha: float
-    length_penalty: str
-    nbest: int = 1
-    alignment_layer: int | None = None  # 0-based decoder layer for alignments; None: no alignments
-
+from mt.translate import DecodeOptions
 
 BATCHING = ("static", "continuous")
 
@@ -100,7 +89,7 @@ class _Entry:
     request: _Request
     index: int
     ids: list[int]
-    options: SearchOptions | None
+    options: DecodeOptions | None  # resolved (`DecodeOptions.resolved`): equal options, one batch
     arrived: float
     call: Callable | None = None
 
@@ -122,7 +111,9 @@ class Batcher:
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.threads = threads
-        self.decode_cfg = translator.decode_cfg  # the defaults; each batch searches with its own options
+        # The defaults, with the server's batch size; each batch searches with its own DecodeOptions.
+        translator.decode_cfg = replace(translator.decode_cfg, max_tokens=max_batch_tokens)
+        self.decode_cfg = translator.decode_cfg
         self.batches = 0  # batches (static) or searches (continuous) run, for /health
         self.widest = 0  # the most sentences searched together, for /health
         self.sentences = 0  # sentences searched, for /health: sentences / batches is the mean batch
@@ -137,7 +128,7 @@ class Batcher:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, encoded: list[list[int]], options: SearchOptions) -> Future:
+    def submit(self, encoded: list[list[int]], options: DecodeOptions) -> Future:
         """Queue one request's sentences (`encode_lines` ids); its future gets, for each sentence in
         order, the hypotheses `Translator.search_encoded` gives. Raises QueueFull or Closed."""
         request = _Request(len(encoded))
@@ -250,10 +241,10 @@ class Batcher:
         if any(entry.request.future.done() for entry in self._queue):
             self._queue = deque(entry for entry in self._queue if not entry.request.future.done())
 
-    def _waiting_tokens(self, options: SearchOptions) -> int:
+    def _waiting_tokens(self, options: DecodeOptions) -> int:
         return sum(entry.tokens for entry in self._queue if entry.call is None and entry.options == options)
 
-    def _take(self, options: SearchOptions, budget: int | None = None) -> list[_Entry]:
+    def _take(self, options: DecodeOptions, budget: int | None = None) -> list[_Entry]:
         """Entries with `options`, oldest first, up to `budget` (max_batch_tokens) source tokens, at
         least one unless a budget is given; the rest stay."""
         batch, rest, tokens = [], deque(), 0
@@ -304,7 +295,7 @@ class Batcher:
             for entry in [*searched, *joining]:
                 entry.request.fail(exc)
 
-    def _joining(self, options: SearchOptions, tokens: int) -> list[_Entry]:
+    def _joining(self, options: DecodeOptions, tokens: int) -> list[_Entry]:
         """Waiting sentences with `options` that fit beside `tokens` source tokens in the search, unless
         the oldest waiting one needs other options and has waited its max_wait: then none, so that the
         search empties and the worker turns to it."""
@@ -322,17 +313,11 @@ class Batcher:
         """Translate one batch (or run one call); any failure goes to its requests, never further."""
         try:
             if batch[0].call is not None:
-                self.translator.decode_cfg = self.decode_cfg
                 batch[0].request.settle(batch[0].call(self.translator))
                 return
-            options = batch[0].options
-            self.translator.decode_cfg = replace(self.decode_cfg, beam=options.beam, alpha=options.alpha,
-                                                 length_penalty=options.length_penalty,
-                                                 max_tokens=self.max_batch_tokens)
             self.widest = max(self.widest, len(batch))
             self.sentences += len(batch)
-            found = self.translator.search_encoded([entry.ids for entry in batch], options.nbest, None,
-                                                   options.alignment_layer)
+            found = self.translator.search_encoded([entry.ids for entry in batch], batch[0].options)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
             log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
             for entry in batch:

@@ -16,7 +16,8 @@ from typing import Any, get_args
 from urllib.parse import parse_qsl
 
 from mt.config.schema import LengthPenalty
-from mt.serve.queue import SearchOptions
+from mt.errors import ConfigError
+from mt.translate import DecodeOptions
 
 
 class ApiError(Exception):
@@ -154,14 +155,12 @@ def flag(data: dict, name: str) -> bool:
     return value
 
 
-def v1_options(data: dict, defaults, max_beam: int, model) -> SearchOptions:
+def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
     """The decoding options of a /v1 request within the server's limits; the config's where not given."""
     from mt.alignment import check_layer
 
     beam = whole_number(data.get("beam"), "beam", 422, 1, max_beam)
     nbest = whole_number(data.get("nbest"), "nbest", 422, 1, max_beam) or 1
-    if beam is not None and nbest > beam:
-        raise ApiError(422, f"nbest: {nbest} is more than beam {beam}: the n best come from the beam")
     alpha = data.get("alpha", defaults.alpha)
     number = float(min(alpha, 1e6)) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else math.nan
     if not (math.isfinite(number) and 0 <= number < 1e6):  # written so that NaN fails too
@@ -171,5 +170,8 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> SearchOptions:
         choices = ", ".join(get_args(LengthPenalty))
         raise ApiError(422, f"length_penalty: expected {choices}, got {json.dumps(penalty)[:40]}")
     layer = check_layer(model, None, "alignments") if flag(data, "alignments") else None
-    return SearchOptions(beam if beam is not None else max(defaults.beam, nbest), number, penalty, nbest, layer)
+    try:
+        return DecodeOptions(beam, number, penalty, nbest, alignment_layer=layer).resolved(defaults)
+    except ConfigError as exc:  # what does not go together (nbest over beam): mt translate's words, as fields
+        raise ApiError(422, re.sub(r"--([\w-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))) from None
 

@@ -1,13 +1,11 @@
-"""TODO docstring (state.py)."""
+"""A training run's counters (`TrainingState`): the step, the best validation score and patience, the
+training time over all runs; saved under these names in each checkpoint (`mt.training.checkpoints`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 
 @dataclasses.dataclass

@@ -1,0 +1,50 @@
+"""`mt attention`: one sentence translated and its attention drawn (heatmaps) or written (JSON)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cli.options import Checkpoint, Device, Exp, Threads, decode_flags, examples
+from mt import log
+from mt.errors import ConfigError
+
+EXAMPLES = examples(
+    'mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',
+    'mt attention --exp exp/en-de "Two dogs play in the snow." --format json --layer 1')
+
+
+@decode_flags(batch_tokens=False)
+def attention(
+    exp: Exp,
+    sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
+    decode: dict,
+    output_dir: Annotated[Optional[Path], typer.Option(help="Where the files go (default: EXP/attention/).")] = None,
+    layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
+    encoder: Annotated[bool, typer.Option(help="Also draw the encoder self-attention of each layer.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.")] = "png",
+    target: Annotated[Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")] = None,
+    force: Annotated[bool, typer.Option(help="Replace files already in --output-dir.")] = False,
+    checkpoint: Checkpoint = None,
+    threads: Threads = 2,
+    device: Device = "cpu",
+) -> None:
+    """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
+    from mt.alignment import check_layer
+    from mt.experiment_config import read_experiment
+    from mt.hardware import set_threads
+    from mt.report import attention_maps as attn
+    from mt.translate import Translator
+
+    experiment, cfg = read_experiment(exp, decode)
+    if fmt not in attn.FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected {', '.join(attn.FORMATS)}")
+    set_threads(threads)
+    translator = Translator.load(experiment, cfg, checkpoint, device)
+    index = check_layer(translator.model, layer, "--layer")
+    out_dir = output_dir if output_dir is not None else experiment.attention_dir
+    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force)
+    print(maps.translation)
+    log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")

@@ -1,0 +1,25 @@
+"""`mt average`: the mean of the last N periodic checkpoints (Sec. 6.1)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.options import Exp, examples
+from mt import log
+
+EXAMPLES = examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp exp/de-en --checkpoint average")
+
+
+def average(
+    exp: Exp,
+    last: Annotated[int, typer.Option(help="Average the last N periodic checkpoints (step_N.pt).")] = 5,
+    output: Annotated[str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")] = "average",
+) -> None:
+    """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
+    from mt.experiment import Experiment
+    from mt.training.average import average_last
+
+    path, used = average_last(Experiment(exp), last, output)
+    log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")

@@ -1,0 +1,34 @@
+"""`mt binarize`: the splits as memory-mapped token-id arrays, and what was kept and dropped."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from cli import render
+from cli.options import Exp, Recipe, Sets, examples
+from mt.errors import ConfigError
+
+EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8")
+
+
+def binarize(
+    exp: Exp,
+    recipe: Recipe = None,
+    max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None,
+    sets: Sets = None,
+    workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
+    train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None,
+) -> None:
+    """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
+    from mt.data.binarize import binarize as run
+    from mt.experiment_config import open_experiment
+
+    if workers < 1:
+        raise ConfigError(f"--workers {workers}: expected at least 1")
+    flags = {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}
+    experiment, cfg, change = open_experiment(exp, recipe, flags, sets)
+    with change.undo_if_fails():
+        stats = run(experiment, cfg, workers=workers)
+    render.print_data_table(stats)

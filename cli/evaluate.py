@@ -1,0 +1,74 @@
+"""`mt evaluate`: BLEU and chrF of an experiment's split (translated here), or of two files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cli import render
+from cli.options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
+from mt.errors import ConfigError, MtError
+
+EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json")
+
+
+@decode_flags()
+def evaluate(
+    decode: dict,
+    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)] = None,
+    split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
+    hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
+    ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
+    checkpoint: Checkpoints = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
+    tokenized: Annotated[bool, typer.Option(help="BLEU on Moses-tokenized text (sacremoses), as the Multi30k papers "
+                                                 "report it, instead of sacreBLEU; its own signature.")] = False,
+    lowercase: Annotated[bool, typer.Option(help="With --tokenized: case-insensitive.")] = False,
+    lang: Annotated[Optional[str], typer.Option(help="With --tokenized --hyp: the target language (Moses' rules).")] = None,
+    threads: Threads = 2,
+    precision: Precision = "fp32",
+    quantize: Quantize = None,
+    device: Device = "cpu",
+) -> None:
+    """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
+    if (lowercase or lang) and not tokenized:
+        raise ConfigError(f"{'--lowercase' if lowercase else '--lang'} goes with --tokenized (sacreBLEU is scored as it comes)")
+    if hyp is not None or ref is not None:
+        scores = _score_files(hyp, ref, exp, tokenized, lang, lowercase)
+    else:
+        if exp is None:
+            raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
+        if split not in ("train", "valid", "test"):
+            raise ConfigError(f"--split {split!r}: expected train, valid or test")
+        from mt.evaluate import evaluate_split
+        from mt.experiment_config import read_experiment
+        from mt.hardware import set_threads, warn_if_slow
+        from mt.translate import Translator
+
+        experiment, cfg = read_experiment(exp, decode)
+        set_threads(threads)
+        # (int8 takes the place of --precision; fp16 on the CPU is refused when the model loads)
+        warn_if_slow(None if quantize or precision == "fp16" else precision, device)
+        translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
+        scores = evaluate_split(experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase)
+    render.print_scores(scores, json_out)
+
+
+def _score_files(hyp: Path | None, ref: Path | None, exp: Path | None, tokenized: bool, lang: str | None,
+                 lowercase: bool) -> dict:
+    """--hyp against --ref, as they are (no torch needed)."""
+    from mt.data.text_files import read_lines
+    from mt.metrics import score, score_tokenized
+
+    if hyp is None or ref is None:
+        raise ConfigError("--hyp and --ref go together")
+    if tokenized and not lang:
+        raise ConfigError("--tokenized with --hyp needs --lang, the target language (for Moses' tokenization rules)")
+    if exp is not None:
+        raise ConfigError("--exp translates a split; --hyp and --ref score two files as they are: give one or the other")
+    hyps, refs = read_lines(hyp), read_lines(ref)
+    if len(hyps) != len(refs):
+        raise MtError(f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line")
+    return score_tokenized(hyps, refs, lang, lowercase) if tokenized else score(hyps, refs)

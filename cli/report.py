@@ -1,0 +1,30 @@
+"""`mt report`: one self-contained HTML page about an experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cli.options import Checkpoint, Exp, Force, Threads, examples
+
+EXAMPLES = examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --samples 20 -o report.html")
+
+
+def report(
+    exp: Exp,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: EXP/report.html).")] = None,
+    force: Force = False,
+    samples: Annotated[int, typer.Option(help="Sample translations shown per split.")] = 10,
+    sentence: Annotated[Optional[str], typer.Option(help="Sentence for the attention example (default: the first test sentence).")] = None,
+    checkpoint: Checkpoint = None,
+    threads: Threads = 2,
+) -> None:
+    """One self-contained HTML page: config, data, curves, scores, sample translations, an attention example."""
+    from mt.experiment import Experiment
+    from mt.hardware import set_threads
+    from mt.report.page import report as run
+
+    set_threads(threads)
+    print(run(Experiment(exp), output, force, samples, sentence, checkpoint))

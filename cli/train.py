@@ -1,0 +1,47 @@
+"""`mt train`: training in this process, as one of torchrun's, or in N new ones; resumes where it stopped."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from cli.options import Device, Exp, Recipe, Sets, Threads, examples
+from mt import log
+
+EXAMPLES = examples(
+    "mt train --exp exp/de-en --preset small --max-time 2h",
+    "mt train --exp exp/ft --preset small --init-from exp/pretrain --max-steps 2000 --lr 1e-4")
+
+
+def train(
+    exp: Exp,
+    recipe: Recipe = None,
+    preset: Annotated[Optional[str], typer.Option(help="Model preset: base, big (the paper), small, tiny; student, student-tiny (deep encoder, shallow decoder: mt distill).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Tokens per batch (and process).")] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
+    max_time: Annotated[Optional[str], typer.Option(help="Stop after this much training time (90s, 12m, 2h) in all runs; 0 = no limit.")] = None,
+    lr: Annotated[Optional[float], typer.Option("--lr", help="Peak learning rate (default: the paper's d^-0.5 * warmup^-0.5).")] = None,
+    warmup_steps: Annotated[Optional[int], typer.Option(help="Linear warmup steps.")] = None,
+    update_freq: Annotated[Optional[int], typer.Option(help="Batches per update: K times the batch size, same memory.")] = None,
+    clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper).")] = None,
+    keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all).")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (with a dynamic loss scale) or auto (the fastest of the three here, timed at the start).")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: for GPUs; on the CPU 0.86-0.89x after a minute of compiling (docs/training.md).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the initial weights, dropout and batch order; fixed once the first checkpoint is saved.")] = None,
+    init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
+    nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,
+    sets: Sets = None,
+    threads: Threads = None,
+    device: Device = "cpu",
+) -> None:
+    """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
+    from mt.experiment_config import open_experiment
+    from mt.training.launch import train_processes
+
+    flags = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,
+             "train.lr_peak": lr, "train.warmup_steps": warmup_steps, "train.update_freq": update_freq,
+             "train.clip_norm": clip_norm, "train.keep_last": keep_last, "train.precision": precision,
+             "train.compile": compile, "train.seed": seed}
+    train_processes(exp, lambda: open_experiment(exp, recipe, flags, sets, preset), nproc, init_from, threads,
+                    device, precision, log.debug)

@@ -1,0 +1,70 @@
+"""`mt translate`: lines from stdin or a file to their translations on stdout or a file, as they come."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cli import render
+from cli.options import Checkpoints, Device, Exp, Force, Precision, Quantize, Threads, decode_flags, examples
+from mt.errors import ConfigError, MtError
+
+EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
+                    "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average")
+
+
+@decode_flags()
+def translate(
+    exp: Exp,
+    decode: dict,
+    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
+    force: Force = False,
+    buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,
+    checkpoint: Checkpoints = None,
+    nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
+    scores: Annotated[bool, typer.Option(help="Write SCORE<TAB>TRANSLATION.")] = False,
+    sample: Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation).")] = False,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
+    top_k: Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")] = 0,
+    top_p: Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1,
+    alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
+    alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
+    constraints: Annotated[bool, typer.Option(help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search).")] = False,
+    precision: Precision = "fp32",
+    quantize: Quantize = None,
+    threads: Threads = 2,
+    device: Device = "cpu",
+) -> None:
+    """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line.
+
+    Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
+    from mt.alignment import check_layer
+    from mt.experiment_config import read_experiment
+    from mt.hardware import set_threads, warn_if_slow
+    from mt.translate import DecodeOptions, Sampling, Translator, input_lines
+
+    if alignment_layer is not None and not alignments:
+        raise ConfigError("--alignment-layer goes with --alignments")
+    if nbest < 0:
+        raise ConfigError(f"--nbest {nbest}: must be 0 (one translation a line) or more")
+    sampling = Sampling(temperature, top_k, top_p, seed)  # checks the sampling flags, with --sample or not
+    if not sample and sampling != Sampling():
+        raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
+    options = DecodeOptions(decode["decode.beam"], decode["decode.alpha"], nbest=max(nbest, 1),
+                            sampling=sampling if sample else None, constraints=constraints)  # what goes together
+    if output is not None and output.exists() and not force:
+        raise MtError(f"{output}: exists; choose another --output or add --force")
+    experiment, cfg = read_experiment(exp, decode)
+    source = input_lines(input)
+    set_threads(threads)
+    translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
+    warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
+    if alignments:
+        options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
+    render.write_translations(translator, source, output, buffer, options,
+                              "nbest" if nbest else "scores" if scores else "plain")
