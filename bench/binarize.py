@@ -11,7 +11,8 @@ files, German -> English, with the default cleaning, by `mt.data.binarize.binari
 own process: pairs/s is the pairs read over binarize's wall time (interpreter start-up excluded);
 peak RSS is the main process's and one worker's maximum resident set, and their total bound (main
 + N x worker); output is the size of the data directory. Prints a table, then one JSON line
-(`--save` also writes it to bench/results/binarize.json).
+(`--save` also writes it to bench/results/binarize-CPU-DATE.json, CPU one of xeon-amx, xeon, zen4,
+epyc-avx2, from /proc/cpuinfo).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ DING = Path("/usr/share/trans/de-en")
 
 def base_pairs() -> tuple[list[tuple[str, str]], list[str]]:
     """The pairs the corpus repeats, and a description of where they come from."""
-    from mt.data.corpus import read_ding, read_parallel_files
+    from mt.data.ding import read_ding
+    from mt.data.text_files import read_parallel_files
 
     de, en = read_parallel_files(f"{MULTI30K}.de", f"{MULTI30K}.en")
     pairs = list(zip(de, en))
@@ -114,11 +116,25 @@ def run_size(pairs, n: int, work: Path, tokenizer_dir: Path, workers: int) -> di
     return result
 
 
+def cpu_class() -> str:
+    """The CPU in bench/results' file names: xeon-amx, xeon, zen4, epyc-avx2 (or unknown-cpu)."""
+    from mt.hardware import cpu_name
+
+    name, _, units = cpu_name().rpartition(", ")
+    units = units.split()
+    if "Intel" in name:
+        return "xeon-amx" if "AMX" in units else "xeon" if "AVX-512" in units else "unknown-cpu"
+    if "AMD" in name:
+        return "zen4" if "AVX512-BF16" in units else "epyc-avx2" if "AVX2" in units else "unknown-cpu"
+    return "unknown-cpu"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="200000,2000000", help="corpus sizes in pairs, comma-separated")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--save", action="store_true", help="also write the JSON line to bench/results/binarize.json")
+    parser.add_argument("--save", action="store_true",
+                        help="also write the JSON line to bench/results/binarize-CPU-DATE.json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -166,7 +182,7 @@ def main() -> None:
         summary["time_growth_vs_linear"] = round(growth, 3)
     line = json.dumps(summary)
     if args.save:
-        (REPO / "bench" / "results" / "binarize.json").write_text(line + "\n")
+        (REPO / "bench" / "results" / f"binarize-{cpu_class()}-{time.strftime('%Y-%m-%d')}.json").write_text(line + "\n")
     print(line)
 
 

@@ -30,11 +30,6 @@ def run_recipe(
     example lines (stdout in the CLI), `print_data` binarize's statistics. `dry_run`: print the
     config the steps would run with and say which are done, writing nothing.
     """
-    from mt.data.binarize import binarize
-    from mt.data.train_tokenizer import train_tokenizer
-    from mt.training.launch import log_stopped
-    from mt.training.loop import train
-
     _, run = load_recipe(recipe)
     exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
     if exp_dir is None:
@@ -51,36 +46,49 @@ def run_recipe(
         return exp
     with change.undo_if_fails():
         for step in steps:
-            if step == "distill":
-                distill_step(exp, run["teacher"], device, print_result)
-            elif step == "train-tokenizer":
-                if exp.has_tokenizer():
-                    log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
-                    continue
-                log.info("[bold]train-tokenizer[/bold]")
-                train_tokenizer(exp, cfg)
-            elif step == "binarize":
-                if exp.has_data():
-                    log.info(f"binarize: done already ({exp.data_dir})")
-                    continue
-                log.info("[bold]binarize[/bold]")
-                stats = binarize(exp, cfg)
-                if print_data is not None:
-                    print_data(stats)
-            elif step == "train":
-                done = _training_done(exp, cfg)
-                if done:
-                    log.info(f"train: done already ({done})")
-                    continue
-                log.info("[bold]train[/bold]")
-                log_stopped(train(exp, cfg, device=device))
-            elif step == "average":
-                average_step(exp, cfg)
-            elif step == "evaluate":
-                _evaluate(exp, cfg, device, print_result)
+            _run_step(step, exp, cfg, run, device, print_result, print_data)
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
+
+
+def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
+              print_result: Callable[[str], None], print_data: Callable[[dict], None] | None) -> None:
+    """One step of the recipe (`run`: its run keys), unless what it makes is there already."""
+    if step == "distill":
+        distill_step(exp, run["teacher"], device, print_result)
+    elif step == "train-tokenizer":
+        from mt.data.train_tokenizer import train_tokenizer
+
+        if exp.has_tokenizer():
+            log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
+            return
+        log.info("[bold]train-tokenizer[/bold]")
+        train_tokenizer(exp, cfg)
+    elif step == "binarize":
+        from mt.data.binarize import binarize
+
+        if exp.has_data():
+            log.info(f"binarize: done already ({exp.data_dir})")
+            return
+        log.info("[bold]binarize[/bold]")
+        stats = binarize(exp, cfg)
+        if print_data is not None:
+            print_data(stats)
+    elif step == "train":
+        from mt.training.launch import log_stopped
+        from mt.training.loop import train
+
+        done = _training_done(exp, cfg)
+        if done:
+            log.info(f"train: done already ({done})")
+            return
+        log.info("[bold]train[/bold]")
+        log_stopped(train(exp, cfg, device=device))
+    elif step == "average":
+        average_step(exp, cfg)
+    elif step == "evaluate":
+        _evaluate(exp, cfg, device, print_result)
 
 
 def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_result: Callable[[str], None]) -> None:

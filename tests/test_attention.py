@@ -110,6 +110,7 @@ def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProc
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
+@pytest.mark.slow
 def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(trained_experiment, tmp_path):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     out = tmp_path / "att"
@@ -153,6 +154,7 @@ def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_ex
     assert "⁇" in tok.decode([tok.encode(["katze,sitzt"])[0]])[0]  # the case above is really there
 
 
+@pytest.mark.slow
 def test_translate_alignments_one_line_per_input_line(trained_experiment):
     lines = toy_corpus(12, seed=7)[0]
     lines[3] = ""
@@ -181,6 +183,7 @@ def test_translate_alignments_one_line_per_input_line(trained_experiment):
     assert len(scored.stdout.rstrip("\n").split("\t")) == 3
 
 
+@pytest.mark.slow
 def test_bad_requests_end_in_one_line(trained_experiment):
     done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--layer", "5")
     assert done.returncode == 2 and "Traceback" not in done.stderr

@@ -121,6 +121,7 @@ def built(work: Path) -> dict:
     return steps
 
 
+@pytest.mark.slow
 def test_end_to_end(work: Path, built: dict):
     exp = work / "exp"
     for step, result in built.items():
@@ -196,6 +197,7 @@ def test_end_to_end(work: Path, built: dict):
     assert json.loads(hyp.stdout)["bleu"] == pytest.approx(saved["bleu"])
 
 
+@pytest.mark.slow
 def test_train_resumes(work: Path, built: dict):
     shutil.copytree(work / "exp", work / "resumed")
     before = len(jsonl(work / "resumed" / "train.jsonl"))
@@ -211,6 +213,7 @@ def test_train_resumes(work: Path, built: dict):
     assert state["step"] == 40
 
 
+@pytest.mark.slow
 def test_run_recipe_then_again(work: Path):
     recipe = {
         "exp": "run_exp",
@@ -256,6 +259,7 @@ def test_run_recipe_then_again(work: Path):
     assert snapshot(exp) == files  # nothing redone
 
 
+@pytest.mark.slow
 def test_bad_corpus_is_one_line_and_writes_nothing(work: Path):
     lines = (work / "train.de").read_text(encoding="utf-8").splitlines(keepends=True)
     (work / "short.de").write_text("".join(lines[:-1]), encoding="utf-8")
@@ -284,6 +288,7 @@ def test_bad_corpus_is_one_line_and_writes_nothing(work: Path):
     assert not (work / "nowhere").exists()
 
 
+@pytest.mark.slow
 def test_bad_flags_and_config(work: Path, built: dict):
     files = snapshot(work / "exp")
     error(mt(work, "train", "--exp", "exp", "--set", "train.max_stpes=5"), 2, "train.max_stpes")
@@ -320,6 +325,7 @@ def test_bad_flags_and_config(work: Path, built: dict):
     assert snapshot(work / "legacy") == files
 
 
+@pytest.mark.slow
 def test_refusals(work: Path, built: dict):
     """What is already there is never overwritten; what is missing is named with the next step."""
     untrained = work / "untrained"

@@ -58,6 +58,7 @@ def test_compiled_training_saves_the_same_checkpoint_keys(tmp_path):
     assert compiled_loss == pytest.approx(plain_loss, rel=1e-3)  # same seed, same batch, same math
 
 
+@pytest.mark.slow
 def test_compile_flag_reaches_the_config(tmp_path):
     exp, _ = _experiment(tmp_path, dropout=0.1)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

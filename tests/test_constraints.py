@@ -119,6 +119,7 @@ def mt(*args: str, stdin: str) -> subprocess.CompletedProcess:
                           env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alone(trained_experiment):
     exp = str(trained_experiment.root)
     lines = ["Der Hund läuft im Park.", "Eine Katze sitzt auf dem Haus.", "Die Frau spielt."]

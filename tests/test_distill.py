@@ -34,6 +34,7 @@ def teacher_sources(teacher: Experiment) -> list[str]:
     return load_split(teacher.load_config().data.sources("train"))[0]
 
 
+@pytest.mark.slow
 def test_distill_translates_every_training_source_with_the_teachers_search(trained_experiment, tmp_path):
     teacher = trained_experiment
     student = Experiment(tmp_path / "student")
@@ -61,6 +62,7 @@ def test_distill_translates_every_training_source_with_the_teachers_search(train
     assert student.load_config().model.dec_layers == 1
 
 
+@pytest.mark.slow
 def test_a_killed_distill_resumes_without_losing_or_repeating_a_chunk(trained_experiment, tmp_path):
     teacher = str(trained_experiment.root)
     straight = Experiment(tmp_path / "straight")
@@ -86,6 +88,7 @@ def test_a_killed_distill_resumes_without_losing_or_repeating_a_chunk(trained_ex
     assert not list((killed.root / "distill" / "chunks").glob("*.tmp*"))
 
 
+@pytest.mark.slow
 def test_two_teachers_decode_as_an_ensemble_and_must_share_a_tokenizer(trained_experiment, tmp_path):
     second = Experiment(tmp_path / "second")
     shutil.copytree(trained_experiment.root, second.root)
@@ -102,6 +105,7 @@ def test_two_teachers_decode_as_an_ensemble_and_must_share_a_tokenizer(trained_e
     assert "tokenizer" in refused.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_bad_teachers_and_flags_are_one_line_errors(trained_experiment, tmp_path):
     missing = mt("distill", "--teacher", str(tmp_path / "nothing"), "--exp", str(tmp_path / "s"))
     assert missing.returncode != 0 and "no experiment there" in missing.stderr.strip().splitlines()[-1]
@@ -111,6 +115,7 @@ def test_bad_teachers_and_flags_are_one_line_errors(trained_experiment, tmp_path
     assert beam.returncode != 0 and "decode.beam" in beam.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_student_recipe_distills_its_teacher_then_trains_and_skips_what_is_done(trained_experiment, tmp_path):
     teacher_cfg = trained_experiment.load_config()
     student_dir = tmp_path / "student"
@@ -151,6 +156,7 @@ decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
     assert "Student and teachers" in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_distill_step_without_a_teacher_is_refused(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("exp: x\nsteps: [distill, train]\n", encoding="utf-8")
@@ -158,6 +164,7 @@ def test_a_distill_step_without_a_teacher_is_refused(tmp_path):
     assert done.returncode != 0 and "the step distill needs `teacher:`" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is_done(trained_experiment, tmp_path,
                                                                                        capsys):
     student = Experiment(tmp_path / "student")

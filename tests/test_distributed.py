@@ -59,6 +59,7 @@ def _worker(rank: int, world: int, port: int, root: str, halves: list[np.ndarray
         distributed.shutdown(group)
 
 
+@pytest.mark.slow
 def test_two_processes_on_half_a_batch_each_equal_one_on_the_whole(base, tmp_path):
     # adam_eps 1e-3: see test_trainer.test_update_freq_k_equals_one_batch_of_k_times_the_rows.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0, adam_eps=1e-3)
@@ -86,6 +87,7 @@ def mt(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
 
 
+@pytest.mark.slow
 def test_mt_train_nproc_2_trains_resumes_and_refuses_one_process(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=4, save_every=2, log_every=1, valid_every=2)
     done = mt("train", "--exp", str(exp.root), "--nproc", "2", "--threads", "1")
@@ -133,6 +135,7 @@ def test_torchrun_with_one_rank_takes_the_ddp_path_and_updates_as_one_process(ba
     assert all(torch.equal(a, b) for a, b in zip(ddp.model.parameters(), plain.model.parameters()))
 
 
+@pytest.mark.slow
 def test_torchrun_nproc_per_node_1_runs_mt_train_in_a_process_group(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=2, save_every=2, log_every=1, valid_every=2)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

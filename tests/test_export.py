@@ -163,10 +163,12 @@ def _check_scores(results) -> None:
     assert max(gaps) < 1e-3, f"scores differ by up to {max(gaps):.4f}"
 
 
+@pytest.mark.slow
 def test_greedy_output_equals_mt_token_for_token(post_norm):
     _check_greedy(post_norm)
 
 
+@pytest.mark.slow
 def test_pre_norm_model_with_separate_vocabularies_too(pre_norm):
     assert sorted(p.name for p in (pre_norm.root.parent / "ct2").glob("*vocabulary.json")) == \
         ["source_vocabulary.json", "target_vocabulary.json"]
@@ -217,6 +219,7 @@ def _one_error_line(done: subprocess.CompletedProcess, code: int, *needles: str)
         assert needle in lines[0], lines[0]
 
 
+@pytest.mark.slow
 def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
     import sentencepiece as spm
 

@@ -1,4 +1,4 @@
-"""bench/gpu_check.py on the CPU (`--small`): every part runs and its checks pass.
+"""tools/gpu_check.py on the CPU (`--small`): every part runs and its checks pass.
 
 On a GPU it runs the same parts at full size (README, "On a GPU"); here the device is the CPU, so
 the CPU reference equals the run itself and DDP goes through gloo.
@@ -12,11 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from toy import toy_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_gpu_check_small_on_the_cpu_runs_every_part_and_passes(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -25,7 +27,7 @@ def test_gpu_check_small_on_the_cpu_runs_every_part_and_passes(tmp_path):
         (data / f"{prefix}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
         (data / f"{prefix}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), "--data", str(data), "--device", "cpu",
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_check.py"), "--data", str(data), "--device", "cpu",
                            "--small", "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -42,13 +44,14 @@ def test_gpu_check_small_on_the_cpu_runs_every_part_and_passes(tmp_path):
     assert "| fp32 |" in done.stdout and "checks failed: none" in done.stdout
 
 
+@pytest.mark.slow
 def test_gpu_check_names_a_missing_corpus_and_a_missing_gpu(tmp_path):
-    missing = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), "--data", str(tmp_path),
+    missing = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_check.py"), "--data", str(tmp_path),
                               "--device", "cpu", "--small"], capture_output=True, text=True, timeout=120)
     assert missing.returncode != 0 and "train.en: missing" in missing.stderr
     import torch
 
     if not torch.cuda.is_available():
-        no_gpu = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), "--data", str(tmp_path)],
+        no_gpu = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_check.py"), "--data", str(tmp_path)],
                                 capture_output=True, text=True, timeout=120)
         assert no_gpu.returncode != 0 and "torch sees no GPU" in no_gpu.stderr

@@ -40,6 +40,7 @@ def test_the_stop_line_says_where_why_and_what_was_skipped(capsys):
     ]
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_process_count_is_refused_before_any_process_starts(trained_experiment, tmp_path,
                                                                                   monkeypatch):
     for name in ("WORLD_SIZE", "TORCHELASTIC_RUN_ID", "RANK"):

@@ -65,6 +65,7 @@ def test_the_average_follows_the_formula_with_its_ramp_and_covers_tied_embedding
     assert torch.allclose(fresh.output.weight, shared, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_training_with_ema_saves_ema_pt_that_evaluate_decodes(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=12, ema_decay=0.9)
     train(exp, cfg)
@@ -81,6 +82,7 @@ def test_training_with_ema_saves_ema_pt_that_evaluate_decodes(base, tmp_path):
     assert refused.returncode != 0 and "belongs to training" in refused.stderr
 
 
+@pytest.mark.slow
 def test_without_ema_nothing_changes_and_a_bad_decay_is_refused(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=3)
     assert build_training(exp, cfg).trainer.ema is None
@@ -107,6 +109,7 @@ def test_tensorboard_events_hold_the_logged_numbers(base, tmp_path):
     assert [e.step for e in events.Scalars("valid/ppl")] == [5, 10]
 
 
+@pytest.mark.slow
 def test_tensorboard_without_the_package_is_one_line_naming_what_to_install(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=2, tensorboard=True)
     # The package made unimportable in that process only, as on a machine without it.
@@ -136,6 +139,7 @@ def test_tokenized_bleu_scores_moses_tokens_and_says_so():
     assert score(*english)["bleu"] != pytest.approx(score_tokenized(*english, "en")["bleu_tokenized"])
 
 
+@pytest.mark.slow
 def test_evaluate_tokenized_on_files_and_its_flag_errors(tmp_path):
     hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
     hyp.write_text("Ein Hund läuft.\nZwei Katzen!\n", encoding="utf-8")
@@ -151,6 +155,7 @@ def test_evaluate_tokenized_on_files_and_its_flag_errors(tmp_path):
     assert lower_alone.returncode != 0 and "--lowercase goes with --tokenized" in lower_alone.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_tokenized_on_an_experiment_files_its_scores_apart(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=4)
     train(exp, cfg)
@@ -174,6 +179,7 @@ def test_init_from_starts_the_average_from_the_loaded_weights(base, tmp_path):
 
 
 # -- warmup ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_run_shorter_than_its_warmup_is_warned_about(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=3, warmup_steps=4000)
     done = mt("train", "--exp", str(exp.root))

@@ -44,6 +44,7 @@ def experiment(trained_experiment, tmp_path_factory) -> Experiment:
     return exp
 
 
+@pytest.mark.slow
 def test_curves_of_one_and_several_experiments(experiment, tmp_path):
     path = plot([experiment], tmp_path / "one.png")
     width, height = png_size(path.read_bytes())
@@ -119,6 +120,7 @@ def test_report_notes_what_is_missing(experiment, tmp_path):
     assert "mt evaluate" in page and "mt binarize" in page
 
 
+@pytest.mark.slow
 def test_cli_report_and_plot(experiment, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("MT_DEBUG", None)

@@ -79,6 +79,7 @@ def assert_same(a, b, where: str = "") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
+@pytest.mark.slow
 def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     # Bitwise on the CPU, not merely close: nothing in a step depends on more than the saved state.
     # The model, Adam's moments and step, the data position (the batch order is a function of seed
@@ -117,6 +118,7 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     assert_same(*(load_checkpoint(e.checkpoint_path("ema"))["model"] for e in (killed, straight)), "ema.pt")
 
 
+@pytest.mark.slow
 def test_signals_save_at_a_step_boundary_and_the_lock_refuses_a_second_trainer(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=10**6, log_every=10, save_every=10**6)
     first = start_train(exp, tmp_path / "first.err")
@@ -158,6 +160,7 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
     assert again[:4] == expected[:4] and torch.equal(again[4], expected[4])
 
 
+@pytest.mark.slow
 def test_a_new_seed_on_resume_is_refused_in_one_line(trained_experiment, tmp_path):
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(trained_experiment.root, exp.root)

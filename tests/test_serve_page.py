@@ -118,12 +118,14 @@ def page(browser, server):
     context.close()
 
 
+@pytest.mark.slow
 def test_the_page_is_the_packaged_file(server):
     status, body = request(server + "/")
     assert status == 200
     assert body == (Path(mt.__file__).parent / "serve" / "page.html").read_bytes()
 
 
+@pytest.mark.slow
 def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_sentence(page, server):
     expected = post(server + "/v1/translate", {"text": LINES, "nbest": NBEST})["translations"]
     page.fill("#source", "\n".join(LINES) + "\n\n")  # blank lines are not sent

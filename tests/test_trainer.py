@@ -527,6 +527,7 @@ def test_init_from_refuses_another_tokenizer_or_model(base, tmp_path):
 # -- mt average ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_average_cli_and_translate_with_it(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -27,6 +27,7 @@ def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.Complet
                           input=stdin.encode(), capture_output=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experiment):
     distinct = toy_corpus(40, seed=99)[0]
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
@@ -44,6 +45,7 @@ def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experimen
     assert out[:-1] == [expected[line] if line else "" for line in lines]
 
 
+@pytest.mark.slow
 def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
     long_line = ("Der Hund läuft im Park. " * 5000)[:100_000]
     done = mt_translate(trained_experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
@@ -52,6 +54,7 @@ def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
     assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()
 
 
+@pytest.mark.slow
 def test_nbest_and_scores_formats(trained_experiment):
     done = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
     assert done.returncode == 0, done.stderr.decode()

@@ -21,6 +21,7 @@ from mt.search.steps import (
     finish,
     force_eos,
     max_lengths,
+    select_beams,
     select_rows,
     step_logprobs,
     still_searching,
@@ -140,13 +141,8 @@ def beam_search(
         )
 
         finish(done, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step)
-        # The next beams: the best `beam` candidates that did not end (at most `beam` of 2*beam can).
-        is_eos = top_token == EOS_ID
-        rank = torch.arange(top_token.size(1), device=device).expand_as(top_token)
-        keep = (rank + is_eos * top_token.size(1)).argsort(dim=1)[:, :beam]
-        scores = top_scores.gather(1, keep)
-        rows = (torch.arange(len(active), device=device)[:, None] * beam + top_beam.gather(1, keep)).view(-1)
-        tokens = torch.cat([tokens[rows], top_token.gather(1, keep).view(-1, 1)], dim=1)
+        scores, rows, new_tokens = select_beams(top_scores, top_beam, top_token, beam)
+        tokens = torch.cat([tokens[rows], new_tokens[:, None]], dim=1)
 
         still = still_searching(done, active, scores, limit, step, beam, alpha, penalty, stop)
         source_rows = None

@@ -28,10 +28,15 @@ from dataclasses import dataclass
 import torch
 
 from mt.config.schema import LengthPenalty, StopRule
-from mt.search.steps import Hypothesis, length_penalty, max_lengths, select_rows
-from mt.search.steps import check_stopping as check_stopping
-from mt.search.steps import force_eos as force_eos
-from mt.search.steps import step_logprobs as step_logprobs
+from mt.search.steps import (
+    Hypothesis,
+    check_stopping,
+    force_eos,
+    length_penalty,
+    max_lengths,
+    select_rows,
+    step_logprobs,
+)
 from mt.tokenizer import BOS_ID, EOS_ID
 
 
@@ -117,109 +122,153 @@ def constrained_beam_search(
     """The `nbest` best hypotheses of each sentence that contain all of its constraints (module docstring)."""
     check_stopping(alpha, stop)
     model.eval()
-    device = src_ids.device
-    batch = src_ids.size(0)
-    nbest = min(nbest, beam)
-    memory, src_mask = model.encode(src_ids)
-    extra = torch.tensor([sum(len(c) for c in cs) for cs in constraints], device=device)
-    limit = (max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1) + extra).clamp(max=model.max_positions - 1)
-    limits = limit.tolist()
-    totals = extra.tolist()
-    beam_rows = torch.arange(batch, device=device).repeat_interleave(beam)
-    memory, src_mask = select_rows(memory, beam_rows), select_rows(src_mask, beam_rows)
-    cache = model.new_cache()
-    tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
-    scores = [[0.0] + [-float("inf")] * (beam - 1) for _ in range(batch)]  # per active sentence, per beam
-    progress = [[Progress() for _ in range(beam)] for _ in range(batch)]
-    active = list(range(batch))
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    fallback: list[Hypothesis | None] = [None] * batch
+    search = _ConstrainedSearch(model, src_ids, constraints, beam, alpha, penalty, max_len_a, max_len_b,
+                                min(nbest, beam), stop)
+    while search.active:
+        search.step()
+    return search.results()
 
-    step = 0
-    while active:
-        step += 1
-        logprobs = step_logprobs(model, tokens, memory, src_mask, cache)  # PAD and BOS ruled out
-        rows_unmet = [s * beam + b for s, sentence in enumerate(active) for b in range(beam)
-                      if not progress[s][b].all_met(constraints[sentence])]
-        if rows_unmet:
-            logprobs[rows_unmet, EOS_ID] = -torch.inf  # only a hypothesis with all its constraints can end
-        at_limit = torch.tensor([step >= limits[sentence] for sentence in active], device=device).repeat_interleave(beam)
-        force_eos(logprobs, at_limit)
-        k = min(2 * beam, logprobs.size(1))
-        top_lp, top_tok = (t.tolist() for t in logprobs.topk(k, dim=1))
-        wanted = [(s * beam + b, token) for s, sentence in enumerate(active) for b in range(beam)
-                  if scores[s][b] > -float("inf") for token in progress[s][b].next_tokens(constraints[sentence])]
-        wanted_lp = logprobs[[r for r, _ in wanted], [t for _, t in wanted]].tolist() if wanted else []
-        extra_by_row: dict[int, list[tuple[int, float]]] = {}
-        for (row, token), lp in zip(wanted, wanted_lp):
-            extra_by_row.setdefault(row, []).append((token, lp))
 
+class _ConstrainedSearch:
+    """The state of one constrained beam search: each live sentence's beams (their tokens, scores and
+    constraint progress), the cache, and what has finished. Rows are (active sentence x beam)."""
+
+    def __init__(self, model, src_ids, constraints, beam, alpha, penalty, max_len_a, max_len_b, nbest, stop):
+        self.model, self.constraints, self.beam, self.nbest = model, constraints, beam, nbest
+        self.alpha, self.penalty, self.stop = alpha, penalty, stop
+        self.device = device = src_ids.device
+        batch = src_ids.size(0)
+        memory, src_mask = model.encode(src_ids)
+        extra = torch.tensor([sum(len(c) for c in cs) for cs in constraints], device=device)
+        positions = model.max_positions - 1
+        self.limits = (max_lengths(src_ids, max_len_a, max_len_b, positions) + extra).clamp(max=positions).tolist()
+        self.totals = extra.tolist()  # constraint tokens per sentence
+        beam_rows = torch.arange(batch, device=device).repeat_interleave(beam)
+        self.memory, self.src_mask = select_rows(memory, beam_rows), select_rows(src_mask, beam_rows)
+        self.cache = model.new_cache()
+        self.tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
+        self.scores = [[0.0] + [-float("inf")] * (beam - 1) for _ in range(batch)]  # per active sentence, per beam
+        self.progress = [[Progress() for _ in range(beam)] for _ in range(batch)]
+        self.active = list(range(batch))
+        self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+        self.fallback: list[Hypothesis | None] = [None] * batch
+        self.step_count = 0
+
+    def step(self) -> None:
+        """One decoder step: expand every live beam, choose each sentence's next beams, let finished
+        sentences leave."""
+        self.step_count += 1
+        top, extra = self._candidates()
         parents, next_tokens, next_scores, next_progress, still = [], [], [], [], []
-        for s, sentence in enumerate(active):
-            cs, total = constraints[sentence], totals[sentence]
-            candidates, seen = [], set()
-            for b in range(beam):
-                base = scores[s][b]
-                if base == -float("inf"):
-                    continue
-                row = s * beam + b
-                for token, lp in list(zip(top_tok[row], top_lp[row])) + extra_by_row.get(row, []):
-                    if (b, token) in seen or lp == -float("inf"):
-                        continue
-                    seen.add((b, token))
-                    candidates.append((base + lp, b, token))
-            candidates.sort(key=lambda c: -c[0])
-            live, ends = [], []
-            for score, b, token in candidates:
-                if token == EOS_ID:  # open only to hypotheses that met every constraint: the top bank
-                    ends.append((score, total, b, token, progress[s][b]))
-                    continue
-                after = progress[s][b].advance(token, cs)
-                met = after.tokens_met(cs)
-                if step + (total - met) + 1 > limits[sentence]:  # its missing tokens and EOS no longer fit
-                    continue
-                live.append((score, met, b, token, after))
-            # Which end: the EOS candidates chosen when all compete for the beam, bank by bank (with no
-            # constraints, those among the `beam` best, as beam_search); then the next beams from the rest.
-            divisor = float(length_penalty(float(step), alpha, penalty))
-            for score, _, b, token, _ in allocate(sorted(live + ends, key=lambda c: -c[0]), beam, total + 1):
-                if token == EOS_ID:
-                    finished[sentence].append(Hypothesis(tokens[s * beam + b, 1:].tolist(), score / divisor, score))
-            chosen = allocate(live, beam, total + 1)
-            chosen += [(-float("inf"), 0, 0, EOS_ID, Progress())] * (beam - len(chosen))
-            parents += [s * beam + c[2] for c in chosen]
+        for s in range(len(self.active)):
+            chosen, goes_on = self._advance(s, top, extra)
+            parents += [s * self.beam + c[2] for c in chosen]
             next_tokens += [c[3] for c in chosen]
             next_scores.append([c[0] for c in chosen])
             next_progress.append([c[4] for c in chosen])
-            goes_on = _goes_on(finished[sentence], next_scores[-1], step, limits[sentence], beam, nbest, alpha, penalty, stop)
-            if not goes_on and not finished[sentence]:
-                # Nothing met every constraint in time: the hypothesis that met most, then scores best.
-                b = max((b for b in range(beam) if scores[s][b] > -float("inf")),
-                        key=lambda b: (progress[s][b].tokens_met(cs), scores[s][b]))
-                lp = float(length_penalty(float(step), alpha, penalty))
-                fallback[sentence] = Hypothesis(tokens[s * beam + b, 1:].tolist(), scores[s][b] / lp, scores[s][b])
             still.append(goes_on)
+        rows = torch.tensor(parents, device=self.device)
+        self.tokens = torch.cat([self.tokens[rows], torch.tensor(next_tokens, device=self.device)[:, None]], dim=1)
+        self.scores, self.progress = next_scores, next_progress
+        self._leave(rows, still)
 
-        rows = torch.tensor(parents, device=device)
-        tokens = torch.cat([tokens[rows], torch.tensor(next_tokens, device=device)[:, None]], dim=1)
+    def _candidates(self) -> tuple[tuple[list, list], dict[int, list[tuple[int, float]]]]:
+        """This step's log-probabilities as each row's 2*beam best (tokens, log-probs), and per row the
+        tokens that would advance its constraints with their log-probs. EOS is open only to rows that
+        met every constraint, and forced at the length limit."""
+        beam, active, constraints = self.beam, self.active, self.constraints
+        logprobs = step_logprobs(self.model, self.tokens, self.memory, self.src_mask, self.cache)  # no PAD, BOS
+        unmet = [s * beam + b for s, sentence in enumerate(active) for b in range(beam)
+                 if not self.progress[s][b].all_met(constraints[sentence])]
+        if unmet:
+            logprobs[unmet, EOS_ID] = -torch.inf
+        at_limit = torch.tensor([self.step_count >= self.limits[sentence] for sentence in active], device=self.device)
+        force_eos(logprobs, at_limit.repeat_interleave(beam))
+        top_lp, top_tok = (t.tolist() for t in logprobs.topk(min(2 * beam, logprobs.size(1)), dim=1))
+        wanted = [(s * beam + b, token) for s, sentence in enumerate(active) for b in range(beam)
+                  if self.scores[s][b] > -float("inf") for token in self.progress[s][b].next_tokens(constraints[sentence])]
+        wanted_lp = logprobs[[r for r, _ in wanted], [t for _, t in wanted]].tolist() if wanted else []
+        extra: dict[int, list[tuple[int, float]]] = {}
+        for (row, token), lp in zip(wanted, wanted_lp):
+            extra.setdefault(row, []).append((token, lp))
+        return (top_tok, top_lp), extra
+
+    def _advance(self, s: int, top: tuple[list, list], extra: dict) -> tuple[list[tuple], bool]:
+        """Active sentence s's next `beam` beams (score, bank, parent beam, token, progress), its finished
+        hypotheses recorded, and whether it searches on."""
+        sentence, beam, step = self.active[s], self.beam, self.step_count
+        cs, total, limit = self.constraints[sentence], self.totals[sentence], self.limits[sentence]
+        live, ends = [], []
+        for score, b, token in self._expanded(s, top, extra):
+            if token == EOS_ID:  # open only to hypotheses that met every constraint: the top bank
+                ends.append((score, total, b, token, self.progress[s][b]))
+                continue
+            after = self.progress[s][b].advance(token, cs)
+            met = after.tokens_met(cs)
+            if step + (total - met) + 1 > limit:  # its missing tokens and EOS no longer fit
+                continue
+            live.append((score, met, b, token, after))
+        # Which end: the EOS candidates chosen when all compete for the beam, bank by bank (with no
+        # constraints, those among the `beam` best, as beam_search); then the next beams from the rest.
+        divisor = float(length_penalty(float(step), self.alpha, self.penalty))
+        for score, _, b, token, _ in allocate(sorted(live + ends, key=lambda c: -c[0]), beam, total + 1):
+            if token == EOS_ID:
+                self.finished[sentence].append(Hypothesis(self.tokens[s * beam + b, 1:].tolist(), score / divisor, score))
+        chosen = allocate(live, beam, total + 1)
+        chosen += [(-float("inf"), 0, 0, EOS_ID, Progress())] * (beam - len(chosen))
+        goes_on = _goes_on(self.finished[sentence], [c[0] for c in chosen], step, limit, beam, self.nbest,
+                           self.alpha, self.penalty, self.stop)
+        if not goes_on and not self.finished[sentence]:
+            self._fall_back(s, divisor)
+        return chosen, goes_on
+
+    def _expanded(self, s: int, top: tuple[list, list], extra: dict) -> list[tuple[float, int, int]]:
+        """Active sentence s's candidates (score, beam, token), best first: each live beam's 2*beam best
+        tokens and those that would advance its constraints, each (beam, token) once."""
+        top_tok, top_lp = top
+        candidates, seen = [], set()
+        for b in range(self.beam):
+            base = self.scores[s][b]
+            if base == -float("inf"):
+                continue
+            row = s * self.beam + b
+            for token, lp in list(zip(top_tok[row], top_lp[row])) + extra.get(row, []):
+                if (b, token) in seen or lp == -float("inf"):
+                    continue
+                seen.add((b, token))
+                candidates.append((base + lp, b, token))
+        return sorted(candidates, key=lambda c: -c[0])
+
+    def _fall_back(self, s: int, divisor: float) -> None:
+        """Nothing met every constraint in time: keep the hypothesis that met most, then scores best."""
+        sentence, cs = self.active[s], self.constraints[self.active[s]]
+        b = max((b for b in range(self.beam) if self.scores[s][b] > -float("inf")),
+                key=lambda b: (self.progress[s][b].tokens_met(cs), self.scores[s][b]))
+        score = self.scores[s][b]
+        self.fallback[sentence] = Hypothesis(self.tokens[s * self.beam + b, 1:].tolist(), score / divisor, score)
+
+    def _leave(self, rows: torch.Tensor, still: list[bool]) -> None:
+        """Sentences that stopped leave the batch; the cache follows each beam's parent row."""
         source_rows = None
         if not all(still):
+            beam = self.beam
             keep = [s for s, go in enumerate(still) if go]
-            source_rows = torch.tensor([s * beam + b for s in keep for b in range(beam)], device=device, dtype=torch.long)
-            rows = rows.view(len(active), beam)[keep].view(-1) if keep else rows[:0]
-            tokens = tokens[source_rows]
-            memory, src_mask = select_rows(memory, source_rows), select_rows(src_mask, source_rows)
-            active = [active[s] for s in keep]
-            next_scores = [next_scores[s] for s in keep]
-            next_progress = [next_progress[s] for s in keep]
-        scores, progress = next_scores, next_progress
-        model.reorder_cache(cache, rows, source_rows)
+            source_rows = torch.tensor([s * beam + b for s in keep for b in range(beam)], device=self.device,
+                                       dtype=torch.long)
+            rows = rows.view(len(self.active), beam)[keep].view(-1) if keep else rows[:0]
+            self.tokens = self.tokens[source_rows]
+            self.memory, self.src_mask = select_rows(self.memory, source_rows), select_rows(self.src_mask, source_rows)
+            self.active = [self.active[s] for s in keep]
+            self.scores = [self.scores[s] for s in keep]
+            self.progress = [self.progress[s] for s in keep]
+        self.model.reorder_cache(self.cache, rows, source_rows)
 
-    results = []
-    for sentence in range(batch):
-        hyps = sorted(finished[sentence], key=lambda h: -h.score)[:nbest]
-        results.append(ConstrainedResult(hyps, True) if hyps else ConstrainedResult([fallback[sentence]], False))
-    return results
+    def results(self) -> list[ConstrainedResult]:
+        results = []
+        for sentence, finished in enumerate(self.finished):
+            hyps = sorted(finished, key=lambda h: -h.score)[: self.nbest]
+            results.append(ConstrainedResult(hyps, True) if hyps else ConstrainedResult([self.fallback[sentence]], False))
+        return results
 
 
 def _goes_on(finished: list[Hypothesis], live_scores: list[float], step: int, limit: int, beam: int, nbest: int,

@@ -25,10 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.config.schema import LengthPenalty, StopRule
-from mt.search.steps import Finished, Hypothesis, max_lengths, top_candidates
-from mt.search.steps import check_stopping as check_stopping
-from mt.search.steps import finish as finish
-from mt.search.steps import still_searching as still_searching
+from mt.search.steps import Finished, Hypothesis, check_stopping, finish, max_lengths, still_searching, top_candidates
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 

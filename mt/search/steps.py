@@ -130,6 +130,18 @@ def top_candidates(logits, scores, at_limit, beam):
     return top_scores, top_ids // k, row_tokens.view(sentences, beam * k).gather(1, top_ids)
 
 
+
+def select_beams(top_scores: torch.Tensor, top_beam: torch.Tensor, top_token: torch.Tensor,
+                 beam: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each sentence's next beams from its candidates (`top_candidates`: sentences x 2*beam): the `beam`
+    best that did not end (at most `beam` of 2*beam can). Returns their scores (sentences, beam), the
+    rows they continue (sentences * beam,) and their new tokens (sentences * beam,)."""
+    rank = torch.arange(top_token.size(1), device=top_token.device).expand_as(top_token)
+    keep = (rank + (top_token == EOS_ID) * top_token.size(1)).argsort(dim=1)[:, :beam]
+    sentence_rows = torch.arange(top_token.size(0), device=top_token.device)[:, None] * beam
+    return top_scores.gather(1, keep), (sentence_rows + top_beam.gather(1, keep)).view(-1), top_token.gather(1, keep).view(-1)
+
+
 @dataclass
 class Finished:
     """Each sentence's finished hypotheses, with their count and nbest-th best score as tensors."""

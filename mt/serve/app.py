@@ -35,7 +35,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -43,32 +42,11 @@ from starlette.exceptions import HTTPException
 
 from mt import log
 from mt.errors import ConfigError, MtError
-from mt.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
-from mt.serve.requests import (
-    ApiError,
-    check_key,
-    check_pair,
-    check_size,
-    flag,
-    header_key,
-    libre_fields,
-    text_items,
-    v1_fields,
-    v1_options,
-    whole_number,
-)
-from mt.translate import DecodeOptions
+from mt.serve.queue import Batcher
+from mt.serve.requests import ApiError
+from mt.serve.service import Service
 
 PAGE = Path(__file__).with_name("page.html")
-LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
-                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
-                  "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
-                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
-                  "uk": "Ukrainian", "zh": "Chinese"}
-V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
-V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
-
-
 @dataclass
 class Limits:
     """How the queue batches and what one request may ask (the flags of `mt serve`)."""
@@ -99,8 +77,7 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
     limits = limits or Limits()
     batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads,
                       limits.batching)
-    defaults = translator.decode_cfg
-    body_limit = 4 * limits.max_chars + 65536  # UTF-8 takes at most 4 bytes a character; room for JSON
+    service = Service(translator, batcher, src_lang, tgt_lang, limits, api_key, checkpoint)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -129,105 +106,11 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
                  f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
         return response
 
-    async def translate(request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
-        """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings."""
-        todo, encoded, cuts = translator.encode_lines(lines)
-        request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
-        found = await wait_for(lambda: batcher.submit(encoded, options))
-        empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
-        results = [[empty] for _ in lines]
-        for i, hyps in zip(todo, found):
-            results[i] = hyps
-        return results, cuts
-
-    @app.post("/translate")
-    async def libre_translate(request: Request):
-        fields = await libre_fields(request, body_limit)
-        check_key(api_key, fields.get("api_key") or header_key(request))
-        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
-        for name, value in (("q", q), ("source", source), ("target", target)):
-            if value in (None, "", []):
-                raise ApiError(400, f"Invalid request: missing {name} parameter")
-        texts = [q] if isinstance(q, str) else q
-        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-            raise ApiError(400, "Invalid request: q must be a string or a list of strings")
-        for value, known in ((source, (src_lang, "auto")), (target, (tgt_lang,))):
-            if value not in known:
-                raise ApiError(400, f"{value} is not supported: this model translates {src_lang} to {tgt_lang}")
-        fmt = fields.get("format") or "text"
-        if fmt != "text":
-            raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
-        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
-        alternatives = min(asked, limits.max_beam - 1)  # the beam gives at most --max-beam translations
-        lines_of = [text.splitlines() or [""] for text in texts]
-        chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
-        if chars > limits.max_chars or lines > limits.max_lines:
-            size, limit = (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines",
-                                                                                     limits.max_lines)
-            raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
-        nbest = alternatives + 1
-        options = DecodeOptions(nbest=nbest).resolved(defaults)
-        results, _ = await translate(request, [line for item in lines_of for line in item], options)
-        translated, others, at = [], [], 0
-        for item in lines_of:
-            hyps = results[at: at + len(item)]
-            at += len(item)
-            translated.append("\n".join(h[0][0] for h in hyps))
-            others.append(distinct_alternatives(hyps[0], alternatives) if len(item) == 1 else [])
-        answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
-        if asked:
-            answer["alternatives"] = others[0] if isinstance(q, str) else others
-        if source == "auto":
-            detected = {"confidence": 100, "language": src_lang}
-            answer["detectedLanguage"] = detected if isinstance(q, str) else [detected for _ in texts]
-        return answer
-
-    @app.get("/languages")
-    async def languages():
-        return [{"code": src_lang, "name": LANGUAGE_NAMES.get(src_lang, src_lang), "targets": [tgt_lang]}]
-
-    @app.get("/health")
-    async def health():
-        if batcher.failure is not None:  # a monitor restarts what answers 503 here
-            raise ApiError(503, f"{batcher.failure}; restart mt serve")
-        return {"status": "ok", "source": src_lang, "target": tgt_lang, "checkpoint": checkpoint,
-                "queued": batcher.queued(), "batches": batcher.batches,
-                "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
-                "busy_seconds": round(batcher.busy_seconds, 3)}
-
-    @app.post("/v1/translate")
-    async def v1_translate(request: Request):
-        check_key(api_key, header_key(request))
-        data = await v1_fields(request, body_limit, V1_TRANSLATE_FIELDS)
-        check_pair(data, src_lang, tgt_lang)
-        texts = text_items(data)
-        check_size(texts, limits.max_chars, limits.max_lines)
-        options = v1_options(data, defaults, limits.max_beam, translator.model)
-        results, warnings = await translate(request, texts, options)
-        return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
-
-    @app.post("/v1/attention")
-    async def v1_attention(request: Request):
-        from mt.alignment import check_layer
-        from mt.report.attention_maps import attention_maps
-
-        check_key(api_key, header_key(request))
-        data = await v1_fields(request, body_limit, V1_ATTENTION_FIELDS)
-        check_pair(data, src_lang, tgt_lang)
-        text = data.get("text")
-        if not isinstance(text, str) or not text.strip() or "\n" in text:
-            raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
-        check_size([text], limits.max_chars, limits.max_lines)
-        layer = whole_number(data.get("layer"), "layer", 422)
-        try:
-            index = check_layer(translator.model, layer, "layer")
-        except ConfigError as exc:
-            raise ApiError(422, str(exc)) from None
-        encoder = flag(data, "encoder")
-        _, encoded, cuts = translator.encode_lines([text])
-        request.state.lines, request.state.tokens = 1, len(encoded[0])
-        maps = await wait_for(lambda: batcher.call(lambda tr: attention_maps(tr, text, None, index).to_json(encoder)))
-        return {**maps, "warnings": cuts}
+    app.post("/translate")(service.libre_translate)
+    app.get("/languages")(service.languages)
+    app.get("/health")(service.health)
+    app.post("/v1/translate")(service.v1_translate)
+    app.post("/v1/attention")(service.v1_attention)
 
     @app.get("/")
     async def page():
@@ -236,23 +119,6 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     return app
-
-
-async def wait_for(submit):
-    """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
-    worker has died: retrying will not help), 500 when it failed."""
-    try:
-        future = submit()
-    except (QueueFull, Closed) as exc:
-        raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
-    except WorkerFailed as exc:
-        raise ApiError(503, f"{exc}; restart mt serve") from None
-    try:
-        return await asyncio.wrap_future(future)
-    except WorkerFailed as exc:
-        raise ApiError(503, f"{exc}; restart mt serve") from None
-    except Exception as exc:
-        raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
 
 
 def route_message(request: Request, exc: HTTPException) -> str:
@@ -264,31 +130,6 @@ def route_message(request: Request, exc: HTTPException) -> str:
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
     return " ".join(str(exc.detail).split())
-
-
-# -- answers ------------------------------------------------------------------------------------
-def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
-    """One line's answer: its best translation and score; the n best and alignments as asked."""
-    def hypothesis(h: tuple) -> dict:
-        item = {"text": h[0], "score": h[1]}
-        if options.alignment_layer is not None:
-            item["alignment"] = h[2]
-        return item
-
-    answer = hypothesis(hyps[0])
-    if options.nbest > 1:
-        answer["nbest"] = [hypothesis(h) for h in hyps]
-    return answer
-
-
-def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
-    """Up to `count` other translations, best first, none the same text as one before it."""
-    seen, others = {hyps[0][0]}, []
-    for h in hyps[1:]:
-        if h[0] not in seen and len(others) < count:
-            seen.add(h[0])
-            others.append(h[0])
-    return others
 
 
 # -- running it ---------------------------------------------------------------------------------

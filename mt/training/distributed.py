@@ -6,7 +6,7 @@ LOCAL_RANK and MASTER_ADDR/MASTER_PORT from its environment and joins one proces
 the CPU, NCCL on GPUs (one GPU per process: cuda:LOCAL_RANK). The model is wrapped in
 DistributedDataParallel, which averages the gradients over processes after each backward pass.
 `torchrun --nproc-per-node 1` takes that path with one rank too (a check of NCCL and DDP on one GPU,
-bench/gpu_check.py). A process that torchrun did not start needs none of this: `Distributed()` is
+tools/gpu_check.py). A process that torchrun did not start needs none of this: `Distributed()` is
 the one-process group, and every method below is then a no-op.
 """
 

@@ -1,7 +1,7 @@
 """Decoding choices of a trained Multi30k experiment, searched on val only: which checkpoint (last,
 best, the average of the last N, an ensemble of several), beam size and length penalty.
 
-    python bench/multi30k_search.py --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
+    python bench/decode_search.py --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
         [--alphas 0.6,1.0] [--length-penalties gnmt,length] [--ensembles last+step_9000] [--test]
 
 Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe

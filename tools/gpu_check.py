@@ -1,7 +1,7 @@
 """The GPU paths, checked in one short run: training, mixed precision, SDPA, DDP over NCCL, resume, decoding.
 
-    python bench/gpu_check.py --data data/multi30k                    # on a GPU: about 5 minutes on an H200
-    python bench/gpu_check.py --data DIR --device cpu --small         # the same checks, tiny, on the CPU (tests)
+    python tools/gpu_check.py --data data/multi30k                    # on a GPU: about 5 minutes on an H200
+    python tools/gpu_check.py --data DIR --device cpu --small         # the same checks, tiny, on the CPU (tests)
 
 Inputs: `--data DIR` holds Multi30k as data/multi30k/prepare.py writes it (train, val, test_2016_flickr,
 each .en and .de; EN->DE), or any corpus laid out the same way. Everything is written under `--out`
@@ -101,6 +101,15 @@ def check_corpus(data: Path) -> None:
         for lang in ("en", "de"):
             if not (data / f"{prefix}.{lang}").exists():
                 raise SystemExit(f"{data / f'{prefix}.{lang}'}: missing; --data takes what data/multi30k/prepare.py writes")
+
+
+def small_vocab(data: Path) -> int:
+    """--small's vocabulary: about 100, but never below what the corpus' characters need (every one is
+    a piece of its own at character_coverage 1.0: Multi30k's 103 would not fit in 100)."""
+    characters = set()
+    for lang in ("en", "de"):
+        characters |= set((data / f"{SPLITS['train']}.{lang}").read_text(encoding="utf-8"))
+    return max(100, len(characters) + 32)
 
 
 def build_experiment(data: Path, out: Path, vocab_size: int):
@@ -417,7 +426,7 @@ def main() -> None:
 
     peak = matmul_peak(device, 8192 if device.type == "cuda" else (256 if small else 1024), precisions)
     log("  matmul GFLOP/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in peak.items()))
-    exp, cfg = build_experiment(Path(args.data), out, 100 if small else 8000)
+    exp, cfg = build_experiment(Path(args.data), out, small_vocab(Path(args.data)) if small else 8000)
     cfg = variant(cfg, max_tokens=300 if small else (8192 if device.type == "cuda" else 4096))
     first_model = next(iter(models.values()))
 

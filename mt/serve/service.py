@@ -1,0 +1,198 @@
+"""What each route of `mt serve` does, over one Translator and its Batcher: LibreTranslate's
+/translate, /languages and /health, and mt's /v1/translate and /v1/attention (`mt.serve.app` wires
+them to HTTP). Requests are read and checked by `mt.serve.requests`; every refusal is an ApiError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import Request
+
+from mt.errors import ConfigError
+from mt.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
+from mt.serve.requests import (
+    ApiError,
+    check_key,
+    check_pair,
+    check_size,
+    flag,
+    header_key,
+    libre_fields,
+    text_items,
+    v1_fields,
+    v1_options,
+    whole_number,
+)
+from mt.translate import DecodeOptions, Translator
+
+LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
+                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
+                  "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
+                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
+                  "uk": "Ukrainian", "zh": "Chinese"}
+V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
+V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
+
+
+class Service:
+    """The routes' work: `translator` behind `batcher`, within `limits` (mt.serve.app.Limits)."""
+
+    def __init__(self, translator: Translator, batcher: Batcher, src_lang: str, tgt_lang: str, limits,
+                 api_key: str | None, checkpoint: str):
+        self.translator, self.batcher, self.limits = translator, batcher, limits
+        self.src_lang, self.tgt_lang, self.api_key, self.checkpoint = src_lang, tgt_lang, api_key, checkpoint
+        self.defaults = translator.decode_cfg
+        self.body_limit = 4 * limits.max_chars + 65536  # UTF-8 takes at most 4 bytes a character; room for JSON
+
+    async def translate(self, request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
+        """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings."""
+        todo, encoded, cuts = self.translator.encode_lines(lines)
+        request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
+        found = await wait_for(lambda: self.batcher.submit(encoded, options))
+        empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
+        results = [[empty] for _ in lines]
+        for i, hyps in zip(todo, found):
+            results[i] = hyps
+        return results, cuts
+
+    async def libre_translate(self, request: Request) -> dict[str, Any]:
+        """POST /translate, as LibreTranslate answers it."""
+        fields = await libre_fields(request, self.body_limit)
+        check_key(self.api_key, fields.get("api_key") or header_key(request))
+        q, source = fields.get("q"), fields.get("source")
+        texts = self._libre_texts(fields)
+        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
+        alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
+        lines_of = [text.splitlines() or [""] for text in texts]
+        self._libre_size(texts, lines_of)
+        options = DecodeOptions(nbest=alternatives + 1).resolved(self.defaults)
+        results, _ = await self.translate(request, [line for item in lines_of for line in item], options)
+        translated, others, at = [], [], 0
+        for item in lines_of:
+            hyps = results[at: at + len(item)]
+            at += len(item)
+            translated.append("\n".join(h[0][0] for h in hyps))
+            others.append(distinct_alternatives(hyps[0], alternatives) if len(item) == 1 else [])
+        answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
+        if asked:
+            answer["alternatives"] = others[0] if isinstance(q, str) else others
+        if source == "auto":
+            detected = {"confidence": 100, "language": self.src_lang}
+            answer["detectedLanguage"] = detected if isinstance(q, str) else [detected for _ in texts]
+        return answer
+
+    def _libre_texts(self, fields: dict) -> list[str]:
+        """q as a list of texts, once source, target and format are this server's."""
+        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
+        for name, value in (("q", q), ("source", source), ("target", target)):
+            if value in (None, "", []):
+                raise ApiError(400, f"Invalid request: missing {name} parameter")
+        texts = [q] if isinstance(q, str) else q
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise ApiError(400, "Invalid request: q must be a string or a list of strings")
+        for value, known in ((source, (self.src_lang, "auto")), (target, (self.tgt_lang,))):
+            if value not in known:
+                raise ApiError(400, f"{value} is not supported: this model translates {self.src_lang} to {self.tgt_lang}")
+        fmt = fields.get("format") or "text"
+        if fmt != "text":
+            raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
+        return texts
+
+    def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
+        """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines."""
+        chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
+        limits = self.limits
+        if chars > limits.max_chars or lines > limits.max_lines:
+            size, limit = (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines", limits.max_lines)
+            raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
+
+    async def languages(self) -> list[dict]:
+        return [{"code": self.src_lang, "name": LANGUAGE_NAMES.get(self.src_lang, self.src_lang),
+                 "targets": [self.tgt_lang]}]
+
+    async def health(self) -> dict[str, Any]:
+        batcher = self.batcher
+        if batcher.failure is not None:  # a monitor restarts what answers 503 here
+            raise ApiError(503, f"{batcher.failure}; restart mt serve")
+        return {"status": "ok", "source": self.src_lang, "target": self.tgt_lang, "checkpoint": self.checkpoint,
+                "queued": batcher.queued(), "batches": batcher.batches,
+                "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
+                "busy_seconds": round(batcher.busy_seconds, 3)}
+
+    async def v1_translate(self, request: Request) -> dict[str, Any]:
+        """POST /v1/translate: one translation per text item, its score, n best and alignments as asked."""
+        check_key(self.api_key, header_key(request))
+        data = await v1_fields(request, self.body_limit, V1_TRANSLATE_FIELDS)
+        check_pair(data, self.src_lang, self.tgt_lang)
+        texts = text_items(data)
+        check_size(texts, self.limits.max_chars, self.limits.max_lines)
+        options = v1_options(data, self.defaults, self.limits.max_beam, self.translator.model)
+        results, warnings = await self.translate(request, texts, options)
+        return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
+
+    async def v1_attention(self, request: Request) -> dict[str, Any]:
+        """POST /v1/attention: one sentence's attention weights, as `mt attention --format json` writes them."""
+        from mt.alignment import check_layer
+        from mt.report.attention_maps import attention_maps
+
+        check_key(self.api_key, header_key(request))
+        data = await v1_fields(request, self.body_limit, V1_ATTENTION_FIELDS)
+        check_pair(data, self.src_lang, self.tgt_lang)
+        text = data.get("text")
+        if not isinstance(text, str) or not text.strip() or "\n" in text:
+            raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
+        check_size([text], self.limits.max_chars, self.limits.max_lines)
+        layer = whole_number(data.get("layer"), "layer", 422)
+        try:
+            index = check_layer(self.translator.model, layer, "layer")
+        except ConfigError as exc:
+            raise ApiError(422, str(exc)) from None
+        encoder = flag(data, "encoder")
+        _, encoded, cuts = self.translator.encode_lines([text])
+        request.state.lines, request.state.tokens = 1, len(encoded[0])
+        maps = await wait_for(lambda: self.batcher.call(
+            lambda translator: attention_maps(translator, text, None, index).to_json(encoder)))
+        return {**maps, "warnings": cuts}
+
+
+async def wait_for(submit):
+    """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
+    worker has died: retrying will not help), 500 when it failed."""
+    try:
+        future = submit()
+    except (QueueFull, Closed) as exc:
+        raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
+    try:
+        return await asyncio.wrap_future(future)
+    except WorkerFailed as exc:
+        raise ApiError(503, f"{exc}; restart mt serve") from None
+    except Exception as exc:
+        raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
+
+
+def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
+    """One line's answer: its best translation and score; the n best and alignments as asked."""
+    def hypothesis(h: tuple) -> dict:
+        item = {"text": h[0], "score": h[1]}
+        if options.alignment_layer is not None:
+            item["alignment"] = h[2]
+        return item
+
+    answer = hypothesis(hyps[0])
+    if options.nbest > 1:
+        answer["nbest"] = [hypothesis(h) for h in hyps]
+    return answer
+
+
+def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
+    """Up to `count` other translations, best first, none the same text as one before it."""
+    seen, others = {hyps[0][0]}, []
+    for h in hyps[1:]:
+        if h[0] not in seen and len(others) < count:
+            seen.add(h[0])
+            others.append(h[0])
+    return others
