@@ -58,14 +58,24 @@ class Tokenizer:
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Subword ids per line, without BOS/EOS (batching adds them)."""
-        return self._sp.encode(list(lines), out_type=int, num_threads=self.threads)
+        lines = list(lines)
+        try:
+            return self._sp.encode(lines, out_type=int, num_threads=self.threads)
+        except (TypeError, UnicodeEncodeError):  # sentencepiece's answer to a str that is not text
+            _check_unicode(lines)
+            raise
 
     def sample(self, lines: list[str], alpha: float) -> list[list[int]]:
         """A segmentation per line drawn at random from all of them (subword regularization; BPE-dropout
         for a BPE model). Not reproducible: sentencepiece's generator is per thread and cannot be seeded
         per call (google/sentencepiece#540), so the binarized data, not a seed, are what is kept."""
-        return self._sp.encode(list(lines), out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1,
-                               num_threads=self.threads)
+        lines = list(lines)
+        try:
+            return self._sp.encode(lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1,
+                                   num_threads=self.threads)
+        except (TypeError, UnicodeEncodeError):
+            _check_unicode(lines)
+            raise
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '. Leading
@@ -79,3 +89,12 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"
+
+
+def _check_unicode(lines: list[str]) -> None:
+    """A one-line error naming the first line that holds an unpaired surrogate (a str, but not text)."""
+    for number, line in enumerate(lines, start=1):
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise MtError(f"line {number}: not valid Unicode (an unpaired surrogate at character {exc.start})") from None

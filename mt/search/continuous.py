@@ -19,7 +19,7 @@ step count per sentence: a sentence gets the hypotheses it would get searched al
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,7 @@ from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 class ContinuousBeamSearch:
     """A beam search over a changing set of sentences: `add` some, `step` until `active` is 0.
 
-    Takes a `mt.model.Transformer` (not an ensemble: its decoder reads positions and masks per row).
+    Takes a `mt.model.transformer.Transformer` (not an ensemble: its decoder reads positions and masks per row).
     Decoding options are fixed per instance; a caller with other options waits until it is empty.
     """
 
@@ -152,16 +152,39 @@ class ContinuousBeamSearch:
                 return finished
             parents = parents.view(count, beam)[still].view(-1)
             source_rows = rows.view(count, beam)[still].view(-1)
-            self.keys = [self.keys[i] for i in kept]
-            self.source_tokens = [self.source_tokens[i] for i in kept]
-            done.hypotheses = [done.hypotheses[i] for i in kept]
-            done.count, done.kth_score = done.count[still], done.kth_score[still]
-            self.tokens, self.valid = self.tokens[source_rows], self.valid[source_rows]
-            self.src_mask = self.src_mask[source_rows]
-            self.scores, self.generated, self.limit = self.scores[still], self.generated[still], self.limit[still]
+            self._keep(still, kept, source_rows)
         self.model.reorder_cache(self.cache, parents, source_rows)
         self._trim()
         return finished
+
+    def remove(self, leaving: Callable[[Any], bool]) -> int:
+        """Stop searching the sentences whose key `leaving` is true of (a caller that went away): their
+        rows leave the batch and the cache now, unanswered. Returns how many left."""
+        if not self.keys:
+            return 0
+        still = torch.tensor([not leaving(key) for key in self.keys], device=self.device)
+        kept = still.nonzero().squeeze(1).tolist()
+        gone = len(self.keys) - len(kept)
+        if not kept:
+            self._empty()
+        elif gone:
+            rows = torch.arange(len(self.keys) * self.beam, device=self.device).view(-1, self.beam)[still].view(-1)
+            self._keep(still, kept, rows)
+            self.model.reorder_cache(self.cache, rows, rows)
+            self._trim()
+        return gone
+
+    def _keep(self, still: torch.Tensor, kept: list[int], rows: torch.Tensor) -> None:
+        """Keep the sentences `still` marks (their indices `kept`, their rows `rows`); the cache is the
+        caller's to reorder."""
+        done = self.done
+        self.keys = [self.keys[i] for i in kept]
+        self.source_tokens = [self.source_tokens[i] for i in kept]
+        done.hypotheses = [done.hypotheses[i] for i in kept]
+        done.count, done.kth_score = done.count[still], done.kth_score[still]
+        self.tokens, self.valid = self.tokens[rows], self.valid[rows]
+        self.src_mask = self.src_mask[rows]
+        self.scores, self.generated, self.limit = self.scores[still], self.generated[still], self.limit[still]
 
     def _trim(self) -> None:
         """Drop the columns no row needs any more: cached positions older than the oldest row's first,

@@ -33,11 +33,13 @@ import signal
 import socket
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
+from rich.markup import escape
 from starlette.exceptions import HTTPException
 
 from mt import log
@@ -58,13 +60,14 @@ class Limits:
     max_lines: int = 256  # lines per request (mt translate's --buffer)
     max_beam: int = 8
     batching: str = "static"  # mt.serve.queue: each batch searched to its end, or sentences join a running search
+    max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square
 
     def __post_init__(self) -> None:
         from mt.serve.queue import BATCHING
 
         if self.batching not in BATCHING:
             raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
-        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam"):
+        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam", "max_attention_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
         if not self.max_wait_ms >= 0:
@@ -96,6 +99,15 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
     async def route_error(request: Request, exc: HTTPException):
         """starlette's refusals (no such route, a method the route does not take) in the same shape."""
         return JSONResponse({"error": route_message(request, exc)}, exc.status_code, exc.headers)
+
+    @app.exception_handler(Exception)
+    async def server_fault(request: Request, exc: Exception):
+        """A fault of the server, never of a request (those are ApiErrors): 500 in the same shape, and
+        the traceback in the server's log only."""
+        log.console.print(f"[red]error:[/red] {request.method} {escape(request.url.path)}: "
+                          f"{escape(type(exc).__name__)}: {escape(str(exc))}", soft_wrap=True)
+        traceback.print_exception(exc)
+        return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"}, 500)
 
     @app.middleware("http")
     async def log_request(request: Request, call_next):
@@ -169,7 +181,6 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
     import torch
     import uvicorn
-    from rich.markup import escape
 
     from mt.translate import Translator
 

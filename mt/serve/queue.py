@@ -246,15 +246,20 @@ class Batcher:
 
     def _take(self, options: DecodeOptions, budget: int | None = None) -> list[_Entry]:
         """Entries with `options`, oldest first, up to `budget` (max_batch_tokens) source tokens, at
-        least one unless a budget is given; the rest stay."""
+        least one unless a budget is given; the rest stay. With a budget (sentences joining a running
+        search), one that does not fit and has waited max_wait stops the newer ones behind it, so that
+        a long sentence is not passed over for ever by short ones: the search empties until it fits."""
         batch, rest, tokens = [], deque(), 0
         limit = self.max_batch_tokens if budget is None else budget
+        now, blocked = time.monotonic(), False
         for entry in self._queue:
+            same = entry.call is None and entry.options == options
             fits = (not batch and budget is None) or tokens + entry.tokens <= limit
-            if entry.call is None and entry.options == options and fits:
+            if same and fits and not blocked:
                 batch.append(entry)
                 tokens += entry.tokens
             else:
+                blocked = blocked or (same and budget is not None and now - entry.arrived >= self.max_wait)
                 rest.append(entry)
         self._queue = rest
         self._taken.extend(batch)
@@ -263,8 +268,10 @@ class Batcher:
     def _continuous(self, first: _Entry) -> bool:
         from mt.model.transformer import Transformer
 
+        # Beam 1 is greedy search, static: its score is the log-probability, as `mt translate` defines
+        # it, where a continuous beam of one would divide by the length penalty.
         return (self.batching == "continuous" and first.call is None and first.options.alignment_layer is None
-                and isinstance(self.translator.model, Transformer))
+                and first.options.beam > 1 and isinstance(self.translator.model, Transformer))
 
     def _run_continuous(self, batch: list[_Entry]) -> None:
         """Search `batch` and whatever joins it (module docstring) until none is left; a failure goes to
@@ -282,6 +289,7 @@ class Batcher:
             self.sentences += len(batch)
             while search.active:
                 self.widest = max(self.widest, search.active)
+                search.remove(lambda entry: entry.request.future.done())  # their clients left, or failed
                 for entry, hyps in search.step():
                     texts = translator.tgt_tok.decode([h.tokens for h in hyps])
                     entry.request.deliver(entry.index, [(text, h.score) for text, h in zip(texts, hyps)])

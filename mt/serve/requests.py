@@ -21,21 +21,29 @@ from mt.translate import DecodeOptions
 
 
 class ApiError(Exception):
-    """An answer other than 200: the status, the one-line message of {"error": ...}, extra headers."""
+    """An answer other than 200: the status, the one-line message of {"error": ...}, extra headers. The
+    message may quote what the client sent: an unpaired surrogate there is written as its escape."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(message)
         self.status, self.message, self.headers = status, message, headers or {}
 
 
 async def body_text(request, limit: int) -> str:
-    """The body as text: 413 past `limit` bytes, 400 when it is not UTF-8."""
+    """The body as text: 413 once it passes `limit` bytes, read as it arrives (a chunked body too, which
+    declares no length: nothing past the limit is held), 400 when it is not UTF-8."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body has {declared} bytes: at most {limit}")
-    raw = await request.body()
-    if len(raw) > limit:
-        raise ApiError(413, f"the request body has {len(raw)} bytes: at most {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body has more than {limit} bytes: at most {limit}")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    request._body = raw  # starlette's request.form() reads the body from here once it has been read
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -48,9 +56,23 @@ def json_object(text: str, status: int) -> dict:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ApiError(status, f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError:  # Python's own limit on a number's digits (sys.get_int_max_str_digits)
+        raise ApiError(status, "invalid JSON: a number with more digits than any field takes") from None
+    except RecursionError:
+        raise ApiError(status, "invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ApiError(status, "invalid JSON: expected an object, {...}")
     return data
+
+
+def unicode_text(value: str, name: str, status: int) -> str:
+    """`value` unless it holds an unpaired surrogate (JSON's "\\ud800" escape decodes to one; no UTF-8
+    text can): that is not text, and the tokenizer refuses it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(status, f"{name}: not valid Unicode (an unpaired surrogate at character {exc.start})") from None
+    return value
 
 
 async def libre_fields(request, limit: int) -> dict:
@@ -81,7 +103,8 @@ async def v1_fields(request, limit: int, known: tuple[str, ...]) -> dict:
     data = json_object(await body_text(request, limit), 422)
     for name in data:
         if name not in known:
-            raise ApiError(422, f"{name}: unknown field; expected {', '.join(known)}")
+            shown = name if name.isidentifier() and len(name) <= 40 else json.dumps(name)[:40]  # as sent, bounded
+            raise ApiError(422, f"{shown}: unknown field; expected {', '.join(known)}")
     return data
 
 
@@ -100,7 +123,7 @@ def check_key(expected: str | None, given: Any) -> None:
     if not given or not isinstance(given, str):
         raise ApiError(403, "Please contact the server operator to get an API key (api_key, or the header "
                             "Authorization: Bearer KEY)")
-    if not hmac.compare_digest(given.encode(), expected.encode()):
+    if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")):
         raise ApiError(403, "Invalid API key")
 
 
@@ -123,15 +146,25 @@ def check_size(texts: list[str], max_chars: int, max_lines: int) -> None:
 
 
 def text_items(data: dict) -> list[str]:
-    """"text" as a list of lines: a string or a non-empty list of strings, none with a line break."""
+    """"text" as a list of lines: a string or a non-empty list of strings, none with a line break
+    ("\\n", as `mt translate` reads lines: `split_lines`)."""
     text = data.get("text")
     texts = [text] if isinstance(text, str) else text
     if not isinstance(texts, list) or not texts or not all(isinstance(item, str) for item in texts):
         raise ApiError(422, "text: expected a string or a non-empty list of strings")
     for i, item in enumerate(texts):
-        if "\n" in item or "\r" in item:
+        unicode_text(item, f"text[{i}]" if isinstance(text, list) else "text", 422)
+        if "\n" in item:
             raise ApiError(422, f"text[{i}]: a line break; give one line per item")
     return texts
+
+
+def split_lines(text: str) -> tuple[list[str], list[str]]:
+    """The lines of `text` and the break after each ("" after the last), split where `mt translate`
+    splits its input: at "\\n" and "\\r\\n", not at the other characters str.splitlines() takes
+    (U+2028, "\\x0c", a lone "\\r"...), which stay in their line. "".join(line + break) is `text`."""
+    parts = re.split(r"(\r?\n)", text)
+    return parts[0::2], [*parts[1::2], ""]
 
 
 def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None, *,
@@ -140,7 +173,7 @@ def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | N
     form's field) its digits too."""
     if value is None:
         return None
-    if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+    if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):  # int() of more is slow
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
@@ -162,7 +195,9 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
     beam = whole_number(data.get("beam"), "beam", 422, 1, max_beam)
     nbest = whole_number(data.get("nbest"), "nbest", 422, 1, max_beam) or 1
     alpha = data.get("alpha", defaults.alpha)
-    number = float(min(alpha, 1e6)) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else math.nan
+    number = math.nan  # not a number: refused below
+    if isinstance(alpha, float) or (isinstance(alpha, int) and not isinstance(alpha, bool) and abs(alpha) < 10**6):
+        number = float(alpha)
     if not (math.isfinite(number) and 0 <= number < 1e6):  # written so that NaN fails too
         raise ApiError(422, f"alpha: expected a number, 0 or more, got {json.dumps(alpha)[:40]}")
     penalty = data.get("length_penalty", defaults.length_penalty)

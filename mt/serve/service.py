@@ -6,9 +6,11 @@ them to HTTP). Requests are read and checked by `mt.serve.requests`; every refus
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import Response
 
 from mt.errors import ConfigError
 from mt.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
@@ -20,7 +22,9 @@ from mt.serve.requests import (
     flag,
     header_key,
     libre_fields,
+    split_lines,
     text_items,
+    unicode_text,
     v1_fields,
     v1_options,
     whole_number,
@@ -44,13 +48,16 @@ class Service:
         self.translator, self.batcher, self.limits = translator, batcher, limits
         self.src_lang, self.tgt_lang, self.api_key, self.checkpoint = src_lang, tgt_lang, api_key, checkpoint
         self.defaults = translator.decode_cfg
-        self.body_limit = 4 * limits.max_chars + 65536  # UTF-8 takes at most 4 bytes a character; room for JSON
+        # The character limit is the contract; the body may spend up to 12 bytes on a character (an
+        # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
+        self.body_limit = 12 * limits.max_chars + 65536
 
     async def translate(self, request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
-        """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings."""
+        """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
+        the search is called off when the client leaves before its answer."""
         todo, encoded, cuts = self.translator.encode_lines(lines)
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
-        found = await wait_for(lambda: self.batcher.submit(encoded, options))
+        found = await wait_for(lambda: self.batcher.submit(encoded, options), request)
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
@@ -65,16 +72,16 @@ class Service:
         texts = self._libre_texts(fields)
         asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
-        lines_of = [text.splitlines() or [""] for text in texts]
-        self._libre_size(texts, lines_of)
+        split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
+        self._libre_size(texts, [lines for lines, _ in split])
         options = DecodeOptions(nbest=alternatives + 1).resolved(self.defaults)
-        results, _ = await self.translate(request, [line for item in lines_of for line in item], options)
+        results, _ = await self.translate(request, [line for lines, _ in split for line in lines], options)
         translated, others, at = [], [], 0
-        for item in lines_of:
-            hyps = results[at: at + len(item)]
-            at += len(item)
-            translated.append("\n".join(h[0][0] for h in hyps))
-            others.append(distinct_alternatives(hyps[0], alternatives) if len(item) == 1 else [])
+        for lines, breaks in split:
+            hyps = results[at: at + len(lines)]
+            at += len(lines)
+            translated.append("".join(h[0][0] + line_break for h, line_break in zip(hyps, breaks)))
+            others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
         answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
         if asked:
             answer["alternatives"] = others[0] if isinstance(q, str) else others
@@ -92,6 +99,8 @@ class Service:
         texts = [q] if isinstance(q, str) else q
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
+        for text in texts:
+            unicode_text(text, "q", 400)
         for value, known in ((source, (self.src_lang, "auto")), (target, (self.tgt_lang,))):
             if value not in known:
                 raise ApiError(400, f"{value} is not supported: this model translates {self.src_lang} to {self.tgt_lang}")
@@ -141,8 +150,9 @@ class Service:
         data = await v1_fields(request, self.body_limit, V1_ATTENTION_FIELDS)
         check_pair(data, self.src_lang, self.tgt_lang)
         text = data.get("text")
-        if not isinstance(text, str) or not text.strip() or "\n" in text:
+        if not isinstance(text, str) or not text.strip() or "\n" in text:  # one line, as mt translate reads lines
             raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
+        unicode_text(text, "text", 422)
         check_size([text], self.limits.max_chars, self.limits.max_lines)
         layer = whole_number(data.get("layer"), "layer", 422)
         try:
@@ -152,26 +162,49 @@ class Service:
         encoder = flag(data, "encoder")
         _, encoded, cuts = self.translator.encode_lines([text])
         request.state.lines, request.state.tokens = 1, len(encoded[0])
-        maps = await wait_for(lambda: self.batcher.call(
-            lambda translator: attention_maps(translator, text, None, index).to_json(encoder)))
-        return {**maps, "warnings": cuts}
+        limit = self.limits.max_attention_tokens
+        if len(encoded[0]) > limit:  # the answer grows with layers x heads x tokens^2
+            raise ApiError(413, f"text: {len(encoded[0])} tokens; /v1/attention draws at most {limit} "
+                                f"(--max-attention-tokens)")
+
+        def answer(translator) -> bytes:  # on the worker: the event loop never serialises the weights
+            maps = attention_maps(translator, text, None, index).to_json(encoder)
+            return json.dumps({**maps, "warnings": cuts}).encode("utf-8")
+
+        return Response(await wait_for(lambda: self.batcher.call(answer), request), media_type="application/json")
 
 
-async def wait_for(submit):
+async def wait_for(submit, request: Request):
     """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
-    worker has died: retrying will not help), 500 when it failed."""
+    worker has died: retrying will not help), 500 when it failed. Should the client leave first, the
+    work is called off (its sentences leave the queue and a running search) and 499 is logged."""
     try:
         future = submit()
     except (QueueFull, Closed) as exc:
         raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
     except WorkerFailed as exc:
         raise ApiError(503, f"{exc}; restart mt serve") from None
+    answer = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(_disconnected(request))
     try:
-        return await asyncio.wrap_future(future)
+        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not answer.done():
+        answer.cancel()  # cancels the batcher's future: the worker drops what is left of it
+        raise ApiError(499, "the client closed the connection before its answer")
+    try:
+        return answer.result()
     except WorkerFailed as exc:
         raise ApiError(503, f"{exc}; restart mt serve") from None
     except Exception as exc:
         raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed the connection (the body is read: what comes now is that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:

@@ -1,0 +1,253 @@
+"""`mt serve` against requests that tried to crash or stall it: each case was reproduced against the
+server as it was, and each test here failed there. Real servers on loopback ports (uvicorn in a
+thread, as tests/test_serve.py), raw sockets where a client misbehaves at the HTTP level.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+from test_serve import LINES, Hook, Served, call, load, ok
+
+from mt.serve.app import Limits, build_app
+from mt.serve.queue import Batcher
+from mt.translate import DecodeOptions, Translator
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+LIMITS = Limits(max_wait_ms=20, max_lines=20, max_chars=2000, max_beam=5, max_attention_tokens=12)
+BODY_LIMIT = 12 * LIMITS.max_chars + 65536
+
+
+@pytest.fixture(scope="module")
+def server(trained_experiment):
+    with Served(build_app(load(trained_experiment), "de", "en", LIMITS, threads=1)) as served:
+        yield served
+
+
+def raw_http(url: str, head: str, parts: list[bytes], timeout: float = 20) -> tuple[int, dict]:
+    """Send `head` and then `parts` one by one (without ending a chunked body) on a socket of its own;
+    (status, JSON) of the answer, which must come before `timeout`."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        try:
+            for part in parts:
+                sock.sendall(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed while we were still sending: what a limit should do
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head_text, body = data.split(b"\r\n\r\n", 1)
+    return int(head_text.split()[1]), json.loads(body[: _length(data)])
+
+
+def _length(data: bytes) -> int:
+    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":")[1])
+    return 0
+
+
+# -- 1. a chunked body is read up to the limit, not whole ----------------------------------------
+@pytest.mark.parametrize("route", ["/v1/translate", "/translate", "/v1/attention"])
+def test_a_chunked_body_past_the_limit_is_refused_before_it_ends(server, route):
+    chunk = b"x" * 65536
+    parts = [b"%x\r\n%s\r\n" % (len(chunk), chunk)] * (BODY_LIMIT // len(chunk) + 2)  # past the limit, never ended
+    head = f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    started = time.monotonic()
+    status, data = raw_http(server.url, head, parts)
+    assert status == 413 and list(data) == ["error"] and str(BODY_LIMIT) in data["error"]
+    assert time.monotonic() - started < 15
+
+
+# -- 2. malformed requests get a 4xx, never a 500 ------------------------------------------------
+MALFORMED = [
+    ("/v1/translate", b'{"text": "Hallo.", "alpha": -' + b"9" * 400 + b"}", 422, "alpha"),
+    ("/v1/translate", b'{"text": "Hallo.", "beam": ' + b"9" * 5000 + b"}", 422, "invalid JSON"),
+    ("/v1/translate", b"[" * 5000, 422, "invalid JSON"),
+    ("/v1/translate", b'{"text": "Hallo \\ud800"}', 422, "text"),
+    ("/v1/translate", b'{"text": ["Gut.", "Hallo \\udfff."]}', 422, "text[1]"),
+    ("/v1/attention", b'{"text": "Hallo \\ud800"}', 422, "text"),
+    ("/translate", b'{"q": "Hallo \\ud800", "source": "de", "target": "en"}', 400, "q"),
+    ("/translate", b'{"q": "Hallo", "source": "\\ud800", "target": "en"}', 400, "\\ud800"),
+    ("/translate", b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "' + b"9" * 5000 + b'"}', 400,
+     "alternatives"),
+    ("/translate", b"[" * 5000, 400, "invalid JSON"),
+]
+
+
+@pytest.mark.parametrize("route, body, status, needle", MALFORMED, ids=range(len(MALFORMED)))
+def test_malformed_requests_get_a_4xx_in_the_documented_shape(server, route, body, status, needle):
+    got, _, data = call(f"{server.url}{route}", raw=body, headers={"Content-Type": "application/json"})
+    assert got == status and list(data) == ["error"] and needle in data["error"], data
+    assert "\n" not in data["error"]
+
+
+def test_an_api_key_that_is_not_text_is_refused_with_403(trained_experiment):
+    with Served(build_app(load(trained_experiment), "de", "en", LIMITS, api_key="s3cret", threads=1)) as served:
+        body = b'{"q": "Hallo", "source": "de", "target": "en", "api_key": "s3\\ud800"}'
+        got, _, data = call(f"{served.url}/translate", raw=body, headers={"Content-Type": "application/json"})
+        assert got == 403 and data == {"error": "Invalid API key"}
+
+
+def test_a_fault_of_the_server_is_500_in_the_same_shape_with_the_traceback_in_its_log_only(trained_experiment, capfd):
+    app = build_app(load(trained_experiment), "de", "en", LIMITS, threads=1)
+
+    @app.get("/fault")
+    async def fault():
+        raise ZeroDivisionError("a bug")
+
+    with Served(app) as served:
+        got, _, data = call(f"{served.url}/fault")
+    assert got == 500 and data == {"error": "internal error (ZeroDivisionError); the server's log has the details"}
+    assert "Traceback" in capfd.readouterr().err
+
+
+def test_the_library_refuses_text_that_is_not_unicode_in_one_line(trained_experiment):
+    from mt.errors import MtError
+
+    with pytest.raises(MtError, match=r"^line 2: not valid Unicode \(an unpaired surrogate at character 6\)$"):
+        load(trained_experiment).translate(["Hallo.", "Hallo \ud800."])
+
+
+# -- 3. /v1/attention is capped, and serialised on the worker -----------------------------------
+def test_attention_past_its_token_limit_is_refused_and_within_it_answered(server):
+    long = " ".join(LINES[:4])
+    got, _, data = call(f"{server.url}/v1/attention", {"text": long, "encoder": True})
+    assert got == 413 and "--max-attention-tokens" in data["error"] and "at most 12" in data["error"]
+    answer = ok(f"{server.url}/v1/attention", {"text": "Der Hund.", "encoder": True})
+    assert answer["translation"] is not None and answer["encoder_self_attention"]
+
+
+# -- 4. the character limit is the contract, whatever the encoding --------------------------------
+def test_the_character_limit_holds_for_text_that_takes_many_bytes(trained_experiment):
+    limits = Limits(max_wait_ms=0, max_chars=20_000, max_lines=4)
+    translator = load(trained_experiment)
+    with Served(build_app(translator, "de", "en", limits, threads=1)) as served:
+        cjk = "中" * 17_000  # 153,000 bytes as a form: %E4%B8%AD each
+        assert ok(f"{served.url}/translate", form={"q": cjk, "source": "de", "target": "en"})["translatedText"] is not None
+        emoji = json.dumps({"text": "😀" * 15_000})  # ensure_ascii: 12 bytes each, 180,000 in all
+        status, _, data = call(f"{served.url}/v1/translate", raw=emoji.encode(), headers={"Content-Type": "application/json"})
+        assert status == 200, data
+        status, _, data = call(f"{served.url}/v1/translate", {"text": "a" * 20_001})
+        assert status == 413 and "20001 characters" in data["error"]
+
+
+# -- 5. a long sentence is not passed over for ever by short ones --------------------------------
+def test_a_long_sentence_joins_a_continuous_search_under_steady_short_traffic(trained_experiment):
+    translator = load(trained_experiment)
+    short = translator.encode_lines(LINES[:1])[1][0]
+    long = translator.encode_lines([" ".join(LINES[:5])])[1][0]
+    budget = len(long) + len(short) // 2  # the long one fits only once the search is (nearly) empty
+    batcher = Batcher(translator, max_batch_tokens=budget, max_wait_ms=20, batching="continuous")
+    options = DecodeOptions(beam=2, alpha=0.6, length_penalty="gnmt")
+    stop, shorts = threading.Event(), []
+
+    def steady() -> None:  # one short sentence every 2 ms: the search never empties by itself
+        while not stop.is_set() and len(shorts) < 5000:
+            shorts.append(batcher.submit([short], options))
+            time.sleep(0.002)
+
+    batcher.start()
+    feeder = threading.Thread(target=steady)
+    feeder.start()
+    try:
+        time.sleep(0.2)
+        waiting = batcher.submit([long], options)
+        assert waiting.result(timeout=10) is not None  # before the short traffic ends
+    finally:
+        stop.set()
+        feeder.join()
+        batcher.close(60)
+
+
+# -- 6. one definition of the score in every batching mode --------------------------------------
+@pytest.mark.parametrize("stop", ["early", "exact"])
+def test_beam_one_scores_the_same_in_both_batching_modes(trained_experiment, stop):
+    results = {}
+    for batching in ("static", "continuous"):
+        translator = load(trained_experiment)
+        translator.decode_cfg.stop = stop
+        batcher = Batcher(translator, max_wait_ms=0, batching=batching)
+        future = batcher.submit(translator.encode_lines(LINES[:6])[1], DecodeOptions(beam=1).resolved(translator.decode_cfg))
+        batcher.start()
+        batcher.close(60)
+        results[batching] = future.result()
+    greedy = load(trained_experiment).search(LINES[:6], DecodeOptions(beam=1))  # mt translate --beam 1: log-prob
+    assert results["static"] == results["continuous"] == greedy
+
+
+# -- 7. text comes back with its own line breaks ------------------------------------------------
+def test_libretranslate_splits_where_mt_translate_does_and_keeps_each_break(server, trained_experiment):
+    text = f"{LINES[0]}\u2028{LINES[1]}\r\n{LINES[2]}\x0c{LINES[3]}\n\n{LINES[4]}\n"
+    answer = ok(f"{server.url}/translate", {"q": text, "source": "de", "target": "en"})["translatedText"]
+    lines = [f"{LINES[0]}\u2028{LINES[1]}", f"{LINES[2]}\x0c{LINES[3]}", "", LINES[4], ""]
+    one, two, three, four, five = load(trained_experiment).translate(lines)
+    assert answer == f"{one}\r\n{two}\n{three}\n{four}\n{five}"
+    assert answer.endswith("\n") and answer.count("\r\n") == 1
+
+
+# -- 8. a client that left is dropped from the running search -----------------------------------
+def test_a_continuous_search_drops_the_sentences_of_a_request_whose_client_left(trained_experiment):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    limits = Limits(max_wait_ms=0, batching="continuous")
+    app = build_app(translator, "de", "en", limits, threads=1)
+    batcher = app.state.batcher
+    with Served(app) as served:
+        hook.gate.clear()
+        host, port = served.url.removeprefix("http://").split(":")
+        body = json.dumps({"text": LINES[:3], "beam": 3}).encode()
+        client = socket.create_connection((host, int(port)))
+        client.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        assert hook.entered.wait(60)  # the worker is inside the search of the three sentences
+        request = batcher._taken[0].request
+        client.close()  # the client leaves
+        deadline = time.monotonic() + 20
+        while not request.future.cancelled():
+            assert time.monotonic() < deadline, "the request was not called off"
+            time.sleep(0.01)
+        rows = []
+        hook.decode = _recording(hook.decode, rows)
+        hook.gate.set()
+        deadline = time.monotonic() + 20
+        while batcher._taken and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert rows == [9]  # the step in flight ends (3 sentences x beam 3); no other step runs with their rows
+        assert ok(f"{served.url}/v1/translate", {"text": LINES[0]})["translations"][0]["text"] is not None
+
+
+def _recording(decode, rows: list[int]):
+    def record(tgt_ids, *args, **kwargs):
+        rows.append(tgt_ids.size(0))
+        return decode(tgt_ids, *args, **kwargs)
+    return record
+
+
+def test_continuous_search_remove_leaves_the_others_as_they_would_be(trained_experiment):
+    from mt.search.continuous import ContinuousBeamSearch
+
+    translator: Translator = load(trained_experiment)
+    sources = translator.encode_lines(LINES[:4])[1]
+    expected = {}
+    search = ContinuousBeamSearch(translator.model, 3, 0.6, "gnmt", 0.0, 16, 1)
+    search.add(translator.pad_sources(sources), list(range(4)))
+    while search.active:
+        expected.update({key: hyps for key, hyps in search.step()})
+    search = ContinuousBeamSearch(translator.model, 3, 0.6, "gnmt", 0.0, 16, 1)
+    search.add(translator.pad_sources(sources), list(range(4)))
+    got = dict(search.step())
+    assert search.remove(lambda key: key in (1, 2)) == 2 and search.active == 2 - len(got)
+    while search.active:
+        got.update(dict(search.step()))
+    assert set(got) <= {0, 3} and {key: got[key] for key in got} == {key: expected[key] for key in got}
