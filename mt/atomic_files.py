@@ -1,6 +1,8 @@
-"""Files written atomically: to a temporary file beside the target, flushed, then renamed over it,
-so that a reader never sees half a file and a crash leaves the old one. The temporary's name holds
-the writer's pid, so that one left by a killed process can be told apart and removed.
+"""Files written atomically: to a temporary file beside the target, flushed to disk, then renamed
+over it, and the directory flushed too, so that a reader never sees half a file, a crash leaves the
+old one, and after a power cut the new name is there (a rename lives in the directory's own data,
+which the file's fsync does not write). The temporary's name holds the writer's pid, so that one
+left by a killed process can be told apart and removed.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    sync_directory(path.parent)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -78,9 +81,21 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        with open(tmp, "rb+") as written:  # what the block wrote, on disk before it takes the name
+            os.fsync(written.fileno())
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """Flush `directory`'s entries to disk: the commit point of a rename (or a replace) inside it."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:

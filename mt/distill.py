@@ -203,6 +203,7 @@ def distill(
     log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
     state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
+    write_json_atomic(state_path(student), state)  # before any chunk: a resume checks its teachers against it
     if todo:
         translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
         with log.make_progress() as progress:

@@ -387,3 +387,14 @@ def test_max_length_defaults_are_the_source_length_plus_50():
     assert [len(h.tokens) + 1 for h in greedy_search(model, src)] == [53, 60, 51]
     assert [len(h.tokens) + 1 for h in sample_search(model, src, top_k=2, generator=torch.Generator().manual_seed(0))] == [53, 60, 51]
     assert [max(len(h.tokens) + 1 for h in hyps) for hyps in beam_search(model, src, beam=2, nbest=2)] == [53, 60, 51]
+
+
+def test_the_length_limit_is_int_of_a_times_length_plus_b_as_the_export_documents():
+    """mt export's README tells CTranslate2 users int(a * source pieces + b): float64, as Python computes
+    it; the search computed a * length in float32, which gave another limit for 274 of 31,713 pairs."""
+    lengths = torch.arange(1, 106)
+    src = (torch.arange(107)[None, :] <= lengths[:, None]).long() * 5  # each row: length tokens, EOS, padding
+    for tenths in range(0, 302):
+        a = tenths / 100
+        got = max_lengths(src, a, 5, 10**6).tolist()
+        assert got == [max(1, int(a * int(n) + 5)) for n in lengths], a

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mt import log
-from mt.atomic_files import write_json_atomic
+from mt.atomic_files import sync_directory, write_json_atomic
 from mt.config.schema import ExperimentConfig
 from mt.data import binarize_workers as encoding
 from mt.data import corpus
@@ -330,6 +330,7 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
         write_json_atomic(tmp_dir / exp.data_stats_path.name, stats)
         write_json_atomic(tmp_dir / exp.manifest_path.name, manifest)
         os.replace(tmp_dir, exp.data_dir)
+        sync_directory(exp.root)  # the rename is the commit point of the whole data/
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise

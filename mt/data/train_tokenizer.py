@@ -13,6 +13,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from mt import log
+from mt.atomic_files import sync_directory
 from mt.config.schema import ExperimentConfig, TokenizerConfig
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
@@ -68,7 +69,10 @@ def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
             raise MtError(_train_error(exc, cfg.vocab_size)) from None
         # The .model goes last: its presence is what marks a finished tokenizer.
         for ext in (".vocab", ".model"):
+            with open(f"{tmp_prefix}{ext}", "rb+") as written:
+                os.fsync(written.fileno())
             os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
+            sync_directory(prefix.parent)
 
 
 def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:

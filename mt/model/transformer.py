@@ -74,7 +74,9 @@ class Transformer(nn.Module):
                 nn.init.zeros_(param)
             elif param.dim() == 2 and "tokens" not in name:
                 nn.init.xavier_uniform_(param)
-        for embed in {self.src_embed.tokens, self.tgt_embed.tokens}:
+        # Source first, then target (once when shared): a set's order would follow id() and change
+        # which embedding gets which random numbers from run to run.
+        for embed in dict.fromkeys([self.src_embed.tokens, self.tgt_embed.tokens]):
             nn.init.normal_(embed.weight, mean=0.0, std=self.d_model**-0.5)
             with torch.no_grad():
                 embed.weight[self.pad_id].zero_()

@@ -60,15 +60,15 @@ def check_world_size(path: Path, saved_world: int, world: int) -> None:
 # -- a training run's checkpoints -------------------------------------------------------------------
 def save_training_checkpoint(exp: Experiment, state: dict[str, Any], step: int, is_best: bool,
                              save_every: int, keep_last: int) -> None:
-    """last.pt, best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them).
-    last.pt is written first, so a run killed once step_N.pt exists resumes from step N."""
+    """best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them), then
+    last.pt. last.pt is the commit point: a resume believes what it says (the step, the best value so
+    far), so it is written after every file it vouches for. A save that fails before it leaves last.pt
+    at the previous save, and the resumed run redoes the steps since, writing those files again."""
     periodic = step > 0 and step % save_every == 0
-    paths = [exp.checkpoint_path("last")]
-    if is_best:
-        paths.append(exp.checkpoint_path("best"))
+    paths = [exp.checkpoint_path("best")] if is_best else []
     if periodic:
         paths.append(exp.checkpoint_path(f"step_{step}"))
-    save_checkpoint(paths, state)
+    save_checkpoint([*paths, exp.checkpoint_path("last")], state)
     if periodic and keep_last > 0:
         prune_step_checkpoints(exp, keep_last)
 
@@ -167,11 +167,11 @@ def save_training(run: Training, is_best: bool = False) -> None:
     state = training_checkpoint(run)
     if run.trainer.group.is_main:
         tcfg = run.cfg.train
-        save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
-        if run.trainer.ema is not None:  # the average as a model of its own: `--checkpoint ema`
+        if run.trainer.ema is not None:  # the average as a model of its own (`--checkpoint ema`), before last.pt
             save_checkpoint(run.exp.checkpoint_path("ema"), {
                 "model": run.trainer.ema.model_state(run.trainer.model), **run.metadata,
                 "step": run.trainer.state.step, "ema_decay": run.trainer.ema.decay})
+        save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
 
 
 def resume_training(run: Training) -> bool:
