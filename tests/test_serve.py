@@ -391,8 +391,8 @@ def test_v1_attention_is_the_json_of_mt_attention(server, reference):
     # strict types: a number as a string is refused, and so is a float where a whole number is expected
     ({"text": "Hallo.", "beam": "4"}, 422, "beam: expected a whole number"),
     ({"text": "Hallo.", "nbest": "2"}, 422, "nbest: expected a whole number"),
-    ({"text": "Hallo.", "beam": 4.0}, 422, "beam: expected a whole number"),
-    ({"text": "Hallo.", "nbest": 2.0}, 422, "nbest: expected a whole number"),
+    ({"text": "Hallo.", "beam": 4.5}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "nbest": 2.5}, 422, "nbest: expected a whole number"),
     ({"text": "Hallo.", "beam": True}, 422, "beam: expected a whole number"),
     ({"text": "Hallo.", "alpha": "0.5"}, 422, "alpha: expected a number"),
     ({"text": "Hallo.", "source": 3}, 422, "source: expected"),

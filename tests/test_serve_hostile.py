@@ -123,7 +123,7 @@ def test_the_library_refuses_text_that_is_not_unicode_in_one_line(trained_experi
 def test_attention_past_its_token_limit_is_refused_and_within_it_answered(server):
     long = " ".join(LINES[:4])
     got, _, data = call(f"{server.url}/v1/attention", {"text": long, "encoder": True})
-    assert got == 413 and "--max-attention-tokens" in data["error"] and "at most 12" in data["error"]
+    assert got == 413 and "--max-attention-tokens" in data["error"] and "at most 12 characters and tokens" in data["error"]
     answer = ok(f"{server.url}/v1/attention", {"text": "Der Hund.", "encoder": True})
     assert answer["translation"] is not None and answer["encoder_self_attention"]
 

@@ -43,7 +43,9 @@ from rich.markup import escape
 from starlette.exceptions import HTTPException
 
 from mt import log
+from mt.alignment import check_layer
 from mt.errors import ConfigError, MtError
+from mt.serve import openapi
 from mt.serve.queue import Batcher
 from mt.serve.requests import ApiError
 from mt.serve.service import Service
@@ -88,7 +90,8 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
         yield
         await asyncio.to_thread(batcher.close)  # uvicorn has let the requests in flight finish
 
-    app = FastAPI(title="mt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="mt", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json")
     app.state.batcher = batcher
 
     @app.exception_handler(ApiError)
@@ -118,19 +121,31 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
                  f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
         return response
 
-    app.post("/translate")(service.libre_translate)
-    app.get("/languages")(service.languages)
-    app.get("/health")(service.health)
-    app.post("/v1/translate")(service.v1_translate)
-    app.post("/v1/attention")(service.v1_attention)
+    layers = check_layer(translator.model, None, "layer") + 1
+    spec = openapi.routes(src_lang, tgt_lang, limits.max_chars, limits.max_lines, limits.max_beam,
+                          limits.max_attention_tokens, layers)
+    app.post("/translate", **spec["/translate"])(service.libre_translate)
+    app.get("/languages", **spec["/languages"])(service.languages)
+    app.get("/health", **spec["/health"])(service.health)
+    app.post("/v1/translate", **spec["/v1/translate"])(service.v1_translate)
+    app.post("/v1/attention", **spec["/v1/attention"])(service.v1_attention)
 
-    @app.get("/")
+    @app.get("/", response_class=HTMLResponse)
     async def page():
         if not PAGE.is_file():
             raise ApiError(404, "no page here: the API is at /translate and /v1/translate")
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mt")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def route_message(request: Request, exc: HTTPException) -> str:

@@ -1,8 +1,9 @@
 """Reading and checking what a request to `mt serve` asks (`mt.serve.app` has the routes): the body as
 UTF-8 text, JSON or LibreTranslate's forms, the API key, the language pair, the size limits and the
 decoding options of /v1. Each refusal is an `ApiError`: a status and a one-line message naming the
-field, answered as {"error": MESSAGE}. /v1's types are JSON's, strictly: a whole number is an integer
-(not "4", not 4.0), a number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
+field, answered as {"error": MESSAGE}. /v1's types are JSON's (as JSON Schema reads them, GET
+/openapi.json): a whole number is an integer, 4 or 4.0 (JSON has one kind of number), never "4"; a
+number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
 /translate reads a form, where everything is text, so there "2" is a number too.
 """
 
@@ -14,6 +15,8 @@ import math
 import re
 from typing import Any, get_args
 from urllib.parse import parse_qsl
+
+from starlette.formparsers import MultiPartException
 
 from mt.config.schema import LengthPenalty
 from mt.errors import ConfigError
@@ -83,7 +86,11 @@ async def libre_fields(request, limit: int) -> dict:
     if kind == "application/json" or kind.endswith("+json"):
         return json_object(text, 400)
     if kind == "multipart/form-data":
-        pairs = [(name, value) for name, value in (await request.form()).multi_items() if isinstance(value, str)]
+        try:
+            form = await request.form()
+        except MultiPartException as exc:  # starlette's own refusal, as our one-line 400
+            raise ApiError(400, f"the multipart form is not valid: {exc.message}") from None
+        pairs = [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
     else:
         try:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
@@ -169,10 +176,12 @@ def split_lines(text: str) -> tuple[list[str], list[str]]:
 
 def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None, *,
                  text: bool = False) -> int | None:
-    """An integer field, None staying None: JSON's integer only (module docstring), or with `text` (a
-    form's field) its digits too."""
+    """An integer field, None staying None: JSON's integer, 4.0 too (module docstring), or with `text`
+    (a form's field) its digits too."""
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)
     if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):  # int() of more is slow
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):

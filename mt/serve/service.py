@@ -163,9 +163,10 @@ class Service:
         _, encoded, cuts = self.translator.encode_lines([text])
         request.state.lines, request.state.tokens = 1, len(encoded[0])
         limit = self.limits.max_attention_tokens
-        if len(encoded[0]) > limit:  # the answer grows with layers x heads x tokens^2
-            raise ApiError(413, f"text: {len(encoded[0])} tokens; /v1/attention draws at most {limit} "
-                                f"(--max-attention-tokens)")
+        for count, what in ((len(text), "characters"), (len(encoded[0]), "tokens")):
+            if count > limit:  # the answer grows with layers x heads x tokens^2
+                raise ApiError(413, f"text: {count} {what}; /v1/attention draws sentences of at most {limit} "
+                                    f"characters and tokens (--max-attention-tokens)")
 
         def answer(translator) -> bytes:  # on the worker: the event loop never serialises the weights
             maps = attention_maps(translator, text, None, index).to_json(encoder)
