@@ -422,7 +422,7 @@ def test_v1_bad_json_utf8_and_attention_fields(server):
     assert status == 422 and data["error"].startswith("layer 3")
     status, _, data = call(f"{server.url}/v1/attention", {"text": " "})
     assert status == 422 and data["error"].startswith("text")
-    for layer in ("1", 1.0):
+    for layer in ("1", 1.5):
         status, _, data = call(f"{server.url}/v1/attention", {"text": "Hallo.", "layer": layer})
         assert status == 422 and data["error"].startswith("layer: expected a whole number"), data
 
