@@ -23,6 +23,8 @@ def attention(
     decode: dict,
     output_dir: Annotated[Optional[Path], typer.Option(help="Where the files go (default: EXP/attention/).")] = None,
     layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
+    src_lang: Annotated[Optional[str], typer.Option(help="The sentence's language (a multilingual experiment).")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")] = None,
     encoder: Annotated[bool, typer.Option(help="Also draw the encoder self-attention of each layer.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.")] = "png",
     target: Annotated[Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")] = None,
@@ -45,6 +47,7 @@ def attention(
     translator = Translator.load(experiment, cfg, checkpoint, device)
     index = check_layer(translator.model, layer, "--layer")
     out_dir = output_dir if output_dir is not None else experiment.attention_dir
-    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force)
+    tag = translator.directions.tag(src_lang, tgt_lang)
+    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force, tag)
     print(maps.translation)
     log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")

@@ -36,5 +36,6 @@ def distill(
     overrides = {key.removeprefix("decode."): value for key, value in decode.items() if value is not None}
     manifest = run([Experiment(t) for t in teacher], Experiment(exp), overrides, chunk_lines, mix_original,
                    checkpoint, device, precision, quantize)
-    log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {manifest['corpus']}")
-    print(manifest["corpus"])
+    corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]  # one a direction
+    log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {', '.join(corpus)}")
+    print("\n".join(corpus))

@@ -79,13 +79,20 @@ def print_scores(scores: dict, json_out: bool) -> None:
     if json_out:
         print(json.dumps(scores))
         return
-    if "bleu_tokenized" in scores:  # never beside sacreBLEU's: another metric
+    tokenized = "bleu_tokenized" in scores  # never beside sacreBLEU's: another metric
+    if "directions" in scores:  # a multilingual experiment: a row per direction, then their mean
+        width = max(len(name) for name in scores["directions"])
+        header = "tokenized BLEU" if tokenized else "BLEU    chrF"
+        print(f"{'direction':<{max(width, 9)}}  {header}")
+        for name, each in [*scores["directions"].items(), ("average", scores)]:
+            row = f"{each['bleu_tokenized']:6.2f}" if tokenized else f"{each['bleu']:6.2f}  {each['chrf']:6.2f}"
+            print(f"{name:<{max(width, 9)}}  {row}")
+    elif tokenized:
         print(f"tokenized BLEU {scores['bleu_tokenized']:.2f} (Moses-tokenized text; not sacreBLEU)")
-        print(scores["bleu_tokenized_signature"])
-        return
-    print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
-    print(scores["bleu_signature"])
-    print(scores["chrf_signature"])
+    else:
+        print(f"BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}")
+    for key in ("bleu_tokenized_signature",) if tokenized else ("bleu_signature", "chrf_signature"):
+        print(scores.get(key, "(a signature per direction: --json)"))
 
 
 def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, options,

@@ -35,6 +35,9 @@ def translate(
     alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
     alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
     constraints: Annotated[bool, typer.Option(help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search).")] = False,
+    src_lang: Annotated[Optional[str], typer.Option(help="The input's language (a multilingual experiment: with --tgt-lang, the direction).")] = None,
+    tgt_lang: Annotated[Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")] = None,
+    pivot: Annotated[Optional[str], typer.Option(help="Translate into this language first, then from it into --tgt-lang (for a direction the model was not trained on).")] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -56,7 +59,9 @@ def translate(
     if not sample and sampling != Sampling():
         raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
     options = DecodeOptions(decode["decode.beam"], decode["decode.alpha"], nbest=max(nbest, 1),
-                            sampling=sampling if sample else None, constraints=constraints)  # what goes together
+                            sampling=sampling if sample else None, constraints=constraints,
+                            src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)  # what goes together
+    options.check_pivot()
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     experiment, cfg = read_experiment(exp, decode)
@@ -64,7 +69,9 @@ def translate(
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
+    translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
+        options.check_pivot()
     render.write_translations(translator, source, output, buffer, options,
                               "nbest" if nbest else "scores" if scores else "plain")

@@ -17,7 +17,7 @@ from mt.errors import ConfigError
 from mt.model.attention import capture_attention
 from mt.model.transformer import Transformer
 from mt.search.steps import Hypothesis
-from mt.tokenizer import BOS_ID, PAD_ID, Tokenizer
+from mt.tokenizer import BOS_ID, PAD_ID, TAG, Tokenizer
 
 
 def members(model) -> list[Transformer]:
@@ -79,9 +79,13 @@ def hard_alignment(weights: torch.Tensor) -> list[tuple[int, int]]:
 
 def source_word_index(pieces: list[str]) -> list[int]:
     """For each piece of an encoded line, the index of the line's whitespace-separated word it is
-    part of: SentencePiece marks every word start (a run of whitespace in the input) with "▁"."""
+    part of: SentencePiece marks every word start (a run of whitespace in the input) with "▁". A
+    multilingual model's target tag (<2de>) is no word of the line: -1."""
     index, word = [], -1
     for piece in pieces:
+        if TAG.fullmatch(piece):
+            index.append(-1)
+            continue
         word += piece.startswith("\u2581")
         index.append(max(word, 0))
     return index
@@ -99,7 +103,7 @@ def output_word_index(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
 
 def word_alignment(pairs: list[tuple[int, int]], src_words: list[int], tgt_words: list[int]) -> str:
     """Subword pairs -> the Pharaoh line over words: "i-j ...", sorted, each pair once."""
-    words = sorted({(src_words[i], tgt_words[j]) for i, j in pairs})
+    words = sorted({(src_words[i], tgt_words[j]) for i, j in pairs if src_words[i] >= 0})  # (not a tag)
     return " ".join(f"{i}-{j}" for i, j in words)
 
 

@@ -79,10 +79,22 @@ def _read_chunk(path: Path) -> str:
         return handle.read()
 
 
-def check_done_chunks(student: Experiment, chunks: list[tuple[int, list[str]]], size: int) -> None:
+Chunk = tuple[int, tuple[str, str], list[str]]  # (index, direction, source lines)
+
+
+def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> list[Chunk]:
+    """Each direction's source lines cut into chunks of `size`, numbered on through the directions (a
+    chunk never spans two: each is translated with its own target)."""
+    chunks: list[Chunk] = []
+    for pair, lines in parts:
+        chunks += [(len(chunks) + i, pair, lines[start:start + size]) for i, start in enumerate(range(0, len(lines), size))]
+    return chunks
+
+
+def check_done_chunks(student: Experiment, chunks: list[Chunk], size: int) -> None:
     """Refuse, before translating anything, chunks on disk that hold other source lines than those their
     place expects (cut at another --chunk-lines before the size was recorded, or the teacher's corpus changed)."""
-    for index, lines in chunks:
+    for index, _, lines in chunks:
         src_path, tgt_path = chunk_paths(student, index)
         if tgt_path.exists() and _read_chunk(src_path) != "".join(line + "\n" for line in lines):
             first = index * size + 1
@@ -129,11 +141,20 @@ def same_tokenizer(a: Experiment, b: Experiment) -> bool:
         (a.tokenizer_dir / n).read_bytes() == (b.tokenizer_dir / n).read_bytes() for n in names)
 
 
+def corpus_specs(teacher_cfg: ExperimentConfig, student: Experiment) -> list[str]:
+    """The distilled corpus as source specs: files:S/distill/train, or one per direction (train.en-de,
+    read for en-de only). Absolute: the config works from any directory."""
+    prefix = (distill_dir(student) / "train").resolve()
+    if not teacher_cfg.data.multilingual:
+        return [f"files:{prefix}"]
+    return [f"files:{prefix}.{src}-{tgt}~{src}-{tgt}" for src, tgt in teacher_cfg.data.pairs()]
+
+
 def student_config(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
     """The teacher's config with the distilled corpus as training data (and the original pairs too with mix_original)."""
-    train = [f"files:{(distill_dir(student) / 'train').resolve()}"]  # absolute: the config works from any directory
+    train = corpus_specs(teacher_cfg, student)
     if mix_original:
-        train += [source.name for source in teacher_cfg.data.sources("train")]
+        train += list(teacher_cfg.data.train)
     data = dataclasses.replace(teacher_cfg.data, train=train)
     return dataclasses.replace(teacher_cfg, data=data)
 
@@ -143,9 +164,9 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
     teacher_cfg = teacher.load_config()
     if student.has_config():
         cfg = student.load_config()
-        if (cfg.data.src_lang, cfg.data.tgt_lang) != (teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang):
-            raise ConfigError(f"--exp {student.root}: translates {cfg.data.src_lang}->{cfg.data.tgt_lang}, the teacher "
-                              f"{teacher_cfg.data.src_lang}->{teacher_cfg.data.tgt_lang}")
+        if cfg.data.pairs() != teacher_cfg.data.pairs():
+            mine, theirs = (", ".join(f"{s}->{t}" for s, t in c.data.pairs()) for c in (cfg, teacher_cfg))
+            raise ConfigError(f"--exp {student.root}: translates {mine}, the teacher {theirs}")
     else:
         cfg = student_config(teacher_cfg, student, mix_original)
         student.root.mkdir(parents=True, exist_ok=True)
@@ -173,7 +194,7 @@ def distill(
     quantize: str | None = None,
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
-    from mt.translate import Translator
+    from mt.translate import DecodeOptions, Translator
 
     if chunk_lines is not None and chunk_lines < 1:
         raise ConfigError(f"--chunk-lines {chunk_lines}: must be at least 1")
@@ -193,56 +214,64 @@ def distill(
         cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
     prepare_student(lead, student, mix_original)
-    sources, _ = load_split(teacher_cfg.data.sources("train"))
-    chunks = [(i, sources[start : start + size]) for i, start in enumerate(range(0, len(sources), size))]
+    parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
+    chunks = cut_chunks(parts, size)
+    lines_in = sum(len(lines) for _, lines in parts)
     check_done_chunks(student, chunks, size)
     how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
            "precision": precision, "quantize": quantize}
     check_same_teachers(student, recorded, how)
-    todo = [(i, lines) for i, lines in chunks if not chunk_paths(student, i)[1].exists()]
-    log.info(f"distill: {len(sources):,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
+    todo = [chunk for chunk in chunks if not chunk_paths(student, chunk[0])[1].exists()]
+    log.info(f"distill: {lines_in:,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
              f"{len(chunks) - len(todo)} done already")
     state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
     write_json_atomic(state_path(student), state)  # before any chunk: a resume checks its teachers against it
     if todo:
         translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
         with log.make_progress() as progress:
-            task = progress.add_task("distill", total=len(sources), completed=len(sources) - sum(len(lines) for _, lines in todo))
-            for index, lines in todo:
+            task = progress.add_task("distill", total=lines_in, completed=lines_in - sum(len(c[2]) for c in todo))
+            for index, (src_lang, tgt_lang), lines in todo:
                 start = time.perf_counter()
-                translations = translator.translate(lines)
+                found = translator.search(lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
+                translations = [hyps[0][0] for hyps in found]
                 src_path, tgt_path = chunk_paths(student, index)
                 write_text_atomic(src_path, "".join(line + "\n" for line in lines))
                 write_text_atomic(tgt_path, "".join(t + "\n" for t in translations))  # last: marks the chunk done
                 state["seconds"] = round(state["seconds"] + time.perf_counter() - start, 2)
                 write_json_atomic(state_path(student), state)
                 progress.update(task, advance=len(lines))
-    return _join(student, teacher_cfg, len(chunks), len(sources), checkpoints, state)
+    return _join(student, teacher_cfg, chunks, checkpoints, state)
 
 
-def _join(student: Experiment, teacher_cfg: ExperimentConfig, n_chunks: int, n_lines: int, checkpoints: list[str],
+def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[Chunk], checkpoints: list[str],
           state: dict) -> dict:
-    """distill/train.SRC and train.TGT from the chunks, in order, and the manifest; nothing is written
-    unless both sides have a line for each source."""
+    """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
+    chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
     out = distill_dir(student)
-    src_lang, tgt_lang = teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang
-    texts = {lang: "".join(_read_chunk(chunk_paths(student, i)[side]) for i in range(n_chunks))
-             for side, lang in ((0, src_lang), (1, tgt_lang))}
-    for lang, text in texts.items():
-        lines = text.count("\n")
-        if lines != n_lines:
-            raise MtError(f"{out / 'chunks'}: {lines} {lang} lines for {n_lines} sources: a chunk was changed by "
-                          f"hand? remove {out / 'chunks'} to start over")
-    for lang, text in texts.items():
-        write_text_atomic(out / f"train.{lang}", text)
+    multilingual = teacher_cfg.data.multilingual
+    texts = {}
+    for pair in teacher_cfg.data.pairs():
+        mine = [chunk for chunk in chunks if chunk[1] == pair]
+        expected = sum(len(lines) for _, _, lines in mine)
+        prefix = out / (f"train.{pair[0]}-{pair[1]}" if multilingual else "train")
+        for side, lang in enumerate(pair):
+            text = "".join(_read_chunk(chunk_paths(student, index)[side]) for index, _, _ in mine)
+            if text.count("\n") != expected:
+                raise MtError(f"{out / 'chunks'}: {text.count(chr(10))} {lang} lines for {expected} sources: a chunk was "
+                              f"changed by hand? remove {out / 'chunks'} to start over")
+            texts[prefix.with_name(f"{prefix.name}.{lang}")] = text
+    for path, text in texts.items():
+        write_text_atomic(path, text)
+    lines = sum(len(c[2]) for c in chunks)
+    specs = corpus_specs(teacher_cfg, student)
     manifest = {
-        "teachers": checkpoints, "lines": n_lines, "chunks": n_chunks, "chunk_lines": state["chunk_lines"],
+        "teachers": checkpoints, "lines": lines, "chunks": len(chunks), "chunk_lines": state["chunk_lines"],
         "decode": _decode_record(teacher_cfg.decode),
         "seconds": state["seconds"],  # translating, over all runs
-        "corpus": f"files:{(out / 'train').resolve()}",
+        "corpus": specs[0] if not multilingual else specs,
     }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done
-    log.info(f"distill: {n_lines:,} pairs in {out / 'train'}.{{{src_lang},{tgt_lang}}}")
+    log.info(f"distill: {lines:,} pairs in {', '.join(str(path) for path in texts)}")
     return manifest
 
 

@@ -12,7 +12,7 @@ from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.corpus import load_split
 from mt.experiment import Experiment
 from mt.metrics import score, score_tokenized
-from mt.translate import Translator
+from mt.translate import DecodeOptions, Translator
 
 
 def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None) -> dict:
@@ -26,13 +26,23 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
     """Translate every source line of a split (raw text, nothing dropped) and score it against its
     references; the translations and scores are saved in the experiment. `tokenized`: the scores
     are `score_tokenized`'s (in the target language's Moses rules), saved as scores/SPLIT.tokenized.json.
-    `translator`: the model(s) to translate with; the experiment's decode.checkpoint when None."""
-    src_lines, refs = load_split(cfg.data.sources(split))
+    `translator`: the model(s) to translate with; the experiment's decode.checkpoint when None. With
+    data.directions, each direction is translated and scored on its own (translations/SPLIT.SRC-TGT.hyp),
+    and the record holds them all under "directions" with their mean as its own BLEU and chrF."""
     translator = translator or Translator.load(exp, cfg)
     start = time.perf_counter()
-    hyps = translator.translate(src_lines)
+    directions = {}
+    for src_lang, tgt_lang in cfg.data.pairs():
+        name = f"{src_lang}-{tgt_lang}" if cfg.data.multilingual else None
+        src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
+        found = translator.search(src_lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
+        hyps = [hyp[0][0] for hyp in found]
+        directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
+        write_text_atomic(exp.hyp_path(split, name), "".join(h + "\n" for h in hyps))
+        log.info(f"{split}{f' {name}' if name else ''}: {len(hyps)} sentences translated; written to "
+                 f"{exp.hyp_path(split, name)}")
     seconds = time.perf_counter() - start
-    scores = score_tokenized(hyps, refs, cfg.data.tgt_lang, lowercase) if tokenized else score(hyps, refs)
+    scores = directions[None] if None in directions else _mean(directions)
     result = {
         "split": split,
         **scores,
@@ -40,7 +50,16 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         "decode": decode_record(cfg.decode, translator.precision, translator.quantize),
         "translate_seconds": round(seconds, 2),
     }
-    write_text_atomic(exp.hyp_path(split), "".join(h + "\n" for h in hyps))
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)
-    log.info(f"{split}: {len(hyps)} sentences translated in {seconds:.1f}s; written to {exp.hyp_path(split)}")
+    log.info(f"{split}: translated and scored in {seconds:.1f}s")
     return result
+
+
+def _mean(directions: dict[str, dict]) -> dict:
+    """Each direction's scores, and their mean as the split's (signatures are the same for every one)."""
+    first = next(iter(directions.values()))
+    numbers = [key for key, value in first.items() if isinstance(value, float)]
+    mean = {key: round(sum(d[key] for d in directions.values()) / len(directions), 4) for key in numbers}
+    shared = {key: value for key, value in first.items()  # tokenized BLEU's name each target language
+              if key.endswith("signature") and all(d.get(key) == value for d in directions.values())}
+    return {**shared, **mean, "sentences": sum(d["sentences"] for d in directions.values()), "directions": directions}

@@ -10,13 +10,14 @@ Layout (documented in the README):
     EXP/data/{split}.{src,tgt}.ids.npy      token ids of a split, concatenated (memory-mapped)
     EXP/data/{split}.{src,tgt}.offsets.npy  sentence i is ids[offsets[i]:offsets[i+1]]
     EXP/data/{split}.lines.npy the corpus line of each kept pair
+    EXP/data/{split}.directions.npy  the direction of each pair (with data.directions)
     EXP/data/stats.json        pairs kept/dropped per reason, tokens, mean lengths, tokenizer hash
     EXP/data/manifest.json     size and sha256 of every data file, the tokenizer hash: checked by train
     EXP/checkpoints/           step_XXXXXXX.pt, last.pt, best.pt, average.pt
     EXP/train.jsonl            training log: step, loss, lr, tokens/s, validation metrics
     EXP/tensorboard/           TensorBoard event files of the same numbers (train.tensorboard: true)
     EXP/train.lock             held (flock) while a trainer runs; holds its pid
-    EXP/translations/{split}.hyp   detokenized output of `mt evaluate`
+    EXP/translations/{split}.hyp   detokenized output of `mt evaluate` ({split}.SRC-TGT.hyp: one a direction)
     EXP/scores/{split}.json    BLEU/chrF with sacrebleu signatures
     EXP/attention/             `mt attention`'s heatmaps and weights (by default)
     EXP/curves.png             `mt plot`'s training curves (by default)
@@ -94,6 +95,10 @@ class Experiment:
     def offsets_path(self, split: str, side: str) -> Path:
         return self.data_dir / f"{split}.{side}.offsets.npy"
 
+    def directions_path(self, split: str) -> Path:
+        """The direction of each pair (an index into data.directions): multilingual experiments only."""
+        return self.data_dir / f"{split}.directions.npy"
+
     def lines_path(self, split: str) -> Path:
         """The 0-based line (in the concatenated sources) of each pair binarize kept; copies repeat it."""
         return self.data_dir / f"{split}.lines.npy"
@@ -130,8 +135,9 @@ class Experiment:
     def train_log_path(self) -> Path:
         return self.root / "train.jsonl"
 
-    def hyp_path(self, split: str) -> Path:
-        return self.root / "translations" / f"{split}.hyp"
+    def hyp_path(self, split: str, direction: str | None = None) -> Path:
+        """`mt evaluate`'s translations of a split; a multilingual experiment's per direction ("en-de")."""
+        return self.root / "translations" / (f"{split}.{direction}.hyp" if direction else f"{split}.hyp")
 
     def score_path(self, split: str) -> Path:
         return self.root / "scores" / f"{split}.json"

@@ -40,7 +40,7 @@ from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.model.transformer import Transformer
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
 FORMATS = ("ctranslate2",)
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
@@ -264,6 +264,7 @@ def readme(exp: Experiment, cfg: ExperimentConfig, path: Path, state: dict, quan
                  f"length_penalty={d.alpha} is |Y|^alpha, as `mt translate --length-penalty length`."),
     }[d.length_penalty]
     alpha = 0 if d.length_penalty == "none" else d.alpha
+    languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
     stop_note = ("patience=1 (the default) is mt's decode.stop early: stop once beam_size hypotheses have "
                  "finished." if d.stop == "early" else "mt's decode.stop is exact, which CTranslate2 does not "
                  "have: patience=1 (the default) is `mt translate --stop early`.")
@@ -271,8 +272,7 @@ def readme(exp: Experiment, cfg: ExperimentConfig, path: Path, state: dict, quan
 experiment: {exp.root}
 checkpoint: {path} (step {state.get("step", "?")})
 weights:    {quantize or "float32"}
-source:     {cfg.data.src_lang}, SentencePiece model {src_spm}
-target:     {cfg.data.tgt_lang}, SentencePiece model {tgt_spm}
+{languages}
 
 Run it from this directory (pip install ctranslate2 sentencepiece):
 
@@ -281,7 +281,7 @@ Run it from this directory (pip install ctranslate2 sentencepiece):
     tgt_sp = spm.SentencePieceProcessor(model_file="{tgt_spm}")
     translator = ctranslate2.Translator(".", device="cpu")
     lines = ["..."]
-    pieces = src_sp.encode(lines, out_type=str)
+    {encode}
     limit = min({max_positions - 1}, max(int({d.max_len_a:g} * len(p) + {d.max_len_b}) for p in pieces))
     results = translator.translate_batch(
         pieces, beam_size={d.beam}, length_penalty={alpha}, return_end_token=True,
@@ -289,7 +289,7 @@ Run it from this directory (pip install ctranslate2 sentencepiece):
     print([tgt_sp.decode(r.hypotheses[0]).strip() for r in results])
 
 The model appends </s> to each source itself (config.json: add_source_eos); give it the pieces only.
-
+{tags}
 To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.beam}"}, docs/exporting.md in mt):
 - {penalty_note}
 - return_end_token=True: returns the </s> (it decodes to nothing), which tells a translation that
@@ -303,3 +303,18 @@ To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.bea
 - {stop_note}
 - max_input_length={max_positions}: mt cuts sources to {max_positions - 1} pieces + </s>; the position table ends there.
 """
+
+
+def _languages(cfg: ExperimentConfig, src_spm: str, tgt_spm: str) -> tuple[str, str, str]:
+    """The README's lines on the languages, its encoding line, and a multilingual model's note."""
+    languages, encode, tags = f"source:     {cfg.data.src_lang}, SentencePiece model {src_spm}\ntarget:     " \
+        f"{cfg.data.tgt_lang}, SentencePiece model {tgt_spm}", "pieces = src_sp.encode(lines, out_type=str)", ""
+    if cfg.data.multilingual:  # one model, several directions: the first source piece names the target
+        first = cfg.data.pairs()[0][1]
+        languages = (f"directions: {', '.join(cfg.data.directions)} (trained), SentencePiece model {src_spm}\n"
+                     f"target language tokens (the first source piece asks for the target): "
+                     + ", ".join(f"{language_tag(lang)} {lang}" for lang in cfg.data.languages()))
+        encode = f'pieces = [["{language_tag(first)}"] + p for p in src_sp.encode(lines, out_type=str)]  # into {first}'
+        tags = ("\nA multilingual model: put the target language's token first in every source, as above; "
+                "a direction\nnot among those trained is zero-shot (it translates, less well).\n")
+    return languages, encode, tags

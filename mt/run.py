@@ -114,22 +114,24 @@ def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPL
     """A few test sentences with reference and translation, on stderr: the quality, not only the number.
 
     Spread evenly over the split's sentences of 4-16 source words (one-word lines say little), the
-    same ones on every run.
+    same ones on every run; of the first direction, in a multilingual experiment.
     """
     from rich.markup import escape
 
     from mt.data.corpus import load_split, read_lines
 
-    hyp_path = exp.hyp_path("test")
+    direction = cfg.data.pairs()[0]
+    hyp_path = exp.hyp_path("test", "-".join(direction) if cfg.data.multilingual else None)
     if not cfg.data.test or not hyp_path.exists():
         return
-    sources, refs = load_split(cfg.data.sources("test"))
+    sources, refs = load_split(cfg.data.sources("test", direction))
     hyps = read_lines(hyp_path)
     if len(hyps) != len(sources):
         return  # scored with another test set: nothing to line up
     fitting = [i for i, line in enumerate(sources) if 4 <= len(line.split()) <= 16] or list(range(len(sources)))
     picks = [fitting[(2 * k + 1) * len(fitting) // (2 * count)] for k in range(min(count, len(fitting)))]
-    log.info(f"[bold]test samples[/bold] ({len(picks)} of {len(sources)}: source, reference, translation)")
+    where = f" {'-'.join(direction)}" if cfg.data.multilingual else ""
+    log.info(f"[bold]test samples{where}[/bold] ({len(picks)} of {len(sources)}: source, reference, translation)")
     for i in picks:
         log.info(f"  {escape(sources[i])}")
         log.info(f"    ref: {escape(refs[i])}")
@@ -141,11 +143,15 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
     """The recipe's `translate_examples`, each with its translation."""
     if not examples:
         return
-    from mt.translate import Translator
+    from mt.translate import DecodeOptions, Translator
 
     translator = Translator.load(exp, cfg, device=device)
-    for source, output in zip(examples, translator.translate(examples)):
-        print_result(f"{source}  ->  {output}")
+    src_lang = cfg.data.pairs()[0][0]  # the examples are in the first direction's source language
+    for tgt_lang in translator.directions.targets(src_lang):
+        found = translator.search(examples, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
+        arrow = f"-{tgt_lang}->" if cfg.data.multilingual else "->"
+        for source, hyps in zip(examples, found):
+            print_result(f"{source}  {arrow}  {hyps[0][0]}")
 
 
 def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None]) -> None:

@@ -8,6 +8,7 @@ so that the embeddings can be shared (Sec. 3.4): `mt.data.train_tokenizer`.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import sentencepiece as spm
@@ -16,6 +17,15 @@ from mt.errors import MtError
 
 # Fixed in every model we train, so that batching, the model and search can use them as constants.
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+def language_tag(lang: str) -> str:
+    """The token that asks a multilingual model for `lang` (Johnson et al., 2017): the first of its
+    source, a user symbol of the SentencePiece model, which never splits it."""
+    return f"<2{lang}>"
+
+
+TAG = re.compile(r"<2[A-Za-z]\w*>")  # any language's tag, as a piece
 _DROPPED_ON_DECODE = frozenset((PAD_ID, BOS_ID, EOS_ID))
 
 
@@ -83,6 +93,11 @@ class Tokenizer:
         printed "A" and 27 spaces) must not leave it in the translation."""
         cleaned = [[int(i) for i in seq if int(i) not in _DROPPED_ON_DECODE] for seq in ids]
         return [text.strip() for text in self._sp.decode(cleaned)] if cleaned else []  # decode([]) would give one ''
+
+    def tag_id(self, lang: str) -> int | None:
+        """The id of `lang`'s tag (`language_tag`), or None when this model has none."""
+        piece_id = self._sp.piece_to_id(language_tag(lang))
+        return None if piece_id == UNK_ID else int(piece_id)
 
     def pieces(self, ids: list[int]) -> list[str]:
         return [self._sp.id_to_piece(int(i)) for i in ids]

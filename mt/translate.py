@@ -35,6 +35,7 @@ from mt.alignment import word_alignments
 from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.config.schema import DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize, coerce
 from mt.data.batching import length_groups
+from mt.directions import Directions
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.search.beam import beam_search, greedy_search, sample_search
@@ -80,6 +81,9 @@ class DecodeOptions:
     sampling: Sampling | None = None  # draw one translation per line instead of searching
     alignment_layer: int | None = None  # 0-based decoder layer whose attention aligns words; None: none
     constraints: bool = False  # each line is SOURCE<TAB>PHRASE<TAB>...: constrained beam search
+    src_lang: str | None = None  # the direction (mt.directions): a multilingual model's tag; None: the only one
+    tgt_lang: str | None = None
+    pivot: str | None = None  # translate into this language first, then from it into tgt_lang
 
     def __post_init__(self) -> None:
         if self.beam is not None and self.beam < 1:
@@ -96,6 +100,14 @@ class DecodeOptions:
             raise ConfigError("--beam, --alpha and --nbest are for beam search; --sample draws one translation per line")
         if self.constraints:
             raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
+
+    def check_pivot(self) -> None:
+        """A pivot translates twice: what only one search can give (alignments to the source, the
+        source's constraints) does not go with it."""
+        if self.pivot is not None and (self.alignment_layer is not None or self.constraints):
+            raise ConfigError("--pivot translates twice; --alignments and --constraints need one translation")
+        if self.pivot is not None and self.pivot in (self.src_lang, self.tgt_lang):
+            raise ConfigError(f"--pivot {self.pivot}: the pivot is a third language, not the source or target")
 
     def resolved(self, decode: DecodeConfig) -> DecodeOptions:
         """These options with decode.*'s beam (at least nbest wide), alpha and length penalty filled in."""
@@ -138,8 +150,9 @@ class Translator:
 
     def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
                  device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
-                 precision: str = "fp32", quantize: str | None = None):
+                 precision: str = "fp32", quantize: str | None = None, directions: Directions | None = None):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
+        self.directions = directions or Directions((("src", "tgt"),))  # what it translates; tags if multilingual
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
         self.precision, self.quantize = precision, quantize
@@ -170,7 +183,8 @@ class Translator:
             paths.append(path)
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
         model = set_precision(model, precision, quantize, torch_device)
-        return cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize)
+        directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, src_tok)
+        return cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize, directions)
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
@@ -182,12 +196,16 @@ class Translator:
         each line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase
         (mt.search.constrained). Warnings name input lines counted from `first_line` + 1."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
+        options.check_pivot()
+        if options.pivot is not None:
+            return self._pivot(lines, options, first_line)
+        tag = self.directions.tag(options.src_lang, options.tgt_lang)
         phrases = None
         if options.constraints:
             lines, phrases = (list(column) for column in zip(*map(split_constrained_line, lines))) if lines else ([], [])
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
-        todo, encoded, cuts = self.encode_lines(lines, first_line)
+        todo, encoded, cuts = self.encode_lines(lines, first_line, tag)
         for warning in cuts:
             log.warn(warning)
         phrase_ids, unmet = None, []
@@ -201,17 +219,29 @@ class Translator:
                      f"(--max-len-a/--max-len-b); the translation that met the most")
         return results
 
-    def encode_lines(self, lines: list[str], first_line: int = 0) -> tuple[list[int], list[list[int]], list[str]]:
-        """The indices of the non-blank lines, their source ids (no EOS) cut to the model's
-        positions, and one warning per cut line ("input line N: T tokens, cut to M")."""
+    def encode_lines(self, lines: list[str], first_line: int = 0,
+                     tag: int | None = None) -> tuple[list[int], list[list[int]], list[str]]:
+        """The indices of the non-blank lines, their source ids (no EOS; after `tag`, a multilingual
+        model's target token: `directions.tag`) cut to the model's positions, and one warning per cut
+        line ("input line N: T tokens, cut to M")."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         encoded = self.src_tok.encode([lines[i] for i in todo]) if todo else []
+        room = self.max_src_tokens - (tag is not None)
         cuts = []
         for k, ids in enumerate(encoded):
-            if len(ids) > self.max_src_tokens:
-                cuts.append(f"input line {first_line + todo[k] + 1}: {len(ids)} tokens, cut to {self.max_src_tokens}")
-                encoded[k] = ids[: self.max_src_tokens]
+            if len(ids) > room:
+                cuts.append(f"input line {first_line + todo[k] + 1}: {len(ids)} tokens, cut to {room}")
+                encoded[k] = ids[:room]
+        if tag is not None:
+            encoded = [[tag, *ids] for ids in encoded]
         return todo, encoded, cuts
+
+    def _pivot(self, lines: list[str], options: DecodeOptions, first_line: int) -> list[list[tuple]]:
+        """src -> pivot -> tgt: each line's best translation into the pivot, translated on (`--pivot`)."""
+        src_lang, tgt_lang = self.directions.resolve(options.src_lang, options.tgt_lang)
+        into = replace(options, pivot=None, tgt_lang=options.pivot, nbest=1, beam=options.beam)
+        middle = [hyps[0][0] for hyps in self.search(lines, into, first_line)]
+        return self.search(middle, replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang), first_line)
 
     def search_encoded(self, encoded: list[list[int]], options: DecodeOptions | None = None,
                        constraints: list[list[list[int]]] | None = None,
@@ -250,13 +280,13 @@ class Translator:
                     results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
         return results
 
-    def encode_line(self, line: str) -> tuple[torch.Tensor, list[int]]:
-        """One line's source ids: (1, src_len) with EOS, ready for search, and the ids without EOS."""
-        ids = self.src_tok.encode([line])[0]
-        if len(ids) > self.max_src_tokens:
-            log.warn(f"{len(ids)} tokens, cut to {self.max_src_tokens}")
-            ids = ids[: self.max_src_tokens]
-        return self.pad_sources([ids]), ids
+    def encode_line(self, line: str, tag: int | None = None) -> tuple[torch.Tensor, list[int]]:
+        """One line's source ids (after `tag`, as `encode_lines`): (1, src_len) with EOS, ready for
+        search, and the ids without EOS."""
+        _, encoded, cuts = self.encode_lines([line], 0, tag)
+        for warning in cuts:
+            log.warn(warning)
+        return self.pad_sources(encoded), encoded[0]
 
     def best_hypothesis(self, src_ids: torch.Tensor) -> Hypothesis:
         """The best translation of one sentence, src_ids (1, src_len), under the decoding settings."""

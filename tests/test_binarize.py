@@ -133,10 +133,10 @@ def test_interrupted_binarize_leaves_no_data_dir(setup, monkeypatch):
     exp, cfg, _ = setup
     real_append = mt.data.binarize.SplitWriter.append
 
-    def append_then_fail(self, arrays, lines):
+    def append_then_fail(self, arrays, lines, direction=0):
         if self.files["lines"].path.name.startswith("valid"):  # train is already written to the temporary directory
             raise KeyboardInterrupt
-        real_append(self, arrays, lines)
+        real_append(self, arrays, lines, direction)
 
     monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_fail)
     with pytest.raises(KeyboardInterrupt):
@@ -440,11 +440,11 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
     monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
     real_append, calls = mt.data.binarize.SplitWriter.append, []
 
-    def append_then_interrupt(self, arrays, lines):
+    def append_then_interrupt(self, arrays, lines, direction=0):
         calls.append(1)
         if len(calls) == 3:  # the pool is running, with chunks in flight
             raise KeyboardInterrupt
-        real_append(self, arrays, lines)
+        real_append(self, arrays, lines, direction)
 
     monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_interrupt)
     with pytest.raises(KeyboardInterrupt):

@@ -218,6 +218,6 @@ def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
     src.parent.mkdir(parents=True)
     src.write_bytes("ein\rSatz\nzwei\n".encode())
     tgt.write_bytes(b"a\rsentence\ntwo\n")
-    check_done_chunks(student, [(0, lines)], 2)  # the chunk on disk is these lines: no refusal
+    check_done_chunks(student, [(0, ("de", "en"), lines)], 2)  # the chunk on disk is these lines: no refusal
     with pytest.raises(MtError, match="not the teacher's source lines"):
-        check_done_chunks(student, [(0, ["ein Satz", "zwei"])], 2)
+        check_done_chunks(student, [(0, ("de", "en"), ["ein Satz", "zwei"])], 2)

@@ -112,7 +112,7 @@ def reference(trained_experiment) -> Translator:
 @pytest.fixture(scope="module")
 def server(trained_experiment):
     limits = Limits(max_wait_ms=50, max_lines=20, max_chars=6000, max_beam=5)
-    with Served(build_app(load(trained_experiment), "de", "en", limits, threads=1)) as served:
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
         yield served
 
 
@@ -436,7 +436,7 @@ def test_a_line_past_the_models_positions_is_cut_with_a_warning(server, referenc
 
 # -- the key, a full queue, a failing batch -----------------------------------------------------
 def test_an_api_key_is_asked_for_on_both_routes(trained_experiment):
-    app = build_app(load(trained_experiment), "de", "en", api_key="s3cret", threads=1)
+    app = build_app(load(trained_experiment), api_key="s3cret", threads=1)
     with Served(app) as served:
         body = {"q": "Hallo.", "source": "de", "target": "en"}
         assert call(f"{served.url}/translate", body)[0] == 403
@@ -456,7 +456,7 @@ def test_an_api_key_is_asked_for_on_both_routes(trained_experiment):
 def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_experiment, reference):
     translator = load(trained_experiment)
     hook = Hook(translator)
-    with Served(build_app(translator, "de", "en", Limits(max_wait_ms=0, max_queue=1), threads=1)) as served:
+    with Served(build_app(translator, Limits(max_wait_ms=0, max_queue=1), threads=1)) as served:
         url, batcher = f"{served.url}/v1/translate", served.app.state.batcher
         hook.gate.clear()
         with ThreadPoolExecutor(2) as pool:
@@ -485,7 +485,7 @@ def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_exp
 def test_a_dead_worker_fails_waiting_and_later_requests_at_once_and_health_says_503(trained_experiment):
     translator = load(trained_experiment)
     hook = Hook(translator)
-    with Served(build_app(translator, "de", "en", Limits(max_wait_ms=0), threads=1)) as served:
+    with Served(build_app(translator, Limits(max_wait_ms=0), threads=1)) as served:
         url, batcher = f"{served.url}/v1/translate", served.app.state.batcher
         hook.gate.clear()
         with ThreadPoolExecutor(2) as pool:

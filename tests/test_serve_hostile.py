@@ -25,7 +25,7 @@ BODY_LIMIT = 12 * LIMITS.max_chars + 65536
 
 @pytest.fixture(scope="module")
 def server(trained_experiment):
-    with Served(build_app(load(trained_experiment), "de", "en", LIMITS, threads=1)) as served:
+    with Served(build_app(load(trained_experiment), LIMITS, threads=1)) as served:
         yield served
 
 
@@ -93,14 +93,14 @@ def test_malformed_requests_get_a_4xx_in_the_documented_shape(server, route, bod
 
 
 def test_an_api_key_that_is_not_text_is_refused_with_403(trained_experiment):
-    with Served(build_app(load(trained_experiment), "de", "en", LIMITS, api_key="s3cret", threads=1)) as served:
+    with Served(build_app(load(trained_experiment), LIMITS, api_key="s3cret", threads=1)) as served:
         body = b'{"q": "Hallo", "source": "de", "target": "en", "api_key": "s3\\ud800"}'
         got, _, data = call(f"{served.url}/translate", raw=body, headers={"Content-Type": "application/json"})
         assert got == 403 and data == {"error": "Invalid API key"}
 
 
 def test_a_fault_of_the_server_is_500_in_the_same_shape_with_the_traceback_in_its_log_only(trained_experiment, capfd):
-    app = build_app(load(trained_experiment), "de", "en", LIMITS, threads=1)
+    app = build_app(load(trained_experiment), LIMITS, threads=1)
 
     @app.get("/fault")
     async def fault():
@@ -132,7 +132,7 @@ def test_attention_past_its_token_limit_is_refused_and_within_it_answered(server
 def test_the_character_limit_holds_for_text_that_takes_many_bytes(trained_experiment):
     limits = Limits(max_wait_ms=0, max_chars=20_000, max_lines=4)
     translator = load(trained_experiment)
-    with Served(build_app(translator, "de", "en", limits, threads=1)) as served:
+    with Served(build_app(translator, limits, threads=1)) as served:
         cjk = "中" * 17_000  # 153,000 bytes as a form: %E4%B8%AD each
         assert ok(f"{served.url}/translate", form={"q": cjk, "source": "de", "target": "en"})["translatedText"] is not None
         emoji = json.dumps({"text": "😀" * 15_000})  # ensure_ascii: 12 bytes each, 180,000 in all
@@ -201,7 +201,7 @@ def test_a_continuous_search_drops_the_sentences_of_a_request_whose_client_left(
     translator = load(trained_experiment)
     hook = Hook(translator)
     limits = Limits(max_wait_ms=0, batching="continuous")
-    app = build_app(translator, "de", "en", limits, threads=1)
+    app = build_app(translator, limits, threads=1)
     batcher = app.state.batcher
     with Served(app) as served:
         hook.gate.clear()

@@ -22,7 +22,7 @@ EXAMPLES = 25  # per route and kind (positive, negative): about 400 requests in 
 def live(trained_experiment):
     translator = load(trained_experiment)
     translator.decode_cfg.max_len_b = 8  # short answers: the fuzzer's time goes to requests, not search
-    with Served(build_app(translator, "de", "en", LIMITS, threads=1)) as served:
+    with Served(build_app(translator, LIMITS, threads=1)) as served:
         yield served
 
 

@@ -32,6 +32,22 @@ def toy_corpus(n: int, seed: int) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
+WORDS_FR = "le la le un une homme femme chien chat court joue assis sur dans parc maison rouge bleu grand petit".split()
+WORDS = {"de": WORDS_DE, "en": WORDS_EN, "fr": WORDS_FR}
+
+
+def toy_multiway(n: int, seed: int, langs: tuple[str, ...] = ("en", "de", "fr")) -> dict[str, list[str]]:
+    """n sentences in each of `langs`, word for word the same (a multi-way parallel toy corpus, as
+    Multi30k is): lang -> lines."""
+    rng = random.Random(seed)
+    lines: dict[str, list[str]] = {lang: [] for lang in langs}
+    for _ in range(n):
+        idx = [rng.randrange(len(WORDS_DE)) for _ in range(rng.randint(3, 9))]
+        for lang in langs:
+            lines[lang].append(" ".join(WORDS[lang][i] for i in idx).capitalize() + ".")
+    return lines
+
+
 def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict, decode: dict,
                     tokenizer: dict | None = None) -> tuple[Experiment, ExperimentConfig]:
     """root/{split}.de|en toy files, and root/exp with its config, tokenizer (vocabulary 100 unless

@@ -16,7 +16,15 @@ from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
 
 import yaml
 
-from mt.config.sources import LEGACY_FIELDS, SPLITS, Source, legacy_message, parse_source
+from mt.config.sources import (
+    LEGACY_FIELDS,
+    SPLITS,
+    Source,
+    check_directions,
+    legacy_message,
+    parse_direction,
+    parse_source,
+)
 from mt.errors import ConfigError, MtError
 
 # Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
@@ -32,9 +40,14 @@ class DataConfig:
 
     src_lang: str = "de"
     tgt_lang: str = "en"
+    # One model for several directions (Johnson et al., 2017): "SRC-TGT" each, e.g. [en-de, en-fr, de-en,
+    # fr-en]; the source gets a target-language token (<2de>) in front. Empty: the one direction
+    # src_lang -> tgt_lang, without tokens (a bilingual model).
+    directions: list[str] = field(default_factory=list)
     # Each split is a list of sources read in order (mt.config.sources): files:PREFIX, files:SRC|TGT,
     # tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] or ding[:FILE][@PART]; a train
-    # source may end in *WEIGHT (an upsampling factor; 0.5 keeps a random half).
+    # source may end in *WEIGHT (an upsampling factor; 0.5 keeps a random half). With directions, each
+    # source is read for every direction, or for those it names after a ~ (files:PREFIX~en-de,de-en).
     train: list[str] = field(default_factory=list)
     valid: list[str] = field(default_factory=list)
     test: list[str] = field(default_factory=list)
@@ -46,12 +59,28 @@ class DataConfig:
     max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
     dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
 
-    def sources(self, split: str) -> list[Source]:
-        """The parsed sources of a split ("train", "valid" or "test"), for the corpus readers."""
+    @property
+    def multilingual(self) -> bool:  # several directions in one model, each source tagged with its target
+        return bool(self.directions)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (source, target) language of each direction; one, without data.directions."""
+        if not self.directions:
+            return [(self.src_lang, self.tgt_lang)]
+        return [parse_direction(direction, "data.directions") for direction in self.directions]
+
+    def languages(self) -> list[str]:
+        """Every language of the directions, in the order they first appear."""
+        return list(dict.fromkeys(lang for pair in self.pairs() for lang in pair))
+
+    def sources(self, split: str, direction: tuple[str, str] | None = None) -> list[Source]:
+        """The parsed sources of a split ("train", "valid" or "test") in a direction (default: the
+        first), for the corpus readers: with data.directions, those that name no direction or this one."""
         if split not in SPLITS:
             raise MtError(f"unknown split {split!r}; expected one of: {', '.join(SPLITS)}")
-        langs = (self.src_lang, self.tgt_lang)
-        return [parse_source(spec, split, langs, self.hf_streaming) for spec in getattr(self, split)]
+        langs = direction or self.pairs()[0]
+        parsed = [parse_source(spec, split, langs, self.hf_streaming, self.multilingual) for spec in getattr(self, split)]
+        return [source for source in parsed if not source.directions or langs in source.directions]
 
     def cleaning(self, split: str) -> str | None:
         """decode_chunk's `clean` for a split: the normalisation when cleaning it, None for strict."""
@@ -66,6 +95,10 @@ class TokenizerConfig:
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters become bytes, never <unk>
     input_sentence_size: int = 2_000_000  # sentences per model, reservoir-sampled while reading the corpus
+    # With data.directions, the sample balances the languages: a language with n sentences gets a share
+    # of it proportional to n^(1/T) (Arivazhagan et al., 2019, "Massively Multilingual NMT in the Wild",
+    # T = 5); 1 = as the data come. Languages of equal size get equal shares at any T.
+    language_temperature: float = 5.0
     # Subword regularization (Kudo, 2018): `mt binarize` writes each training pair this many times, once
     # in the tokenizer's best segmentation and N-1 times in segmentations sampled from it, so that each
     # epoch over the N copies shows the model a word split several ways. 1 = off (valid/test: always off).
@@ -118,6 +151,9 @@ class TrainConfig:
     # Attention and activation dropout keep their rates. None = off.
     early_dropout: float | None = None
     early_dropout_until: float = 0.5
+    # With data.directions, each epoch's pairs are drawn so that a direction with n pairs has a share
+    # proportional to n^(1/T) (tokenizer.language_temperature's rule, for batches); 1 = as the data come.
+    direction_temperature: float = 5.0
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -308,10 +344,10 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
     """Value checks that types alone do not catch (choices are Literal types, checked by `coerce`)."""
     checks = [
         (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
-        # A kept pair has up to max_len tokens a side; the source gains EOS and the decoder's input BOS.
-        (cfg.data.max_len + 1 <= cfg.model.max_positions,
-         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS) must be at most model.max_positions "
-         f"({cfg.model.max_positions})"),
+        # A kept pair has up to max_len tokens a side; the source gains EOS (and a tag), the decoder BOS.
+        (cfg.data.max_len + 1 + cfg.data.multilingual <= cfg.model.max_positions,
+         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
+         f"must be at most model.max_positions ({cfg.model.max_positions})"),
         (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
         # Written so that NaN fails too. The decoding flags are named: they fill these fields.
         (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
@@ -344,15 +380,20 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),
         (0.0 < cfg.tokenizer.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
         (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
+        (cfg.tokenizer.joint or not cfg.data.directions, "data.directions needs tokenizer.joint: true (one vocabulary)"),
+        (cfg.tokenizer.language_temperature >= 1, "tokenizer.language_temperature must be 1 (as the data come) or more"),
+        (cfg.train.direction_temperature >= 1, "train.direction_temperature must be 1 (as the data come) or more"),
     ]
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{where}: {message}")
-    for split in SPLITS:
-        try:
-            cfg.data.sources(split)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+    try:
+        for split in SPLITS:
+            for direction in cfg.data.pairs():
+                cfg.data.sources(split, direction)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    check_directions(cfg.data.directions, {split: getattr(cfg.data, split) for split in SPLITS}, where)
 
 
 def save_yaml(cfg: ExperimentConfig) -> str:

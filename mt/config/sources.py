@@ -12,7 +12,9 @@ data.train, data.valid and data.test are lists of specs, read in order and conca
                               phrases, valid or test, and defaults to the list's split
 
 A train spec may end in *WEIGHT (above 0), binarize's upsampling factor (2 writes each pair twice,
-0.5 keeps a random half). Specs are parsed when the config loads, so a typo fails before any work; `Source` is
+0.5 keeps a random half). In an experiment of several directions (data.directions), a spec is read
+for each of them (PREFIX.en and PREFIX.de for en-de, PREFIX.en and PREFIX.fr for en-fr, ...), or only
+for those it names after a ~, before any weight: files:PREFIX~en-de,de-en*2. Specs are parsed when the config loads, so a typo fails before any work; `Source` is
 the parsed form the readers take.
 """
 
@@ -30,12 +32,14 @@ DING_PATH = "/usr/share/trans/de-en"  # Debian's trans-de-en
 DING_PARTS = ("train", "sentences", "phrases", "valid", "test")
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our split -> the usual hub name
 GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
-           "or ding[:FILE][@PART], with an optional *WEIGHT in train")
+           "or ding[:FILE][@PART], with an optional *WEIGHT in train and ~SRC-TGT,... with data.directions")
 
 # A sign is part of the weight so that *-1 is refused as a weight, not read as part of a file name.
 _WEIGHT = re.compile(r"\*\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*$")
 _KIND = re.compile(r"([a-z]+)(?=[:@]|$)")
 _TSV_COLUMNS = re.compile(r":([A-Za-z]\w*)-([A-Za-z]\w*)$")
+_DIRECTION = re.compile(r"([A-Za-z][A-Za-z0-9_]*)-([A-Za-z][A-Za-z0-9_]*)")
+_DIRECTIONS = re.compile(r"~\s*((?:[A-Za-z]\w*-[A-Za-z]\w*)(?:\s*,\s*[A-Za-z]\w*-[A-Za-z]\w*)*)\s*$")
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,38 @@ class Source:
     columns: tuple[int, int] = (0, 1)  # tsv: the columns of source and target
     weight: float = 1.0
     streaming: bool = False  # hf: read record by record instead of downloading first
+    directions: tuple[tuple[str, str], ...] = ()  # those it is read for (~SRC-TGT,...); (): every one
 
 
-def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool = False) -> Source:
-    """A spec of data.<split> as a Source for langs[0] -> langs[1]; a ConfigError names the spec."""
+def parse_direction(text: str, where: str) -> tuple[str, str]:
+    """"en-de" -> ("en", "de"): two different language codes (letters, digits, _; no hyphen)."""
+    match = _DIRECTION.fullmatch(str(text).strip())
+    if not match or match.group(1) == match.group(2):
+        raise ConfigError(f"{where}: {text!r} is not a direction: expected SRC-TGT of two languages, like en-de")
+    return match.group(1), match.group(2)
+
+
+def check_directions(directions: list[str], specs: dict[str, list[str]], where: str) -> None:
+    """data.directions: distinct SRC-TGT pairs; and a source's ~SRC-TGT names only those (`specs`:
+    each split's specs)."""
+    pairs = [parse_direction(direction, "data.directions") for direction in directions]
+    if not pairs:
+        return
+    if len(set(pairs)) != len(pairs):
+        raise ConfigError(f"{where}: data.directions: {', '.join(directions)} names a direction twice")
+    for split, split_specs in specs.items():
+        for spec in split_specs:
+            named = parse_source(spec, split, pairs[0], multilingual=True).directions
+            unknown = [f"{s}-{t}" for s, t in named if (s, t) not in pairs]
+            if unknown:
+                raise ConfigError(f"{where}: data.{split}: {spec!r} names {', '.join(unknown)}, not a direction of "
+                                  f"data.directions ({', '.join(directions)})")
+
+
+def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool = False,
+                 multilingual: bool = False) -> Source:
+    """A spec of data.<split> as a Source for langs[0] -> langs[1]; a ConfigError names the spec.
+    `multilingual`: data.directions is set, so a ~SRC-TGT,... suffix may say which directions read it."""
     where = f"data.{split}: {spec!r}"
     text, weight = str(spec).strip(), 1.0
     if match := _WEIGHT.search(text):
@@ -63,6 +95,12 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
             raise ConfigError(f"{where}: a weight must be above 0 (*{match.group(1)})")
         if split != "train":
             raise ConfigError(f"{where}: a *WEIGHT applies to training data only")
+    directions: tuple[tuple[str, str], ...] = ()
+    if match := _DIRECTIONS.search(text):  # (a ~ in a path, files:~/corpus, is not one)
+        if not multilingual:
+            raise ConfigError(f"{where}: a ~SRC-TGT suffix names directions of data.directions, which is not set")
+        directions = tuple(parse_direction(d, where) for d in match.group(1).split(","))
+        text = text[: match.start()].rstrip()
     kind_match = _KIND.match(text)
     kind = kind_match.group(1) if kind_match else text.partition(":")[0]
     if kind not in KINDS:
@@ -77,7 +115,7 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     arg = rest[1:].strip()
     if not arg and kind != "ding":
         raise ConfigError(f"{where}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
-    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight)
+    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight, directions=directions)
     if kind == "files":
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):

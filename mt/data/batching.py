@@ -170,6 +170,28 @@ def pad_fraction(
     return fractions[0], fractions[1]
 
 
+def balanced_epoch(directions: np.ndarray, temperature: float, seed: int, epoch: int) -> np.ndarray | None:
+    """The pairs of an epoch when several directions share the data (Arivazhagan et al., 2019): a
+    direction with n of the N pairs takes N * n^(1/T) / sum(n^(1/T)) rows, its pairs repeated or a
+    random part of them, drawn afresh each epoch (deterministic in seed and epoch); None when that is
+    every pair once (one direction, T = 1, or directions of one size)."""
+    counts = np.bincount(directions) if len(directions) else np.zeros(0, np.int64)
+    present = np.flatnonzero(counts)
+    if len(present) < 2 or temperature == 1:
+        return None
+    weights = counts[present] ** (1.0 / temperature)
+    rows = np.rint(weights / weights.sum() * counts.sum()).astype(np.int64)
+    if (rows == counts[present]).all():
+        return None
+    rng = np.random.default_rng((seed, epoch, 7))
+    chosen = []
+    for direction, want in zip(present, rows):
+        members = np.flatnonzero(directions == direction)
+        full, part = divmod(int(want), len(members))
+        chosen += [members] * full + [rng.choice(members, part, replace=False)]
+    return np.sort(np.concatenate(chosen))
+
+
 class BatchStream:
     """This process's training batches, epoch after epoch, and its position among them.
 
@@ -179,8 +201,10 @@ class BatchStream:
     checkpoint saves: the order is a function of them, so a resumed run reads what it would have.
     """
 
-    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1):
+    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1,
+                 direction_temperature: float = 1.0):
         self.data, self.max_tokens, self.seed = data, max_tokens, seed
+        self.direction_temperature = direction_temperature  # `balanced_epoch`'s T
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
         self.batch_in_epoch = 0  # batches of this epoch taken by all processes together
@@ -193,7 +217,13 @@ class BatchStream:
     def next_batch(self) -> Batch:
         """This process's next batch."""
         if self._order is None:
-            self._order = make_batches(self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch)
+            pairs = balanced_epoch(self.data.directions, self.direction_temperature, self.seed, self.epoch)
+            if pairs is None:
+                self._order = make_batches(self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch)
+            else:
+                batches = make_batches(self.data.src_lens[pairs], self.data.tgt_lens[pairs], self.max_tokens, self.seed,
+                                       self.epoch)
+                self._order = [pairs[batch] for batch in batches]
             if len(self._order) < self.world_size:
                 raise MtError(f"{len(self._order)} training batches for {self.world_size} processes: "
                               f"use a smaller max_tokens")

@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Worker
 from mt.data.dataset import file_sha256
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import Tokenizer, language_tag
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
 
@@ -72,7 +73,8 @@ class NpyWriter:
 class SplitWriter:
     """The five arrays of a split (ids and offsets per side, line numbers), appended to as pairs come."""
 
-    def __init__(self, exp: Experiment, tmp_dir: Path, split: str, src_dtype: np.dtype, tgt_dtype: np.dtype):
+    def __init__(self, exp: Experiment, tmp_dir: Path, split: str, src_dtype: np.dtype, tgt_dtype: np.dtype,
+                 directions: bool = False):
         paths = {
             "src_ids": (exp.ids_path(split, "src"), src_dtype),
             "src_offsets": (exp.offsets_path(split, "src"), np.int64),
@@ -80,13 +82,19 @@ class SplitWriter:
             "tgt_offsets": (exp.offsets_path(split, "tgt"), np.int64),
             "lines": (exp.lines_path(split), np.int64),
         }
+        if directions:  # the direction of each pair, an index into data.directions
+            paths["directions"] = (exp.directions_path(split), np.int16)
+        self.direction_rows: dict[int, int] = {}
         # The names they will have under exp.data_dir, which is flat.
         self.files = {key: NpyWriter(tmp_dir / path.name, dtype) for key, (path, dtype) in paths.items()}
         self.tokens = {"src": 0, "tgt": 0}
         for side in ("src", "tgt"):
             self.files[f"{side}_offsets"].append(np.zeros(1, np.int64))
 
-    def append(self, arrays: dict, lines: np.ndarray) -> None:
+    def append(self, arrays: dict, lines: np.ndarray, direction: int = 0) -> None:
+        if "directions" in self.files:
+            self.files["directions"].append(np.full(len(lines), direction, np.int16))
+        self.direction_rows[direction] = self.direction_rows.get(direction, 0) + len(lines)
         for side in ("src", "tgt"):
             self.files[f"{side}_ids"].append(arrays[f"{side}_ids"])
             ends = self.tokens[side] + np.cumsum(arrays[f"{side}_lens"])
@@ -177,28 +185,33 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
                       clean is not None and data.dedup,
                       cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
-    sources = data.sources(split)
+    # Each source of each direction, in order; with directions, its pairs' sources start with the tag.
+    entries = [(d, source, _tagged(filters, src_tok, tgt, data.multilingual))
+               for d, (src, tgt) in enumerate(data.pairs()) for source in data.sources(split, (src, tgt))]
+    sources = [source for _, source, _ in entries]
     reasons = drop_reasons(clean, sources)
     tally = {
         "dropped": dict.fromkeys(reasons, 0),
         "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
         "examples": {},
         "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0, "rows": 0,
-                     "dropped": dict.fromkeys(reasons, 0)} for s in sources],
+                     "dropped": dict.fromkeys(reasons, 0),
+                     **({"direction": "-".join(s.langs)} if data.multilingual else {})} for s in sources],
     }
     seen = SeenPairs() if filters.dedup else None
     tasks = (
-        ((index, chunk.start), chunk, filters)
-        for index, source in enumerate(sources)
+        ((index, chunk.start), chunk, tagged)
+        for index, (_, source, tagged) in enumerate(entries)
         for chunk in corpus.chunks(source, encoding.ENCODE_CHUNK)
     )
-    writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size))
+    writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size),
+                         data.multilingual)
     try:
         with log.make_progress() as progress:
             bar = progress.add_task(f"binarize {split}", total=None)  # pairs read; the total is unknown
             for (index, start), result in workers.map(tasks):
                 progress.update(bar, advance=result["pairs_in"])
-                _add_chunk(result, index, start, sources[index].weight, tally, seen, writer)
+                _add_chunk(result, index, start, sources[index].weight, tally, seen, writer, entries[index][0])
     except BaseException:
         writer.abandon()
         raise
@@ -218,11 +231,24 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
         stats["cleaning"] = {"normalize": clean, "fixed_lines": tally["fixed"], "examples": tally["examples"]}
     if split == "train" and (len(sources) > 1 or sources[0].weight != 1):
         stats["sources"] = tally["sources"]
+    if data.multilingual:
+        stats["directions"] = {"-".join(pair): writer.direction_rows[d] for d, pair in enumerate(data.pairs())}
     return stats, writer.close()
 
 
+def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool) -> Filters:
+    """The filters of a direction: with several, each source begins with its target language's tag."""
+    if not multilingual:
+        return filters
+    tag = src_tok.tag_id(tgt_lang)
+    if tag is None:
+        raise MtError(f"{src_tok.path}: no {language_tag(tgt_lang)} token: the tokenizer was trained for other "
+                      f"languages than data.directions has now; train it again")
+    return replace(filters, src_prefix=(tag,))
+
+
 def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
-               writer: SplitWriter) -> None:
+               writer: SplitWriter, direction: int = 0) -> None:
     """Count an encoded chunk of source `index`, sample it by its weight, drop the duplicates of
     pairs already written, write the rest as often as the weight says.
 
@@ -262,9 +288,9 @@ def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict,
     rows = writer.pairs
     for copy in range(int(copies.max()) if len(copies) else 0):  # the pairs in order, then again (*2)
         part = arrays if (copies > copy).all() else _select(arrays, copies > copy)
-        writer.append(part, offset + start + part["index"])
+        writer.append(part, offset + start + part["index"], direction)
         for sample in part.get("samples", ()):  # its line numbers are the best segmentation's
-            writer.append(sample, offset + start + part["index"])
+            writer.append(sample, offset + start + part["index"], direction)
     source["rows"] += writer.pairs - rows
 
 

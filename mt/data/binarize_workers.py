@@ -44,6 +44,7 @@ class Filters:
     dedup: bool
     segmentations: int = 1  # each kept pair's best segmentation, and segmentations - 1 sampled ones
     sampling_alpha: float = 0.3  # tokenizer.sampling_alpha
+    src_prefix: tuple[int, ...] = ()  # ids before each source (a multilingual model's target tag), after the filters
 
 
 def _pair_hash(src: str, tgt: str) -> int:
@@ -76,7 +77,7 @@ class Encoder:
             "examples": decoded.examples,
         }
         best = {side: [seqs[i] for i in keep] for side, seqs in encoded.items()}
-        result.update(self._pack(best))
+        result.update(self._pack(_prefixed(best, filters.src_prefix)))
         if filters.segmentations > 1:
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
@@ -91,8 +92,8 @@ class Encoder:
         drawn = {"src": self.src_tok.sample(text["src"], filters.sampling_alpha),
                  "tgt": self.tgt_tok.sample(text["tgt"], filters.sampling_alpha)}
         fails = np.logical_or.reduce(_length_checks(_lengths(drawn["src"]), _lengths(drawn["tgt"]), filters))
-        return self._pack({side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
-                           for side in ("src", "tgt")})
+        return self._pack(_prefixed({side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
+                                     for side in ("src", "tgt")}, filters.src_prefix))
 
     def _pack(self, seqs: dict[str, list[list[int]]]) -> dict:
         """{side}_ids (flat, the vocabulary's dtype) and {side}_lens of id sequences per side."""
@@ -103,6 +104,11 @@ class Encoder:
             arrays[f"{side}_ids"] = np.fromiter(flat, dtype=id_dtype(tok.vocab_size), count=int(lens.sum()))
             arrays[f"{side}_lens"] = lens
         return arrays
+
+
+def _prefixed(seqs: dict[str, list[list[int]]], prefix: tuple[int, ...]) -> dict[str, list[list[int]]]:
+    """The source sequences with `prefix` in front (the filters have seen them without it)."""
+    return {**seqs, "src": [[*prefix, *ids] for ids in seqs["src"]]} if prefix else seqs
 
 
 def _lengths(seqs: list[list[int]]) -> np.ndarray:

@@ -100,6 +100,9 @@ class ParallelData:
             )
         self.src_lens: np.ndarray = np.diff(self._src_offsets).astype(np.int64)
         self.tgt_lens: np.ndarray = np.diff(self._tgt_offsets).astype(np.int64)
+        # The direction of each pair, an index into data.directions (all 0 in a bilingual experiment).
+        path = exp.directions_path(split)
+        self.directions: np.ndarray = np.load(path) if path.exists() else np.zeros(len(self.src_lens), np.int16)
 
     def __len__(self) -> int:
         return len(self.src_lens)

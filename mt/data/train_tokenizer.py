@@ -5,6 +5,7 @@ split with mt's fixed special ids (`mt.tokenizer`), joint by default (Sec. 3.4).
 from __future__ import annotations
 
 import os
+import random
 import re
 import tempfile
 import time
@@ -18,7 +19,7 @@ from mt.config.schema import ExperimentConfig, TokenizerConfig
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
 
 def _train_error(exc: Exception, vocab_size: int) -> str:
@@ -40,8 +41,9 @@ def _train_error(exc: Exception, vocab_size: int) -> str:
     return f"sentencepiece training failed: {message}"
 
 
-def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
-    """Train one SentencePiece model on `lines`; writes prefix.model and prefix.vocab atomically."""
+def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig, symbols: list[str] | None = None) -> None:
+    """Train one SentencePiece model on `lines`; writes prefix.model and prefix.vocab atomically.
+    `symbols`: pieces kept whole wherever they appear (the language tags of a multilingual model)."""
     prefix = Path(prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=prefix.parent, prefix=".spm-") as tmp:
@@ -62,6 +64,7 @@ def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig) -> None:
                 unk_id=UNK_ID,
                 bos_id=BOS_ID,
                 eos_id=EOS_ID,
+                user_defined_symbols=list(symbols or []),
                 num_threads=2,
                 minloglevel=2,  # sentencepiece logs to stderr at length; errors still raise
             )
@@ -92,6 +95,8 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     if not cfg.data.train:  # else the sample is empty and the error names no file
         raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
     started = time.perf_counter()
+    if cfg.data.multilingual:
+        return _train_multilingual(exp, cfg, started)
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
     pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
     sample = corpus.sample_pairs(cfg.data.sources("train"), pairs, cfg.data.cleaning("train"))
@@ -119,3 +124,43 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
         "pairs_read": sample.pairs_read,
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) -> dict:
+    """One joint model for every language of data.directions, trained on a sample that balances the
+    languages (tokenizer.language_temperature), with each language's tag as a user symbol."""
+    directions = cfg.data.pairs()
+    per_direction = max(1, cfg.tokenizer.input_sentence_size // (2 * len(directions)))
+    text: dict[str, dict[str, None]] = {lang: {} for lang in cfg.data.languages()}  # unique, in order
+    read = 0
+    for src_lang, tgt_lang in directions:
+        sources = cfg.data.sources("train", (src_lang, tgt_lang))
+        sample = corpus.sample_pairs(sources, per_direction, cfg.data.cleaning("train"))
+        read += sample.pairs_read
+        text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))
+        text[tgt_lang].update(dict.fromkeys(line for line in sample.tgt if line.strip()))
+    counts = balanced_counts({lang: len(lines) for lang, lines in text.items()}, cfg.tokenizer.language_temperature)
+    if not sum(counts.values()):
+        raise MtError(f"data.train: no training text in any of {', '.join(cfg.data.directions)} to train the tokenizer on")
+    rng = random.Random(1)
+    lines = [line for lang, wanted in counts.items() for line in rng.sample(list(text[lang]), wanted)]
+    shares = ", ".join(f"{lang} {n:,}" for lang, n in counts.items())
+    log.info(f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
+             f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})")
+    train_spm(lines, exp.spm_prefix("joint"), cfg.tokenizer, [language_tag(lang) for lang in text])
+    return {"vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
+            "sentences": {"src": len(lines), "tgt": len(lines)}, "pairs_read": read,
+            "languages": counts, "seconds": round(time.perf_counter() - started, 2)}
+
+
+def balanced_counts(sizes: dict[str, int], temperature: float) -> dict[str, int]:
+    """How many of each group's items a balanced sample takes: shares proportional to n^(1/T), as large
+    as the smallest group relative to its share allows (at T = 1: everything; equal sizes: all of
+    each). Arivazhagan et al. (2019) draw languages so; here a sample is drawn once, without repeats."""
+    weights = {key: (n ** (1 / temperature) if n else 0.0) for key, n in sizes.items()}
+    total = sum(weights.values())
+    if not total:
+        return dict.fromkeys(sizes, 0)
+    shares = {key: w / total for key, w in weights.items()}
+    scale = min(sizes[key] / share for key, share in shares.items() if share)
+    return {key: min(sizes[key], round(share * scale)) for key, share in shares.items()}

@@ -96,14 +96,16 @@ def forced_attention(model: Transformer, src_ids: torch.Tensor, tokens: list[lis
     ]
 
 
-def attention_maps(translator, sentence: str, target: str | None = None, layer: int = -1) -> AttentionMaps:
+def attention_maps(translator, sentence: str, target: str | None = None, layer: int = -1,
+                   tag: int | None = None) -> AttentionMaps:
     """Translate `sentence` with the translator's search (or take `target` as the translation) and
-    return the weights of the forced decode; an ensemble shows its first model."""
+    return the weights of the forced decode; an ensemble shows its first model. `tag`: a multilingual
+    model's target token (`Translator.directions.tag`), which the maps show as the first source piece."""
     if not sentence.strip():
         raise MtError("the sentence is empty: give the text to translate")
     if target is not None and not target.strip():
         raise MtError("--target is empty: give a translation, or leave it out to use the model's")
-    src_ids, src = translator.encode_line(sentence)
+    src_ids, src = translator.encode_line(sentence, tag)
     if target is None:
         tokens = translator.best_hypothesis(src_ids).tokens
     else:
@@ -137,9 +139,11 @@ def attention(
     fmt: str = "png",
     target: str | None = None,
     force: bool = False,
+    tag: int | None = None,
 ) -> tuple[AttentionMaps, list[Path]]:
     """`mt attention`: translate one sentence and write heatmaps of its attention (and/or the raw
-    weights as JSON) into `out_dir`; existing files are replaced only with `force`."""
+    weights as JSON) into `out_dir`; existing files are replaced only with `force`. `tag`: a
+    multilingual model's target token (`Translator.directions.tag`)."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS)}")
     layer = layer % len(members(translator.model)[0].decoder)
@@ -147,7 +151,7 @@ def attention(
     taken = [path for path in files.values() if path.exists()]
     if taken and not force:
         raise MtError(f"{taken[0]}: exists; choose another --output-dir or add --force")
-    maps = attention_maps(translator, sentence, target, layer)
+    maps = attention_maps(translator, sentence, target, layer, tag)
     if "json" in files:
         write_json_atomic(files["json"], maps.to_json(encoder))
     if "layers" in files:

@@ -42,7 +42,8 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     sections: dict[str, dict[str, Any]] = {
         "experiment": {
             "directory": record["directory"],
-            "direction": f"{data.src_lang} -> {data.tgt_lang}",
+            **({"directions": f"{', '.join(data.directions)} (multilingual: <2xx> tokens)"} if data.multilingual
+               else {"direction": f"{data.src_lang} -> {data.tgt_lang}"}),
             "corpus": ", ".join(data.train) or "(none)",
             "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
             + ("" if record["tokenizer_trained"] else " (not trained)"),
@@ -67,6 +68,10 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
                 f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"
         else:
             sections["scores"][name] = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
+            if "directions" in s:
+                sections["scores"][name] = f"mean of {len(s['directions'])} directions: {sections['scores'][name]}"
+                for direction, d in s["directions"].items():
+                    sections["scores"][f"{name} {direction}"] = f"BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
     for row in record["student_and_teachers"]:  # a student of mt distill: its teachers beside it
         figures = [f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
                    f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,

@@ -76,13 +76,14 @@ class Limits:
             raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be 0 or more")
 
 
-def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = None, api_key: str | None = None,
-              threads: int | None = None, checkpoint: str = ""):
-    """The FastAPI app over `translator` (module docstring); its batcher runs while the app does."""
+def build_app(translator, limits: Limits | None = None, api_key: str | None = None, threads: int | None = None,
+              checkpoint: str = ""):
+    """The FastAPI app over `translator` (module docstring), for the directions it translates; its
+    batcher runs while the app does."""
     limits = limits or Limits()
     batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads,
                       limits.batching)
-    service = Service(translator, batcher, src_lang, tgt_lang, limits, api_key, checkpoint)
+    service = Service(translator, batcher, limits, api_key, checkpoint)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -121,14 +122,7 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
                  f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
         return response
 
-    layers = check_layer(translator.model, None, "layer") + 1
-    spec = openapi.routes(src_lang, tgt_lang, limits.max_chars, limits.max_lines, limits.max_beam,
-                          limits.max_attention_tokens, layers)
-    app.post("/translate", **spec["/translate"])(service.libre_translate)
-    app.get("/languages", **spec["/languages"])(service.languages)
-    app.get("/health", **spec["/health"])(service.health)
-    app.post("/v1/translate", **spec["/v1/translate"])(service.v1_translate)
-    app.post("/v1/attention", **spec["/v1/attention"])(service.v1_attention)
+    _routes(app, service, translator, limits)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -137,6 +131,21 @@ def build_app(translator, src_lang: str, tgt_lang: str, limits: Limits | None = 
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     return app
+
+
+def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
+    """The API's routes, each with its part of the OpenAPI schema (mt.serve.openapi)."""
+    layers = check_layer(translator.model, None, "layer") + 1
+    directions = translator.directions
+    sources = directions.sources() + (["auto"] if len(directions.sources()) == 1 else [])
+    targets = list(directions.tags) or directions.targets()  # zero-shot targets too: every language with a tag
+    spec = openapi.routes(sources, targets, limits.max_chars, limits.max_lines, limits.max_beam,
+                          limits.max_attention_tokens, layers)
+    app.post("/translate", **spec["/translate"])(service.libre_translate)
+    app.get("/languages", **spec["/languages"])(service.languages)
+    app.get("/health", **spec["/health"])(service.health)
+    app.post("/v1/translate", **spec["/v1/translate"])(service.v1_translate)
+    app.post("/v1/attention", **spec["/v1/attention"])(service.v1_attention)
 
 
 def _version() -> str:
@@ -207,11 +216,12 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     torch.set_num_threads(1)
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
     names = ", ".join(path.name for path in translator.checkpoint_paths)
-    app = build_app(translator, cfg.data.src_lang, cfg.data.tgt_lang, limits, api_key, worker_threads, names)
+    app = build_app(translator, limits, api_key, worker_threads, names)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     address = f"[{host}]" if ":" in host else host
     mode = quantize or precision
-    log.info(f"[bold]mt serve[/bold] {cfg.data.src_lang} -> {cfg.data.tgt_lang}: {escape(str(exp.root))} "
+    pairs = ", ".join(f"{src} -> {tgt}" for src, tgt in translator.directions.pairs)
+    log.info(f"[bold]mt serve[/bold] {pairs}: {escape(str(exp.root))} "
              f"({names}, {mode}, threads {threads or 'torch default'}, {device})"
              f"{', API key required' if api_key else ''} "
              f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)")

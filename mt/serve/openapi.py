@@ -27,10 +27,10 @@ def _errors(*statuses: int) -> dict[int, dict]:
     return {status: {"description": reasons[status], **_json(ERROR)} for status in statuses}
 
 
-def routes(src_lang: str, tgt_lang: str, max_chars: int, max_lines: int, max_beam: int, max_attention_tokens: int,
-           layers: int) -> dict[str, dict[str, Any]]:
-    """FastAPI's `openapi_extra` and `responses` of each route, for this model's pair, its decoder's
-    `layers` and these limits."""
+def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: int, max_beam: int,
+           max_attention_tokens: int, layers: int) -> dict[str, dict[str, Any]]:
+    """FastAPI's `openapi_extra` and `responses` of each route, for this model's source languages
+    ("auto" among them when it has one) and targets, its decoder's `layers` and these limits."""
     # The limits are on the whole request (characters, lines); the schema promises what always fits.
     item = {**LINE, "maxLength": max_chars // max_lines}
     text_list = {"type": "array", "items": item, "minItems": 1, "maxItems": max_lines}
@@ -38,13 +38,13 @@ def routes(src_lang: str, tgt_lang: str, max_chars: int, max_lines: int, max_bea
     q = {"type": "string", "minLength": 1, "maxLength": max_chars, "pattern": lines}
     libre = {"type": "object", "required": ["q", "source", "target"], "properties": {
         "q": {"oneOf": [q, text_list]},
-        "source": {"type": "string", "enum": [src_lang, "auto"]},
-        "target": {"type": "string", "enum": [tgt_lang]},
+        "source": {"type": "string", "enum": sources},
+        "target": {"type": "string", "enum": targets},
         "format": {"type": "string", "enum": ["text"]},
         "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
         "api_key": {"type": "string"}}}
     form = {**libre, "properties": {**libre["properties"], "q": q}}
-    pair = {"source": {"type": "string", "enum": [src_lang, "auto"]}, "target": {"type": "string", "enum": [tgt_lang]}}
+    pair = {"source": {"type": "string", "enum": sources}, "target": {"type": "string", "enum": targets}}
     v1 = {"type": "object", "required": ["text"], "additionalProperties": False, "properties": {
         "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]}, **pair,
         "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},

@@ -134,13 +134,14 @@ def check_key(expected: str | None, given: Any) -> None:
         raise ApiError(403, "Invalid API key")
 
 
-def check_pair(data: dict, src_lang: str, tgt_lang: str) -> None:
-    """422 when "source" or "target", if given, is not a string; 400 when it is not the model's."""
-    for name, known in (("source", (src_lang, "auto")), ("target", (tgt_lang,))):
+def check_pair(data: dict) -> tuple[str | None, str | None]:
+    """"source" and "target" (None: not given, or source "auto"); 422 when one is not a string. Whether
+    the model translates them is the direction's to say (mt.directions: 400)."""
+    for name in ("source", "target"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise ApiError(422, f"{name}: expected a language code (a string), got {json.dumps(data[name])[:40]}")
-        if data.get(name) is not None and data[name] not in known:
-            raise ApiError(400, f"{name} {data[name]!r}: this model translates {src_lang} to {tgt_lang}")
+    source = data.get("source")
+    return (None if source == "auto" else source), data.get("target")
 
 
 def check_size(texts: list[str], max_chars: int, max_lines: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi import Request
@@ -43,10 +44,10 @@ V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
 class Service:
     """The routes' work: `translator` behind `batcher`, within `limits` (mt.serve.app.Limits)."""
 
-    def __init__(self, translator: Translator, batcher: Batcher, src_lang: str, tgt_lang: str, limits,
-                 api_key: str | None, checkpoint: str):
+    def __init__(self, translator: Translator, batcher: Batcher, limits, api_key: str | None, checkpoint: str):
         self.translator, self.batcher, self.limits = translator, batcher, limits
-        self.src_lang, self.tgt_lang, self.api_key, self.checkpoint = src_lang, tgt_lang, api_key, checkpoint
+        self.directions = translator.directions  # the pairs it was trained on; tags if multilingual
+        self.api_key, self.checkpoint = api_key, checkpoint
         self.defaults = translator.decode_cfg
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
         # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
@@ -54,9 +55,11 @@ class Service:
 
     async def translate(self, request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
-        the search is called off when the client leaves before its answer."""
-        todo, encoded, cuts = self.translator.encode_lines(lines)
+        the search is called off when the client leaves before its answer. The direction's tag goes
+        into the sources: sentences of every direction may then share a batch."""
+        todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
+        options = replace(options, src_lang=None, tgt_lang=None)
         found = await wait_for(lambda: self.batcher.submit(encoded, options), request)
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results = [[empty] for _ in lines]
@@ -70,11 +73,12 @@ class Service:
         check_key(self.api_key, fields.get("api_key") or header_key(request))
         q, source = fields.get("q"), fields.get("source")
         texts = self._libre_texts(fields)
+        src_lang = None if source == "auto" else source
         asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
-        options = DecodeOptions(nbest=alternatives + 1).resolved(self.defaults)
+        options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(self.defaults)
         results, _ = await self.translate(request, [line for lines, _ in split for line in lines], options)
         translated, others, at = [], [], 0
         for lines, breaks in split:
@@ -86,7 +90,7 @@ class Service:
         if asked:
             answer["alternatives"] = others[0] if isinstance(q, str) else others
         if source == "auto":
-            detected = {"confidence": 100, "language": self.src_lang}
+            detected = {"confidence": 100, "language": self.directions.sources()[0]}
             answer["detectedLanguage"] = detected if isinstance(q, str) else [detected for _ in texts]
         return answer
 
@@ -101,9 +105,15 @@ class Service:
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
         for text in texts:
             unicode_text(text, "q", 400)
-        for value, known in ((source, (self.src_lang, "auto")), (target, (self.tgt_lang,))):
-            if value not in known:
-                raise ApiError(400, f"{value} is not supported: this model translates {self.src_lang} to {self.tgt_lang}")
+        sources = self.directions.sources()
+        if source == "auto" and len(sources) > 1:
+            raise ApiError(400, f"auto is not supported: this model translates from {', '.join(sources)} and detects "
+                                f"no language; give source")
+        try:  # LibreTranslate's words: "fr is not supported"
+            self.directions.tag(None if source == "auto" else source, target)
+        except ConfigError as exc:
+            bad = source if source != "auto" and source not in sources else target
+            raise ApiError(400, f"{bad} is not supported: {str(exc).replace('(--tgt-lang)', '(target)')}") from None
         fmt = fields.get("format") or "text"
         if fmt != "text":
             raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
@@ -117,15 +127,29 @@ class Service:
             size, limit = (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines", limits.max_lines)
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
 
+    def _tag(self, src_lang: str | None, tgt_lang: str | None, status: int = 400) -> int | None:
+        """The direction's tag (mt.directions), or `status` naming the field at fault (source or target)
+        when the model cannot translate it."""
+        try:
+            return self.directions.tag(src_lang, tgt_lang)
+        except ConfigError as exc:
+            bilingual_source = not self.directions.multilingual and src_lang not in (None, self.directions.pairs[0][0])
+            field, value = ("source", src_lang) if bilingual_source else ("target", tgt_lang)
+            message = str(exc).replace("(--tgt-lang)", "(target)")
+            raise ApiError(status, f"{field} {value!r}: {message}" if value else f"{field}: {message}") from None
+
     async def languages(self) -> list[dict]:
-        return [{"code": self.src_lang, "name": LANGUAGE_NAMES.get(self.src_lang, self.src_lang),
-                 "targets": [self.tgt_lang]}]
+        """Each source language the model was trained on, with the targets it was trained to reach."""
+        return [{"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": self.directions.targets(src)}
+                for src in self.directions.sources()]
 
     async def health(self) -> dict[str, Any]:
         batcher = self.batcher
         if batcher.failure is not None:  # a monitor restarts what answers 503 here
             raise ApiError(503, f"{batcher.failure}; restart mt serve")
-        return {"status": "ok", "source": self.src_lang, "target": self.tgt_lang, "checkpoint": self.checkpoint,
+        (source, target), *_ = self.directions.pairs
+        return {"status": "ok", "source": source, "target": target, "directions": self.directions.names().split(", "),
+                "checkpoint": self.checkpoint,
                 "queued": batcher.queued(), "batches": batcher.batches,
                 "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
                 "busy_seconds": round(batcher.busy_seconds, 3)}
@@ -134,10 +158,12 @@ class Service:
         """POST /v1/translate: one translation per text item, its score, n best and alignments as asked."""
         check_key(self.api_key, header_key(request))
         data = await v1_fields(request, self.body_limit, V1_TRANSLATE_FIELDS)
-        check_pair(data, self.src_lang, self.tgt_lang)
+        src_lang, tgt_lang = check_pair(data)
+        self._tag(src_lang, tgt_lang)
         texts = text_items(data)
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
-        options = v1_options(data, self.defaults, self.limits.max_beam, self.translator.model)
+        options = replace(v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
+                          src_lang=src_lang, tgt_lang=tgt_lang)
         results, warnings = await self.translate(request, texts, options)
         return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
 
@@ -148,7 +174,7 @@ class Service:
 
         check_key(self.api_key, header_key(request))
         data = await v1_fields(request, self.body_limit, V1_ATTENTION_FIELDS)
-        check_pair(data, self.src_lang, self.tgt_lang)
+        tag = self._tag(*check_pair(data))
         text = data.get("text")
         if not isinstance(text, str) or not text.strip() or "\n" in text:  # one line, as mt translate reads lines
             raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
@@ -160,7 +186,7 @@ class Service:
         except ConfigError as exc:
             raise ApiError(422, str(exc)) from None
         encoder = flag(data, "encoder")
-        _, encoded, cuts = self.translator.encode_lines([text])
+        _, encoded, cuts = self.translator.encode_lines([text], tag=tag)
         request.state.lines, request.state.tokens = 1, len(encoded[0])
         limit = self.limits.max_attention_tokens
         for count, what in ((len(text), "characters"), (len(encoded[0]), "tokens")):
@@ -169,7 +195,7 @@ class Service:
                                     f"characters and tokens (--max-attention-tokens)")
 
         def answer(translator) -> bytes:  # on the worker: the event loop never serialises the weights
-            maps = attention_maps(translator, text, None, index).to_json(encoder)
+            maps = attention_maps(translator, text, None, index, tag).to_json(encoder)
             return json.dumps({**maps, "warnings": cuts}).encode("utf-8")
 
         return Response(await wait_for(lambda: self.batcher.call(answer), request), media_type="application/json")

@@ -1,0 +1,76 @@
+"""The directions a model translates, and the token that asks for each (Johnson et al., 2017).
+
+A bilingual model translates data.src_lang -> data.tgt_lang and knows no tags. A multilingual one
+(data.directions) reads `<2xx>`, the target language's tag, as the first token of every source; it
+was trained on some directions, and may be asked for another between its languages (zero-shot: its
+target's tag exists, the pair was never seen), which is allowed with a warning. A target it has no
+tag for is refused, in one line that lists the directions it knows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mt import log
+from mt.errors import ConfigError
+from mt.tokenizer import Tokenizer, language_tag
+
+
+@dataclass(frozen=True)
+class Directions:
+    pairs: tuple[tuple[str, str], ...]  # the trained (source, target) languages
+    tags: dict[str, int] = field(default_factory=dict)  # language -> its tag's id; empty: bilingual, no tags
+    warned: set = field(default_factory=set, compare=False)  # the zero-shot directions warned about once
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, str]], multilingual: bool, tokenizer: Tokenizer) -> Directions:
+        """A model's directions from its config's (data.pairs(), data.multilingual) and its tokenizer."""
+        if not multilingual:
+            return cls(tuple(pairs))
+        languages = dict.fromkeys(lang for pair in pairs for lang in pair)
+        tags = {lang: tokenizer.tag_id(lang) for lang in languages}
+        return cls(tuple(pairs), {lang: tag for lang, tag in tags.items() if tag is not None})
+
+    @property
+    def multilingual(self) -> bool:
+        return bool(self.tags)
+
+    def names(self) -> str:
+        return ", ".join(f"{src}-{tgt}" for src, tgt in self.pairs)
+
+    def sources(self) -> list[str]:
+        return list(dict.fromkeys(src for src, _ in self.pairs))
+
+    def targets(self, src_lang: str | None = None) -> list[str]:
+        return list(dict.fromkeys(tgt for src, tgt in self.pairs if src_lang in (None, src)))
+
+    def resolve(self, src_lang: str | None, tgt_lang: str | None) -> tuple[str | None, str]:
+        """(source, target) of a call that names them or not: a bilingual model's own, a multilingual
+        one's only target when it has one; anything else that is not named, or not known, is refused."""
+        if not self.multilingual:
+            (src, tgt), = self.pairs
+            if src_lang not in (None, src) or tgt_lang not in (None, tgt):
+                asked = f"{src_lang or src}-{tgt_lang or tgt}"
+                raise ConfigError(f"{asked}: this model translates {src}-{tgt} only (a bilingual experiment)")
+            return src, tgt
+        if tgt_lang is None:
+            targets = self.targets(src_lang)
+            if len(targets) != 1:
+                raise ConfigError(f"give the target language (--tgt-lang): this model translates {self.names()}")
+            tgt_lang = targets[0]
+        if tgt_lang not in self.tags:
+            raise ConfigError(f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
+                              f"translates {self.names()}")
+        return src_lang, tgt_lang
+
+    def tag(self, src_lang: str | None, tgt_lang: str | None) -> int | None:
+        """The id to put first in each source for this direction (None: bilingual); a direction that was
+        not trained is allowed with a warning (zero-shot)."""
+        src_lang, tgt_lang = self.resolve(src_lang, tgt_lang)
+        if not self.multilingual:
+            return None
+        if src_lang is not None and (src_lang, tgt_lang) not in {*self.pairs, *self.warned}:
+            self.warned.add((src_lang, tgt_lang))
+            log.warn(f"{src_lang}-{tgt_lang} was not trained (zero-shot: the model knows {self.names()}); "
+                     f"--pivot LANG translates through a trained direction instead")
+        return self.tags[tgt_lang]
