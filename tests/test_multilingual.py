@@ -92,12 +92,31 @@ def multi(tmp_path_factory):
         "tokenizer.vocab_size": 100, "tokenizer.byte_fallback": False,
         "model.enc_layers": 1, "model.dec_layers": 1, "model.d_model": 32, "model.d_ff": 64, "model.n_heads": 2,
         "train.max_steps": 700, "train.max_tokens": 600, "train.warmup_steps": 20, "train.lr_peak": 0.005,
-        "train.valid_every": 1000, "train.save_every": 1000, "decode.max_len_b": 12, "decode.beam": 2})
+        "train.valid_every": 350, "train.valid_bleu": True, "train.save_every": 1000, "decode.max_len_b": 12,
+        "decode.beam": 2})
     with one_thread():
         train_tokenizer(exp, cfg)
         binarize(exp, cfg)
         train(exp, cfg)
     return exp
+
+
+def test_validation_bleu_scores_each_row_against_its_own_direction(multi):
+    """train.valid_bleu ran (twice), and its references follow the rows through every direction's
+    sources: each sampled row's reference is the line its target ids came from."""
+    from types import SimpleNamespace
+
+    from mt.data.dataset import ParallelData
+    from mt.training.loop import _bleu_sample
+
+    records = [json.loads(line) for line in multi.train_log_path.read_text().splitlines()]
+    assert len([r for r in records if "valid_bleu" in r]) == 2
+    cfg = multi.load_config()
+    _, tgt_tok = multi.load_tokenizers(True)
+    data = ParallelData(multi, "valid")
+    sample = _bleu_sample(SimpleNamespace(exp=multi, cfg=cfg, valid_data=data, tgt_tok=tgt_tok))
+    assert len(set(data.directions[sample.indices].tolist())) == len(DIRECTIONS)  # rows of every direction
+    assert sample.refs == tgt_tok.decode([data.tgt(int(i)).tolist() for i in sample.indices])
 
 
 def test_the_tokenizer_keeps_each_tag_whole(multi):
@@ -185,6 +204,10 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
     assert [line.split()[0] for line in out.splitlines()[1:6]] == [*DIRECTIONS, "average"]
     code, out, _ = mt(capsys, monkeypatch, "info", "--exp", multi.root)
     assert "en-de, de-en, en-fr, fr-en" in out
+    from mt.report.page import _samples  # the report's samples: each direction's, with its languages
+
+    page = _samples(multi, 2)
+    assert all(f"test {d}: 2 of 30 sentences" in page for d in DIRECTIONS) and "reference (fr)" in page
 
 
 @pytest.mark.slow

@@ -171,26 +171,30 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
     cfg = exp.load_config()
     parts = []
     for split in SPLITS:
-        path = exp.hyp_path(split)
-        if not path.exists():
-            continue
-        hyps = read_lines(path)
-        try:
-            sources, refs = load_split(cfg.data.sources(split))
-        except MtError as exc:
-            parts.append(f"<h3>{_e(split)}</h3>" + _missing(f"references not available: {exc}"))
-            continue
-        if len(hyps) != len(refs):
-            parts.append(f"<h3>{_e(split)}</h3>" + _missing(
-                f"{path} has {len(hyps)} lines but the {split} split has {len(refs)}: translate it again with `mt evaluate`"))
-            continue
-        picked = sorted(random.Random(seed).sample(range(len(hyps)), min(count, len(hyps))))
-        bleu = BLEU(effective_order=True)
-        rows = [[str(i + 1), _e(sources[i]), _e(refs[i]), _e(hyps[i]),
-                 f"{bleu.sentence_score(hyps[i], [refs[i]]).score:.1f}"] for i in picked]
-        parts.append(f"<h3>{_e(split)}: {len(picked)} of {len(hyps):,} sentences, drawn at random (seed {seed})</h3>"
-                     + _table(["line", f"source ({cfg.data.src_lang})", f"reference ({cfg.data.tgt_lang})",
-                               "translation", "sentence BLEU"], rows, {3: "hyp", 4: "num"}, css="samples"))
+        for pair in cfg.data.pairs():  # a multilingual experiment's translations: one file per direction
+            direction = "-".join(pair) if cfg.data.multilingual else None
+            title = f"{split} {direction}" if direction else split
+            path = exp.hyp_path(split, direction)
+            if not path.exists():
+                continue
+            hyps = read_lines(path)
+            try:
+                sources, refs = load_split(cfg.data.sources(split, pair))
+            except MtError as exc:
+                parts.append(f"<h3>{_e(title)}</h3>" + _missing(f"references not available: {exc}"))
+                continue
+            if len(hyps) != len(refs):
+                parts.append(f"<h3>{_e(title)}</h3>" + _missing(
+                    f"{path} has {len(hyps)} lines but the {title} split has {len(refs)}: translate it again with "
+                    f"`mt evaluate`"))
+                continue
+            picked = sorted(random.Random(seed).sample(range(len(hyps)), min(count, len(hyps))))
+            bleu = BLEU(effective_order=True)
+            rows = [[str(i + 1), _e(sources[i]), _e(refs[i]), _e(hyps[i]),
+                     f"{bleu.sentence_score(hyps[i], [refs[i]]).score:.1f}"] for i in picked]
+            parts.append(f"<h3>{_e(title)}: {len(picked)} of {len(hyps):,} sentences, drawn at random (seed {seed})</h3>"
+                         + _table(["line", f"source ({pair[0]})", f"reference ({pair[1]})",
+                                   "translation", "sentence BLEU"], rows, {3: "hyp", 4: "num"}, css="samples"))
     if not parts:
         raise MtError(f"no translations in {exp.hyp_path('test').parent}: run `mt evaluate --exp {exp.root}`")
     return "\n".join(parts)

@@ -158,7 +158,8 @@ def _bleu_sample(run: Training) -> BleuSample:
     """train.valid_bleu's sample, against the raw validation references of the binarized rows."""
     cfg = run.cfg
     line_numbers = np.load(run.exp.lines_path("valid"))  # binarize may have dropped pairs
-    _, refs = load_split(cfg.data.sources("valid"))
+    # Line numbers count on through the directions' sources, in binarize's order.
+    refs = [ref for pair in cfg.data.pairs() for ref in load_split(cfg.data.sources("valid", pair))[1]]
     return BleuSample(run.valid_data, [refs[int(n)] for n in line_numbers], run.tgt_tok,
                       cfg.train.valid_bleu_sentences, cfg.decode.max_tokens, cfg.decode.max_len_a,
                       cfg.decode.max_len_b, cfg.train.precision)
