@@ -13,6 +13,9 @@ run. Every mode decodes with the same search: beam 5, the `length` penalty (scor
 counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
 cut. mt's modes batch by its own source-token budget (decode.max_tokens); CTranslate2 gets the same
 budget as max_batch_size in tokens. Timing covers tokenizing, searching and detokenizing for both.
+On request, the same checkpoint exported by `mt export --format huggingface` runs
+in transformers (hf_fp32: `generate()`) and, converted by Optimum, in ONNX Runtime (ort_fp32), under
+the same search settings, batched by mt's budget, with one length limit per batch as CTranslate2 has (pip install -e '.[huggingface,onnx]').
 BLEU is sacrebleu's default on the output. Without --modes, bf16 is left out (a row of the table says
 so) on a CPU that runs it 10x or more slower than fp32 (no bf16 hardware), and the ct2 modes where the
 ctranslate2 package is missing (pip install -e '.[export]'). Prints a table and, as its last line,
@@ -38,8 +41,9 @@ sys.path.insert(0, str(REPO))
 MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None),
             "constrained": ("fp32", None)}  # fp32 with one constraint per sentence (not a default mode)
 CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+HF_MODES = ("hf_fp32", "ort_fp32")  # transformers' generate(), and Optimum's ONNX Runtime model
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
-KNOWN_MODES = (*DEFAULT_MODES, "constrained")
+KNOWN_MODES = (*DEFAULT_MODES, "constrained", *HF_MODES)
 
 
 def reference_constraint(reference: str) -> str:
@@ -89,6 +93,51 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
     return translate, tgt_tok
 
 
+def _budget_batches(lengths: list[int], budget: int) -> list[list[int]]:
+    """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within
+    `budget` tokens, as mt batches its sources (decode.max_tokens)."""
+    batches: list[list[int]] = [[]]
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if batches[-1] and (len(batches[-1]) + 1) * lengths[i] > budget:
+            batches.append([])
+        batches[-1].append(i)
+    return [batch for batch in batches if batch]
+
+
+def _hf_decoder(exp, cfg, mode: str, model_dirs: dict[str, str], threads: int):
+    """transformers' generate() (hf_fp32) or ONNX Runtime's (ort_fp32) on the Hugging Face export."""
+    import torch
+    import transformers
+
+    if mode == "ort_fp32":
+        import onnxruntime
+        from optimum.onnxruntime import ORTModelForSeq2SeqLM
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        model = ORTModelForSeq2SeqLM.from_pretrained(model_dirs["onnx"], session_options=options)
+    else:
+        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(model_dirs["hf"]).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dirs["hf"])
+    decode = cfg.decode
+
+    def translate(lines: list[str]) -> list[str]:
+        ids = tokenizer(lines, truncation=True)["input_ids"]
+        out = [""] * len(lines)
+        for rows in _budget_batches([len(row) for row in ids], decode.max_tokens):
+            batch = tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt")
+            longest = batch["input_ids"].size(1) - 1  # source tokens, </s> not counted: mt's limit
+            limit = min(int(decode.max_len_a * longest + decode.max_len_b), cfg.model.max_positions - 1)
+            with torch.inference_mode():
+                generated = model.generate(**batch, num_beams=decode.beam, length_penalty=decode.alpha,
+                                           early_stopping=True, max_new_tokens=limit)
+            for i, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
+                out[i] = text.strip()
+        return out
+
+    return translate, exp.load_tokenizers(cfg.tokenizer.joint)[1]
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory since its exec (VmHWM): getrusage's maxrss carries over the
     parent's peak into a spawned child, which made every worker of a parent that trained a model look alike."""
@@ -98,7 +147,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands, results) -> None:
+def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], commands, results) -> None:
     """Load one mode, warm it up, then time one pass over the test split per 'go' on `commands`.
     A mode "M@old" is mode M of the checkout --old names: its `mt` is imported instead of this one's."""
     if mode.endswith("@old"):
@@ -117,7 +166,9 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
     cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args["beam"], args["alpha"], "length"
     src, refs = load_split(cfg.data.sources("test"))
     if mode in CT2_MODES:
-        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dir, args["threads"])
+        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dirs["ct2"], args["threads"])
+    elif mode in HF_MODES:
+        translate, tgt_tok = _hf_decoder(exp, cfg, mode, model_dirs, args["threads"])
     else:
         translate, tgt_tok = _mt_decoder(exp, cfg, mode, refs)
     translate(src[:16])  # warm-up: first-call allocations and kernel selection
@@ -139,14 +190,14 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dir: str | None, commands
     })
 
 
-def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_dir: str | None) -> dict[str, dict]:
+def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_dirs: dict[str, str]) -> dict[str, dict]:
     """rows: name -> (experiment, mode, settings). Every row in its own process, loaded first; then
     run r of each row in turn, r = 1..repeats, so that the machine's drift touches every row alike."""
     ctx = multiprocessing.get_context("spawn")
     workers = {}
     for name, (exp_dir, mode, settings) in rows.items():
         commands, results = ctx.Queue(), ctx.Queue()
-        process = ctx.Process(target=_worker, args=(exp_dir, mode, settings, model_dir, commands, results))
+        process = ctx.Process(target=_worker, args=(exp_dir, mode, settings, model_dirs, commands, results))
         process.start()
         if results.get() != "ready":
             raise SystemExit(f"{name}: the worker did not start")
@@ -166,14 +217,25 @@ def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_
     return out
 
 
-def export_once(args, directory: str) -> str:
+def export_once(args, directory: str, modes: list[str]) -> dict[str, str]:
+    """The exports the modes need, in `directory`: format -> its model directory."""
     from mt.experiment import Experiment
     from mt.export import export
 
     exp = Experiment(args.exp)
-    output = Path(directory) / "ct2"
-    export(exp, exp.load_config(), output, checkpoint=args.checkpoint)
-    return str(output)
+    dirs = {}
+    if any(m in CT2_MODES for m in modes):
+        dirs["ct2"] = str(Path(directory) / "ct2")
+        export(exp, exp.load_config(), Path(dirs["ct2"]), checkpoint=args.checkpoint)
+    if any(m in HF_MODES for m in modes):
+        dirs["hf"] = str(Path(directory) / "hf")
+        export(exp, exp.load_config(), Path(dirs["hf"]), fmt="huggingface", checkpoint=args.checkpoint)
+    if "ort_fp32" in modes:
+        from optimum.exporters.onnx import main_export
+
+        dirs["onnx"] = str(Path(directory) / "onnx")
+        main_export(dirs["hf"], output=dirs["onnx"], task="text2text-generation-with-past")
+    return dirs
 
 
 def default_modes() -> tuple[list[str], dict[str, str]]:
@@ -212,7 +274,7 @@ def main() -> None:
         modes, skipped = default_modes()
     else:
         modes = [m.strip() for m in args.modes.split(",")]
-        unknown = [m for m in modes if m not in MT_MODES and m not in CT2_MODES]
+        unknown = [m for m in modes if m not in KNOWN_MODES]
         if unknown:
             raise SystemExit(f"--modes: unknown {', '.join(unknown)} (expected {', '.join(KNOWN_MODES)})")
     if "fp32" not in modes:
@@ -222,26 +284,36 @@ def main() -> None:
         modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained"]
     print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="mt-bench-ct2-") as directory:
-        model_dir = export_once(args, directory) if any(m in CT2_MODES for m in modes) else None
+    with tempfile.TemporaryDirectory(prefix="mt-bench-export-") as directory:
+        model_dirs = export_once(args, directory, modes)
         settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old")}
-        results = run_interleaved({m: (args.exp, m, settings) for m in modes}, args.repeats, model_dir)
+        results = run_interleaved({m: (args.exp, m, settings) for m in modes}, args.repeats, model_dirs)
 
     from rich.console import Console
     from rich.table import Table
 
     versions = {"mt": "this checkout"}
-    if model_dir is not None:
+    if "ct2" in model_dirs:
         import ctranslate2
 
         versions["ctranslate2"] = ctranslate2.__version__
+    if "hf" in model_dirs:
+        import transformers
+
+        versions["transformers"] = transformers.__version__
+    if "onnx" in model_dirs:
+        import onnxruntime
+
+        versions["onnxruntime"] = onnxruntime.__version__
     title = (f"Decoding {args.exp} test split, beam {args.beam}, length penalty {args.alpha}, {args.threads} threads, "
              f"{cpu_name()}")
     table = Table(title=title)
     for column in ("system", "sent/s", "tokens/s", "BLEU", "chrF", "ref word in output", "peak RSS MB", "runs (s)"):
         table.add_column(column, justify="left" if column in ("system", "runs (s)") else "right")
     for mode, r in results.items():
-        name = f"CTranslate2 {versions['ctranslate2']} {mode[4:]}" if mode in CT2_MODES else f"mt {mode}"
+        name = {**{m: f"CTranslate2 {versions.get('ctranslate2')} {m[4:]}" for m in CT2_MODES},
+                "hf_fp32": f"transformers {versions.get('transformers')} fp32",
+                "ort_fp32": f"ONNX Runtime {versions.get('onnxruntime')} fp32 (Optimum)"}.get(mode, f"mt {mode}")
         name = name.replace("@old", f" (old: {args.old})")
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", f"{r['bleu']:.2f}",
                       f"{r['chrf']:.2f}", f"{r['reference_word_in_output']:.1%}", f"{r['peak_rss_mb']:.0f}",
@@ -255,7 +327,8 @@ def main() -> None:
         for m in (m for m in ours if f"{m}@old" in results):
             ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
     fast_mode = max((m for m in ours if m != "constrained"), key=lambda m: results[m]["sent_per_s"])
-    for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32")):
+    for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32"),
+                         ("fp32", "hf_fp32"), ("fp32", "ort_fp32")):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
     for name, ratio in ratios.items():

@@ -1,4 +1,4 @@
-"""`mt export`: a trained checkpoint as a model directory another runtime loads (CTranslate2)."""
+"""`mt export`: a trained checkpoint as a model directory another runtime loads (CTranslate2, Hugging Face)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,29 @@ from cli.options import Checkpoint, Exp, examples
 from mt import log
 
 EXAMPLES = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
-                    "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average")
+                    "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",
+                    "mt export --exp exp/de-en --format huggingface --output hf/de-en --license cc-by-4.0")
 
 
 def export(
     exp: Exp,
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write (must not exist, or --force).")],
-    fmt: Annotated[str, typer.Option("--format", help="ctranslate2: a CTranslate2 model directory.")] = "ctranslate2",
+    fmt: Annotated[str, typer.Option("--format", help="ctranslate2: a CTranslate2 model directory; huggingface: a "
+                                     "transformers MarianMTModel with its tokenizer and model card.")] = "ctranslate2",
     checkpoint: Checkpoint = None,
-    quantize: Annotated[Optional[str], typer.Option(help="Weights as int8, int8_float32 or float16 (default: float32).")] = None,
+    quantize: Annotated[Optional[str], typer.Option(help="ctranslate2: weights as int8, int8_float32 or float16 (default: float32).")] = None,
     force: Annotated[bool, typer.Option(help="Replace --output if it is an earlier export.")] = False,
+    license: Annotated[Optional[str], typer.Option(help="huggingface: the model card's licence, a Hub identifier "
+                                                   "such as apache-2.0 (default: unknown).")] = None,
 ) -> None:
-    """Write a checkpoint as a CTranslate2 model: model.bin, vocabularies, SentencePiece model(s), README.txt."""
+    """Write a checkpoint for another runtime: CTranslate2 (model.bin, vocabularies, SentencePiece
+    model(s), README.txt) or Hugging Face transformers (config.json, model.safetensors,
+    generation_config.json, the tokenizer's files, README.md)."""
     from mt.experiment_config import read_experiment
     from mt.export import export as run_export
 
     experiment, cfg = read_experiment(exp)
-    summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force)
-    log.info(f"exported {summary['checkpoint']} ({summary['quantize']}) to {summary['output']}: "
+    summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force, license)
+    log.info(f"exported {summary['checkpoint']} as {summary['format']} ({summary['quantize']}) to {summary['output']}: "
              f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB")
     print(summary["output"])

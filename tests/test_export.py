@@ -22,7 +22,8 @@ from toy import one_thread, tiny_experiment, toy_corpus
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
-from mt.export import build_spec, export
+from mt.export import export
+from mt.export.ctranslate2 import build_spec
 from mt.model.transformer import Transformer
 from mt.search.beam import beam_search, greedy_search
 from mt.search.steps import max_lengths
@@ -52,7 +53,7 @@ def _vocab(size: int, prefix: str) -> list[str]:
 
 def _logprobs(model: Transformer, src: list[int], tgt: list[int]) -> torch.Tensor:
     """mt's log-probability of each token of tgt + EOS given src, with <pad> and <s> out of the softmax
-    as the export's bias on them puts them (mt/export.py): what CTranslate2 should compute."""
+    as the export's bias on them puts them (mt/export/ctranslate2.py): what CTranslate2 should compute."""
     with torch.no_grad():
         logits = model(torch.tensor([src + [EOS_ID]]), torch.tensor([[BOS_ID] + tgt]))[0]
     logits[:, [PAD_ID, BOS_ID]] = -torch.inf

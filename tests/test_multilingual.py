@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 from toy import WORDS_DE, WORDS_FR, one_thread, toy_multiway
 
 from mt.config.schema import ExperimentConfig, validate
@@ -25,6 +26,7 @@ from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import balanced_counts, train_tokenizer
 from mt.errors import ConfigError, MtError
 from mt.experiment_config import open_experiment
+from mt.tokenizer import EOS_ID
 from mt.training.loop import train
 from mt.translate import DecodeOptions, Translator
 
@@ -256,6 +258,31 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
                                      max_decoding_length=limit, max_input_length=cfg.model.max_positions)
         theirs = translator.tgt_tok.decode([[translator.tgt_tok._sp.piece_to_id(p) for p in result[0].hypotheses[0]]])[0]
         same += ours == theirs
+    assert same >= 18, f"{same} of 20 greedy translations agree"
+
+
+def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[huggingface]'")
+    from mt.export import export
+
+    cfg = multi.load_config()
+    export(multi, cfg, tmp_path / "hf", fmt="huggingface")
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
+    assert all(f"| `>>{lang}<<` | {lang} |" in card for lang in ("en", "de", "fr"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "hf")).eval()
+    translator = Translator.load(multi, cfg)
+    english = toy_multiway(20, seed=95)["en"]
+    tag = translator.src_tok.tag_id("fr")
+    batch = tokenizer([f">>fr<< {line}" for line in english])
+    assert batch["input_ids"] == [[tag, *ids, EOS_ID] for ids in translator.src_tok.encode(english)]
+    same = 0
+    for line, ids in zip(english, batch["input_ids"]):
+        ours = translator.search([line], DecodeOptions(beam=1, src_lang="en", tgt_lang="fr"))[0][0][0]
+        limit = int(cfg.decode.max_len_a * (len(ids) - 1) + cfg.decode.max_len_b)
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.tensor([ids]), num_beams=1, max_new_tokens=limit)
+        same += ours == tokenizer.decode(out[0], skip_special_tokens=True).strip()
     assert same >= 18, f"{same} of 20 greedy translations agree"
 
 

@@ -1,8 +1,8 @@
-"""`mt export`: a trained checkpoint as a CTranslate2 model directory, translating as mt does.
+"""`mt export --format ctranslate2`: a trained checkpoint as a CTranslate2 model directory.
 
 The weights go through the `ctranslate2` package's spec API (imported here only: the `export`
-extra, `pip install -e '.[export]'`), one mt tensor to one CTranslate2 variable, and anything the mapping does not know
-is refused with one line rather than written as a model that translates differently. The mapping:
+extra, `pip install -e '.[export]'`), one mt tensor to one CTranslate2 variable (`mt.export.mapping`).
+The mapping:
 - post-norm (Sec. 3.1) or pre-norm with its final LayerNorms: `pre_norm` of the spec, LayerNorm
   gamma/beta per sub-layer, epsilon from the model;
 - token embeddings times sqrt(d_model) (Sec. 3.4): `scale_embeddings` set to the model's own factor;
@@ -24,34 +24,21 @@ changed no translation in the parity tests (docs/exporting.md).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
-from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
-from mt.config.schema import ExperimentConfig, ModelConfig
+from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
+from mt.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
 from mt.model.transformer import Transformer
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
-FORMATS = ("ctranslate2",)
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
 NEVER_EMITTED = -1e4  # bias of <pad> and <s>: exp(-1e4) is 0 in every precision CTranslate2 computes in
-
-# Every ModelConfig field and how the export treats it. A field not listed (one a later mt adds, or a
-# checkpoint from one) is refused, not guessed: it may change what the network computes.
-MAPPED_FIELDS = ("enc_layers", "dec_layers", "d_model", "d_ff", "n_heads", "pre_norm", "tie_embeddings",
-                 "max_positions")
-INFERENCE_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")  # no effect when translating
-
 
 def _ctranslate2():
     try:
@@ -62,60 +49,24 @@ def _ctranslate2():
     return ctranslate2
 
 
-def check_exportable(model_config: dict[str, Any], where: str) -> None:
-    """Refuse a model whose config holds what the mapping cannot express faithfully."""
-    known = set(MAPPED_FIELDS) | set(INFERENCE_FREE_FIELDS)
-    for key in [f.name for f in dataclasses.fields(ModelConfig)] + list(model_config):
-        if key not in known:
-            value = model_config.get(key, getattr(ModelConfig(), key, None))
-            raise MtError(f"{where}: model.{key} = {value!r}: the CTranslate2 export does not know how to map "
-                          f"this field, so it writes nothing rather than a model that may translate differently")
-    for key in ("enc_layers", "dec_layers"):
-        if int(model_config.get(key, 1)) < 1:
-            raise MtError(f"{where}: model.{key} = {model_config[key]}: CTranslate2 needs at least one layer a side")
-
-
-class _Weights:
-    """The model's tensors by state-dict name, handed out as float32 numpy arrays; `left()` names
-    those never taken, so a tensor the mapping forgot is an error instead of a silent change."""
-
-    def __init__(self, model: Transformer):
-        self.tensors = model.state_dict()
-        self.taken: set[str] = set()
-
-    def take(self, name: str) -> np.ndarray:
-        self.taken.add(name)
-        return self.tensors[name].detach().float().cpu().numpy().copy()
-
-    def left(self) -> list[str]:
-        return sorted(set(self.tensors) - self.taken)
-
-
-def _linear(spec, name: str, weights: _Weights) -> None:
+def _linear(spec, name: str, weights: Weights) -> None:
     spec.weight = weights.take(f"{name}.weight")  # (out, in), as torch stores it
     if f"{name}.bias" in weights.tensors:
         spec.bias = weights.take(f"{name}.bias")
 
 
-def _norm(spec, name: str, weights: _Weights) -> None:
+def _norm(spec, name: str, weights: Weights) -> None:
     spec.gamma = weights.take(f"{name}.weight")
     spec.beta = weights.take(f"{name}.bias")
 
 
-def _attention(spec, name: str, weights: _Weights, self_attention: bool) -> None:
+def _attention(spec, name: str, weights: Weights, self_attention: bool) -> None:
     if self_attention:  # rows [q; k; v], split into heads after the split, as CTranslate2 does
         _linear(spec.linear[0], f"{name}.qkv", weights)
     else:  # the query alone, then keys and values fused as rows [k; v]
         _linear(spec.linear[0], f"{name}.q", weights)
         _linear(spec.linear[1], f"{name}.kv", weights)
     _linear(spec.linear[-1], f"{name}.out", weights)
-
-
-def _layer_norm_epsilon(model: Transformer) -> float:
-    eps = {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
-    if len(eps) != 1:
-        raise MtError(f"LayerNorm epsilons {sorted(eps)}: CTranslate2 takes one for the whole model")
-    return float(eps.pop())
 
 
 def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
@@ -125,7 +76,7 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     pre_norm = model.encoder[0].attn_block.pre_norm
     spec = TransformerSpec.from_config((len(model.encoder), len(model.decoder)), model.encoder[0].self_attn.n_heads,
                                        pre_norm=pre_norm, activation=common_spec.Activation.RELU)
-    weights = _Weights(model)
+    weights = Weights(model)
     for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
         side.scale_embeddings = float(embed.scale)  # sqrt(d_model), Sec. 3.4
         side.position_encodings.encodings = embed.positions.detach().float().cpu().numpy().copy()  # row p: position p
@@ -155,7 +106,7 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     if weights.left():
         raise MtError(f"the CTranslate2 export does not map {', '.join(weights.left())}; nothing written")
     _vocabularies(spec, src_vocab, tgt_vocab)
-    spec.config.layer_norm_epsilon = _layer_norm_epsilon(model)
+    spec.config.layer_norm_epsilon = layer_norm_epsilon(model, "CTranslate2")
     try:
         spec.validate()
     except ValueError as exc:
@@ -185,71 +136,34 @@ def _pieces(tokenizer: Tokenizer) -> list[str]:
     return tokenizer.pieces(list(range(tokenizer.vocab_size)))
 
 
-def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctranslate2",
-           checkpoint: str | None = None, quantize: str | None = None, force: bool = False) -> dict[str, Any]:
-    """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
-    `output` as a CTranslate2 model with its vocabularies, SentencePiece model(s) and a README.txt."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: expected {' or '.join(FORMATS)}")
+def check_options(quantize: str | None, license: str | None) -> None:
     if quantize is not None and quantize not in QUANTIZE:
         raise ConfigError(f"--quantize {quantize!r}: expected {', '.join(QUANTIZE)} (or none for float32)")
-    output = Path(output)
-    _check_output(output, force)
+    if license is not None:
+        raise ConfigError("--license is for --format huggingface (the model card); a CTranslate2 model has none")
     _ctranslate2()
-    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
-    path = exp.find_checkpoint(checkpoint or cfg.decode.checkpoint)
-    state = load_checkpoint(path)
-    check_tokenizer(path, state, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, exp.tokenizer_dir)
-    if path.resolve().parent == exp.checkpoints_dir.resolve():
-        check_model_config(path, state, cfg.model, exp.config_path)
-    check_exportable(state.get("model_config") or {}, str(path))
-    model = model_from_checkpoint(state).eval()
-    spec = build_spec(model, _pieces(src_tok), _pieces(tgt_tok))
+
+
+def check_model(model_config: dict[str, Any], where: str) -> None:
+    check_exportable(model_config, where, "CTranslate2")
+
+
+def writer(source: Exported, quantize: str | None, license: str | None = None) -> Callable[[Path], None]:
+    """What `mt export --format ctranslate2` writes: model.bin and its vocabularies, the SentencePiece
+    model(s), and README.txt."""
+    spec = build_spec(source.model, _pieces(source.src_tok), _pieces(source.tgt_tok))
     spec.optimize(quantization=quantize)
-    joint = src_tok is tgt_tok
-    spm_files = {"spm.model": src_tok} if joint else {"spm.src.model": src_tok, "spm.tgt.model": tgt_tok}
+    spm_files = {"spm.model": source.src_tok} if source.joint else {"spm.src.model": source.src_tok,
+                                                                    "spm.tgt.model": source.tgt_tok}
 
     def write(directory: Path) -> None:
         spec.save(str(directory))
         for name, tokenizer in spm_files.items():
             (directory / name).write_bytes(tokenizer.proto)
-        (directory / "README.txt").write_text(readme(exp, cfg, path, state, quantize, list(spm_files),
-                                                     model.max_positions), encoding="utf-8")
+        (directory / "README.txt").write_text(readme(source.exp, source.cfg, source.path, source.state, quantize,
+                                                     list(spm_files), source.model.max_positions), encoding="utf-8")
 
-    _replace_dir(output, write)
-    files = sorted(p.name for p in output.iterdir())
-    return {"output": str(output), "checkpoint": str(path), "quantize": quantize or "float32", "files": files,
-            "bytes": sum((output / name).stat().st_size for name in files)}
-
-
-def _check_output(output: Path, force: bool) -> None:
-    """--force replaces an earlier export (a directory with model.bin) or an empty directory, nothing else."""
-    if not (output.exists() or output.is_symlink()):
-        return
-    if not force:
-        raise MtError(f"{output}: exists; choose another --output or add --force")
-    if not output.is_dir() or output.is_symlink() or (any(output.iterdir()) and not (output / "model.bin").is_file()):
-        raise MtError(f"{output}: exists and is not an exported model (no model.bin); --force replaces only "
-                      f"an earlier export: choose another --output")
-
-
-def _replace_dir(output: Path, write: Callable[[Path], None]) -> None:
-    """Write into a temporary directory beside `output`, then rename it into place: a failed or
-    interrupted export leaves no half model and keeps the previous one."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.{os.getpid()}-"))
-    try:
-        write(tmp)
-        if output.exists():
-            old = tmp.with_name(tmp.name + "-replaced")
-            os.rename(output, old)
-            os.rename(tmp, output)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, output)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    return write
 
 
 def readme(exp: Experiment, cfg: ExperimentConfig, path: Path, state: dict, quantize: str | None,

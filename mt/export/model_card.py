@@ -1,0 +1,176 @@
+"""README.md of a Hugging Face export: the model card the Hub shows. Its YAML header holds what the
+Hub indexes (languages, licence, task, the test scores); the body says how to use the model, how to
+get mt's translations from it, what it was trained on and how, and how it scored."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import yaml
+
+from mt import __version__
+from mt.export.mapping import Exported
+from mt.model.transformer import count_parameters
+
+
+def model_card(source: Exported, license: str, gap: float) -> str:
+    cfg, exp = source.cfg, source.exp
+    scores = {split: exp.read_json(exp.score_path(split)) for split in ("test", "valid") if exp.score_path(split).is_file()}
+    header = yaml.safe_dump(_metadata(source, license, scores.get("test")), sort_keys=False, allow_unicode=True)
+    directions = ", ".join(cfg.data.directions) if cfg.data.multilingual else f"{cfg.data.src_lang}-{cfg.data.tgt_lang}"
+    return f"""---
+{header}---
+
+# {exp.root.name}: {directions}
+
+A Transformer ("Attention Is All You Need", Vaswani et al., 2017) trained with mt {__version__}
+and exported with `mt export --format huggingface` on
+{datetime.date.today().isoformat()}, from checkpoint `{source.path.name}` (update {source.state.get("step", "?")}).
+It is a `MarianMTModel`: transformers, Optimum (ONNX) and the Hub's widgets run it as they run the
+OPUS-MT models. The export was checked before it was written: on a test batch its log-probabilities
+differ from mt's by at most {gap:.1e}.
+
+## Use
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_NAME")
+model = AutoModelForSeq2SeqLM.from_pretrained("PATH_OR_HUB_NAME")
+batch = tokenizer([{_example(cfg)!r}], return_tensors="pt", padding=True)
+print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+```
+{_languages(cfg)}
+{_decoding(cfg, source.model.max_positions)}
+## Results
+
+{_results(scores, source.path.name)}
+
+## Training
+
+{_training(source)}
+
+## ONNX
+
+```sh
+pip install 'optimum-onnx[onnxruntime]'
+optimum-cli export onnx --model PATH --task text2text-generation-with-past onnx/
+```
+
+```python
+from optimum.onnxruntime import ORTModelForSeq2SeqLM
+model = ORTModelForSeq2SeqLM.from_pretrained("onnx/")  # then tokenizer and generate() as above
+```
+
+## Licence
+
+`{license}`{" (not given to `mt export --license`): the licences of the training data decide" if license == "unknown" else ""}.
+"""
+
+
+def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, Any]:
+    cfg = source.cfg
+    languages = cfg.data.languages() if cfg.data.multilingual else [cfg.data.src_lang, cfg.data.tgt_lang]
+    meta: dict[str, Any] = {"language": languages, "license": license, "library_name": "transformers",
+                            "pipeline_tag": "translation", "tags": ["translation", "marian", "mt"]}
+    if test is not None and test.get("checkpoint") == source.path.name:  # the Hub indexes these: the model's own
+        directions = test.get("directions") or {f"{cfg.data.src_lang}-{cfg.data.tgt_lang}": test}
+        meta["model-index"] = [{"name": source.exp.root.name, "results": [
+            {"task": {"type": "translation", "name": f"Translation {direction}"},
+             "dataset": {"type": "custom", "name": ", ".join(cfg.data.test) or "test", "split": "test"},
+             "metrics": [{"type": "bleu", "value": round(s["bleu"], 2), "name": "BLEU (sacreBLEU)"},
+                         {"type": "chrf", "value": round(s["chrf"], 2), "name": "chrF"}]}
+            for direction, s in directions.items()]}]
+    return meta
+
+
+def _example(cfg) -> str:
+    if cfg.data.multilingual:
+        return f">>{cfg.data.pairs()[0][1]}<< A sentence to translate."
+    return "A sentence to translate."
+
+
+def _languages(cfg) -> str:
+    if not cfg.data.multilingual:
+        return ""
+    rows = "\n".join(f"| `>>{lang}<<` | {lang} |" for lang in cfg.data.languages())
+    return f"""
+One model for several directions, trained on {", ".join(cfg.data.directions)}. Start every source with
+the token of the language to translate into (the tokenizer reads it and gives its id); a direction
+not trained is zero-shot: it translates, less well.
+
+| token | target language |
+|---|---|
+{rows}
+"""
+
+
+def _decoding(cfg, max_positions: int) -> str:
+    d = cfg.decode
+    penalty = {
+        "length": "mt's length penalty is |Y|^alpha, as transformers' `length_penalty`.",
+        "none": "mt uses no length penalty: `length_penalty=0`.",
+        "gnmt": (f"mt's length penalty is ((5+|Y|)/6)^{d.alpha} (GNMT), which transformers does not have: "
+                 f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."),
+    }[d.length_penalty]
+    return f"""
+## Translating as mt does
+
+`generation_config.json` holds mt's search: {"greedy" if d.beam == 1 else f"beam {d.beam}"}
+(`num_beams={d.beam}`), `early_stopping={"True" if d.stop == "early" else '"never"'}`, `<pad>` and `<s>` never
+generated (`suppress_tokens`), `</s>` forced at the length limit.
+- {penalty}
+- mt stops a sentence at int({d.max_len_a:g} * source tokens + {d.max_len_b}) tokens (</s> included,
+  at most {max_positions - 1}); `generate()` takes one limit per call: `max_length={max_positions}` by default,
+  or pass `max_new_tokens`. Greedy translations that end before the limit are mt's, token for token.
+  At the limit transformers forces </s> with a log-probability of 0 where mt keeps the model's, so a
+  beam search that reaches the limit can prefer a hypothesis cut there that mt would not.
+- `skip_special_tokens=True` also drops `<unk>`, which mt prints as ` ⁇ ` (rare with byte fallback).
+- Sources longer than {max_positions - 1} tokens: mt cuts them to fit the positions; cut them with
+  `truncation=True`.
+"""
+
+
+def _results(scores: dict[str, dict], exported: str) -> str:
+    if not scores:
+        return "Not evaluated before the export (`mt evaluate` writes the scores this card shows)."
+    lines = ["| split | direction | BLEU | chrF | checkpoint | search |", "|---|---|---|---|---|---|"]
+    signatures = {}
+    for split, record in scores.items():
+        directions = record.get("directions") or {"": record}
+        d = record.get("decode", {})
+        search = f"beam {d.get('beam', '?')}, alpha {d.get('alpha', '?')} ({d.get('length_penalty', '?')})"
+        for direction, s in directions.items():
+            lines.append(f"| {split} | {direction or '-'} | {s['bleu']:.2f} | {s['chrf']:.2f} | "
+                         f"{record.get('checkpoint', '?')} | {search} |")
+            signatures.update({s[k]: None for k in ("bleu_signature", "chrf_signature") if k in s})
+    notes = [f"sacreBLEU signatures: {', '.join(f'`{sig}`' for sig in signatures)}."]
+    if any(record.get("checkpoint") != exported for record in scores.values()):
+        notes.append(f"Scores of another checkpoint than the exported `{exported}` are marked by their checkpoint.")
+    return "\n".join(lines) + "\n\n" + " ".join(notes)
+
+
+def _training(source: Exported) -> str:
+    cfg, model = source.cfg, source.model
+    stats_path = source.exp.data_stats_path
+    pairs = ""
+    if stats_path.is_file():
+        splits = source.exp.read_json(stats_path).get("splits", {})
+        pairs = ", ".join(f"{split} {s['pairs_kept']:,} pairs" for split, s in splits.items() if "pairs_kept" in s)
+    m, t = cfg.model, cfg.train
+    hours = source.state.get("elapsed")
+    return f"""- Data: {", ".join(f"`{spec}`" for spec in cfg.data.train)}{f" ({pairs}, after cleaning)" if pairs else ""};
+  SentencePiece {cfg.tokenizer.model_type}, {"one joint vocabulary" if cfg.tokenizer.joint else "two vocabularies"} of {cfg.tokenizer.vocab_size:,}.
+- Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, post-norm,
+  {"tied" if m.tie_embeddings else "untied"} embeddings, {count_parameters(model) / 1e6:.1f}M parameters.
+- Training: {source.state.get("step", "?")} updates{f" in {hours / 3600:.2f} h" if hours else ""}, batches of {t.max_tokens:,} tokens,
+  peak learning rate {t.lr_peak:g} after {t.warmup_steps:,} warm-up updates, label smoothing {t.label_smoothing:g},
+  dropout {m.dropout:g}, precision {t.precision}.
+
+<details><summary>The experiment's config.yaml</summary>
+
+```yaml
+{source.exp.config_path.read_text(encoding="utf-8").strip()}
+```
+</details>"""
