@@ -321,7 +321,11 @@ def resume_check(exp_root: Path, cfg, device, fields: dict, before: int, after: 
     exp = Experiment(run_root)
     run_cfg = variant(cfg, {**fields, "dropout": 0.1}, precision=precision, save_every=before, keep_last=2)
     first = build_training(exp, run_cfg, str(device))
-    for _ in range(before):
+    # fp16's first loss scale (2^16) overflows for some updates, which are skipped: step until `before`
+    # updates were made, so that the optimizer's moments are not all zeros when saved.
+    for _ in range(before + 30):
+        if first.trainer.state.step >= before:
+            break
         first.trainer.step()
     save_training(first)
     saved_scale = first.trainer.scaler.get_scale() if first.trainer.scaler is not None else None

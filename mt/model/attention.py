@@ -6,12 +6,13 @@ alignments and heatmaps (`mt.report.attention_maps`, `mt.alignment`).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from mt.model.dropout import dropout
 
@@ -19,6 +20,12 @@ from mt.model.dropout import dropout
 # (batch, heads, t, d_head); "ck"/"cv" the cross-attention keys/values of the source, computed once.
 LayerCache = dict[str, torch.Tensor]
 DecoderCache = list[LayerCache]
+
+# SDPA's kernels on CUDA, cuDNN's left out: cuDNN builds an execution plan for every new shape
+# (hundreds of ms), and here nearly every call has a new one: token-budget batches vary in length
+# from step to step and a decoder's cache grows by one position each step. With it, a bf16 training
+# step on an H200 took ~0.5 s whatever the model's size, 14x slower than fp32 (tools/gpu_check.py).
+CUDA_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def attention_mask(
@@ -98,7 +105,8 @@ class MultiHeadAttention(nn.Module):
         if self.store_weights or not sdpa:
             context = self.attend_explicit(q, k, v, key_mask, causal)
         else:
-            context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
+            with sdpa_kernel(CUDA_SDPA_BACKENDS) if q.is_cuda else nullcontext():
+                context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
         batch, _, length, _ = context.shape
         return self.out(context.transpose(1, 2).reshape(batch, length, -1))
 

@@ -12,6 +12,7 @@ the one-process group, and every method below is then a no-op.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,10 @@ class Distributed:
 
         device_ids = [self.device] if self.device.type == "cuda" else None
         # The only buffers are the sinusoid tables, which never change: no broadcast at every forward.
-        return DistributedDataParallel(module, device_ids=device_ids, forward_sync_buffers=False)
+        # torch 2.13 renamed the flag (and deprecated the old name); torch before it knows the old one.
+        known = inspect.signature(DistributedDataParallel).parameters
+        flag = "forward_sync_buffers" if "forward_sync_buffers" in known else "broadcast_buffers"
+        return DistributedDataParallel(module, device_ids=device_ids, **{flag: False})
 
 
 def setup(device: str = "cpu") -> Distributed:
