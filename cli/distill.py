@@ -18,7 +18,7 @@ EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5
 def distill(
     exp: Exp,
     decode: dict,
-    teacher: Annotated[list[Path], typer.Option(help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
+    teacher: Annotated[list[Path], typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
     checkpoint: Checkpoint = None,
     chunk_lines: Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")] = None,
     mix_original: Annotated[bool, typer.Option(help="A new student trains on the original pairs too, beside the distilled ones.")] = False,

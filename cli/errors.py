@@ -16,6 +16,16 @@ import typer
 from mt import log
 from mt.errors import MtError
 
+GLOBAL_FLAGS = ("-q", "--quiet", "--debug")  # mt's own flags, taken after the subcommand too
+
+
+def global_flags_first(args: list[str]) -> list[str]:
+    """The arguments with mt's global flags moved before the subcommand, so that `mt info --debug`
+    means `mt --debug info` (no subcommand has a flag of these names); nothing after `--` moves."""
+    end = args.index("--") if "--" in args else len(args)
+    flags = [arg for arg in args[:end] if arg in GLOBAL_FLAGS]
+    return flags + [arg for arg in args[:end] if arg not in GLOBAL_FLAGS] + args[end:]
+
 
 def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
     """Run the typer `app` on sys.argv: errors become one line on stderr and an exit code (sys.exit);
@@ -32,13 +42,14 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
         sys.exit(code)
 
     try:
-        code = app(standalone_mode=False)
+        code = app(args=global_flags_first(sys.argv[1:]), standalone_mode=False)
     except MtError as exc:
         if debug() or os.environ.get("MT_DEBUG"):
             traceback.print_exc()
         fail(str(exc), exc.exit_code)
-    except click_errors.NoArgsIsHelpError:
-        sys.exit(2)  # typer has printed the help
+    except click_errors.NoArgsIsHelpError as exc:  # bare `mt`, or a group without its command: the help
+        exc.show()
+        sys.exit(2)
     except click_errors.ClickException as exc:  # bad flags: click's message, on one line
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

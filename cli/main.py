@@ -14,6 +14,7 @@ import typer
 from cli import (
     attention,
     average,
+    backtranslate,
     binarize,
     distill,
     evaluate,
@@ -47,6 +48,7 @@ for name, module, function in [
     ("average", average, average.average),
     ("export", export, export.export),
     ("distill", distill, distill.distill),
+    ("backtranslate", backtranslate, backtranslate.backtranslate),
     ("translate", translate, translate.translate),
     ("evaluate", evaluate, evaluate.evaluate),
     ("run", run, run.run),

@@ -48,11 +48,11 @@ def device_name(value: str | None) -> str | None:
 # -- the experiment and its config --------------------------------------------------------------
 Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=exp_dir)]
 Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", help="Override any config field: section.field=value.")]
+Sets = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE", help="Override any config field: section.field=value.")]
 
 # -- runtime knobs ------------------------------------------------------------------------------
 # Each command keeps its default: none (torch's choice) for train and run, 2 where one model decodes.
-Threads = Annotated[Optional[int], typer.Option(min=1, help="CPU threads for torch.")]
+Threads = Annotated[Optional[int], typer.Option(min=1, metavar="N", help="CPU threads for torch.")]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.", callback=device_name)]
 Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or fp16 (GPU).")]
 Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
@@ -67,7 +67,7 @@ MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * 
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
 DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
-Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
+Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 
 # The decoding flags, in the order --help lists them, and the decode.* field each sets.
 DECODE_FLAGS = {"beam": (Beam, "decode.beam"), "alpha": (Alpha, "decode.alpha"),

@@ -13,7 +13,7 @@ EXAMPLES = examples("mt plot --exp exp/en-de", "mt plot --exp exp/en-de --exp ex
 
 
 def plot(
-    exp: Annotated[list[Path], typer.Option("--exp", "-e", help="Experiment directory; repeat to overlay several.", callback=exp_dir)],
+    exp: Annotated[list[Path], typer.Option("--exp", "-e", metavar="DIR", help="Experiment directory; repeat to overlay several.", callback=exp_dir)],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: curves.png in the first experiment).")] = None,
     force: Force = False,
 ) -> None:

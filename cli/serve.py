@@ -17,7 +17,7 @@ EXAMPLES = examples(
 def serve(
     exp: Exp,
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 for every interface.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free one).")] = 8000,
+    port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to listen on (0: any free one).")] = 8000,
     checkpoint: Checkpoints = None,
     max_batch_tokens: Annotated[int, typer.Option(help="Source tokens a batch may hold, from all the requests waiting.")] = 2000,
     max_wait_ms: Annotated[float, typer.Option(help="How long a sentence waits for others to share its batch.")] = 10.0,

@@ -20,7 +20,7 @@ EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
 def translate(
     exp: Exp,
     decode: dict,
-    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin.")] = None,
+    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
     force: Force = False,
     buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,

@@ -2,13 +2,9 @@
 and a student is trained on the teacher's translations.
 
 `mt distill --teacher T --exp S` translates the source side of T's training sources (every pair, in
-order, weights ignored) with T's search, `--chunk-lines` lines at a time. Each chunk's source and
-translations are written atomically as S/distill/chunks/NNNNNN.{src,tgt} once the whole chunk is
-done, so a run killed at any point resumes at the first missing chunk: no chunk is lost or written
-twice. The chunk size is recorded before the first chunk (S/distill/chunks/state.json): a resume
-cuts the sources as the first run did (chunks of two sizes would join into a wrong corpus), and the
-chunks already done must hold the lines it expects there; so are the teachers, search and precision,
-which a resume must keep. When all are done they are joined into
+order, weights ignored) with T's search, `--chunk-lines` lines at a time, in chunks that survive a
+kill (mt.chunked: S/distill/chunks/; a resume keeps the chunk size, teachers, search and precision).
+When all are done they are joined into
 S/distill/train.SRC and train.TGT (the student's `files:S/distill/train` corpus), with
 S/distill/manifest.json, written last, saying who translated what and how; once it exists the
 distillation is done, and a rerun says so (remove S/distill to distill again).
@@ -26,97 +22,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import time
 from pathlib import Path
 
-from mt import log
-from mt.atomic_files import remove_abandoned_temporaries, write_json_atomic, write_text_atomic
+from mt import chunked, log
+from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.corpus import load_split
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 
-CHUNK_LINES = 2000
-
 
 def distill_dir(student: Experiment) -> Path:
     return student.root / "distill"
 
 
-def chunk_paths(student: Experiment, index: int) -> tuple[Path, Path]:
-    base = distill_dir(student) / "chunks" / f"{index:06d}"
-    return base.with_suffix(".src"), base.with_suffix(".tgt")
-
-
-def state_path(student: Experiment) -> Path:
-    """The chunks' state: their size and the seconds spent on them, over all runs."""
-    return distill_dir(student) / "chunks" / "state.json"
-
-
-def read_state(student: Experiment) -> dict:
-    path = state_path(student)
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def chunk_size(student: Experiment, state: dict, requested: int | None) -> int:
-    """The lines per chunk: the size the chunks on disk were cut at (`state`), else `requested` (else
-    CHUNK_LINES). A resume cannot change it: the chunks done would not line up with the ones still to translate."""
-    recorded = state.get("chunk_lines")
-    if recorded is None:
-        return requested or CHUNK_LINES
-    if requested is not None and requested != recorded:
-        raise ConfigError(f"--chunk-lines {requested}: {state_path(student).parent} holds chunks of {recorded} "
-                          f"lines; resume with --chunk-lines {recorded} (or without the flag), or remove "
-                          f"{state_path(student).parent} to start over")
-    return recorded
-
-
-def _read_chunk(path: Path) -> str:
-    """A chunk file as written: a carriage return inside a sentence stays one (read_text would make it
-    a line break, and the chunk one line longer)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        return handle.read()
-
-
-Chunk = tuple[int, tuple[str, str], list[str]]  # (index, direction, source lines)
-
-
-def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> list[Chunk]:
-    """Each direction's source lines cut into chunks of `size`, numbered on through the directions (a
-    chunk never spans two: each is translated with its own target)."""
-    chunks: list[Chunk] = []
-    for pair, lines in parts:
-        chunks += [(len(chunks) + i, pair, lines[start:start + size]) for i, start in enumerate(range(0, len(lines), size))]
-    return chunks
-
-
-def check_done_chunks(student: Experiment, chunks: list[Chunk], size: int) -> None:
-    """Refuse, before translating anything, chunks on disk that hold other source lines than those their
-    place expects (cut at another --chunk-lines before the size was recorded, or the teacher's corpus changed)."""
-    for index, _, lines in chunks:
-        src_path, tgt_path = chunk_paths(student, index)
-        if tgt_path.exists() and _read_chunk(src_path) != "".join(line + "\n" for line in lines):
-            first = index * size + 1
-            raise MtError(f"{src_path}: not the teacher's source lines {first}-{first + len(lines) - 1} (chunks of "
-                          f"--chunk-lines {size}): cut at another --chunk-lines, or the teacher's corpus changed; "
-                          f"remove {src_path.parent} to start over")
-
-
 def _decode_record(decode) -> dict:
     return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
             "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
-
-
-def check_same_teachers(student: Experiment, state: dict, how: dict) -> None:
-    """A resume translates with the teachers, decoding and precision (`how`, flat) of the chunks done
-    (`state`): a corpus half decoded one way and half another is not what the manifest would say it is."""
-    recorded = state.get("how")
-    if recorded is None or recorded == how:
-        return
-    changed = [f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in how.items() if recorded.get(key) != value]
-    raise ConfigError(f"{state_path(student).parent}: its chunks were translated with {'; '.join(changed)}; resume "
-                      f"with the same teachers and flags, or remove {state_path(student).parent} to start over")
 
 
 def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
@@ -196,17 +119,12 @@ def distill(
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     from mt.translate import DecodeOptions, Translator
 
-    if chunk_lines is not None and chunk_lines < 1:
-        raise ConfigError(f"--chunk-lines {chunk_lines}: must be at least 1")
     if not teachers:
         raise ConfigError("give at least one --teacher")
-    manifest_path = distill_dir(student) / "manifest.json"
-    if manifest_path.exists():  # written last: done, whatever the flags say now
-        log.info(f"distill: done already ({distill_dir(student)}; remove it to distill again)")
-        return json.loads(manifest_path.read_text(encoding="utf-8"))
-    remove_abandoned_temporaries(distill_dir(student) / "chunks")  # a run killed mid-write left them
-    recorded = read_state(student)
-    size = chunk_size(student, recorded, chunk_lines)
+    out = distill_dir(student)
+    if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+        log.info(f"distill: done already ({out}; remove it to distill again)")
+        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     lead = teachers[0]
     checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
@@ -215,35 +133,20 @@ def distill(
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
     prepare_student(lead, student, mix_original)
     parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
-    chunks = cut_chunks(parts, size)
-    lines_in = sum(len(lines) for _, lines in parts)
-    check_done_chunks(student, chunks, size)
     how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
            "precision": precision, "quantize": quantize}
-    check_same_teachers(student, recorded, how)
-    todo = [chunk for chunk in chunks if not chunk_paths(student, chunk[0])[1].exists()]
-    log.info(f"distill: {lines_in:,} source lines of {lead.root} in {len(chunks)} chunks of {size:,} lines; "
-             f"{len(chunks) - len(todo)} done already")
-    state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
-    write_json_atomic(state_path(student), state)  # before any chunk: a resume checks its teachers against it
-    if todo:
+
+    def load() -> chunked.Translate:
         translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
-        with log.make_progress() as progress:
-            task = progress.add_task("distill", total=lines_in, completed=lines_in - sum(len(c[2]) for c in todo))
-            for index, (src_lang, tgt_lang), lines in todo:
-                start = time.perf_counter()
-                found = translator.search(lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
-                translations = [hyps[0][0] for hyps in found]
-                src_path, tgt_path = chunk_paths(student, index)
-                write_text_atomic(src_path, "".join(line + "\n" for line in lines))
-                write_text_atomic(tgt_path, "".join(t + "\n" for t in translations))  # last: marks the chunk done
-                state["seconds"] = round(state["seconds"] + time.perf_counter() - start, 2)
-                write_json_atomic(state_path(student), state)
-                progress.update(task, advance=len(lines))
+        return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
+            lines, DecodeOptions(src_lang=pair[0], tgt_lang=pair[1]))]
+
+    chunks, state = chunked.translate_chunks(out, parts, chunk_lines, how, "the teacher's source lines", load,
+                                             "distill")
     return _join(student, teacher_cfg, chunks, checkpoints, state)
 
 
-def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[Chunk], checkpoints: list[str],
+def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunked.Chunk], checkpoints: list[str],
           state: dict) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
@@ -252,14 +155,9 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[Chunk
     texts = {}
     for pair in teacher_cfg.data.pairs():
         mine = [chunk for chunk in chunks if chunk[1] == pair]
-        expected = sum(len(lines) for _, _, lines in mine)
         prefix = out / (f"train.{pair[0]}-{pair[1]}" if multilingual else "train")
         for side, lang in enumerate(pair):
-            text = "".join(_read_chunk(chunk_paths(student, index)[side]) for index, _, _ in mine)
-            if text.count("\n") != expected:
-                raise MtError(f"{out / 'chunks'}: {text.count(chr(10))} {lang} lines for {expected} sources: a chunk was "
-                              f"changed by hand? remove {out / 'chunks'} to start over")
-            texts[prefix.with_name(f"{prefix.name}.{lang}")] = text
+            texts[prefix.with_name(f"{prefix.name}.{lang}")] = chunked.joined(out, mine, side)
     for path, text in texts.items():
         write_text_atomic(path, text)
     lines = sum(len(c[2]) for c in chunks)

@@ -40,13 +40,15 @@ def run_recipe(
     exp = change.exp
     cfg = change.resolve(overrides, recipe=recipe, origins={key: "--set" for key in overrides},
                          persist=not dry_run, record=not dry_run)
-    steps = run.get("steps") or [s for s in STEPS if s != "distill"]
+    steps = run.get("steps") or [s for s in STEPS if s not in ("distill", "backtranslate")]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result)
         return exp
     with change.undo_if_fails():
         for step in steps:
             _run_step(step, exp, cfg, run, device, print_result, print_data)
+            if step == "backtranslate":
+                cfg = exp.load_config()  # a new experiment's config was written by it
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
@@ -57,6 +59,8 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
     """One step of the recipe (`run`: its run keys), unless what it makes is there already."""
     if step == "distill":
         distill_step(exp, run["teacher"], device, print_result)
+    elif step == "backtranslate":
+        backtranslate_step(exp, cfg, run, device, print_result)
     elif step == "train-tokenizer":
         from mt.data.train_tokenizer import train_tokenizer
 
@@ -76,7 +80,7 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
         if print_data is not None:
             print_data(stats)
     elif step == "train":
-        from mt.training.launch import log_stopped
+        from mt.training.launch import report_stop
         from mt.training.loop import train
 
         done = _training_done(exp, cfg)
@@ -84,7 +88,7 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
             log.info(f"train: done already ({done})")
             return
         log.info("[bold]train[/bold]")
-        log_stopped(train(exp, cfg, device=device))
+        report_stop(train(exp, cfg, device=device))
     elif step == "average":
         average_step(exp, cfg)
     elif step == "evaluate":
@@ -108,6 +112,34 @@ def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_r
             teachers.append(Experiment(Path(entry)))
     log.info("[bold]distill[/bold]")
     distill(teachers, exp, device=device)
+
+
+def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
+                       print_result: Callable[[str], None]) -> None:
+    """The recipe's `reverse:` (a recipe, run first to the end when anything of it is missing, or an
+    experiment) back-translates `mono:` into this experiment (mt.backtranslate), with `bt_search`.
+    The recipe names the synthetic corpus in its data.train itself (bt:files:EXP/backtranslate/train),
+    so that running it again finds the config it wrote."""
+    from mt.backtranslate import backtranslate, backtranslate_dir, listed_spec
+    from mt.translate import Sampling
+
+    spec = listed_spec(cfg, exp)
+    if spec is None:
+        raise ConfigError(f"the step backtranslate writes {backtranslate_dir(exp) / 'train'}.{cfg.data.src_lang}/"
+                          f".{cfg.data.tgt_lang}: add bt:files:{backtranslate_dir(exp) / 'train'} to the recipe's data.train")
+    if (backtranslate_dir(exp) / "manifest.json").exists():
+        log.info(f"backtranslate: done already ({backtranslate_dir(exp)})")
+        return
+    entry = str(run["reverse"])
+    if entry.endswith((".yaml", ".yml")):
+        log.info(f"[bold]reverse[/bold] {entry}")
+        reverse = run_recipe(Path(entry), None, {}, device, print_result)
+    else:
+        reverse = Experiment(Path(entry))
+    search = run.get("bt_search", "beam")
+    log.info("[bold]backtranslate[/bold]")
+    backtranslate(reverse, exp, [str(m) for m in run["mono"]], sampling=Sampling() if search == "sample" else None,
+                  noise=search == "noise", tagged=spec.strip().startswith("bt:"), device=device)
 
 
 def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPLES) -> None:
@@ -156,11 +188,13 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
 
 def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None]) -> None:
     """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
+    from mt.backtranslate import backtranslate_dir
     from mt.config.schema import save_yaml
     from mt.distill import distill_dir
 
     print_result(save_yaml(cfg).rstrip("\n"))
-    done = {"distill": (distill_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
+    done = {"distill": (distill_dir(exp) / "manifest.json").exists(),
+            "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
             "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
             "average": exp.checkpoint_path("average").exists(),
             "evaluate": exp.score_path("test").exists() and exp.checkpoint_path("last").exists()}

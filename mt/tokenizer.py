@@ -26,6 +26,11 @@ def language_tag(lang: str) -> str:
 
 
 TAG = re.compile(r"<2[A-Za-z]\w*>")  # any language's tag, as a piece
+# Back-translation (mt.backtranslate): the tag before each synthetic source (Caswell et al., 2019), and
+# the filler that noise puts in place of words (Edunov et al., 2018). User symbols of a tokenizer
+# trained on back-translated pairs: never split.
+BACK_TRANSLATION_TAG = "<BT>"
+NOISE_FILLER = "<blank>"
 _DROPPED_ON_DECODE = frozenset((PAD_ID, BOS_ID, EOS_ID))
 
 
@@ -96,7 +101,11 @@ class Tokenizer:
 
     def tag_id(self, lang: str) -> int | None:
         """The id of `lang`'s tag (`language_tag`), or None when this model has none."""
-        piece_id = self._sp.piece_to_id(language_tag(lang))
+        return self.symbol_id(language_tag(lang))
+
+    def symbol_id(self, piece: str) -> int | None:
+        """The id of a whole piece (a user symbol such as a tag), or None when this model has none."""
+        piece_id = self._sp.piece_to_id(piece)
         return None if piece_id == UNK_ID else int(piece_id)
 
     def pieces(self, ids: list[int]) -> list[str]:

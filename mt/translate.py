@@ -352,7 +352,10 @@ class Translator:
 
 
 def input_lines(path: Path | None) -> Iterator[str]:
-    """Lines of a file or of stdin, read as they arrive; invalid UTF-8 is an error naming the line."""
+    """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
+    invalid UTF-8 is an error naming the line."""
+    if path is not None and str(path) == "-":
+        path = None
     if path is not None and not path.is_file():
         raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
     stream = open(path, "rb") if path is not None else sys.stdin.buffer

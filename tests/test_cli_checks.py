@@ -8,6 +8,7 @@ the one stderr line and exit code a user sees; on conftest's tiny trained experi
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import sys
@@ -16,6 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from cli import errors as cli_errors
 from cli import main as cli
 from mt import hardware
 from mt.checkpoint import load_checkpoint
@@ -166,6 +168,7 @@ def test_every_subcommand_help_ends_in_examples_that_use_its_own_flags():
         assert "Example" in done.output, f"mt {name} --help has no examples (epilog=_examples(...))"
         tail = done.output[done.output.index("Example"):]
         assert done.output.index("--help") < done.output.index("Example") and f"mt {name} " in tail, name
+        assert "list[" not in done.output and " range>" not in done.output, f"mt {name} --help: a Python type as metavar"
         # Each example is a command line whose flags exist (the README's usage, kept from rotting).
         for example in command.epilog.split("\n\n")[1:]:
             words = shlex.split(example.partition("mt ")[2])
@@ -228,6 +231,30 @@ def test_version_names_mt_and_what_it_runs_on(capsys, monkeypatch):
     code, out, err = mt(capsys, monkeypatch, "--version")
     assert code == 0 and err == "", err
     assert out.startswith("mt 0.") and f"torch {torch.__version__}" in out and len(out.splitlines()) == 1
+
+
+def test_input_dash_reads_stdin(experiment, capsys, monkeypatch):
+    text = (experiment.root.parent / "in.txt").read_bytes()
+    code, from_file, err = mt(capsys, monkeypatch, "translate", "--exp", experiment.root, "--input",
+                              experiment.root.parent / "in.txt")
+    assert code == 0, err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text), encoding="utf-8"))
+    code, from_stdin, err = mt(capsys, monkeypatch, "translate", "--exp", experiment.root, "--input", "-")
+    assert code == 0 and from_stdin == from_file and len(from_stdin.splitlines()) == 2, err
+
+
+def test_a_bare_mt_prints_its_help(capsys, monkeypatch):
+    code, out, err = mt(capsys, monkeypatch)
+    assert code == 2 and out == ""
+    assert err.startswith("Usage: ") and "COMMAND" in err and "train-tokenizer" in err and "backtranslate" in err
+
+
+def test_global_flags_work_after_the_subcommand(tmp_path, capsys, monkeypatch):
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", tmp_path / "none", "--debug")
+    assert code == 1 and "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", tmp_path / "none", "-q")
+    one_error(code, out, err, 1, "not an experiment yet")
+    assert cli_errors.global_flags_first(["translate", "--debug", "--", "--debug"]) == ["--debug", "translate", "--", "--debug"]
 
 
 def test_help_at_80_columns_cuts_nothing_and_keeps_examples_whole():

@@ -136,13 +136,14 @@ def test_a_distill_chunk_that_cannot_be_written_resumes_to_the_same_corpus(train
 
 def test_distill_records_how_it_translates_before_its_first_chunk(trained_experiment, tmp_path, monkeypatch):
     """A kill between the first chunk and the state file let a resume with other teachers pass."""
-    from mt.distill import distill, state_path
+    from mt.chunked import state_path
+    from mt.distill import distill, distill_dir
 
     student = Experiment(tmp_path / "student")
     DiskFull(monkeypatch, "000000.tgt")  # the first chunk fails: the state must be there already
     with pytest.raises(OSError):
         distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
-    assert state_path(student).is_file()
+    assert state_path(distill_dir(student)).is_file()
     monkeypatch.undo()
     with pytest.raises(MtError, match="beam"):
         distill([trained_experiment], student, {"beam": 2}, chunk_lines=100)

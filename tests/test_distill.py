@@ -15,12 +15,18 @@ import time
 
 import pytest
 
+from mt.chunked import chunk_paths as chunk_files
 from mt.config.recipes import MODEL_PRESETS
 from mt.data.corpus import load_split
-from mt.distill import chunk_paths, distill
+from mt.distill import distill, distill_dir
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.translate import Translator
+
+
+def chunk_paths(student: Experiment, index: int):
+    return chunk_files(distill_dir(student), index)
+
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -210,7 +216,7 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
 
 
 def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
-    from mt.distill import check_done_chunks
+    from mt.chunked import check_done_chunks
 
     student = Experiment(tmp_path / "student")
     lines = ["ein\rSatz", "zwei"]  # corpus readers keep a \r inside a line; only a trailing one goes
@@ -218,6 +224,7 @@ def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
     src.parent.mkdir(parents=True)
     src.write_bytes("ein\rSatz\nzwei\n".encode())
     tgt.write_bytes(b"a\rsentence\ntwo\n")
-    check_done_chunks(student, [(0, ("de", "en"), lines)], 2)  # the chunk on disk is these lines: no refusal
+    whose = "the teacher's source lines"
+    check_done_chunks(distill_dir(student), [(0, ("de", "en"), lines)], 2, whose)  # these lines: no refusal
     with pytest.raises(MtError, match="not the teacher's source lines"):
-        check_done_chunks(student, [(0, ("de", "en"), ["ein Satz", "zwei"])], 2)
+        check_done_chunks(distill_dir(student), [(0, ("de", "en"), ["ein Satz", "zwei"])], 2, whose)

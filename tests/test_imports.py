@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LEAVES = {"mt.errors", "mt.log", "mt.atomic_files", "mt.tokenizer", "mt.allocator", "mt.hardware", "mt.metrics"}
-APPLICATIONS = ("mt.serve", "mt.report", "mt.export", "mt.distill", "mt.run")
+APPLICATIONS = ("mt.serve", "mt.report", "mt.export", "mt.distill", "mt.backtranslate", "mt.run")
 
 
 def module_name(path: Path) -> str:

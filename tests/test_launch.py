@@ -31,9 +31,10 @@ def test_nproc_below_one_and_nproc_under_torchrun_are_refused(tmp_path, monkeypa
 
 
 def test_the_stop_line_says_where_why_and_what_was_skipped(capsys):
-    launch.log_stopped({"steps": 30, "stopped_by": "max_steps", "seconds": 12.4, "skipped": 0})
-    launch.log_stopped({"steps": 7, "stopped_by": "max_time", "seconds": 90.0, "skipped": 2, "valid_ppl": 3.14159})
-    launch.log_stopped({"steps": 9, "stopped_by": "SIGTERM", "seconds": 1.0, "skipped": 0})  # train() said it
+    launch.report_stop({"steps": 30, "stopped_by": "max_steps", "seconds": 12.4, "skipped": 0})
+    launch.report_stop({"steps": 7, "stopped_by": "max_time", "seconds": 90.0, "skipped": 2, "valid_ppl": 3.14159})
+    with pytest.raises(KeyboardInterrupt):  # train() said what it saved; the command exits 130
+        launch.report_stop({"steps": 9, "stopped_by": "SIGTERM", "seconds": 1.0, "skipped": 0})
     assert capsys.readouterr().err.splitlines() == [
         "stopped at step 30 (max_steps) after 12s",
         "stopped at step 7 (max_time) after 90s; valid ppl 3.14; 2 updates skipped (non-finite)",

@@ -30,9 +30,12 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
     "student-tiny": dict(enc_layers=6, dec_layers=1, d_model=128, d_ff=512, n_heads=4, dropout=0.1),
 }
 
-RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher"}
-# distill: a student recipe's first step (`teacher:` names the teacher's recipe or experiment; see mt.run).
-STEPS = ("distill", "train-tokenizer", "binarize", "train", "average", "evaluate")
+RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher", "reverse", "mono", "bt_search"}
+# distill: a student recipe's first step (`teacher:` names the teacher's recipe or experiment); backtranslate:
+# `reverse:` (a recipe or experiment of the reverse direction) translates `mono:` (specs) with `bt_search`
+# (beam, sample or noise) into this experiment's synthetic pairs (see mt.run).
+STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "train", "average", "evaluate")
+BT_SEARCHES = ("beam", "sample", "noise")
 
 @dataclass
 class Recipe:
@@ -111,6 +114,13 @@ def read_recipe(path: Path) -> Recipe:
     if teachers is not None and not (isinstance(teachers, str) or (
             isinstance(teachers, list) and teachers and all(isinstance(t, str) for t in teachers))):
         raise ConfigError(f"{path}: teacher must be a recipe (.yaml) or experiment path, or a list of them")
+    if "backtranslate" in steps and not (isinstance(run.get("reverse"), str) and run.get("mono")):
+        raise ConfigError(f"{path}: the step backtranslate needs `reverse:`, a recipe (.yaml) or experiment of the "
+                          f"reverse direction, and `mono:`, a list of text:FILE or parallel specs")
+    if not (isinstance(run.get("mono", []), list) and all(isinstance(m, str) for m in run.get("mono", []))):
+        raise ConfigError(f"{path}: mono must be a list of specs (text:FILE, or a parallel spec)")
+    if run.get("bt_search", "beam") not in BT_SEARCHES:
+        raise ConfigError(f"{path}: bt_search {run['bt_search']!r}: one of {', '.join(BT_SEARCHES)}")
     if not isinstance(run.get("translate_examples", []), list):
         raise ConfigError(f"{path}: translate_examples must be a list of sentences")
     keys = list(preset_fields(raw["preset"], str(path))) if raw.get("preset") is not None else []

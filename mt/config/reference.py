@@ -140,15 +140,30 @@ def section_markdown(name: str, cls: type, source: str, tree: ast.Module) -> str
     return "\n".join(parts) + "\n"
 
 
+ENVIRONMENT = """\
+## Environment variables
+
+Not config fields, but read by every `mt` command:
+
+| variable | effect |
+|---|---|
+| `MT_DEBUG` | set: every error prints its traceback, as `--debug` does (in `mt serve`'s worker too) |
+| `MT_ALLOCATOR` | `tcmalloc` (the default where Debian's libtcmalloc-minimal4 is installed: `mt` restarts itself with it) or `system` |
+| `MT_API_KEY` | `mt serve --api-key`'s value when the flag is not given |
+| `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT` | set by `torchrun`: `mt train` joins the process group they describe |
+"""
+
+
 def markdown() -> str:
-    """docs/config.md: the intro, then one table per section of ExperimentConfig, in order."""
+    """docs/config.md: the intro, one table per section of ExperimentConfig, in order, and the
+    environment variables."""
     source = Path(config.__file__).read_text(encoding="utf-8")
     tree = ast.parse(source)
     sections = [INTRO]
     for spec in dataclasses.fields(config.ExperimentConfig):
         cls = get_type_hints(config.ExperimentConfig)[spec.name]
         sections.append(section_markdown(spec.name, cls, source, tree))
-    return "\n".join(sections)
+    return "\n".join([*sections, ENVIRONMENT])
 
 
 def check(path: Path = DOC_PATH) -> str | None:

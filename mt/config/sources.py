@@ -12,7 +12,8 @@ data.train, data.valid and data.test are lists of specs, read in order and conca
                               phrases, valid or test, and defaults to the list's split
 
 A train spec may end in *WEIGHT (above 0), binarize's upsampling factor (2 writes each pair twice,
-0.5 keeps a random half). In an experiment of several directions (data.directions), a spec is read
+0.5 keeps a random half), and may start with bt: to mark back-translated pairs (`mt backtranslate`):
+binarize puts the tag <BT> before each of their sources (Caswell et al., 2019). In an experiment of several directions (data.directions), a spec is read
 for each of them (PREFIX.en and PREFIX.de for en-de, PREFIX.en and PREFIX.fr for en-fr, ...), or only
 for those it names after a ~, before any weight: files:PREFIX~en-de,de-en*2. Specs are parsed when the config loads, so a typo fails before any work; `Source` is
 the parsed form the readers take.
@@ -32,7 +33,8 @@ DING_PATH = "/usr/share/trans/de-en"  # Debian's trans-de-en
 DING_PARTS = ("train", "sentences", "phrases", "valid", "test")
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our split -> the usual hub name
 GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
-           "or ding[:FILE][@PART], with an optional *WEIGHT in train and ~SRC-TGT,... with data.directions")
+           "or ding[:FILE][@PART], with an optional *WEIGHT and bt: in train and ~SRC-TGT,... with data.directions")
+BACK_TRANSLATED = "bt:"  # a train spec's prefix: synthetic pairs whose sources get the <BT> tag
 
 # A sign is part of the weight so that *-1 is refused as a weight, not read as part of a file name.
 _WEIGHT = re.compile(r"\*\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*$")
@@ -56,6 +58,7 @@ class Source:
     weight: float = 1.0
     streaming: bool = False  # hf: read record by record instead of downloading first
     directions: tuple[tuple[str, str], ...] = ()  # those it is read for (~SRC-TGT,...); (): every one
+    back_translated: bool = False  # bt:: binarize starts each source with the <BT> tag
 
 
 def parse_direction(text: str, where: str) -> tuple[str, str]:
@@ -89,6 +92,11 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     `multilingual`: data.directions is set, so a ~SRC-TGT,... suffix may say which directions read it."""
     where = f"data.{split}: {spec!r}"
     text, weight = str(spec).strip(), 1.0
+    back_translated = text.startswith(BACK_TRANSLATED)
+    if back_translated:
+        if split != "train":
+            raise ConfigError(f"{where}: bt: marks back-translated training pairs; valid and test are real text")
+        text = text[len(BACK_TRANSLATED):].strip()
     if match := _WEIGHT.search(text):
         weight, text = float(match.group(1)), text[: match.start()].rstrip()
         if weight <= 0:
@@ -115,7 +123,8 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     arg = rest[1:].strip()
     if not arg and kind != "ding":
         raise ConfigError(f"{where}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
-    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight, directions=directions)
+    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight, directions=directions,
+                  back_translated=back_translated)
     if kind == "files":
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
@@ -155,10 +164,23 @@ def _tsv_columns(arg: str, langs: tuple[str, str], where: str) -> tuple[int, int
     return columns.index(langs[0]), columns.index(langs[1])
 
 
+def with_named_columns(spec: str, langs: tuple[str, str]) -> str:
+    """A tsv spec whose columns are unnamed (source, target) with them named by `langs`, so that it can be
+    read in the other direction; any other spec as it is."""
+    text = str(spec).strip()
+    weight = _WEIGHT.search(text)
+    head, tail = (text[: weight.start()].rstrip(), text[weight.start():]) if weight else (text, "")
+    if not head.startswith("tsv:") or _TSV_COLUMNS.search(head):
+        return text
+    return f"{head}:{langs[0]}-{langs[1]}{tail}"
+
+
 def absolute_spec(spec: str) -> str:
     """The spec with its paths made absolute (relative to the working directory), the rest kept, so a
     saved config works from any directory. Specs are checked by parse_source, not here."""
     text = str(spec).strip()
+    if text.startswith(BACK_TRANSLATED):
+        return BACK_TRANSLATED + absolute_spec(text[len(BACK_TRANSLATED):])
     weight = _WEIGHT.search(text)
     suffix = text[weight.start():] if weight else ""
     text = text[: weight.start()].rstrip() if weight else text

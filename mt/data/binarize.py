@@ -28,7 +28,7 @@ from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Worker
 from mt.data.dataset import file_sha256
 from mt.errors import MtError
 from mt.experiment import Experiment
-from mt.tokenizer import Tokenizer, language_tag
+from mt.tokenizer import BACK_TRANSLATION_TAG, Tokenizer, language_tag
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
 
@@ -186,7 +186,7 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
                       clean is not None and data.dedup,
                       cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
     # Each source of each direction, in order; with directions, its pairs' sources start with the tag.
-    entries = [(d, source, _tagged(filters, src_tok, tgt, data.multilingual))
+    entries = [(d, source, _tagged(filters, src_tok, tgt, data.multilingual, source.back_translated))
                for d, (src, tgt) in enumerate(data.pairs()) for source in data.sources(split, (src, tgt))]
     sources = [source for _, source, _ in entries]
     reasons = drop_reasons(clean, sources)
@@ -236,15 +236,23 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     return stats, writer.close()
 
 
-def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool) -> Filters:
-    """The filters of a direction: with several, each source begins with its target language's tag."""
-    if not multilingual:
-        return filters
-    tag = src_tok.tag_id(tgt_lang)
-    if tag is None:
-        raise MtError(f"{src_tok.path}: no {language_tag(tgt_lang)} token: the tokenizer was trained for other "
-                      f"languages than data.directions has now; train it again")
-    return replace(filters, src_prefix=(tag,))
+def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool, back_translated: bool) -> Filters:
+    """The filters of a source: with several directions, each source begins with its target language's
+    tag; a back-translated one (bt:) then has <BT>."""
+    prefix: tuple[int, ...] = ()
+    if multilingual:
+        tag = src_tok.tag_id(tgt_lang)
+        if tag is None:
+            raise MtError(f"{src_tok.path}: no {language_tag(tgt_lang)} token: the tokenizer was trained for other "
+                          f"languages than data.directions has now; train it again")
+        prefix += (tag,)
+    if back_translated:
+        tag = src_tok.symbol_id(BACK_TRANSLATION_TAG)
+        if tag is None:
+            raise MtError(f"{src_tok.path}: no {BACK_TRANSLATION_TAG} token for the back-translated pairs (bt:): the "
+                          f"tokenizer was trained without them; train it again, or leave out bt:")
+        prefix += (tag,)
+    return replace(filters, src_prefix=prefix) if prefix else filters
 
 
 def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,

@@ -19,7 +19,7 @@ from mt.config.schema import ExperimentConfig, TokenizerConfig
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
+from mt.tokenizer import BACK_TRANSLATION_TAG, BOS_ID, EOS_ID, NOISE_FILLER, PAD_ID, UNK_ID, Tokenizer, language_tag
 
 
 def _train_error(exc: Exception, vocab_size: int) -> str:
@@ -116,7 +116,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             raise MtError(f"{corpus.describe(cfg.data.sources('train'))}: no training {what} to train the tokenizer on "
                           f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
-        train_spm(lines, exp.spm_prefix(side), cfg.tokenizer)
+        train_spm(lines, exp.spm_prefix(side), cfg.tokenizer, back_translation_symbols(cfg) if side != "tgt" else None)
         vocab_sizes[side] = Tokenizer.load(exp.spm_model_path(side)).vocab_size
     return {
         "vocab_size": vocab_sizes,
@@ -147,10 +147,17 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
     shares = ", ".join(f"{lang} {n:,}" for lang, n in counts.items())
     log.info(f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
              f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})")
-    train_spm(lines, exp.spm_prefix("joint"), cfg.tokenizer, [language_tag(lang) for lang in text])
+    train_spm(lines, exp.spm_prefix("joint"), cfg.tokenizer,
+              [language_tag(lang) for lang in text] + back_translation_symbols(cfg))
     return {"vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
             "sentences": {"src": len(lines), "tgt": len(lines)}, "pairs_read": read,
             "languages": counts, "seconds": round(time.perf_counter() - started, 2)}
+
+
+def back_translation_symbols(cfg: ExperimentConfig) -> list[str]:
+    """The source side's symbols of back-translated pairs (bt: specs): the tag and noise's filler."""
+    marked = any(source.back_translated for pair in cfg.data.pairs() for source in cfg.data.sources("train", pair))
+    return [BACK_TRANSLATION_TAG, NOISE_FILLER] if marked else []
 
 
 def balanced_counts(sizes: dict[str, int], temperature: float) -> dict[str, int]:

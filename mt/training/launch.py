@@ -64,7 +64,7 @@ def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, i
     finally:
         if group is not None:
             distributed.shutdown(group)
-    log_stopped(summary)
+    report_stop(summary)
     if torchrun:
         # Leave without the interpreter's teardown: destroying the process group's communication
         # threads there sometimes aborts a worker ("terminate called without an active exception").
@@ -124,6 +124,7 @@ def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str])
     if signal_name:
         log.info(f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
                  f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume")
+        raise KeyboardInterrupt  # exit 130, as one process does (report_stop)
 
 
 def start_workers(nproc: int, args: list[str]) -> str | None:
@@ -146,11 +147,13 @@ def start_workers(nproc: int, args: list[str]) -> str | None:
     return None
 
 
-def log_stopped(summary: dict) -> None:
+def report_stop(summary: dict) -> None:
     """The status line that ends a training run: where and why it stopped, its validation perplexity
-    and skipped updates. After a signal, train() has said what it did, and this says nothing."""
+    and skipped updates. After a signal, train() has said what it did (saved at a step boundary), and
+    this raises KeyboardInterrupt: the command exits 130, the shell's code for an interrupt, so that
+    `mt train && mt evaluate` stops there, and so does `mt run`, before evaluating a half-trained model."""
     if summary["stopped_by"] in ("SIGINT", "SIGTERM", "signal"):
-        return
+        raise KeyboardInterrupt
     log.info(
         f"stopped at step {summary['steps']} ({summary['stopped_by']}) after {summary['seconds']:.0f}s"
         + (f"; valid ppl {summary['valid_ppl']:.2f}" if "valid_ppl" in summary else "")

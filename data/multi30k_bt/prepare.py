@@ -1,0 +1,52 @@
+"""The back-translation simulation on Multi30k EN->DE: 10,000 real pairs and 19,000 German sentences.
+
+    python data/multi30k/prepare.py && python data/multi30k_bt/prepare.py
+
+Reads data/multi30k/train.en and train.de (29,000 pairs) and writes data/multi30k_bt/:
+parallel10k.en, parallel10k.de (the first 10,000 pairs) and mono19k.de (the German of the other
+19,000; their English is never used). Valid and test stay data/multi30k's. Each file is written to a
+temporary name and moved into place, so a failed run leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PAIRS = 10_000
+
+
+def write(path: Path, lines: list[str]) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+    os.replace(temporary, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--from", dest="source", default=str(HERE.parent / "multi30k"),
+                        help="the directory data/multi30k/prepare.py wrote (default: data/multi30k)")
+    args = parser.parse_args()
+    source = Path(args.source)
+    sides = {}
+    for lang in ("en", "de"):
+        path = source / f"train.{lang}"
+        if not path.is_file():
+            sys.exit(f"{path}: missing; run python data/multi30k/prepare.py first")
+        sides[lang] = path.read_text(encoding="utf-8").split("\n")[:-1]
+    if len(sides["en"]) != len(sides["de"]) or len(sides["en"]) <= PAIRS:
+        sys.exit(f"{source}: train.en and train.de must hold the same number of lines, more than {PAIRS:,}")
+    write(HERE / "parallel10k.en", sides["en"][:PAIRS])
+    write(HERE / "parallel10k.de", sides["de"][:PAIRS])
+    write(HERE / "mono19k.de", sides["de"][PAIRS:])
+    print(f"multi30k_bt: {PAIRS:,} pairs in {HERE}/parallel10k.{{en,de}}, "
+          f"{len(sides['de']) - PAIRS:,} German sentences in {HERE}/mono19k.de", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

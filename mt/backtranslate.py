@@ -1,0 +1,226 @@
+"""Back-translation (Sennrich et al., 2016): monolingual text of the target language, translated into the
+source language by a model of the reverse direction, becomes synthetic training pairs.
+
+`mt backtranslate --reverse R --mono SPEC --exp E`: R translates E's target language into E's source
+language (E en->de, R de->en); SPEC is `text:FILE` (one sentence a line, .gz too) or a parallel source
+spec whose target side is taken. Every non-empty line is translated in chunks that survive a kill
+(mt.chunked: E/backtranslate/chunks/), then joined into E/backtranslate/train.SRC (the synthetic
+sources) and train.TGT (the monolingual text), and E/backtranslate/manifest.json, written last, says
+how: once it exists the back-translation is done.
+
+The search is R's beam search (its decode.*, or the flags), or, as Edunov et al. (2018) found better
+at scale, sampling (`sampling`: top-k, top-p) or beam search plus noise (`noise`: each word deleted
+with probability 0.1, replaced by the filler <blank> with 0.1, and the words shuffled no further than
+3 positions). Each chunk draws from a seed of its own, so a resumed run writes the same corpus.
+
+The synthetic pairs join E's data.train as `bt:files:E/backtranslate/train`: bt: marks them, so that
+E's tokenizer keeps <BT> whole and binarize puts it before each synthetic source (tagged
+back-translation, Caswell et al., 2019), with its own counts in binarize's statistics; `tagged=False`
+adds them unmarked. E gets, when it has no config, R's with the direction reversed (R's training
+corpus read the other way, plus the synthetic pairs); a config of its own gets the spec added, before
+E has a tokenizer (one without <BT> cannot read tagged pairs) and before it has data or checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mt import chunked, log
+from mt.atomic_files import write_json_atomic, write_text_atomic
+from mt.config import schema as cfglib
+from mt.config.schema import ExperimentConfig, save_yaml
+from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, with_named_columns
+from mt.data.corpus import load_split
+from mt.data.text_files import read_lines
+from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
+from mt.tokenizer import NOISE_FILLER
+
+if TYPE_CHECKING:
+    from mt.translate import Sampling
+
+MONO_TEXT = "text:"  # a --mono spec of one-sided text
+DELETE, REPLACE, SHUFFLE_DISTANCE = 0.1, 0.1, 3  # Edunov et al. (2018), Sec. 3
+
+
+def backtranslate_dir(exp: Experiment) -> Path:
+    return exp.root / "backtranslate"
+
+
+def corpus_spec(exp: Experiment, tagged: bool, weight: float = 1.0) -> str:
+    """The synthetic corpus as a train spec of `exp` (absolute: the config works from any directory)."""
+    spec = f"files:{(backtranslate_dir(exp) / 'train').resolve()}" + (f"*{weight:g}" if weight != 1 else "")
+    return BACK_TRANSLATED + spec if tagged else spec
+
+
+def listed_spec(cfg: ExperimentConfig, exp: Experiment) -> str | None:
+    """The spec of cfg's data.train that reads `exp`'s synthetic corpus (tagged or not, any weight), or None."""
+    corpus = f"files:{(backtranslate_dir(exp) / 'train').resolve()}"
+    for spec in map(str, cfg.data.train):
+        text = absolute_spec(spec).removeprefix(BACK_TRANSLATED).strip()
+        if text == corpus or (text.startswith(corpus) and text[len(corpus):].lstrip().startswith("*")):
+            return spec
+    return None
+
+
+def noisy(line: str, rng: random.Random) -> str:
+    """Edunov et al.'s noise on a synthetic source: words deleted, replaced by the filler, shuffled locally
+    (each word's position moved by a uniform draw from [0, SHUFFLE_DISTANCE], then sorted)."""
+    words = []
+    for word in line.split():
+        draw = rng.random()
+        if draw < DELETE:
+            continue
+        words.append(NOISE_FILLER if draw < DELETE + REPLACE else word)
+    keys = [i + rng.uniform(0, SHUFFLE_DISTANCE) for i in range(len(words))]
+    return " ".join(word for _, word in sorted(zip(keys, words), key=lambda pair: pair[0]))
+
+
+def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[str], int]:
+    """The non-empty lines of the monolingual specs (text:FILE, or the `lang` side of a parallel spec of
+    `pair`), in order, and how many empty lines were left out."""
+    lines: list[str] = []
+    for spec in specs:
+        text = str(spec).strip()
+        if text.startswith(MONO_TEXT):
+            path = text[len(MONO_TEXT):].strip()
+            if not path:
+                raise ConfigError(f"--mono {spec!r}: text: needs a file")
+            if not Path(path).is_file():
+                raise MtError(f"--mono {spec!r}: {path}: no such file")
+            lines += read_lines(path)
+        else:
+            source = parse_source(text, "train", pair)
+            lines += load_split([source])[pair.index(lang)]
+    kept = [line for line in lines if line.strip()]
+    if not kept:
+        raise MtError(f"--mono {', '.join(specs)}: no text to back-translate")
+    return kept, len(lines) - len(kept)
+
+
+def final_config(reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> ExperimentConfig:
+    """R's config turned around: E's direction is R's reversed, its training data R's corpus read the
+    other way (a tsv without named columns gets them named, in every split) and the synthetic pairs."""
+    src, tgt = reverse_cfg.data.tgt_lang, reverse_cfg.data.src_lang
+    turned = {split: [with_named_columns(item, (tgt, src)) for item in getattr(reverse_cfg.data, split)]
+              for split in ("train", "valid", "test")}  # a tsv's unnamed columns are R's source, target
+    data = dataclasses.replace(reverse_cfg.data, src_lang=src, tgt_lang=tgt, train=turned["train"] + [spec],
+                               valid=turned["valid"], test=turned["test"])
+    return dataclasses.replace(reverse_cfg, data=data)
+
+
+def prepare_final(reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> ExperimentConfig:
+    """E's config (module docstring), written when new or when the synthetic corpus is added to it."""
+    if not exp.has_config():
+        cfg = final_config(reverse_cfg, exp, spec)
+        exp.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(exp.config_path, save_yaml(cfg))
+        log.info(f"backtranslate: {exp.config_path} written from {reverse.root}'s, {cfg.data.src_lang}->{cfg.data.tgt_lang}")
+        return cfg
+    cfg = exp.load_config()
+    if cfg.data.multilingual:
+        raise ConfigError(f"--exp {exp.root}: a multilingual experiment; back-translate into one of a single direction")
+    if (cfg.data.tgt_lang, cfg.data.src_lang) != (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang):
+        raise ConfigError(f"--reverse {reverse.root}: translates {reverse_cfg.data.src_lang}->{reverse_cfg.data.tgt_lang}, "
+                          f"not {cfg.data.tgt_lang}->{cfg.data.src_lang}, the reverse of --exp {exp.root}")
+    if listed_spec(cfg, exp) is not None:
+        return cfg
+    for made, what in ((exp.has_checkpoints(), "checkpoints"), (exp.has_data(), "binarized data"),
+                       (exp.has_tokenizer(), "a tokenizer")):
+        if made:
+            raise ConfigError(f"--exp {exp.root}: has {what} made without the back-translation; add {spec} to its "
+                              f"data.train before its first step, or back-translate into a new --exp")
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, train=[*cfg.data.train, spec]))
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    log.info(f"backtranslate: {spec} added to {exp.config_path}'s data.train")
+    return cfg
+
+
+def _search_record(cfg: ExperimentConfig, sampling, noise: bool) -> dict:
+    if sampling is not None:
+        return {"search": "sampling", **dataclasses.asdict(sampling)}
+    decode = cfg.decode
+    return {"search": "beam+noise" if noise else "beam", "beam": decode.beam, "alpha": decode.alpha,
+            "length_penalty": decode.length_penalty, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+
+
+def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, sampling: Sampling | None,
+                     noise: bool, device: str, precision: str, quantize: str | None) -> chunked.Translate:
+    """The reverse model, loaded, as mt.chunked translates with it: a chunk samples from a seed of its own
+    (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did."""
+    from mt.translate import DecodeOptions, Translator
+
+    translator = Translator.load(reverse, reverse_cfg, [model_file], device, precision, quantize)
+
+    def translate(index: int, pair: tuple[str, str], chunk: list[str]) -> list[str]:
+        draws = dataclasses.replace(sampling, seed=sampling.seed + index) if sampling is not None else None
+        found = [hyps[0][0] for hyps in translator.search(chunk, DecodeOptions(sampling=draws))]
+        if noise:
+            rng = random.Random(f"noise-{index}")
+            found = [noisy(line, rng) for line in found]
+        return found
+
+    return translate
+
+
+def backtranslate(
+    reverse: Experiment,
+    exp: Experiment,
+    mono: list[str],  # --mono specs: text:FILE or parallel specs (their side in the reverse's source language)
+    decode_overrides: dict | None = None,  # decode.* of the reverse model's beam search
+    sampling: Sampling | None = None,  # draw instead of searching
+    noise: bool = False,  # Edunov et al.'s noise on the beam's output
+    tagged: bool = True,
+    weight: float = 1.0,
+    chunk_lines: int | None = None,
+    checkpoint: str | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    quantize: str | None = None,
+) -> dict:
+    """Translate `mono` with `reverse` into synthetic pairs for `exp` (module docstring); returns the manifest."""
+    out = backtranslate_dir(exp)
+    if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+        log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
+        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    if sampling is not None and noise:
+        raise ConfigError("--noise goes with beam search, --sample draws: choose one")
+    if not weight > 0:
+        raise ConfigError(f"--weight {weight}: must be above 0")
+    if not mono:
+        raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
+    if not reverse.has_config():
+        raise MtError(f"--reverse {reverse.root}: no experiment there (no config.yaml)")
+    reverse_cfg = reverse.load_config()
+    if reverse_cfg.data.multilingual:
+        raise ConfigError(f"--reverse {reverse.root}: a multilingual model; back-translation takes a model of one direction")
+    for key, value in (decode_overrides or {}).items():
+        cfglib.set_field(reverse_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
+    cfglib.validate(reverse_cfg, "the reverse model's decoding options")
+    reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
+    model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
+    spec = corpus_spec(exp, tagged, weight)
+    cfg = prepare_final(reverse, reverse_cfg, exp, spec)
+    lines, empty = read_mono(mono, reverse_pair[0], (cfg.data.src_lang, cfg.data.tgt_lang))
+    how = {"reverse": model_file, **_search_record(reverse_cfg, sampling, noise), "precision": precision,
+           "quantize": quantize}
+
+    def load() -> chunked.Translate:
+        return chunk_translator(reverse, reverse_cfg, model_file, sampling, noise, device, precision, quantize)
+
+    chunks, state = chunked.translate_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines",
+                                             load, "backtranslate")
+    texts = {out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
+             out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1)}
+    for path, text in texts.items():
+        write_text_atomic(path, text)
+    manifest = {"reverse": model_file, "mono": list(mono), "lines": len(lines), "empty_lines_skipped": empty,
+                "chunks": len(chunks), "chunk_lines": state["chunk_lines"], **_search_record(reverse_cfg, sampling, noise),
+                "tagged": tagged, "seconds": state["seconds"], "corpus": spec}
+    write_json_atomic(out / "manifest.json", manifest)  # last: marks the back-translation done
+    log.info(f"backtranslate: {len(lines):,} synthetic pairs in {', '.join(str(p) for p in texts)}")
+    return manifest
