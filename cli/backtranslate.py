@@ -47,8 +47,8 @@ def backtranslate(
     if not sample and sampling != Sampling():
         raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
     overrides = {key.removeprefix("decode."): value for key, value in decode.items() if value is not None}
-    if sample and overrides:
-        raise ConfigError("--beam, --alpha and the other search flags are for beam search; --sample draws")
+    if sample and {"beam", "alpha", "length_penalty", "stop"} & set(overrides):
+        raise ConfigError("--beam, --alpha, --length-penalty and --stop are for beam search; --sample draws")
     manifest = run(Experiment(reverse), Experiment(exp), mono, overrides, sampling if sample else None, noise, tag,
                    weight, chunk_lines, checkpoint, device, precision, quantize)
     log.info(f"back-translated {manifest['lines']:,} lines in {manifest['seconds']:.0f}s; {exp} trains on {manifest['corpus']}")

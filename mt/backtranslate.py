@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ from mt import chunked, log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
-from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, with_named_columns
+from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, reversed_spec
 from mt.data.corpus import load_split
 from mt.data.text_files import read_lines
 from mt.errors import ConfigError, MtError
@@ -94,7 +95,10 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
                 raise MtError(f"--mono {spec!r}: {path}: no such file")
             lines += read_lines(path)
         else:
-            source = parse_source(text, "train", pair)
+            try:
+                source = parse_source(text, "train", pair)
+            except ConfigError as exc:
+                raise ConfigError(f"--mono {str(exc).removeprefix('data.train: ')}") from None
             lines += load_split([source])[pair.index(lang)]
     kept = [line for line in lines if line.strip()]
     if not kept:
@@ -103,49 +107,61 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
 
 
 def final_config(reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> ExperimentConfig:
-    """R's config turned around: E's direction is R's reversed, its training data R's corpus read the
-    other way (a tsv without named columns gets them named, in every split) and the synthetic pairs."""
+    """R's config turned around: E's direction is R's reversed, its data R's corpora read the other way
+    (mt.config.sources.reversed_spec; R's own back-translations are left out) and the synthetic pairs."""
     src, tgt = reverse_cfg.data.tgt_lang, reverse_cfg.data.src_lang
-    turned = {split: [with_named_columns(item, (tgt, src)) for item in getattr(reverse_cfg.data, split)]
-              for split in ("train", "valid", "test")}  # a tsv's unnamed columns are R's source, target
+    turned = {split: [t for item in getattr(reverse_cfg.data, split) if (t := reversed_spec(item, (tgt, src)))]
+              for split in ("train", "valid", "test")}
     data = dataclasses.replace(reverse_cfg.data, src_lang=src, tgt_lang=tgt, train=turned["train"] + [spec],
                                valid=turned["valid"], test=turned["test"])
     return dataclasses.replace(reverse_cfg, data=data)
 
 
-def prepare_final(reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> ExperimentConfig:
-    """E's config (module docstring), written when new or when the synthetic corpus is added to it."""
+def prepare_final(reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Experiment, spec: str,
+                  weight_given: bool) -> tuple[ExperimentConfig, str]:
+    """E's config (module docstring), written when new or when the synthetic corpus is added to it, and
+    the spec that reads the corpus there (one E lists already keeps its weight, unless --weight says
+    another; a tag other than asked is refused)."""
+    made = [what for done, what in ((exp.has_checkpoints(), "checkpoints"), (exp.has_data(), "binarized data"),
+                                    (exp.has_tokenizer(), "a tokenizer")) if done]
     if not exp.has_config():
+        if made:
+            raise ConfigError(f"--exp {exp.root}: has {made[0]} but no config.yaml; back-translate into a new --exp")
         cfg = final_config(reverse_cfg, exp, spec)
         exp.root.mkdir(parents=True, exist_ok=True)
         write_text_atomic(exp.config_path, save_yaml(cfg))
         log.info(f"backtranslate: {exp.config_path} written from {reverse.root}'s, {cfg.data.src_lang}->{cfg.data.tgt_lang}")
-        return cfg
+        return cfg, spec
     cfg = exp.load_config()
     if cfg.data.multilingual:
         raise ConfigError(f"--exp {exp.root}: a multilingual experiment; back-translate into one of a single direction")
     if (cfg.data.tgt_lang, cfg.data.src_lang) != (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang):
         raise ConfigError(f"--reverse {reverse.root}: translates {reverse_cfg.data.src_lang}->{reverse_cfg.data.tgt_lang}, "
                           f"not {cfg.data.tgt_lang}->{cfg.data.src_lang}, the reverse of --exp {exp.root}")
-    if listed_spec(cfg, exp) is not None:
-        return cfg
-    for made, what in ((exp.has_checkpoints(), "checkpoints"), (exp.has_data(), "binarized data"),
-                       (exp.has_tokenizer(), "a tokenizer")):
-        if made:
-            raise ConfigError(f"--exp {exp.root}: has {what} made without the back-translation; add {spec} to its "
-                              f"data.train before its first step, or back-translate into a new --exp")
+    listed = listed_spec(cfg, exp)
+    if listed is not None:
+        if listed.strip().startswith(BACK_TRANSLATED) != spec.startswith(BACK_TRANSLATED):
+            raise ConfigError(f"--exp {exp.root}: its data.train has {listed}, {'without' if spec.startswith(BACK_TRANSLATED) else 'with'} "
+                              f"the tag; give {'--no-tag' if spec.startswith(BACK_TRANSLATED) else '--tag'} or change its config")
+        if weight_given and absolute_spec(listed) != absolute_spec(spec):
+            raise ConfigError(f"--weight: --exp {exp.root}'s data.train has {listed}; leave out --weight or change its config")
+        return cfg, listed
+    if made:
+        raise ConfigError(f"--exp {exp.root}: has {made[0]} made without the back-translation; add {spec} to its "
+                          f"data.train before its first step, or back-translate into a new --exp")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, train=[*cfg.data.train, spec]))
     write_text_atomic(exp.config_path, save_yaml(cfg))
     log.info(f"backtranslate: {spec} added to {exp.config_path}'s data.train")
-    return cfg
+    return cfg, spec
 
 
 def _search_record(cfg: ExperimentConfig, sampling, noise: bool) -> dict:
-    if sampling is not None:
-        return {"search": "sampling", **dataclasses.asdict(sampling)}
     decode = cfg.decode
+    lengths = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+    if sampling is not None:  # the batches decide which draws a sentence gets
+        return {"search": "sampling", **dataclasses.asdict(sampling), **lengths, "max_tokens": decode.max_tokens}
     return {"search": "beam+noise" if noise else "beam", "beam": decode.beam, "alpha": decode.alpha,
-            "length_penalty": decode.length_penalty, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
+            "length_penalty": decode.length_penalty, "stop": decode.stop, **lengths}
 
 
 def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, sampling: Sampling | None,
@@ -189,8 +205,11 @@ def backtranslate(
         return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     if sampling is not None and noise:
         raise ConfigError("--noise goes with beam search, --sample draws: choose one")
-    if not weight > 0:
-        raise ConfigError(f"--weight {weight}: must be above 0")
+    if not (weight > 0 and math.isfinite(weight)):
+        raise ConfigError(f"--weight {weight}: must be a number above 0")
+    if noise and not tagged:
+        raise ConfigError("--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
+                          "(bt:) corpus keeps whole: leave out --no-tag")
     if not mono:
         raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
     if not reverse.has_config():
@@ -203,9 +222,10 @@ def backtranslate(
     cfglib.validate(reverse_cfg, "the reverse model's decoding options")
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
-    spec = corpus_spec(exp, tagged, weight)
-    cfg = prepare_final(reverse, reverse_cfg, exp, spec)
-    lines, empty = read_mono(mono, reverse_pair[0], (cfg.data.src_lang, cfg.data.tgt_lang))
+    # Everything that can be refused is, before E's config is written or changed.
+    lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
+    chunked.chunk_size(out, chunked.read_state(out), chunk_lines)
+    cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     how = {"reverse": model_file, **_search_record(reverse_cfg, sampling, noise), "precision": precision,
            "quantize": quantize}
 

@@ -105,7 +105,8 @@ def translate_chunks(root: Path, parts: list[tuple[tuple[str, str], list[str]]],
     size = chunk_size(root, recorded, requested_size)
     chunks = cut_chunks(parts, size)
     check_done_chunks(root, chunks, size, whose)
-    check_same_how(root, recorded, how)
+    if any(chunk_paths(root, index)[1].exists() for index, _, _ in chunks):  # else nothing was translated yet
+        check_same_how(root, recorded, how)
     todo = [chunk for chunk in chunks if not chunk_paths(root, chunk[0])[1].exists()]
     total = sum(len(lines) for _, lines in parts)
     log.info(f"{label}: {total:,} lines in {len(chunks)} chunks of {size:,} lines; {len(chunks) - len(todo)} done already")

@@ -131,6 +131,7 @@ def distill(
     for key, value in (decode_overrides or {}).items():
         cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
+    chunked.chunk_size(out, chunked.read_state(out), chunk_lines)  # refused before anything is written
     prepare_student(lead, student, mix_original)
     parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
     how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},

@@ -47,8 +47,6 @@ def run_recipe(
     with change.undo_if_fails():
         for step in steps:
             _run_step(step, exp, cfg, run, device, print_result, print_data)
-            if step == "backtranslate":
-                cfg = exp.load_config()  # a new experiment's config was written by it
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp

@@ -180,7 +180,16 @@ def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):
         backtranslate(trained_experiment, same_way, mono)
     with pytest.raises(ConfigError, match="valid and test are real text"):
         parse_source("bt:files:x", "valid", ("en", "de"))
-    assert not (tmp_path / "a" / "backtranslate").exists() and not (tmp_path / "de-en" / "backtranslate").exists()
+    for name in ("a", "b", "c"):  # refused before anything was written
+        assert not (tmp_path / name).exists(), name
+    assert not (tmp_path / "de-en" / "backtranslate").exists()
+    with pytest.raises(ConfigError, match="--chunk-lines 0"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "e"), mono, chunk_lines=0)
+    with pytest.raises(ConfigError, match="leave out --no-tag"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "f"), mono, noise=True, tagged=False)
+    with pytest.raises(ConfigError, match="--mono 'tsv:"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "g"), ["tsv:x.tsv:fr-it"])
+    assert not any((tmp_path / name).exists() for name in "efg")
     done = mt("backtranslate", "--exp", str(tmp_path / "d"), "--reverse", str(trained_experiment.root), "--mono",
               f"text:{path}", "--top-k", "3")
     assert done.returncode == 2 and "go with --sample" in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -232,11 +241,13 @@ def test_the_reversed_config_names_a_tsvs_columns_in_every_split(tmp_path):
     from mt.config.schema import ExperimentConfig
 
     reverse_cfg = ExperimentConfig()  # de -> en
-    reverse_cfg.data.train = ["tsv:corpus.tsv*2", "tsv:named.tsv:en-de", "files:prefix"]
+    reverse_cfg.data.train = ["tsv:corpus.tsv*2", "tsv:named.tsv:en-de", "files:prefix", "files:a.de|a.en*3",
+                              "bt:files:its-own-synthetic"]
     reverse_cfg.data.valid, reverse_cfg.data.test = ["tsv:valid.tsv"], ["tsv:test.tsv"]
     cfg = final_config(reverse_cfg, Experiment(tmp_path / "en-de"), "bt:files:x")
     assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
-    assert cfg.data.train == ["tsv:corpus.tsv:de-en*2", "tsv:named.tsv:en-de", "files:prefix", "bt:files:x"]
+    assert cfg.data.train == ["tsv:corpus.tsv:de-en*2", "tsv:named.tsv:en-de", "files:prefix", "files:a.en|a.de*3",
+                              "bt:files:x"]  # the reverse model's own back-translation is not real German
     assert cfg.data.valid == ["tsv:valid.tsv:de-en"] and cfg.data.test == ["tsv:test.tsv:de-en"]
     # Read en -> de, the first column is still the German one.
     assert parse_source(cfg.data.valid[0], "valid", ("en", "de")).columns == (1, 0)

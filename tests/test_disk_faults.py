@@ -140,13 +140,20 @@ def test_distill_records_how_it_translates_before_its_first_chunk(trained_experi
     from mt.distill import distill, distill_dir
 
     student = Experiment(tmp_path / "student")
-    DiskFull(monkeypatch, "000000.tgt")  # the first chunk fails: the state must be there already
+    DiskFull(monkeypatch, "000001.tgt")  # the second chunk fails: the state recorded how the first was made
     with pytest.raises(OSError):
         distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
     assert state_path(distill_dir(student)).is_file()
     monkeypatch.undo()
     with pytest.raises(MtError, match="beam"):
         distill([trained_experiment], student, {"beam": 2}, chunk_lines=100)
+    # With no chunk done, nothing was translated one way: a retry may choose another.
+    other = Experiment(tmp_path / "other")
+    DiskFull(monkeypatch, "000000.tgt")
+    with pytest.raises(OSError):
+        distill([trained_experiment], other, {"beam": 1}, chunk_lines=100)
+    monkeypatch.undo()
+    assert distill([trained_experiment], other, {"beam": 2}, chunk_lines=100)["decode"]["beam"] == 2
 
 
 def test_a_commit_point_is_fsynced_file_and_directory(tmp_path, monkeypatch):

@@ -164,15 +164,25 @@ def _tsv_columns(arg: str, langs: tuple[str, str], where: str) -> tuple[int, int
     return columns.index(langs[0]), columns.index(langs[1])
 
 
-def with_named_columns(spec: str, langs: tuple[str, str]) -> str:
-    """A tsv spec whose columns are unnamed (source, target) with them named by `langs`, so that it can be
-    read in the other direction; any other spec as it is."""
+def reversed_spec(spec: str, langs: tuple[str, str]) -> str | None:
+    """A spec of a langs[0] -> langs[1] corpus written so that it reads the same pairs the other way
+    round: a tsv's unnamed columns named by `langs`, files:SRC|TGT swapped, the rest as it is (they
+    name their sides by language). A back-translated corpus (bt:) is None: read the other way its
+    synthetic side would be the target."""
     text = str(spec).strip()
+    if text.startswith(BACK_TRANSLATED):
+        return None
     weight = _WEIGHT.search(text)
     head, tail = (text[: weight.start()].rstrip(), text[weight.start():]) if weight else (text, "")
-    if not head.startswith("tsv:") or _TSV_COLUMNS.search(head):
-        return text
-    return f"{head}:{langs[0]}-{langs[1]}{tail}"
+    suffix = _DIRECTIONS.search(head)
+    if suffix:
+        return text  # a multilingual spec names its directions itself
+    if head.startswith("tsv:") and not _TSV_COLUMNS.search(head):
+        return f"{head}:{langs[0]}-{langs[1]}{tail}"
+    if head.startswith("files:") and "|" in head:
+        src, _, tgt = head[len("files:"):].partition("|")
+        return f"files:{tgt.strip()}|{src.strip()}{tail}"
+    return text
 
 
 def absolute_spec(spec: str) -> str:
