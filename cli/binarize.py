@@ -10,7 +10,8 @@ from cli import render
 from cli.options import Exp, Recipe, Sets, examples
 from mt.errors import ConfigError
 
-EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8")
+EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8",
+                    "mt binarize --exp exp/de-en --force --max-len 100  # build data/ again")
 
 
 def binarize(
@@ -20,6 +21,7 @@ def binarize(
     sets: Sets = None,
     workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
     train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None,
+    force: Annotated[bool, typer.Option(help="Build data/ again (changed corpus files, or other binarize settings); refused once a model was trained on it.")] = False,
 ) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.data.binarize import binarize as run
@@ -28,7 +30,7 @@ def binarize(
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")
     flags = {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}
-    experiment, cfg, change = open_experiment(exp, recipe, flags, sets)
+    experiment, cfg, change = open_experiment(exp, recipe, flags, sets, rebuild_data=force)
     with change.undo_if_fails():
-        stats = run(experiment, cfg, workers=workers)
+        stats = run(experiment, cfg, workers=workers, force=force)
     render.print_data_table(stats)

@@ -26,8 +26,9 @@ class ConfigChange:
     """What one command does to an experiment's config.yaml: `resolve` it (and save it), and, around
     the step, `undo_if_fails`."""
 
-    def __init__(self, exp: Experiment):
+    def __init__(self, exp: Experiment, rebuild_data: bool = False):
         self.exp = exp
+        self.rebuild_data = rebuild_data  # binarize --force: data/ fixes nothing; it is made again
         self._created_root: bool | None = None  # set when resolve starts a new experiment
         self._config_before: str | None = None  # config.yaml before resolve saved this command's changes
         self._made_before: list | None = None  # what the experiment held then (`_made`)
@@ -37,7 +38,7 @@ class ConfigChange:
         exp = self.exp
         return frozen_by(
             checkpoints=f"the checkpoints in {exp.checkpoints_dir} hold a model built with it" if exp.has_checkpoints() else None,
-            data=f"{exp.data_dir} was binarized with it" if exp.has_data() else None,
+            data=f"{exp.data_dir} was binarized with it" if exp.has_data() and not self.rebuild_data else None,
             tokenizer=f"{exp.tokenizer_dir} was trained with it" if exp.has_tokenizer() else None)
 
     def resolve(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
@@ -127,11 +128,11 @@ class ConfigChange:
 
 def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any] | None = None,
                     sets: list[str] | None = None, preset: str | None = None,
-                    persist: bool = True) -> tuple[Experiment, ExperimentConfig, ConfigChange]:
+                    persist: bool = True, rebuild_data: bool = False) -> tuple[Experiment, ExperimentConfig, ConfigChange]:
     """A command's experiment, its config and the change the command made to it. Precedence, lowest
     first: saved config (or recipe/defaults), recipe, --preset, the named `flags` (section.field ->
-    value, None: unset), --set."""
-    change = ConfigChange(Experiment(root))
+    value, None: unset), --set. `rebuild_data`: binarize's settings may change although data/ exists."""
+    change = ConfigChange(Experiment(root), rebuild_data)
     overrides, origins = flag_overrides(flags or {}, sets, preset)
     return change.exp, change.resolve(overrides, persist=persist, recipe=recipe, origins=origins), change
 

@@ -123,3 +123,28 @@ def test_the_data_table_fits_80_columns_at_wmt_sizes_with_every_reason(capsys):
     assert rows["kept"] == ["4,100,234", "3,000", "3,003"] and rows["dropped"] == ["408,551", "0", "0"]
     assert rows["invalid utf8"] == ["12", "-", "-"] and rows["duplicate"] == ["291,501", "-", "-"]
     assert rows["rows written"] == ["4,100,234×2", "3,000", "3,003"]
+
+
+def test_binarize_force_builds_data_again_until_a_model_is_trained_on_it(tmp_path, capsys, monkeypatch):
+    from toy import tiny_experiment
+
+    from mt.data.dataset import ParallelData
+    from mt.experiment import Experiment
+
+    exp, _ = tiny_experiment(tmp_path, {"train": 200, "valid": 10, "test": 10}, model={}, train={}, decode={})
+    before = len(ParallelData(exp, "train"))
+    code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--max-len", "6")
+    assert code == 2 and "data.max_len" in err and "--force" not in out  # frozen by data/ without --force
+    code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--force", "--max-len", "2")
+    assert code == 1 and "has no usable pairs" in err  # a rebuild that fails leaves data/ as it was
+    assert len(ParallelData(exp, "train")) == before and not list(exp.root.glob(".data-*"))
+    code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--force", "--max-len", "12")
+    assert code == 0, err
+    after = len(ParallelData(Experiment(exp.root), "train"))
+    assert 0 < after < before and exp.load_config().data.max_len == 12
+    assert not list(exp.root.glob(".data-*"))  # the old data/ and the build directory are gone
+    (exp.checkpoints_dir).mkdir(exist_ok=True)
+    (exp.checkpoints_dir / "last.pt").write_bytes(b"trained on it")
+    code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--force")
+    assert code == 1 and "holds a model trained on it" in err and len(err.strip().splitlines()) == 1
+    assert len(ParallelData(exp, "train")) == after

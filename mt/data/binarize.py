@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -328,13 +329,18 @@ def _refuse_empty(cfg: ExperimentConfig, split: str, stats: dict) -> None:
     raise MtError(f"{corpus.describe(cfg.data.sources(split))}: the {split} split has no usable pairs ({read}); {fix}")
 
 
-def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> dict:
-    """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written."""
-    if exp.data_dir.exists():
+def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, force: bool = False) -> dict:
+    """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written.
+    `force`: build it again where it exists (not under checkpoints, which were trained on it); the old
+    data/ stays until the new one is complete."""
+    if exp.data_dir.exists() and not force:
         raise MtError(
             f"{exp.data_dir}: the experiment is already binarized; nothing overwritten "
-            f"(start a new experiment with --exp, or remove that directory)"
+            f"(--force builds it again; or start a new experiment with --exp)"
         )
+    if exp.data_dir.exists() and exp.has_checkpoints():
+        raise MtError(f"{exp.data_dir}: {exp.checkpoints_dir} holds a model trained on it; rebuilding it would change "
+                      f"what a resume reads: binarize into a new --exp")
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     splits = [split for split in corpus.SPLITS if getattr(cfg.data, split)]
     if not splits:
@@ -363,8 +369,14 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS) -> 
             pool.close()
         write_json_atomic(tmp_dir / exp.data_stats_path.name, stats)
         write_json_atomic(tmp_dir / exp.manifest_path.name, manifest)
+        old = None
+        if exp.data_dir.exists():  # --force: the old data/ moves aside only now that the new one is whole
+            old = Path(tempfile.mkdtemp(dir=exp.root, prefix=".data-replaced-"))
+            os.replace(exp.data_dir, old / "data")
         os.replace(tmp_dir, exp.data_dir)
         sync_directory(exp.root)  # the rename is the commit point of the whole data/
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp_dir, ignore_errors=True)
         raise
