@@ -42,7 +42,7 @@ def run_recipe(
                          persist=not dry_run, record=not dry_run)
     steps = run.get("steps") or [s for s in STEPS if s not in ("distill", "backtranslate")]
     if dry_run:
-        _dry_run(exp, cfg, steps, print_result)
+        _dry_run(exp, cfg, steps, print_result, run)
         return exp
     with change.undo_if_fails():
         for step in steps:
@@ -184,7 +184,8 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
             print_result(f"{source}  {arrow}  {hyps[0][0]}")
 
 
-def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None]) -> None:
+def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None],
+             run_keys: dict[str, Any]) -> None:
     """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
     from mt.backtranslate import backtranslate_dir
     from mt.config.schema import save_yaml
@@ -198,6 +199,28 @@ def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_res
             "evaluate": exp.score_path("test").exists() and exp.checkpoint_path("last").exists()}
     log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
         f"{step} {'done' if done.get(step) else 'to run'}" for step in steps))
+    for missing in _missing_inputs(exp, cfg, [s for s in steps if not done.get(s)], run_keys):
+        log.warn(f"missing: {missing}")
+
+
+def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], run: dict[str, Any]) -> list[str]:
+    """The input files that the steps still to run read and that are not there (what the steps
+    themselves write, under the experiment, is not counted): each as "WHERE: PATH"."""
+    from mt.data.text_files import existing
+
+    splits = {"train-tokenizer": ("train",), "binarize": ("train", "valid", "test"), "evaluate": ("test",)}
+    wanted = dict.fromkeys(split for step in to_run for split in splits.get(step, ()))
+    found = []
+    for split in wanted:
+        for pair in cfg.data.pairs():
+            for source in cfg.data.sources(split, pair):
+                if source.kind in ("files", "tsv", "jsonl", "ding"):
+                    found += [f"data.{split}: {path}" for path in source.paths]
+    if "backtranslate" in to_run:
+        found += [f"mono: {m.removeprefix('text:').strip()}" for m in map(str, run.get("mono") or []) if m.startswith("text:")]
+    root = str(exp.root.resolve())
+    return list(dict.fromkeys(item for item in found if not Path(existing(item.partition(": ")[2])).exists()
+                              and not str(Path(item.partition(": ")[2]).resolve()).startswith(root)))
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:

@@ -334,6 +334,11 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     assert code == 0, err
     assert yaml.safe_load(out)["train"]["max_steps"] == 7 and not (tmp_path / "new").exists()
     assert "train-tokenizer to run, binarize to run, train to run, evaluate to run" in err
+    assert "missing" not in err  # the default corpus, Debian's Ding dictionary, is installed
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(f"steps: [binarize, evaluate]\ndata:\n  train: [files:{tmp_path}/nope]\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(missing), "--exp", str(tmp_path / "new"), "--dry-run")
+    assert code == 0 and f"missing: data.train: {tmp_path}/nope.de" in err and f"{tmp_path}/nope.en" in err, err
     copy = tmp_path / "exp"
     shutil.copytree(experiment.root, copy)
     before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
