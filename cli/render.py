@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from mt import log
 
@@ -96,9 +96,11 @@ def print_scores(scores: dict, json_out: bool) -> None:
 
 
 def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, options,
-                       output_format: str) -> None:
+                       output_format: str, total: int | None = None) -> None:
     """Stream translations (`Translator.stream` with `options` and `output_format`) to stdout, each group
-    as soon as it is done, or into `output` (atomically: the file appears when all is written)."""
+    as soon as it is done, or into `output` (atomically: the file appears when all is written), with a
+    progress bar over the `total` input lines on stderr when it is a terminal (not with stdout, which
+    the translations themselves show)."""
     from mt.atomic_files import atomic_path
 
     if output is None:
@@ -107,5 +109,12 @@ def write_translations(translator, source: Iterable[str], output: Path | None, b
             sys.stdout.flush()
         translator.stream(source, write, buffer, options, output_format)
         return
-    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        translator.stream(source, lambda line: handle.write(line + "\n"), buffer, options, output_format)
+    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:
+        task = progress.add_task("translate", total=total)  # on a terminal only (log.progress_enabled)
+
+        def counted(lines: Iterable[str]) -> Iterator[str]:
+            for line in lines:
+                progress.advance(task)
+                yield line
+
+        translator.stream(counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format)

@@ -47,6 +47,7 @@ def translate(
 
     Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
     from mt.alignment import check_layer
+    from mt.data.text_files import count_lines
     from mt.experiment_config import read_experiment
     from mt.hardware import set_threads, warn_if_slow
     from mt.translate import DecodeOptions, Sampling, Translator, input_lines
@@ -73,5 +74,6 @@ def translate(
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
         options.check_pivot()
+    total = count_lines(str(input)) if input is not None and str(input) != "-" else None
     render.write_translations(translator, source, output, buffer, options,
-                              "nbest" if nbest else "scores" if scores else "plain")
+                              "nbest" if nbest else "scores" if scores else "plain", total)

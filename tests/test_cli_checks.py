@@ -243,6 +243,18 @@ def test_input_dash_reads_stdin(experiment, capsys, monkeypatch):
     assert code == 0 and from_stdin == from_file and len(from_stdin.splitlines()) == 2, err
 
 
+def test_translate_into_a_file_shows_progress_only_on_a_terminal(experiment, tmp_path, capsys, monkeypatch):
+    from mt import log
+
+    args = ["translate", "--exp", experiment.root, "--input", experiment.root.parent / "in.txt"]
+    code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "plain.txt")
+    assert code == 0 and "2/2" not in err, err  # stderr is no terminal here
+    monkeypatch.setattr(log, "progress_enabled", lambda: True)  # as on a terminal
+    code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "shown.txt")
+    assert code == 0 and "translate" in err and "2/2" in err, err
+    assert (tmp_path / "shown.txt").read_text() == (tmp_path / "plain.txt").read_text() != ""
+
+
 def test_a_bare_mt_prints_its_help(capsys, monkeypatch):
     code, out, err = mt(capsys, monkeypatch)
     assert code == 2 and out == ""
