@@ -26,6 +26,7 @@ def translate(
     buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,
     checkpoint: Checkpoints = None,
     nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
+    nbest_format: Annotated[str, typer.Option(metavar="tsv|moses", help="--nbest's lines: tsv (LINE<TAB>SCORE<TAB>TRANSLATION, LINE from 1) or moses (ID ||| TRANSLATION ||| mt= SCORE ||| SCORE, ID from 0).")] = "tsv",
     scores: Annotated[bool, typer.Option(help="Write SCORE<TAB>TRANSLATION.")] = False,
     sample: Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation).")] = False,
     temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
@@ -63,6 +64,10 @@ def translate(
                             sampling=sampling if sample else None, constraints=constraints,
                             src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)  # what goes together
     options.check_pivot()
+    if nbest_format not in ("tsv", "moses"):
+        raise ConfigError(f"--nbest-format {nbest_format}: expected tsv or moses")
+    if nbest_format != "tsv" and not nbest:
+        raise ConfigError("--nbest-format goes with --nbest K")
     if output is not None and output.exists() and not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     experiment, cfg = read_experiment(exp, decode)
@@ -76,4 +81,5 @@ def translate(
         options.check_pivot()
     total = count_lines(str(input)) if input is not None and str(input) != "-" else None
     render.write_translations(translator, source, output, buffer, options,
-                              "nbest" if nbest else "scores" if scores else "plain", total)
+                              ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
+                              total)

@@ -13,7 +13,9 @@ Output formats of `stream` (one input line gives):
 - "plain": one line, the translation;
 - "scores": one line, `SCORE<TAB>TRANSLATION`;
 - "nbest": `DecodeOptions.nbest` lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting
-  input lines from 1 (an empty input line gives one line with an empty translation and score 0).
+  input lines from 1 (an empty input line gives one line with an empty translation and score 0);
+- "moses": the same n best as Moses writes them, which Marian's and fairseq users' scripts read:
+  `ID ||| TRANSLATION ||| mt= SCORE ||| SCORE`, ID counting input lines from 0.
 SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
 the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
 one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.alignment`);
@@ -44,7 +46,7 @@ from mt.search.ensemble import Ensemble
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
-OutputFormat = Literal["plain", "scores", "nbest"]  # what one input line gives: module docstring
+OutputFormat = Literal["plain", "scores", "nbest", "moses"]  # what one input line gives: module docstring
 
 
 @dataclass(frozen=True)
@@ -344,6 +346,9 @@ class Translator:
             if output == "nbest":
                 for text, score, *alignment in hyps:
                     write("\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment]))
+            elif output == "moses":
+                for text, score, *alignment in hyps:
+                    write(" ||| ".join([f"{first_line + offset}", text, f"mt= {score:.4f}", f"{score:.4f}", *alignment]))
             elif output == "scores":
                 text, score, *alignment = hyps[0]
                 write("\t".join([f"{score:.4f}", text, *alignment]))

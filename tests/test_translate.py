@@ -67,6 +67,15 @@ def test_nbest_and_scores_formats(trained_experiment):
     scored = mt_translate(trained_experiment, "Ein Mann läuft.\n", "--scores")
     score, text = scored.stdout.decode().rstrip("\n").split("\t")
     assert float(score) == float(rows[0][1]) and text == rows[0][2]
+    # Moses' n-best format: the same hypotheses, numbered from 0, the score as a feature and as the total.
+    moses = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3",
+                         "--nbest-format", "moses")
+    assert moses.returncode == 0, moses.stderr.decode()
+    fields = [line.split(" ||| ") for line in moses.stdout.decode().splitlines()]
+    assert [(int(f[0]) + 1, f[3], f[1]) for f in fields] == [(int(r[0]), r[1], r[2]) for r in rows]
+    assert all(f[2] == f"mt= {f[3]}" for f in fields)
+    refused = mt_translate(trained_experiment, "x\n", "--nbest-format", "moses")
+    assert refused.returncode == 2 and "goes with --nbest" in refused.stderr.decode()
 
 
 def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
