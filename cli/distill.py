@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from cli.options import Checkpoint, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
+from cli.options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 from mt import log
 
 EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
@@ -20,7 +20,7 @@ def distill(
     decode: dict,
     teacher: Annotated[list[Path], typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
     checkpoint: Checkpoint = None,
-    chunk_lines: Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")] = None,
+    chunk_lines: ChunkLines = None,
     mix_original: Annotated[bool, typer.Option(help="A new student trains on the original pairs too, beside the distilled ones.")] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,

@@ -58,6 +58,25 @@ Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or 
 Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]
 Force = Annotated[bool, typer.Option(help="Replace --output if it exists.")]
 
+# Sampling instead of search (mt translate, mt backtranslate): `sampling_of` turns them into one object.
+Sample = Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation: Edunov et al., 2018).")]
+Temperature = Annotated[float, typer.Option(help="Sampling temperature.")]
+TopK = Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")]
+TopP = Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")]
+Seed = Annotated[int, typer.Option(help="Sampling seed.")]
+# Chunked translation that survives a kill (mt distill, mt backtranslate: mt.chunked).
+ChunkLines = Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")]
+
+
+def sampling_of(sample: bool, temperature: float, top_k: int, top_p: float, seed: int):
+    """The sampling flags as mt.translate.Sampling (checked, with --sample or not), or None without --sample."""
+    from mt.translate import Sampling
+
+    sampling = Sampling(temperature, top_k, top_p, seed)
+    if not sample and sampling != Sampling():
+        raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
+    return sampling if sample else None
+
 # -- decoding (decode.* for this call only) -----------------------------------------------------
 Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default: the experiment's decode.beam.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default: the experiment's decode.alpha.")]

@@ -9,7 +9,23 @@ from typing import Annotated, Optional
 import typer
 
 from cli import render
-from cli.options import Checkpoints, Device, Exp, Force, Precision, Quantize, Threads, decode_flags, examples
+from cli.options import (
+    Checkpoints,
+    Device,
+    Exp,
+    Force,
+    Precision,
+    Quantize,
+    Sample,
+    Seed,
+    Temperature,
+    Threads,
+    TopK,
+    TopP,
+    decode_flags,
+    examples,
+    sampling_of,
+)
 from mt.errors import ConfigError, MtError
 
 EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
@@ -28,11 +44,11 @@ def translate(
     nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
     nbest_format: Annotated[str, typer.Option(metavar="tsv|moses", help="--nbest's lines: tsv (LINE<TAB>SCORE<TAB>TRANSLATION, LINE from 1) or moses (ID ||| TRANSLATION ||| mt= SCORE ||| SCORE, ID from 0).")] = "tsv",
     scores: Annotated[bool, typer.Option(help="Write SCORE<TAB>TRANSLATION.")] = False,
-    sample: Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation).")] = False,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 1.0,
-    top_k: Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")] = 0,
-    top_p: Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")] = 1.0,
-    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 1,
+    sample: Sample = False,
+    temperature: Temperature = 1.0,
+    top_k: TopK = 0,
+    top_p: TopP = 1.0,
+    seed: Seed = 1,
     alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
     alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
     constraints: Annotated[bool, typer.Option(help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search).")] = False,
@@ -51,17 +67,15 @@ def translate(
     from mt.data.text_files import count_lines
     from mt.experiment_config import read_experiment
     from mt.hardware import set_threads, warn_if_slow
-    from mt.translate import DecodeOptions, Sampling, Translator, input_lines
+    from mt.translate import DecodeOptions, Translator, input_lines
 
     if alignment_layer is not None and not alignments:
         raise ConfigError("--alignment-layer goes with --alignments")
     if nbest < 0:
         raise ConfigError(f"--nbest {nbest}: must be 0 (one translation a line) or more")
-    sampling = Sampling(temperature, top_k, top_p, seed)  # checks the sampling flags, with --sample or not
-    if not sample and sampling != Sampling():
-        raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
+    sampling = sampling_of(sample, temperature, top_k, top_p, seed)
     options = DecodeOptions(decode["decode.beam"], decode["decode.alpha"], nbest=max(nbest, 1),
-                            sampling=sampling if sample else None, constraints=constraints,
+                            sampling=sampling, constraints=constraints,
                             src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)  # what goes together
     options.check_pivot()
     if nbest_format not in ("tsv", "moses"):
