@@ -96,10 +96,11 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     done = run_train(straight)
     assert done.returncode == 0, done.stderr
 
-    # Never ends by itself (max_steps 10^6): killed once step_{N/2}.pt exists. last.pt is written
-    # before step_N.pt, so it holds step N/2 (the next save would be at step N).
+    # Never ends by itself (max_steps 10^6): killed once the first save is complete. last.pt is written
+    # last of a save (after step_N.pt), so once it exists it holds step N/2 (the next save is at step N).
     process = start_train(killed, tmp_path / "killed.err", "--max-steps", "1000000")
-    wait_until(killed.checkpoint_path(f"step_{N // 2}").exists, process, f"step_{N // 2}.pt")
+    wait_until(lambda: killed.checkpoint_path("last").exists() and killed.checkpoint_path(f"step_{N // 2}").exists(),
+               process, f"last.pt and step_{N // 2}.pt")
     process.kill()
     process.wait()
     assert process.returncode == -signal.SIGKILL
