@@ -13,7 +13,8 @@ from mt.errors import ConfigError
 
 EXAMPLES = examples(
     'mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',
-    'mt attention --exp exp/en-de "Two dogs play in the snow." --format json --layer 1')
+    'mt attention --exp exp/en-de "Two dogs play in the snow." --format json --layer 1',
+    'mt attention --exp exp/en-de "Two dogs play in the snow." --json > weights.json')
 
 
 @decode_flags(batch_tokens=False)
@@ -21,14 +22,15 @@ def attention(
     exp: Exp,
     sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
     decode: dict,
-    output_dir: Annotated[Optional[Path], typer.Option(help="Where the files go (default: EXP/attention/).")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="The directory the files go to (default: EXP/attention/).")] = None,
     layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
     src_lang: Annotated[Optional[str], typer.Option(help="The sentence's language (a multilingual experiment).")] = None,
     tgt_lang: Annotated[Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")] = None,
     encoder: Annotated[bool, typer.Option(help="Also draw the encoder self-attention of each layer.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.")] = "png",
     target: Annotated[Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")] = None,
-    force: Annotated[bool, typer.Option(help="Replace files already in --output-dir.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace files already in --output.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the weights (as attention.json holds them) as one JSON object instead of the translation; no files written.")] = False,
     checkpoint: Checkpoint = None,
     threads: Threads = 2,
     device: Device = "cpu",
@@ -46,8 +48,14 @@ def attention(
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device)
     index = check_layer(translator.model, layer, "--layer")
-    out_dir = output_dir if output_dir is not None else experiment.attention_dir
+    out_dir = output if output is not None else experiment.attention_dir
     tag = translator.directions.tag(src_lang, tgt_lang)
+    if json_out:
+        import json
+
+        maps = attn.attention_maps(translator, sentence, target, index, tag)
+        print(json.dumps(maps.to_json(encoder), ensure_ascii=False))
+        return
     maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force, tag)
     print(maps.translation)
     log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")

@@ -84,7 +84,7 @@ Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, le
 Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower).")]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
-DecodeTokens = Annotated[Optional[int], typer.Option("--batch-tokens", help="Source tokens per decoding batch.")]
+DecodeTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="Source tokens per decoding batch (decode.max_tokens), as train's --max-tokens is per training batch.")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 
@@ -96,7 +96,7 @@ DECODE_FLAGS = {"beam": (Beam, "decode.beam"), "alpha": (Alpha, "decode.alpha"),
 
 
 def decode_flags(*, batch_tokens: bool = True) -> Callable:
-    """Give a command the decoding flags (DECODE_FLAGS; without --batch-tokens where one sentence is
+    """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens where one sentence is
     translated). The command takes them as one parameter, `decode`: the decode.* overrides of this
     call (None where a flag is not given: the experiment's own value)."""
     names = [name for name in DECODE_FLAGS if batch_tokens or name != "batch_tokens"]

@@ -10,7 +10,7 @@ from cli.options import Checkpoints, Device, Exp, Precision, Quantize, Threads, 
 
 EXAMPLES = examples(
     "mt serve --exp exp/de-en",
-    "mt serve --exp exp/de-en --host 0.0.0.0 --port 5000 --api-key SECRET --max-batch-tokens 4000",
+    "mt serve --exp exp/de-en --host 0.0.0.0 --port 5000 --api-key SECRET --max-tokens 4000",
 )
 
 
@@ -19,7 +19,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 for every interface.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to listen on (0: any free one).")] = 8000,
     checkpoint: Checkpoints = None,
-    max_batch_tokens: Annotated[int, typer.Option(help="Source tokens a batch may hold, from all the requests waiting.")] = 2000,
+    max_batch_tokens: Annotated[int, typer.Option("--max-tokens", help="Source tokens a decoding batch may hold, from all the requests waiting (as decode.max_tokens).")] = 2000,
     max_wait_ms: Annotated[float, typer.Option(help="How long a sentence waits for others to share its batch.")] = 10.0,
     max_queue: Annotated[int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")] = 1024,
     max_chars: Annotated[int, typer.Option(help="Characters per request.")] = 20000,

@@ -35,7 +35,10 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
     for src_lang, tgt_lang in cfg.data.pairs():
         name = f"{src_lang}-{tgt_lang}" if cfg.data.multilingual else None
         src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
-        found = translator.search(src_lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
+        with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
+            task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
+            found = translator.search(src_lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang),
+                                      progress=lambda done: progress.advance(task, done))
         hyps = [hyp[0][0] for hyp in found]
         directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
         write_text_atomic(exp.hyp_path(split, name), "".join(h + "\n" for h in hyps))

@@ -149,7 +149,7 @@ class Experiment:
 
     @staticmethod
     def attention_files(out_dir: Path, layer: int, encoder: bool, fmt: str) -> dict[str, Path]:
-        """What `mt attention` writes into out_dir (attention_dir, or --output-dir), by kind; `layer` 0-based."""
+        """What `mt attention` writes into out_dir (attention_dir, or --output), by kind; `layer` 0-based."""
         png = {"layers": "cross-attention.png", "heads": f"cross-attention-layer{layer + 1}-heads.png",
                "alignment": "alignment.png", **({"encoder": "encoder-self-attention.png"} if encoder else {})}
         names = {**(png if fmt in ("png", "both") else {}), **({"json": "attention.json"} if fmt in ("json", "both") else {})}

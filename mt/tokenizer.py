@@ -59,6 +59,8 @@ class Tokenizer:
                 f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train it with `mt train-tokenizer`"
             )
         self.vocab_size: int = self._sp.vocab_size()
+        # byte_fallback's <0xNN> pieces, id -> byte: a search may end a character halfway (see decode)
+        self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -97,7 +99,32 @@ class Tokenizer:
         and trailing whitespace is stripped: a model that emits a run of "▁" pieces (a short one
         printed "A" and 27 spaces) must not leave it in the translation."""
         cleaned = [[int(i) for i in seq if int(i) not in _DROPPED_ON_DECODE] for seq in ids]
+        if self._bytes:
+            cleaned = [self._whole_characters(seq) for seq in cleaned]
         return [text.strip() for text in self._sp.decode(cleaned)] if cleaned else []  # decode([]) would give one ''
+
+    def _whole_characters(self, seq: list[int]) -> list[int]:
+        """`seq` without byte pieces that do not form a UTF-8 character: a sampled or searched
+        translation can stop a character halfway or emit a stray continuation byte, which
+        sentencepiece would print as U+FFFD. Each run of byte pieces keeps its valid characters."""
+        if not any(i in self._bytes for i in seq):
+            return seq
+        kept: list[int] = []
+        position = 0
+        while position < len(seq):
+            if seq[position] not in self._bytes:
+                kept.append(seq[position])
+                position += 1
+                continue
+            lead = self._bytes[seq[position]]
+            size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 0
+            run = seq[position:position + size] if size else []
+            if len(run) == size > 0 and all(i in self._bytes for i in run) and _is_utf8(bytes(self._bytes[i] for i in run)):
+                kept.extend(run)
+                position += size
+            else:
+                position += 1  # a byte that begins no whole character: dropped
+        return kept
 
     def tag_id(self, lang: str) -> int | None:
         """The id of `lang`'s tag (`language_tag`), or None when this model has none."""
@@ -113,6 +140,14 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _check_unicode(lines: list[str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shlex
 import sys
 
@@ -60,7 +61,7 @@ TRANSLATE_FLAGS = [
     (["--sample", "--top-k", "-1"], "--top-k"),
     (["--sample", "--temperature", "0"], "--temperature"),
     (["--sample", "--temperature", "nan"], "--temperature"),
-    (["--batch-tokens", "0"], "--batch-tokens"),
+    (["--max-tokens", "0"], "--max-tokens"),
     (["--beam", "2", "--nbest", "3"], "--nbest 3 is more than --beam 2"),
     (["--beam", "1", "--nbest", "2"], "--nbest 2 is more than --beam 1"),
     (["--alpha", "-1"], "stopping bound is invalid for negative alpha"),
@@ -79,7 +80,7 @@ def test_translate_refuses_decoding_flags_out_of_range(experiment, capsys, monke
 
 OTHER_FLAGS = [
     (["evaluate"], ["--alpha", "-0.5"]),
-    (["evaluate"], ["--batch-tokens", "0"]),
+    (["evaluate"], ["--max-tokens", "0"]),
     (["evaluate"], ["--max-len-a", "-2"]),
     (["attention", "Ein Mann."], ["--alpha", "-1"]),
     (["attention", "Ein Mann."], ["--max-len-b", "-3"]),
@@ -253,6 +254,29 @@ def test_translate_into_a_file_shows_progress_only_on_a_terminal(experiment, tmp
     code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "shown.txt")
     assert code == 0 and "translate" in err and "2/2" in err, err
     assert (tmp_path / "shown.txt").read_text() == (tmp_path / "plain.txt").read_text() != ""
+
+
+def test_evaluate_shows_progress_only_on_a_terminal(experiment, capsys, monkeypatch):
+    from mt import log
+
+    code, out, err = mt(capsys, monkeypatch, "evaluate", "--exp", experiment.root, "--split", "valid", "--json")
+    assert code == 0 and not re.search(r"\d+/\d+", err), err  # stderr is no terminal here
+    monkeypatch.setattr(log, "progress_enabled", lambda: True)  # as on a terminal
+    code, shown, err = mt(capsys, monkeypatch, "evaluate", "--exp", experiment.root, "--split", "valid", "--json")
+    lines = json.loads(out)["sentences"]
+    assert code == 0 and re.search(rf"valid .*{lines}/{lines}", err), err
+    assert json.loads(shown)["bleu"] == json.loads(out)["bleu"]
+
+
+def test_attention_json_on_stdout_and_files_in_output(experiment, tmp_path, capsys, monkeypatch):
+    """One grammar: --json prints JSON on stdout (as evaluate and info), --output names where files go."""
+    code, out, err = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.", "--json")
+    weights = json.loads(out)
+    assert code == 0 and weights["src_tokens"][-1] == "</s>" and weights["cross_attention"], err
+    assert not experiment.attention_dir.exists()  # nothing written
+    code, out, err = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.",
+                        "--format", "json", "--output", tmp_path / "maps")
+    assert code == 0 and json.loads((tmp_path / "maps" / "attention.json").read_text()) == weights, err
 
 
 def test_a_bare_mt_prints_its_help(capsys, monkeypatch):

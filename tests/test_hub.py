@@ -103,3 +103,26 @@ def test_hub_records_are_read_in_chunks_that_name_them(tmp_path, hf_cache):
     read = list(chunks(source, 2))
     assert [(chunk.start, chunk.src) for chunk in read] == [(0, ["d0", "d1"]), (2, ["d2", "d3"]), (4, ["d4"])]
     assert read[1].where(1) == f"dataset {path!r} split 'train' record 4"
+
+
+def test_a_hub_that_does_not_answer_fails_from_the_cache_at_once(tmp_path, hf_cache, monkeypatch):
+    """No retries against a host that refuses connections: offline mode, one line saying why."""
+    import socket
+
+    import datasets
+    import huggingface_hub.constants
+
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for name in ("HTTPS_PROXY", "https_proxy", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "")  # unset for mt; the test's end puts back what was there
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    for module, name in ((huggingface_hub.constants, "HF_HUB_OFFLINE"), (datasets.config, "HF_HUB_OFFLINE"),
+                         (datasets.config, "HF_DATASETS_OFFLINE")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # restored after the test
+    with pytest.raises(MtError, match=r"cannot load dataset 'someone/no-such-corpus' split 'train': .*"
+                                      r"the hub did not answer, so only the local cache was tried") as err:
+        load_split(DataConfig(train=["hf:someone/no-such-corpus"]).sources("train"))
+    assert "\n" not in str(err.value)
+    assert datasets.config.HF_HUB_OFFLINE and huggingface_hub.constants.HF_HUB_OFFLINE

@@ -171,3 +171,16 @@ def test_a_new_seed_on_resume_is_refused_in_one_line(trained_experiment, tmp_pat
         f"error: --seed: train.seed is fixed at {seed} (not {seed + 4}): the checkpoints hold the random state "
         f"and data order it seeded, which a resume continues; start a new experiment (another --exp) to change it"]
     assert exp.config_path.read_text() == config  # nor --max-steps recorded
+
+
+def test_the_device_is_saved_and_a_resume_on_another_says_so(trained_experiment, tmp_path):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    last = exp.checkpoint_path("last")
+    saved = load_checkpoint(last)
+    assert saved["device"] == "cpu"
+    save_checkpoint(last, {**saved, "device": "cuda"})  # as a run on a GPU leaves it
+    done = run_train(exp, "--max-steps", str(saved["step"] + 1))
+    assert done.returncode == 0, done.stderr
+    assert f"{last} was trained on cuda; this run continues on cpu (--device cuda to stay there)" in done.stderr
+    assert load_checkpoint(last)["device"] == "cpu"

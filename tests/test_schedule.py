@@ -97,3 +97,9 @@ def test_early_dropout_by_time_and_off_by_default():
 def test_max_time_0_leaves_the_budget_to_max_steps():
     off = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=10, max_time=0.0, cooldown=0.2)
     assert off.progress(6, 1e6) == dataclasses.replace(off, max_time=None).progress(6, 1e6) == 0.5
+
+
+def test_constant_schedule_warms_up_then_holds_the_peak_until_the_cooldown():
+    schedule = Schedule(peak_lr=1e-4, warmup_steps=4, max_steps=10, cooldown=0.2, shape="constant")
+    lrs, _ = lrs_over(schedule, ((step, 0.0) for step in range(1, 11)))
+    assert lrs == pytest.approx([2.5e-5, 5e-5, 7.5e-5, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 5e-5], rel=1e-12)

@@ -84,6 +84,17 @@ def test_byte_fallback_keeps_unseen_characters(tokenizer):
     assert tokenizer.decode([ids]) == [line]
 
 
+def test_decode_drops_byte_pieces_that_form_no_character(tokenizer):
+    """A sampled translation can stop a character halfway: no U+FFFD, the whole characters kept."""
+    byte = {value: tokenizer.symbol_id(f"<0x{value:02X}>") for value in (0xE2, 0x98, 0x83, 0x41)}
+    word = tokenizer.encode(["Hund"])[0]
+    snowman = [byte[0xE2], byte[0x98], byte[0x83]]
+    assert tokenizer.decode([word + snowman]) == ["Hund☃"]
+    assert tokenizer.decode([word + snowman[:2]]) == ["Hund"]  # cut short
+    assert tokenizer.decode([snowman[1:] + word]) == ["Hund"]  # continuation bytes without a lead
+    assert tokenizer.decode([[byte[0xE2], byte[0x41], *snowman]]) == ["A☃"]  # a lead byte without its run
+
+
 def test_vocab_too_large_is_one_clean_error(tmp_path):
     src, tgt = sentence_pairs()
     with pytest.raises(MtError, match=r"--vocab-size 9000 is too large .* at most \d+") as info:

@@ -124,6 +124,22 @@ def test_fast_modes_translate(trained_experiment, precision, quantize):
     assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
 
 
+def test_bf16_on_the_cpu_bounds_onednn_primitive_cache_unless_the_user_set_it(trained_experiment, monkeypatch):
+    from mt.translate import ONEDNN_CACHE
+
+    cfg = trained_experiment.load_config()
+    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    Translator.load(trained_experiment, cfg, precision="fp32")
+    assert ONEDNN_CACHE not in os.environ  # fp32 does not go through oneDNN's bf16 kernels
+    monkeypatch.setenv(ONEDNN_CACHE, "")
+    monkeypatch.delenv(ONEDNN_CACHE)  # absent, and put back as it was after the test
+    Translator.load(trained_experiment, cfg, precision="bf16")
+    assert os.environ[ONEDNN_CACHE] == "16"
+    monkeypatch.setenv(ONEDNN_CACHE, "256")
+    Translator.load(trained_experiment, cfg, precision="bf16")
+    assert os.environ[ONEDNN_CACHE] == "256"
+
+
 def test_length_groups_keep_each_padded_batch_within_the_budget():
     lengths = [5, 1, 9, 3, 3, 30, 2]
     # sorted by length; (longest + 1) * rows <= 20; the over-long source (31 > 20) runs alone

@@ -150,6 +150,8 @@ Not config fields, but read by every `mt` command:
 | `MT_DEBUG` | set: every error prints its traceback, as `--debug` does (in `mt serve`'s worker too) |
 | `MT_ALLOCATOR` | `tcmalloc` (the default where Debian's libtcmalloc-minimal4 is installed: `mt` restarts itself with it) or `system` |
 | `MT_API_KEY` | `mt serve --api-key`'s value when the flag is not given |
+| `ONEDNN_PRIMITIVE_CACHE_CAPACITY` | oneDNN's cache of bf16 matmul plans on the CPU; mt sets 16 for bf16 decoding unless it is set (the default 1,024 kept a copy of the packed weights per batch shape) |
+| `HF_HUB_OFFLINE`, `HF_ENDPOINT`, `HTTPS_PROXY` | for `hf:` sources: the hub's own; when its host does not answer (and no proxy is set) mt sets offline mode, so only the local cache is tried |
 | `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT` | set by `torchrun`: `mt train` joins the process group they describe |
 """
 

@@ -133,17 +133,17 @@ class TrainConfig:
     update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
     max_steps: int = 100_000
     max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h"); 0 or null = off
-    # During the last fraction of the budget (max_time if set, else max_steps) the lr falls to 0 from
-    # the schedule's value where it begins; 0 = off.
+    # In the last fraction of the budget (max_time, else max_steps) the lr falls to 0 from where it is; 0 = off.
     cooldown: float = 0.0
-    # How it falls over the cooldown's share t in [0, 1]: "linear" (1 - t) or "1-sqrt" (1 - sqrt(t), which
-    # halves the lr in the first quarter and spends longer at small lrs; Hägele et al., 2024).
+    # Its fall over its share t in [0, 1]: "linear" 1 - t; "1-sqrt" 1 - sqrt(t), lower sooner (Hägele et al. 2024).
     cooldown_shape: Literal["linear", "1-sqrt"] = "linear"
     # lr = lr_peak * min(step / warmup, sqrt(warmup / step)), step from 1. With lr_peak unset this is
     # the paper's lr = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (Sec. 5.3).
     lr_peak: float | None = None
     lr_scale: float = 1.0
     warmup_steps: int = 4000
+    # "constant": the same warmup, then flat at the peak until the cooldown (for fine-tuning).
+    lr_schedule: Literal["inverse_sqrt", "constant"] = "inverse_sqrt"
     label_smoothing: float = 0.1  # epsilon_ls (Sec. 5.4)
     # Late dropout (Liu et al., ICML 2023, "Dropout Reduces Underfitting"): model.dropout's sub-layer and
     # embedding dropout at this lower rate until early_dropout_until of the budget (max_time if set, else
@@ -354,7 +354,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
          "the stopping bound is invalid for negative alpha"),
         (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
         (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
-        (cfg.decode.max_tokens >= 1, "decode.max_tokens (--batch-tokens) must be at least 1"),
+        (cfg.decode.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
         (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.max_time is None or cfg.train.max_time >= 0, "train.max_time must be 0 (off) or more"),

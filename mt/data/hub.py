@@ -7,8 +7,12 @@ it: it takes seconds.
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlparse
 
 from mt.config.sources import Source
 from mt.errors import MtError
@@ -28,6 +32,7 @@ def load(source: Source):
 
     name, split = source.paths[0], source.part
     path = Path(name)
+    offline = False
     try:
         if path.is_dir():  # written by Dataset(Dict).save_to_disk
             dataset = datasets.load_from_disk(name)
@@ -44,6 +49,7 @@ def load(source: Source):
             return datasets.load_dataset(_DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split,
                                          streaming=source.streaming)
         args = [name] + ([source.hf_config] if source.hf_config else [])
+        offline = _offline_unless_the_hub_answers()
         return datasets.load_dataset(*args, split=split, streaming=source.streaming)
     except MtError:
         raise
@@ -51,7 +57,29 @@ def load(source: Source):
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 300:
             reason = reason[:300] + "..."
-        raise MtError(f"cannot load {describe(source)}: {reason} (no network? use local files)") from None
+        why = "the hub did not answer, so only the local cache was tried" if offline else "no network?"
+        raise MtError(f"cannot load {describe(source)}: {reason} ({why}; use local files)") from None
+
+
+def _offline_unless_the_hub_answers(timeout: float = 3.0) -> bool:
+    """Offline mode for the hub libraries when the hub's host does not take a connection: without it
+    `datasets` spends ~20 s on retries before failing, and with it a cached dataset still loads.
+    Left alone behind a proxy (which this cannot test) or when the user set offline mode already."""
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80)),
+                                 timeout).close()
+        return False
+    except OSError:
+        pass
+    os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
+    for module, name in (("huggingface_hub.constants", "HF_HUB_OFFLINE"), ("datasets.config", "HF_HUB_OFFLINE"),
+                         ("datasets.config", "HF_DATASETS_OFFLINE")):
+        if module in sys.modules and hasattr(sys.modules[module], name):
+            setattr(sys.modules[module], name, True)  # read at import: already imported here
+    return True
 
 
 def batches(source: Source, size: int) -> Iterator[tuple[list, list]]:

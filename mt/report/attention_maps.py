@@ -105,6 +105,7 @@ def attention_maps(translator, sentence: str, target: str | None = None, layer: 
         raise MtError("the sentence is empty: give the text to translate")
     if target is not None and not target.strip():
         raise MtError("--target is empty: give a translation, or leave it out to use the model's")
+    layer = layer % len(members(translator.model)[0].decoder)
     src_ids, src = translator.encode_line(sentence, tag)
     if target is None:
         tokens = translator.best_hypothesis(src_ids).tokens
@@ -150,7 +151,7 @@ def attention(
     files = Experiment.attention_files(Path(out_dir), layer, encoder, fmt)
     taken = [path for path in files.values() if path.exists()]
     if taken and not force:
-        raise MtError(f"{taken[0]}: exists; choose another --output-dir or add --force")
+        raise MtError(f"{taken[0]}: exists; choose another --output or add --force")
     maps = attention_maps(translator, sentence, target, layer, tag)
     if "json" in files:
         write_json_atomic(files["json"], maps.to_json(encoder))

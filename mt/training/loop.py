@@ -103,6 +103,7 @@ def train(
         elif init_from:
             log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
         _log_start(run, resumed)
+        _note_device(run, resumed)
         with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
             loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
             stopped_by = loop.run()
@@ -140,6 +141,19 @@ def _log_start(run: Training, resumed: bool) -> None:
                  f"longer updated")
     if trainer.device.type == "cpu" and (hint := allocator_hint()):
         log.info(hint)
+
+
+def _note_device(run: Training, resumed: bool) -> None:
+    """Say when a resume moves a run to another kind of device (--device is not part of the config),
+    or when a GPU sits unused; the device is saved with the run's counters."""
+    trainer = run.trainer
+    now, before = trainer.device.type, trainer.state.device
+    if trainer.group.is_main and resumed and before and before != now:
+        log.warn(f"{run.exp.checkpoint_path('last')} was trained on {before}; this run continues on {now} "
+                 f"(--device {before} to stay there)")
+    if trainer.group.is_main and now == "cpu" and torch.cuda.is_available():
+        log.warn(f"training on the CPU although {torch.cuda.device_count()} GPU(s) are present: --device cuda uses them")
+    trainer.state.device = now
 
 
 def validate_run(run: Training) -> dict[str, float]:

@@ -50,6 +50,7 @@ class Schedule:
     max_time: float | None = None  # seconds over all runs; the budget instead of max_steps when set (not 0)
     cooldown: float = 0.0  # the last share of the budget, in which the lr falls to 0; 0 = off
     cooldown_shape: str = "linear"
+    shape: str = "inverse_sqrt"  # or "constant": flat at peak_lr after the warmup
     model_dropout: float = 0.1  # model.dropout: the rate the model was built with
     early_dropout: float | None = None  # train.early_dropout; None = off
     early_dropout_until: float = 0.5
@@ -66,6 +67,8 @@ class Schedule:
         before the cooldown); returned with the lr, it is the next update's `cooldown_from`, and a
         checkpoint saves it: a resumed run falls from the same value."""
         lr = inverse_sqrt_lr(step, self.warmup_steps, self.peak_lr)
+        if self.shape == "constant":
+            lr = self.peak_lr * min(1.0, max(step, 1) / self.warmup_steps)
         factor = cooldown_factor(progress, self.cooldown, self.cooldown_shape)
         if factor is None:
             return lr, None

@@ -20,6 +20,7 @@ class TrainingState:
     skipped: int = 0  # updates skipped for a non-finite loss or gradient norm, all runs
     elapsed: float = 0.0  # training seconds over all runs of this experiment
     init_from: str | None = None  # the checkpoint a new run took its starting weights from
+    device: str | None = None  # the device type the last run trained on ("cpu", "cuda"): a resume names a change
 
     @classmethod
     def fresh(cls, best_metric: str) -> TrainingState:
@@ -41,6 +42,7 @@ class TrainingState:
         state.cooldown_from = saved.get("cooldown_from")
         state.skipped = int(saved.get("skipped", 0))
         state.init_from = saved.get("init_from")
+        state.device = saved.get("device")
         return state
 
     def record_validation(self, metrics: dict[str, float]) -> bool:
