@@ -130,6 +130,7 @@ def test_end_to_end(work: Path, built: dict):
     table = built["binarize"].stderr
     assert "too long" in table and "…" not in table  # the data table fits 80 columns
     assert "stopped at step 30" in built["train"].stderr
+    assert "precision auto: " in built["train"].stderr  # the default: the fastest here, timed
 
     # The experiment directory.
     config = yaml.safe_load((exp / "config.yaml").read_text())

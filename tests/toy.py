@@ -61,6 +61,7 @@ def tiny_experiment(root: Path, sizes: dict[str, int], model: dict, train: dict,
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
     cfg.tokenizer.__dict__.update(tokenizer or {})
     cfg.model.__dict__.update(d_model=32, d_ff=64, n_heads=2, **model)
+    cfg.train.precision = "fp32"  # the same numbers on every CPU (the default, auto, differs by CPU)
     cfg.train.__dict__.update(train)
     cfg.decode.__dict__.update(decode)
     exp = Experiment(root / "exp")
@@ -78,7 +79,7 @@ def tiny_config(corpus_dir: Path, splits: tuple[str, ...] = ("train", "valid", "
     cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 100, False
     cfg.model.__dict__.update(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1)
     cfg.train.__dict__.update(max_steps=10, max_tokens=300, lr_peak=3e-3, warmup_steps=10, log_every=5,
-                              valid_every=1000, save_every=1000)
+                              valid_every=1000, save_every=1000, precision="fp32")  # as tiny_experiment's
     cfg.decode.max_len_b = 10
     return cfg
 

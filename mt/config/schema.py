@@ -173,7 +173,7 @@ class TrainConfig:
     # fp32 | bf16 | fp16 (CPU or CUDA, with a dynamic loss scale) | auto: fp32, bf16 and fp16 timed on
     # the CPU when training starts, a half precision taken only when over 1.3x fp32 (mt.hardware.fastest_precision;
     # bf16 is much faster on some CPUs and slower on others); on CUDA bf16 where the GPU has it, else fp16
-    precision: Literal["fp32", "bf16", "fp16", "auto"] = "fp32"
+    precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
     max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
     # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
     # precision's first, pay the compilation. Checkpoints are the same as without it.
