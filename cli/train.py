@@ -11,7 +11,7 @@ from mt import log
 
 EXAMPLES = examples(
     "mt train --exp exp/de-en --preset small --max-time 2h",
-    "mt train --exp exp/ft --preset small --init-from exp/pretrain --max-steps 2000 --lr 1e-4")
+    "mt train --exp exp/ft --init-from exp/pretrain --max-steps 2000 --lr 5e-4 --set train.warmup_steps=200")
 
 
 def train(

@@ -9,6 +9,11 @@ import torch
 from mt.experiment import Experiment
 from mt.model.transformer import Transformer
 
+# The `mt` processes the tests start run on the C library's malloc: with tcmalloc installed, each would
+# start twice (mt restarts itself with it preloaded), ~0.1 s apiece. tests/test_allocator.py tests that
+# restart with its own environment.
+os.environ.setdefault("MT_ALLOCATOR", "system")
+
 pytest_plugins = ["pytester"]  # tests/test_skip_guard.py runs pytest on tiny test files
 
 # The one skip CI lets pass: a machine without the hardware a test needs (a GPU, CUDA, a CPU feature, a
