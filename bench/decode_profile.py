@@ -1,6 +1,6 @@
 """Where mt's beam search spends its time: torch.profiler's op table over one pass of a test split.
 
-    python bench/decode_profile.py --exp experiments/bench-multi30k [--sentences 1000] [--mode fp32|int8]
+    python bench/decode_profile.py --exp experiments/bench-multi30k [--sentences 1000] [--mode fp32|int8|bf16]
 
 Inputs: a trained experiment and its test split (the first --sentences lines), decoded as
 bench/translate.py decodes it (beam 5, `length` penalty at --alpha, 2 threads, the checkpoint named by
@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
     parser.add_argument("--checkpoint", default="last")
-    parser.add_argument("--mode", choices=("fp32", "int8"), default="fp32")
+    parser.add_argument("--mode", choices=("fp32", "int8", "bf16"), default="fp32")
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--alpha", type=float, default=1.0)
@@ -50,7 +50,8 @@ def main() -> None:
     cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args.beam, args.alpha, "length"
     src, _ = load_split(cfg.data.sources("test"))
     src = src[:args.sentences]
-    translator = Translator.load(exp, cfg, args.checkpoint, "cpu", "fp32", "int8" if args.mode == "int8" else None)
+    translator = Translator.load(exp, cfg, args.checkpoint, "cpu", "bf16" if args.mode == "bf16" else "fp32",
+                                 "int8" if args.mode == "int8" else None)
     translator.translate(src[:16])
     steps = 0
     decode = translator.model.decode

@@ -255,7 +255,7 @@ def main() -> None:
     compiled = {}
     if args.compile:
         compiled = measure_compiled(exp, cfg, precisions, args.steps, results, peak)
-        table = Table(title=f"train.compile: torch.compile'd forward + loss, {args.steps} steps each")
+        table = Table(title=f"train.compile: the encoder and decoder torch.compile'd, {args.steps} steps each")
         for column in ("precision", "compile s", "tgt tok/s", "src+tgt tok/s", "median s/step", "vs eager"):
             table.add_column(column, justify="left" if column == "precision" else "right")
         if "error" in compiled:

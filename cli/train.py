@@ -27,7 +27,7 @@ def train(
     clip_norm: Annotated[Optional[float], typer.Option(help="Clip the gradient norm to this (0 = off, as the paper) [default: 0].")] = None,
     keep_last: Annotated[Optional[int], typer.Option(help="Periodic step_N.pt checkpoints to keep (0 = all) [default: 5].")] = None,
     precision: Annotated[Optional[str], typer.Option(help="fp32, bf16, fp16 (with a dynamic loss scale) or auto (the fastest of the three here, timed at the start) [default: auto in a new experiment].")] = None,
-    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the forward pass and loss: for GPUs; on the CPU 0.86-0.89x after a minute of compiling (docs/training.md).")] = None,
+    compile: Annotated[Optional[bool], typer.Option("--compile/--no-compile", help="torch.compile the encoder and decoder: for GPUs; on the CPU 0.77-0.91x after about 100 s of compiling (docs/training.md).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the initial weights, dropout and batch order; fixed once the first checkpoint is saved.")] = None,
     init_from: Annotated[Optional[str], typer.Option(help="Start from the weights of this experiment (its best checkpoint) or checkpoint file; same tokenizer and model.")] = None,
     nproc: Annotated[Optional[int], typer.Option(help="Train in N processes on this machine (DDP via torchrun): one per GPU, or gloo on the CPU.")] = None,

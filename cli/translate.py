@@ -69,21 +69,12 @@ def translate(
     from mt.hardware import set_threads, warn_if_slow
     from mt.translate import DecodeOptions, Translator, input_lines
 
-    if alignment_layer is not None and not alignments:
-        raise ConfigError("--alignment-layer goes with --alignments")
-    if nbest < 0:
-        raise ConfigError(f"--nbest {nbest}: must be 0 (one translation a line) or more")
+    check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
     sampling = sampling_of(sample, temperature, top_k, top_p, seed)
     options = DecodeOptions(decode["decode.beam"], decode["decode.alpha"], nbest=max(nbest, 1),
                             sampling=sampling, constraints=constraints,
                             src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)  # what goes together
     options.check_pivot()
-    if nbest_format not in ("tsv", "moses"):
-        raise ConfigError(f"--nbest-format {nbest_format}: expected tsv or moses")
-    if nbest_format != "tsv" and not nbest:
-        raise ConfigError("--nbest-format goes with --nbest K")
-    if output is not None and output.exists() and not force:
-        raise MtError(f"{output}: exists; choose another --output or add --force")
     experiment, cfg = read_experiment(exp, decode)
     source = input_lines(input)
     set_threads(threads)
@@ -97,3 +88,18 @@ def translate(
     render.write_translations(translator, source, output, buffer, options,
                               ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
                               total)
+
+
+def check_output_flags(output: Path | None, force: bool, nbest: int, nbest_format: str, alignments: bool,
+                       alignment_layer: int | None) -> None:
+    """The output flags that cannot go together, refused before the model is loaded."""
+    if alignment_layer is not None and not alignments:
+        raise ConfigError("--alignment-layer goes with --alignments")
+    if nbest < 0:
+        raise ConfigError(f"--nbest {nbest}: must be 0 (one translation a line) or more")
+    if nbest_format not in ("tsv", "moses"):
+        raise ConfigError(f"--nbest-format {nbest_format}: expected tsv or moses")
+    if nbest_format != "tsv" and not nbest:
+        raise ConfigError("--nbest-format goes with --nbest K")
+    if output is not None and output.exists() and not force:
+        raise MtError(f"{output}: exists; choose another --output or add --force")

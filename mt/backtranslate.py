@@ -183,6 +183,19 @@ def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_f
     return translate
 
 
+def check_choices(mono: list[str], sampling: Sampling | None, noise: bool, tagged: bool, weight: float) -> None:
+    """The flags that cannot go together, refused before anything is read or written."""
+    if sampling is not None and noise:
+        raise ConfigError("--noise goes with beam search, --sample draws: choose one")
+    if not (weight > 0 and math.isfinite(weight)):
+        raise ConfigError(f"--weight {weight}: must be a number above 0")
+    if noise and not tagged:
+        raise ConfigError("--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
+                          "(bt:) corpus keeps whole: leave out --no-tag")
+    if not mono:
+        raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
+
+
 def backtranslate(
     reverse: Experiment,
     exp: Experiment,
@@ -203,15 +216,7 @@ def backtranslate(
     if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
         log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
         return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    if sampling is not None and noise:
-        raise ConfigError("--noise goes with beam search, --sample draws: choose one")
-    if not (weight > 0 and math.isfinite(weight)):
-        raise ConfigError(f"--weight {weight}: must be a number above 0")
-    if noise and not tagged:
-        raise ConfigError("--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
-                          "(bt:) corpus keeps whole: leave out --no-tag")
-    if not mono:
-        raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
+    check_choices(mono, sampling, noise, tagged, weight)
     if not reverse.has_config():
         raise MtError(f"--reverse {reverse.root}: no experiment there (no config.yaml)")
     reverse_cfg = reverse.load_config()

@@ -10,7 +10,8 @@ Dropout is 0 in (b), so that the device's losses can be set beside the CPU's on 
 
 (a) matmul peak on the device: 8192^3 (CPU: 1024^3, --small 256^3) in fp32 (TF32 off, torch's default), bf16, fp16.
 (b) training of the benchmark preset (3+3, d_model 256) and the paper's base model (6+6, d_model 512) in
-    fp32, bf16 and fp16 (a dynamic loss scale): target tokens/s over --steps updates after warm-up,
+    fp32, bf16 and fp16 (a dynamic loss scale), and the preset with train.compile in fp32 and bf16
+    (on CUDA): target tokens/s over --steps updates after warm-up,
     MFU against the measured bf16 peak (the 6N rule of bench/throughput.py), peak memory, and the loss
     of the first --ref-steps updates against the same updates in fp32 on the CPU.
 (c) SDPA against the written-out attention on the device (padding mask, causal, the decoder's cache):
@@ -165,9 +166,10 @@ def relative(a: float, b: float) -> float:
 
 
 def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: int, ref_steps: int,
-                  peak: dict[str, float]) -> list[dict]:
+                  peak: dict[str, float], compiled: list[str] = ()) -> list[dict]:
     """(b): per model, the CPU fp32 losses of the first ref_steps updates, then each precision on
-    the device: losses, tokens/s, MFU, peak memory."""
+    the device: losses, tokens/s, MFU, peak memory; for the first model, also each of `compiled`'s
+    precisions with train.compile (timed after warm-up steps that include the compilations)."""
     from throughput import model_flops_per_token
 
     from mt.training.setup import build_training
@@ -178,13 +180,14 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
         reference = build_training(exp, variant(cfg, model_cfg, precision="fp32"), "cpu").trainer
         cpu_losses = [reference.step()["loss"] for _ in range(ref_steps)]
         del reference
-        for precision in precisions:
+        runs = [(p, False) for p in precisions] + [(p, True) for p in compiled if name == next(iter(models))]
+        for precision, compile in runs:
             reset_peak_memory(device)
-            trainer = build_training(exp, variant(cfg, model_cfg, precision=precision), str(device)).trainer
+            trainer = build_training(exp, variant(cfg, model_cfg, precision=precision, compile=compile), str(device)).trainer
             encoder_params, decoder_params = model_flops_per_token(trainer.model)
             losses = [trainer.step()["loss"] for _ in range(ref_steps)]
-            for _ in range(2):
-                trainer.step()  # warm-up beyond the compared steps: kernel choice, allocator
+            for _ in range(6 if compile else 2):
+                trainer.step()  # warm-up beyond the compared steps: kernel choice, allocator, recompiles
             sync(device)
             start, tgt, src = time.perf_counter(), 0, 0
             for _ in range(steps):
@@ -195,7 +198,7 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
             flops = 6 * (encoder_params * src + decoder_params * tgt) / seconds
             worst = max(relative(a, b) for a, b in zip(losses, cpu_losses))
             rows.append({
-                "model": name, "precision": precision, "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 2),
+                "model": name, "precision": precision, "compiled": compile, "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 2),
                 "tgt_tokens_per_s": round(tgt / seconds, 1), "step_ms": round(1000 * seconds / steps, 2),
                 "mfu_vs_bf16_peak": round(flops / 1e9 / peak["bf16"], 4) if "bf16" in peak else None,
                 "peak_memory_mb": round(peak_memory_mb(device), 1),
@@ -204,7 +207,7 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
                 "loss_scale": trainer.scaler.get_scale() if trainer.scaler is not None else None,
                 "skipped": trainer.state.skipped,
             })
-            log(f"  train {name} {precision}: {rows[-1]['tgt_tokens_per_s']:,.0f} tgt tokens/s, loss rel diff {worst:.2e}")
+            log(f"  train {name} {precision}{' compiled' if compile else ''}: {rows[-1]['tgt_tokens_per_s']:,.0f} tgt tokens/s, loss rel diff {worst:.2e}")
             del trainer
     return rows
 
@@ -436,7 +439,10 @@ def main() -> None:
 
     vocab = exp.load_tokenizers(cfg.tokenizer.joint)[0].vocab_size
 
-    train_rows = training_rows(exp, cfg, device, models, precisions, steps, ref_steps, peak)
+    # train.compile where it should pay: GPUs, whose steps of a small model are many small kernels
+    # (tests/test_compile_and_phases.py runs it on the CPU).
+    compiled = ["fp32", "bf16"] if device.type == "cuda" else []
+    train_rows = training_rows(exp, cfg, device, models, precisions, steps, ref_steps, peak, compiled)
     attention = attention_check(device, vocab, first_model)
     log(f"  attention: {json.dumps(attention)}")
     ddp = ddp_check(exp, cfg, device, first_model, ref_steps + 1)
@@ -450,7 +456,7 @@ def main() -> None:
     table("(a) matmul peak", [{"precision": k, "gflops": round(v, 1)} for k, v in peak.items()], ["precision", "gflops"])
     table(f"(b) training, {steps} timed updates of {cfg.train.max_tokens} tokens, dropout 0; loss of the first "
           f"{ref_steps} against CPU fp32", train_rows,
-          ["model", "precision", "params_m", "tgt_tokens_per_s", "step_ms", "mfu_vs_bf16_peak", "peak_memory_mb",
+          ["model", "precision", "compiled", "params_m", "tgt_tokens_per_s", "step_ms", "mfu_vs_bf16_peak", "peak_memory_mb",
            "loss_rel_diff", "loss_ok", "loss_scale"])
     table("(c) SDPA against the written-out attention (max abs logit difference)",
           [{"precision": k, **v} for k, v in attention.items()],
@@ -462,7 +468,7 @@ def main() -> None:
                                             "loss_scale_restored", "loss_rel_diff", "bitwise", "ok"])
     table(f"(f) beam 5, GNMT 0.6, on the test set; model: {trained}", decode_rows, ["precision", "sentences", "sent_per_s", "bleu", "chrf"])
 
-    failed = [f"train {r['model']} {r['precision']}" for r in train_rows if not r["loss_ok"]]
+    failed = [f"train {r['model']} {r['precision']}{' compiled' if r['compiled'] else ''}" for r in train_rows if not r["loss_ok"]]
     failed += [f"attention {k}" for k, v in attention.items() if not v["ok"]]
     failed += ["ddp"] if not ddp["ok"] else []
     failed += ["resume"] if not resume["ok"] else []

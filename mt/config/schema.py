@@ -175,8 +175,8 @@ class TrainConfig:
     # bf16 is much faster on some CPUs and slower on others); on CUDA bf16 where the GPU has it, else fp16
     precision: Literal["fp32", "bf16", "fp16", "auto"] = "auto"
     max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
-    # torch.compile the forward pass with its loss (and so their backward): the first steps, and each
-    # precision's first, pay the compilation. Checkpoints are the same as without it.
+    # torch.compile the encoder and decoder (once, dynamic shapes; the loss runs as written): for GPUs,
+    # slower on the CPU. The first steps pay the compilation; checkpoints are the same as without it.
     compile: bool = False
     # An exponential moving average of the weights, updated after every update (fairseq --store-ema,
     # Marian --exponential-smoothing; see mt.training.ema); saved as checkpoints/ema.pt, decoded with

@@ -144,7 +144,7 @@ class MultiHeadAttention(nn.Module):
         weights = scores.softmax(dim=-1)
         if key_mask is not None:  # a query whose keys are all masked: zeros instead of softmax's NaN
             empty = ~mask.any(dim=-1, keepdim=True)
-            if empty.any():
+            if torch.compiler.is_compiling() or empty.any():  # no branch on data in a compiled graph
                 weights = weights.masked_fill(empty, 0.0)
         if self.store_weights:
             self.weights = weights

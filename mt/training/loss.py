@@ -82,8 +82,9 @@ def label_smoothed_loss(
     epsilon: float,
     pad_id: int = PAD_ID,
     chunk_rows: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Summed smoothed cross entropy and summed NLL over the non-pad targets, and their count.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed smoothed cross entropy and summed NLL over the non-pad targets, and their count (a
+    tensor: read as a Python int, it would break a compiled graph).
 
     The smoothed target is (1 - eps) on the true class plus eps spread evenly over the V - 1
     non-pad classes (Szegedy et al. 2016, as in Sec. 5.4); the pad class gets no mass, and pad
@@ -93,15 +94,21 @@ def label_smoothed_loss(
         chunk_rows = max(1, CHUNK_ELEMENTS // weight.size(0))
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss, nll = _ProjectedSmoothedCrossEntropy.apply(hidden, weight, target, epsilon, pad_id, need_grad, chunk_rows)
-    return loss, nll, int((target != pad_id).sum())
+    return loss, nll, (target != pad_id).sum()
 
 
-def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Forward pass and loss of one batch; the output layer runs on non-pad target positions only."""
+def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Forward pass and loss of one batch."""
     memory, src_mask = model.encode(batch.src_ids)
     hidden = model.decode_hidden(batch.tgt_in, memory, src_mask)  # (batch, tgt_len, d_model)
-    keep = batch.tgt_out != PAD_ID
-    return label_smoothed_loss(hidden[keep], model.output.weight, batch.tgt_out[keep], epsilon)
+    return output_loss(model, hidden, batch.tgt_out, epsilon)
+
+
+def output_loss(model: Transformer, hidden: torch.Tensor, tgt_out: torch.Tensor,
+                epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The output layer and the loss of the decoder's `hidden` states, on non-pad target positions only."""
+    keep = tgt_out != PAD_ID
+    return label_smoothed_loss(hidden[keep], model.output.weight, tgt_out[keep], epsilon)
 
 
 def autocast(precision: str, device: torch.device):

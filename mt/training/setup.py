@@ -20,7 +20,7 @@ from torch import nn
 from mt import log
 from mt.allocator import keep_freed_memory
 from mt.config.schema import ExperimentConfig, ModelConfig
-from mt.data.batching import Batch, BatchStream
+from mt.data.batching import BatchStream
 from mt.data.dataset import ParallelData, check_data
 from mt.experiment import Experiment
 from mt.hardware import fastest_precision
@@ -29,7 +29,7 @@ from mt.model.transformer import Transformer, build_model
 from mt.tokenizer import Tokenizer
 from mt.training.distributed import Distributed
 from mt.training.ema import WeightAverage
-from mt.training.loss import batch_loss
+from mt.training.loss import output_loss
 from mt.training.optimizer import build_optimizer
 from mt.training.schedule import Schedule, peak_lr
 from mt.training.state import TrainingState
@@ -38,14 +38,24 @@ from mt.training.validate import BleuSample
 
 
 class LossModule(nn.Module):
-    """The model and its loss as one module, so that DistributedDataParallel wraps the whole forward."""
+    """The model and its loss as one module, so that DistributedDataParallel wraps the whole forward.
 
-    def __init__(self, model: Transformer, epsilon: float):
+    With `compile`, torch.compile takes the encoder and decoder stacks (dynamic shapes: token-budget
+    batches change both sizes every step) and the loss stays as written: its chunk loop over a
+    data-dependent number of target rows would recompile at every new size, and it is already one
+    fused pass (mt.training.loss)."""
+
+    def __init__(self, model: Transformer, epsilon: float, compile: bool = False):
         super().__init__()
         self.model, self.epsilon = model, epsilon
+        self.hidden = torch.compile(self._hidden, dynamic=True) if compile else self._hidden
+
+    def _hidden(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        memory, src_mask = self.model.encode(src_ids)
+        return self.model.decode_hidden(tgt_in, memory, src_mask)
 
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
-        loss, nll, _ = batch_loss(self.model, Batch(src_ids, tgt_in, tgt_out, np.empty(0, np.int64)), self.epsilon)
+        loss, nll, _ = output_loss(self.model, self.hidden(src_ids, tgt_in), tgt_out, self.epsilon)
         return loss, nll
 
 
@@ -80,11 +90,8 @@ def build_training(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", 
     train_data = ParallelData(exp, "train")
     valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
     model = seeded_model(cfg.model, vocab, tcfg.seed, group)
-    loss_module = LossModule(model, tcfg.label_smoothing)
-    if tcfg.compile:
-        # In place (same module, same state_dict keys), and before DDP wraps it, as torch's docs
-        # advise; the model, which checkpoints save, stays the plain model.
-        loss_module.compile()
+    # Compiled inside (the model, which checkpoints save, stays the plain model) and before DDP wraps it.
+    loss_module = LossModule(model, tcfg.label_smoothing, tcfg.compile)
     trainer = Trainer(
         model,
         group.wrap(loss_module),

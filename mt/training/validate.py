@@ -40,7 +40,7 @@ def validate(
         batch = collate(data, indices).to(device)
         with autocast(precision, device):
             loss, nll, n = batch_loss(model, batch, label_smoothing)
-        loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + n
+        loss_sum, nll_sum, tokens = loss_sum + float(loss), nll_sum + float(nll), tokens + int(n)
     model.train()
     loss_sum, nll_sum, tokens = group.all_sum([loss_sum, nll_sum, tokens])
     nll = nll_sum / max(tokens, 1)
