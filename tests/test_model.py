@@ -317,6 +317,31 @@ def test_reordered_cache_drops_finished_sentences():
     continue_after_reorder(model, src, tgt_inputs([6, 6, 6], seed=20), order, order)
 
 
+def test_two_reorders_before_a_step_compose():
+    """The self-attention cache's reorder is made at the next step (one copy with the new position);
+    two reorders in a row, as when a sentence finishes and rows then leave, must act as their product."""
+    model = tiny_model()
+    src = random_ids([5, 9, 2], seed=21)
+    tgt = tgt_inputs([6, 6, 6], seed=22)
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        cache = model.new_cache()
+        for t in range(3):
+            model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
+        first, second = torch.tensor([2, 0, 1]), torch.tensor([1, 0])  # rows move, then one leaves
+        model.reorder_cache(cache, first, first)
+        assert "parents" in cache[0]  # pending, not yet made
+        model.reorder_cache(cache, second, second)
+        rows = first[second]  # [0, 2]
+        memory, src_mask = memory[rows], src_mask[rows]
+        prefix = torch.cat([tgt[rows, :3], tgt[:2, 3:]], dim=1)
+        full = model.decode(prefix, memory, src_mask)
+        for t in range(3, tgt.size(1)):
+            step = model.decode(prefix[:, t : t + 1], memory, src_mask, cache)
+            torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
+        assert "parents" not in cache[0] and cache[0]["k"].size(0) == 2
+
+
 def test_positions_beyond_max_positions_are_an_error():
     model = tiny_model(max_positions=8)
     with pytest.raises(ValueError, match="max_positions=8"):

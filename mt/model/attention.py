@@ -17,7 +17,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from mt.model.dropout import dropout
 
 # One decoder layer's cache: "k"/"v" hold self-attention keys/values of all earlier target positions
-# (batch, heads, t, d_head); "ck"/"cv" the cross-attention keys/values of the source, computed once.
+# (batch, heads, t, d_head); "ck"/"cv" the cross-attention keys/values of the source, computed once;
+# "parents", when present, a reorder of "k"/"v"'s rows not yet made (see `reorder_self_cache`).
 LayerCache = dict[str, torch.Tensor]
 DecoderCache = list[LayerCache]
 
@@ -89,8 +90,8 @@ class MultiHeadAttention(nn.Module):
                 if "k" in cache:
                     if q.size(2) > 1:
                         raise ValueError("incremental decoding takes one new position per call")
-                    k = torch.cat([cache["k"], k], dim=2)
-                    v = torch.cat([cache["v"], v], dim=2)
+                    parents = cache.pop("parents", None)
+                    k, v = _extended(cache["k"], k, parents), _extended(cache["v"], v, parents)
                 cache["k"], cache["v"] = k, v
                 causal = causal and q.size(2) > 1  # one new query may see every cached position
         else:
@@ -150,6 +151,36 @@ class MultiHeadAttention(nn.Module):
             self.weights = weights
         weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)
         return torch.bmm(weights.view(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
+
+
+def reorder_self_cache(cache: LayerCache, order: torch.Tensor) -> None:
+    """Row i of the self-attention keys/values becomes row order[i], made at the next step: there the
+    reorder and the new position are one copy into one new tensor (`_extended`), where reordering now
+    and appending then would copy every cached position twice a step (beam search reorders at every
+    step). Two reorders before a step compose."""
+    if "k" in cache:
+        pending = cache.get("parents")
+        cache["parents"] = order if pending is None else pending.index_select(0, order)
+
+
+def settle_self_cache(cache: LayerCache) -> None:
+    """Make a pending reorder now: for code that changes "k"/"v" itself (adding rows)."""
+    parents = cache.pop("parents", None)
+    if parents is not None:
+        cache["k"], cache["v"] = cache["k"].index_select(0, parents), cache["v"].index_select(0, parents)
+
+
+def _extended(cached: torch.Tensor, new: torch.Tensor, parents: torch.Tensor | None) -> torch.Tensor:
+    """(rows, heads, t + 1, d_head): the cached positions, rows taken in the order `parents` gives
+    (None: as they are), then the new position."""
+    length = cached.size(2)
+    out = new.new_empty(new.size(0), new.size(1), length + 1, new.size(3))
+    if parents is None:
+        out[:, :, :length] = cached
+    else:
+        torch.index_select(cached, 0, parents, out=out[:, :, :length])
+    out[:, :, length:] = new
+    return out
 
 
 @contextmanager

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from mt.config.schema import ModelConfig
-from mt.model.attention import DecoderCache
+from mt.model.attention import DecoderCache, reorder_self_cache
 from mt.model.layers import DecoderLayer, Embedding, EncoderLayer
 
 
@@ -122,11 +122,11 @@ class Transformer(nn.Module):
         """Row i of the self-attention cache becomes old row order[i]; the cross-attention keys and
         values (which depend on the source only) are reordered only when `source_order` is given."""
         for layer_cache in cache:
-            for key, value in layer_cache.items():
-                if key in ("k", "v"):
-                    layer_cache[key] = value.index_select(0, order)
-                elif source_order is not None:
-                    layer_cache[key] = value.index_select(0, source_order)
+            reorder_self_cache(layer_cache, order)  # made at the next step, with its new position
+            if source_order is not None:
+                for key in ("ck", "cv"):
+                    if key in layer_cache:
+                        layer_cache[key] = layer_cache[key].index_select(0, source_order)
 
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_mask = self.encode(src_ids)
