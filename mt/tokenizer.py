@@ -32,6 +32,10 @@ TAG = re.compile(r"<2[A-Za-z]\w*>")  # any language's tag, as a piece
 BACK_TRANSLATION_TAG = "<BT>"
 NOISE_FILLER = "<blank>"
 _DROPPED_ON_DECODE = frozenset((PAD_ID, BOS_ID, EOS_ID))
+# Control characters and line/paragraph separators (with the spaces around them) in a decoded
+# translation: byte pieces can spell them (a sampled <0x0A> is a newline), and one would split one
+# translation over two output lines, or a TAB-separated output line in two fields.
+_LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 
 
 def model_path(prefix: Path) -> Path:
@@ -95,13 +99,15 @@ class Tokenizer:
             raise
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        """Text per id sequence; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's ' ⁇ '. Leading
-        and trailing whitespace is stripped: a model that emits a run of "▁" pieces (a short one
-        printed "A" and 27 spaces) must not leave it in the translation."""
+        """Text per id sequence, one line each; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's
+        ' ⁇ ', control characters spelt by byte pieces become a space. Leading and trailing whitespace
+        is stripped: a model that emits a run of "▁" pieces (a short one printed "A" and 27 spaces)
+        must not leave it in the translation."""
         cleaned = [[int(i) for i in seq if int(i) not in _DROPPED_ON_DECODE] for seq in ids]
         if self._bytes:
             cleaned = [self._whole_characters(seq) for seq in cleaned]
-        return [text.strip() for text in self._sp.decode(cleaned)] if cleaned else []  # decode([]) would give one ''
+        texts = self._sp.decode(cleaned) if cleaned else []  # decode([]) would give one ''
+        return [_LINE_BREAKING.sub(" ", text).strip() for text in texts]
 
     def _whole_characters(self, seq: list[int]) -> list[int]:
         """`seq` without byte pieces that do not form a UTF-8 character: a sampled or searched
