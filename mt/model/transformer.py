@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from mt.config.schema import ModelConfig
-from mt.model.attention import DecoderCache, reorder_self_cache
+from mt.model.attention import DecoderCache, reorder_self_cache, settle_self_cache
 from mt.model.layers import DecoderLayer, Embedding, EncoderLayer
 
 
@@ -127,6 +127,13 @@ class Transformer(nn.Module):
                 for key in ("ck", "cv"):
                     if key in layer_cache:
                         layer_cache[key] = layer_cache[key].index_select(0, source_order)
+
+    @staticmethod
+    def settle_cache(cache: DecoderCache) -> None:
+        """Make the self-attention cache's pending reorder now (`reorder_cache` leaves it to the next
+        step): for a caller that changes the cache's rows itself."""
+        for layer_cache in cache:
+            settle_self_cache(layer_cache)
 
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, src_mask = self.encode(src_ids)

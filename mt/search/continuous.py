@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 
 from mt.config.schema import LengthPenalty, StopRule
-from mt.model.attention import settle_self_cache
 from mt.search.steps import Finished, Hypothesis, check_stopping, finish, max_lengths, still_searching, top_candidates
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -79,6 +78,7 @@ class ContinuousBeamSearch:
         memory, src_mask = model.encode(src_ids)
         beam_rows = torch.arange(new, device=self.device).repeat_interleave(beam)
         width = max(self.src_mask.size(-1), src_ids.size(1))
+        model.settle_cache(self.cache)  # a reorder not made yet, made before rows are added
         for layer, layer_cache in zip(model.decoder, self.cache):
             k, v = layer.cross_attn.project_kv(memory)  # once per sentence, then shared by its beams
             for name, value in (("ck", k), ("cv", v)):
@@ -86,7 +86,6 @@ class ContinuousBeamSearch:
                 old = layer_cache.get(name)
                 layer_cache[name] = (value if old is None else torch.cat([_pad_to(old, width, dim=2), value])).contiguous()
             if "k" in layer_cache:  # the new rows have no earlier positions: zeros, masked by `valid`
-                settle_self_cache(layer_cache)
                 for name in ("k", "v"):
                     old = layer_cache[name]
                     layer_cache[name] = torch.cat([old, old.new_zeros((new * beam, *old.shape[1:]))])
