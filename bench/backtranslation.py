@@ -66,7 +66,8 @@ def score_experiment(path: str, splits: dict[str, tuple[list[str], list[str]]], 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", required=True, help="EN->DE on the 10,000 real pairs alone.")
+    parser.add_argument("--baseline", required=True, metavar="[NAME=]EXP",
+                        help="EN->DE on the 10,000 real pairs alone (or any model the others are compared with).")
     parser.add_argument("--bt", action="append", default=[], metavar="NAME=EXP",
                         help="A model trained on real + back-translated pairs (repeatable: beam, sampled, untagged ...).")
     parser.add_argument("--ceiling", help="The one-hour recipe on all 29,000 real pairs, an experiment to decode.")
@@ -80,9 +81,11 @@ def main() -> None:
     from mt.experiment import Experiment
 
     torch.set_num_threads(args.threads)
-    cfg = Experiment(args.baseline).load_config()
+    baseline_name, _, baseline = args.baseline.rpartition("=")
+    baseline_name = baseline_name or "baseline"
+    cfg = Experiment(baseline).load_config()
     splits = {"val": load_split(cfg.data.sources("valid")), "test": load_split(cfg.data.sources("test"))}
-    rows = {"baseline": score_experiment(args.baseline, splits, args.threads)}
+    rows = {baseline_name: score_experiment(baseline, splits, args.threads)}
     for spec in args.bt:
         name, _, path = spec.partition("=")
         rows[name] = score_experiment(path, splits, args.threads)
@@ -99,9 +102,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    base = rows["baseline"]["test"]["bleu"]
+    base_val, base = rows[baseline_name]["val"]["bleu"], rows[baseline_name]["test"]["bleu"]
     table = Table(title=f"Multi30k EN->DE, sacreBLEU / chrF; {cpu_model()}, {args.threads} threads")
-    for column in ("model", "updates", "minutes", "synthetic", "val", "test2016", "vs baseline"):
+    for column in ("model", "updates", "minutes", "synthetic", "val", "test2016", f"vs {baseline_name}: val / test"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for name, row in rows.items():
         val, test = row["val"], row["test"]
@@ -109,12 +112,12 @@ def main() -> None:
                       f"{row['train_seconds'] / 60:.1f}" if row["train_seconds"] else "-",
                       f"{row['synthetic_pairs']:,}" if row["synthetic_pairs"] else "-",
                       f"{val['bleu']:.2f} / {val['chrf']:.2f}", f"{test['bleu']:.2f} / {test['chrf']:.2f}",
-                      "-" if name == "baseline" else f"{test['bleu'] - base:+.2f}")
+                      "-" if name == baseline_name else f"{val['bleu'] - base_val:+.2f} / {test['bleu'] - base:+.2f}")
     Console(width=130).print(table)
     if "ceiling" in rows and "note" in rows["ceiling"]:
         print(f"ceiling: {rows['ceiling']['note']}", file=sys.stderr)
     print(json.dumps({"what": "bench/backtranslation.py", "cpu": f"{cpu_model()}, {os.cpu_count()} cores",
-                      "date": datetime.date.today().isoformat(), "models": rows}))
+                      "date": datetime.date.today().isoformat(), "baseline": baseline_name, "models": rows}))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from conftest import tiny_model
 from torch import nn
 
-from mt.model.attention import MultiHeadAttention
+from mt.model.attention import MultiHeadAttention, capture_attention
 from mt.model.dropout import dropout
 from mt.model.layers import Residual, sinusoid_table
 from mt.model.transformer import Transformer, count_parameters
@@ -340,6 +340,40 @@ def test_two_reorders_before_a_step_compose():
             step = model.decode(prefix[:, t : t + 1], memory, src_mask, cache)
             torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
         assert "parents" not in cache[0] and cache[0]["k"].size(0) == 2
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_rows_that_share_a_source_read_it_once_and_get_what_a_copy_each_gives(use_sdpa):
+    """Beam search passes one encoder row per sentence for its `group` beam rows: the logits, the
+    cached steps and the kept attention weights must equal those of a source copied to every row."""
+    model = tiny_model()
+    src = random_ids([5, 9, 2], seed=23)
+    group, tgt = 3, tgt_inputs([6] * 9, seed=24)
+    layers = [layer.cross_attn for layer in model.decoder]
+    for attn in layers:
+        attn.use_sdpa = use_sdpa
+    try:
+        with torch.no_grad():
+            memory, src_mask = model.encode(src)
+            copied = memory.repeat_interleave(group, 0), src_mask.repeat_interleave(group, 0)
+            expected = model.decode(tgt, *copied)
+            torch.testing.assert_close(model.decode(tgt, memory, src_mask), expected, atol=ATOL, rtol=0)
+            cache = model.new_cache()
+            for t in range(tgt.size(1)):
+                step = model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
+                torch.testing.assert_close(step[:, 0], expected[:, t], atol=ATOL, rtol=0)
+            assert cache[0]["ck"].size(0) == 3  # one row per source, not per beam
+            with capture_attention(layers):
+                model.decode(tgt, *copied)
+                kept = layers[-1].weights
+            with capture_attention(layers):
+                model.decode(tgt, memory, src_mask)
+                torch.testing.assert_close(layers[-1].weights, kept, atol=ATOL, rtol=0)
+            with pytest.raises(ValueError, match="10 query rows for 3 sources"):
+                model.decode(tgt_inputs([6] * 10, seed=25), memory, src_mask)
+    finally:
+        for attn in layers:
+            attn.use_sdpa = None
 
 
 def test_positions_beyond_max_positions_are_an_error():

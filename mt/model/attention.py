@@ -44,7 +44,9 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention (Sec. 3.2.2) through F.scaled_dot_product_attention.
 
     Self-attention projects queries, keys and values with one fused matrix; cross-attention projects
-    the query alone and keys/values with one fused matrix, once per source. With `store_weights`
+    the query alone and keys/values with one fused matrix, once per source; when there are `group`
+    times as many query rows as sources, rows i*group..(i+1)*group-1 read source i (beam search's beams
+    of one sentence) and query it together, as one product per source. With `store_weights`
     (see `capture_attention`) the same attention is computed explicitly and its weights kept in
     `weights`, (batch, heads, len, key_len); the normal path never materialises them.
     """
@@ -102,14 +104,25 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:  # contiguous once, or every step's attention would copy it again
                     cache["ck"], cache["cv"] = k.contiguous(), v.contiguous()
+        batch, _, length, _ = q.shape
+        group = batch // k.size(0)
+        if group * k.size(0) != batch:
+            raise ValueError(f"{batch} query rows for {k.size(0)} sources: each source needs as many")
+        if group > 1 and self.store_weights:  # the weights are kept per query row
+            k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+            key_mask = None if key_mask is None else key_mask.repeat_interleave(group, 0)
+        elif group > 1:  # a source's rows query it together: (sources, heads, group * len, d_head)
+            q = q.view(k.size(0), group, self.n_heads, length, self.d_head).transpose(1, 2)
+            q = q.reshape(k.size(0), self.n_heads, group * length, self.d_head)
         sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
         if self.store_weights or not sdpa:
             context = self.attend_explicit(q, k, v, key_mask, causal)
         else:
             with sdpa_kernel(CUDA_SDPA_BACKENDS) if q.is_cuda else nullcontext():
                 context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
-        batch, _, length, _ = context.shape
-        return self.out(context.transpose(1, 2).reshape(batch, length, -1))
+        if context.size(0) != batch:  # back to one row per query row
+            context = context.view(k.size(0), self.n_heads, group, length, self.d_head).transpose(1, 2)
+        return self.out(context.transpose(-3, -2).reshape(batch, length, -1))
 
     def _attend_sdpa(self, q, k, v, key_mask, causal) -> torch.Tensor:
         """F.scaled_dot_product_attention under the mask of `attention_mask`; a query whose keys are

@@ -98,8 +98,10 @@ class Transformer(nn.Module):
         positions: torch.Tensor | None = None,
         self_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits over the target vocabulary, (batch, tgt_len, vocab). With a cache, `positions`
-        (batch,) and `self_mask` (batch, 1, 1, cached + 1) let each row be at its own step."""
+        """Logits over the target vocabulary, (batch, tgt_len, vocab). `memory` may have fewer rows,
+        batch / group: then each group of consecutive target rows reads one source (a sentence's beams).
+        With a cache, `positions` (batch,) and `self_mask` (batch, 1, 1, cached + 1) let each row be at
+        its own step."""
         return self.output(self.decode_hidden(tgt_ids, memory, src_mask, cache, positions, self_mask))
 
     def decode_hidden(self, tgt_ids, memory, src_mask, cache: DecoderCache | None = None,
@@ -120,7 +122,8 @@ class Transformer(nn.Module):
     @staticmethod
     def reorder_cache(cache: DecoderCache, order: torch.Tensor, source_order: torch.Tensor | None = None) -> None:
         """Row i of the self-attention cache becomes old row order[i]; the cross-attention keys and
-        values (which depend on the source only) are reordered only when `source_order` is given."""
+        values (which depend on the source only, one row per source) are reordered only when
+        `source_order` is given: row i becomes old source row source_order[i]."""
         for layer_cache in cache:
             reorder_self_cache(layer_cache, order)  # made at the next step, with its new position
             if source_order is not None:

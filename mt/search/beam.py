@@ -118,9 +118,8 @@ def beam_search(
     nbest = min(nbest, beam)
     memory, src_mask = model.encode(src_ids)
     limit = max_lengths(src_ids, max_len_a, max_len_b, model.max_positions - 1)
-    # Every beam row of a sentence reads the same encoder output: (batch * beam, src_len, d_model).
-    beam_rows = torch.arange(batch, device=device).repeat_interleave(beam)
-    memory, src_mask = select_rows(memory, beam_rows), select_rows(src_mask, beam_rows)
+    # The beam rows of a sentence read its encoder output together (`Transformer.decode`): memory,
+    # src_mask and the cross-attention cache keep one row per sentence, never copied per beam.
     cache = model.new_cache() if use_cache else None
     tokens = torch.full((batch * beam, 1), BOS_ID, dtype=torch.long, device=device)
     # Only the first beam of each sentence is live at the start; the others would duplicate it.
@@ -145,15 +144,16 @@ def beam_search(
         tokens = torch.cat([tokens[rows], new_tokens[:, None]], dim=1)
 
         still = still_searching(done, active, scores, limit, step, beam, alpha, penalty, stop)
-        source_rows = None
+        kept = None
         if not still.all():  # finished sentences leave the batch
             rows = rows.view(len(active), beam)[still].view(-1)
-            source_rows = torch.arange(len(active) * beam, device=device).view(-1, beam)[still].view(-1)
-            tokens, scores, active = tokens[source_rows], scores[still], active[still]
-            memory, src_mask = select_rows(memory, source_rows), select_rows(src_mask, source_rows)
+            kept = still.nonzero().squeeze(1)
+            tokens = tokens.view(len(active), beam, -1)[still].flatten(0, 1)
+            scores, active = scores[still], active[still]
+            memory, src_mask = select_rows(memory, kept), select_rows(src_mask, kept)
         if cache is not None:
-            # Rows of one sentence share their source: its cross-attention cache moves only with
-            # the sentence, the self-attention cache follows each beam's parent.
-            model.reorder_cache(cache, rows, source_rows)
+            # The cross-attention cache (one row per sentence) moves only with the sentence, the
+            # self-attention cache follows each beam's parent.
+            model.reorder_cache(cache, rows, kept)
 
     return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in finished]

@@ -10,8 +10,8 @@ Rows are at different steps, so each row carries its own state:
 - its position: the decoder's position table is read per row (`Transformer.decode(positions=)`);
 - its self-attention cache: the cache holds as many positions as the longest row has tokens; the
   earlier columns of a younger row are padding, masked by `valid` (`decode(self_mask=)`);
-- its source: the cross-attention keys and values are padded to the longest source, masked by
-  `src_mask`; a sentence's rows read their keys from the cache, not from the encoder output;
+- its source: the cross-attention keys and values, one row per sentence that its beam rows read
+  together, are padded to the longest source, masked by `src_mask` (one row per sentence too);
 - its tokens: BOS at column 0, then its tokens, padding after them (stripped when it finishes).
 Search itself is `mt.search.beam.beam_search`'s (candidates, finishing, the stopping rules), with the
 step count per sentence: a sentence gets the hypotheses it would get searched alone (tests).
@@ -51,7 +51,7 @@ class ContinuousBeamSearch:
         self.keys: list[Any] = []  # the caller's key of each active sentence
         self.source_tokens: list[int] = []  # its source length with EOS, for the caller's token budget
         self.cache = self.model.new_cache()
-        self.src_mask = torch.zeros(0, 1, 1, 0, dtype=torch.bool, device=device)  # (rows, 1, 1, src_len)
+        self.src_mask = torch.zeros(0, 1, 1, 0, dtype=torch.bool, device=device)  # (sentences, 1, 1, src_len)
         self.valid = torch.zeros(0, 0, dtype=torch.bool, device=device)  # (rows, cached positions)
         self.tokens = torch.zeros(0, 1, dtype=torch.long, device=device)  # (rows, 1 + longest generated)
         self.generated = torch.zeros(0, dtype=torch.long, device=device)  # tokens so far, per sentence
@@ -76,13 +76,12 @@ class ContinuousBeamSearch:
         model, beam, new = self.model, self.beam, len(keys)
         src_ids = src_ids.to(self.device)
         memory, src_mask = model.encode(src_ids)
-        beam_rows = torch.arange(new, device=self.device).repeat_interleave(beam)
         width = max(self.src_mask.size(-1), src_ids.size(1))
         model.settle_cache(self.cache)  # a reorder not made yet, made before rows are added
         for layer, layer_cache in zip(model.decoder, self.cache):
-            k, v = layer.cross_attn.project_kv(memory)  # once per sentence, then shared by its beams
+            k, v = layer.cross_attn.project_kv(memory)  # once per sentence, read by its beams together
             for name, value in (("ck", k), ("cv", v)):
-                value = _pad_to(value.index_select(0, beam_rows), width, dim=2)
+                value = _pad_to(value, width, dim=2)
                 old = layer_cache.get(name)
                 layer_cache[name] = (value if old is None else torch.cat([_pad_to(old, width, dim=2), value])).contiguous()
             if "k" in layer_cache:  # the new rows have no earlier positions: zeros, masked by `valid`
@@ -90,7 +89,7 @@ class ContinuousBeamSearch:
                     old = layer_cache[name]
                     layer_cache[name] = torch.cat([old, old.new_zeros((new * beam, *old.shape[1:]))])
         self.src_mask = torch.cat([_pad_to(self.src_mask, width, dim=3, value=False),
-                                   _pad_to(src_mask.index_select(0, beam_rows), width, dim=3, value=False)])
+                                   _pad_to(src_mask, width, dim=3, value=False)])
         self.valid = torch.cat([self.valid, self.valid.new_zeros(new * beam, self.valid.size(1))])
         tokens = torch.full((new * beam, self.tokens.size(1)), PAD_ID, dtype=torch.long, device=self.device)
         tokens[:, 0] = BOS_ID
@@ -143,7 +142,7 @@ class ContinuousBeamSearch:
         still = still_searching(done, everyone, self.scores, self.limit, step, beam, self.alpha,
                                  self.penalty, self.stop)
         finished = []
-        source_rows = None
+        kept_sentences = None
         if not still.all():
             for i in (~still).nonzero().squeeze(1).tolist():
                 finished.append((self.keys[i], sorted(done.hypotheses[i], key=lambda h: -h.score)[: self.nbest]))
@@ -152,9 +151,9 @@ class ContinuousBeamSearch:
                 self._empty()
                 return finished
             parents = parents.view(count, beam)[still].view(-1)
-            source_rows = rows.view(count, beam)[still].view(-1)
-            self._keep(still, kept, source_rows)
-        self.model.reorder_cache(self.cache, parents, source_rows)
+            self._keep(still, kept, rows.view(count, beam)[still].view(-1))
+            kept_sentences = still.nonzero().squeeze(1)
+        self.model.reorder_cache(self.cache, parents, kept_sentences)
         self._trim()
         return finished
 
@@ -171,7 +170,7 @@ class ContinuousBeamSearch:
         elif gone:
             rows = torch.arange(len(self.keys) * self.beam, device=self.device).view(-1, self.beam)[still].view(-1)
             self._keep(still, kept, rows)
-            self.model.reorder_cache(self.cache, rows, rows)
+            self.model.reorder_cache(self.cache, rows, still.nonzero().squeeze(1))
             self._trim()
         return gone
 
@@ -184,7 +183,7 @@ class ContinuousBeamSearch:
         done.hypotheses = [done.hypotheses[i] for i in kept]
         done.count, done.kth_score = done.count[still], done.kth_score[still]
         self.tokens, self.valid = self.tokens[rows], self.valid[rows]
-        self.src_mask = self.src_mask[rows]
+        self.src_mask = self.src_mask[still]
         self.scores, self.generated, self.limit = self.scores[still], self.generated[still], self.limit[still]
 
     def _trim(self) -> None:
