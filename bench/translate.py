@@ -5,8 +5,10 @@
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test split (raw text,
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
 mt's modes (fp32, int8 = --quantize int8, bf16, and on request `constrained`: fp32 with each
-sentence's reference's longest word as a constraint, `mt translate --constraints`) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint
-exported by `mt export` into a temporary directory, compute_type float32 or int8) run each in its own
+sentence's reference's longest word as a constraint, `mt translate --constraints`; M_1w: mode M one
+batch at a time, --workers 1) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint exported by
+`mt export` into a temporary directory, compute_type float32 or int8, on intra_threads; on request
+ct2_M_inter: on inter_threads, one batch per thread as mt's default --workers) run each in its own
 process (so peak RSS is its own), all loaded first and then timed in turn, run 1 of every mode, then
 run 2, and so on, so that the machine's drift touches every mode alike; sentences/s is from the median
 run. Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
@@ -39,11 +41,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None),
-            "constrained": ("fp32", None)}  # fp32 with one constraint per sentence (not a default mode)
-CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8"}
+            "constrained": ("fp32", None),  # fp32 with one constraint per sentence (not a default mode)
+            # one batch at a time on all the threads (decode.workers 1), where the modes above search
+            # one batch per thread side by side (decode.workers 0, the default)
+            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None)}
+# ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
+# side by side (inter_threads), as mt's default.
+CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8"}
 HF_MODES = ("hf_fp32", "ort_fp32")  # transformers' generate(), and Optimum's ONNX Runtime model
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
-KNOWN_MODES = (*DEFAULT_MODES, "constrained", *HF_MODES)
+KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "ct2_fp32_inter", "ct2_int8_inter",
+               *HF_MODES)
 
 
 def reference_constraint(reference: str) -> str:
@@ -58,6 +66,8 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
 
     precision, quantize = MT_MODES[mode]
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
+    if mode.endswith("_1w"):
+        translator.decode_cfg.workers = 1
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]
@@ -74,8 +84,9 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
 
 
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    inter = threads if mode.endswith("_inter") else 1
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
-                                        intra_threads=threads, inter_threads=1)
+                                        intra_threads=threads // inter, inter_threads=inter)
     piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
     decode = cfg.decode
     positions = cfg.model.max_positions
@@ -281,7 +292,7 @@ def main() -> None:
         modes.insert(0, "fp32")
     if args.old:
         args.old = str(Path(args.old).resolve())
-        modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained"]
+        modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained" and not m.endswith("_1w")]
     print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-export-") as directory:
@@ -328,7 +339,8 @@ def main() -> None:
             ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
     fast_mode = max((m for m in ours if m != "constrained"), key=lambda m: results[m]["sent_per_s"])
     for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32"),
-                         ("fp32", "hf_fp32"), ("fp32", "ort_fp32")):
+                         ("fp32", "hf_fp32"), ("fp32", "ort_fp32"), (fast_mode, "ct2_int8_inter"),
+                         *((m, f"{m}_1w") for m in ("fp32", "int8", "bf16"))):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
     for name, ratio in ratios.items():

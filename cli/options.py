@@ -85,6 +85,7 @@ Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
 DecodeTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="Source tokens per decoding batch (decode.max_tokens), as train's --max-tokens is per training batch.")]
+Workers = Annotated[Optional[int], typer.Option(min=0, metavar="N", help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread).")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 
@@ -92,14 +93,14 @@ Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metava
 DECODE_FLAGS = {"beam": (Beam, "decode.beam"), "alpha": (Alpha, "decode.alpha"),
                 "length_penalty": (Penalty, "decode.length_penalty"), "stop": (Stop, "decode.stop"),
                 "max_len_a": (MaxLenA, "decode.max_len_a"), "max_len_b": (MaxLenB, "decode.max_len_b"),
-                "batch_tokens": (DecodeTokens, "decode.max_tokens")}
+                "batch_tokens": (DecodeTokens, "decode.max_tokens"), "workers": (Workers, "decode.workers")}
 
 
 def decode_flags(*, batch_tokens: bool = True) -> Callable:
-    """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens where one sentence is
+    """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens, --workers where one sentence is
     translated). The command takes them as one parameter, `decode`: the decode.* overrides of this
     call (None where a flag is not given: the experiment's own value)."""
-    names = [name for name in DECODE_FLAGS if batch_tokens or name != "batch_tokens"]
+    names = [name for name in DECODE_FLAGS if batch_tokens or name not in ("batch_tokens", "workers")]
 
     def wrap(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)

@@ -44,6 +44,7 @@ from mt.experiment import Experiment
 from mt.search.beam import beam_search, greedy_search, sample_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
 from mt.search.ensemble import Ensemble
+from mt.search.parallel import search_batches, workers_for
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
@@ -135,7 +136,7 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
             return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
     if precision == "bf16":
         if device.type == "cpu":
-            bound_onednn_cache()
+            os.environ.setdefault(ONEDNN_CACHE, "16")
         return model.to(torch.bfloat16)
     if precision == "fp16":
         if device.type != "cuda":
@@ -149,10 +150,6 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
 # a 7.6M-parameter model's weights (peak RSS 685 MB against 533 with 16 kept, same speed: EPYC (Zen 4),
 # 2026-12-04). Read when oneDNN first makes one; a value the user set is kept.
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-
-
-def bound_onednn_cache(capacity: int = 16) -> None:
-    os.environ.setdefault(ONEDNN_CACHE, str(capacity))
 
 
 class Translator:
@@ -282,15 +279,21 @@ class Translator:
                    for group in length_groups([len(encoded[k]) for k in plain], self.decode_cfg.max_tokens)]
         batches += [(True, [constrained[i] for i in group])
                     for group in length_groups([len(encoded[k]) for k in constrained], self.decode_cfg.max_tokens)]
-        for is_constrained, group in batches:
-            src_ids = self.pad_sources([encoded[k] for k in group])
+
+        def search(batch: tuple[bool, list[int]]) -> tuple[torch.Tensor, list]:
+            src_ids = self.pad_sources([encoded[k] for k in batch[1]])
+            if batch[0]:
+                return src_ids, self._search_constrained(src_ids, [constraints[k] for k in batch[1]], options)
+            return src_ids, self._search(src_ids, options, generator)
+
+        # One at a time where a search shares state: the sampling generator, attention being captured.
+        workers = 1 if generator is not None or options.alignment_layer is not None else \
+            workers_for(self.decode_cfg.workers, self.device)
+        for (is_constrained, group), (src_ids, found) in zip(batches, search_batches(batches, search, workers)):
             if is_constrained:
-                found = self._search_constrained(src_ids, [constraints[k] for k in group], options)
                 if unmet is not None:
                     unmet += [k for k, result in zip(group, found) if not result.all_met]
                 found = [result.hypotheses for result in found]
-            else:
-                found = self._search(src_ids, options, generator)
             for k, hyps in zip(group, found):
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[k] = [(text, h.score) for text, h in zip(texts, hyps)]

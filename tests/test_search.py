@@ -398,3 +398,60 @@ def test_the_length_limit_is_int_of_a_times_length_plus_b_as_the_export_document
         a = tenths / 100
         got = max_lengths(src, a, 5, 10**6).tolist()
         assert got == [max(1, int(a * int(n) + 5)) for n in lengths], a
+
+
+def test_batches_run_side_by_side_in_order_each_on_its_share_of_the_threads():
+    """mt.search.parallel: two workers run two batches at once (each waits for the other at a barrier,
+    which one at a time could never pass), on one torch thread each, and hand results back in order;
+    torch's threads are given back, and one batch runs here on all of them."""
+    import threading
+
+    from mt.search.parallel import search_batches, workers_for
+
+    barrier, seen = threading.Barrier(2, timeout=20), []
+
+    def search(batch: int) -> int:
+        seen.append((batch, torch.get_num_threads(), threading.current_thread().name))
+        if batch < 2:
+            barrier.wait()
+        return batch * 10
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert list(search_batches([0, 1, 2, 3], search, 2)) == [0, 10, 20, 30]
+        assert sorted(threads for _, threads, _ in seen) == [1, 1, 1, 1]
+        assert all(name.startswith("mt-search") for _, _, name in seen)
+        assert torch.get_num_threads() == 2
+        seen.clear()
+        assert list(search_batches([5], search, 2)) == [50]
+        assert seen == [(5, 2, threading.current_thread().name)]
+        assert workers_for(0, torch.device("cpu")) == 2 and workers_for(0, torch.device("cuda")) == 1
+        assert workers_for(3, torch.device("cpu")) == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_failed_batch_stops_the_batches_not_started_and_gives_the_threads_back():
+    import time
+
+    from mt.search.parallel import search_batches
+
+    started = []
+
+    def search(batch: int) -> int:
+        started.append(batch)
+        time.sleep(0.05)
+        if batch == 0:
+            raise RuntimeError("batch 0 failed")
+        return batch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="batch 0 failed"):
+            list(search_batches(list(range(20)), search, 2))
+        assert torch.get_num_threads() == 2
+        assert len(started) <= 4, started
+    finally:
+        torch.set_num_threads(before)

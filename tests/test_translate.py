@@ -162,3 +162,27 @@ def test_an_nbest_list_widens_a_narrower_beam(trained_experiment):
     lines = toy_corpus(5, seed=8)[0]
     assert all(len(hyps) == 1 for hyps in translator.search(lines))
     assert all(len(hyps) == 3 for hyps in translator.search(lines, DecodeOptions(nbest=3)))
+
+
+def test_batches_searched_side_by_side_give_what_one_at_a_time_gives(trained_experiment):
+    """decode.workers 2 on two threads: several batches at once, one thread each, and the same
+    n-best translations and scores as one worker on both threads; torch's threads given back."""
+    import torch
+
+    lines = toy_corpus(60, seed=7)[0]
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    translator.decode_cfg.max_tokens = 40
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        translator.decode_cfg.workers = 1
+        alone = translator.search(lines, DecodeOptions(nbest=2))
+        translator.decode_cfg.workers = 2
+        side_by_side = translator.search(lines, DecodeOptions(nbest=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len({len(line.split()) for line in lines}) > 3  # batches of several lengths
+    assert [[text for text, _ in hyps] for hyps in side_by_side] == [[text for text, _ in hyps] for hyps in alone]
+    assert [score for hyps in side_by_side for _, score in hyps] == pytest.approx(
+        [score for hyps in alone for _, score in hyps], abs=1e-4)

@@ -2,9 +2,8 @@
 converted against the field types (a choice field is a `Literal[...]`), then `validate` checks ranges.
 
 A recipe (YAML, `mt.config.recipes`) or flags fill an `ExperimentConfig`; the first step on a new experiment
-writes every field into the experiment directory, and later steps read it back. Model, tokenizer and
-data fields are frozen once used (see `mt.config.resolve`); training and decoding fields may be overridden
-per call, and each override is recorded (see `mt.experiment`).
+writes every field into the experiment directory, and later steps read it back. Model, tokenizer and data
+fields are frozen once used (`mt.config.resolve`); others may be overridden per call, and are recorded.
 """
 
 from __future__ import annotations
@@ -195,12 +194,12 @@ class DecodeConfig:
     # Marian and CTranslate2; "none": raw log-probability.
     length_penalty: LengthPenalty = "gnmt"
     # When beam search stops (mt/search/steps.py): "early" once `beam` hypotheses have finished (fairseq,
-    # CTranslate2), or when none alive can still win; "exact" only the latter (slower, and with a
-    # large alpha it finds longer, worse translations: docs/translating.md).
+    # CTranslate2), or when none alive can still win; "exact" only the latter (docs/translating.md).
     stop: StopRule = "early"
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
+    workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 
@@ -355,6 +354,7 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
         (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
         (cfg.decode.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
+        (cfg.decode.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
         (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
         (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
         (cfg.train.max_time is None or cfg.train.max_time >= 0, "train.max_time must be 0 (off) or more"),

@@ -1,0 +1,43 @@
+"""Several searches side by side on a CPU, each batch on its share of torch's threads.
+
+A small model's decoder step is hundreds of short operations, each too short for two threads to
+share well: one search on two threads leaves the cores waiting between operations, where two
+searches on one thread each keep both busy (on 2 cores, 1.1-1.2x more sentences a second:
+docs/benchmarks.md, "Decoding speed"). Marian's CPU workers and CTranslate2's inter_threads do
+the same. Each batch is searched alone, whatever runs beside it, so the translations do not change.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator, TypeVar
+
+import torch
+
+Batch = TypeVar("Batch")
+Result = TypeVar("Result")
+
+
+def workers_for(setting: int, device: torch.device) -> int:
+    """decode.workers: 0 gives one per torch thread on a CPU and one on a GPU (one stream of kernels)."""
+    if setting > 0:
+        return setting
+    return torch.get_num_threads() if device.type == "cpu" else 1
+
+
+def search_batches(batches: list[Batch], search: Callable[[Batch], Result], workers: int) -> Iterator[Result]:
+    """search(batch) for each batch, in order, `workers` batches at a time (never more than there
+    are): torch's intra-op threads are shared out among them while they run, then given back. One
+    batch, or one worker, runs here on all the threads."""
+    workers = min(workers, len(batches))
+    if workers <= 1:
+        yield from map(search, batches)
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads // workers))  # before the pool: its threads start with it
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="mt-search")
+    try:
+        yield from pool.map(search, batches)
+    finally:  # a failed batch, or a caller that stopped reading: the batches not started never start
+        pool.shutdown(wait=True, cancel_futures=True)
+        torch.set_num_threads(threads)
