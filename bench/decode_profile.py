@@ -52,6 +52,7 @@ def main() -> None:
     src = src[:args.sentences]
     translator = Translator.load(exp, cfg, args.checkpoint, "cpu", "bf16" if args.mode == "bf16" else "fp32",
                                  "int8" if args.mode == "int8" else None)
+    translator.decode_cfg.workers = 1  # one search at a time: a step's ops, not two searches interleaved
     translator.translate(src[:16])
     steps = 0
     decode = translator.model.decode
