@@ -85,7 +85,7 @@ Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
 DecodeTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="Source tokens per decoding batch (decode.max_tokens), as train's --max-tokens is per training batch.")]
-Workers = Annotated[Optional[int], typer.Option(min=0, metavar="N", help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread).")]
+Workers = Annotated[Optional[int], typer.Option(min=0, metavar="N", help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread, up to 4).")]
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 

@@ -369,6 +369,7 @@ def test_rows_that_share_a_source_read_it_once_and_get_what_a_copy_each_gives(us
             with capture_attention(layers):
                 model.decode(tgt, memory, src_mask)
                 torch.testing.assert_close(layers[-1].weights, kept, atol=ATOL, rtol=0)
+            assert model.decode(tgt[:0], memory[:0], src_mask[:0]).shape == (0, tgt.size(1), 32)  # no sentences
             with pytest.raises(ValueError, match="10 query rows for 3 sources"):
                 model.decode(tgt_inputs([6] * 10, seed=25), memory, src_mask)
     finally:

@@ -199,7 +199,7 @@ class DecodeConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
-    workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread
+    workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread, up to 4
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 

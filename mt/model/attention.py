@@ -105,7 +105,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:  # contiguous once, or every step's attention would copy it again
                     cache["ck"], cache["cv"] = k.contiguous(), v.contiguous()
         batch, _, length, _ = q.shape
-        group = batch // k.size(0)
+        group = batch // k.size(0) if k.size(0) else 1
         if group * k.size(0) != batch:
             raise ValueError(f"{batch} query rows for {k.size(0)} sources: each source needs as many")
         if group > 1 and self.store_weights:  # the weights are kept per query row
@@ -122,7 +122,7 @@ class MultiHeadAttention(nn.Module):
                 context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
         if context.size(0) != batch:  # back to one row per query row
             context = context.view(k.size(0), self.n_heads, group, length, self.d_head).transpose(1, 2)
-        return self.out(context.transpose(-3, -2).reshape(batch, length, -1))
+        return self.out(context.transpose(-3, -2).reshape(batch, length, self.n_heads * self.d_head))
 
     def _attend_sdpa(self, q, k, v, key_mask, causal) -> torch.Tensor:
         """F.scaled_dot_product_attention under the mask of `attention_mask`; a query whose keys are
