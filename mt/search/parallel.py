@@ -2,7 +2,7 @@
 
 A small model's decoder step is hundreds of short operations, each too short for two threads to
 share well: one search on two threads leaves the cores waiting between operations, where two
-searches on one thread each keep both busy (on 2 cores, 1.1-1.2x more sentences a second:
+searches on one thread each keep both busier (on 2 cores, 1.06-1.16x more sentences a second:
 docs/benchmarks.md, "Decoding speed"). Marian's CPU workers and CTranslate2's inter_threads do
 the same. Each batch is searched alone, whatever runs beside it, so the translations do not change.
 """
