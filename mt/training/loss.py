@@ -99,9 +99,13 @@ def label_smoothed_loss(
 
 def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Forward pass and loss of one batch."""
-    memory, src_mask = model.encode(batch.src_ids)
-    hidden = model.decode_hidden(batch.tgt_in, memory, src_mask)  # (batch, tgt_len, d_model)
-    return output_loss(model, hidden, batch.tgt_out, epsilon)
+    return output_loss(model, decoder_states(model, batch.src_ids, batch.tgt_in), batch.tgt_out, epsilon)
+
+
+def decoder_states(model: Transformer, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """The encoder and decoder stacks: the decoder's last states, (batch, tgt_len, d_model)."""
+    memory, src_mask = model.encode(src_ids)
+    return model.decode_hidden(tgt_in, memory, src_mask)
 
 
 def output_loss(model: Transformer, hidden: torch.Tensor, tgt_out: torch.Tensor,

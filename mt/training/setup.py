@@ -29,7 +29,7 @@ from mt.model.transformer import Transformer, build_model
 from mt.tokenizer import Tokenizer
 from mt.training.distributed import Distributed
 from mt.training.ema import WeightAverage
-from mt.training.loss import output_loss
+from mt.training.loss import decoder_states, output_loss
 from mt.training.optimizer import build_optimizer
 from mt.training.schedule import Schedule, peak_lr
 from mt.training.state import TrainingState
@@ -51,8 +51,7 @@ class LossModule(nn.Module):
         self.hidden = torch.compile(self._hidden, dynamic=True) if compile else self._hidden
 
     def _hidden(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        memory, src_mask = self.model.encode(src_ids)
-        return self.model.decode_hidden(tgt_in, memory, src_mask)
+        return decoder_states(self.model, src_ids, tgt_in)
 
     def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
         loss, nll, _ = output_loss(self.model, self.hidden(src_ids, tgt_in), tgt_out, self.epsilon)
