@@ -5,8 +5,12 @@
 Inputs: a trained experiment and its test split (the first --sentences lines), decoded as
 bench/translate.py decodes it (beam 5, `length` penalty at --alpha, 2 threads, the checkpoint named by
 --checkpoint). Prints the ops by self CPU time, the share of the pass spent inside torch ops against
-Python between them (the per-step overhead), and as its last line one JSON object: wall seconds, op
-seconds, the top ops' self seconds, and decoder steps (calls of the model's decode).
+Python between them (the per-step overhead), the pass split into phases (the encoder, the decoder's
+layers and output projection, ranking each step's candidates over the vocabulary, and the search's
+own bookkeeping with tokenizing), and the vocabulary-wide ops on the logits of the step with the
+most rows (log_softmax; torch's topk against mt's `row_topk`), each against one plain read of the
+same logits (`amax`, the floor a fused pass would approach). The last line is one JSON object: wall seconds, op seconds, the top ops' self seconds,
+decoder steps (calls of the model's decode), the phases and those timings.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ def main() -> None:
         start = time.perf_counter()
         translator.translate(src)
         profiled = time.perf_counter() - start
+    phases, largest = phase_split(translator, src)
+    vocab_ops = vocabulary_ops(largest)
     events = prof.key_averages()
     # Top-level ops only: an op's self time excludes its children, so the sum is the time spent in ops.
     op_seconds = sum(e.self_cpu_time_total for e in events) / 1e6
@@ -79,13 +85,83 @@ def main() -> None:
     print(f"{cpu_name()}, {args.threads} threads, {len(src)} sentences, beam {args.beam}, mode {args.mode}")
     print(f"pass without the profiler {plain:.2f} s, with it {profiled:.2f} s; time inside ops {op_seconds:.2f} s "
           f"({op_seconds / profiled:.0%}); decoder steps {steps_plain} ({plain / steps_plain * 1e3:.2f} ms each)")
+    total = sum(phases.values())
+    print("phases (s): " + ", ".join(f"{name} {seconds:.2f} ({seconds / total:.0%})" for name, seconds in phases.items()))
+    print(f"vocabulary ops on {largest.size(0)} x {largest.size(1)} logits (ms): "
+          + ", ".join(f"{name} {ms:.2f}" for name, ms in vocab_ops.items()))
     print(json.dumps({
+        "phases_seconds": {name: round(seconds, 3) for name, seconds in phases.items()},
+        "vocabulary_ops_ms": {name: round(ms, 3) for name, ms in vocab_ops.items()},
+        "largest_step_rows": largest.size(0), "vocab": largest.size(1),
         "wall_seconds": round(plain, 3), "profiled_seconds": round(profiled, 3), "op_seconds": round(op_seconds, 3),
         "decoder_steps": steps_plain, "ms_per_step": round(plain / steps_plain * 1e3, 3),
         "top_ops": {e.key: round(e.self_cpu_time_total / 1e6, 3) for e in top}, "calls": {e.key: e.count for e in top},
         "machine": cpu_name(), "threads": args.threads, "sentences": len(src), "beam": args.beam, "mode": args.mode,
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
     }))
+
+
+def phase_split(translator, src):
+    """One more pass with the encoder, the decoder and the candidates' ranking timed apart (what is
+    left is the search's bookkeeping, tokenizing and detokenizing); also the logits of the step with
+    the most rows."""
+    import torch
+
+    import mt.search.steps as steps
+
+    seconds = {"encoder": 0.0, "decoder layers + output projection": 0.0, "ranking candidates (vocabulary-wide)": 0.0}
+    largest = [torch.empty(0, 0)]
+    model, rank = translator.model, steps.top_candidates
+
+    def timed(name, fn):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            result = fn(*args, **kwargs)
+            seconds[name] += time.perf_counter() - start
+            return result
+        return call
+
+    def rank_and_keep(logits, *args):
+        if logits.size(0) > largest[0].size(0):
+            largest[0] = logits.detach().clone()
+        return rank(logits, *args)
+
+    saved = model.encode, model.decode
+    model.encode = timed("encoder", saved[0])
+    model.decode = timed("decoder layers + output projection", saved[1])
+    steps.top_candidates = timed("ranking candidates (vocabulary-wide)", rank_and_keep)
+    try:
+        start = time.perf_counter()
+        translator.translate(src)
+        wall = time.perf_counter() - start
+    finally:
+        model.encode, model.decode = saved
+        steps.top_candidates = rank
+    seconds["search bookkeeping + tokenizing"] = wall - sum(seconds.values())
+    return seconds, largest[0].float()
+
+
+def vocabulary_ops(logits, repeats: int = 20) -> dict[str, float]:
+    """Median ms of each vocabulary-wide op of a step on these logits, and of one plain read (amax)."""
+    import statistics
+
+    import torch
+
+    from mt.search.steps import row_topk
+
+    logprobs = torch.log_softmax(logits, dim=-1)
+    ops = {"log_softmax": lambda: torch.log_softmax(logits, dim=-1), "topk 10 per row": lambda: logprobs.topk(10, dim=1),
+           "row_topk 10 (blocks)": lambda: row_topk(logprobs, 10), "one read (amax)": lambda: logits.amax(dim=-1)}
+    result = {}
+    for name, op in ops.items():
+        op()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            op()
+            times.append(time.perf_counter() - start)
+        result[name] = statistics.median(times) * 1e3
+    return result
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from torch import nn
 from mt.config.schema import DecodeConfig
 from mt.model.transformer import Transformer
 from mt.search.beam import beam_search, greedy_search, sample_search
-from mt.search.steps import length_penalty, max_lengths
+from mt.search.steps import length_penalty, max_lengths, row_topk
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 A, B = 4, 5  # the two real tokens of the small vocabularies below
@@ -373,6 +373,39 @@ def test_non_finite_scores_are_a_clear_error_not_a_crash_or_garbage(beam):
         (lambda: beam_search(model, sources([4, 6]), beam=beam))
     with pytest.raises(MtError, match="not finite"):
         search()
+
+
+@pytest.mark.parametrize("width", [8000, 7993, 32001, 300])
+@pytest.mark.parametrize("k", [1, 10])
+def test_row_topk_by_blocks_gives_topks_values_and_columns_holding_them(width, k):
+    """Ties (few distinct values), a row of -inf but one word (a row at its length limit), a best word
+    in the columns after the last whole block, and a NaN, which topk ranks first: the same values as
+    torch.topk, best first, at distinct columns that hold them."""
+    gen = torch.Generator().manual_seed(width + k)
+    values = torch.randint(-40, 0, (12, width), generator=gen).float() / 4  # many equal values
+    values[1] = -torch.inf
+    values[1, 3] = -2.0
+    values[2, -1] = 5.0  # past the last whole block when width % 64
+    values[3, width // 2] = float("nan")
+    top, columns = row_topk(values, k)
+    expected = values.topk(k, dim=1).values
+    assert torch.equal(top[~top.isnan()], expected[~expected.isnan()]) and torch.equal(top.isnan(), expected.isnan())
+    assert torch.equal(values.gather(1, columns)[~top.isnan()], top[~top.isnan()])
+    assert all(len(set(row)) == k for row in columns.tolist())
+    assert top[2, 0] == 5.0 and columns[2, 0] == width - 1 and columns[1, 0] == 3 and top[3, 0].isnan()
+
+
+def test_beam_search_over_a_large_vocabulary_is_the_same_with_torchs_topk(monkeypatch):
+    """The block path of row_topk (vocabularies from 4 x 64 x 2 * beam words) against plain topk."""
+    import mt.search.steps as steps
+
+    model = tiny_model(vocab=3000, seed=4)
+    src = sources([3, 9, 1, 6, 12], vocab=3000, seed=5)
+    blocks = beam_search(model, src, beam=5, max_len_a=1.5, max_len_b=5, nbest=5)
+    monkeypatch.setattr(steps, "row_topk", lambda values, k: values.topk(k, dim=1))
+    plain = beam_search(model, src, beam=5, max_len_a=1.5, max_len_b=5, nbest=5)
+    assert [[h.tokens for h in hyps] for hyps in blocks] == [[h.tokens for h in hyps] for hyps in plain]
+    assert [[h.score for h in hyps] for hyps in blocks] == [[h.score for h in hyps] for hyps in plain]
 
 
 def test_max_length_defaults_are_the_source_length_plus_50():

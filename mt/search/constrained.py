@@ -34,6 +34,7 @@ from mt.search.steps import (
     force_eos,
     length_penalty,
     max_lengths,
+    row_topk,
     select_rows,
     step_logprobs,
 )
@@ -184,7 +185,7 @@ class _ConstrainedSearch:
             logprobs[unmet, EOS_ID] = -torch.inf
         at_limit = torch.tensor([self.step_count >= self.limits[sentence] for sentence in active], device=self.device)
         force_eos(logprobs, at_limit.repeat_interleave(beam))
-        top_lp, top_tok = (t.tolist() for t in logprobs.topk(min(2 * beam, logprobs.size(1)), dim=1))
+        top_lp, top_tok = (t.tolist() for t in row_topk(logprobs, min(2 * beam, logprobs.size(1))))
         wanted = [(s * beam + b, token) for s, sentence in enumerate(active) for b in range(beam)
                   if self.scores[s][b] > -float("inf") for token in self.progress[s][b].next_tokens(constraints[sentence])]
         wanted_lp = logprobs[[r for r, _ in wanted], [t for _, t in wanted]].tolist() if wanted else []
