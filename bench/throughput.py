@@ -1,6 +1,7 @@
 """Training throughput: the machine's matmul peak, the benchmark preset's step in each precision, MFU.
 
     python bench/throughput.py [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
+        [--set model.dropout=0]
 
 Inputs: a binarized experiment with the benchmark preset (the one `bench/multi30k.py` leaves:
 Multi30k EN->DE, joint unigram 8000, 3+3 layers, d_model 256, ~4096 tokens per batch); nothing is
@@ -161,6 +162,9 @@ def main() -> None:
     parser.add_argument("--phase-steps", type=int, default=3, help="Profiled steps per precision for --phases.")
     parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
     parser.add_argument("--compile", action="store_true", help="Also the train.compile step: compile time and tokens/s.")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="Override a field of the experiment's config for this measurement (repeatable), e.g. "
+                             "model.dropout=0 to time the step without random masks; recorded in the JSON.")
     args = parser.parse_args()
 
     from mt.allocator import allocator_name, use_tcmalloc
@@ -170,6 +174,8 @@ def main() -> None:
 
     import torch
 
+    from mt.config import schema as cfglib
+    from mt.config.resolve import parse_sets
     from mt.data.batching import make_batches, pad_fraction
     from mt.experiment import Experiment
     from mt.training.profile import PHASES, profile_phases
@@ -190,6 +196,12 @@ def main() -> None:
                 peak[f"{name} {label}"] = matmul_gflops(*shape, dtypes[name])
     exp = Experiment(args.exp)
     cfg = exp.load_config()
+    try:
+        for key, value in parse_sets(args.sets).items():
+            cfglib.set_field(cfg, key, value, where="--set")
+        cfglib.validate(cfg, "--set")
+    except cfglib.ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     trainer = build_training(exp, cfg).trainer
     trainer.start_clock()
     encoder_params, decoder_params = model_flops_per_token(trainer.model)
@@ -285,6 +297,7 @@ def main() -> None:
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
     fp32 = results.get("fp32", results[precisions[0]])
     summary = {
+        "sets": args.sets,
         "allocator": allocator_name(),
         "tgt_tokens_per_s_fp32": round(fp32["tgt_tokens_per_s"], 1),
         "mfu_fp32": round(fp32["mfu_vs_fp32_peak"], 3),
