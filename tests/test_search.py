@@ -395,12 +395,13 @@ def test_row_topk_by_blocks_gives_topks_values_and_columns_holding_them(width, k
     assert top[2, 0] == 5.0 and columns[2, 0] == width - 1 and columns[1, 0] == 3 and top[3, 0].isnan()
 
 
-def test_beam_search_over_a_large_vocabulary_is_the_same_with_torchs_topk(monkeypatch):
+@pytest.mark.parametrize("vocab", [3000, 3008])  # columns after the last whole block of 64, and none
+def test_beam_search_over_a_large_vocabulary_is_the_same_with_torchs_topk(monkeypatch, vocab):
     """The block path of row_topk (vocabularies from 4 x 64 x 2 * beam words) against plain topk."""
     import mt.search.steps as steps
 
-    model = tiny_model(vocab=3000, seed=4)
-    src = sources([3, 9, 1, 6, 12], vocab=3000, seed=5)
+    model = tiny_model(vocab=vocab, seed=4)
+    src = sources([3, 9, 1, 6, 12], vocab=vocab, seed=5)
     blocks = beam_search(model, src, beam=5, max_len_a=1.5, max_len_b=5, nbest=5)
     monkeypatch.setattr(steps, "row_topk", lambda values, k: values.topk(k, dim=1))
     plain = beam_search(model, src, beam=5, max_len_a=1.5, max_len_b=5, nbest=5)
