@@ -326,6 +326,16 @@ def test_average_last_below_one_is_refused_by_name(tmp_path):
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize("field, value", [("dropout", "1.5"), ("attention_dropout", "-0.1"), ("activation_dropout", ".nan")])
+def test_a_dropout_rate_outside_0_1_is_refused_by_name(tmp_path, field, value):
+    """Not a ValueError from inside the model when it is built."""
+    path = write(tmp_path / "r.yaml", f"model:\n  {field}: {value}\n")
+    with pytest.raises(ConfigError, match=r"model.dropout, model.attention_dropout and model.activation_dropout "
+                                          r"must be in \[0, 1\]") as info:
+        load_recipe(path)
+    assert str(path) in str(info.value)
+
+
 def test_unknown_cooldown_shape_is_refused_by_name(tmp_path):
     path = write(tmp_path / "r.yaml", "train:\n  cooldown: 0.2\n  cooldown_shape: cosine\n")
     with pytest.raises(ConfigError, match="train.cooldown_shape must be linear or 1-sqrt") as info:

@@ -1,6 +1,5 @@
 """Typed configuration: the dataclasses are the schema and the defaults; values are checked and
 converted against the field types (a choice field is a `Literal[...]`), then `validate` checks ranges.
-
 A recipe (YAML, `mt.config.recipes`) or flags fill an `ExperimentConfig`; the first step on a new experiment
 writes every field into the experiment directory, and later steps read it back. Model, tokenizer and data
 fields are frozen once used (`mt.config.resolve`); others may be overridden per call, and are recorded.
@@ -347,6 +346,8 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         (cfg.data.max_len + 1 + cfg.data.multilingual <= cfg.model.max_positions,
          f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
          f"must be at most model.max_positions ({cfg.model.max_positions})"),
+        (all(0 <= p <= 1 for p in (cfg.model.dropout, cfg.model.attention_dropout, cfg.model.activation_dropout)),
+         "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]"),
         (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
         # Written so that NaN fails too. The decoding flags are named: they fill these fields.
         (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
