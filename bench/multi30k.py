@@ -150,7 +150,7 @@ def main() -> None:
 
     from mt.config import schema as cfglib
     from mt.config.recipes import load_recipe, recipe_config
-    from mt.config.resolve import parse_sets
+    from mt.config.resolve import apply_sets
     from mt.experiment import Experiment
     from mt.experiment_config import ConfigChange
 
@@ -175,9 +175,7 @@ def main() -> None:
     else:
         cfg, averaging = recipe_config(recipe(args), "bench/multi30k.py"), False
     try:
-        for key, value in parse_sets(args.sets).items():
-            cfglib.set_field(cfg, key, value, where="--set")
-        cfglib.validate(cfg, "--set")
+        apply_sets(cfg, args.sets)
     except cfglib.ConfigError as exc:
         raise SystemExit(str(exc)) from None
     ConfigChange(Experiment(exp_dir)).resolve({}, base=cfg)

@@ -174,9 +174,9 @@ def main() -> None:
 
     import torch
 
-    from mt.config import schema as cfglib
-    from mt.config.resolve import parse_sets
+    from mt.config.resolve import apply_sets
     from mt.data.batching import make_batches, pad_fraction
+    from mt.errors import ConfigError
     from mt.experiment import Experiment
     from mt.training.profile import PHASES, profile_phases
     from mt.training.setup import build_training
@@ -197,10 +197,8 @@ def main() -> None:
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     try:
-        for key, value in parse_sets(args.sets).items():
-            cfglib.set_field(cfg, key, value, where="--set")
-        cfglib.validate(cfg, "--set")
-    except cfglib.ConfigError as exc:
+        apply_sets(cfg, args.sets)
+    except ConfigError as exc:
         raise SystemExit(str(exc)) from None
     trainer = build_training(exp, cfg).trainer
     trainer.start_clock()

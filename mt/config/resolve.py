@@ -38,6 +38,14 @@ def parse_sets(items: list[str] | None) -> dict[str, str]:
     return overrides
 
 
+def apply_sets(cfg: ExperimentConfig, sets: list[str] | None) -> None:
+    """`--set` flags written into `cfg` and the result checked, for scripts that take a config as it
+    is (bench/); a bad one is a one-line ConfigError."""
+    for key, value in parse_sets(sets).items():
+        set_field(cfg, key, value, where="--set")
+    validate(cfg, "--set")
+
+
 def flag_overrides(flags: Mapping[str, Any], sets: list[str] | None = None,
                    preset: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """A command's overrides and where each came from (for messages). Lowest first: --preset, the
