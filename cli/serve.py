@@ -26,6 +26,8 @@ def serve(
     max_lines: Annotated[int, typer.Option(help="Lines (sentences) per request.")] = 256,
     max_beam: Annotated[int, typer.Option(help="The widest beam (and longest n-best list) a request may ask for.")] = 8,
     max_attention_tokens: Annotated[int, typer.Option(help="Source tokens of the longest sentence /v1/attention draws (its answer grows with their square).")] = 200,
+    max_connections: Annotated[int, typer.Option(help="Connections open at once; one more is closed as it opens.")] = 512,
+    read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (after connecting or its last answer) before it is cut off.")] = 30.0,
     batching: Annotated[str, typer.Option(help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured).")] = "static",
     api_key: Annotated[Optional[str], typer.Option(envvar="MT_API_KEY", show_envvar=True, help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.")] = None,
     precision: Precision = "fp32",
@@ -46,7 +48,7 @@ def serve(
     from mt.serve.app import serve as run_serve
 
     limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching,
-                    max_attention_tokens)
+                    max_attention_tokens, max_connections, read_timeout)
     experiment, cfg = read_experiment(exp)
     warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)

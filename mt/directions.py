@@ -41,6 +41,11 @@ class Directions:
     def sources(self) -> list[str]:
         return list(dict.fromkeys(src for src, _ in self.pairs))
 
+    def knows_source(self, lang: str) -> bool:
+        """Whether `lang` may be a source: a bilingual model's own; for a multilingual one, any language
+        it was trained to read or to write (zero-shot from a target language)."""
+        return lang == self.pairs[0][0] if not self.multilingual else lang in self.tags or lang in self.sources()
+
     def targets(self, src_lang: str | None = None) -> list[str]:
         return list(dict.fromkeys(tgt for src, tgt in self.pairs if src_lang in (None, src)))
 
@@ -60,6 +65,9 @@ class Directions:
             tgt_lang = targets[0]
         if tgt_lang not in self.tags:
             raise ConfigError(f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
+                              f"translates {self.names()}")
+        if src_lang is not None and not self.knows_source(src_lang):  # else every made-up name is a zero-shot pair
+            raise ConfigError(f"{src_lang}-{tgt_lang}: this model knows no language {src_lang} (--src-lang); it "
                               f"translates {self.names()}")
         return src_lang, tgt_lang
 

@@ -165,6 +165,8 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
     assert len(pivoted) == 4 and "zero-shot" not in capsys.readouterr().err
     with pytest.raises(ConfigError, match="no <2es>; it translates en-de, de-en, en-fr, fr-en"):
         translator.search(german, DecodeOptions(src_lang="de", tgt_lang="es"))
+    with pytest.raises(ConfigError, match=r"^xx-en: this model knows no language xx \(--src-lang\)"):
+        translator.search(german, DecodeOptions(src_lang="xx", tgt_lang="en"))  # not a zero-shot pair
     with pytest.raises(ConfigError, match=r"give the target language \(--tgt-lang\)"):
         translator.search(german, DecodeOptions(src_lang="en"))
     with pytest.raises(ConfigError, match="the pivot is a third language"):
@@ -232,6 +234,13 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
         assert status == 400 and "auto is not supported" in data["error"] and "give source" in data["error"]
         status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "de", "target": "es"})
         assert status == 400 and data["error"].startswith("target 'es'") and "en-de, de-en" in data["error"]
+        status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "xx", "target": "en"})
+        assert status == 400 and data["error"].startswith("source 'xx': xx-en: this model knows no language xx (source)")
+        status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", "source": "xx", "target": "en"})
+        assert status == 400 and data["error"].startswith("xx is not supported")
+        for pair in ({"source": "en", "target": ["de"]}, {"source": ["en"], "target": "de"}):
+            status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", **pair})
+            assert status == 400 and "expected a language code" in data["error"]
         v1 = ok(f"{served.url}/v1/translate", {"text": english, "source": "en", "target": "fr"})
         assert [t["text"] for t in v1["translations"]] == \
             [h[0][0] for h in translator.search(english, DecodeOptions(src_lang="en", tgt_lang="fr"))]

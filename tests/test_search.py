@@ -52,6 +52,13 @@ def test_length_penalty_values(length, alpha):
     )
 
 
+@pytest.mark.parametrize("kind", ["gnmt", "length"])
+def test_a_penalty_past_a_floats_range_is_infinite_for_floats_as_for_tensors(kind):
+    assert length_penalty(40000.0, 100.0, kind) == math.inf  # Python's ** raises OverflowError here
+    assert length_penalty(torch.tensor([40000.0]), 100.0, kind).item() == math.inf
+    assert math.isfinite(length_penalty(1000.0, 100.0, kind))  # the largest alpha the config takes, 1,000 tokens
+
+
 def test_unknown_length_penalty_is_an_error():
     with pytest.raises(ValueError, match="unknown length penalty 'wu'"):
         length_penalty(3.0, 0.6, "wu")

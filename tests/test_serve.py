@@ -31,7 +31,7 @@ import uvicorn
 from toy import toy_corpus
 
 from mt.errors import ConfigError, MtError
-from mt.serve.app import Limits, bind, build_app
+from mt.serve.app import Limits, bind, build_app, uvicorn_config
 from mt.serve.queue import Batcher, QueueFull, WorkerFailed
 from mt.translate import DecodeOptions, Translator
 
@@ -56,7 +56,7 @@ class Served:
         self.app = app
         self.sock = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+        self.server = uvicorn.Server(uvicorn_config(app))  # as `mt serve` runs it
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> Served:

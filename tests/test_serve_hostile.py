@@ -6,6 +6,7 @@ thread, as tests/test_serve.py), raw sockets where a client misbehaves at the HT
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
@@ -79,8 +80,14 @@ MALFORMED = [
     ("/v1/attention", b'{"text": "Hallo \\ud800"}', 422, "text"),
     ("/translate", b'{"q": "Hallo \\ud800", "source": "de", "target": "en"}', 400, "q"),
     ("/translate", b'{"q": "Hallo", "source": "\\ud800", "target": "en"}', 400, "\\ud800"),
-    ("/translate", b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "' + b"9" * 5000 + b'"}', 400,
-     "alternatives"),
+    ("/translate", b'{"q": "Hallo", "source": "de", "target": "en", "alternatives": "2.5"}', 400, "alternatives"),
+    ("/translate", b'{"q": "Hallo", "source": "de", "target": ["en"]}', 400, "target"),
+    ("/translate", b'{"q": "Hallo", "source": {"a": 1}, "target": "en"}', 400, "source"),
+    ("/translate", b'{"q": "Hallo", "source": "de", "target": "' + b"x" * 1000 + b'"}', 400, "target"),
+    ("/v1/translate", b'{"text": "Hallo.", "alpha": 200, "length_penalty": "length"}', 422, "from 0 to 100"),
+    ("/v1/translate", b'{"text": "Hallo.", "alpha": 999999, "nbest": 2}', 422, "alpha"),
+    ("/v1/translate", b'{"text": "Hallo.", "source": ""}', 422, "source: expected a language code"),
+    ("/v1/attention", b'{"text": "Hallo.", "layer": 0}', 422, "1 or more"),
     ("/translate", b"[" * 5000, 400, "invalid JSON"),
 ]
 
@@ -89,7 +96,7 @@ MALFORMED = [
 def test_malformed_requests_get_a_4xx_in_the_documented_shape(server, route, body, status, needle):
     got, _, data = call(f"{server.url}{route}", raw=body, headers={"Content-Type": "application/json"})
     assert got == status and list(data) == ["error"] and needle in data["error"], data
-    assert "\n" not in data["error"]
+    assert "\n" not in data["error"] and len(data["error"]) < 300  # what the client sent is quoted, cut short
 
 
 def test_an_api_key_that_is_not_text_is_refused_with_403(trained_experiment):
@@ -251,3 +258,90 @@ def test_continuous_search_remove_leaves_the_others_as_they_would_be(trained_exp
     while search.active:
         got.update(dict(search.step()))
     assert set(got) <= {0, 3} and {key: got[key] for key in got} == {key: expected[key] for key in got}
+
+
+# -- 9. a form's repeated q is read in linear time -----------------------------------------------
+def test_a_form_of_many_q_fields_is_refused_at_once(server):
+    body = b"source=de&target=en" + b"&q" * ((BODY_LIMIT - 100) // 2)  # 44,000 q's: 1.4 s when each copied the list
+    started = time.monotonic()
+    got, _, data = call(f"{server.url}/translate", raw=body,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert got == 400 and "exceeds text limit" in data["error"] and time.monotonic() - started < 1.0
+    got, _, data = call(f"{server.url}/translate", raw=b"source=de&target=en&q=Hallo.&alternatives=%2B2",
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert got == 200 and len(data["alternatives"]) <= 2, data  # "+2" is a number, as Python's int() reads it
+    got, _, data = call(f"{server.url}/translate", raw=b"source=de&target=en&q=Hallo.&alternatives=" + b"9" * 30,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert got == 200 and len(data["alternatives"]) <= LIMITS.max_beam - 1  # more than any limit: capped, as in JSON
+
+
+# -- 10. a client that stalls or leaves mid-request ----------------------------------------------
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes `sock` within `seconds` (anything it sends first is read past)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+    except (socket.timeout, TimeoutError):
+        return False
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_a_client_that_stalls_in_its_headers_or_body_is_cut_off(trained_experiment, capfd):
+    limits = Limits(max_wait_ms=0, read_timeout=1.0)
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        stalled_head = socket.create_connection((host, int(port)))
+        stalled_head.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\n")  # never ends its headers
+        stalled_body = socket.create_connection((host, int(port)))
+        stalled_body.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\"")
+        assert _closed_within(stalled_head, 10) and _closed_within(stalled_body, 10)
+        assert ok(f"{served.url}/v1/translate", {"text": LINES[0]})["translations"][0]["text"] is not None
+    err = capfd.readouterr().err
+    assert "POST /v1/translate 499" in err and "Traceback" not in err
+
+
+def test_a_client_that_leaves_mid_body_is_logged_as_499_without_a_traceback(server, capfd):
+    host, port = server.url.removeprefix("http://").split(":")
+    for route in ("/v1/translate", "/translate"):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(f"POST {route} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n12345678".encode())
+            time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    err = ""
+    while err.count(" 499 ") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        err += capfd.readouterr().err
+    assert "POST /v1/translate 499" in err and "POST /translate 499" in err
+    assert "Traceback" not in err and "error:" not in err
+
+
+def test_connections_past_the_limit_are_closed_as_they_open(trained_experiment):
+    limits = Limits(max_wait_ms=0, max_connections=3)
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port))) for _ in range(3)]
+        extra = socket.create_connection((host, int(port)))
+        assert _closed_within(extra, 10)
+        for sock in idle:
+            sock.close()
+        deadline = time.monotonic() + 10
+        while True:  # the server sees the idle ones close, and takes new connections again
+            try:
+                assert ok(f"{served.url}/health")["status"] == "ok"
+                break
+            except (OSError, AssertionError):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+
+@pytest.mark.parametrize("change, needle", [({"max_wait_ms": math.inf}, "--max-wait-ms"),
+                                            ({"read_timeout": 0}, "--read-timeout"),
+                                            ({"max_connections": 0}, "--max-connections")])
+def test_server_limits_out_of_range_are_one_line(change, needle):
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=needle):
+        Limits(**change)

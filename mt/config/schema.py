@@ -30,6 +30,7 @@ LengthPenalty = Literal["gnmt", "length", "none"]
 StopRule = Literal["exact", "early"]
 InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
+MAX_ALPHA = 100.0  # the largest length-penalty exponent: 1,000 tokens ** 100 still fits in a float
 
 
 @dataclass
@@ -350,8 +351,8 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
          "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]"),
         (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
         # Written so that NaN fails too. The decoding flags are named: they fill these fields.
-        (cfg.decode.alpha >= 0, f"decode.alpha (--alpha) must be 0 or more, not {cfg.decode.alpha}: "
-         "the stopping bound is invalid for negative alpha"),
+        (0 <= cfg.decode.alpha <= MAX_ALPHA, f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not "
+         f"{cfg.decode.alpha}: the stopping bound is invalid for negative alpha; past {MAX_ALPHA:g} the penalty overflows"),
         (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
         (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
         (cfg.decode.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),

@@ -18,6 +18,7 @@ grows up to the length limit, so a live hypothesis can at best reach logprob / l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import get_args
 
@@ -38,14 +39,17 @@ class Hypothesis:
 
 
 def length_penalty(length: torch.Tensor | float, alpha: float, kind: LengthPenalty) -> torch.Tensor | float:
-    """The divisor of a hypothesis' log-probability; `length` counts tokens including EOS."""
-    if kind == "gnmt":
-        return ((5.0 + length) / 6.0) ** alpha
-    if kind == "length":  # fairseq, Marian, CTranslate2
-        return length**alpha
+    """The divisor of a hypothesis' log-probability; `length` counts tokens including EOS. Past a
+    float's range it is infinite, for a tensor as for a Python float (whose ** would raise)."""
     if kind == "none":
         return length * 0 + 1.0
-    raise ValueError(f"unknown length penalty {kind!r}")
+    if kind not in ("gnmt", "length"):
+        raise ValueError(f"unknown length penalty {kind!r}")
+    base = (5.0 + length) / 6.0 if kind == "gnmt" else length  # "length": fairseq, Marian, CTranslate2
+    try:
+        return base**alpha
+    except OverflowError:
+        return math.inf
 
 
 def max_lengths(src_ids: torch.Tensor, a: float, b: int, limit: int) -> torch.Tensor:

@@ -63,17 +63,22 @@ class Limits:
     max_beam: int = 8
     batching: str = "static"  # mt.serve.queue: each batch searched to its end, or sentences join a running search
     max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square
+    max_connections: int = 512  # open at once; one more is closed as it opens (each holds a file descriptor)
+    read_timeout: float = 30.0  # seconds a client has to send a whole request, from connecting or its last answer
 
     def __post_init__(self) -> None:
         from mt.serve.queue import BATCHING
 
         if self.batching not in BATCHING:
             raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
-        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam", "max_attention_tokens"):
+        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam", "max_attention_tokens",
+                     "max_connections"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if not self.max_wait_ms >= 0:
-            raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be 0 or more")
+        if not 0 <= self.max_wait_ms <= 60_000:  # written so that NaN fails too; a wait of days is a typo
+            raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be from 0 to 60000 (a minute)")
+        if not 0 < self.read_timeout <= 3600:
+            raise ConfigError(f"--read-timeout {self.read_timeout}: must be more than 0 and at most 3600 seconds")
 
 
 def build_app(translator, limits: Limits | None = None, api_key: str | None = None, threads: int | None = None,
@@ -93,7 +98,7 @@ def build_app(translator, limits: Limits | None = None, api_key: str | None = No
 
     app = FastAPI(title="mt", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json")
-    app.state.batcher = batcher
+    app.state.batcher, app.state.limits = batcher, limits
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -169,6 +174,68 @@ def route_message(request: Request, exc: HTTPException) -> str:
 
 
 # -- running it ---------------------------------------------------------------------------------
+GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C
+
+
+def uvicorn_config(app):
+    """uvicorn's settings for an app of `build_app`: its limits on connections (`guarded_protocol`), and
+    a request still in flight GRACE seconds after SIGTERM is cut off, so that no client can hold a stop."""
+    import uvicorn
+
+    limits = app.state.limits
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE,
+                          http=guarded_protocol(limits.max_connections, limits.read_timeout))
+
+
+def guarded_protocol(max_connections: int, read_timeout: float):
+    """uvicorn's h11 protocol, bounded against clients that connect and wait: past `max_connections`
+    open at once a new one is closed as it opens, and a client that has not sent a whole request
+    `read_timeout` seconds after connecting (or after its last answer) is cut off, in its headers or
+    its body (the app then logs 499). uvicorn itself bounds neither: it waits for headers without end."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedProtocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                transport.close()
+                return
+            self._arm_read_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_read_deadline()
+
+        def connection_lost(self, exc) -> None:
+            if getattr(self, "read_deadline", None) is not None:
+                self.read_deadline.cancel()
+            super().connection_lost(exc)
+
+        def _arm_read_deadline(self) -> None:
+            if getattr(self, "read_deadline", None) is not None:
+                self.read_deadline.cancel()
+            self.read_deadline = self.loop.call_later(read_timeout, self._read_deadline_passed)
+
+        def _read_deadline_passed(self) -> None:
+            reading = self.cycle is None or self.cycle.response_complete or self.cycle.more_body
+            if reading and not self.transport.is_closing():  # a request being answered is left alone
+                self.transport.close()
+
+    return GuardedProtocol
+
+
+def allow_descriptors(count: int) -> None:
+    """Raise this process's limit on open files to `count` where the hard limit allows (many
+    systems start servers at 1,024), so that --max-connections is what bounds the connections."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < count:
+        wanted = count if hard == resource.RLIM_INFINITY else min(count, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound here so that a taken port is one line naming the flags (port 0:
     a free one)."""
@@ -216,8 +283,10 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     torch.set_num_threads(1)
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
     names = ", ".join(path.name for path in translator.checkpoint_paths)
+    limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    allow_descriptors(limits.max_connections + 256)  # the model's files, the batcher, logs: room beside them
+    server = uvicorn.Server(uvicorn_config(app))
     address = f"[{host}]" if ":" in host else host
     mode = quantize or precision
     pairs = ", ".join(f"{src} -> {tgt}" for src, tgt in translator.directions.pairs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
-from mt.config.schema import LengthPenalty
+from mt.config.schema import MAX_ALPHA, LengthPenalty
 
 ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"],
          "additionalProperties": False}
@@ -48,7 +48,7 @@ def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: in
     v1 = {"type": "object", "required": ["text"], "additionalProperties": False, "properties": {
         "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]}, **pair,
         "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},
-        "alpha": {"type": "number", "minimum": 0, "maximum": 100},
+        "alpha": {"type": "number", "minimum": 0, "maximum": MAX_ALPHA},
         "length_penalty": {"type": "string", "enum": list(get_args(LengthPenalty))},
         "nbest": {"type": "integer", "minimum": 1, "maximum": max_beam},
         "alignments": {"type": "boolean"}}}

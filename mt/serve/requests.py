@@ -17,8 +17,9 @@ from typing import Any, get_args
 from urllib.parse import parse_qsl
 
 from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect
 
-from mt.config.schema import LengthPenalty
+from mt.config.schema import MAX_ALPHA, LengthPenalty
 from mt.errors import ConfigError
 from mt.translate import DecodeOptions
 
@@ -35,16 +36,20 @@ class ApiError(Exception):
 
 async def body_text(request, limit: int) -> str:
     """The body as text: 413 once it passes `limit` bytes, read as it arrives (a chunked body too, which
-    declares no length: nothing past the limit is held), 400 when it is not UTF-8."""
+    declares no length: nothing past the limit is held), 400 when it is not UTF-8, 499 (logged only)
+    when the client leaves before it has sent it all (or is cut off: `mt.serve.app.guarded_protocol`)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body has {declared} bytes: at most {limit}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"the request body has more than {limit} bytes: at most {limit}")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"the request body has more than {limit} bytes: at most {limit}")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(499, "the client closed the connection before it sent the whole request") from None
     raw = b"".join(chunks)
     request._body = raw  # starlette's request.form() reads the body from here once it has been read
     try:
@@ -99,7 +104,9 @@ async def libre_fields(request, limit: int) -> dict:
     fields: dict[str, Any] = {}
     for name, value in pairs:
         if name == "q" and "q" in fields:
-            fields["q"] = [*([fields["q"]] if isinstance(fields["q"], str) else fields["q"]), value]
+            if isinstance(fields["q"], str):
+                fields["q"] = [fields["q"]]
+            fields["q"].append(value)  # in place: a form of 100,000 q's is read in linear time
         else:
             fields.setdefault(name, value)
     return fields
@@ -134,12 +141,13 @@ def check_key(expected: str | None, given: Any) -> None:
         raise ApiError(403, "Invalid API key")
 
 
-def check_pair(data: dict) -> tuple[str | None, str | None]:
-    """"source" and "target" (None: not given, or source "auto"); 422 when one is not a string. Whether
-    the model translates them is the direction's to say (mt.directions: 400)."""
+def check_pair(data: dict, status: int = 422) -> tuple[str | None, str | None]:
+    """"source" and "target" (None: not given, or source "auto"); `status` when one is not a non-empty
+    string. Whether the model translates them is the direction's to say (mt.directions: 400)."""
     for name in ("source", "target"):
-        if data.get(name) is not None and not isinstance(data[name], str):
-            raise ApiError(422, f"{name}: expected a language code (a string), got {json.dumps(data[name])[:40]}")
+        value = data.get(name)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 35):  # BCP 47's longest
+            raise ApiError(status, f"{name}: expected a language code (a string), got {json.dumps(value)[:40]}")
     source = data.get("source")
     return (None if source == "auto" else source), data.get("target")
 
@@ -183,8 +191,10 @@ def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | N
         return None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         value = int(value)
-    if text and isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]{1,18}\s*", value):  # int() of more is slow
-        value = int(value)
+    if text and isinstance(value, str) and (digits := re.fullmatch(r"\s*([-+]?)([0-9]+)\s*", value)):
+        sign, number = digits.groups()
+        # More than 18 digits stand for "more than any limit": int() of a long run of digits is slow.
+        value = int(sign + number) if len(number) <= 18 else int(sign + "1" + "0" * 18)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
         raise ApiError(status, f"{name}: expected a whole number {bounds}, got {json.dumps(value)[:40]}")
@@ -208,8 +218,8 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
     number = math.nan  # not a number: refused below
     if isinstance(alpha, float) or (isinstance(alpha, int) and not isinstance(alpha, bool) and abs(alpha) < 10**6):
         number = float(alpha)
-    if not (math.isfinite(number) and 0 <= number < 1e6):  # written so that NaN fails too
-        raise ApiError(422, f"alpha: expected a number, 0 or more, got {json.dumps(alpha)[:40]}")
+    if not (math.isfinite(number) and 0 <= number <= MAX_ALPHA):  # written so that NaN fails too
+        raise ApiError(422, f"alpha: expected a number from 0 to {MAX_ALPHA:g}, got {json.dumps(alpha)[:40]}")
     penalty = data.get("length_penalty", defaults.length_penalty)
     if penalty not in get_args(LengthPenalty):
         choices = ", ".join(get_args(LengthPenalty))

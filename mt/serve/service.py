@@ -100,6 +100,7 @@ class Service:
         for name, value in (("q", q), ("source", source), ("target", target)):
             if value in (None, "", []):
                 raise ApiError(400, f"Invalid request: missing {name} parameter")
+        check_pair(fields, 400)
         texts = [q] if isinstance(q, str) else q
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
@@ -112,8 +113,9 @@ class Service:
         try:  # LibreTranslate's words: "fr is not supported"
             self.directions.tag(None if source == "auto" else source, target)
         except ConfigError as exc:
-            bad = source if source != "auto" and source not in sources else target
-            raise ApiError(400, f"{bad} is not supported: {str(exc).replace('(--tgt-lang)', '(target)')}") from None
+            bad = source if source != "auto" and not self.directions.knows_source(source) else target
+            message = str(exc).replace("(--tgt-lang)", "(target)").replace("(--src-lang)", "(source)")
+            raise ApiError(400, f"{bad} is not supported: {message}") from None
         fmt = fields.get("format") or "text"
         if fmt != "text":
             raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
@@ -133,9 +135,9 @@ class Service:
         try:
             return self.directions.tag(src_lang, tgt_lang)
         except ConfigError as exc:
-            bilingual_source = not self.directions.multilingual and src_lang not in (None, self.directions.pairs[0][0])
-            field, value = ("source", src_lang) if bilingual_source else ("target", tgt_lang)
-            message = str(exc).replace("(--tgt-lang)", "(target)")
+            unknown_source = src_lang is not None and not self.directions.knows_source(src_lang)
+            field, value = ("source", src_lang) if unknown_source else ("target", tgt_lang)
+            message = str(exc).replace("(--tgt-lang)", "(target)").replace("(--src-lang)", "(source)")
             raise ApiError(status, f"{field} {value!r}: {message}" if value else f"{field}: {message}") from None
 
     async def languages(self) -> list[dict]:
@@ -180,7 +182,7 @@ class Service:
             raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
         unicode_text(text, "text", 422)
         check_size([text], self.limits.max_chars, self.limits.max_lines)
-        layer = whole_number(data.get("layer"), "layer", 422)
+        layer = whole_number(data.get("layer"), "layer", 422, 1)  # 1-based, as `mt attention --layer`
         try:
             index = check_layer(self.translator.model, layer, "layer")
         except ConfigError as exc:
