@@ -54,7 +54,7 @@ def main() -> None:
     cfg = exp.load_config()
     checkpoints = ["last", "best"]
     for n in (int(x) for x in args.average.split(",") if x):
-        average_last(exp, n, f"avg{n}")
+        average_last(exp, n, f"avg{n}", force=True)
         checkpoints.append(f"avg{n}")
     checkpoints += [x for x in args.ensembles.split(",") if x]
     src, refs = load_split(cfg.data.sources("valid"))

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cli.options import Exp, examples
+from cli.options import Exp, Force, examples
 from mt import log
 
 EXAMPLES = examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp exp/de-en --checkpoint average")
@@ -16,10 +16,11 @@ def average(
     exp: Exp,
     last: Annotated[int, typer.Option(help="Average the last N periodic checkpoints (step_N.pt).")] = 5,
     output: Annotated[str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")] = "average",
+    force: Force = False,
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
     from mt.experiment import Experiment
     from mt.training.average import average_last
 
-    path, used = average_last(Experiment(exp), last, output)
+    path, used = average_last(Experiment(exp), last, output, force)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")

@@ -52,7 +52,7 @@ Sets = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE
 
 # -- runtime knobs ------------------------------------------------------------------------------
 # Each command keeps its default: none (torch's choice) for train and run, 2 where one model decodes.
-Threads = Annotated[Optional[int], typer.Option(min=1, metavar="N", help="CPU threads for torch.")]
+Threads = Annotated[Optional[int], typer.Option(min=1, max=1024, metavar="N", help="CPU threads for torch.")]
 Device = Annotated[str, typer.Option(help="cpu, cuda or cuda:N.", callback=device_name)]
 Precision = Annotated[str, typer.Option(help="fp32, bf16 (CPU with AMX, GPU) or fp16 (GPU).")]
 Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quantization of the linear layers (CPU).")]

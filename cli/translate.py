@@ -26,7 +26,8 @@ from cli.options import (
     examples,
     sampling_of,
 )
-from mt.errors import ConfigError, MtError
+from mt.atomic_files import check_output
+from mt.errors import ConfigError
 
 EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
                     "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average")
@@ -101,5 +102,5 @@ def check_output_flags(output: Path | None, force: bool, nbest: int, nbest_forma
         raise ConfigError(f"--nbest-format {nbest_format}: expected tsv or moses")
     if nbest_format != "tsv" and not nbest:
         raise ConfigError("--nbest-format goes with --nbest K")
-    if output is not None and output.exists() and not force:
-        raise MtError(f"{output}: exists; choose another --output or add --force")
+    if output is not None:
+        check_output(output, force)

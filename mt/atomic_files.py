@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from mt.errors import MtError
+
 _umask = os.umask(0)
 os.umask(_umask)
 _FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
@@ -45,11 +47,38 @@ def remove_abandoned_temporaries(directory: Path) -> list[Path]:
     return removed
 
 
+def check_output(path: Path, force: bool, flag: str = "--output") -> None:
+    """Refuse, before any work, an output mt cannot write or should not replace: a directory, or
+    another file that is not a regular one (a device, a pipe: the rename would put a file in place
+    of /dev/null), or an existing file without --force."""
+    path = Path(path)
+    _check_target(path, flag)
+    if path.exists() and not force:
+        raise MtError(f"{path}: exists; choose another {flag} or add --force")
+
+
+def _check_target(path: Path, flag: str = "") -> None:
+    where = f"{flag} {path}" if flag else str(path)
+    if path.is_dir():
+        raise MtError(f"{where}: is a directory; name a file")
+    if path.exists() and not path.is_file():
+        raise MtError(f"{where}: not a regular file (a device or a pipe); mt writes a file and renames it into place")
+
+
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """mkstemp beside `path`; its errors (a read-only directory, say) name `path`, not the temporary."""
+    _check_target(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
+    fd, tmp = _temporary_beside(path)
     try:
         os.fchmod(fd, _FILE_MODE)  # mkstemp makes files private; ours are ordinary files
         with os.fdopen(fd, "wb") as handle:
@@ -75,8 +104,7 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write to; it becomes `path` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_tmp_prefix(path), suffix=".tmp")
+    fd, tmp = _temporary_beside(path)
     os.fchmod(fd, _FILE_MODE)
     os.close(fd)
     try:

@@ -24,7 +24,6 @@ E has a tokenizer (one without <BT> cannot read tagged pairs) and before it has 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 from pathlib import Path
@@ -196,6 +195,14 @@ def check_choices(mono: list[str], sampling: Sampling | None, noise: bool, tagge
         raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
 
 
+MANIFEST_FIELDS = {"lines": (int,), "seconds": (int, float), "corpus": (str,)}
+
+
+def read_manifest(exp: Experiment) -> dict:
+    """backtranslate/manifest.json, checked for what `mt backtranslate` reads of it."""
+    return chunked.read_manifest(backtranslate_dir(exp) / "manifest.json", MANIFEST_FIELDS, "mt backtranslate")
+
+
 def backtranslate(
     reverse: Experiment,
     exp: Experiment,
@@ -214,8 +221,9 @@ def backtranslate(
     """Translate `mono` with `reverse` into synthetic pairs for `exp` (module docstring); returns the manifest."""
     out = backtranslate_dir(exp)
     if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+        manifest = read_manifest(exp)  # a damaged one is refused, not called done
         log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
-        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        return manifest
     check_choices(mono, sampling, noise, tagged, weight)
     if not reverse.has_config():
         raise MtError(f"--reverse {reverse.root}: no experiment there (no config.yaml)")
@@ -227,18 +235,16 @@ def backtranslate(
     cfglib.validate(reverse_cfg, "the reverse model's decoding options")
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
-    # Everything that can be refused is, before E's config is written or changed.
+    # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
-    chunked.chunk_size(out, chunked.read_state(out), chunk_lines)
-    cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     how = {"reverse": model_file, **_search_record(reverse_cfg, sampling, noise), "precision": precision,
            "quantize": quantize}
-
-    def load() -> chunked.Translate:
-        return chunk_translator(reverse, reverse_cfg, model_file, sampling, noise, device, precision, quantize)
-
-    chunks, state = chunked.translate_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines",
-                                             load, "backtranslate")
+    plan = chunked.plan_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines")
+    translate = None
+    if plan.todo:
+        translate = chunk_translator(reverse, reverse_cfg, model_file, sampling, noise, device, precision, quantize)
+    cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
+    chunks, state = chunked.translate_chunks(out, plan, translate, "backtranslate")
     texts = {out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
              out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1)}
     for path, text in texts.items():

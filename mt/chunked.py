@@ -3,14 +3,17 @@
 Under a directory DIR (S/distill, S/backtranslate), each chunk's input lines and their translations
 are written atomically as DIR/chunks/NNNNNN.{src,tgt} once the whole chunk is done, the .tgt last (it
 marks the chunk done), so a run killed at any point resumes at the first missing chunk: no chunk is
-lost or written twice. DIR/chunks/state.json records, before the first chunk, the chunk size and how
-the lines are translated (models, search, precision: `how`); a resume must keep both, since a corpus
-cut two ways or decoded two ways is not what its manifest would say. The chunks done must hold the
+lost or written twice. DIR/chunks/state.json records, once the model has loaded and before the first
+chunk, the chunk size and how the lines are translated (models, search, precision: `how`); a resume
+must keep both while a chunk is done, since a corpus cut two ways or decoded two ways is not what its
+manifest would say. `plan_chunks` checks all this before anything is written, so that a caller can
+load its model, then set up its experiment, then `translate_chunks`. The chunks done must hold the
 input lines their place expects. When all are done, each side of each direction is joined in order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -36,9 +39,54 @@ def state_path(root: Path) -> Path:
     return root / "chunks" / "state.json"
 
 
+def read_json_object(path: Path, fix: str) -> dict:
+    """A bookkeeping file (state, manifest) as a dict; damage is a one-line error naming it, and `fix`."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (byte {exc.start + 1})"
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON (line {exc.lineno}: {exc.msg})"
+    except OSError as exc:
+        problem = f"unreadable ({exc.strerror or exc})"
+    else:
+        if isinstance(record, dict):
+            return record
+        problem = f"a JSON {type(record).__name__}, not an object"
+    raise MtError(f"{path}: {problem}; {fix}")
+
+
+def check_fields(path: Path, record: dict, fields: dict[str, tuple[type, ...]], fix: str, required: bool) -> None:
+    """Each of `fields` in `record` of one of its types (a bool is no number); absent only if not `required`."""
+    for key, types in fields.items():
+        if key not in record:
+            if required:
+                raise MtError(f"{path}: no {key!r}; {fix}")
+            continue
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise MtError(f"{path}: {key} {value!r} is not a {' or '.join(t.__name__ for t in types)}; {fix}")
+
+
 def read_state(root: Path) -> dict:
+    """state.json ({} when there is none yet); damaged, it is refused: it says how the chunks were made."""
     path = state_path(root)
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    fix = f"remove {path.parent} to start over"
+    state = read_json_object(path, fix)
+    check_fields(path, state, {"chunk_lines": (int,), "how": (dict,), "seconds": (int, float)}, fix, required=False)
+    if state.get("chunk_lines", 1) < 1:
+        raise MtError(f"{path}: chunk_lines {state['chunk_lines']} is below 1; {fix}")
+    return state
+
+
+def read_manifest(path: Path, fields: dict[str, tuple[type, ...]], command: str) -> dict:
+    """A finished run's manifest.json, with `fields` of their types; damaged, a one-line error."""
+    fix = f"remove it and rerun `{command}` to write it again from the chunks"
+    manifest = read_json_object(path, fix)
+    check_fields(path, manifest, fields, fix, required=True)
+    return manifest
 
 
 def chunk_size(root: Path, state: dict, requested: int | None) -> int:
@@ -58,9 +106,17 @@ def chunk_size(root: Path, state: dict, requested: int | None) -> int:
 
 def read_chunk(path: Path) -> str:
     """A chunk file as written: a carriage return inside a sentence stays one (read_text would make it
-    a line break, and the chunk one line longer)."""
-    with open(path, encoding="utf-8", newline="") as handle:
-        return handle.read()
+    a line break, and the chunk one line longer). A damaged or missing one is a one-line error."""
+    try:
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
+    except UnicodeDecodeError as exc:
+        problem = f"not UTF-8 text (byte {exc.start + 1}): changed by hand or damaged"
+    except OSError as exc:
+        problem = f"unreadable ({exc.strerror or exc})"
+    src, tgt = path.with_suffix(".src"), path.with_suffix(".tgt")
+    raise MtError(f"{path}: {problem}; remove {src.name} and {tgt.name} to translate that chunk again, or "
+                  f"remove {path.parent} to start over")
 
 
 def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> list[Chunk]:
@@ -74,15 +130,22 @@ def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> lis
 
 def check_done_chunks(root: Path, chunks: list[Chunk], size: int, whose: str) -> None:
     """Refuse, before translating anything, chunks on disk that hold other input lines than those their
-    place expects (cut at another --chunk-lines before the size was recorded, or the input changed).
+    place expects (cut at another --chunk-lines before the size was recorded, or the input changed), or
+    translations that cannot be read or do not have a line each.
     `whose`: what the lines are, for the message ("the teacher's source lines")."""
     for index, _, lines in chunks:
         src_path, tgt_path = chunk_paths(root, index)
-        if tgt_path.exists() and read_chunk(src_path) != "".join(line + "\n" for line in lines):
+        if not tgt_path.exists():
+            continue
+        if read_chunk(src_path) != "".join(line + "\n" for line in lines):
             first = index * size + 1
             raise MtError(f"{src_path}: not {whose} {first}-{first + len(lines) - 1} (chunks of --chunk-lines "
                           f"{size}): cut at another --chunk-lines, or the input changed; remove {src_path.parent} "
                           f"to start over")
+        found = read_chunk(tgt_path).count("\n")  # damage shows here, before the caller sets anything up
+        if found != len(lines):
+            raise MtError(f"{tgt_path}: {found} lines for {len(lines)} inputs: changed by hand? remove "
+                          f"{src_path.name} and {tgt_path.name} to translate that chunk again")
 
 
 def check_same_how(root: Path, state: dict, how: dict) -> None:
@@ -95,26 +158,43 @@ def check_same_how(root: Path, state: dict, how: dict) -> None:
                       f"with the same models and flags, or remove {state_path(root).parent} to start over")
 
 
-def translate_chunks(root: Path, parts: list[tuple[tuple[str, str], list[str]]], requested_size: int | None,
-                     how: dict, whose: str, load: Callable[[], Translate], label: str) -> tuple[list[Chunk], dict]:
-    """Every chunk of `parts` not yet on disk translated and written (module docstring); `load` makes the
-    translator, only when a chunk is left to do. Returns the chunks and the state (chunk_lines, how,
-    seconds spent translating over all runs)."""
+@dataclasses.dataclass
+class Plan:
+    """A corpus cut into chunks, checked against those on disk: what `translate_chunks` does."""
+
+    chunks: list[Chunk]
+    todo: list[Chunk]  # the chunks not yet on disk
+    state: dict  # chunk_lines, how, seconds spent translating over all runs
+    lines: int
+
+
+def plan_chunks(root: Path, parts: list[tuple[tuple[str, str], list[str]]], requested_size: int | None, how: dict,
+                whose: str) -> Plan:
+    """`parts` cut into chunks and checked against the chunks done (size, input lines, `how`), writing
+    nothing. A state without a chunk done binds nothing: no line was translated its way."""
     remove_abandoned_temporaries(root / "chunks")  # a run killed mid-write left them
     recorded = read_state(root)
-    size = chunk_size(root, recorded, requested_size)
+    binding = recorded if any((root / "chunks").glob("*.tgt")) else {}
+    size = chunk_size(root, binding, requested_size)
     chunks = cut_chunks(parts, size)
     check_done_chunks(root, chunks, size, whose)
     if any(chunk_paths(root, index)[1].exists() for index, _, _ in chunks):  # else nothing was translated yet
-        check_same_how(root, recorded, how)
+        check_same_how(root, binding, how)
     todo = [chunk for chunk in chunks if not chunk_paths(root, chunk[0])[1].exists()]
-    total = sum(len(lines) for _, lines in parts)
-    log.info(f"{label}: {total:,} lines in {len(chunks)} chunks of {size:,} lines; {len(chunks) - len(todo)} done already")
     state = {"chunk_lines": size, "how": how, "seconds": recorded.get("seconds", 0.0)}
-    write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
+    return Plan(chunks, todo, state, sum(len(lines) for _, lines in parts))
+
+
+def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label: str) -> tuple[list[Chunk], dict]:
+    """Every chunk of `plan.todo` translated with `translate` (loaded by the caller: None when there is
+    none to do) and written (module docstring). Returns the chunks and the state."""
+    chunks, todo, state, total = plan.chunks, plan.todo, dict(plan.state), plan.lines
+    log.info(f"{label}: {total:,} lines in {len(chunks)} chunks of {state['chunk_lines']:,} lines; "
+             f"{len(chunks) - len(todo)} done already")
     if not todo:
         return chunks, state
-    translate = load()
+    assert translate is not None, "chunks to do and no model loaded"
+    write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
     with log.make_progress() as progress:
         task = progress.add_task(label, total=total, completed=total - sum(len(c[2]) for c in todo))
         for index, pair, lines in todo:

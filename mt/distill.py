@@ -20,7 +20,6 @@ its model is then chosen at `mt train` (`--preset student`, say). Valid and test
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 
@@ -117,34 +116,62 @@ def distill(
     quantize: str | None = None,
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
-    from mt.translate import DecodeOptions, Translator
-
     if not teachers:
         raise ConfigError("give at least one --teacher")
+    check_not_a_teacher(teachers, student)
     out = distill_dir(student)
     if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+        manifest = read_manifest(student)  # a damaged one is refused, not called done
         log.info(f"distill: done already ({out}; remove it to distill again)")
-        return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        return manifest
     lead = teachers[0]
     checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
     for key, value in (decode_overrides or {}).items():
         cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
-    chunked.chunk_size(out, chunked.read_state(out), chunk_lines)  # refused before anything is written
-    prepare_student(lead, student, mix_original)
     parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
     how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
            "precision": precision, "quantize": quantize}
-
-    def load() -> chunked.Translate:
-        translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
-        return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
-            lines, DecodeOptions(src_lang=pair[0], tgt_lang=pair[1]))]
-
-    chunks, state = chunked.translate_chunks(out, parts, chunk_lines, how, "the teacher's source lines", load,
-                                             "distill")
+    # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
+    plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
+    translate = teacher_translator(lead, teacher_cfg, checkpoints, device, precision, quantize) if plan.todo else None
+    prepare_student(lead, student, mix_original)
+    chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
     return _join(student, teacher_cfg, chunks, checkpoints, state)
+
+
+def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], device: str,
+                       precision: str, quantize: str | None) -> chunked.Translate:
+    """The teachers, loaded (an ensemble of several), as mt.chunked translates with them."""
+    from mt.translate import DecodeOptions, Translator
+
+    translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
+    return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
+        lines, DecodeOptions(src_lang=pair[0], tgt_lang=pair[1]))]
+
+
+def check_not_a_teacher(teachers: list[Experiment], student: Experiment) -> None:
+    """A student of its own: its config, tokenizer and distill/ would be written into the teacher."""
+    for teacher in teachers:
+        if teacher.root.resolve() == student.root.resolve():
+            raise ConfigError(f"--exp {student.root}: the same directory as --teacher {teacher.root}; a teacher "
+                              f"cannot be its own student: distill into a new --exp")
+
+
+MANIFEST_FIELDS = {"teachers": (list,), "seconds": (int, float), "corpus": (str, list)}
+
+
+def read_manifest(student: Experiment) -> dict:
+    """distill/manifest.json, checked for what `mt distill` and `mt info` read of it."""
+    path = distill_dir(student) / "manifest.json"
+    manifest = chunked.read_manifest(path, MANIFEST_FIELDS, "mt distill")
+    corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]
+    for key, values in (("teachers", manifest["teachers"]), ("corpus", corpus)):
+        if not values or not all(isinstance(value, str) for value in values):
+            raise MtError(f"{path}: {key} {manifest[key]!r} is not a list of paths; remove it and rerun "
+                          f"`mt distill` to write it again from the chunks")
+    return manifest
 
 
 def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunked.Chunk], checkpoints: list[str],
@@ -181,7 +208,7 @@ def teacher_rows(student: Experiment) -> list[dict]:
     manifest_path = distill_dir(student) / "manifest.json"
     if not manifest_path.exists():
         return []
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_manifest(student)
     student_cfg = student.load_config()
     entries = [("student", student, student.checkpoint_path(student_cfg.decode.checkpoint))]
     for path in map(Path, manifest["teachers"]):

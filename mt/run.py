@@ -250,7 +250,7 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
         log.info(f"average: done already ({target})")
         return
     log.info("[bold]average[/bold]")
-    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or 1)  # none: average_last says so
+    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or 1, force=True)  # none: average_last says so
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 

@@ -36,7 +36,8 @@ import torch
 from mt import log
 from mt.alignment import word_alignments
 from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
-from mt.config.schema import DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize, coerce
+from mt.config.schema import MAX_BEAM, DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize
+from mt.config.values import coerce
 from mt.data.batching import length_groups
 from mt.directions import Directions
 from mt.errors import ConfigError, MtError
@@ -90,8 +91,8 @@ class DecodeOptions:
     pivot: str | None = None  # translate into this language first, then from it into tgt_lang
 
     def __post_init__(self) -> None:
-        if self.beam is not None and self.beam < 1:
-            raise ConfigError(f"--beam {self.beam}: must be at least 1")
+        if self.beam is not None and not 1 <= self.beam <= MAX_BEAM:
+            raise ConfigError(f"--beam {self.beam}: must be from 1 to {MAX_BEAM}")
         if self.length_penalty is not None:
             coerce(self.length_penalty, LengthPenalty, "--length-penalty")
         if self.nbest < 1:

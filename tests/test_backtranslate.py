@@ -251,3 +251,29 @@ def test_the_reversed_config_names_a_tsvs_columns_in_every_split(tmp_path):
     assert cfg.data.valid == ["tsv:valid.tsv:de-en"] and cfg.data.test == ["tsv:test.tsv:de-en"]
     # Read en -> de, the first column is still the German one.
     assert parse_source(cfg.data.valid[0], "valid", ("en", "de")).columns == (1, 0)
+
+
+def test_a_damaged_manifest_is_a_one_line_error_naming_it(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    final = Experiment(tmp_path / "en-de")
+    manifest = final.root / "backtranslate" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    for damage, what in ((b"{bad", "not valid JSON"), (b"{}", "no 'lines'"), (b'{"lines": 1, "seconds": 2}', "no 'corpus'")):
+        manifest.write_bytes(damage)
+        with pytest.raises(MtError, match=f"{manifest}: {what}.*rerun `mt backtranslate`"):
+            backtranslate(trained_experiment, final, [f"text:{path}"])
+        assert manifest.read_bytes() == damage
+    done = mt("backtranslate", "--exp", str(final.root), "--reverse", str(trained_experiment.root), "--mono", f"text:{path}")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "no 'corpus'" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_reverse_model_that_does_not_load_leaves_no_experiment_behind(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    truncated = tmp_path / "truncated.pt"
+    whole = trained_experiment.checkpoint_path("last").read_bytes()
+    truncated.write_bytes(whole[:len(whole) // 2])
+    final = Experiment(tmp_path / "en-de")
+    with pytest.raises(MtError, match="truncated"):
+        backtranslate(trained_experiment, final, [f"text:{path}"], checkpoint=str(truncated))
+    assert not final.root.exists()  # no config, no chunk state: a retry with another --chunk-lines starts clean

@@ -152,3 +152,82 @@ def test_average_writes_only_a_name_under_checkpoints(trained_experiment, tmp_pa
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, above checkpoints/ or in it
     path, used = average_last(exp, 2, "avg2")
     assert path == exp.checkpoints_dir / "avg2.pt" and path.is_file() and len(used) == 2
+
+
+def run_mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
+    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
+    import sys
+
+    from cli import main as cli
+
+    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
+    monkeypatch.delenv("MT_DEBUG", raising=False)
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_cli_error(code: int, err: str, *needles: str) -> str:
+    assert code == 1 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def test_average_refuses_an_existing_output_unless_force(trained_experiment, tmp_path, capsys, monkeypatch):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    mine = exp.checkpoint_path("mine")
+    code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "1", "--output", "mine")
+    assert code == 0 and mine.is_file(), err
+    first = mine.read_bytes()
+    for args in (["--last", "2", "--output", "mine"], ["--last", "2", "--output", "mine.pt"]):
+        code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, *args)
+        one_line_cli_error(code, err, f"{mine}: exists", "--force")
+        assert mine.read_bytes() == first
+    code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "2", "--output", "mine", "--force")
+    assert code == 0, err
+    assert load_checkpoint(mine)["averaged_from"] == [p.name for p in exp.step_checkpoints()[-2:]]
+    # The default name too: a second `mt average` does not silently replace the first.
+    assert run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "1")[0] == 0
+    code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "2")
+    one_line_cli_error(code, err, f"{exp.checkpoint_path('average')}: exists", "--force")
+    with pytest.raises(MtError, match="exists.*--force"):
+        average_last(exp, 2)
+    average_last(exp, 2, force=True)
+    # A directory where the file would go is refused, --force or not, and left alone.
+    (exp.checkpoints_dir / "folder.pt").mkdir()
+    for force in ([], ["--force"]):
+        code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "1", "--output", "folder", *force)
+        one_line_cli_error(code, err, str(exp.checkpoints_dir / "folder.pt"), "is a directory")
+    assert (exp.checkpoints_dir / "folder.pt").is_dir()
+    assert not [p for p in exp.checkpoints_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_average_refuses_checkpoints_of_another_model_naming_the_file(trained_experiment, tmp_path, capsys, monkeypatch):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    newest = exp.step_checkpoints()[-1]
+    state = load_checkpoint(newest)
+    key = next(k for k, v in state["model"].items() if v.dim() == 2)
+    wider = {**state["model"], key: torch.zeros(state["model"][key].shape[0], state["model"][key].shape[1] * 2)}
+    odd = exp.checkpoint_path("step_3")  # the oldest: averaged with --last 3
+    save_checkpoint(odd, {**state, "model": wider, "step": 3})
+    with pytest.raises(MtError) as info:
+        average_last(exp, 3)
+    message = str(info.value)
+    assert message.startswith(f"{odd}: ") and newest.name in message and key in message and "\n" not in message
+    # Other parameter names (another architecture): refused the same way, through the command line.
+    _, foreign = tiny_state()
+    save_checkpoint(odd, foreign)
+    code, _, err = run_mt(capsys, monkeypatch, "average", "--exp", exp.root, "--last", "3")
+    one_line_cli_error(code, err, f"{odd}: not the same model as {newest.name}")
+    assert not exp.checkpoint_path("average").exists()
+    path, used = average_last(exp, 2)  # the experiment's own two still average
+    assert odd not in used and path.is_file()

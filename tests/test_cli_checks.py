@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shlex
 import sys
@@ -69,6 +70,9 @@ TRANSLATE_FLAGS = [
     (["--alpha", "200"], "past 100 the penalty overflows"),
     (["--max-len-a", "-1"], "--max-len-a"),
     (["--max-len-b", "-1"], "--max-len-b"),
+    (["--max-len-a", "inf"], "--max-len-a"),
+    (["--max-len-b", "99999999999999999999"], "--max-len-b"),
+    (["--beam", "100000"], "--beam"),
 ]
 
 
@@ -194,6 +198,7 @@ RUNTIME_FLAGS = [
     (["serve"], ["--device", "NOCUDA"], "--device "),
     (["translate"], ["--threads", "0"], "'--threads'"),
     (["serve"], ["--threads", "-1"], "'--threads'"),
+    (["translate"], ["--threads", "100000"], "less than or equal to 1024"),  # was a segmentation fault in OpenMP
     (["serve"], ["--port", "99999"], "'--port'"),
     (["translate"], ["--top-k", "5"], "go with --sample"),
     (["translate"], ["--temperature", "0.5"], "go with --sample"),
@@ -384,3 +389,45 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     assert code == 0, err
     assert yaml.safe_load(out)["train"]["max_steps"] == 99 and "train-tokenizer done, binarize done" in err
     assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])
+def test_an_output_that_is_a_directory_or_a_device_is_refused_before_any_work(experiment, tmp_path, capsys,
+                                                                              monkeypatch, command):
+    """Was: translate everything, then "error: .adir.123-x.tmp: Is a directory"; with --force a
+    character device (a /dev/null) was replaced by a regular file."""
+    command = [str(experiment.root.parent / "in.txt") if part == "IN" else part for part in command]
+    directory = tmp_path / "adir.png"
+    directory.mkdir()
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "-o", str(directory), "--force")
+    one_error(*result, 1, f"--output {directory}: is a directory")
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "-o", str(fifo), "--force")
+    one_error(*result, 1, f"--output {fifo}: not a regular file")
+    assert fifo.exists() and not fifo.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["adir.png", "pipe.png"]
+
+
+def test_an_atomic_write_that_cannot_start_names_its_target_not_the_temporary(tmp_path, monkeypatch):
+    """Was "error: .o.txt.1129-8n09a31j.tmp: Read-only file system" (the temporary's name)."""
+    import errno
+    import tempfile
+
+    from mt.atomic_files import write_text_atomic
+
+    def read_only(dir, prefix, suffix):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.path.join(dir, f"{prefix}abc{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(OSError) as info:
+        write_text_atomic(tmp_path / "out.txt", "x")
+    assert info.value.filename == str(tmp_path / "out.txt") and info.value.errno == errno.EROFS
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("args, needle", [(["bad \udcff"], "the sentence: not valid Unicode (character 5"),
+                                          (["Ein Mann.", "--target", "a \udcff"], "--target: not valid Unicode")])
+def test_attention_names_the_argument_that_is_not_unicode(experiment, capsys, monkeypatch, args, needle):
+    """A byte that is not UTF-8 in argv arrives as a lone surrogate; was "line 1: not valid Unicode"."""
+    result = mt(capsys, monkeypatch, "attention", *args, "--exp", str(experiment.root), "--format", "json")
+    one_error(*result, 1, needle)

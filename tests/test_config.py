@@ -14,8 +14,9 @@ import yaml
 
 from mt.config import schema as cfglib
 from mt.config.recipes import MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
-from mt.config.schema import ExperimentConfig, ModelConfig, from_dict, parse_duration
+from mt.config.schema import ExperimentConfig, ModelConfig, from_dict
 from mt.config.sources import SPLITS, absolute_spec
+from mt.config.values import coerce, literal_choices, parse_duration
 from mt.errors import ConfigError
 from mt.experiment import Experiment
 from mt.experiment_config import ConfigChange
@@ -326,7 +327,7 @@ def test_average_last_below_one_is_refused_by_name(tmp_path):
     assert str(path) in str(info.value)
 
 
-@pytest.mark.parametrize("field, value", [("dropout", "1.5"), ("attention_dropout", "-0.1"), ("activation_dropout", ".nan")])
+@pytest.mark.parametrize("field, value", [("dropout", "1.5"), ("attention_dropout", "-0.1"), ("activation_dropout", "1.01")])
 def test_a_dropout_rate_outside_0_1_is_refused_by_name(tmp_path, field, value):
     """Not a ValueError from inside the model when it is built."""
     path = write(tmp_path / "r.yaml", f"model:\n  {field}: {value}\n")
@@ -355,7 +356,7 @@ def test_unknown_precision_is_refused_by_name(tmp_path):
 CHOICE_FIELDS = [(f"{section.name}.{name}", hint)
                  for section in dataclasses.fields(ExperimentConfig)
                  for name, hint in get_type_hints(type(getattr(ExperimentConfig(), section.name))).items()
-                 if cfglib.literal_choices(hint)]
+                 if literal_choices(hint)]
 
 
 def test_the_choice_fields_are_literals():
@@ -366,7 +367,7 @@ def test_the_choice_fields_are_literals():
 
 @pytest.mark.parametrize("key, hint", CHOICE_FIELDS, ids=[key for key, _ in CHOICE_FIELDS])
 def test_a_choice_outside_the_literal_is_one_line_naming_field_and_choices(key, hint):
-    choices = cfglib.literal_choices(hint)
+    choices = literal_choices(hint)
     with pytest.raises(ConfigError) as info:
         cfglib.set_field(ExperimentConfig(), key, "nope", where="r.yaml")
     message = str(info.value)
@@ -377,12 +378,12 @@ def test_a_choice_outside_the_literal_is_one_line_naming_field_and_choices(key, 
 
 
 def test_inference_flags_are_checked_like_fields():
-    assert cfglib.coerce(None, cfglib.Quantize, "--quantize") is None
-    assert cfglib.coerce("bf16", cfglib.InferencePrecision, "--precision") == "bf16"
+    assert coerce(None, cfglib.Quantize, "--quantize") is None
+    assert coerce("bf16", cfglib.InferencePrecision, "--precision") == "bf16"
     with pytest.raises(ConfigError, match=r"^--quantize must be int8, not 'int4'$"):
-        cfglib.coerce("int4", cfglib.Quantize, "--quantize")
+        coerce("int4", cfglib.Quantize, "--quantize")
     with pytest.raises(ConfigError, match=r"^--precision must be fp32, bf16 or fp16, not 'auto'$"):
-        cfglib.coerce("auto", cfglib.InferencePrecision, "--precision")
+        coerce("auto", cfglib.InferencePrecision, "--precision")
 
 
 def test_a_flag_unsets_an_optional_number_with_null():
@@ -414,3 +415,27 @@ def test_max_len_must_fit_the_position_table(tmp_path):
         model(torch.full((1, 63 + 1), 5), torch.full((1, 63 + 1), 5))
         with pytest.raises(ValueError, match="max_positions=64"):
             model(torch.full((1, 64 + 1), 5), torch.full((1, 64 + 1), 5))
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("train.max_steps", ".nan", "train.max_steps: expected an integer"),  # was a ValueError from int()
+    ("train.max_steps", ".inf", "train.max_steps: expected an integer"),
+    ("train.max_steps", "1e400", "train.max_steps: expected an integer"),
+    ("model.activation_dropout", ".nan", "model.activation_dropout: expected a finite number"),
+    ("decode.max_len_a", ".inf", "decode.max_len_a: expected a finite number"),  # silently empty translations
+    ("decode.max_len_b", "99999999999999999999", "decode.max_len_b (--max-len-b) must be from 0 to 100000"),
+    ("decode.beam", "100000", "decode.beam (--beam) must be from 1 to 256"),  # was killed for memory
+    ("train.lr_peak", "-1", "train.lr_peak must be more than 0"),  # trained to a perplexity of 5e21
+    ("train.lr_scale", "0", "train.lr_scale must be more than 0"),
+    ("train.adam_beta1", "5", "train.adam_beta1 and adam_beta2 must be in [0, 1)"),  # torch's ValueError
+    ("train.adam_eps", "0", "train.adam_eps must be more than 0"),
+    ("tokenizer.vocab_size", "99999999999", "tokenizer.vocab_size must be from 16 to 1,000,000"),
+    ("tokenizer.train_segmentations", "99999999999", "tokenizer.train_segmentations must be from 1 to 100"),
+    ("model.n_heads", "0", "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
+])
+def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, value, needle):
+    section, name = key.split(".")
+    path = write(tmp_path / "r.yaml", f"{section}:\n  {name}: {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path)
+    assert needle in str(info.value) and str(path) in str(info.value)

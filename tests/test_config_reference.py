@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mt.config import reference as config_reference
 from mt.config import schema as config
+from mt.config.values import literal_choices
 
 
 def row(markdown: str, section: str, name: str) -> str:
@@ -69,7 +70,7 @@ def test_type_and_default_come_from_the_dataclass():
     defaults = config.ModelConfig()
     assert f"| `int` | `{defaults.d_model}` |" in row(markdown, "model", "d_model")
     assert "`null`" in row(markdown, "train", "max_time")  # None is written as YAML writes it
-    choices = config.literal_choices(config.StopRule)
+    choices = literal_choices(config.StopRule)
     assert all(f'"{choice}"' in row(markdown, "decode", "stop") for choice in choices)
 
 

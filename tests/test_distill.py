@@ -228,3 +228,77 @@ def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
     check_done_chunks(distill_dir(student), [(0, ("de", "en"), lines)], 2, whose)  # these lines: no refusal
     with pytest.raises(MtError, match="not the teacher's source lines"):
         check_done_chunks(distill_dir(student), [(0, ("de", "en"), ["ein Satz", "zwei"])], 2, whose)
+
+
+def one_line_error(done: subprocess.CompletedProcess, code: int, *words: str) -> str:
+    """The CLI refused with `code` and one line (no traceback) holding each of `words`; returns it."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == code and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert all(word in lines[0] for word in words), lines[0]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_damaged_bookkeeping_files_are_one_line_errors_naming_them(trained_experiment, tmp_path):
+    teacher, student = str(trained_experiment.root), Experiment(tmp_path / "student")
+    out = distill_dir(student)
+    state = out / "chunks" / "state.json"
+    state.parent.mkdir(parents=True)
+    for damage, what in ((b"{bad", "not valid JSON (line 1"), (b"\xff", "not UTF-8 text (byte 1)"),
+                         (b"[]", "a JSON list, not an object"), (b'{"chunk_lines": "x"}', "chunk_lines 'x'")):
+        state.write_bytes(damage)
+        line = one_line_error(mt("distill", "--teacher", teacher, "--exp", str(student.root)), 1, str(state), what)
+        assert f"remove {state.parent} to start over" in line
+        assert state.read_bytes() == damage and not student.has_config()  # refused before the student was made
+    state.unlink()
+    manifest = out / "manifest.json"
+    for damage, what in ((b"{bad", "not valid JSON"), (b"{}", "no 'teachers'"), (b"\xfe", "not UTF-8 text")):
+        manifest.write_bytes(damage)
+        line = one_line_error(mt("distill", "--teacher", teacher, "--exp", str(student.root)), 1, str(manifest), what)
+        assert "remove it and rerun `mt distill`" in line and manifest.read_bytes() == damage
+    manifest.unlink()
+    # A chunk's translations damaged on disk (one chunk holding every source: nothing to translate).
+    src, tgt = chunk_paths(student, 0)
+    src.write_text("".join(line + "\n" for line in teacher_sources(trained_experiment)), encoding="utf-8")
+    tgt.write_bytes(b"ok\n\xffbad\n")
+    line = one_line_error(mt("distill", "--teacher", teacher, "--exp", str(student.root), "--chunk-lines", "100000"),
+                          1, str(tgt), "not UTF-8 text (byte 4)")
+    assert "remove 000000.src and 000000.tgt to translate that chunk again" in line
+    assert tgt.read_bytes() == b"ok\n\xffbad\n" and not manifest.exists() and not student.has_config()
+    tgt.write_text("one line\n", encoding="utf-8")
+    with pytest.raises(MtError, match=f"{tgt}: 1 lines for {len(teacher_sources(trained_experiment))} inputs"):
+        distill([trained_experiment], student, chunk_lines=100000)
+
+
+@pytest.mark.slow
+def test_a_teacher_that_does_not_load_leaves_no_student_behind(trained_experiment, tmp_path):
+    truncated = tmp_path / "truncated.pt"
+    whole = trained_experiment.checkpoint_path("last").read_bytes()
+    truncated.write_bytes(whole[:len(whole) // 2])
+    teacher = str(trained_experiment.root)
+    fresh = tmp_path / "fresh"
+    done = mt("distill", "--teacher", teacher, "--exp", str(fresh), "--checkpoint", str(truncated))
+    one_line_error(done, 1, str(truncated), "truncated")
+    assert not fresh.exists()  # no config, tokenizer or chunk state: a retry starts clean
+    # A state recorded with no chunk done (so an earlier run left it) binds no chunk size.
+    student = Experiment(tmp_path / "student")
+    state = distill_dir(student) / "chunks" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text('{"chunk_lines": 2000, "how": {}, "seconds": 0.0}\n', encoding="utf-8")
+    done = mt("distill", "--teacher", teacher, "--exp", str(student.root), "--checkpoint", str(truncated),
+              "--chunk-lines", "100")
+    one_line_error(done, 1, str(truncated), "truncated")
+    assert not student.has_config() and not student.has_tokenizer()
+    assert json.loads(state.read_text(encoding="utf-8"))["chunk_lines"] == 2000  # not rewritten
+
+
+@pytest.mark.slow
+def test_a_teacher_cannot_be_its_own_student(trained_experiment, tmp_path):
+    teacher = tmp_path / "teacher"
+    shutil.copytree(trained_experiment.root, teacher)
+    before = sorted(path.relative_to(teacher) for path in teacher.rglob("*"))
+    done = mt("distill", "--teacher", str(teacher), "--exp", f"{teacher}/../teacher")
+    one_line_error(done, 2, "the same directory as --teacher", "distill into a new --exp")
+    with pytest.raises(ConfigError, match="same directory"):
+        distill([trained_experiment, Experiment(teacher)], Experiment(teacher))  # the second teacher too
+    assert sorted(path.relative_to(teacher) for path in teacher.rglob("*")) == before

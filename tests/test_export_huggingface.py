@@ -318,3 +318,17 @@ def test_cli_writes_a_model_card_and_readable_files(trained, tmp_path):
     refused = _mt("export", "--exp", exp, "--format", "huggingface", "--output", str(tmp_path / "x"), "--quantize", "int8")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--quantize" in refused.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"], "no temporary directory left beside it"
+
+
+def test_the_model_card_of_the_papers_schedule_gives_its_peak(trained):
+    """train.lr_peak unset (the default: lr from d_model and the warm-up, Sec. 5.3) has a peak too."""
+    from mt.export import _load
+    from mt.export.huggingface import check_model
+    from mt.export.model_card import model_card
+    from mt.training.schedule import peak_lr
+
+    cfg = trained.load_config()
+    cfg.train.lr_peak = None
+    card = model_card(_load(trained, cfg, None, check_model), "unknown", 0.0)
+    peak = peak_lr(None, cfg.train.lr_scale, cfg.train.warmup_steps, cfg.model.d_model)
+    assert f"peak learning rate {peak:.3g} (the paper's schedule)" in card

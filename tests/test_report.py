@@ -142,3 +142,80 @@ def test_the_scores_record_how_they_were_decoded(experiment):
 
     saved = json.loads(experiment.score_path("test").read_text())
     assert saved["decode"] == decode_record(experiment.load_config().decode)  # as `mt run` compares
+
+
+def run_mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
+    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
+    from cli import main as cli
+
+    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
+    monkeypatch.delenv("MT_DEBUG", raising=False)
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_cli_error(code: int, out: str, err: str, *needles: str) -> str:
+    assert code != 0 and out == "" and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def test_report_refuses_a_named_checkpoint_or_sentence_it_cannot_use(experiment, tmp_path, capsys, monkeypatch):
+    page = tmp_path / "r.html"
+    truncated = tmp_path / "trunc.pt"
+    data = experiment.checkpoint_path("last").read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MtError, match="truncated") as info:
+        report(experiment, page, checkpoint=str(truncated))
+    assert str(info.value).startswith(f"{truncated}: ") and "\n" not in str(info.value)
+    for sentence in ("", "   "):
+        with pytest.raises(MtError, match="--sentence is empty"):
+            report(experiment, page, sentence=sentence)
+    flags = [["--checkpoint", str(truncated)], ["--checkpoint", "nope"], ["--sentence", ""],
+             ["--sentence", " ", "--checkpoint", "last"]]
+    needles = [str(truncated), "no checkpoint 'nope'", "--sentence is empty", "--sentence is empty"]
+    for args, needle in zip(flags, needles):
+        done = run_mt(capsys, monkeypatch, "report", "--exp", experiment.root, "-o", page, "--threads", "1", *args)
+        one_line_cli_error(*done, needle)
+        assert not page.exists() and not list(tmp_path.glob(".r.html.*"))
+    # Named and usable: the page shows that checkpoint's attention.
+    report(experiment, page, samples=1, sentence="Ein Mann läuft.", checkpoint="last")
+    text = page.read_text(encoding="utf-8")
+    assert "not available" not in text.split("<h2>Attention</h2>")[1] and "Ein Mann läuft." in text
+    assert "<td>last.pt</td>" in text
+
+
+def test_report_refuses_a_directory_as_output(experiment, tmp_path):
+    (tmp_path / "r.html").mkdir()
+    for force in (False, True):
+        with pytest.raises(MtError, match="is a directory"):
+            report(experiment, tmp_path / "r.html", force=force)
+
+
+@pytest.mark.parametrize("content", ['{"bleu": 1.0, "chrf": 2.0}', "[1, 2]", '"text"', '{"bleu": "x", "chrf": 1}'])
+def test_info_names_a_scores_file_it_cannot_read_as_report_notes_it(experiment, tmp_path, capsys, monkeypatch,
+                                                                       content):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, exp.root, ignore=shutil.ignore_patterns("checkpoints"))
+    scores = exp.score_path("test")
+    scores.write_text(content, encoding="utf-8")
+    with pytest.raises(MtError) as info:
+        experiment_info(exp)
+    assert str(info.value).startswith(f"{scores}: unexpected content") and "\n" not in str(info.value)
+    for json_flag in ([], ["--json"]) if content[0] != "{" else ([],):  # --json prints an object as it was saved
+        one_line_cli_error(*run_mt(capsys, monkeypatch, "info", "--exp", exp.root, *json_flag), str(scores))
+    page = build_report(exp, samples=0)  # the report notes it and goes on
+    assert "<h2>Scores</h2>\n<p class='missing'>not available" in page
+    # Damaged data statistics are named the same way.
+    exp.data_stats_path.write_text('{"splits": {"train": {"pairs_in": 3}}}', encoding="utf-8")
+    scores.unlink()
+    with pytest.raises(MtError, match=f"^{re.escape(str(exp.data_stats_path))}: unexpected content"):
+        experiment_info(exp)

@@ -8,9 +8,8 @@ fields are frozen once used (`mt.config.resolve`); others may be overridden per 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Optional, get_type_hints
 
 import yaml
 
@@ -23,6 +22,7 @@ from mt.config.sources import (
     parse_direction,
     parse_source,
 )
+from mt.config.values import coerce, parse_duration
 from mt.errors import ConfigError, MtError
 
 # Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
@@ -30,7 +30,14 @@ LengthPenalty = Literal["gnmt", "length", "none"]
 StopRule = Literal["exact", "early"]
 InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
+# Bounds of the checks in `validate`: past each a value fails later, and worse (a beam of 100,000 is
+# killed for memory, a length limit of inf silently gives empty translations).
 MAX_ALPHA = 100.0  # the largest length-penalty exponent: 1,000 tokens ** 100 still fits in a float
+MAX_BEAM = 256  # a batch holds sentences x beam rows of vocabulary-wide scores
+MAX_LEN_A = 1000.0  # output length a * source + b, cut to the model's positions in any case
+MAX_LEN_B = 100_000
+MAX_VOCAB = 1_000_000
+MAX_SEGMENTATIONS = 100
 
 
 @dataclass
@@ -217,85 +224,6 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
 
 
-def literal_choices(hint: Any) -> tuple[str, ...]:
-    """The values a Literal[...] type allows (also as Optional[Literal[...]]); () for other types."""
-    return tuple(value for h in (hint, *get_args(hint)) if get_origin(h) is Literal for value in get_args(h))
-
-
-def coerce(value: Any, hint: Any, where: str) -> Any:
-    """Check/convert one value against its field type (recipes are YAML: ints for floats etc.); a
-    value outside a Literal's choices is a one-line error naming `where` and the choices."""
-    text = str(hint)
-    if text.startswith("list"):
-        return _coerce_list(value, where)
-    if value is None:
-        if "None" in text or type(None) in get_args(hint):
-            return None
-        raise ConfigError(f"{where}: must not be empty")
-    choices = literal_choices(hint)
-    if choices:
-        if str(value) not in choices:
-            either = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
-            raise ConfigError(f"{where} must be {either}, not {value!r}")
-        return str(value)
-    if "dict" in text:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return {str(k): str(v) for k, v in value.items()}
-    if text.startswith("float") or "float" in text.split("|")[0]:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
-    if hint is bool or text == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    if hint is int or text == "int":
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        try:
-            as_float = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-        if as_float != int(as_float):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return int(as_float)
-    return str(value)
-
-
-def _coerce_list(value: Any, where: str) -> list[str]:
-    """A list of strings: a YAML list, or from a flag "[a, b]" (YAML) or "a,b"; empty for null."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                value = yaml.safe_load(text)
-            except yaml.YAMLError:
-                raise ConfigError(f"{where}: expected a list like [a, b], got {value!r}") from None
-        else:
-            value = [item.strip() for item in text.split(",") if item.strip()]
-    if not isinstance(value, list) or any(isinstance(v, (dict, list)) or v is None for v in value):
-        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
-    return [str(v) for v in value]
-
-
-def parse_duration(text: str | float | int) -> float:
-    """'90', '90s', '12m', '1.5h' -> seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(text))
-    if not match:
-        raise ConfigError(f"max_time: expected a duration like 90s, 12m or 2h, got {text!r}")
-    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
-
-
 def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "override") -> Any:
     """Set `section.field` on cfg from a plain value, checking the key and type. Returns the value."""
     section_name, _, name = key.partition(".")
@@ -340,53 +268,9 @@ def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = N
 
 
 def validate(cfg: ExperimentConfig, where: str) -> None:
-    """Value checks that types alone do not catch (choices are Literal types, checked by `coerce`)."""
-    checks = [
-        (cfg.model.d_model % cfg.model.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
-        # A kept pair has up to max_len tokens a side; the source gains EOS (and a tag), the decoder BOS.
-        (cfg.data.max_len + 1 + cfg.data.multilingual <= cfg.model.max_positions,
-         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
-         f"must be at most model.max_positions ({cfg.model.max_positions})"),
-        (all(0 <= p <= 1 for p in (cfg.model.dropout, cfg.model.attention_dropout, cfg.model.activation_dropout)),
-         "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]"),
-        (cfg.decode.beam >= 1, "decode.beam (--beam) must be at least 1"),
-        # Written so that NaN fails too. The decoding flags are named: they fill these fields.
-        (0 <= cfg.decode.alpha <= MAX_ALPHA, f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not "
-         f"{cfg.decode.alpha}: the stopping bound is invalid for negative alpha; past {MAX_ALPHA:g} the penalty overflows"),
-        (cfg.decode.max_len_a >= 0, "decode.max_len_a (--max-len-a) must be 0 or more"),
-        (cfg.decode.max_len_b >= 0, "decode.max_len_b (--max-len-b) must be 0 or more"),
-        (cfg.decode.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
-        (cfg.decode.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
-        (cfg.decode.average_last >= 1, "decode.average_last must be at least 1"),
-        (cfg.train.max_tokens > 0, "train.max_tokens must be positive"),
-        (cfg.train.max_time is None or cfg.train.max_time >= 0, "train.max_time must be 0 (off) or more"),
-        (cfg.train.update_freq >= 1, "train.update_freq must be at least 1"),
-        (0.0 <= cfg.train.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
-        (0.0 <= cfg.train.ema_decay < 1.0, f"train.ema_decay must be in [0, 1) (0 = off), not {cfg.train.ema_decay}"),
-        (cfg.train.best_metric != "bleu" or cfg.train.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
-        (cfg.train.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
-        (cfg.train.patience >= 0, "train.patience must be 0 (off) or more"),
-        (cfg.train.keep_last >= 0, "train.keep_last must be 0 (keep all) or more"),
-        (cfg.train.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
-        (cfg.train.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
-        (cfg.train.weight_decay >= 0.0, "train.weight_decay must be 0 (off) or more"),
-        (min(cfg.train.log_every, cfg.train.valid_every, cfg.train.save_every) >= 1,
-         "train.log_every, valid_every and save_every must be at least 1"),
-        (cfg.train.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
-        (0.0 <= cfg.train.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
-        (cfg.train.early_dropout is None or 0.0 <= cfg.train.early_dropout <= 1.0,
-         "train.early_dropout must be in [0, 1], or null (off)"),
-        (0.0 < cfg.train.early_dropout_until <= 1.0, "train.early_dropout_until must be in (0, 1]"),
-        (cfg.tokenizer.vocab_size >= 16, "tokenizer.vocab_size must be at least 16"),
-        (cfg.tokenizer.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
-        (cfg.tokenizer.train_segmentations >= 1, "tokenizer.train_segmentations must be at least 1"),
-        (0.0 < cfg.tokenizer.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
-        (cfg.data.max_len_ratio == 0 or cfg.data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
-        (cfg.tokenizer.joint or not cfg.data.directions, "data.directions needs tokenizer.joint: true (one vocabulary)"),
-        (cfg.tokenizer.language_temperature >= 1, "tokenizer.language_temperature must be 1 (as the data come) or more"),
-        (cfg.train.direction_temperature >= 1, "train.direction_temperature must be 1 (as the data come) or more"),
-    ]
-    for ok, message in checks:
+    """ConfigError "WHERE: what is wrong" for the first check that fails, then the data sources and
+    directions (mt.config.sources)."""
+    for ok, message in [*_model(cfg), *_decode(cfg), *_train(cfg), *_data(cfg)]:
         if not ok:
             raise ConfigError(f"{where}: {message}")
     try:
@@ -396,6 +280,79 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     check_directions(cfg.data.directions, {split: getattr(cfg.data, split) for split in SPLITS}, where)
+
+
+def _model(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
+    m = cfg.model
+    return [
+        (min(m.enc_layers, m.dec_layers, m.d_model, m.d_ff, m.n_heads) >= 1,
+         "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
+        (m.n_heads >= 1 and m.d_model % m.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
+        # A kept pair has up to max_len tokens a side; the source gains EOS (and a tag), the decoder BOS.
+        (cfg.data.max_len + 1 + cfg.data.multilingual <= m.max_positions,
+         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
+         f"must be at most model.max_positions ({m.max_positions})"),
+        (all(0 <= p <= 1 for p in (m.dropout, m.attention_dropout, m.activation_dropout)),
+         "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]"),
+    ]
+
+
+def _decode(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
+    d = cfg.decode
+    return [
+        (1 <= d.beam <= MAX_BEAM, f"decode.beam (--beam) must be from 1 to {MAX_BEAM}"),
+        (0 <= d.alpha <= MAX_ALPHA, f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not {d.alpha}: the "
+         f"stopping bound is invalid for negative alpha; past {MAX_ALPHA:g} the penalty overflows"),
+        (0 <= d.max_len_a <= MAX_LEN_A, f"decode.max_len_a (--max-len-a) must be from 0 to {MAX_LEN_A:g}"),
+        (0 <= d.max_len_b <= MAX_LEN_B, f"decode.max_len_b (--max-len-b) must be from 0 to {MAX_LEN_B}"),
+        (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
+        (d.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
+        (d.average_last >= 1, "decode.average_last must be at least 1"),
+    ]
+
+
+def _train(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
+    t = cfg.train
+    return [
+        (t.max_tokens > 0, "train.max_tokens must be positive"),
+        (t.max_steps >= 0, "train.max_steps must be 0 or more"),
+        (t.max_time is None or t.max_time >= 0, "train.max_time must be 0 (off) or more"),
+        (t.update_freq >= 1, "train.update_freq must be at least 1"),
+        (t.lr_peak is None or t.lr_peak > 0, f"train.lr_peak must be more than 0, or null (the paper's schedule), not {t.lr_peak}"),
+        (t.lr_scale > 0, "train.lr_scale must be more than 0"),
+        (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1, "train.adam_beta1 and adam_beta2 must be in [0, 1)"),
+        (t.adam_eps > 0, "train.adam_eps must be more than 0"),
+        (0.0 <= t.cooldown < 1.0, "train.cooldown must be in [0, 1)"),
+        (0.0 <= t.ema_decay < 1.0, f"train.ema_decay must be in [0, 1) (0 = off), not {t.ema_decay}"),
+        (t.best_metric != "bleu" or t.valid_bleu, "train.best_metric bleu needs train.valid_bleu: true"),
+        (t.valid_bleu_sentences >= 1, "train.valid_bleu_sentences must be at least 1"),
+        (t.patience >= 0, "train.patience must be 0 (off) or more"),
+        (t.keep_last >= 0, "train.keep_last must be 0 (keep all) or more"),
+        (t.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
+        (t.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
+        (t.weight_decay >= 0.0, "train.weight_decay must be 0 (off) or more"),
+        (min(t.log_every, t.valid_every, t.save_every) >= 1, "train.log_every, valid_every and save_every must be at least 1"),
+        (t.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
+        (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (t.early_dropout is None or 0.0 <= t.early_dropout <= 1.0, "train.early_dropout must be in [0, 1], or null (off)"),
+        (0.0 < t.early_dropout_until <= 1.0, "train.early_dropout_until must be in (0, 1]"),
+        (t.direction_temperature >= 1, "train.direction_temperature must be 1 (as the data come) or more"),
+    ]
+
+
+def _data(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
+    k, data = cfg.tokenizer, cfg.data
+    return [
+        (16 <= k.vocab_size <= MAX_VOCAB, f"tokenizer.vocab_size must be from 16 to {MAX_VOCAB:,}"),
+        (k.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
+        (1 <= k.train_segmentations <= MAX_SEGMENTATIONS,
+         f"tokenizer.train_segmentations must be from 1 to {MAX_SEGMENTATIONS} (copies of the training split)"),
+        (0.0 < k.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
+        (k.language_temperature >= 1, "tokenizer.language_temperature must be 1 (as the data come) or more"),
+        (data.max_len >= 1, "data.max_len must be at least 1"),
+        (data.max_len_ratio == 0 or data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
+        (k.joint or not data.directions, "data.directions needs tokenizer.joint: true (one vocabulary)"),
+    ]
 
 
 def save_yaml(cfg: ExperimentConfig) -> str:

@@ -68,7 +68,7 @@ def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig, symbols: lis
                 num_threads=2,
                 minloglevel=2,  # sentencepiece logs to stderr at length; errors still raise
             )
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:  # ValueError: an argument sentencepiece refuses
             raise MtError(_train_error(exc, cfg.vocab_size)) from None
         # The .model goes last: its presence is what marks a finished tokenizer.
         for ext in (".vocab", ".model"):

@@ -12,6 +12,7 @@ import yaml
 from mt import __version__
 from mt.export.mapping import Exported
 from mt.model.transformer import count_parameters
+from mt.training.schedule import peak_lr
 
 
 def model_card(source: Exported, license: str, gap: float) -> str:
@@ -165,7 +166,7 @@ def _training(source: Exported) -> str:
 - Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, post-norm,
   {"tied" if m.tie_embeddings else "untied"} embeddings, {count_parameters(model) / 1e6:.1f}M parameters.
 - Training: {source.state.get("step", "?")} updates{f" in {hours / 3600:.2f} h" if hours else ""}, batches of {t.max_tokens:,} tokens,
-  peak learning rate {t.lr_peak:g} after {t.warmup_steps:,} warm-up updates, label smoothing {t.label_smoothing:g},
+  peak learning rate {peak_lr(t.lr_peak, t.lr_scale, t.warmup_steps, m.d_model):.3g}{"" if t.lr_peak is not None else " (the paper's schedule)"} after {t.warmup_steps:,} warm-up updates, label smoothing {t.label_smoothing:g},
   dropout {m.dropout:g}, precision {t.precision}.
 
 <details><summary>The experiment's config.yaml</summary>

@@ -106,6 +106,11 @@ def attention_maps(translator, sentence: str, target: str | None = None, layer: 
     if target is not None and not target.strip():
         raise MtError("--target is empty: give a translation, or leave it out to use the model's")
     layer = layer % len(members(translator.model)[0].decoder)
+    for text, name in ((sentence, "the sentence"), (target, "--target")):
+        try:  # from the command line, a byte that is not UTF-8 arrives as a lone surrogate
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise MtError(f"{name}: not valid Unicode (character {exc.start + 1}; is the text UTF-8?)") from None
     src_ids, src = translator.encode_line(sentence, tag)
     if target is None:
         tokens = translator.best_hypothesis(src_ids).tokens

@@ -18,6 +18,8 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
     progress and scores, as saved."""
     cfg = cfg or exp.load_config()
     stats = exp.read_json(exp.data_stats_path) if exp.data_stats_path.exists() else None
+    if stats is not None and not (isinstance(stats, dict) and isinstance(stats.get("splits") or {}, dict)):
+        raise _unexpected(exp.data_stats_path, "not the object `mt binarize` writes", "binarize")
     checkpoints = {}
     if exp.checkpoints_dir.exists():
         checkpoints = {path.stem: {"bytes": path.stat().st_size} for path in sorted(exp.checkpoints_dir.glob("*.pt"))}
@@ -25,6 +27,8 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
     for split in ("valid", "test"):
         for name in (split, f"{split}.tokenized"):
             record = exp.read_json(exp.score_path(name))
+            if record is not None and not isinstance(record, dict):
+                raise _unexpected(exp.score_path(name), f"a JSON {type(record).__name__}, not an object", "evaluate")
             if record:
                 scores[name] = record
     from mt.distill import teacher_rows
@@ -56,22 +60,20 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
             f"stop {cfg.decode.stop}",
         }
     }
-    sections["data"] = {
-        split: f"{data_stats.summary(s)}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
-        for split, s in record["data"].items()}
+    try:
+        sections["data"] = {
+            split: f"{data_stats.summary(s)}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
+            for split, s in record["data"].items()}
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
+        raise _unexpected(exp.data_stats_path, exc, "binarize") from None
     sections["checkpoints"] = {name: f"{c['bytes'] / 1e6:.1f} MB" for name, c in record["checkpoints"].items()}
     sections["training"] = _training_text(record["training"])
     sections["scores"] = {}
     for name, s in record["scores"].items():
-        if name.endswith(".tokenized"):
-            sections["scores"][f"{name.removesuffix('.tokenized')} (tokenized)"] = \
-                f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"
-        else:
-            sections["scores"][name] = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
-            if "directions" in s:
-                sections["scores"][name] = f"mean of {len(s['directions'])} directions: {sections['scores'][name]}"
-                for direction, d in s["directions"].items():
-                    sections["scores"][f"{name} {direction}"] = f"BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
+        try:
+            sections["scores"].update(_score_lines(name, s))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
+            raise _unexpected(exp.score_path(name), exc, "evaluate") from None
     for row in record["student_and_teachers"]:  # a student of mt distill: its teachers beside it
         figures = [f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
                    f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
@@ -80,6 +82,26 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
             "; ".join(f for f in figures if f)
     return sections
+
+
+def _score_lines(name: str, s: dict) -> dict[str, str]:
+    """One scores file as lines: "test" -> "BLEU 31.20  chrF 58.10  (best.pt, beam 5, ...)  SIGNATURE"."""
+    if name.endswith(".tokenized"):
+        return {f"{name.removesuffix('.tokenized')} (tokenized)":
+                f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"}
+    line = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
+    if "directions" not in s:
+        return {name: line}
+    lines = {name: f"mean of {len(s['directions'])} directions: {line}"}
+    for direction, d in s["directions"].items():
+        lines[f"{name} {direction}"] = f"BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
+    return lines
+
+
+def _unexpected(path, what, command: str) -> MtError:
+    """A saved file that is valid JSON but not what `mt COMMAND` writes (hand-edited, another tool's)."""
+    why = f"{type(what).__name__}: {what}" if isinstance(what, Exception) else what
+    return MtError(f"{path}: unexpected content ({why}); write it again with `mt {command}` or remove it")
 
 
 def training_summary(exp: Experiment) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from mt.atomic_files import write_text_atomic
+from mt.atomic_files import check_output, write_text_atomic
 from mt.data import stats as data_stats
 from mt.data.corpus import SPLITS, load_split, read_lines
 from mt.errors import ConfigError, MtError
@@ -81,7 +81,7 @@ def _section(title: str, build: Callable[[], str]) -> str:
         body = build()
     except MtError as exc:
         body = _missing(f"not available: {exc}")
-    except (KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
         body = _missing(f"not available: unexpected content ({type(exc).__name__}: {exc})")
     return f"<section><h2>{_e(title)}</h2>\n{body}\n</section>"
 
@@ -200,7 +200,7 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
     return "\n".join(parts)
 
 
-def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None) -> str:
+def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None, translator=None) -> str:
     from mt.report.attention_maps import attention_maps, figures
     from mt.report.plot import png_bytes
     from mt.translate import Translator
@@ -208,7 +208,7 @@ def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None) ->
     cfg = exp.load_config()
     if sentence is None:
         sentence = _first_source(exp, cfg)
-    translator = Translator.load(exp, cfg, checkpoint)
+    translator = translator or Translator.load(exp, cfg, checkpoint)
     maps = attention_maps(translator, sentence)
     figs = figures(maps)
     layers = maps.cross.size(0)
@@ -247,8 +247,9 @@ def _first_source(exp: Experiment, cfg) -> str:
 
 
 # -- the page -------------------------------------------------------------------------------------
-def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None, checkpoint: str | None = None) -> str:
-    """The report as one HTML string."""
+def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None, checkpoint: str | None = None,
+                 translator=None) -> str:
+    """The report as one HTML string; `translator`: the attention example's, loaded already."""
     cfg = exp.load_config()  # a one-line error when this is not an experiment
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     sections = [
@@ -258,7 +259,7 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
         _section("Scores", lambda: _scores(exp)),
         *([_section("Student and teachers", lambda: _teachers(exp))] if _is_student(exp) else []),
         _section("Sample translations", lambda: _samples(exp, samples)),
-        _section("Attention", lambda: _attention(exp, sentence, checkpoint)),
+        _section("Attention", lambda: _attention(exp, sentence, checkpoint, translator)),
     ]
     title = f"mt report: {exp.root.name} ({cfg.data.src_lang} → {cfg.data.tgt_lang})"
     return (
@@ -275,12 +276,16 @@ def report(exp: Experiment, output: Path | None = None, force: bool = False, sam
            sentence: str | None = None, checkpoint: str | None = None) -> Path:
     """`mt report`: write the page (default EXP/report.html); an existing file only with `force`."""
     output = Path(output) if output is not None else exp.report_path
-    if output.exists() and not force:
-        raise MtError(f"{output}: exists; choose another --output or add --force")
+    check_output(output, force)
     if samples < 0:
         raise ConfigError(f"--samples {samples}: expected 0 or more")
-    if checkpoint is not None:  # asked for by name: a typo is an error, not a page without attention
+    # Asked for by name: what cannot be used is an error, not a page whose attention says "not available".
+    if sentence is not None and not sentence.strip():
+        raise ConfigError("--sentence is empty: give the text to translate, or leave it out for the first test sentence")
+    translator = None
+    if checkpoint is not None:  # loaded here, once: missing, damaged, another model's or tokenizer's is refused
+        from mt.translate import Translator
 
-        exp.find_checkpoint(checkpoint)
-    write_text_atomic(output, build_report(exp, samples, sentence, checkpoint))
+        translator = Translator.load(exp, exp.load_config(), checkpoint)
+    write_text_atomic(output, build_report(exp, samples, sentence, checkpoint, translator))
     return output

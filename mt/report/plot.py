@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
-from mt.atomic_files import write_bytes_atomic
+from mt.atomic_files import check_output, write_bytes_atomic
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.training.train_log import load_train_log
@@ -124,8 +124,7 @@ def plot(exps: Sequence[Experiment], output: Path | None = None, force: bool = F
     if not exps:
         raise MtError("give at least one --exp")
     output = Path(output) if output is not None else exps[0].curves_path
-    if output.exists() and not force:
-        raise MtError(f"{output}: exists; choose another --output or add --force")
+    check_output(output, force)
     if output.suffix.lower() != ".png":
         raise MtError(f"{output}: the curves are written as PNG; name the file *.png")
     runs = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mt.atomic_files import check_output
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
@@ -15,6 +16,15 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise MtError("no checkpoints to average")
     states = [load_checkpoint(p) for p in paths]
+    for path, state in zip(paths, states):
+        if not isinstance(state.get("model"), dict) or not state["model"]:
+            raise MtError(f"{path}: holds no model parameters; remove it or average fewer checkpoints")
+    reference = states[-1]["model"]
+    for path, state in zip(paths[:-1], states[:-1]):
+        difference = _difference(state["model"], reference)
+        if difference:
+            raise MtError(f"{path}: not the same model as {paths[-1].name} ({difference}); "
+                          f"remove it or average fewer checkpoints")
     averaged = {}
     for key, value in states[-1]["model"].items():
         if value.is_floating_point():
@@ -26,8 +36,22 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
             "averaged_from": [str(p.name) for p in paths]}
 
 
-def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, list[Path]]:
-    """`mt average`: the mean of the last n periodic checkpoints, saved as checkpoints/{name}.pt."""
+def _difference(params: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """How one state dict's parameter names and shapes differ from `reference`'s, or None."""
+    missing = [key for key in reference if key not in params]
+    extra = [key for key in params if key not in reference]
+    if missing or extra:
+        return ", ".join(([f"lacks {missing[0]}"] if missing else []) + ([f"has {extra[0]}"] if extra else []))
+    for key, value in reference.items():
+        shape, theirs = tuple(getattr(value, "shape", ())), tuple(getattr(params[key], "shape", ()))
+        if shape != theirs:
+            return f"{key} is {'x'.join(map(str, theirs)) or 'a scalar'}, not {'x'.join(map(str, shape)) or 'a scalar'}"
+    return None
+
+
+def average_last(exp: Experiment, n: int, name: str = "average", force: bool = False) -> tuple[Path, list[Path]]:
+    """`mt average`: the mean of the last n periodic checkpoints, saved as checkpoints/{name}.pt; an
+    existing file is replaced only with `force`."""
     if n < 1:
         raise ConfigError(f"--last {n}: average at least one checkpoint")
     if not name or "/" in name or "\\" in name or ".." in name:  # checkpoints/../../x.pt is not under checkpoints/
@@ -40,7 +64,8 @@ def average_last(exp: Experiment, n: int, name: str = "average") -> tuple[Path, 
         have = ", ".join(p.stem for p in steps) or "none"
         raise MtError(f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
                       f"average fewer, or train with a smaller train.save_every or larger train.keep_last")
-    paths = steps[-n:]
     target = exp.checkpoint_path(name)
+    check_output(target, force)
+    paths = steps[-n:]
     save_checkpoint(target, average_checkpoints(paths))
     return target, paths
