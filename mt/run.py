@@ -196,7 +196,7 @@ def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_res
             "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
             "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
             "average": exp.checkpoint_path("average").exists(),
-            "evaluate": exp.score_path("test").exists() and exp.checkpoint_path("last").exists()}
+            "evaluate": all(_scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split))}
     log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
         f"{step} {'done' if done.get(step) else 'to run'}" for step in steps))
     for missing in _missing_inputs(exp, cfg, [s for s in steps if not done.get(s)], run_keys):
@@ -236,6 +236,8 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
         return f"step {step} of max_steps {cfg.train.max_steps}"
     if cfg.train.max_time and elapsed >= cfg.train.max_time:  # None or 0: off
         return f"{elapsed:.0f}s of max_time {cfg.train.max_time:.0f}s at step {step}"
+    if 0 < cfg.train.patience <= int(state.get("bad_validations", 0)):  # a resume would stop at once
+        return f"patience {cfg.train.patience} ran out at step {step}"
     return None
 
 
@@ -254,29 +256,32 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 
+def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
+    """Whether the split's scores hold: decoded with these options, after the last checkpoint and the
+    one decoding chooses (average.pt, say, is written after last.pt)."""
+    from mt.evaluate import decode_record
+
+    score_path, last = exp.score_path(split), exp.checkpoint_path("last")
+    chosen = exp.checkpoint_path(cfg.decode.checkpoint)
+    scores = exp.read_json(score_path) if score_path.exists() else None
+    return (scores is not None and scores.get("decode") == decode_record(cfg.decode) and last.exists()
+            and score_path.stat().st_mtime > last.stat().st_mtime
+            and (not chosen.exists() or score_path.stat().st_mtime > chosen.stat().st_mtime))
+
+
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
-    from mt.evaluate import decode_record, evaluate_split
+    from mt.evaluate import evaluate_split
     from mt.translate import Translator
 
-    last = exp.checkpoint_path("last")
-    chosen = exp.checkpoint_path(cfg.decode.checkpoint)  # e.g. average.pt, written after last.pt
-    decode = decode_record(cfg.decode)
     translator = None  # loaded once, for the first split that needs it
     for split in ("valid", "test"):
         if not getattr(cfg.data, split):
             continue
         score_path = exp.score_path(split)
-        scores = exp.read_json(score_path) if score_path.exists() else None
-        fresh = (
-            scores is not None
-            and scores.get("decode") == decode
-            and last.exists()
-            and score_path.stat().st_mtime > last.stat().st_mtime
-            and (not chosen.exists() or score_path.stat().st_mtime > chosen.stat().st_mtime)
-        )
-        if fresh:
+        if _scores_fresh(exp, cfg, split):
+            scores = exp.read_json(score_path)
             log.info(f"evaluate {split}: done already ({score_path})")
         else:
             log.info(f"[bold]evaluate {split}[/bold]")

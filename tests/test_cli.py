@@ -258,6 +258,12 @@ def test_run_recipe_then_again(work: Path):
         assert f"{step}: done already" in again.stderr, again.stderr
     assert again.stdout.splitlines()[:2] == out[:2]
     assert snapshot(exp) == files  # nothing redone
+    # --dry-run says what a real run would do: every step done, but evaluate again with other options
+    dry = ok(mt(work, "run", "recipe.yaml", "--dry-run"))
+    assert "train done, average done, evaluate done" in dry.stderr, dry.stderr
+    dry = ok(mt(work, "run", "recipe.yaml", "--dry-run", "--set", "decode.beam=2"))
+    assert "evaluate to run" in dry.stderr, dry.stderr  # was "done": the real run evaluates again
+    assert snapshot(exp) == files
 
 
 @pytest.mark.slow

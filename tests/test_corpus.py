@@ -101,6 +101,20 @@ def test_records_that_break_are_errors_when_strict_and_counted_when_cleaning(tmp
     assert corpus.decode_chunk(tsv, "nfc").dropped["malformed"] == 2
 
 
+def test_a_jsonl_record_nested_too_deep_or_with_a_lone_surrogate_is_a_bad_pair_not_a_crash(tmp_path):
+    """Were a RecursionError traceback, and sentencepiece's "Unable to cast Python instance"."""
+    lines = ['{"de": "ja", "en": "yes"}', "[" * 100000, '{"de": "haus \\ud800 rot", "en": "house red"}']
+    write(tmp_path / "z.jsonl", "\n".join(lines) + "\n")
+    data = DataConfig(train=[f"jsonl:{tmp_path / 'z.jsonl'}"])
+    [chunk] = corpus.chunks(data.sources("train")[0])
+    decoded = corpus.decode_chunk(chunk, data.cleaning("train"))
+    assert (decoded.src, decoded.dropped["malformed"], decoded.dropped["invalid_utf8"]) == (["ja"], 1, 1)
+    assert decoded.examples["invalid_utf8"] == [
+        f"{tmp_path / 'z.jsonl'}:3: not valid Unicode (an unpaired surrogate at character 6)"]
+    with pytest.raises(MtError, match=r"z\.jsonl:2: not a JSON object"):  # valid/test: strict
+        load_split(data.sources("train"))
+
+
 def test_clean_text_steps():
     fixed = {"control": 0, "unicode": 0, "whitespace": 0}
     assert corpus.clean_text(" a\x00b \t c\u00a0 ", "none", fixed) == "a b c"  # NBSP is whitespace to str.split

@@ -32,8 +32,8 @@ from mt.data.binarize import binarize
 from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
+from mt.experiment_lock import experiment_lock
 from mt.model.transformer import build_model
-from mt.training.lock import training_lock
 from mt.training.loop import train
 from mt.translate import Translator
 
@@ -307,7 +307,7 @@ def test_a_missing_best_checkpoint_is_reported_as_such(trained, tmp_path):
 def _contender(root: str, barrier, holding, most, results) -> None:
     barrier.wait()
     try:
-        with training_lock(Experiment(root)):
+        with experiment_lock(Experiment(root)):
             with holding.get_lock():
                 holding.value += 1
                 most.value = max(most.value, holding.value)
@@ -343,6 +343,6 @@ def test_simultaneous_starts_let_exactly_one_hold_the_lock(tmp_path, stale):
         assert len(held) >= 1
         for pid, outcome in outcomes.items():
             if outcome != "held":
-                assert outcome.startswith(f"{exp.root} is already being trained by process "), outcome
+                assert outcome.startswith(f"{exp.root} is already being trained or binarized by process "), outcome
                 assert "\n" not in outcome and str(pid) not in outcome.split("process ")[1].split(" ")[0]
         assert not exp.lock_path.exists()

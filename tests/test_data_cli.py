@@ -60,7 +60,7 @@ def test_train_tokenizer_without_training_data_is_one_line_exit_2(tmp_path, caps
 def test_a_weight_not_above_0_is_one_line_naming_the_spec(corpus, capsys, monkeypatch, weight):
     spec = f"files:{corpus / 'a'}*{weight}"
     line = one_error(mt(capsys, monkeypatch, "train-tokenizer", "--exp", corpus / "new", "--train", spec), 2)
-    assert line.endswith(f"data.train: {spec!r}: a weight must be above 0 (*{weight})")
+    assert line.endswith(f"data.train: {spec!r}: a weight must be above 0 and at most 1000 (*{weight})")
     assert not (corpus / "new").exists()
 
 
@@ -148,3 +148,31 @@ def test_binarize_force_builds_data_again_until_a_model_is_trained_on_it(tmp_pat
     code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--force")
     assert code == 1 and "holds a model trained on it" in err and len(err.strip().splitlines()) == 1
     assert len(ParallelData(exp, "train")) == after
+
+
+def test_binarize_is_refused_while_a_trainer_holds_the_experiment(tmp_path, capsys, monkeypatch):
+    """Was: `binarize --force` replaced data/ under a running trainer (no checkpoint yet), whose resume
+    then read other data without a word."""
+    import subprocess
+    import sys
+
+    from toy import tiny_experiment
+
+    from mt.data.dataset import ParallelData
+
+    exp, _ = tiny_experiment(tmp_path, {"train": 200, "valid": 10, "test": 10}, model={}, train={}, decode={})
+    before = len(ParallelData(exp, "train"))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom mt.experiment import Experiment\n"
+                               "from mt.experiment_lock import experiment_lock\n"
+                               f"with experiment_lock(Experiment({str(exp.root)!r})):\n"
+                               "    print('held', flush=True)\n    time.sleep(60)\n"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        code, out, err = mt(capsys, monkeypatch, "binarize", "--exp", exp.root, "--force", "--max-len", "12")
+        assert code == 1 and f"already being trained or binarized by process {holder.pid}" in err
+        assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
+        assert len(ParallelData(exp, "train")) == before
+    finally:
+        holder.kill()
+        holder.wait()

@@ -8,6 +8,7 @@ process is taken over. The tiny experiment comes from test_trainer.build_experim
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -120,6 +121,33 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_signal_between_validations_leaves_best_and_patience_as_an_uninterrupted_run(base, tmp_path):
+    """The save at a signal is not validated: a validation off the valid_every grid moved best_valid,
+    the patience count and best.pt, and the resumed run then stopped by patience where the
+    uninterrupted one did not."""
+    fields = dict(max_steps=N, save_every=10**6, valid_every=25, log_every=1)
+    straight, _ = copy_experiment(base, tmp_path / "straight", **fields)
+    stopped, _ = copy_experiment(base, tmp_path / "stopped", **fields)
+    assert run_train(straight).returncode == 0
+    process = start_train(stopped, tmp_path / "stopped.err", "--max-steps", "1000000")
+    wait_until(lambda: any(step > 11 for step in logged_steps(stopped)), process, "step 12")
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 130
+    step = load_checkpoint(stopped.checkpoint_path("last"))["step"]
+    assert step < N and step % 25, f"stopped at step {step}: not between validations, nothing tested"
+    done = run_train(stopped, "--max-steps", str(N))
+    assert done.returncode == 0, done.stderr
+    ours, theirs = (load_checkpoint(e.checkpoint_path("last")) for e in (stopped, straight))
+    assert ours["step"] == theirs["step"] == N
+    for key in ("best_valid", "bad_validations", "model"):
+        assert_same(ours[key], theirs[key], key)
+    validated = [[r["step"] for r in map(json.loads, e.train_log_path.read_text().splitlines()) if "valid_nll" in r]
+                 for e in (stopped, straight)]
+    assert validated[0] == validated[1] == [25, N]  # none at the signal's step
+    assert_same(*(load_checkpoint(e.checkpoint_path("best"))["step"] for e in (stopped, straight)), "best.pt's step")
+
+
+@pytest.mark.slow
 def test_signals_save_at_a_step_boundary_and_the_lock_refuses_a_second_trainer(base, tmp_path):
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=10**6, log_every=10, save_every=10**6)
     first = start_train(exp, tmp_path / "first.err")
@@ -128,7 +156,7 @@ def test_signals_save_at_a_step_boundary_and_the_lock_refuses_a_second_trainer(b
     second = run_train(exp)
     assert second.returncode == 1 and "Traceback" not in second.stderr
     last_line = second.stderr.strip().splitlines()[-1]
-    assert last_line.startswith("error: ") and f"already being trained by process {first.pid}" in last_line
+    assert last_line.startswith("error: ") and f"already being trained or binarized by process {first.pid}" in last_line
     assert first.poll() is None
 
     for sig, process, err in ((signal.SIGTERM, first, "first.err"), (signal.SIGINT, None, "third.err")):

@@ -86,7 +86,7 @@ def test_weights_in_train_only():
     for split in ("valid", "test"):
         with pytest.raises(ConfigError, match=rf"data\.{split}: 'tsv:a\*2': a \*WEIGHT applies to training data only"):
             parse_source("tsv:a*2", split, DE_EN)
-    for zero in ("tsv:x*0", "tsv:x*0.0"):
+    for zero in ("tsv:x*0", "tsv:x*0.0", "tsv:x*1e400", "tsv:x*1e9"):  # inf crashed binarize; 1e9 filled the disk
         with pytest.raises(ConfigError, match="a weight must be above 0"):
             parse_source(zero, "train", DE_EN)
 
@@ -96,7 +96,7 @@ def test_a_negative_weight_is_refused_not_read_as_a_file_name(spec):
     with pytest.raises(ConfigError) as err:
         parse_source(spec, "train", DE_EN)
     weight = spec.rpartition("*")[2].strip()
-    assert str(err.value) == f"data.train: {spec!r}: a weight must be above 0 (*{weight})"
+    assert str(err.value) == f"data.train: {spec!r}: a weight must be above 0 and at most 1000 (*{weight})"
     assert absolute_spec(spec).endswith(spec[spec.rindex("*"):])  # kept whole, for parse_source to refuse
 
 

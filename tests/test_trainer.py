@@ -419,6 +419,32 @@ def test_early_dropout_is_checked():
 # -- validation: BLEU, best metric, patience -------------------------------------------------------------
 
 
+def test_a_log_record_cut_by_a_kill_does_not_swallow_the_next_runs_first(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=4, log_every=2, valid_every=1000, save_every=1000)
+    exp.train_log_path.write_text('{"step": 2, "epoch": 0, "lo', encoding="utf-8")  # killed mid-write
+    train(exp, cfg)
+    lines = exp.train_log_path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == '{"step": 2, "epoch": 0, "lo' and [json.loads(line)["step"] for line in lines[1:3]] == [2, 4]
+
+
+def test_validation_bleu_refuses_references_changed_since_binarize_before_training(tmp_path):
+    """Was an IndexError after the first steps (a shorter file), or BLEU against the wrong lines."""
+    exp = build_experiment(tmp_path / "own")
+    cfg = exp.load_config()
+    cfg.train.valid_bleu, cfg.train.max_steps, cfg.train.valid_every = True, 6, 3
+    refs = tmp_path / "own" / "valid.en"
+    lines = refs.read_text(encoding="utf-8").splitlines()
+    refs.write_text("\n".join(lines[:4] + ["ein ganz anderer Satz"] + lines[5:]) + "\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"own/valid: changed since `mt binarize` \(reference line 5 differs"):
+        train(exp, cfg)
+    for side in ("de", "en"):
+        corpus = tmp_path / "own" / f"valid.{side}"
+        corpus.write_text("\n".join(corpus.read_text(encoding="utf-8").splitlines()[:10]) + "\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"changed since `mt binarize` \(10 reference lines, binarize kept line 40\)"):
+        train(exp, cfg)
+    assert not exp.has_checkpoints()
+
+
 def test_validation_bleu_on_a_sample_with_raw_references(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", valid_bleu=True, valid_bleu_sentences=12, best_metric="bleu",
                                max_steps=6, valid_every=3, log_every=3)

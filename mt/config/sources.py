@@ -35,6 +35,7 @@ HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our sp
 GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
            "or ding[:FILE][@PART], with an optional *WEIGHT and bt: in train and ~SRC-TGT,... with data.directions")
 BACK_TRANSLATED = "bt:"  # a train spec's prefix: synthetic pairs whose sources get the <BT> tag
+MAX_WEIGHT = 1000.0  # copies of a corpus per epoch: upsampling beyond that is a typo
 
 # A sign is part of the weight so that *-1 is refused as a weight, not read as part of a file name.
 _WEIGHT = re.compile(r"\*\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*$")
@@ -99,8 +100,8 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
         text = text[len(BACK_TRANSLATED):].strip()
     if match := _WEIGHT.search(text):
         weight, text = float(match.group(1)), text[: match.start()].rstrip()
-        if weight <= 0:
-            raise ConfigError(f"{where}: a weight must be above 0 (*{match.group(1)})")
+        if not 0 < weight <= MAX_WEIGHT:  # written so that NaN fails too; *1e9 would write a billion copies
+            raise ConfigError(f"{where}: a weight must be above 0 and at most {MAX_WEIGHT:g} (*{match.group(1)})")
         if split != "train":
             raise ConfigError(f"{where}: a *WEIGHT applies to training data only")
     directions: tuple[tuple[str, str], ...] = ()

@@ -29,6 +29,7 @@ from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Worker
 from mt.data.dataset import file_sha256
 from mt.errors import MtError
 from mt.experiment import Experiment
+from mt.experiment_lock import experiment_lock
 from mt.tokenizer import BACK_TRANSLATION_TAG, Tokenizer, language_tag
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
@@ -338,9 +339,15 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, for
             f"{exp.data_dir}: the experiment is already binarized; nothing overwritten "
             f"(--force builds it again; or start a new experiment with --exp)"
         )
-    if exp.data_dir.exists() and exp.has_checkpoints():
-        raise MtError(f"{exp.data_dir}: {exp.checkpoints_dir} holds a model trained on it; rebuilding it would change "
-                      f"what a resume reads: binarize into a new --exp")
+    with experiment_lock(exp):  # no trainer reads data/ while it is rebuilt, and none starts meanwhile
+        if exp.data_dir.exists() and exp.has_checkpoints():
+            raise MtError(f"{exp.data_dir}: {exp.checkpoints_dir} holds a model trained on it; rebuilding it would "
+                          f"change what a resume reads: binarize into a new --exp")
+        return _build(exp, cfg, workers)
+
+
+def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
+    """Every split into a hidden directory, renamed to data/ once whole (`binarize`)."""
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     splits = [split for split in corpus.SPLITS if getattr(cfg.data, split)]
     if not splits:

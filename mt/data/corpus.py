@@ -195,6 +195,11 @@ def _utf8(raw: bytes, chunk: RawChunk, i: int, side: int) -> str:
 
 def _text(value, chunk: RawChunk, i: int, side: int) -> str:
     if isinstance(value, str):
+        try:  # JSON's "\ud800" escape decodes to a lone surrogate: a str, but no text can hold it
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _BadPair("invalid_utf8", f"{chunk.where(i, side)}: not valid Unicode (an unpaired surrogate "
+                                           f"at character {exc.start + 1})") from None
         return value
     lang = chunk.langs[side]
     why = f"no language key {lang!r}" if value is None else f"language key {lang!r} holds {type(value).__name__}, expected text"
@@ -214,7 +219,7 @@ def _pair(chunk: RawChunk, i: int) -> Pair:
         return fields[chunk.columns[0]], fields[chunk.columns[1]]
     try:  # jsonl
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise _BadPair("malformed", f"{chunk.where(i)}: not a JSON object") from None
     if isinstance(record, dict) and isinstance(record.get("translation"), dict):
         record = record["translation"]

@@ -20,8 +20,8 @@ from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.experiment_config import ConfigChange
+from mt.experiment_lock import experiment_lock
 from mt.hardware import launched_by_torchrun
-from mt.training.lock import training_lock
 
 # The experiment, its config and the change this command made to it (saved): `open_experiment`.
 Resolve = Callable[[], tuple[Experiment, ExperimentConfig, ConfigChange]]
@@ -99,7 +99,7 @@ def refuse_if_training(exp_dir: Path) -> None:
     """A one-line error, before the config takes this run's flags, if another trainer holds the lock
     (train() takes the lock itself; this only spares the config and the workers a doomed start)."""
     if exp_dir.is_dir():
-        with training_lock(Experiment(exp_dir)):
+        with experiment_lock(Experiment(exp_dir)):
             pass
 
 

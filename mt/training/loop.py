@@ -30,10 +30,10 @@ from mt.config.schema import ExperimentConfig
 from mt.data.corpus import load_split
 from mt.errors import MtError
 from mt.experiment import Experiment
+from mt.experiment_lock import experiment_lock
 from mt.model.transformer import count_parameters
 from mt.training.checkpoints import resume_training, save_training, start_from_weights
 from mt.training.distributed import Distributed
-from mt.training.lock import training_lock
 from mt.training.setup import Training, build_training
 from mt.training.train_log import TensorBoardLog
 from mt.training.trainer import Trainer
@@ -70,7 +70,7 @@ def _training_lock(exp: Experiment, group: Distributed) -> Iterator[None]:
         error = None
         if group.is_main:
             try:
-                stack.enter_context(training_lock(exp))
+                stack.enter_context(experiment_lock(exp))
                 # Saves a killed trainer never finished (no writer of checkpoints/ but us now runs).
                 for path in remove_abandoned_temporaries(exp.checkpoints_dir):
                     log.info(f"removed {path}: a checkpoint an interrupted run did not finish writing")
@@ -102,6 +102,8 @@ def train(
             log.info(f"--init-from {init_from}: ignored, this experiment resumes from its own checkpoint")
         elif init_from:
             log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
+        if cfg.train.valid_bleu and run.valid_data is not None:
+            run.bleu = _bleu_sample(run)  # now: a reference file changed since binarize stops no trained step
         _log_start(run, resumed)
         _note_device(run, resumed)
         with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
@@ -169,12 +171,24 @@ def validate_run(run: Training) -> dict[str, float]:
 
 
 def _bleu_sample(run: Training) -> BleuSample:
-    """train.valid_bleu's sample, against the raw validation references of the binarized rows."""
+    """train.valid_bleu's sample, against the raw validation references of the binarized rows; the
+    references must still be what binarize read (a file edited since would be scored against, or
+    not line up with, the rows)."""
     cfg = run.cfg
     line_numbers = np.load(run.exp.lines_path("valid"))  # binarize may have dropped pairs
     # Line numbers count on through the directions' sources, in binarize's order.
+    sources = [source for pair in cfg.data.pairs() for source in cfg.data.sources("valid", pair)]
     refs = [ref for pair in cfg.data.pairs() for ref in load_split(cfg.data.sources("valid", pair))[1]]
-    return BleuSample(run.valid_data, [refs[int(n)] for n in line_numbers], run.tgt_tok,
+    changed = f"{', '.join(dict.fromkeys(s.name for s in sources))}: changed since `mt binarize`"
+    if line_numbers.size and int(line_numbers.max()) >= len(refs):
+        raise MtError(f"{changed} ({len(refs)} reference lines, binarize kept line {int(line_numbers.max()) + 1}); "
+                      f"restore it or binarize into a new --exp")
+    refs = [refs[int(n)] for n in line_numbers]
+    for row, ids in enumerate(run.tgt_tok.encode(refs)):
+        if not np.array_equal(np.asarray(ids), run.valid_data.tgt(row)):
+            raise MtError(f"{changed} (reference line {int(line_numbers[row]) + 1} differs from the binarized one); "
+                          f"restore it or binarize into a new --exp")
+    return BleuSample(run.valid_data, refs, run.tgt_tok,
                       cfg.train.valid_bleu_sentences, cfg.decode.max_tokens, cfg.decode.max_len_a,
                       cfg.decode.max_len_b, cfg.train.precision)
 
@@ -200,11 +214,21 @@ def _open_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterato
         return
     board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
     try:
+        _end_last_line(exp.train_log_path)
         with open(exp.train_log_path, "a", encoding="utf-8") as handle:
             yield _Log(handle, board)
     finally:
         if board is not None:
             board.close()
+
+
+def _end_last_line(path) -> None:
+    """A run killed mid-write left half a record: the next starts on a line of its own, not glued to it."""
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb+") as handle:
+            handle.seek(-1, 2)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")
 
 
 class _Loop:
@@ -237,7 +261,7 @@ class _Loop:
                 self._after_update(stats)
             if stats["stop"]:
                 stopped_by = self.stop.received or "signal"
-        self._finish()
+        self._finish(validated=stopped_by not in ("SIGINT", "SIGTERM", "signal"))
         return stopped_by
 
     def _spent(self) -> str | None:
@@ -289,13 +313,15 @@ class _Loop:
             f"lower the learning rate or set --clip-norm, then run `mt train` again"
         )
 
-    def _finish(self) -> None:
-        """The final checkpoint, validated, unless the last update just saved one."""
+    def _finish(self, validated: bool) -> None:
+        """The final checkpoint, unless the last update just saved one; `validated` at the end of the
+        budget, not at a signal: a validation off the valid_every grid would move best.pt and
+        patience, and the resumed run would then differ from one never stopped."""
         state = self.trainer.state
         if self.saved_at == state.step:
             return
         is_best = False
-        if self.training.valid_data is not None:
+        if validated and self.training.valid_data is not None:
             metrics, is_best = self._validate()
             self._write({"step": state.step, "elapsed": round(state.elapsed, 2), **metrics})
         save_training(self.training, is_best)

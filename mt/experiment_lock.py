@@ -1,4 +1,5 @@
-"""The training lock: one trainer per experiment, and a lock left by a dead process is free to take.
+"""The experiment's lock: one process at a time changes what training reads (`mt train`, and `mt
+binarize`, which replaces data/), and a lock left by a dead process is free to take.
 
 The lock is flock(2) on EXP/train.lock, held while the block runs. Taking it is one atomic step (no
 moment where the file exists without its owner), and the kernel releases it when its process ends,
@@ -19,7 +20,7 @@ from mt.experiment import Experiment
 
 
 @contextmanager
-def training_lock(exp: Experiment) -> Iterator[None]:
+def experiment_lock(exp: Experiment) -> Iterator[None]:
     """Refuse a second trainer on `exp`; take over a lock left by a dead process."""
     exp.root.mkdir(parents=True, exist_ok=True)
     fd = _take_lock(exp.root, exp.lock_path)
@@ -40,7 +41,7 @@ def _take_lock(root: Path, lock_path: Path) -> int:
             pid = _lock_owner(fd)
             os.close(fd)
             raise MtError(
-                f"{root} is already being trained by {f'process {pid}' if pid else 'another process'} "
+                f"{root} is already being trained or binarized by {f'process {pid}' if pid else 'another process'} "
                 f"(lock {lock_path}); wait for it or stop it"
             ) from None
         except BaseException:
