@@ -49,9 +49,10 @@ def evaluate(
 
         experiment, cfg = read_experiment(exp, decode)
         set_threads(threads)
-        # (int8 takes the place of --precision; fp16 on the CPU is refused when the model loads)
-        warn_if_slow(None if quantize or precision == "fp16" else precision, device)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
+        # After the load, which caps oneDNN's cache before the timing's matmul would fix it (int8 takes
+        # the place of --precision; fp16 on the CPU is refused when the model loads)
+        warn_if_slow(None if quantize or precision == "fp16" else precision, device)
         scores = evaluate_split(experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase)
     render.print_scores(scores, json_out)
 

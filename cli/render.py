@@ -112,9 +112,10 @@ def write_translations(translator, source: Iterable[str], output: Path | None, b
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:
         task = progress.add_task("translate", total=total)  # on a terminal only (log.progress_enabled)
 
-        def counted(lines: Iterable[str]) -> Iterator[str]:
+        def counted(lines: Iterable[str | None]) -> Iterator[str | None]:
             for line in lines:
-                progress.advance(task)
+                if line is not None:  # None: the input paused (mt.translate.input_lines)
+                    progress.advance(task)
                 yield line
 
         translator.stream(counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format)

@@ -43,12 +43,10 @@ def serve(
       curl -s localhost:8000/translate --data-urlencode 'q=Ein Satz.' -d source=de -d target=en
     """
     from mt.experiment_config import read_experiment
-    from mt.hardware import warn_if_slow
     from mt.serve.app import Limits
     from mt.serve.app import serve as run_serve
 
     limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching,
                     max_attention_tokens, max_connections, read_timeout)
     experiment, cfg = read_experiment(exp)
-    warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)

@@ -40,7 +40,7 @@ def translate(
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
     force: Force = False,
-    buffer: Annotated[int, typer.Option(help="Lines translated together; 1 translates each line as it arrives.")] = 256,
+    buffer: Annotated[int, typer.Option(help="Lines translated together at most (from a pipe or terminal, what has arrived is translated whenever the input pauses).")] = 256,
     checkpoint: Checkpoints = None,
     nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
     nbest_format: Annotated[str, typer.Option(metavar="tsv|moses", help="--nbest's lines: tsv (LINE<TAB>SCORE<TAB>TRANSLATION, LINE from 1) or moses (ID ||| TRANSLATION ||| mt= SCORE ||| SCORE, ID from 0).")] = "tsv",
@@ -65,10 +65,10 @@ def translate(
 
     Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
     from mt.alignment import check_layer
-    from mt.data.text_files import count_lines
+    from mt.data.text_files import count_lines, input_lines
     from mt.experiment_config import read_experiment
     from mt.hardware import set_threads, warn_if_slow
-    from mt.translate import DecodeOptions, Translator, input_lines
+    from mt.translate import DecodeOptions, Translator
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
     sampling = sampling_of(sample, temperature, top_k, top_p, seed)

@@ -18,7 +18,8 @@ from mt.translate import DecodeOptions, Translator
 def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None) -> dict:
     """How a split was decoded, as its scores record it: `mt run` rescores when this changes."""
     return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-            "stop": decode.stop, "precision": precision, "quantize": quantize}
+            "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b,
+            "precision": precision, "quantize": quantize}
 
 
 def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translator: Translator | None = None,
@@ -41,9 +42,11 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
                                       progress=lambda done: progress.advance(task, done))
         hyps = [hyp[0][0] for hyp in found]
         directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
-        write_text_atomic(exp.hyp_path(split, name), "".join(h + "\n" for h in hyps))
-        log.info(f"{split}{f' {name}' if name else ''}: {len(hyps)} sentences translated; written to "
-                 f"{exp.hyp_path(split, name)}")
+        # Beside the scores they belong to: tokenized scoring (maybe of another checkpoint) leaves the
+        # translations of the sacreBLEU scores, which reports and `mt run` show, as they are.
+        hyp_path = exp.hyp_path(split + ".tokenized" if tokenized else split, name)
+        write_text_atomic(hyp_path, "".join(h + "\n" for h in hyps))
+        log.info(f"{split}{f' {name}' if name else ''}: {len(hyps)} sentences translated; written to {hyp_path}")
     seconds = time.perf_counter() - start
     scores = directions[None] if None in directions else _mean(directions)
     result = {

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from mt import log
 from mt.config.recipes import STEPS, load_recipe
 from mt.config.schema import ExperimentConfig
-from mt.errors import ConfigError
+from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 from mt.experiment_config import ConfigChange
 
@@ -196,7 +196,8 @@ def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_res
             "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
             "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
             "average": exp.checkpoint_path("average").exists(),
-            "evaluate": all(_scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split))}
+            "evaluate": exp.checkpoint_path("last").exists() and all(
+                _scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split))}
     log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
         f"{step} {'done' if done.get(step) else 'to run'}" for step in steps))
     for missing in _missing_inputs(exp, cfg, [s for s in steps if not done.get(s)], run_keys):
@@ -257,16 +258,20 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 
 
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
-    """Whether the split's scores hold: decoded with these options, after the last checkpoint and the
-    one decoding chooses (average.pt, say, is written after last.pt)."""
+    """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
+    chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt)."""
     from mt.evaluate import decode_record
 
     score_path, last = exp.score_path(split), exp.checkpoint_path("last")
-    chosen = exp.checkpoint_path(cfg.decode.checkpoint)
+    try:
+        chosen = exp.find_checkpoint(cfg.decode.checkpoint)  # best.pt, or last.pt without a valid split
+    except MtError:
+        return False
     scores = exp.read_json(score_path) if score_path.exists() else None
     return (scores is not None and scores.get("decode") == decode_record(cfg.decode) and last.exists()
+            and scores.get("checkpoint") == chosen.name
             and score_path.stat().st_mtime > last.stat().st_mtime
-            and (not chosen.exists() or score_path.stat().st_mtime > chosen.stat().st_mtime))
+            and score_path.stat().st_mtime > chosen.stat().st_mtime)
 
 
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:

@@ -2,9 +2,9 @@
 
 `Translator.load()` reads an experiment (tokenizers, checkpoints, precision) into a `Translator`,
 which holds only plain objects: the model(s), the tokenizers, the decoding options, the device.
-`Translator.stream()` reads lines as they arrive and writes each group of `buffer` lines as soon
-as it is translated, so `mt translate` works in a pipe that stays open and memory stays flat on any
-input size.
+`Translator.stream()` reads lines as they arrive and writes each group of `buffer` lines (or what
+has arrived when a pipe pauses) as soon as it is translated, so `mt translate` answers line by line
+in a pipe that stays open and memory stays flat on any input size.
 
 What a call asks beyond the experiment's decode.* settings (n-best lists, sampling, alignments,
 constraints) is one `DecodeOptions`, which also decides which of these go together.
@@ -25,11 +25,10 @@ an empty input line gives an empty translation and an empty alignment.
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Literal
+from typing import Callable, Iterable, Literal
 
 import torch
 
@@ -213,6 +212,8 @@ class Translator:
         is called with the number of lines done as each batch finishes (not when pivoting)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         options.check_pivot()
+        if options.sampling is not None and first_line:  # a stream's later calls draw anew, not repeat the first's
+            options = replace(options, sampling=replace(options.sampling, seed=options.sampling.seed + first_line))
         if options.pivot is not None:
             return self._pivot(lines, options, first_line)
         tag = self.directions.tag(options.src_lang, options.tgt_lang)
@@ -346,18 +347,21 @@ class Translator:
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
 
-    def stream(self, lines: Iterable[str], write: Callable[[str], None], buffer: int = 256,
+    def stream(self, lines: Iterable[str | None], write: Callable[[str], None], buffer: int = 256,
                options: DecodeOptions | None = None, output: OutputFormat = "plain") -> int:
-        """Translate lines as they come, `buffer` at a time; write the output in input order, in the
-        `output` format of the module docstring; returns the number of lines."""
+        """Translate lines as they come, `buffer` at a time, and what is pending whenever `lines` gives
+        None (the input has paused: `input_lines`); write the output in input order, in the `output`
+        format of the module docstring; returns the number of lines."""
         if buffer < 1:
             raise ConfigError(f"--buffer {buffer}: must be at least 1")
         coerce(output, OutputFormat, "output")
         count = 0
         pending: list[str] = []
+        at_pauses = options is None or options.sampling is None  # samples depend on the batches: keep them fixed
         for line in lines:
-            pending.append(line.rstrip("\r\n"))
-            if len(pending) >= buffer:
+            if line is not None:
+                pending.append(line.rstrip("\r\n"))
+            if pending and ((line is None and at_pauses) or len(pending) >= buffer):
                 self._flush(pending, write, count, options, output)
                 count += len(pending)
                 pending = []
@@ -379,23 +383,3 @@ class Translator:
                 write("\t".join([f"{score:.4f}", text, *alignment]))
             else:
                 write("\t".join([hyps[0][0], *hyps[0][2:]]))
-
-
-def input_lines(path: Path | None) -> Iterator[str]:
-    """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
-    invalid UTF-8 is an error naming the line."""
-    if path is not None and str(path) == "-":
-        path = None
-    if path is not None and not path.is_file():
-        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
-    stream = open(path, "rb") if path is not None else sys.stdin.buffer
-    name = str(path) if path is not None else "<stdin>"
-
-    def lines():
-        with stream:
-            for number, raw in enumerate(iter(stream.readline, b""), start=1):
-                try:
-                    yield raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise MtError(f"{name}:{number}: not valid UTF-8") from None
-    return lines()

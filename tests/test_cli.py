@@ -261,8 +261,9 @@ def test_run_recipe_then_again(work: Path):
     # --dry-run says what a real run would do: every step done, but evaluate again with other options
     dry = ok(mt(work, "run", "recipe.yaml", "--dry-run"))
     assert "train done, average done, evaluate done" in dry.stderr, dry.stderr
-    dry = ok(mt(work, "run", "recipe.yaml", "--dry-run", "--set", "decode.beam=2"))
-    assert "evaluate to run" in dry.stderr, dry.stderr  # was "done": the real run evaluates again
+    for change in ("decode.beam=2", "decode.max_len_b=3", "decode.checkpoint=last"):  # scores of other decoding
+        dry = ok(mt(work, "run", "recipe.yaml", "--dry-run", "--set", change))
+        assert "evaluate to run" in dry.stderr, (change, dry.stderr)  # was "done"; a real run evaluates again
     assert snapshot(exp) == files
 
 

@@ -322,6 +322,11 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
     for flags in (["--beam", "1"], ["--beam", "2", "--alpha", "0.3", "--tokenized"]):
         code, _, err = mt(capsys, monkeypatch, "evaluate", "--exp", str(copy), "--split", "valid", "--threads", "1", *flags)
         assert code == 0, err
+        if flags == ["--beam", "1"]:
+            plain = (copy / "translations" / "valid.hyp").read_bytes()
+    # the translations beside the sacreBLEU scores stay theirs (was: replaced by the tokenized run's)
+    assert (copy / "translations" / "valid.hyp").read_bytes() == plain
+    assert (copy / "translations" / "valid.tokenized.hyp").is_file()
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
     assert code == 0, err
     record = json.loads(out)
@@ -431,3 +436,30 @@ def test_attention_names_the_argument_that_is_not_unicode(experiment, capsys, mo
     """A byte that is not UTF-8 in argv arrives as a lone surrogate; was "line 1: not valid Unicode"."""
     result = mt(capsys, monkeypatch, "attention", *args, "--exp", str(experiment.root), "--format", "json")
     one_error(*result, 1, needle)
+
+
+def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
+    """Lines sent one at a time into a pipe that stays open each get their translation before the
+    next is sent (was: nothing until 256 lines or the end of the input)."""
+    import select
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    process = subprocess.Popen([sys.executable, "-m", "mt", "translate", "--exp", str(experiment.root), "--threads", "1"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    answers = []
+    try:
+        for line in (b"Ein Mann.\n", b"\n", b"Die Katze schl\xc3\xa4ft.\n"):
+            process.stdin.write(line)
+            process.stdin.flush()
+            assert select.select([process.stdout], [], [], 120)[0], f"no answer to {line!r} while the pipe is open"
+            answers.append(process.stdout.readline().decode("utf-8").rstrip("\n"))
+        process.stdin.close()
+        assert process.stdout.read() == b"" and process.wait(60) == 0
+    finally:
+        process.kill()
+    from mt.translate import Translator
+
+    translator = Translator.load(experiment, experiment.load_config())
+    assert answers == translator.translate(["Ein Mann.", "", "Die Katze schläft."]) and answers[1] == ""

@@ -92,6 +92,21 @@ def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
     assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
 
 
+def test_a_sampled_stream_draws_anew_for_each_buffer_and_repeats_with_its_seed(trained_experiment):
+    """Was: the generator seeded again for every buffer, so --buffer 1 gave one line's draws for all."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    line = toy_corpus(1, seed=4)[0][0]
+    options = DecodeOptions(sampling=Sampling(temperature=1.5, seed=7))
+
+    def sampled() -> list[str]:
+        out: list[str] = []
+        translator.stream([line] * 8, out.append, buffer=1, options=options)
+        return out
+
+    first = sampled()
+    assert len(set(first)) > 1 and sampled() == first
+
+
 def test_a_translator_from_plain_parts_equals_the_loaded_one(trained_experiment):
     # Translator holds plain objects: the loaded model and tokenizers under other decoding options.
     cfg = trained_experiment.load_config()

@@ -1,4 +1,5 @@
-"""Reading text files for corpora: UTF-8 lines, plain or gzip, streamed in batches.
+"""Reading text: corpora's UTF-8 lines, plain or gzip, streamed in batches; and `mt translate`'s
+input, a file or stdin, line by line as it arrives (`input_lines`).
 
 Only '\\n' ends a line: str.splitlines would also split at U+2028, form feeds etc. and break the
 alignment of parallel files. A '\\r' before it is dropped, and so is a BOM at the start of a file.
@@ -9,6 +10,9 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
+import select
+import stat
+import sys
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -104,3 +108,56 @@ def existing(path: str) -> str:
     if not Path(path).exists() and Path(path + ".gz").exists():
         return path + ".gz"
     return path
+
+
+def input_lines(path: Path | None) -> Iterator[str]:
+    """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
+    invalid UTF-8 is an error naming the line."""
+    if path is not None and str(path) == "-":
+        path = None
+    if path is not None and not path.is_file():
+        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+    stream = open(path, "rb") if path is not None else sys.stdin.buffer
+    name = str(path) if path is not None else "<stdin>"
+    try:
+        piped = path is None and not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError):  # io.UnsupportedOperation: an in-memory stdin, read as a file is
+        piped = False
+
+    def lines():
+        with stream:
+            raws = _arriving(stream.fileno()) if piped else iter(stream.readline, b"")
+            number = 0
+            for raw in raws:
+                if raw is None:
+                    yield None
+                    continue
+                number += 1
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise MtError(f"{name}:{number}: not valid UTF-8") from None
+    return lines()
+
+
+def _arriving(fd: int) -> Iterator[bytes | None]:
+    """The lines of a pipe or terminal as they arrive, and None each time it has no whole line ready:
+    whoever types or sends a line and waits gets its translation then, not after 256 lines (fairseq's
+    interactive mode and Marian do the same). Read in blocks, not through a buffered reader, so that
+    select(2) tells the truth about what is left."""
+    pending = bytearray()
+    while True:
+        if not select.select([fd], [], [], 0)[0]:
+            yield None
+            select.select([fd], [], [])
+        block = os.read(fd, 1 << 16)
+        if not block:
+            break
+        pending += block
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            yield bytes(pending[start:end + 1])
+            start = end + 1
+        del pending[:start]
+    if pending:
+        yield bytes(pending)

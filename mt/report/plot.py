@@ -163,8 +163,12 @@ def heatmaps(
     margin = max((len(_label(t)) for t in row_labels + col_labels), default=4) * fontsize * 0.6 / 72  # labels
     n_columns = min(len(matrices), max_columns)
     n_rows = math.ceil(len(matrices) / n_columns)
+    # A title wraps to its panel's width (10-point text, about 0.55 of a point wide per character).
+    fits = max(12, int((max(cols * cell, 1.5) + margin) * 72 / (10 * 0.55)))
+    titles = [textwrap.fill(title, fits) for title in titles]
+    title_lines = max((title.count("\n") for title in titles), default=0)
     width = n_columns * (max(cols * cell, 1.5) + margin + 0.3) + 1.0
-    height = n_rows * (max(rows * cell, 1.5) + margin + 0.5) + 0.6
+    height = n_rows * (max(rows * cell, 1.5) + margin + 0.5 + 0.2 * title_lines) + 0.6
     fig = new_figure(width, height)
     axes = fig.subplots(n_rows, n_columns, squeeze=False)
     image = None
