@@ -1,4 +1,4 @@
-"""Multi30k EN->DE benchmark: the pipeline issue's preset, trained for a fixed wall-clock budget.
+"""Multi30k EN->DE benchmark: the `small` preset, trained for a fixed wall-clock budget.
 
     python bench/multi30k.py [--minutes 12] [--exp experiments/bench-multi30k] [--precision auto] [--steps N]
     python bench/multi30k.py --recipe recipes/multi30k_en_de.yaml [--exp experiments/bench-recipe]
@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-# fairseq 0.12.2 on this machine class, same setup (from the pipeline issue).
+# fairseq 0.12.2 on this machine class, same setup (measured when the benchmark was set up).
 REFERENCE = {
     "fairseq 0.12.2": dict(tgt_tokens_per_s=2461, steps=484, bleu=14.87, chrf=37.58, sent_per_s=62.9, rss="1.66 / 1.34"),
     "OpenNMT-py 3.5.1": dict(tgt_tokens_per_s=2328, steps=470, bleu=6.77, chrf=26.51, sent_per_s=85.8, rss="4.56 / 0.77"),

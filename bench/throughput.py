@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FAIRSEQ_TGT_TOKENS_PER_S = 2461  # the pipeline issue's reference, same preset and machine class
+FAIRSEQ_TGT_TOKENS_PER_S = 2461  # fairseq 0.12.2's fp32 figure on this preset and machine class (not side by side)
 
 
 def matmul_gflops(m: int, k: int, n: int, dtype, repeats: int = 7) -> float:

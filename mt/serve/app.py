@@ -18,7 +18,7 @@ Routes (docs/serving.md gives examples with curl):
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
   i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
 - GET /: the page (mt/serve/page.html).
-/v1 answers bad JSON or fields (a wrong type too: "4" or 4.0 for a whole number) with 422 naming the
+/v1 answers bad JSON or fields (a wrong type too: "4" or 4.5 for a whole number) with 422 naming the
 field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
 UTF-8 with 400. All errors are {"error": ...}, starlette's own (404: no such route, 405: another
 method) too. Every sentence goes through one `mt.serve.queue.Batcher`: one queue, one worker, shared
