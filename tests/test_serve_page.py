@@ -182,12 +182,19 @@ def test_page_shows_the_servers_errors(page, server):
     assert "Type or paste" in page.locator("[data-testid=error]").inner_text()
 
     page.fill("#source", LINES[0])
-    page.fill("#beam", "2")  # the page asks for 3 alternatives: more than the beam holds
-    status, body = request(server + "/v1/translate", {"text": [LINES[0]], "nbest": NBEST, "beam": 2})
+    page.fill("#nbest", "9")  # more alternatives than the server's --max-beam (8)
+    status, body = request(server + "/v1/translate", {"text": [LINES[0]], "nbest": 9})
     assert status == 422
     page.click("#translate")
     page.locator("[data-testid=error]", has_text=json.loads(body)["error"]).wait_for()
     assert page.locator("[data-testid=result]").count() == 0
+
+    page.fill("#nbest", str(NBEST))
+    page.fill("#beam", "1")  # fewer than the 3 alternatives asked: the beam's width is what it can give
+    page.click("#translate")
+    page.locator("[data-testid=result]").first.wait_for()
+    assert page.locator("[data-testid=error]").inner_text() == ""
+    assert page.locator("[data-testid=nbest]").count() == 0
 
     page.fill("#beam", "")  # the server's beam
     page.click("#translate")
@@ -196,3 +203,62 @@ def test_page_shows_the_servers_errors(page, server):
     page.route("**/v1/attention", lambda route: route.abort())  # the server gone
     page.locator("[data-testid=result-source]").first.click()
     page.locator("[data-testid=error]", has_text="no answer from the server").wait_for()
+
+
+@pytest.mark.slow
+def test_page_shows_only_answers_to_what_was_asked_last(page, server):
+    """A second Ctrl+Enter while a translation runs is not sent (its older answer replaced the
+    newer one), an attention answer that arrives after another click or new text is not drawn,
+    and an attention error hides the map of the sentence before."""
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/v1/translate") else None)
+
+    def slow(route):
+        time.sleep(1.5)
+        route.continue_()
+
+    page.route("**/v1/translate", slow)
+    page.fill("#source", LINES[0])
+    page.click("#translate")
+    page.fill("#source", LINES[1])
+    page.press("#source", "Control+Enter")  # while the first runs
+    page.locator("[data-testid=result]").first.wait_for()
+    page.wait_for_timeout(2500)
+    assert len(sent) == 1 and page.locator("[data-testid=result-source]").all_inner_texts() == [LINES[0]]
+    page.unroute("**/v1/translate")
+
+    page.fill("#source", "\n".join(LINES))
+    page.click("#translate")
+    page.locator("[data-testid=result]").nth(1).wait_for()
+    page.route("**/v1/attention", slow)
+    sources = page.locator("[data-testid=result-source]")
+    sources.nth(0).click()
+    sources.nth(1).click()  # before the first answer
+    page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
+    page.wait_for_timeout(2500)  # the first answer has come too: not drawn over the second
+    assert LINES[1] in page.locator("#attention-pair").inner_text()
+    page.unroute("**/v1/attention")
+
+    page.route("**/v1/attention", lambda route: route.fulfill(status=413, content_type="application/json",
+                                                               body=json.dumps({"error": "text: too long"})))
+    sources.nth(0).click()
+    page.locator("[data-testid=error]", has_text="too long").wait_for()
+    assert page.locator("[data-testid=attention]").is_hidden()
+
+
+@pytest.mark.slow
+def test_page_keeps_long_words_and_right_to_left_text_in_their_boxes(browser, server):
+    context = browser.new_context(viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(server + "/")
+        long_word = "https://example.org/" + "a" * 120
+        page.fill("#source", f"{long_word}\nשלום עולם (test) 123.")
+        page.click("#translate")
+        page.locator("[data-testid=result]").nth(1).wait_for()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375  # no sideways scrolling
+        assert page.locator("[data-testid=result-source]").nth(1).get_attribute("dir") == "auto"
+        assert page.locator("[data-testid=translation]").first.get_attribute("lang") == "en"  # the target
+    finally:
+        context.close()
