@@ -63,13 +63,24 @@ def post(url: str, body: dict) -> dict:
 @pytest.fixture(scope="module")
 def server(trained_experiment, tmp_path_factory):
     """The base URL of `mt serve` over the tiny experiment; its log is shown if it fails to start."""
+    yield from serving(trained_experiment, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def keyed_server(trained_experiment, tmp_path_factory):
+    """The same, with --api-key s3cret."""
+    yield from serving(trained_experiment, tmp_path_factory, "--api-key", "s3cret")
+
+
+def serving(trained_experiment, tmp_path_factory, *flags: str):
     port = free_port()
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("MT_DEBUG", None)
+    env.pop("MT_API_KEY", None)
     with open(log_path, "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
-                                    "--host", "127.0.0.1", "--port", str(port)],
+                                    "--host", "127.0.0.1", "--port", str(port), *flags],
                                    stdout=log, stderr=subprocess.STDOUT, env=env, cwd=trained_experiment.root.parent)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -260,5 +271,26 @@ def test_page_keeps_long_words_and_right_to_left_text_in_their_boxes(browser, se
         assert page.evaluate("document.documentElement.scrollWidth") <= 375  # no sideways scrolling
         assert page.locator("[data-testid=result-source]").nth(1).get_attribute("dir") == "auto"
         assert page.locator("[data-testid=translation]").first.get_attribute("lang") == "en"  # the target
+    finally:
+        context.close()
+
+
+@pytest.mark.slow
+def test_page_asks_for_the_key_of_a_server_that_wants_one(browser, keyed_server):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(keyed_server + "/")
+        assert page.locator("[data-testid=key]").is_hidden()  # until the server asks
+        page.fill("#source", LINES[0])
+        page.click("#translate")
+        page.locator("[data-testid=error]", has_text="API key").wait_for()
+        page.fill("[data-testid=key]", "s3cret")
+        page.click("#translate")
+        page.locator("[data-testid=result]").first.wait_for()
+        assert page.locator("[data-testid=error]").inner_text() == ""
+        page.locator("[data-testid=result-source]").first.click()  # /v1/attention takes the key too
+        page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
     finally:
         context.close()
