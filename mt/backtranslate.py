@@ -35,6 +35,7 @@ from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, reversed_spec
 from mt.data.corpus import load_split
+from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
@@ -237,13 +238,14 @@ def backtranslate(
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
-    how = {"reverse": model_file, **_search_record(reverse_cfg, sampling, noise), "precision": precision,
-           "quantize": quantize}
+    how = {"reverse": model_file, "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
+           **_search_record(reverse_cfg, sampling, noise), "precision": precision, "quantize": quantize}
     plan = chunked.plan_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines")
     translate = None
     if plan.todo:
         translate = chunk_translator(reverse, reverse_cfg, model_file, sampling, noise, device, precision, quantize)
-    cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
+    # The final model's config is the reverse model's as saved: the flags above changed only its search.
+    cfg, spec = prepare_final(reverse, reverse.load_config(), exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     chunks, state = chunked.translate_chunks(out, plan, translate, "backtranslate")
     texts = {out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
              out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1)}

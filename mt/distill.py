@@ -28,6 +28,7 @@ from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.corpus import load_split
+from mt.data.dataset import file_sha256
 from mt.errors import ConfigError, MtError
 from mt.experiment import Experiment
 
@@ -131,7 +132,9 @@ def distill(
         cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
     cfglib.validate(teacher_cfg, "the teacher's decoding options")
     parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
-    how = {"teachers": checkpoints, **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
+    # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
+    how = {"teachers": checkpoints, "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
+           **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
            "precision": precision, "quantize": quantize}
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")

@@ -61,6 +61,7 @@ def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_c
     assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
     assert cfg.data.train == [*reverse_cfg.data.train, f"bt:files:{out.resolve() / 'train'}"] == [*reverse_cfg.data.train, manifest["corpus"]]
     assert cfg.data.test == reverse_cfg.data.test  # read en -> de: files:PREFIX names both sides
+    assert cfg.decode == reverse.load_config().decode  # --beam 2 was the reverse model's search only
     # Done: a second call says so and translates nothing, whatever it is asked.
     assert backtranslate(reverse, final, [f"text:{path}"], {"beam": 3}) == manifest
 

@@ -302,3 +302,16 @@ def test_a_teacher_cannot_be_its_own_student(trained_experiment, tmp_path):
     with pytest.raises(ConfigError, match="same directory"):
         distill([trained_experiment, Experiment(teacher)], Experiment(teacher))  # the second teacher too
     assert sorted(path.relative_to(teacher) for path in teacher.rglob("*")) == before
+
+
+def test_a_resume_whose_teacher_changed_at_the_same_path_is_refused(trained_experiment, tmp_path):
+    """Was accepted: the chunks done came from the old weights, the rest from the new ones."""
+    teacher = Experiment(tmp_path / "teacher")
+    shutil.copytree(trained_experiment.root, teacher.root)
+    student = Experiment(tmp_path / "student")
+    distill([teacher], student, {"beam": 2}, checkpoint="last", chunk_lines=200)
+    (student.root / "distill" / "manifest.json").unlink()  # as if killed after its chunks
+    step = teacher.checkpoints_dir / "step_0000020.pt"
+    shutil.copyfile(step, teacher.checkpoint_path("last"))  # trained on, averaged again...: another model
+    with pytest.raises(ConfigError, match="teacher_sha256"):
+        distill([teacher], student, {"beam": 2}, checkpoint="last", chunk_lines=200)

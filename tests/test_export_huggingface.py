@@ -332,3 +332,26 @@ def test_the_model_card_of_the_papers_schedule_gives_its_peak(trained):
     card = model_card(_load(trained, cfg, None, check_model), "unknown", 0.0)
     peak = peak_lr(None, cfg.train.lr_scale, cfg.train.warmup_steps, cfg.model.d_model)
     assert f"peak learning rate {peak:.3g} (the paper's schedule)" in card
+
+
+def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(trained, tmp_path):
+    """Was: update 3's BLEU in the card (and the Hub's model-index) of a checkpoint trained on to update 6."""
+    import shutil
+
+    from mt.evaluate import evaluate_split
+    from mt.experiment import Experiment
+    from mt.export import _load
+    from mt.export.huggingface import check_model
+    from mt.export.model_card import model_card
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained.root, exp.root)
+    cfg = exp.load_config()
+    cfg.decode.checkpoint = "last"
+    evaluate_split(exp, cfg, "test")
+    fresh = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" in fresh and "| last.pt |" in fresh
+    later = exp.score_path("test").stat().st_mtime + 10
+    os.utime(exp.checkpoint_path("last"), (later, later))  # saved again after the scores
+    stale = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" not in stale and "| last.pt before its last save |" in stale

@@ -18,6 +18,9 @@ from mt.training.schedule import peak_lr
 def model_card(source: Exported, license: str, gap: float) -> str:
     cfg, exp = source.cfg, source.exp
     scores = {split: exp.read_json(exp.score_path(split)) for split in ("test", "valid") if exp.score_path(split).is_file()}
+    for split, record in scores.items():  # scored before the file was written again (trained on): other weights
+        if exp.score_path(split).stat().st_mtime <= source.path.stat().st_mtime:
+            record["checkpoint"] = f"{record.get('checkpoint', '?')} before its last save"
     header = yaml.safe_dump(_metadata(source, license, scores.get("test")), sort_keys=False, allow_unicode=True)
     directions = ", ".join(cfg.data.directions) if cfg.data.multilingual else f"{cfg.data.src_lang}-{cfg.data.tgt_lang}"
     return f"""---
