@@ -56,7 +56,7 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
               print_result: Callable[[str], None], print_data: Callable[[dict], None] | None) -> None:
     """One step of the recipe (`run`: its run keys), unless what it makes is there already."""
     if step == "distill":
-        distill_step(exp, run["teacher"], device, print_result)
+        distill_step(exp, cfg, run["teacher"], device, print_result)
     elif step == "backtranslate":
         backtranslate_step(exp, cfg, run, device, print_result)
     elif step == "train-tokenizer":
@@ -93,11 +93,19 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
         _evaluate(exp, cfg, device, print_result)
 
 
-def distill_step(exp: Experiment, teacher: str | list[str], device: str, print_result: Callable[[str], None]) -> None:
+def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str], device: str,
+                 print_result: Callable[[str], None]) -> None:
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
-    or an experiment) translates its training corpus into this experiment (mt.distill)."""
+    or an experiment) translates its training corpus into this experiment (mt.distill). A recipe that
+    names its training data must read it from here: checked before the teacher runs (an hour, say)."""
+    from mt.config.sources import absolute_spec
     from mt.distill import distill, distill_dir
 
+    here = f"files:{distill_dir(exp).resolve()}/"
+    if cfg.data.train and not any(absolute_spec(str(spec)).startswith(here) for spec in cfg.data.train):
+        raise ConfigError(f"the step distill writes {distill_dir(exp)}/train.*, which the recipe's data.train does not "
+                          f"read ({', '.join(map(str, cfg.data.train))}): with --exp, give --set "
+                          f"'data.train=[files:{distill_dir(exp)}/train]' too")
     if (distill_dir(exp) / "manifest.json").exists():
         log.info(f"distill: done already ({distill_dir(exp)})")
         return

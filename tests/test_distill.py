@@ -160,6 +160,11 @@ decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
     report = mt("report", "--exp", str(student_dir), "--output", str(tmp_path / "report.html"))
     assert report.returncode == 0, report.stderr
     assert "Student and teachers" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    # Elsewhere (--exp), the recipe's data.train still reads the first student's corpus: refused before
+    # the teacher runs (was: teacher and distillation first, then "no such file" at binarize).
+    elsewhere = mt("run", str(recipe), "--exp", str(tmp_path / "other"))
+    assert elsewhere.returncode == 2 and "the step distill writes" in elsewhere.stderr, elsewhere.stderr
+    assert not (tmp_path / "other" / "distill").exists()
 
 
 @pytest.mark.slow

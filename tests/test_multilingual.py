@@ -9,6 +9,7 @@ tests/test_saved_experiment.py, run on bilingual ones.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import sys
@@ -18,13 +19,14 @@ import pytest
 import torch
 from toy import WORDS_DE, WORDS_FR, one_thread, toy_multiway
 
-from mt.config.schema import ExperimentConfig, validate
+from mt.config.schema import ExperimentConfig, set_field, validate
 from mt.config.sources import parse_source
 from mt.data.batching import balanced_epoch
 from mt.data.binarize import binarize
 from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import balanced_counts, train_tokenizer
 from mt.errors import ConfigError, MtError
+from mt.experiment import Experiment
 from mt.experiment_config import open_experiment
 from mt.tokenizer import EOS_ID
 from mt.training.loop import train
@@ -45,6 +47,10 @@ def test_directions_and_the_sources_they_read():
                                                                           ("/c/extra.en", "/c/extra.de")]
     assert [(s.paths, s.weight) for s in cfg.data.sources("train", ("de", "en"))] == [(("/c/train.de", "/c/train.en"), 1.0)]
     assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0] == "~/corpus/train.de"  # a path's ~
+    # A ~ suffix of two directions, unquoted in YAML's [a, b] or in a flag's a,b: not split at its comma.
+    for written in ("[files:/c/x~en-de,de-en, files:/c/y]", "files:/c/x~en-de,de-en,files:/c/y"):
+        set_field(cfg, "data.train", written)
+        assert cfg.data.train == ["files:/c/x~en-de,de-en", "files:/c/y"], written
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -53,6 +59,7 @@ def test_directions_and_the_sources_they_read():
     ({"directions": ["ende"]}, "not a direction"),
     ({"directions": ["en-de"], "train": ["files:/c/x~fr-de"]}, "names fr-de, not a direction of data.directions (en-de)"),
     ({"train": ["files:/c/x~en-de"]}, "data.directions, which is not set"),
+    ({"directions": ["en-de", "de-en"], "test": ["files:/c/t~en-de"]}, "data.test: no source for de-en"),  # was a KeyError
 ])
 def test_bad_directions_are_one_line(change, needle):
     cfg = ExperimentConfig()
@@ -171,6 +178,8 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
         translator.search(german, DecodeOptions(src_lang="en"))
     with pytest.raises(ConfigError, match="the pivot is a third language"):
         translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="fr"))
+    with pytest.raises(ConfigError, match="the pivot is a third language"):  # de's one target, resolved: en
+        translator.search(german, DecodeOptions(src_lang="de", pivot="en"))
 
 
 def mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
@@ -320,3 +329,30 @@ def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
         translator.search(["Der Hund."], DecodeOptions(tgt_lang="fr"))
     with pytest.raises(MtError):
         translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en", pivot="fr"))
+
+
+def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
+    from mt.data.binarize_workers import _pair_hash
+
+    assert _pair_hash("Okay.", "Okay.", (5,)) != _pair_hash("Okay.", "Okay.", (6,))  # <2de> and <2fr> sources
+    assert _pair_hash("Okay.", "Okay.", (5,)) == _pair_hash("Okay.", "Okay.", (5,))
+
+
+@pytest.mark.slow
+def test_the_report_of_a_multilingual_experiment_shows_each_direction(multi, tmp_path):
+    import shutil
+
+    from mt.evaluate import evaluate_split
+    from mt.report.page import build_report
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(multi.root, exp.root)
+    evaluate_split(exp, exp.load_config(), "test")
+    page = build_report(exp, samples=1)
+    assert "mt report: exp (en → de, de → en, en → fr, fr → en)" in page  # was the config's default de → en
+    assert all(f"test {d}" in page for d in DIRECTIONS) and "test (mean of 4)" in page
+    attention = page.split("<h2>Attention</h2>", 1)[1]
+    source = re.search(r"<th>source</th><td>(.*?)</td>", attention).group(1)
+    translator = Translator.load(exp, exp.load_config())
+    expected = translator.search([source], DecodeOptions(src_lang="en", tgt_lang="de"))[0][0][0]
+    assert f"<th>translation</th><td>{html.escape(expected, quote=False)}</td>" in attention  # read with <2de>

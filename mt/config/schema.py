@@ -274,12 +274,14 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
         if not ok:
             raise ConfigError(f"{where}: {message}")
     try:
-        for split in SPLITS:
-            for direction in cfg.data.pairs():
-                cfg.data.sources(split, direction)
+        read = {(split, d): cfg.data.sources(split, d) for split in SPLITS for d in cfg.data.pairs()}
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     check_directions(cfg.data.directions, {split: getattr(cfg.data, split) for split in SPLITS}, where)
+    for (split, direction), sources in read.items():
+        if not sources and getattr(cfg.data, split):
+            raise ConfigError(f"{where}: data.{split}: no source for {'-'.join(direction)}; every direction of "
+                              f"data.directions needs one in each split that is given (a ~ suffix names them)")
 
 
 def _model(cfg: ExperimentConfig) -> list[tuple[bool, str]]:

@@ -73,6 +73,9 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
     return str(value)
 
 
+_DIRECTION = re.compile(r"[A-Za-z][\w]*-[A-Za-z][\w]*")  # "en-de", as a ~ suffix lists them
+
+
 def _coerce_list(value: Any, where: str) -> list[str]:
     """A list of strings: a YAML list, or from a flag "[a, b]" (YAML) or "a,b"; empty for null."""
     if value is None:
@@ -88,7 +91,14 @@ def _coerce_list(value: Any, where: str) -> list[str]:
             value = [item.strip() for item in text.split(",") if item.strip()]
     if not isinstance(value, list) or any(isinstance(v, (dict, list)) or v is None for v in value):
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
-    return [str(v) for v in value]
+    items: list[str] = []
+    for item in map(str, value):
+        # A source's "~en-de,de-en" suffix, split at its comma by YAML's [a, b] or by "a,b": joined again.
+        if items and "~" in items[-1] and _DIRECTION.fullmatch(item.strip()):
+            items[-1] += f",{item.strip()}"
+        else:
+            items.append(item)
+    return items
 
 
 def parse_duration(text: str | float | int) -> float:

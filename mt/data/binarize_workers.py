@@ -47,10 +47,12 @@ class Filters:
     src_prefix: tuple[int, ...] = ()  # ids before each source (a multilingual model's target tag), after the filters
 
 
-def _pair_hash(src: str, tgt: str) -> int:
+def _pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
     # A fixed hash (Python's hash() is salted per process, and workers are processes). Cleaned text
-    # has no tabs, so the joined string is unambiguous.
-    return int.from_bytes(hashlib.blake2b(f"{src}\t{tgt}".encode("utf-8"), digest_size=8).digest(), "little")
+    # has no tabs, so the joined string is unambiguous. The source's prefix (a multilingual model's
+    # target tag) is part of the pair: "Okay." -> "Okay." into German and into French are two pairs.
+    text = f"{','.join(map(str, prefix))}\t{src}\t{tgt}" if prefix else f"{src}\t{tgt}"
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 class Encoder:
@@ -82,7 +84,7 @@ class Encoder:
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
         if filters.dedup:
-            hashes = (_pair_hash(decoded.src[i], decoded.tgt[i]) for i in keep)
+            hashes = (_pair_hash(decoded.src[i], decoded.tgt[i], filters.src_prefix) for i in keep)
             result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
         return result
 

@@ -137,10 +137,13 @@ def _scores(exp: Experiment) -> str:
             continue
         decode = s.get("decode", {})
         options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
-        rows.append([_e(split), f"{s['bleu']:.2f}", f"{s['chrf']:.2f}", f"{s.get('sentences', '')}",
-                     f"<code>{_e(s.get('bleu_detail', ''))}</code><br><code>BLEU {_e(s['bleu_signature'])}</code>"
-                     f"<br><code>chrF {_e(s['chrf_signature'])}</code>",
-                     _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")])
+        how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
+        # A multilingual experiment's record holds each direction, and their mean as its own figures.
+        for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
+            label = split if not s.get("directions") else f"{split} {name}" if name else f"{split} (mean of {len(s['directions'])})"
+            rows.append([_e(label), f"{d['bleu']:.2f}", f"{d['chrf']:.2f}", f"{d.get('sentences', '')}",
+                         f"<code>{_e(d.get('bleu_detail', ''))}</code><br><code>BLEU {_e(d['bleu_signature'])}</code>"
+                         f"<br><code>chrF {_e(d['chrf_signature'])}</code>", how])
     if not rows:
         raise MtError(f"no scores in {exp.score_path('test').parent}: run `mt evaluate --exp {exp.root}`")
     return _table(["split", "BLEU", "chrF", "sentences", "details and sacrebleu signatures", "checkpoint; decoding; time"],
@@ -209,7 +212,8 @@ def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None, tr
     if sentence is None:
         sentence = _first_source(exp, cfg)
     translator = translator or Translator.load(exp, cfg, checkpoint)
-    maps = attention_maps(translator, sentence)
+    # A multilingual model reads the target's tag first: the first direction's, as the samples use.
+    maps = attention_maps(translator, sentence, tag=translator.directions.tag(*cfg.data.pairs()[0]))
     figs = figures(maps)
     layers = maps.cross.size(0)
     return (
@@ -261,7 +265,8 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
         _section("Sample translations", lambda: _samples(exp, samples)),
         _section("Attention", lambda: _attention(exp, sentence, checkpoint, translator)),
     ]
-    title = f"mt report: {exp.root.name} ({cfg.data.src_lang} → {cfg.data.tgt_lang})"
+    pairs = cfg.data.pairs()
+    title = f"mt report: {exp.root.name} ({', '.join(f'{src} → {tgt}' for src, tgt in pairs)})"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
