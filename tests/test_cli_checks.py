@@ -67,7 +67,7 @@ TRANSLATE_FLAGS = [
     (["--beam", "1", "--nbest", "2"], "--nbest 2 is more than --beam 1"),
     (["--alpha", "-1"], "stopping bound is invalid for negative alpha"),
     (["--alpha", "nan"], "--alpha"),
-    (["--alpha", "200"], "past 100 the penalty overflows"),
+    (["--alpha", "200"], "past 10 the penalty overflows"),
     (["--max-len-a", "-1"], "--max-len-a"),
     (["--max-len-b", "-1"], "--max-len-b"),
     (["--max-len-a", "inf"], "--max-len-a"),

@@ -56,7 +56,9 @@ def test_length_penalty_values(length, alpha):
 def test_a_penalty_past_a_floats_range_is_infinite_for_floats_as_for_tensors(kind):
     assert length_penalty(40000.0, 100.0, kind) == math.inf  # Python's ** raises OverflowError here
     assert length_penalty(torch.tensor([40000.0]), 100.0, kind).item() == math.inf
-    assert math.isfinite(length_penalty(1000.0, 100.0, kind))  # the largest alpha the config takes, 1,000 tokens
+    from mt.config.schema import MAX_ALPHA  # the largest the config takes: finite in float32 up to 1,024 tokens
+
+    assert math.isfinite(length_penalty(torch.tensor([1024.0]), MAX_ALPHA, kind).item())
 
 
 def test_unknown_length_penalty_is_an_error():

@@ -84,7 +84,9 @@ MALFORMED = [
     ("/translate", b'{"q": "Hallo", "source": "de", "target": ["en"]}', 400, "target"),
     ("/translate", b'{"q": "Hallo", "source": {"a": 1}, "target": "en"}', 400, "source"),
     ("/translate", b'{"q": "Hallo", "source": "de", "target": "' + b"x" * 1000 + b'"}', 400, "target"),
-    ("/v1/translate", b'{"text": "Hallo.", "alpha": 200, "length_penalty": "length"}', 422, "from 0 to 100"),
+    ("/translate", b'{"q": "Hallo", "source": "d\\ne", "target": "en"}', 400, "source"),  # one line, no break in it
+    ("/translate", b'{"q": "Hallo", "source": "de", "target": "en", "format": "' + b"x" * 9000 + b'"}', 400, "format"),
+    ("/v1/translate", b'{"text": "Hallo.", "alpha": 50, "length_penalty": "length"}', 422, "from 0 to 10,"),
     ("/v1/translate", b'{"text": "Hallo.", "alpha": 999999, "nbest": 2}', 422, "alpha"),
     ("/v1/translate", b'{"text": "Hallo.", "source": ""}', 422, "source: expected a language code"),
     ("/v1/attention", b'{"text": "Hallo.", "layer": 0}', 422, "1 or more"),
@@ -345,3 +347,47 @@ def test_server_limits_out_of_range_are_one_line(change, needle):
 
     with pytest.raises(ConfigError, match=needle):
         Limits(**change)
+
+
+def test_nbest_over_beam_gives_what_the_beam_holds(server):
+    """A schema-valid request (the schema cannot say nbest <= beam) is answered, not refused."""
+    answer = ok(f"{server.url}/v1/translate", {"text": LINES[0], "beam": 2, "nbest": 3})
+    assert len(answer["translations"][0]["nbest"]) == 2
+
+
+def test_a_client_that_never_reads_its_answers_is_cut_off(trained_experiment):
+    """Was: held its connection (and the unsent answers' memory) for ever, past the read deadline:
+    asyncio's close() waits for the write buffer to empty, which never happens."""
+    limits = Limits(max_wait_ms=0, read_timeout=1.0)
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, int(port)))
+        sock.settimeout(5)
+        try:  # pipelined requests whose answers are never read: megabytes of them wait to be written
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 300_000)
+        except OSError:
+            pass  # the server stopped reading (its writes are paused), or cut the connection already
+        deadline = time.monotonic() + 30
+        while served.server.server_state.connections and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not served.server.server_state.connections, "the connection of a client that never reads stays"
+        sock.close()
+
+
+def test_requests_a_stopping_server_has_no_time_left_for_get_503_with_retry_after(trained_experiment):
+    """What uvicorn would cancel at the end of the grace (a plain-text 500, and a worker that went on
+    translating for clients already gone) is answered first, by Batcher.stop_waiting."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = build_app(load(trained_experiment), Limits(max_wait_ms=3000), threads=1)  # requests wait in the queue
+    with Served(app) as served, ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(call, f"{served.url}/v1/translate", {"text": LINES[:2]})
+        deadline = time.monotonic() + 30
+        while app.state.batcher.queued() < 2:
+            assert not waiting.done() and time.monotonic() < deadline
+            time.sleep(0.02)
+        app.state.batcher.stop_waiting()  # as the server does GRACE - 2 s after SIGTERM
+        status, headers, data = waiting.result(30)
+    assert status == 503 and headers.get("Retry-After") == "1" and "shutting down" in data["error"]

@@ -32,7 +32,7 @@ InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
 # Bounds of the checks in `validate`: past each a value fails later, and worse (a beam of 100,000 is
 # killed for memory, a length limit of inf silently gives empty translations).
-MAX_ALPHA = 100.0  # the largest length-penalty exponent: 1,000 tokens ** 100 still fits in a float
+MAX_ALPHA = 10.0  # the largest length-penalty exponent: 1,024 tokens ** 10 still fits in float32 (usual: 0.6-2)
 MAX_BEAM = 256  # a batch holds sentences x beam rows of vocabulary-wide scores
 MAX_LEN_A = 1000.0  # output length a * source + b, cut to the model's positions in any case
 MAX_LEN_B = 100_000

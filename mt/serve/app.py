@@ -177,6 +177,25 @@ def route_message(request: Request, exc: HTTPException) -> str:
 GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C
 
 
+def uvicorn_server(app):
+    """A uvicorn Server for an app of `build_app`. On SIGTERM or Ctrl-C the requests in flight are
+    translated for up to GRACE - 2 s; then every one not answered gets 503 with Retry-After, before
+    uvicorn cancels what is left at GRACE (its answer would be a plain-text 500)."""
+    import asyncio
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None) -> None:
+            out_of_time = asyncio.get_running_loop().call_later(GRACE - 2, app.state.batcher.stop_waiting)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                out_of_time.cancel()
+
+    return Server(uvicorn_config(app))
+
+
 def uvicorn_config(app):
     """uvicorn's settings for an app of `build_app`: its limits on connections (`guarded_protocol`), and
     a request still in flight GRACE seconds after SIGTERM is cut off, so that no client can hold a stop."""
@@ -189,37 +208,52 @@ def uvicorn_config(app):
 
 def guarded_protocol(max_connections: int, read_timeout: float):
     """uvicorn's h11 protocol, bounded against clients that connect and wait: past `max_connections`
-    open at once a new one is closed as it opens, and a client that has not sent a whole request
+    open at once a new one is closed as it opens; a client that has not sent a whole request
     `read_timeout` seconds after connecting (or after its last answer) is cut off, in its headers or
-    its body (the app then logs 499). uvicorn itself bounds neither: it waits for headers without end."""
+    its body (the app then logs 499); and one that stops reading its answer (the socket's buffer
+    full) for `read_timeout` seconds is cut off too, its unsent answer dropped. uvicorn bounds none of
+    these, and its close() waits for a write buffer to empty: abort() is what frees the connection."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedProtocol(H11Protocol):
+        read_deadline = write_deadline = None
+
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             if len(self.connections) > max_connections:
-                transport.close()
+                transport.abort()
                 return
-            self._arm_read_deadline()
+            self._arm("read_deadline", self._read_deadline_passed)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._arm_read_deadline()
+            self._arm("read_deadline", self._read_deadline_passed)
+
+        def pause_writing(self) -> None:  # the client is not taking the answer as fast as it is written
+            super().pause_writing()
+            self._arm("write_deadline", self.transport.abort)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel("write_deadline")
 
         def connection_lost(self, exc) -> None:
-            if getattr(self, "read_deadline", None) is not None:
-                self.read_deadline.cancel()
+            self._cancel("read_deadline")
+            self._cancel("write_deadline")
             super().connection_lost(exc)
 
-        def _arm_read_deadline(self) -> None:
-            if getattr(self, "read_deadline", None) is not None:
-                self.read_deadline.cancel()
-            self.read_deadline = self.loop.call_later(read_timeout, self._read_deadline_passed)
+        def _arm(self, name: str, callback) -> None:
+            self._cancel(name)
+            setattr(self, name, self.loop.call_later(read_timeout, callback))
+
+        def _cancel(self, name: str) -> None:
+            if getattr(self, name) is not None:
+                getattr(self, name).cancel()
+                setattr(self, name, None)
 
         def _read_deadline_passed(self) -> None:
-            reading = self.cycle is None or self.cycle.response_complete or self.cycle.more_body
-            if reading and not self.transport.is_closing():  # a request being answered is left alone
-                self.transport.close()
+            if self.cycle is None or self.cycle.response_complete or self.cycle.more_body:  # not while answering
+                self.transport.abort()
 
     return GuardedProtocol
 
@@ -271,7 +305,6 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
     quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
     import torch
-    import uvicorn
 
     from mt.hardware import warn_if_slow
     from mt.translate import Translator
@@ -289,7 +322,7 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
     allow_descriptors(limits.max_connections + 256)  # the model's files, the batcher, logs: room beside them
-    server = uvicorn.Server(uvicorn_config(app))
+    server = uvicorn_server(app)
     address = f"[{host}]" if ":" in host else host
     mode = quantize or precision
     pairs = ", ".join(f"{src} -> {tgt}" for src, tgt in translator.directions.pairs)

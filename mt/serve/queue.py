@@ -151,6 +151,16 @@ class Batcher:
         with self._cond:
             return len(self._queue)
 
+    def stop_waiting(self) -> None:
+        """Take no more work, and answer every request not yet answered with Closed now (a stopping
+        server's 503 with Retry-After: it is out of time); a search under way ends unheard."""
+        with self._cond:
+            self._closing = True
+            waiting, self._queue = [*self._taken, *self._queue], deque()
+            self._cond.notify_all()
+        for entry in waiting:
+            entry.request.fail(Closed("the server is shutting down"))
+
     def close(self, timeout: float | None = None) -> None:
         """Take no more work; let the worker finish what is queued, and wait for it (up to `timeout` s)."""
         with self._cond:

@@ -146,7 +146,7 @@ def check_pair(data: dict, status: int = 422) -> tuple[str | None, str | None]:
     string. Whether the model translates them is the direction's to say (mt.directions: 400)."""
     for name in ("source", "target"):
         value = data.get(name)
-        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 35):  # BCP 47's longest
+        if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,35}", value)):  # BCP 47's
             raise ApiError(status, f"{name}: expected a language code (a string), got {json.dumps(value)[:40]}")
     source = data.get("source")
     return (None if source == "auto" else source), data.get("target")
@@ -214,6 +214,8 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
 
     beam = whole_number(data.get("beam"), "beam", 422, 1, max_beam)
     nbest = whole_number(data.get("nbest"), "nbest", 422, 1, max_beam) or 1
+    if beam is not None:  # a beam holds no more than its width: as many as it has (the schema cannot say nbest <= beam)
+        nbest = min(nbest, beam)
     alpha = data.get("alpha", defaults.alpha)
     number = math.nan  # not a number: refused below
     if isinstance(alpha, float) or (isinstance(alpha, int) and not isinstance(alpha, bool) and abs(alpha) < 10**6):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -118,7 +119,8 @@ class Service:
             raise ApiError(400, f"{bad} is not supported: {message}") from None
         fmt = fields.get("format") or "text"
         if fmt != "text":
-            raise ApiError(400, f"{fmt} format is not supported: this server translates plain text (format text)")
+            shown = fmt if isinstance(fmt, str) and re.fullmatch(r"[\w-]{1,20}", fmt) else json.dumps(fmt)[:40]
+            raise ApiError(400, f"{shown} format is not supported: this server translates plain text (format text)")
         return texts
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
@@ -217,13 +219,16 @@ async def wait_for(submit, request: Request):
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
+    finally:  # also when this task is cancelled (a server stopping): the worker drops what is left of it
         gone.cancel()
-    if not answer.done():
-        answer.cancel()  # cancels the batcher's future: the worker drops what is left of it
+        if not answer.done():
+            answer.cancel()
+    if answer.cancelled():
         raise ApiError(499, "the client closed the connection before its answer")
     try:
         return answer.result()
+    except Closed:  # not answered before the server ran out of time to stop (Batcher.stop_waiting)
+        raise ApiError(503, "the server is shutting down; retry in a second", {"Retry-After": "1"}) from None
     except WorkerFailed as exc:
         raise ApiError(503, f"{exc}; restart mt serve") from None
     except Exception as exc:
