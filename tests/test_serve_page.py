@@ -219,34 +219,45 @@ def test_page_shows_the_servers_errors(page, server):
 @pytest.mark.slow
 def test_page_shows_only_answers_to_what_was_asked_last(page, server):
     """A second Ctrl+Enter while a translation runs is not sent (its older answer replaced the
-    newer one), an attention answer that arrives after another click or new text is not drawn,
-    and an attention error hides the map of the sentence before."""
-    sent = []
-    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/v1/translate") else None)
+    newer one), an attention answer that arrives after another click is not drawn, and an
+    attention error hides the map of the sentence before. Requests are held, then let go, by the
+    test: no timing decides the order."""
+    held = []
 
-    def slow(route):
-        time.sleep(1.5)
-        route.continue_()
+    def until(condition) -> None:
+        for _ in range(600):
+            if condition():
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError("the page did not send what it should have")
 
-    page.route("**/v1/translate", slow)
+    page.route("**/v1/translate", lambda route: held.append(route))
     page.fill("#source", LINES[0])
     page.click("#translate")
+    until(lambda: len(held) == 1)
     page.fill("#source", LINES[1])
-    page.press("#source", "Control+Enter")  # while the first runs
+    page.press("#source", "Control+Enter")  # while the first is still unanswered
+    page.wait_for_timeout(500)
+    assert len(held) == 1
+    held.pop().continue_()
     page.locator("[data-testid=result]").first.wait_for()
-    page.wait_for_timeout(2500)
-    assert len(sent) == 1 and page.locator("[data-testid=result-source]").all_inner_texts() == [LINES[0]]
+    assert page.locator("[data-testid=result-source]").all_inner_texts() == [LINES[0]]
     page.unroute("**/v1/translate")
 
     page.fill("#source", "\n".join(LINES))
     page.click("#translate")
     page.locator("[data-testid=result]").nth(1).wait_for()
-    page.route("**/v1/attention", slow)
+    page.route("**/v1/attention", lambda route: held.append(route))
     sources = page.locator("[data-testid=result-source]")
     sources.nth(0).click()
-    sources.nth(1).click()  # before the first answer
+    until(lambda: len(held) == 1)
+    sources.nth(1).click()
+    until(lambda: len(held) == 2)
+    first, second = held
+    second.continue_()
     page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
-    page.wait_for_timeout(2500)  # the first answer has come too: not drawn over the second
+    first.continue_()  # the older answer, last: not drawn over the second sentence's
+    page.wait_for_timeout(1000)
     assert LINES[1] in page.locator("#attention-pair").inner_text()
     page.unroute("**/v1/attention")
 
