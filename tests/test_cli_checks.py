@@ -463,3 +463,11 @@ def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
 
     translator = Translator.load(experiment, experiment.load_config())
     assert answers == translator.translate(["Ein Mann.", "", "Die Katze schläft."]) and answers[1] == ""
+
+
+def test_attention_output_that_is_a_file_is_refused_naming_it(experiment, tmp_path, capsys, monkeypatch):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("mine\n", encoding="utf-8")
+    result = mt(capsys, monkeypatch, "attention", "Ein Mann.", "--exp", str(experiment.root), "--output", str(keep))
+    one_error(*result, 1, f"--output {keep}: not a directory")  # was "keep.txt: File exists"
+    assert keep.read_text(encoding="utf-8") == "mine\n"

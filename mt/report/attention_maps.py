@@ -152,6 +152,8 @@ def attention(
     multilingual model's target token (`Translator.directions.tag`)."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS)}")
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():  # else "File exists" from the first write
+        raise MtError(f"--output {out_dir}: not a directory; mt attention writes its files into one")
     layer = layer % len(members(translator.model)[0].decoder)
     files = Experiment.attention_files(Path(out_dir), layer, encoder, fmt)
     taken = [path for path in files.values() if path.exists()]
