@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 
 from mt.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from mt.config.schema import ModelConfig
@@ -152,23 +153,6 @@ def test_average_writes_only_a_name_under_checkpoints(trained_experiment, tmp_pa
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, above checkpoints/ or in it
     path, used = average_last(exp, 2, "avg2")
     assert path == exp.checkpoints_dir / "avg2.pt" and path.is_file() and len(used) == 2
-
-
-def run_mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
-    import sys
-
-    from cli import main as cli
-
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    monkeypatch.delenv("MT_DEBUG", raising=False)
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_cli_error(code: int, err: str, *needles: str) -> str:

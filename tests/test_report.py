@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 from toy import one_thread
 
 from mt.errors import MtError
@@ -142,21 +143,6 @@ def test_the_scores_record_how_they_were_decoded(experiment):
 
     saved = json.loads(experiment.score_path("test").read_text())
     assert saved["decode"] == decode_record(experiment.load_config().decode)  # as `mt run` compares
-
-
-def run_mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
-    from cli import main as cli
-
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    monkeypatch.delenv("MT_DEBUG", raising=False)
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_cli_error(code: int, out: str, err: str, *needles: str) -> str:

@@ -11,6 +11,7 @@ without playwright, the tests skip with a plain reason, which fails under CI=tru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -119,14 +120,23 @@ def browser():
         chromium.close()
 
 
+@contextlib.contextmanager
+def opened(browser, url: str, width: int = 1100):
+    """The page at `url` in a fresh browser context `width` pixels wide, closed after the block."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)  # a translation on a busy 2-core machine
+        page.goto(url + "/")
+        yield page
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def page(browser, server):
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(60_000)  # a translation on a busy 2-core machine
-    page.goto(server + "/")
-    yield page
-    context.close()
+    with opened(browser, server) as page:
+        yield page
 
 
 @pytest.mark.slow
@@ -270,11 +280,7 @@ def test_page_shows_only_answers_to_what_was_asked_last(page, server):
 
 @pytest.mark.slow
 def test_page_keeps_long_words_and_right_to_left_text_in_their_boxes(browser, server):
-    context = browser.new_context(viewport={"width": 375, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(server + "/")
+    with opened(browser, server, width=375) as page:
         long_word = "https://example.org/" + "a" * 120
         page.fill("#source", f"{long_word}\nשלום עולם (test) 123.")
         page.click("#translate")
@@ -282,17 +288,11 @@ def test_page_keeps_long_words_and_right_to_left_text_in_their_boxes(browser, se
         assert page.evaluate("document.documentElement.scrollWidth") <= 375  # no sideways scrolling
         assert page.locator("[data-testid=result-source]").nth(1).get_attribute("dir") == "auto"
         assert page.locator("[data-testid=translation]").first.get_attribute("lang") == "en"  # the target
-    finally:
-        context.close()
 
 
 @pytest.mark.slow
 def test_page_asks_for_the_key_of_a_server_that_wants_one(browser, keyed_server):
-    context = browser.new_context(viewport={"width": 1100, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(keyed_server + "/")
+    with opened(browser, keyed_server) as page:
         assert page.locator("[data-testid=key]").is_hidden()  # until the server asks
         page.fill("#source", LINES[0])
         page.click("#translate")
@@ -303,5 +303,3 @@ def test_page_asks_for_the_key_of_a_server_that_wants_one(browser, keyed_server)
         assert page.locator("[data-testid=error]").inner_text() == ""
         page.locator("[data-testid=result-source]").first.click()  # /v1/attention takes the key too
         page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
-    finally:
-        context.close()
