@@ -49,9 +49,9 @@ def synthetic_pairs(exp: Path) -> int | None:
 
 
 def score_experiment(path: str, splits: dict[str, tuple[list[str], list[str]]], threads: int) -> dict:
-    from mt.experiment import Experiment
+    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.experiment.paths import Experiment
     from mt.metrics import score
-    from mt.translate import DecodeOptions, Translator
 
     exp = Experiment(path)
     translator = Translator.load(exp, exp.load_config())
@@ -78,7 +78,7 @@ def main() -> None:
     import torch
 
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     torch.set_num_threads(args.threads)
     baseline_name, _, baseline = args.baseline.rpartition("=")

@@ -63,7 +63,7 @@ def write_corpus(pairs: list[tuple[str, str]], n: int, prefix: Path) -> None:
 def make_experiment(root: Path, prefix: Path, tokenizer_dir: Path | None):
     from mt.atomic_files import write_text_atomic
     from mt.config.schema import DataConfig, ExperimentConfig, TokenizerConfig, save_yaml
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     exp = Experiment(root)
     cfg = ExperimentConfig(
@@ -79,7 +79,7 @@ def make_experiment(root: Path, prefix: Path, tokenizer_dir: Path | None):
 def measure(exp_dir: str, workers: int) -> None:
     """In a process of its own: binarize, then print time, counts and peak RSS as one JSON line."""
     from mt.data.binarize import binarize
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     exp = Experiment(exp_dir)
     cfg = exp.load_config()

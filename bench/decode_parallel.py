@@ -30,8 +30,8 @@ PRECISIONS = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16",
 def load(exp_dir: str, mode: str, threads: int, workers: int):
     import torch
 
-    from mt.experiment import Experiment
-    from mt.translate import Translator
+    from mt.decoding.translator import Translator
+    from mt.experiment.paths import Experiment
 
     torch.set_num_threads(threads)
     exp = Experiment(exp_dir)
@@ -58,7 +58,7 @@ def main() -> None:
 
     from mt.allocator import use_tcmalloc
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.hardware import cpu_name
 
     use_tcmalloc()

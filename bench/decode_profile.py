@@ -44,9 +44,9 @@ def main() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.decoding.translator import Translator
+    from mt.experiment.paths import Experiment
     from mt.hardware import cpu_name
-    from mt.translate import Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)

@@ -38,14 +38,14 @@ def timed(what: str, step) -> tuple[object, float]:
 
 def build_student(args) -> dict:
     """distill, binarize, train, evaluate (each skipped when done); their seconds."""
+    from mt.apps.distill import distill
+    from mt.apps.evaluate import evaluate_split
     from mt.atomic_files import write_text_atomic
     from mt.config import schema as cfglib
     from mt.config.recipes import preset_fields
     from mt.config.schema import save_yaml
     from mt.data.binarize import binarize
-    from mt.distill import distill
-    from mt.evaluate import evaluate_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.loop import train
 
     teacher, student = Experiment(args.teacher), Experiment(args.exp)
@@ -95,8 +95,8 @@ def main() -> None:
     import torch
 
     from mt.allocator import use_tcmalloc
-    from mt.distill import teacher_rows
-    from mt.experiment import Experiment
+    from mt.apps.distill import teacher_rows
+    from mt.experiment.paths import Experiment
     from mt.hardware import cpu_name
 
     use_tcmalloc()

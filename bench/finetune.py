@@ -66,9 +66,9 @@ def fine_tune(parent: Path, exp: Path, spec: str, steps: int, max_tokens: int) -
 
 
 def scores(exp: Path, splits: dict) -> dict:
-    from mt.experiment import Experiment
+    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.experiment.paths import Experiment
     from mt.metrics import score
-    from mt.translate import DecodeOptions, Translator
 
     experiment = Experiment(exp)
     translator = Translator.load(experiment, experiment.load_config())
@@ -84,7 +84,7 @@ def scores(exp: Path, splits: dict) -> dict:
 def vocabulary(parent: Path, ding_tokenizer: Path, ding_test: tuple[list[str], list[str]]) -> dict:
     """How well the parent's vocabulary covers Ding's test text, against a Ding-trained one."""
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.tokenizer import Tokenizer
 
     cfg = Experiment(parent).load_config()
@@ -119,7 +119,7 @@ def main() -> None:
 
     from mt.config.sources import parse_source
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     torch.set_num_threads(args.threads)
     parent = args.parent.resolve()

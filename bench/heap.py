@@ -42,7 +42,7 @@ def run_one(exp_dir: str, setting: str, model: str, steps: int) -> dict:
     import torch
 
     from mt import allocator
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.setup import build_training
 
     torch.set_num_threads(2)

@@ -40,7 +40,7 @@ def main() -> None:
     from rich.table import Table
     from throughput import measure
 
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.setup import build_training
 
     torch.set_num_threads(args.threads)

@@ -65,10 +65,10 @@ def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
     """One pipeline phase in a fresh process; reports its result and its own peak RSS."""
     import torch
 
+    from mt.apps.evaluate import evaluate_split
     from mt.data.binarize import binarize
     from mt.data.train_tokenizer import train_tokenizer
-    from mt.evaluate import evaluate_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.loop import train
 
     torch.set_num_threads(threads)
@@ -81,7 +81,7 @@ def _phase(name: str, exp_dir: str, threads: int, queue) -> None:
     elif name == "train":
         result = train(exp, cfg)
     elif name == "average":
-        from mt.run import average_step
+        from mt.apps.run import average_step
 
         average_step(exp, cfg)
         result = {}
@@ -151,8 +151,8 @@ def main() -> None:
     from mt.config import schema as cfglib
     from mt.config.recipes import load_recipe, recipe_config
     from mt.config.resolve import apply_sets
-    from mt.experiment import Experiment
-    from mt.experiment_config import ConfigChange
+    from mt.experiment.config import ConfigChange
+    from mt.experiment.paths import Experiment
 
     if args.recipe and args.exp == parser.get_default("exp"):
         args.exp = str(REPO / "experiments" / f"bench-{Path(args.recipe).stem}")

@@ -61,8 +61,8 @@ def main() -> None:
     import torch
 
     from mt.config.sources import parse_direction
-    from mt.experiment import Experiment
-    from mt.translate import DecodeOptions, Translator
+    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.experiment.paths import Experiment
 
     torch.set_num_threads(args.threads)
     multi_exp = Experiment(args.multi)

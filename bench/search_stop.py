@@ -64,9 +64,9 @@ def main() -> None:
     import torch
 
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.decoding.translator import Translator
+    from mt.experiment.paths import Experiment
     from mt.metrics import score
-    from mt.translate import Translator
 
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)

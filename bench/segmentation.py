@@ -31,7 +31,7 @@ def main() -> None:
     from rich.table import Table
 
     from mt.data.dataset import ParallelData
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.train_log import load_train_log
 
     rows = []

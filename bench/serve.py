@@ -277,8 +277,8 @@ class BatchRun:
     def __init__(self, args, lines: list[str]):
         import torch
 
-        from mt.experiment import Experiment
-        from mt.translate import Translator
+        from mt.decoding.translator import Translator
+        from mt.experiment.paths import Experiment
 
         torch.set_num_threads(args.threads)
         exp = Experiment(args.exp)
@@ -301,7 +301,7 @@ class BatchRun:
 
 def test_lines(exp_dir: str, limit: int) -> list[str]:
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
     lines = [line for line in src if line.strip()]

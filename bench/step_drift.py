@@ -46,7 +46,7 @@ def main() -> None:
     from rich.table import Table
 
     from mt.allocator import keep_freed_memory
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.setup import build_training
 
     keep_freed_memory()

@@ -40,7 +40,7 @@ def build_experiment(data: Path, work: Path) -> Path:
     from mt.config.schema import ExperimentConfig, save_yaml
     from mt.data.binarize import binarize
     from mt.data.train_tokenizer import train_tokenizer
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.loop import train
 
     cfg = ExperimentConfig()

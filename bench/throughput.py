@@ -177,7 +177,7 @@ def main() -> None:
     from mt.config.resolve import apply_sets
     from mt.data.batching import make_batches, pad_fraction
     from mt.errors import ConfigError
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.profile import PHASES, profile_phases
     from mt.training.setup import build_training
 

@@ -62,7 +62,7 @@ def reference_constraint(reference: str) -> str:
 
 
 def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
-    from mt.translate import DecodeOptions, Translator
+    from mt.decoding.translator import DecodeOptions, Translator
 
     precision, quantize = MT_MODES[mode]
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
@@ -167,7 +167,7 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], com
     import torch
 
     from mt.data.corpus import load_split
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.metrics import score
 
     torch.set_num_threads(args["threads"])
@@ -230,8 +230,8 @@ def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_
 
 def export_once(args, directory: str, modes: list[str]) -> dict[str, str]:
     """The exports the modes need, in `directory`: format -> its model directory."""
-    from mt.experiment import Experiment
-    from mt.export import export
+    from mt.apps.export import export
+    from mt.experiment.paths import Experiment
 
     exp = Experiment(args.exp)
     dirs = {}

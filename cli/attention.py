@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Checkpoint, Device, Exp, Threads, decode_flags, examples
 from mt import log
+from mt.cli.options import Checkpoint, Device, Exp, Threads, decode_flags, examples
 from mt.errors import ConfigError
 
 EXAMPLES = examples(
@@ -36,11 +36,11 @@ def attention(
     device: Device = "cpu",
 ) -> None:
     """Translate one sentence and draw its attention: cross-attention (source x output tokens) per layer, per head, alignment."""
-    from mt.alignment import check_layer
-    from mt.experiment_config import read_experiment
+    from mt.apps.report import attention_maps as attn
+    from mt.decoding.alignment import check_layer
+    from mt.decoding.translator import Translator
+    from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
-    from mt.report import attention_maps as attn
-    from mt.translate import Translator
 
     experiment, cfg = read_experiment(exp, decode)
     if fmt not in attn.FORMATS:

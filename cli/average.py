@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from cli.options import Exp, Force, examples
 from mt import log
+from mt.cli.options import Exp, Force, examples
 
 EXAMPLES = examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp exp/de-en --checkpoint average")
 
@@ -19,7 +19,7 @@ def average(
     force: Force = False,
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.average import average_last
 
     path, used = average_last(Experiment(exp), last, output, force)

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli.options import (
+from mt import log
+from mt.cli.options import (
     Checkpoint,
     ChunkLines,
     Device,
@@ -24,7 +25,6 @@ from cli.options import (
     examples,
     sampling_of,
 )
-from mt import log
 
 EXAMPLES = examples("mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de",
                     "mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de --sample --top-k 10")
@@ -52,9 +52,9 @@ def backtranslate(
     device: Device = "cpu",
 ) -> None:
     """Back-translate target-language text into synthetic pairs for the experiment's training data."""
-    from mt.backtranslate import backtranslate as run
+    from mt.apps.backtranslate import backtranslate as run
     from mt.errors import ConfigError
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.hardware import set_threads
     set_threads(threads)
     sampling = sampling_of(sample, temperature, top_k, top_p, seed)

@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli import render
-from cli.options import Exp, Recipe, Sets, examples
+from mt.cli import render
+from mt.cli.options import Exp, Recipe, Sets, examples
 from mt.errors import ConfigError
 
 EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8",
@@ -25,7 +25,7 @@ def binarize(
 ) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.data.binarize import binarize as run
-    from mt.experiment_config import open_experiment
+    from mt.experiment.config import open_experiment
 
     if workers < 1:
         raise ConfigError(f"--workers {workers}: expected at least 1")

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli.options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 from mt import log
+from mt.cli.options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 
 EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
                     "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble")
@@ -28,8 +28,8 @@ def distill(
     device: Device = "cpu",
 ) -> None:
     """Translate the teacher's training corpus into the student experiment (sequence-level distillation)."""
-    from mt.distill import distill as run
-    from mt.experiment import Experiment
+    from mt.apps.distill import distill as run
+    from mt.experiment.paths import Experiment
     from mt.hardware import set_threads
 
     set_threads(threads)

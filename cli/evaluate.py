@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli import render
-from cli.options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
+from mt.cli import render
+from mt.cli.options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
 from mt.errors import ConfigError, MtError
 
 EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json")
@@ -42,10 +42,10 @@ def evaluate(
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
         if split not in ("train", "valid", "test"):
             raise ConfigError(f"--split {split!r}: expected train, valid or test")
-        from mt.evaluate import evaluate_split
-        from mt.experiment_config import read_experiment
+        from mt.apps.evaluate import evaluate_split
+        from mt.decoding.translator import Translator
+        from mt.experiment.config import read_experiment
         from mt.hardware import set_threads, warn_if_slow
-        from mt.translate import Translator
 
         experiment, cfg = read_experiment(exp, decode)
         set_threads(threads)

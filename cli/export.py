@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Checkpoint, Exp, examples
 from mt import log
+from mt.cli.options import Checkpoint, Exp, examples
 
 EXAMPLES = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
                     "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",
@@ -29,8 +29,8 @@ def export(
     """Write a checkpoint for another runtime: CTranslate2 (model.bin, vocabularies, SentencePiece
     model(s), README.txt) or Hugging Face transformers (config.json, model.safetensors,
     generation_config.json, the tokenizer's files, README.md)."""
-    from mt.experiment_config import read_experiment
-    from mt.export import export as run_export
+    from mt.apps.export import export as run_export
+    from mt.experiment.config import read_experiment
 
     experiment, cfg = read_experiment(exp)
     summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force, license)

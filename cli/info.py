@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli import render
-from cli.options import Exp, examples
+from mt.cli import render
+from mt.cli.options import Exp, examples
 
 EXAMPLES = examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json")
 
@@ -18,8 +18,8 @@ def info(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object: the full config, data statistics, checkpoint sizes, training progress and the saved scores, as numbers.")] = False,
 ) -> None:
     """What the experiment holds: config, data, checkpoints, scores."""
-    from mt.experiment import Experiment
-    from mt.report.info import experiment_info, experiment_record
+    from mt.apps.report.info import experiment_info, experiment_record
+    from mt.experiment.paths import Experiment
 
     if json_out:
         print(json.dumps(experiment_record(Experiment(exp))))

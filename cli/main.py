@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from cli import (
+from mt import log
+from mt.cli import (
     attention,
     average,
     backtranslate,
@@ -28,7 +29,6 @@ from cli import (
     train_tokenizer,
     translate,
 )
-from mt import log
 
 app = typer.Typer(
     add_completion=False,
@@ -94,7 +94,7 @@ def entry_point() -> None:
 
 def main() -> None:
     """Console entry point: errors become one line on stderr and an exit code (1 input, 2 flags/config)."""
-    from cli.errors import run as run_app
+    from mt.cli.errors import run as run_app
 
     run_app(app, lambda: log.debug)
 

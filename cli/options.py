@@ -64,13 +64,13 @@ Temperature = Annotated[float, typer.Option(help="Sampling temperature.")]
 TopK = Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")]
 TopP = Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")]
 Seed = Annotated[int, typer.Option(help="Sampling seed.")]
-# Chunked translation that survives a kill (mt distill, mt backtranslate: mt.chunked).
+# Chunked translation that survives a kill (mt distill, mt backtranslate: mt.apps.chunked).
 ChunkLines = Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")]
 
 
 def sampling_of(sample: bool, temperature: float, top_k: int, top_p: float, seed: int):
-    """The sampling flags as mt.translate.Sampling (checked, with --sample or not), or None without --sample."""
-    from mt.translate import Sampling
+    """The sampling flags as mt.decoding.translator.Sampling (checked, with --sample or not), or None without --sample."""
+    from mt.decoding.translator import Sampling
 
     sampling = Sampling(temperature, top_k, top_p, seed)
     if not sample and sampling != Sampling():

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Force, examples, exp_dir
+from mt.cli.options import Force, examples, exp_dir
 
 EXAMPLES = examples("mt plot --exp exp/en-de", "mt plot --exp exp/en-de --exp exp/en-de-big -o compare.png")
 
@@ -18,7 +18,7 @@ def plot(
     force: Force = False,
 ) -> None:
     """Training and validation loss, perplexity, BLEU and learning rate against steps and wall time, as one PNG."""
-    from mt.experiment import Experiment
-    from mt.report.plot import plot as run
+    from mt.apps.report.plot import plot as run
+    from mt.experiment.paths import Experiment
 
     print(run([Experiment(path) for path in exp], output, force))

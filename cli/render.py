@@ -114,7 +114,7 @@ def write_translations(translator, source: Iterable[str], output: Path | None, b
 
         def counted(lines: Iterable[str | None]) -> Iterator[str | None]:
             for line in lines:
-                if line is not None:  # None: the input paused (mt.translate.input_lines)
+                if line is not None:  # None: the input paused (mt.decoding.translator.input_lines)
                     progress.advance(task)
                 yield line
 

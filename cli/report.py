@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Checkpoint, Exp, Force, Threads, examples
+from mt.cli.options import Checkpoint, Exp, Force, Threads, examples
 
 EXAMPLES = examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --samples 20 -o report.html")
 
@@ -22,9 +22,9 @@ def report(
     threads: Threads = 2,
 ) -> None:
     """One self-contained HTML page: config, data, curves, scores, sample translations, an attention example."""
-    from mt.experiment import Experiment
+    from mt.apps.report.page import report as run
+    from mt.experiment.paths import Experiment
     from mt.hardware import set_threads
-    from mt.report.page import report as run
 
     set_threads(threads)
     print(run(Experiment(exp), output, force, samples, sentence, checkpoint))

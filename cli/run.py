@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli import render
-from cli.options import Device, Sets, Threads, examples, exp_dir
+from mt.cli import render
+from mt.cli.options import Device, Sets, Threads, examples, exp_dir
 
 EXAMPLES = examples("mt run recipes/multi30k_en_de.yaml",
                     "mt run recipes/multi30k_en_de.yaml --exp exp/seed2 --set train.seed=2",
@@ -24,9 +24,9 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the resolved config (stdout) and which steps are done, write nothing.")] = False,
 ) -> None:
     """Run a recipe's steps in order into its experiment, skipping steps already done."""
+    from mt.apps.run import run_recipe
     from mt.config.resolve import parse_sets
     from mt.hardware import set_threads
-    from mt.run import run_recipe
 
     set_threads(threads)
     run_recipe(recipe, exp, parse_sets(sets), device=device, print_result=print, print_data=render.print_data_table,

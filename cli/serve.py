@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
+from mt.cli.options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
 
 EXAMPLES = examples(
     "mt serve --exp exp/de-en",
@@ -42,9 +42,9 @@ def serve(
     \b
       curl -s localhost:8000/translate --data-urlencode 'q=Ein Satz.' -d source=de -d target=en
     """
-    from mt.experiment_config import read_experiment
-    from mt.serve.app import Limits
-    from mt.serve.app import serve as run_serve
+    from mt.apps.serve.app import Limits
+    from mt.apps.serve.app import serve as run_serve
+    from mt.experiment.config import read_experiment
 
     limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching,
                     max_attention_tokens, max_connections, read_timeout)

@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli.options import Device, Exp, Recipe, Sets, Threads, examples
 from mt import log
+from mt.cli.options import Device, Exp, Recipe, Sets, Threads, examples
 
 EXAMPLES = examples(
     "mt train --exp exp/de-en --preset small --max-time 2h",
@@ -36,7 +36,7 @@ def train(
     device: Device = "cpu",
 ) -> None:
     """Train the Transformer; resumes from the experiment's last checkpoint if there is one."""
-    from mt.experiment_config import open_experiment
+    from mt.experiment.config import open_experiment
     from mt.training.launch import train_processes
 
     flags = {"train.max_tokens": max_tokens, "train.max_steps": max_steps, "train.max_time": max_time,

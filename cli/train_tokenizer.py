@@ -6,8 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from cli.options import Exp, Recipe, Sets, examples
 from mt import log
+from mt.cli.options import Exp, Recipe, Sets, examples
 from mt.config.sources import GRAMMAR
 
 EXAMPLES = examples(
@@ -32,7 +32,7 @@ def train_tokenizer(
 ) -> None:
     """Train the SentencePiece model on the training corpus (joint source+target by default)."""
     from mt.data.train_tokenizer import train_tokenizer as run
-    from mt.experiment_config import open_experiment
+    from mt.experiment.config import open_experiment
 
     flags: dict[str, Any] = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang}
     for split, specs in (("train", train), ("valid", valid), ("test", test)):

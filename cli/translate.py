@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from cli import render
-from cli.options import (
+from mt.atomic_files import check_output
+from mt.cli import render
+from mt.cli.options import (
     Checkpoints,
     Device,
     Exp,
@@ -26,7 +27,6 @@ from cli.options import (
     examples,
     sampling_of,
 )
-from mt.atomic_files import check_output
 from mt.errors import ConfigError
 
 EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
@@ -64,11 +64,11 @@ def translate(
     """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line.
 
     Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
-    from mt.alignment import check_layer
     from mt.data.text_files import count_lines, input_lines
-    from mt.experiment_config import read_experiment
+    from mt.decoding.alignment import check_layer
+    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.experiment.config import read_experiment
     from mt.hardware import set_threads, warn_if_slow
-    from mt.translate import DecodeOptions, Translator
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
     sampling = sampling_of(sample, temperature, top_k, top_p, seed)

@@ -1,5 +1,5 @@
 """`python -m mt ...` (and `torchrun -m mt ...`) runs the same command line as `mt`."""
 
-from cli.main import entry_point
+from mt.cli.main import entry_point
 
 entry_point()

@@ -26,7 +26,7 @@ def language_tag(lang: str) -> str:
 
 
 TAG = re.compile(r"<2[A-Za-z]\w*>")  # any language's tag, as a piece
-# Back-translation (mt.backtranslate): the tag before each synthetic source (Caswell et al., 2019), and
+# Back-translation (mt.apps.backtranslate): the tag before each synthetic source (Caswell et al., 2019), and
 # the filler that noise puts in place of words (Edunov et al., 2018). User symbols of a tokenizer
 # trained on back-translated pairs: never split.
 BACK_TRANSLATION_TAG = "<BT>"

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer
 
 # The `mt` processes the tests start run on the C library's malloc: with tcmalloc installed, each would

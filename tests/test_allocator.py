@@ -124,7 +124,7 @@ def test_mt_command_restarts_once_under_tcmalloc():
                           cwd=REPO, timeout=60, env=CLEAN_ENV)
     assert done.returncode == 0, done.stderr
     assert "translate" in done.stdout
-    assert done.stderr.count("| cli.main") == 2
+    assert done.stderr.count("| mt.cli.main") == 2
 
 
 def test_too_slow_decides_from_given_timings():

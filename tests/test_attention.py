@@ -21,13 +21,19 @@ import torch
 from conftest import tiny_model
 from toy import toy_corpus
 
-from mt.alignment import alignment_weights, hard_alignment, output_word_index, source_word_index, word_alignment
+from mt.apps.report.attention_maps import attention, forced_attention
+from mt.decoding.alignment import (
+    alignment_weights,
+    hard_alignment,
+    output_word_index,
+    source_word_index,
+    word_alignment,
+)
+from mt.decoding.translator import DecodeOptions, Translator
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.model.attention import capture_attention
-from mt.report.attention_maps import attention, forced_attention
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.translate import DecodeOptions, Translator
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 from toy import toy_corpus
 
-from mt.backtranslate import backtranslate, noisy
-from mt.chunked import chunk_paths
+from mt.apps.backtranslate import backtranslate, noisy
+from mt.apps.chunked import chunk_paths
+from mt.apps.run import run_recipe
 from mt.config.sources import parse_source
 from mt.data.binarize import binarize
 from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import train_tokenizer
+from mt.decoding.translator import Sampling, Translator
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.run import run_recipe
+from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, NOISE_FILLER, Tokenizer
-from mt.translate import Sampling, Translator
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -238,7 +238,7 @@ def test_the_recipe_step_backtranslates_then_is_skipped(trained_experiment, tmp_
 
 
 def test_the_reversed_config_names_a_tsvs_columns_in_every_split(tmp_path):
-    from mt.backtranslate import final_config
+    from mt.apps.backtranslate import final_config
     from mt.config.schema import ExperimentConfig
 
     reverse_cfg = ExperimentConfig()  # de -> en

@@ -7,7 +7,7 @@ import torch
 from mt.data.batching import ROWS_MULTIPLE, BatchStream, collate, make_batches, pad_fraction
 from mt.data.dataset import ParallelData
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 

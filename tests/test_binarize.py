@@ -22,7 +22,7 @@ from mt.data.dataset import ParallelData, check_data, encode_pairs
 from mt.data.stats import rows_text
 from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein kleines Mädchen", "A little girl"),
             ("Ein Junge", "A boy"), ("Ein Hund", "A dog"), ("Ein Radfahrer", "A cyclist")]

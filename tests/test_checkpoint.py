@@ -1,4 +1,4 @@
-"""mt.checkpoint: checkpoints that round-trip, refuse what is not theirs in one line, and average."""
+"""mt.experiment.checkpoint_file: checkpoints that round-trip, refuse what is not theirs in one line, and average."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 
-from mt.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from mt.config.schema import ModelConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint, save_checkpoint
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer, build_model
 from mt.tokenizer import BOS_ID, EOS_ID
 from mt.training.average import average_checkpoints, average_last

@@ -2,7 +2,7 @@
 translations without stray whitespace, `mt info`'s last step, the slow-precision warning, and
 every subcommand's --help ending in examples.
 
-Commands run in this process through `cli.main.main`, the `mt` entry point, so that an error is
+Commands run in this process through `mt.cli.main.main`, the `mt` entry point, so that an error is
 the one stderr line and exit code a user sees; on conftest's tiny trained experiment.
 """
 
@@ -19,11 +19,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli import errors as cli_errors
-from cli import main as cli
 from mt import hardware
-from mt.checkpoint import load_checkpoint
-from mt.experiment import Experiment
+from mt.cli import errors as cli_errors
+from mt.cli import main as cli
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.paths import Experiment
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +358,7 @@ def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(exper
     import shutil
 
     from mt.errors import ConfigError
-    from mt.experiment_config import open_experiment
+    from mt.experiment.config import open_experiment
 
     size = experiment.load_tokenizers(experiment.load_config().tokenizer.joint)[0].vocab_size
     assert size != experiment.load_config().__class__().tokenizer.vocab_size  # the toy's is not the default
@@ -459,7 +459,7 @@ def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
         assert process.stdout.read() == b"" and process.wait(60) == 0
     finally:
         process.kill()
-    from mt.translate import Translator
+    from mt.decoding.translator import Translator
 
     translator = Translator.load(experiment, experiment.load_config())
     assert answers == translator.translate(["Ein Mann.", "", "Die Katze schläft."]) and answers[1] == ""

@@ -17,7 +17,7 @@ import pytest
 import torch
 from toy import tiny_experiment
 
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.training.checkpoints import save_training
 from mt.training.profile import PHASES, profile_phases
 from mt.training.setup import build_training

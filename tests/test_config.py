@@ -1,4 +1,4 @@
-"""mt.config.schema, mt.config.recipes and the config half of mt.experiment: recipes, presets, strict keys, types and
+"""mt.config.schema, mt.config.recipes and the config half of mt.experiment.paths: recipes, presets, strict keys, types and
 choices, durations, and overrides on an existing experiment (recorded, or refused once a field is in use)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from mt.config.schema import ExperimentConfig, ModelConfig, from_dict
 from mt.config.sources import SPLITS, absolute_spec
 from mt.config.values import coerce, literal_choices, parse_duration
 from mt.errors import ConfigError
-from mt.experiment import Experiment
-from mt.experiment_config import ConfigChange
+from mt.experiment.config import ConfigChange
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer
 
 RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"

@@ -25,17 +25,17 @@ import torch
 from toy import one_thread, tiny_config, toy_corpus
 
 from mt.atomic_files import write_text_atomic
-from mt.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from mt.config.recipes import load_recipe
 from mt.config.schema import ExperimentConfig, ModelConfig, save_yaml
 from mt.data.binarize import binarize
 from mt.data.train_tokenizer import train_tokenizer
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.experiment_lock import experiment_lock
+from mt.experiment.checkpoint_file import FORMAT, load_checkpoint, save_checkpoint
+from mt.experiment.lock import experiment_lock
+from mt.experiment.paths import Experiment
 from mt.model.transformer import build_model
 from mt.training.loop import train
-from mt.translate import Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -106,7 +106,7 @@ def test_binarize_summary_tells_rows_from_pairs_when_upsampling(corpus, capsys, 
 
 
 def test_the_data_table_fits_80_columns_at_wmt_sizes_with_every_reason(capsys):
-    from cli.render import print_data_table
+    from mt.cli.render import print_data_table
 
     train = {"pairs_in": 4_508_785, "pairs_kept": 4_100_234, "kept": 8_200_468,
              "dropped": {"invalid_utf8": 12, "malformed": 3, "empty": 1_234, "too_long": 12_345, "ratio": 3_456,
@@ -129,7 +129,7 @@ def test_binarize_force_builds_data_again_until_a_model_is_trained_on_it(tmp_pat
     from toy import tiny_experiment
 
     from mt.data.dataset import ParallelData
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     exp, _ = tiny_experiment(tmp_path, {"train": 200, "valid": 10, "test": 10}, model={}, train={}, decode={})
     before = len(ParallelData(exp, "train"))
@@ -162,8 +162,8 @@ def test_binarize_is_refused_while_a_trainer_holds_the_experiment(tmp_path, caps
 
     exp, _ = tiny_experiment(tmp_path, {"train": 200, "valid": 10, "test": 10}, model={}, train={}, decode={})
     before = len(ParallelData(exp, "train"))
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom mt.experiment import Experiment\n"
-                               "from mt.experiment_lock import experiment_lock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom mt.experiment.paths import Experiment\n"
+                               "from mt.experiment.lock import experiment_lock\n"
                                f"with experiment_lock(Experiment({str(exp.root)!r})):\n"
                                "    print('held', flush=True)\n    time.sleep(60)\n"],
                               stdout=subprocess.PIPE, text=True)

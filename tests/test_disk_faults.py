@@ -23,11 +23,12 @@ from test_resume import assert_same
 from test_trainer import build_experiment, copy_experiment
 from toy import one_thread
 
-from mt import atomic_files, checkpoint
-from mt.checkpoint import load_checkpoint
+from mt import atomic_files
 from mt.errors import MtError
-from mt.experiment import Experiment
-from mt.experiment_config import ConfigChange
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.config import ConfigChange
+from mt.experiment.paths import Experiment
+from mt.experiment.paths import checkpoint_file as checkpoint
 from mt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -120,7 +121,7 @@ def test_binarize_that_cannot_write_its_manifest_leaves_no_data_and_runs_again(b
 
 
 def test_a_distill_chunk_that_cannot_be_written_resumes_to_the_same_corpus(trained_experiment, tmp_path, monkeypatch):
-    from mt.distill import distill
+    from mt.apps.distill import distill
 
     straight = distill([trained_experiment], Experiment(tmp_path / "straight"), {"beam": 1}, chunk_lines=100)
     student = Experiment(tmp_path / "student")
@@ -136,8 +137,8 @@ def test_a_distill_chunk_that_cannot_be_written_resumes_to_the_same_corpus(train
 
 def test_distill_records_how_it_translates_before_its_first_chunk(trained_experiment, tmp_path, monkeypatch):
     """A kill between the first chunk and the state file let a resume with other teachers pass."""
-    from mt.chunked import state_path
-    from mt.distill import distill, distill_dir
+    from mt.apps.chunked import state_path
+    from mt.apps.distill import distill, distill_dir
 
     student = Experiment(tmp_path / "student")
     DiskFull(monkeypatch, "000001.tgt")  # the second chunk fails: the state recorded how the first was made

@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from mt.chunked import chunk_paths as chunk_files
+from mt.apps.chunked import chunk_paths as chunk_files
+from mt.apps.distill import distill, distill_dir
 from mt.config.recipes import MODEL_PRESETS
 from mt.data.corpus import load_split
-from mt.distill import distill, distill_dir
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.translate import Translator
+from mt.experiment.paths import Experiment
 
 
 def chunk_paths(student: Experiment, index: int):
@@ -221,7 +221,7 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
 
 
 def test_a_carriage_return_inside_a_source_line_stays_in_its_chunk(tmp_path):
-    from mt.chunked import check_done_chunks
+    from mt.apps.chunked import check_done_chunks
 
     student = Experiment(tmp_path / "student")
     lines = ["ein\rSatz", "zwei"]  # corpus readers keep a \r inside a line; only a trailing one goes

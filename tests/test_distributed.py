@@ -21,9 +21,9 @@ import torch
 import torch.multiprocessing as mp
 from test_trainer import assert_params_close, build_experiment, copy_experiment, params
 
-from mt.checkpoint import load_checkpoint
 from mt.data.batching import collate, make_batches
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.paths import Experiment
 from mt.training import distributed
 from mt.training.setup import build_training
 

@@ -20,15 +20,15 @@ import sacrebleu
 import torch
 from toy import one_thread, tiny_experiment, toy_corpus
 
-from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.apps.export import export
+from mt.apps.export.ctranslate2 import build_spec
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
-from mt.export import export
-from mt.export.ctranslate2 import build_spec
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
 from mt.model.transformer import Transformer
 from mt.search.beam import beam_search, greedy_search
 from mt.search.steps import max_lengths
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.translate import Translator
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed: pip install -e '.[test,export]'")
 
@@ -53,7 +53,7 @@ def _vocab(size: int, prefix: str) -> list[str]:
 
 def _logprobs(model: Transformer, src: list[int], tgt: list[int]) -> torch.Tensor:
     """mt's log-probability of each token of tgt + EOS given src, with <pad> and <s> out of the softmax
-    as the export's bias on them puts them (mt/export/ctranslate2.py): what CTranslate2 should compute."""
+    as the export's bias on them puts them (mt/apps/export/ctranslate2.py): what CTranslate2 should compute."""
     with torch.no_grad():
         logits = model(torch.tensor([src + [EOS_ID]]), torch.tensor([[BOS_ID] + tgt]))[0]
     logits[:, [PAD_ID, BOS_ID]] = -torch.inf
@@ -244,7 +244,7 @@ def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
                                          max_input_length=1024)
     mt = Translator.load(post_norm, post_norm.load_config())
     mt.decode_cfg.beam = 1
-    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.translate(lines)
+    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.decoding.translator(lines)
     before = (out / "model.bin").read_bytes()
 
     _one_error_line(_mt("export", "--exp", exp, "--output", str(out)), 1, str(out), "exists", "--force")

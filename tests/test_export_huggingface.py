@@ -21,15 +21,15 @@ import sacrebleu
 import torch
 from toy import one_thread, tiny_experiment, toy_corpus
 
-from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.apps.export import export
+from mt.apps.export.huggingface import channel_order, self_check, to_marian
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
-from mt.export import export
-from mt.export.huggingface import channel_order, self_check, to_marian
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
 from mt.model.transformer import Transformer
 from mt.search.beam import beam_search, greedy_search
 from mt.search.steps import max_lengths
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.translate import Translator
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[huggingface]'")
 
@@ -210,10 +210,10 @@ def test_the_tokenizer_gives_mts_ids(tmp_path, joint):
     fallback included."""
     from types import SimpleNamespace
 
+    from mt.apps.export.huggingface import write_tokenizer
+    from mt.apps.export.mapping import Exported
     from mt.config.schema import ExperimentConfig, TokenizerConfig
     from mt.data.train_tokenizer import train_spm
-    from mt.export.huggingface import write_tokenizer
-    from mt.export.mapping import Exported
     from mt.tokenizer import Tokenizer, model_path
 
     lines = _real_lines()
@@ -322,9 +322,9 @@ def test_cli_writes_a_model_card_and_readable_files(trained, tmp_path):
 
 def test_the_model_card_of_the_papers_schedule_gives_its_peak(trained):
     """train.lr_peak unset (the default: lr from d_model and the warm-up, Sec. 5.3) has a peak too."""
-    from mt.export import _load
-    from mt.export.huggingface import check_model
-    from mt.export.model_card import model_card
+    from mt.apps.export import _load
+    from mt.apps.export.huggingface import check_model
+    from mt.apps.export.model_card import model_card
     from mt.training.schedule import peak_lr
 
     cfg = trained.load_config()
@@ -338,11 +338,11 @@ def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(tr
     """Was: update 3's BLEU in the card (and the Hub's model-index) of a checkpoint trained on to update 6."""
     import shutil
 
-    from mt.evaluate import evaluate_split
-    from mt.experiment import Experiment
-    from mt.export import _load
-    from mt.export.huggingface import check_model
-    from mt.export.model_card import model_card
+    from mt.apps.evaluate import evaluate_split
+    from mt.apps.export import _load
+    from mt.apps.export.huggingface import check_model
+    from mt.apps.export.model_card import model_card
+    from mt.experiment.paths import Experiment
 
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(trained.root, exp.root)

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.paths import Experiment
 from mt.training import launch
 
 

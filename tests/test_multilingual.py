@@ -25,12 +25,12 @@ from mt.data.batching import balanced_epoch
 from mt.data.binarize import binarize
 from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import balanced_counts, train_tokenizer
+from mt.decoding.translator import DecodeOptions, Translator
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.experiment_config import open_experiment
+from mt.experiment.config import open_experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import EOS_ID
 from mt.training.loop import train
-from mt.translate import DecodeOptions, Translator
 
 DIRECTIONS = ["en-de", "de-en", "en-fr", "fr-en"]
 GERMAN, FRENCH = set(WORDS_DE) - set(WORDS_FR), set(WORDS_FR) - set(WORDS_DE)
@@ -183,7 +183,7 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
 
 
 def mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    from cli import main as cli
+    from mt.cli import main as cli
 
     monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
     code = 0
@@ -217,7 +217,7 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
     assert [line.split()[0] for line in out.splitlines()[1:6]] == [*DIRECTIONS, "average"]
     code, out, _ = mt(capsys, monkeypatch, "info", "--exp", multi.root)
     assert "en-de, de-en, en-fr, fr-en" in out
-    from mt.report.page import _samples  # the report's samples: each direction's, with its languages
+    from mt.apps.report.page import _samples  # the report's samples: each direction's, with its languages
 
     page = _samples(multi, 2)
     assert all(f"test {d}: 2 of 30 sentences" in page for d in DIRECTIONS) and "reference (fr)" in page
@@ -227,7 +227,7 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
 def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
     from test_serve import Served, call, ok
 
-    from mt.serve.app import Limits, build_app
+    from mt.apps.serve.app import Limits, build_app
 
     translator = Translator.load(multi, multi.load_config())
     with Served(build_app(translator, Limits(max_wait_ms=0), threads=1)) as served:
@@ -258,7 +258,7 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
 @pytest.mark.slow
 def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
-    from mt.export import export
+    from mt.apps.export import export
 
     cfg = multi.load_config()
     export(multi, cfg, tmp_path / "ct2")
@@ -281,7 +281,7 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
 
 def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[huggingface]'")
-    from mt.export import export
+    from mt.apps.export import export
 
     cfg = multi.load_config()
     export(multi, cfg, tmp_path / "hf", fmt="huggingface")
@@ -306,8 +306,8 @@ def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_pat
 
 @pytest.mark.slow
 def test_distill_translates_every_direction_into_a_multilingual_student(multi, tmp_path):
-    from mt.distill import distill
-    from mt.experiment import Experiment
+    from mt.apps.distill import distill
+    from mt.experiment.paths import Experiment
 
     student = Experiment(tmp_path / "student")
     manifest = distill([multi], student, {"beam": 1}, chunk_lines=150)
@@ -342,8 +342,8 @@ def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
 def test_the_report_of_a_multilingual_experiment_shows_each_direction(multi, tmp_path):
     import shutil
 
-    from mt.evaluate import evaluate_split
-    from mt.report.page import build_report
+    from mt.apps.evaluate import evaluate_split
+    from mt.apps.report.page import build_report
 
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(multi.root, exp.root)

@@ -16,8 +16,8 @@ import torch
 from sacrebleu.metrics import BLEU
 from test_trainer import build_experiment, copy_experiment
 
-from mt.checkpoint import load_checkpoint
 from mt.config.schema import ModelConfig
+from mt.experiment.checkpoint_file import load_checkpoint
 from mt.metrics import score, score_tokenized
 from mt.model.transformer import build_model
 from mt.training.ema import WeightAverage
@@ -114,7 +114,7 @@ def test_tensorboard_without_the_package_is_one_line_naming_what_to_install(base
     exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=2, tensorboard=True)
     # The package made unimportable in that process only, as on a machine without it.
     code = ("import sys; sys.modules['tensorboard'] = None; sys.modules['torch.utils.tensorboard'] = None; "
-            "from cli.main import entry_point; sys.argv = ['mt', 'train', '--exp', sys.argv[1]]; entry_point()")
+            "from mt.cli.main import entry_point; sys.argv = ['mt', 'train', '--exp', sys.argv[1]]; entry_point()")
     done = subprocess.run([sys.executable, "-c", code, str(exp.root)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 2 and "Traceback" not in done.stderr  # a config error

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.requests import Request
 
+from mt.apps.serve import requests as req
 from mt.config.schema import DecodeConfig
 from mt.config.sources import SPLITS, absolute_spec, parse_source
+from mt.decoding.translator import DecodeOptions
 from mt.errors import ConfigError
-from mt.serve import requests as req
-from mt.translate import DecodeOptions
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 NUMBERS = st.one_of(st.integers(), st.integers(min_value=-10**400, max_value=10**400), st.floats(allow_nan=True),

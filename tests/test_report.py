@@ -20,12 +20,12 @@ import pytest
 from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 from toy import one_thread
 
+from mt.apps.evaluate import evaluate_split
+from mt.apps.report.info import experiment_info
+from mt.apps.report.page import build_report, report
+from mt.apps.report.plot import plot
 from mt.errors import MtError
-from mt.evaluate import evaluate_split
-from mt.experiment import Experiment
-from mt.report.info import experiment_info
-from mt.report.page import build_report, report
-from mt.report.plot import plot
+from mt.experiment.paths import Experiment
 from mt.training.train_log import load_train_log
 
 
@@ -139,7 +139,7 @@ def test_cli_report_and_plot(experiment, tmp_path):
 
 
 def test_the_scores_record_how_they_were_decoded(experiment):
-    from mt.evaluate import decode_record
+    from mt.apps.evaluate import decode_record
 
     saved = json.loads(experiment.score_path("test").read_text())
     assert saved["decode"] == decode_record(experiment.load_config().decode)  # as `mt run` compares

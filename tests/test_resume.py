@@ -24,8 +24,8 @@ import pytest
 import torch
 from test_trainer import build_experiment, copy_experiment
 
-from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.paths import Experiment
 from mt.training.checkpoints import rng_state, set_rng_state
 
 N = 40  # steps of the uninterrupted run; the other is killed after its checkpoint at N / 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import main as cli
+from mt.cli import main as cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "saved_experiment.expected.json").read_text(encoding="utf-8"))

@@ -29,10 +29,10 @@ from urllib.parse import urlencode
 import pytest
 from toy import toy_corpus
 
+from mt.apps.serve.app import Limits, bind, build_app, uvicorn_server
+from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
+from mt.decoding.translator import DecodeOptions, Translator
 from mt.errors import ConfigError, MtError
-from mt.serve.app import Limits, bind, build_app, uvicorn_server
-from mt.serve.queue import Batcher, QueueFull, WorkerFailed
-from mt.translate import DecodeOptions, Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread
 
@@ -366,7 +366,7 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
 
 
 def test_v1_attention_is_the_json_of_mt_attention(server, reference):
-    from mt.report.attention_maps import attention_maps
+    from mt.apps.report.attention_maps import attention_maps
 
     answer = ok(f"{server.url}/v1/attention", {"text": LINES[0]})
     expected = {**attention_maps(reference, LINES[0]).to_json(), "warnings": []}

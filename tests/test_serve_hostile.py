@@ -14,9 +14,9 @@ import time
 import pytest
 from test_serve import LINES, Hook, Served, call, load, ok
 
-from mt.serve.app import Limits, build_app
-from mt.serve.queue import Batcher
-from mt.translate import DecodeOptions, Translator
+from mt.apps.serve.app import Limits, build_app
+from mt.apps.serve.queue import Batcher
+from mt.decoding.translator import DecodeOptions, Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

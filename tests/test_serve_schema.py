@@ -12,7 +12,7 @@ from schemathesis.config._checks import NegativeDataRejectionConfig
 from schemathesis.generation.modes import GenerationMode
 from test_serve import Served, load
 
-from mt.serve.app import Limits, build_app
+from mt.apps.serve.app import Limits, build_app
 
 LIMITS = Limits(max_wait_ms=0, max_lines=4, max_chars=400, max_beam=3, max_attention_tokens=40)
 EXAMPLES = 25  # per route and kind (positive, negative): about 400 requests in all

@@ -9,7 +9,7 @@ import pytest
 from mt.config.schema import DataConfig, ExperimentConfig, TokenizerConfig
 from mt.data.train_tokenizer import train_spm, train_tokenizer
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, model_path
 
 SUBJECTS = [("Ein Mann", "A man"), ("Eine Frau", "A woman"), ("Ein kleines Mädchen", "A little girl"),

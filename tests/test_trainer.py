@@ -25,14 +25,14 @@ import torch
 from toy import tiny_config, toy_corpus
 
 from mt.atomic_files import write_text_atomic
-from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.batching import collate, make_batches
 from mt.data.binarize import binarize
 from mt.data.corpus import load_split
 from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.paths import Experiment
 from mt.model.layers import FeedForward
 from mt.search.beam import greedy_search
 from mt.tokenizer import EOS_ID

@@ -10,8 +10,8 @@ import math
 import pytest
 from test_trainer import build_experiment, copy_experiment
 
-from mt.checkpoint import load_checkpoint
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.paths import Experiment
 from mt.training.checkpoints import resume_training, save_training
 from mt.training.setup import build_training
 from mt.training.state import TrainingState

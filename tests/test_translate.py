@@ -16,9 +16,9 @@ import pytest
 from toy import toy_corpus
 
 from mt.data.batching import length_groups
+from mt.decoding.translator import DecodeOptions, Sampling, Translator
 from mt.errors import ConfigError
-from mt.experiment import Experiment
-from mt.translate import DecodeOptions, Sampling, Translator
+from mt.experiment.paths import Experiment
 
 
 def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.CompletedProcess:
@@ -140,7 +140,7 @@ def test_fast_modes_translate(trained_experiment, precision, quantize):
 
 
 def test_bf16_on_the_cpu_bounds_onednn_primitive_cache_unless_the_user_set_it(trained_experiment, monkeypatch):
-    from mt.translate import ONEDNN_CACHE
+    from mt.decoding.translator import ONEDNN_CACHE
 
     cfg = trained_experiment.load_config()
     monkeypatch.delenv(ONEDNN_CACHE, raising=False)

@@ -15,7 +15,7 @@ from mt.atomic_files import write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.binarize import binarize
 from mt.data.train_tokenizer import train_tokenizer
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 
 WORDS_DE = "der die das ein eine mann frau hund katze läuft spielt sitzt auf im park haus rot blau groß klein".split()
 WORDS_EN = "the the the a a man woman dog cat runs plays sits on in park house red blue big small".split()

@@ -119,7 +119,7 @@ def build_experiment(data: Path, out: Path, vocab_size: int):
     from mt.config.schema import ExperimentConfig, save_yaml
     from mt.data.binarize import binarize
     from mt.data.train_tokenizer import train_tokenizer
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
 
     cfg = ExperimentConfig()
     cfg.data.src_lang, cfg.data.tgt_lang = "en", "de"
@@ -313,7 +313,7 @@ def resume_check(exp_root: Path, cfg, device, fields: dict, before: int, after: 
 
     import torch
 
-    from mt.experiment import Experiment
+    from mt.experiment.paths import Experiment
     from mt.training.checkpoints import resume_training, save_training
     from mt.training.setup import build_training
 
@@ -359,9 +359,9 @@ def decoding_rows(exp, cfg, device, fields: dict, train_seconds: float, max_step
     from mt.atomic_files import write_text_atomic
     from mt.config.schema import save_yaml
     from mt.data.corpus import load_split
+    from mt.decoding.translator import Translator
     from mt.metrics import score
     from mt.training.loop import train
-    from mt.translate import Translator
 
     train_cfg = variant(cfg, {**fields, "dropout": 0.1}, precision="auto", max_time=train_seconds,
                         max_steps=max_steps, max_tokens=8192 if device.type == "cuda" else cfg.train.max_tokens,

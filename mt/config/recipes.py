@@ -33,7 +33,7 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher", "reverse", "mono", "bt_search"}
 # distill: a student recipe's first step (`teacher:` names the teacher's recipe or experiment); backtranslate:
 # `reverse:` (a recipe or experiment of the reverse direction) translates `mono:` (specs) with `bt_search`
-# (beam, sample or noise) into this experiment's synthetic pairs (see mt.run).
+# (beam, sample or noise) into this experiment's synthetic pairs (see mt.apps.run).
 STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "train", "average", "evaluate")
 BT_SEARCHES = ("beam", "sample", "noise")
 

@@ -28,8 +28,8 @@ from mt.data import stats as data_stats
 from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
 from mt.data.dataset import file_sha256
 from mt.errors import MtError
-from mt.experiment import Experiment
-from mt.experiment_lock import experiment_lock
+from mt.experiment.lock import experiment_lock
+from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, Tokenizer, language_tag
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)

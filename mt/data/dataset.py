@@ -16,7 +16,7 @@ from mt.data import binarize_workers as encoding
 from mt.data import corpus
 from mt.data.binarize_workers import RAW_REASONS, Encoder, Filters, id_dtype
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import Tokenizer
 
 

@@ -18,7 +18,7 @@ from mt.atomic_files import sync_directory
 from mt.config.schema import ExperimentConfig, TokenizerConfig
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, BOS_ID, EOS_ID, NOISE_FILLER, PAD_ID, UNK_ID, Tokenizer, language_tag
 
 

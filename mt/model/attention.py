@@ -1,6 +1,6 @@
 """Multi-head attention (Sec. 3.2.2): scaled dot-product attention (Sec. 3.2.1) over h heads, with
 the key/value cache of incremental decoding and, inside `capture_attention()`, the weights kept for
-alignments and heatmaps (`mt.report.attention_maps`, `mt.alignment`).
+alignments and heatmaps (`mt.apps.report.attention_maps`, `mt.decoding.alignment`).
 """
 
 from __future__ import annotations

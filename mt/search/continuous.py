@@ -4,7 +4,7 @@
 a server's batch then waits for its longest sentence while the requests that came meanwhile queue.
 Here, as in the continuous batching of LLM servers (Orca's iteration-level scheduling), a search
 takes new sentences before any step and hands back each sentence the step it finishes, so the rows
-of one decoder call stay full. `mt.serve.queue` drives it for `mt serve`.
+of one decoder call stay full. `mt.apps.serve.queue` drives it for `mt serve`.
 
 Rows are at different steps, so each row carries its own state:
 - its position: the decoder's position table is read per row (`Transformer.decode(positions=)`);

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from mt.atomic_files import check_output
-from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.paths import Experiment
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:

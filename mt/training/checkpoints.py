@@ -16,7 +16,9 @@ import numpy as np
 import torch
 
 from mt import log
-from mt.checkpoint import (
+from mt.config.schema import ModelConfig
+from mt.errors import MtError
+from mt.experiment.checkpoint_file import (
     FORMAT,
     check_model_config,
     check_tokenizer,
@@ -25,9 +27,7 @@ from mt.checkpoint import (
     save_checkpoint,
     tokenizer_difference,
 )
-from mt.config.schema import ModelConfig
-from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.training.ema import WeightAverage
 from mt.training.optimizer import regroup_optimizer_state
 from mt.training.state import TrainingState

@@ -18,9 +18,9 @@ from typing import Callable
 from mt import log
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.experiment_config import ConfigChange
-from mt.experiment_lock import experiment_lock
+from mt.experiment.config import ConfigChange
+from mt.experiment.lock import experiment_lock
+from mt.experiment.paths import Experiment
 from mt.hardware import launched_by_torchrun
 
 # The experiment, its config and the change this command made to it (saved): `open_experiment`.

@@ -29,8 +29,8 @@ from mt.atomic_files import remove_abandoned_temporaries
 from mt.config.schema import ExperimentConfig
 from mt.data.corpus import load_split
 from mt.errors import MtError
-from mt.experiment import Experiment
-from mt.experiment_lock import experiment_lock
+from mt.experiment.lock import experiment_lock
+from mt.experiment.paths import Experiment
 from mt.model.transformer import count_parameters
 from mt.training.checkpoints import resume_training, save_training, start_from_weights
 from mt.training.distributed import Distributed

@@ -22,7 +22,7 @@ from mt.allocator import keep_freed_memory
 from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.data.batching import BatchStream
 from mt.data.dataset import ParallelData, check_data
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.hardware import fastest_precision
 from mt.model.layers import Embedding, Residual
 from mt.model.transformer import Transformer, build_model

@@ -10,9 +10,9 @@ from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.corpus import load_split
-from mt.experiment import Experiment
+from mt.decoding.translator import DecodeOptions, Translator
+from mt.experiment.paths import Experiment
 from mt.metrics import score, score_tokenized
-from mt.translate import DecodeOptions, Translator
 
 
 def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None) -> dict:

@@ -9,8 +9,8 @@ from mt import log
 from mt.config.recipes import STEPS, load_recipe
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.experiment_config import ConfigChange
+from mt.experiment.config import ConfigChange
+from mt.experiment.paths import Experiment
 
 SAMPLES = 4  # test sentences shown at the end of `mt run`
 
@@ -96,10 +96,10 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
 def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str], device: str,
                  print_result: Callable[[str], None]) -> None:
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
-    or an experiment) translates its training corpus into this experiment (mt.distill). A recipe that
+    or an experiment) translates its training corpus into this experiment (mt.apps.distill). A recipe that
     names its training data must read it from here: checked before the teacher runs (an hour, say)."""
+    from mt.apps.distill import distill, distill_dir
     from mt.config.sources import absolute_spec
-    from mt.distill import distill, distill_dir
 
     here = f"files:{distill_dir(exp).resolve()}/"
     if cfg.data.train and not any(absolute_spec(str(spec)).startswith(here) for spec in cfg.data.train):
@@ -123,11 +123,11 @@ def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str
 def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
                        print_result: Callable[[str], None]) -> None:
     """The recipe's `reverse:` (a recipe, run first to the end when anything of it is missing, or an
-    experiment) back-translates `mono:` into this experiment (mt.backtranslate), with `bt_search`.
+    experiment) back-translates `mono:` into this experiment (mt.apps.backtranslate), with `bt_search`.
     The recipe names the synthetic corpus in its data.train itself (bt:files:EXP/backtranslate/train),
     so that running it again finds the config it wrote."""
-    from mt.backtranslate import backtranslate, backtranslate_dir, listed_spec
-    from mt.translate import Sampling
+    from mt.apps.backtranslate import backtranslate, backtranslate_dir, listed_spec
+    from mt.decoding.translator import Sampling
 
     spec = listed_spec(cfg, exp)
     if spec is None:
@@ -181,7 +181,7 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
     """The recipe's `translate_examples`, each with its translation."""
     if not examples:
         return
-    from mt.translate import DecodeOptions, Translator
+    from mt.decoding.translator import DecodeOptions, Translator
 
     translator = Translator.load(exp, cfg, device=device)
     src_lang = cfg.data.pairs()[0][0]  # the examples are in the first direction's source language
@@ -195,9 +195,9 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
 def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None],
              run_keys: dict[str, Any]) -> None:
     """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
-    from mt.backtranslate import backtranslate_dir
+    from mt.apps.backtranslate import backtranslate_dir
+    from mt.apps.distill import distill_dir
     from mt.config.schema import save_yaml
-    from mt.distill import distill_dir
 
     print_result(save_yaml(cfg).rstrip("\n"))
     done = {"distill": (distill_dir(exp) / "manifest.json").exists(),
@@ -234,7 +234,7 @@ def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], r
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
     """Why training has nothing left to do (max_steps or max_time reached), or None."""
-    from mt.checkpoint import load_checkpoint
+    from mt.experiment.checkpoint_file import load_checkpoint
 
     last = exp.checkpoint_path("last")
     if not last.exists():
@@ -268,7 +268,7 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt)."""
-    from mt.evaluate import decode_record
+    from mt.apps.evaluate import decode_record
 
     score_path, last = exp.score_path(split), exp.checkpoint_path("last")
     try:
@@ -285,8 +285,8 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:
     """Score valid and test; a split is rescored only when its scores are older than the last
     checkpoint or were decoded with other options."""
-    from mt.evaluate import evaluate_split
-    from mt.translate import Translator
+    from mt.apps.evaluate import evaluate_split
+    from mt.decoding.translator import Translator
 
     translator = None  # loaded once, for the first split that needs it
     for split in ("valid", "test"):

@@ -14,7 +14,7 @@ all of it is done. On a 2-core CPU static was measured faster (docs/serving.md#m
 step's cost there grows with its rows, so fuller steps buy nothing while joining costs copies.
 Hands each request its own results, in its own order. Neither changes a translation: a sentence's
 output does not depend on what it is searched with.
-The worker should be the one thread that runs torch ops in parallel (`mt.serve.app.serve` keeps the HTTP
+The worker should be the one thread that runs torch ops in parallel (`mt.apps.serve.app.serve` keeps the HTTP
 thread at one torch thread): two OpenMP teams on two cores make every op of the search wait longer.
 
 A full queue refuses a request at once (`QueueFull`: the server answers 503 with Retry-After). A batch
@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from mt import log
-from mt.translate import DecodeOptions
+from mt.decoding.translator import DecodeOptions
 
 BATCHING = ("static", "continuous")
 

@@ -18,7 +18,7 @@ Output formats of `stream` (one input line gives):
   `ID ||| TRANSLATION ||| mt= SCORE ||| SCORE`, ID counting input lines from 0.
 SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
 the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
-one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.alignment`);
+one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.decoding.alignment`);
 an empty input line gives an empty translation and an empty alignment.
 """
 
@@ -33,14 +33,14 @@ from typing import Callable, Iterable, Literal
 import torch
 
 from mt import log
-from mt.alignment import word_alignments
-from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.config.schema import MAX_BEAM, DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize
 from mt.config.values import coerce
 from mt.data.batching import length_groups
-from mt.directions import Directions
+from mt.decoding.alignment import word_alignments
+from mt.decoding.directions import Directions
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search, greedy_search, sample_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
 from mt.search.ensemble import Ensemble
@@ -85,7 +85,7 @@ class DecodeOptions:
     sampling: Sampling | None = None  # draw one translation per line instead of searching
     alignment_layer: int | None = None  # 0-based decoder layer whose attention aligns words; None: none
     constraints: bool = False  # each line is SOURCE<TAB>PHRASE<TAB>...: constrained beam search
-    src_lang: str | None = None  # the direction (mt.directions): a multilingual model's tag; None: the only one
+    src_lang: str | None = None  # the direction (mt.decoding.directions): a multilingual model's tag; None: the only one
     tgt_lang: str | None = None
     pivot: str | None = None  # translate into this language first, then from it into tgt_lang
 

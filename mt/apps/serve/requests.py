@@ -1,4 +1,4 @@
-"""Reading and checking what a request to `mt serve` asks (`mt.serve.app` has the routes): the body as
+"""Reading and checking what a request to `mt serve` asks (`mt.apps.serve.app` has the routes): the body as
 UTF-8 text, JSON or LibreTranslate's forms, the API key, the language pair, the size limits and the
 decoding options of /v1. Each refusal is an `ApiError`: a status and a one-line message naming the
 field, answered as {"error": MESSAGE}. /v1's types are JSON's (as JSON Schema reads them, GET
@@ -20,8 +20,8 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
 from mt.config.schema import MAX_ALPHA, LengthPenalty
+from mt.decoding.translator import DecodeOptions
 from mt.errors import ConfigError
-from mt.translate import DecodeOptions
 
 
 class ApiError(Exception):
@@ -37,7 +37,7 @@ class ApiError(Exception):
 async def body_text(request, limit: int) -> str:
     """The body as text: 413 once it passes `limit` bytes, read as it arrives (a chunked body too, which
     declares no length: nothing past the limit is held), 400 when it is not UTF-8, 499 (logged only)
-    when the client leaves before it has sent it all (or is cut off: `mt.serve.app.guarded_protocol`)."""
+    when the client leaves before it has sent it all (or is cut off: `mt.apps.serve.app.guarded_protocol`)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"the request body has {declared} bytes: at most {limit}")
@@ -143,7 +143,7 @@ def check_key(expected: str | None, given: Any) -> None:
 
 def check_pair(data: dict, status: int = 422) -> tuple[str | None, str | None]:
     """"source" and "target" (None: not given, or source "auto"); `status` when one is not a non-empty
-    string. Whether the model translates them is the direction's to say (mt.directions: 400)."""
+    string. Whether the model translates them is the direction's to say (mt.decoding.directions: 400)."""
     for name in ("source", "target"):
         value = data.get(name)
         if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,35}", value)):  # BCP 47's
@@ -210,7 +210,7 @@ def flag(data: dict, name: str) -> bool:
 
 def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
     """The decoding options of a /v1 request within the server's limits; the config's where not given."""
-    from mt.alignment import check_layer
+    from mt.decoding.alignment import check_layer
 
     beam = whole_number(data.get("beam"), "beam", 422, 1, max_beam)
     nbest = whole_number(data.get("nbest"), "nbest", 422, 1, max_beam) or 1

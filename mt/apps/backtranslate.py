@@ -4,7 +4,7 @@ source language by a model of the reverse direction, becomes synthetic training 
 `mt backtranslate --reverse R --mono SPEC --exp E`: R translates E's target language into E's source
 language (E en->de, R de->en); SPEC is `text:FILE` (one sentence a line, .gz too) or a parallel source
 spec whose target side is taken. Every non-empty line is translated in chunks that survive a kill
-(mt.chunked: E/backtranslate/chunks/), then joined into E/backtranslate/train.SRC (the synthetic
+(mt.apps.chunked: E/backtranslate/chunks/), then joined into E/backtranslate/train.SRC (the synthetic
 sources) and train.TGT (the monolingual text), and E/backtranslate/manifest.json, written last, says
 how: once it exists the back-translation is done.
 
@@ -29,7 +29,8 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mt import chunked, log
+from mt import log
+from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
@@ -38,11 +39,11 @@ from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import NOISE_FILLER
 
 if TYPE_CHECKING:
-    from mt.translate import Sampling
+    from mt.decoding.translator import Sampling
 
 MONO_TEXT = "text:"  # a --mono spec of one-sided text
 DELETE, REPLACE, SHUFFLE_DISTANCE = 0.1, 0.1, 3  # Edunov et al. (2018), Sec. 3
@@ -166,9 +167,9 @@ def _search_record(cfg: ExperimentConfig, sampling, noise: bool) -> dict:
 
 def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, sampling: Sampling | None,
                      noise: bool, device: str, precision: str, quantize: str | None) -> chunked.Translate:
-    """The reverse model, loaded, as mt.chunked translates with it: a chunk samples from a seed of its own
+    """The reverse model, loaded, as mt.apps.chunked translates with it: a chunk samples from a seed of its own
     (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did."""
-    from mt.translate import DecodeOptions, Translator
+    from mt.decoding.translator import DecodeOptions, Translator
 
     translator = Translator.load(reverse, reverse_cfg, [model_file], device, precision, quantize)
 

@@ -17,11 +17,11 @@ Routes (docs/serving.md gives examples with curl):
   tgt_tokens (subword pieces, "</s>" last), cross_attention [layer][head][output token][source token],
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
   i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
-- GET /: the page (mt/serve/page.html).
+- GET /: the page (mt/apps/serve/page.html).
 /v1 answers bad JSON or fields (a wrong type too: "4" or 4.5 for a whole number) with 422 naming the
 field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
 UTF-8 with 400. All errors are {"error": ...}, starlette's own (404: no such route, 405: another
-method) too. Every sentence goes through one `mt.serve.queue.Batcher`: one queue, one worker, shared
+method) too. Every sentence goes through one `mt.apps.serve.queue.Batcher`: one queue, one worker, shared
 batches; should the worker die, every request gets 503 at once (never a wait that does not end).
 """
 
@@ -43,12 +43,12 @@ from rich.markup import escape
 from starlette.exceptions import HTTPException
 
 from mt import log
-from mt.alignment import check_layer
+from mt.apps.serve import openapi
+from mt.apps.serve.queue import Batcher
+from mt.apps.serve.requests import ApiError
+from mt.apps.serve.service import Service
+from mt.decoding.alignment import check_layer
 from mt.errors import ConfigError, MtError
-from mt.serve import openapi
-from mt.serve.queue import Batcher
-from mt.serve.requests import ApiError
-from mt.serve.service import Service
 
 PAGE = Path(__file__).with_name("page.html")
 @dataclass
@@ -61,13 +61,13 @@ class Limits:
     max_chars: int = 20000  # characters per request
     max_lines: int = 256  # lines per request (mt translate's --buffer)
     max_beam: int = 8
-    batching: str = "static"  # mt.serve.queue: each batch searched to its end, or sentences join a running search
+    batching: str = "static"  # mt.apps.serve.queue: each batch searched to its end, or sentences join a running search
     max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square
     max_connections: int = 512  # open at once; one more is closed as it opens (each holds a file descriptor)
     read_timeout: float = 30.0  # seconds a client has to send a whole request, from connecting or its last answer
 
     def __post_init__(self) -> None:
-        from mt.serve.queue import BATCHING
+        from mt.apps.serve.queue import BATCHING
 
         if self.batching not in BATCHING:
             raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
@@ -139,7 +139,7 @@ def build_app(translator, limits: Limits | None = None, api_key: str | None = No
 
 
 def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
-    """The API's routes, each with its part of the OpenAPI schema (mt.serve.openapi)."""
+    """The API's routes, each with its part of the OpenAPI schema (mt.apps.serve.openapi)."""
     layers = check_layer(translator.model, None, "layer") + 1
     directions = translator.directions
     sources = directions.sources() + (["auto"] if len(directions.sources()) == 1 else [])
@@ -306,8 +306,8 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
     import torch
 
+    from mt.decoding.translator import Translator
     from mt.hardware import warn_if_slow
-    from mt.translate import Translator
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
     worker_threads = threads or torch.get_num_threads()

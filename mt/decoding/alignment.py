@@ -6,7 +6,7 @@ from one teacher-forced pass of the decoder over the translation found: the deco
 BOS y1 .. yn, so row t of a cross-attention matrix is the attention paid to the source while output
 token t was produced. Over whitespace-separated words the alignment is written in the Pharaoh
 format `i-j` (source word i, target word j, from 0): a word pair is aligned if any of their subword
-tokens are. The heatmaps of the same weights are `mt.report.attention_maps`'s.
+tokens are. The heatmaps of the same weights are `mt.apps.report.attention_maps`'s.
 """
 
 from __future__ import annotations

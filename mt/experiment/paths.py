@@ -1,6 +1,6 @@
 """The experiment directory: every file name in it, and reading what the steps wrote there (its
-config, its tokenizers, a checkpoint by name). Saving a command's config is `mt.experiment_config`'s
-job; the training lock is `mt.experiment_lock`'s.
+config, its tokenizers, a checkpoint by name). Saving a command's config is `mt.experiment.config`'s
+job; the training lock is `mt.experiment.lock`'s.
 
 Layout (documented in the README):
 

@@ -24,7 +24,7 @@ import torch
 from mt.atomic_files import write_bytes_atomic
 from mt.config.schema import ModelConfig
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer, build_model
 
 FORMAT = "mt-checkpoint-1"

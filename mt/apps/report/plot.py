@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from mt.atomic_files import check_output, write_bytes_atomic
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.training.train_log import load_train_log
 
 DPI = 100

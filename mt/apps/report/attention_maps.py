@@ -1,13 +1,13 @@
 """Seeing inside: attention weights of a translation as heatmaps, and the raw weights as JSON.
 
-The weights come from a forced decode: once a translation is found (beam search, `mt.translate`),
+The weights come from a forced decode: once a translation is found (beam search, `mt.decoding.translator`),
 one teacher-forced pass of the decoder over its tokens, with `model.capture_attention` on, gives
 every layer's weights. The decoder's input is BOS y1 .. yn, so row t of a cross-attention
 (encoder-decoder, Sec. 3.2.3) matrix is the attention the decoder paid to the source while it
 produced output token t (y1 .. yn, then EOS); columns are source tokens, EOS last. With the cache
 the beam search computes the same weights, so they are the ones the search used.
 
-The hard alignment drawn and written here is `mt.alignment`'s, the one `mt translate --alignments`
+The hard alignment drawn and written here is `mt.decoding.alignment`'s, the one `mt translate --alignments`
 prints.
 """
 
@@ -18,10 +18,17 @@ from pathlib import Path
 
 import torch
 
-from mt.alignment import hard_alignment, members, output_word_index, source_word_index, target_input, word_alignment
 from mt.atomic_files import write_bytes_atomic, write_json_atomic
+from mt.decoding.alignment import (
+    hard_alignment,
+    members,
+    output_word_index,
+    source_word_index,
+    target_input,
+    word_alignment,
+)
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.model.attention import capture_attention
 from mt.model.transformer import Transformer
 from mt.tokenizer import PAD_ID
@@ -163,7 +170,7 @@ def attention(
     if "json" in files:
         write_json_atomic(files["json"], maps.to_json(encoder))
     if "layers" in files:
-        from mt.report.plot import png_bytes
+        from mt.apps.report.plot import png_bytes
 
         for kind, fig in figures(maps, encoder).items():
             write_bytes_atomic(files[kind], png_bytes(fig))
@@ -172,7 +179,7 @@ def attention(
 
 def figures(maps: AttentionMaps, encoder: bool = False) -> dict:
     """The heatmaps of `mt attention`, by kind: "layers", "heads", "alignment" (and "encoder")."""
-    from mt.report.plot import heatmaps
+    from mt.apps.report.plot import heatmaps
 
     dec_layers, heads = maps.cross.shape[:2]
     layer = maps.layer % dec_layers

@@ -21,7 +21,7 @@ from mt.atomic_files import check_output, write_text_atomic
 from mt.data import stats as data_stats
 from mt.data.corpus import SPLITS, load_split, read_lines
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
@@ -88,7 +88,7 @@ def _section(title: str, build: Callable[[], str]) -> str:
 
 # -- sections -------------------------------------------------------------------------------------
 def _overview(exp: Experiment) -> str:
-    from mt.report.info import experiment_info
+    from mt.apps.report.info import experiment_info
 
     info = experiment_info(exp)
     rows = dict(info["experiment"])
@@ -117,8 +117,8 @@ def _data(exp: Experiment) -> str:
 
 
 def _training(exp: Experiment) -> str:
-    from mt.report.info import training_summary
-    from mt.report.plot import png_bytes, training_curves
+    from mt.apps.report.info import training_summary
+    from mt.apps.report.plot import png_bytes, training_curves
     from mt.training.train_log import load_train_log
 
     train, valid = load_train_log(exp.train_log_path)
@@ -151,13 +151,13 @@ def _scores(exp: Experiment) -> str:
 
 
 def _is_student(exp: Experiment) -> bool:
-    from mt.distill import distill_dir
+    from mt.apps.distill import distill_dir
 
     return (distill_dir(exp) / "manifest.json").exists()
 
 
 def _teachers(exp: Experiment) -> str:
-    from mt.distill import teacher_rows
+    from mt.apps.distill import teacher_rows
 
     rows = [[_e(r["role"]), _e(r["experiment"]), _e(r["checkpoint"]), f"{r.get('bleu', '-')}", f"{r.get('chrf', '-')}",
              f"{r.get('sent_per_s', '-')}", _e(r.get("decoding", "-")), f"{r.get('params_m', '-')}", f"{r.get('size_mb', '-')}"]
@@ -204,9 +204,9 @@ def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
 
 
 def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None, translator=None) -> str:
-    from mt.report.attention_maps import attention_maps, figures
-    from mt.report.plot import png_bytes
-    from mt.translate import Translator
+    from mt.apps.report.attention_maps import attention_maps, figures
+    from mt.apps.report.plot import png_bytes
+    from mt.decoding.translator import Translator
 
     cfg = exp.load_config()
     if sentence is None:
@@ -289,7 +289,7 @@ def report(exp: Experiment, output: Path | None = None, force: bool = False, sam
         raise ConfigError("--sentence is empty: give the text to translate, or leave it out for the first test sentence")
     translator = None
     if checkpoint is not None:  # loaded here, once: missing, damaged, another model's or tokenizer's is refused
-        from mt.translate import Translator
+        from mt.decoding.translator import Translator
 
         translator = Translator.load(exp, exp.load_config(), checkpoint)
     write_text_atomic(output, build_report(exp, samples, sentence, checkpoint, translator))

@@ -3,7 +3,7 @@ and a student is trained on the teacher's translations.
 
 `mt distill --teacher T --exp S` translates the source side of T's training sources (every pair, in
 order, weights ignored) with T's search, `--chunk-lines` lines at a time, in chunks that survive a
-kill (mt.chunked: S/distill/chunks/; a resume keeps the chunk size, teachers, search and precision).
+kill (mt.apps.chunked: S/distill/chunks/; a resume keeps the chunk size, teachers, search and precision).
 When all are done they are joined into
 S/distill/train.SRC and train.TGT (the student's `files:S/distill/train` corpus), with
 S/distill/manifest.json, written last, saying who translated what and how; once it exists the
@@ -23,14 +23,15 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from mt import chunked, log
+from mt import log
+from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 
 
 def distill_dir(student: Experiment) -> Path:
@@ -146,8 +147,8 @@ def distill(
 
 def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], device: str,
                        precision: str, quantize: str | None) -> chunked.Translate:
-    """The teachers, loaded (an ensemble of several), as mt.chunked translates with them."""
-    from mt.translate import DecodeOptions, Translator
+    """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them."""
+    from mt.decoding.translator import DecodeOptions, Translator
 
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
     return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
@@ -220,7 +221,7 @@ def teacher_rows(student: Experiment) -> list[dict]:
 
 
 def _model_row(role: str, exp: Experiment, checkpoint: Path) -> dict:
-    from mt.checkpoint import load_checkpoint, model_from_checkpoint
+    from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint
     from mt.model.transformer import count_parameters
 
     row: dict = {"role": role, "experiment": str(exp.root), "checkpoint": checkpoint.name}

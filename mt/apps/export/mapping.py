@@ -14,7 +14,7 @@ import torch
 
 from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer
 from mt.tokenizer import Tokenizer
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 
 
 @contextmanager

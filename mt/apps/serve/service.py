@@ -1,6 +1,6 @@
 """What each route of `mt serve` does, over one Translator and its Batcher: LibreTranslate's
-/translate, /languages and /health, and mt's /v1/translate and /v1/attention (`mt.serve.app` wires
-them to HTTP). Requests are read and checked by `mt.serve.requests`; every refusal is an ApiError.
+/translate, /languages and /health, and mt's /v1/translate and /v1/attention (`mt.apps.serve.app` wires
+them to HTTP). Requests are read and checked by `mt.apps.serve.requests`; every refusal is an ApiError.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from mt.errors import ConfigError
-from mt.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
-from mt.serve.requests import (
+from mt.apps.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
+from mt.apps.serve.requests import (
     ApiError,
     check_key,
     check_pair,
@@ -31,7 +30,8 @@ from mt.serve.requests import (
     v1_options,
     whole_number,
 )
-from mt.translate import DecodeOptions, Translator
+from mt.decoding.translator import DecodeOptions, Translator
+from mt.errors import ConfigError
 
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
                   "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
@@ -43,7 +43,7 @@ V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
 
 
 class Service:
-    """The routes' work: `translator` behind `batcher`, within `limits` (mt.serve.app.Limits)."""
+    """The routes' work: `translator` behind `batcher`, within `limits` (mt.apps.serve.app.Limits)."""
 
     def __init__(self, translator: Translator, batcher: Batcher, limits, api_key: str | None, checkpoint: str):
         self.translator, self.batcher, self.limits = translator, batcher, limits
@@ -132,7 +132,7 @@ class Service:
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
 
     def _tag(self, src_lang: str | None, tgt_lang: str | None, status: int = 400) -> int | None:
-        """The direction's tag (mt.directions), or `status` naming the field at fault (source or target)
+        """The direction's tag (mt.decoding.directions), or `status` naming the field at fault (source or target)
         when the model cannot translate it."""
         try:
             return self.directions.tag(src_lang, tgt_lang)
@@ -173,8 +173,8 @@ class Service:
 
     async def v1_attention(self, request: Request) -> dict[str, Any]:
         """POST /v1/attention: one sentence's attention weights, as `mt attention --format json` writes them."""
-        from mt.alignment import check_layer
-        from mt.report.attention_maps import attention_maps
+        from mt.apps.report.attention_maps import attention_maps
+        from mt.decoding.alignment import check_layer
 
         check_key(self.api_key, header_key(request))
         data = await v1_fields(request, self.body_limit, V1_ATTENTION_FIELDS)

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from mt import __version__
-from mt.export.mapping import Exported
+from mt.apps.export.mapping import Exported
 from mt.model.transformer import count_parameters
 from mt.training.schedule import peak_lr
 

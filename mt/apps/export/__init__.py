@@ -1,8 +1,8 @@
 """`mt export`: a trained checkpoint as a model directory another runtime loads, translating as mt does.
 
-Two formats, one module each: CTranslate2 (`mt.export.ctranslate2`) and Hugging Face transformers
-(`mt.export.huggingface`, which Optimum turns into ONNX). Both map every weight by name and refuse,
-in one line, a model they cannot express exactly (`mt.export.mapping`). Here: what both share --
+Two formats, one module each: CTranslate2 (`mt.apps.export.ctranslate2`) and Hugging Face transformers
+(`mt.apps.export.huggingface`, which Optimum turns into ONNX). Both map every weight by name and refuse,
+in one line, a model they cannot express exactly (`mt.apps.export.mapping`). Here: what both share --
 loading and checking the checkpoint, and writing the directory so that a failed export leaves the
 previous one whole.
 """
@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from mt.checkpoint import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.apps.export.mapping import Exported
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.export.mapping import Exported
+from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.experiment.paths import Experiment
 
 FORMATS = ("ctranslate2", "huggingface")
 # A directory holding one of these is an earlier export, which --force may replace.
@@ -31,7 +31,7 @@ def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctr
            license: str | None = None) -> dict[str, Any]:
     """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
     `output` in format `fmt`; a summary of what was written."""
-    from mt.export import ctranslate2, huggingface
+    from mt.apps.export import ctranslate2, huggingface
 
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {' or '.join(FORMATS)}")

@@ -9,7 +9,7 @@ from typing import Any
 from mt.config.schema import ExperimentConfig, to_dict
 from mt.data import stats as data_stats
 from mt.errors import MtError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.training.train_log import load_train_log
 
 
@@ -31,7 +31,7 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
                 raise _unexpected(exp.score_path(name), f"a JSON {type(record).__name__}, not an object", "evaluate")
             if record:
                 scores[name] = record
-    from mt.distill import teacher_rows
+    from mt.apps.distill import teacher_rows
 
     return {"directory": str(exp.root), "tokenizer_trained": exp.has_tokenizer(), "config": to_dict(cfg),
             "data": (stats or {}).get("splits") or {}, "checkpoints": checkpoints, "training": _training(exp),
@@ -156,7 +156,7 @@ def _saved_step(exp: Experiment) -> int | None:
     path = exp.checkpoint_path("last")
     if not path.is_file():
         return None
-    from mt.checkpoint import load_checkpoint
+    from mt.experiment.checkpoint_file import load_checkpoint
 
     try:
         return int(load_checkpoint(path)["step"])

@@ -18,7 +18,7 @@ from mt.config.recipes import read_recipe
 from mt.config.resolve import flag_overrides, frozen_by, resolve
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError
-from mt.experiment import Experiment
+from mt.experiment.paths import Experiment
 from mt.tokenizer import Tokenizer
 
 

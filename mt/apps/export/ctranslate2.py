@@ -1,7 +1,7 @@
 """`mt export --format ctranslate2`: a trained checkpoint as a CTranslate2 model directory.
 
 The weights go through the `ctranslate2` package's spec API (imported here only: the `export`
-extra, `pip install -e '.[export]'`), one mt tensor to one CTranslate2 variable (`mt.export.mapping`).
+extra, `pip install -e '.[export]'`), one mt tensor to one CTranslate2 variable (`mt.apps.export.mapping`).
 The mapping:
 - post-norm (Sec. 3.1) or pre-norm with its final LayerNorms: `pre_norm` of the spec, LayerNorm
   gamma/beta per sub-layer, epsilon from the model;
@@ -30,10 +30,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mt.apps.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment import Experiment
-from mt.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
+from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
