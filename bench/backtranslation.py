@@ -49,7 +49,8 @@ def synthetic_pairs(exp: Path) -> int | None:
 
 
 def score_experiment(path: str, splits: dict[str, tuple[list[str], list[str]]], threads: int) -> dict:
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
     from mt.experiment.paths import Experiment
     from mt.metrics import score
 

@@ -66,7 +66,8 @@ def fine_tune(parent: Path, exp: Path, spec: str, steps: int, max_tokens: int) -
 
 
 def scores(exp: Path, splits: dict) -> dict:
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
     from mt.experiment.paths import Experiment
     from mt.metrics import score
 

@@ -61,7 +61,8 @@ def main() -> None:
     import torch
 
     from mt.config.sources import parse_direction
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
     from mt.experiment.paths import Experiment
 
     torch.set_num_threads(args.threads)

@@ -62,7 +62,8 @@ def reference_constraint(reference: str) -> str:
 
 
 def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
 
     precision, quantize = MT_MODES[mode]
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)

@@ -9,6 +9,7 @@ import typer
 
 from mt import log
 from mt.cli.options import Checkpoint, Device, Exp, Threads, decode_flags, examples
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
 
 EXAMPLES = examples(
@@ -21,7 +22,7 @@ EXAMPLES = examples(
 def attention(
     exp: Exp,
     sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
-    decode: dict,
+    decode: DecodeOptions,
     output: Annotated[Optional[Path], typer.Option(help="The directory the files go to (default: EXP/attention/).")] = None,
     layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
     src_lang: Annotated[Optional[str], typer.Option(help="The sentence's language (a multilingual experiment).")] = None,
@@ -42,7 +43,7 @@ def attention(
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
-    experiment, cfg = read_experiment(exp, decode)
+    experiment, cfg = read_experiment(exp)
     if fmt not in attn.FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(attn.FORMATS)}")
     set_threads(threads)
@@ -53,9 +54,9 @@ def attention(
     if json_out:
         import json
 
-        maps = attn.attention_maps(translator, sentence, target, index, tag)
+        maps = attn.attention_maps(translator, sentence, target, index, tag, decode)
         print(json.dumps(maps.to_json(encoder), ensure_ascii=False))
         return
-    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force, tag)
+    maps, files = attn.attention(translator, sentence, out_dir, index, encoder, fmt, target, force, tag, decode)
     print(maps.translation)
     log.info(f"wrote {', '.join(path.name for path in files)} to {out_dir}")

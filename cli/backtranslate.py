@@ -25,6 +25,7 @@ from mt.cli.options import (
     examples,
     sampling_of,
 )
+from mt.decoding.options import DecodeOptions
 
 EXAMPLES = examples("mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de",
                     "mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de --sample --top-k 10")
@@ -33,7 +34,7 @@ EXAMPLES = examples("mt backtranslate --reverse exp/de-en --mono text:news.de --
 @decode_flags()
 def backtranslate(
     exp: Exp,
-    decode: dict,
+    decode: DecodeOptions,
     reverse: Annotated[Path, typer.Option(help="The experiment of the reverse direction (for --exp en-de, a de-en model).")],
     mono: Annotated[list[str], typer.Option(metavar="SPEC", help="Monolingual text in --exp's target language: text:FILE (one sentence a line, .gz too), or a parallel source spec whose target side is taken; repeatable.")],
     sample: Sample = False,
@@ -52,16 +53,15 @@ def backtranslate(
     device: Device = "cpu",
 ) -> None:
     """Back-translate target-language text into synthetic pairs for the experiment's training data."""
+    from dataclasses import replace
+
     from mt.apps.backtranslate import backtranslate as run
-    from mt.errors import ConfigError
     from mt.experiment.paths import Experiment
     from mt.hardware import set_threads
+
+    options = replace(decode, sampling=sampling_of(sample, temperature, top_k, top_p, seed))
     set_threads(threads)
-    sampling = sampling_of(sample, temperature, top_k, top_p, seed)
-    overrides = {key.removeprefix("decode."): value for key, value in decode.items() if value is not None}
-    if sample and {"beam", "alpha", "length_penalty", "stop"} & set(overrides):
-        raise ConfigError("--beam, --alpha, --length-penalty and --stop are for beam search; --sample draws")
-    manifest = run(Experiment(reverse), Experiment(exp), mono, overrides, sampling, noise, tag,
+    manifest = run(Experiment(reverse), Experiment(exp), mono, options, noise, tag,
                    weight, chunk_lines, checkpoint, device, precision, quantize)
     log.info(f"back-translated {manifest['lines']:,} lines in {manifest['seconds']:.0f}s; {exp} trains on {manifest['corpus']}")
     print(manifest["corpus"])

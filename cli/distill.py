@@ -9,6 +9,7 @@ import typer
 
 from mt import log
 from mt.cli.options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
+from mt.decoding.options import DecodeOptions
 
 EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
                     "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble")
@@ -17,7 +18,7 @@ EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5
 @decode_flags()
 def distill(
     exp: Exp,
-    decode: dict,
+    decode: DecodeOptions,
     teacher: Annotated[list[Path], typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
     checkpoint: Checkpoint = None,
     chunk_lines: ChunkLines = None,
@@ -33,8 +34,7 @@ def distill(
     from mt.hardware import set_threads
 
     set_threads(threads)
-    overrides = {key.removeprefix("decode."): value for key, value in decode.items() if value is not None}
-    manifest = run([Experiment(t) for t in teacher], Experiment(exp), overrides, chunk_lines, mix_original,
+    manifest = run([Experiment(t) for t in teacher], Experiment(exp), decode, chunk_lines, mix_original,
                    checkpoint, device, precision, quantize)
     corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]  # one a direction
     log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {', '.join(corpus)}")

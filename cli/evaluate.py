@@ -9,6 +9,7 @@ import typer
 
 from mt.cli import render
 from mt.cli.options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
 
 EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json")
@@ -16,7 +17,7 @@ EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --r
 
 @decode_flags()
 def evaluate(
-    decode: dict,
+    decode: DecodeOptions,
     exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
     hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
@@ -45,15 +46,13 @@ def evaluate(
         from mt.apps.evaluate import evaluate_split
         from mt.decoding.translator import Translator
         from mt.experiment.config import read_experiment
-        from mt.hardware import set_threads, warn_if_slow
+        from mt.hardware import set_threads
 
-        experiment, cfg = read_experiment(exp, decode)
+        experiment, cfg = read_experiment(exp)
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-        # After the load, which caps oneDNN's cache before the timing's matmul would fix it (int8 takes
-        # the place of --precision; fp16 on the CPU is refused when the model loads)
-        warn_if_slow(None if quantize or precision == "fp16" else precision, device)
-        scores = evaluate_split(experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase)
+        scores = evaluate_split(experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase,
+                                options=decode)
     render.print_scores(scores, json_out)
 
 

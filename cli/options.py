@@ -69,15 +69,15 @@ ChunkLines = Annotated[Optional[int], typer.Option(help="Lines translated and sa
 
 
 def sampling_of(sample: bool, temperature: float, top_k: int, top_p: float, seed: int):
-    """The sampling flags as mt.decoding.translator.Sampling (checked, with --sample or not), or None without --sample."""
-    from mt.decoding.translator import Sampling
+    """The sampling flags as mt.decoding.options.Sampling (checked, with --sample or not), or None without --sample."""
+    from mt.decoding.options import Sampling
 
     sampling = Sampling(temperature, top_k, top_p, seed)
     if not sample and sampling != Sampling():
         raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
     return sampling if sample else None
 
-# -- decoding (decode.* for this call only) -----------------------------------------------------
+# -- decoding (decode.* for this call only: mt.decoding.options.DecodeOptions) -------------------
 Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default: the experiment's decode.beam.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default: the experiment's decode.alpha.")]
 Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
@@ -89,17 +89,16 @@ Workers = Annotated[Optional[int], typer.Option(min=0, metavar="N", help="Batche
 Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
 Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
 
-# The decoding flags, in the order --help lists them, and the decode.* field each sets.
-DECODE_FLAGS = {"beam": (Beam, "decode.beam"), "alpha": (Alpha, "decode.alpha"),
-                "length_penalty": (Penalty, "decode.length_penalty"), "stop": (Stop, "decode.stop"),
-                "max_len_a": (MaxLenA, "decode.max_len_a"), "max_len_b": (MaxLenB, "decode.max_len_b"),
-                "batch_tokens": (DecodeTokens, "decode.max_tokens"), "workers": (Workers, "decode.workers")}
+# The decoding flags, in the order --help lists them, and the DecodeOptions field each sets.
+DECODE_FLAGS = {"beam": (Beam, "beam"), "alpha": (Alpha, "alpha"), "length_penalty": (Penalty, "length_penalty"),
+                "stop": (Stop, "stop"), "max_len_a": (MaxLenA, "max_len_a"), "max_len_b": (MaxLenB, "max_len_b"),
+                "batch_tokens": (DecodeTokens, "max_tokens"), "workers": (Workers, "workers")}
 
 
 def decode_flags(*, batch_tokens: bool = True) -> Callable:
     """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens, --workers where one sentence is
-    translated). The command takes them as one parameter, `decode`: the decode.* overrides of this
-    call (None where a flag is not given: the experiment's own value)."""
+    translated). The command takes them as one parameter, `decode`: a DecodeOptions, checked, with
+    None where a flag is not given (the experiment's own value)."""
     names = [name for name in DECODE_FLAGS if batch_tokens or name not in ("batch_tokens", "workers")]
 
     def wrap(command: Callable) -> Callable:
@@ -110,11 +109,13 @@ def decode_flags(*, batch_tokens: bool = True) -> Callable:
 
         @functools.wraps(command)
         def with_flags(**kwargs: Any) -> Any:
-            decode = {DECODE_FLAGS[name][1]: kwargs.pop(name) for name in names}
+            from mt.decoding.options import DecodeOptions
+
+            decode = DecodeOptions(**{DECODE_FLAGS[name][1]: kwargs.pop(name) for name in names})
             return command(**kwargs, decode=decode)
 
         # typer reads the parameters from the signature: the command's own, then the decoding flags.
-        with_flags.__signature__ = signature.replace(parameters=[*own, *flags])
+        with_flags.__signature__ = signature.replace(parameters=[*own, *flags])  # type: ignore[attr-defined]
         return with_flags
 
     return wrap

@@ -97,25 +97,26 @@ def print_scores(scores: dict, json_out: bool) -> None:
 
 def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, options,
                        output_format: str, total: int | None = None) -> None:
-    """Stream translations (`Translator.stream` with `options` and `output_format`) to stdout, each group
+    """Stream translations (`mt.decoding.output.stream` with `options` and `output_format`) to stdout, each group
     as soon as it is done, or into `output` (atomically: the file appears when all is written), with a
     progress bar over the `total` input lines on stderr when it is a terminal (not with stdout, which
     the translations themselves show)."""
     from mt.atomic_files import atomic_path
+    from mt.decoding.output import stream
 
     if output is None:
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
-        translator.stream(source, write, buffer, options, output_format)
+        stream(translator, source, write, buffer, options, output_format)
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:
         task = progress.add_task("translate", total=total)  # on a terminal only (log.progress_enabled)
 
         def counted(lines: Iterable[str | None]) -> Iterator[str | None]:
             for line in lines:
-                if line is not None:  # None: the input paused (mt.decoding.translator.input_lines)
+                if line is not None:  # None: the input paused (mt.data.text_files.input_lines)
                     progress.advance(task)
                 yield line
 
-        translator.stream(counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format)
+        stream(translator, counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format)

@@ -27,6 +27,7 @@ from mt.cli.options import (
     examples,
     sampling_of,
 )
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
 
 EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
@@ -36,7 +37,7 @@ EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
 @decode_flags()
 def translate(
     exp: Exp,
-    decode: dict,
+    decode: DecodeOptions,
     input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
     force: Force = False,
@@ -66,25 +67,20 @@ def translate(
     Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
     from mt.data.text_files import count_lines, input_lines
     from mt.decoding.alignment import check_layer
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.translator import Translator
     from mt.experiment.config import read_experiment
-    from mt.hardware import set_threads, warn_if_slow
+    from mt.hardware import set_threads
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
-    sampling = sampling_of(sample, temperature, top_k, top_p, seed)
-    options = DecodeOptions(decode["decode.beam"], decode["decode.alpha"], nbest=max(nbest, 1),
-                            sampling=sampling, constraints=constraints,
-                            src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)  # what goes together
-    options.check_pivot()
-    experiment, cfg = read_experiment(exp, decode)
+    options = replace(decode, nbest=max(nbest, 1), sampling=sampling_of(sample, temperature, top_k, top_p, seed),
+                      constraints=constraints, src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)
+    experiment, cfg = read_experiment(exp)
     source = input_lines(input)
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-    warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
-        options.check_pivot()
     total = count_lines(str(input)) if input is not None and str(input) != "-" else None
     render.write_translations(translator, source, output, buffer, options,
                               ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",

@@ -29,7 +29,8 @@ from mt.decoding.alignment import (
     source_word_index,
     word_alignment,
 )
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 from mt.errors import MtError
 from mt.experiment.paths import Experiment
 from mt.model.attention import capture_attention

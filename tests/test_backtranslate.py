@@ -23,7 +23,8 @@ from mt.config.sources import parse_source
 from mt.data.binarize import binarize
 from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import train_tokenizer
-from mt.decoding.translator import Sampling, Translator
+from mt.decoding.options import DecodeOptions, Sampling
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, NOISE_FILLER, Tokenizer
@@ -49,7 +50,7 @@ def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_c
     reverse = trained_experiment  # de -> en
     path, lines = german_text(tmp_path, empty=2)
     final = Experiment(tmp_path / "en-de")
-    manifest = backtranslate(reverse, final, [f"text:{path}"], {"beam": 2}, chunk_lines=25)
+    manifest = backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=2), chunk_lines=25)
     out = final.root / "backtranslate"
     reverse_cfg = reverse.load_config()
     reverse_cfg.decode.beam = 2
@@ -63,13 +64,13 @@ def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_c
     assert cfg.data.test == reverse_cfg.data.test  # read en -> de: files:PREFIX names both sides
     assert cfg.decode == reverse.load_config().decode  # --beam 2 was the reverse model's search only
     # Done: a second call says so and translates nothing, whatever it is asked.
-    assert backtranslate(reverse, final, [f"text:{path}"], {"beam": 3}) == manifest
+    assert backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=3)) == manifest
 
 
 def test_the_tag_reaches_the_tokenizer_whole_and_only_the_synthetic_sources(trained_experiment, tmp_path):
     path, lines = german_text(tmp_path)
     final = Experiment(tmp_path / "en-de")
-    backtranslate(trained_experiment, final, [f"text:{path}"], {"beam": 1}, noise=True)
+    backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1), noise=True)
     cfg = final.load_config()
     cfg.tokenizer.vocab_size = 120
     train_tokenizer(final, cfg)
@@ -91,7 +92,7 @@ def test_the_tag_reaches_the_tokenizer_whole_and_only_the_synthetic_sources(trai
 def test_untagged_backtranslation_adds_plain_pairs(trained_experiment, tmp_path):
     path, _ = german_text(tmp_path, n=20)
     final = Experiment(tmp_path / "en-de")
-    manifest = backtranslate(trained_experiment, final, [f"text:{path}"], {"beam": 1}, tagged=False, weight=2)
+    manifest = backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1), tagged=False, weight=2)
     assert manifest["corpus"] == f"files:{(final.root / 'backtranslate' / 'train').resolve()}*2"
     cfg = final.load_config()
     assert cfg.data.train[-1] == manifest["corpus"]
@@ -102,7 +103,7 @@ def test_untagged_backtranslation_adds_plain_pairs(trained_experiment, tmp_path)
 def test_the_target_side_of_a_parallel_spec_is_monolingual_text(trained_experiment, tmp_path):
     parallel = trained_experiment.load_config().data.valid[0]  # files:PREFIX: PREFIX.de is the German side
     final = Experiment(tmp_path / "en-de")
-    manifest = backtranslate(trained_experiment, final, [parallel], {"beam": 1})
+    manifest = backtranslate(trained_experiment, final, [parallel], DecodeOptions(beam=1))
     german = (final.root / "backtranslate" / "train.de").read_text(encoding="utf-8")
     assert german == Path(parallel.removeprefix("files:") + ".de").read_text(encoding="utf-8")
     assert manifest["lines"] == 20
@@ -110,9 +111,9 @@ def test_the_target_side_of_a_parallel_spec_is_monolingual_text(trained_experime
 
 def test_sampled_backtranslation_differs_from_beam_and_draws_per_chunk(trained_experiment, tmp_path):
     path, lines = german_text(tmp_path, n=40)
-    beam = backtranslate(trained_experiment, Experiment(tmp_path / "beam"), [f"text:{path}"], {"beam": 1}, chunk_lines=20)
+    beam = backtranslate(trained_experiment, Experiment(tmp_path / "beam"), [f"text:{path}"], DecodeOptions(beam=1), chunk_lines=20)
     sampled = backtranslate(trained_experiment, Experiment(tmp_path / "sampled"), [f"text:{path}"],
-                            sampling=Sampling(), chunk_lines=20)
+                            options=DecodeOptions(sampling=Sampling()), chunk_lines=20)
     assert beam["search"] == "beam" and sampled["search"] == "sampling" and sampled["seed"] == 1
     read = [(tmp_path / name / "backtranslate" / "train.en").read_text(encoding="utf-8").splitlines() for name in ("beam", "sampled")]
     assert read[0] != read[1] and len(read[1]) == 40
@@ -167,7 +168,7 @@ def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):
     path, _ = german_text(tmp_path, n=10)
     mono = [f"text:{path}"]
     with pytest.raises(ConfigError, match="choose one"):
-        backtranslate(trained_experiment, Experiment(tmp_path / "a"), mono, sampling=Sampling(), noise=True)
+        backtranslate(trained_experiment, Experiment(tmp_path / "a"), mono, options=DecodeOptions(sampling=Sampling()), noise=True)
     with pytest.raises(MtError, match="no such file"):
         backtranslate(trained_experiment, Experiment(tmp_path / "b"), [f"text:{tmp_path / 'missing.de'}"])
     blank = tmp_path / "blank.de"
@@ -199,7 +200,7 @@ def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):
 def test_an_experiment_with_a_tokenizer_is_refused_the_synthetic_pairs(trained_experiment, tmp_path):
     path, _ = german_text(tmp_path, n=10)
     first = Experiment(tmp_path / "first")
-    backtranslate(trained_experiment, first, [f"text:{path}"], {"beam": 1})
+    backtranslate(trained_experiment, first, [f"text:{path}"], DecodeOptions(beam=1))
     cfg = first.load_config()
     cfg.data.train = cfg.data.train[:1]  # its own config, without the synthetic corpus, and a tokenizer made
     final = Experiment(tmp_path / "final")

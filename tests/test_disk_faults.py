@@ -24,6 +24,7 @@ from test_trainer import build_experiment, copy_experiment
 from toy import one_thread
 
 from mt import atomic_files
+from mt.decoding.options import DecodeOptions
 from mt.errors import MtError
 from mt.experiment.checkpoint_file import load_checkpoint
 from mt.experiment.config import ConfigChange
@@ -123,13 +124,13 @@ def test_binarize_that_cannot_write_its_manifest_leaves_no_data_and_runs_again(b
 def test_a_distill_chunk_that_cannot_be_written_resumes_to_the_same_corpus(trained_experiment, tmp_path, monkeypatch):
     from mt.apps.distill import distill
 
-    straight = distill([trained_experiment], Experiment(tmp_path / "straight"), {"beam": 1}, chunk_lines=100)
+    straight = distill([trained_experiment], Experiment(tmp_path / "straight"), DecodeOptions(beam=1), chunk_lines=100)
     student = Experiment(tmp_path / "student")
     DiskFull(monkeypatch, "000002.tgt")
     with pytest.raises(OSError):
-        distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
+        distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
     monkeypatch.undo()
-    resumed = distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
+    resumed = distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
     for name in ("train.de", "train.en"):
         assert (student.root / "distill" / name).read_bytes() == (tmp_path / "straight" / "distill" / name).read_bytes()
     assert straight["teachers"] == resumed["teachers"]
@@ -143,18 +144,18 @@ def test_distill_records_how_it_translates_before_its_first_chunk(trained_experi
     student = Experiment(tmp_path / "student")
     DiskFull(monkeypatch, "000001.tgt")  # the second chunk fails: the state recorded how the first was made
     with pytest.raises(OSError):
-        distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
+        distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
     assert state_path(distill_dir(student)).is_file()
     monkeypatch.undo()
     with pytest.raises(MtError, match="beam"):
-        distill([trained_experiment], student, {"beam": 2}, chunk_lines=100)
+        distill([trained_experiment], student, DecodeOptions(beam=2), chunk_lines=100)
     # With no chunk done, nothing was translated one way: a retry may choose another.
     other = Experiment(tmp_path / "other")
     DiskFull(monkeypatch, "000000.tgt")
     with pytest.raises(OSError):
-        distill([trained_experiment], other, {"beam": 1}, chunk_lines=100)
+        distill([trained_experiment], other, DecodeOptions(beam=1), chunk_lines=100)
     monkeypatch.undo()
-    assert distill([trained_experiment], other, {"beam": 2}, chunk_lines=100)["decode"]["beam"] == 2
+    assert distill([trained_experiment], other, DecodeOptions(beam=2), chunk_lines=100)["decode"]["beam"] == 2
 
 
 def test_a_commit_point_is_fsynced_file_and_directory(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from mt.apps.chunked import chunk_paths as chunk_files
 from mt.apps.distill import distill, distill_dir
 from mt.config.recipes import MODEL_PRESETS
 from mt.data.corpus import load_split
+from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
@@ -44,7 +45,7 @@ def teacher_sources(teacher: Experiment) -> list[str]:
 def test_distill_translates_every_training_source_with_the_teachers_search(trained_experiment, tmp_path):
     teacher = trained_experiment
     student = Experiment(tmp_path / "student")
-    manifest = distill([teacher], student, {"beam": 2}, chunk_lines=70)
+    manifest = distill([teacher], student, DecodeOptions(beam=2), chunk_lines=70)
     sources = teacher_sources(teacher)
     cfg = student.load_config()
     src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
@@ -180,7 +181,7 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
                                                                                        capsys):
     student = Experiment(tmp_path / "student")
     out = student.root / "distill"
-    distill([trained_experiment], student, {"beam": 1}, chunk_lines=150)
+    distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=150)
     lang = student.load_config().data.tgt_lang, student.load_config().data.src_lang
     straight = {name: (out / f"train.{name}").read_bytes() for name in lang}
     n_chunks = -(-len(teacher_sources(trained_experiment)) // 150)
@@ -206,17 +207,17 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
     # Nor does it resume with another search: the chunks done were decoded at beam 1.
     with pytest.raises(ConfigError, match=r"translated with decode\.beam 1 \(now 2\)"):
-        distill([trained_experiment], student, {"beam": 2})
+        distill([trained_experiment], student, DecodeOptions(beam=2))
     assert not chunk_paths(student, 1)[1].exists()
     # Without the flag it resumes at the size it started with: the same corpus as the straight run.
-    manifest = distill([trained_experiment], student, {"beam": 1})
+    manifest = distill([trained_experiment], student, DecodeOptions(beam=1))
     assert manifest["chunk_lines"] == 150 and manifest["chunks"] == n_chunks
     assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
     # Chunks from before the size was recorded: those that do not line up are refused before any translation.
     kill_after_first_chunk()
     (out / "chunks" / "state.json").unlink()
     with pytest.raises(MtError, match=r"000000\.src: not the teacher's source lines 1-100 \(chunks of --chunk-lines 100\)"):
-        distill([trained_experiment], student, {"beam": 1}, chunk_lines=100)
+        distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
     assert not list(out.glob("train.*")) and not chunk_paths(student, 1)[1].exists()
 
 
@@ -314,9 +315,9 @@ def test_a_resume_whose_teacher_changed_at_the_same_path_is_refused(trained_expe
     teacher = Experiment(tmp_path / "teacher")
     shutil.copytree(trained_experiment.root, teacher.root)
     student = Experiment(tmp_path / "student")
-    distill([teacher], student, {"beam": 2}, checkpoint="last", chunk_lines=200)
+    distill([teacher], student, DecodeOptions(beam=2), checkpoint="last", chunk_lines=200)
     (student.root / "distill" / "manifest.json").unlink()  # as if killed after its chunks
     step = teacher.checkpoints_dir / "step_0000020.pt"
     shutil.copyfile(step, teacher.checkpoint_path("last"))  # trained on, averaged again...: another model
     with pytest.raises(ConfigError, match="teacher_sha256"):
-        distill([teacher], student, {"beam": 2}, checkpoint="last", chunk_lines=200)
+        distill([teacher], student, DecodeOptions(beam=2), checkpoint="last", chunk_lines=200)

@@ -25,7 +25,8 @@ from mt.data.batching import balanced_epoch
 from mt.data.binarize import binarize
 from mt.data.dataset import ParallelData
 from mt.data.train_tokenizer import balanced_counts, train_tokenizer
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.config import open_experiment
 from mt.experiment.paths import Experiment
@@ -310,7 +311,7 @@ def test_distill_translates_every_direction_into_a_multilingual_student(multi, t
     from mt.experiment.paths import Experiment
 
     student = Experiment(tmp_path / "student")
-    manifest = distill([multi], student, {"beam": 1}, chunk_lines=150)
+    manifest = distill([multi], student, DecodeOptions(beam=1), chunk_lines=150)
     assert len(manifest["corpus"]) == 4 and manifest["lines"] == 1600
     for direction in DIRECTIONS:
         src, tgt = direction.split("-")

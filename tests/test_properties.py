@@ -17,7 +17,7 @@ from starlette.requests import Request
 from mt.apps.serve import requests as req
 from mt.config.schema import DecodeConfig
 from mt.config.sources import SPLITS, absolute_spec, parse_source
-from mt.decoding.translator import DecodeOptions
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

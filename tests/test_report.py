@@ -140,9 +140,10 @@ def test_cli_report_and_plot(experiment, tmp_path):
 
 def test_the_scores_record_how_they_were_decoded(experiment):
     from mt.apps.evaluate import decode_record
+    from mt.decoding.options import DecodeOptions
 
     saved = json.loads(experiment.score_path("test").read_text())
-    assert saved["decode"] == decode_record(experiment.load_config().decode)  # as `mt run` compares
+    assert saved["decode"] == decode_record(DecodeOptions().resolved(experiment.load_config().decode))  # as `mt run` compares
 
 
 def one_line_cli_error(code: int, out: str, err: str, *needles: str) -> str:

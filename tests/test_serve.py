@@ -31,7 +31,8 @@ from toy import toy_corpus
 
 from mt.apps.serve.app import Limits, bind, build_app, uvicorn_server
 from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread

@@ -16,7 +16,8 @@ from test_serve import LINES, Hook, Served, call, load, ok
 
 from mt.apps.serve.app import Limits, build_app
 from mt.apps.serve.queue import Batcher
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -16,7 +16,9 @@ import pytest
 from toy import toy_corpus
 
 from mt.data.batching import length_groups
-from mt.decoding.translator import DecodeOptions, Sampling, Translator
+from mt.decoding.options import DecodeOptions, Sampling
+from mt.decoding.output import stream
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 from mt.experiment.paths import Experiment
 
@@ -100,7 +102,7 @@ def test_a_sampled_stream_draws_anew_for_each_buffer_and_repeats_with_its_seed(t
 
     def sampled() -> list[str]:
         out: list[str] = []
-        translator.stream([line] * 8, out.append, buffer=1, options=options)
+        stream(translator, [line] * 8, out.append, buffer=1, options=options)
         return out
 
     first = sampled()
@@ -140,7 +142,7 @@ def test_fast_modes_translate(trained_experiment, precision, quantize):
 
 
 def test_bf16_on_the_cpu_bounds_onednn_primitive_cache_unless_the_user_set_it(trained_experiment, monkeypatch):
-    from mt.decoding.translator import ONEDNN_CACHE
+    from mt.decoding.models import ONEDNN_CACHE
 
     cfg = trained_experiment.load_config()
     monkeypatch.delenv(ONEDNN_CACHE, raising=False)

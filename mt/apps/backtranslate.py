@@ -27,23 +27,19 @@ import dataclasses
 import math
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mt import log
 from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
-from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, reversed_spec
 from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
+from mt.decoding.options import DecodeOptions, Sampling
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.tokenizer import NOISE_FILLER
-
-if TYPE_CHECKING:
-    from mt.decoding.translator import Sampling
 
 MONO_TEXT = "text:"  # a --mono spec of one-sided text
 DELETE, REPLACE, SHUFFLE_DISTANCE = 0.1, 0.1, 3  # Edunov et al. (2018), Sec. 3
@@ -156,26 +152,24 @@ def prepare_final(reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Exper
     return cfg, spec
 
 
-def _search_record(cfg: ExperimentConfig, sampling, noise: bool) -> dict:
-    decode = cfg.decode
-    lengths = {"max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
-    if sampling is not None:  # the batches decide which draws a sentence gets
-        return {"search": "sampling", **dataclasses.asdict(sampling), **lengths, "max_tokens": decode.max_tokens}
-    return {"search": "beam+noise" if noise else "beam", "beam": decode.beam, "alpha": decode.alpha,
-            "length_penalty": decode.length_penalty, "stop": decode.stop, **lengths}
+def _search_record(options: DecodeOptions, noise: bool) -> dict:
+    """How the synthetic sources were made (resolved `options`): a resume must make them the same way."""
+    search = "sampling" if options.sampling is not None else "beam+noise" if noise else "beam"
+    return {"search": search, **options.record()}
 
 
-def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, sampling: Sampling | None,
+def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, options: DecodeOptions,
                      noise: bool, device: str, precision: str, quantize: str | None) -> chunked.Translate:
     """The reverse model, loaded, as mt.apps.chunked translates with it: a chunk samples from a seed of its own
     (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did."""
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.translator import Translator
 
     translator = Translator.load(reverse, reverse_cfg, [model_file], device, precision, quantize)
+    sampling = options.sampling
 
     def translate(index: int, pair: tuple[str, str], chunk: list[str]) -> list[str]:
         draws = dataclasses.replace(sampling, seed=sampling.seed + index) if sampling is not None else None
-        found = [hyps[0][0] for hyps in translator.search(chunk, DecodeOptions(sampling=draws))]
+        found = [hyps[0][0] for hyps in translator.search(chunk, dataclasses.replace(options, sampling=draws))]
         if noise:
             rng = random.Random(f"noise-{index}")
             found = [noisy(line, rng) for line in found]
@@ -209,8 +203,7 @@ def backtranslate(
     reverse: Experiment,
     exp: Experiment,
     mono: list[str],  # --mono specs: text:FILE or parallel specs (their side in the reverse's source language)
-    decode_overrides: dict | None = None,  # decode.* of the reverse model's beam search
-    sampling: Sampling | None = None,  # draw instead of searching
+    options: DecodeOptions | None = None,  # the reverse model's search (over its decode.*), or sampling
     noise: bool = False,  # Edunov et al.'s noise on the beam's output
     tagged: bool = True,
     weight: float = 1.0,
@@ -226,34 +219,32 @@ def backtranslate(
         manifest = read_manifest(exp)  # a damaged one is refused, not called done
         log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
         return manifest
-    check_choices(mono, sampling, noise, tagged, weight)
+    check_choices(mono, options.sampling if options else None, noise, tagged, weight)
     if not reverse.has_config():
         raise MtError(f"--reverse {reverse.root}: no experiment there (no config.yaml)")
     reverse_cfg = reverse.load_config()
     if reverse_cfg.data.multilingual:
         raise ConfigError(f"--reverse {reverse.root}: a multilingual model; back-translation takes a model of one direction")
-    for key, value in (decode_overrides or {}).items():
-        cfglib.set_field(reverse_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
-    cfglib.validate(reverse_cfg, "the reverse model's decoding options")
+    options = (options or DecodeOptions()).resolved(reverse_cfg.decode)
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
     how = {"reverse": model_file, "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
-           **_search_record(reverse_cfg, sampling, noise), "precision": precision, "quantize": quantize}
+           **_search_record(options, noise), "precision": precision, "quantize": quantize}
     plan = chunked.plan_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines")
     translate = None
     if plan.todo:
-        translate = chunk_translator(reverse, reverse_cfg, model_file, sampling, noise, device, precision, quantize)
-    # The final model's config is the reverse model's as saved: the flags above changed only its search.
-    cfg, spec = prepare_final(reverse, reverse.load_config(), exp, corpus_spec(exp, tagged, weight), weight != 1.0)
+        translate = chunk_translator(reverse, reverse_cfg, model_file, options, noise, device, precision, quantize)
+    # The final model's config is the reverse model's as saved: the flags changed only its search.
+    cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     chunks, state = chunked.translate_chunks(out, plan, translate, "backtranslate")
     texts = {out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
              out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1)}
     for path, text in texts.items():
         write_text_atomic(path, text)
     manifest = {"reverse": model_file, "mono": list(mono), "lines": len(lines), "empty_lines_skipped": empty,
-                "chunks": len(chunks), "chunk_lines": state["chunk_lines"], **_search_record(reverse_cfg, sampling, noise),
+                "chunks": len(chunks), "chunk_lines": state["chunk_lines"], **_search_record(options, noise),
                 "tagged": tagged, "seconds": state["seconds"], "corpus": spec}
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the back-translation done
     log.info(f"backtranslate: {len(lines):,} synthetic pairs in {', '.join(str(p) for p in texts)}")

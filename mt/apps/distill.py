@@ -26,21 +26,16 @@ from pathlib import Path
 from mt import log
 from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
-from mt.config import schema as cfglib
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 
 
 def distill_dir(student: Experiment) -> Path:
     return student.root / "distill"
-
-
-def _decode_record(decode) -> dict:
-    return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-            "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b}
 
 
 def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> list[str]:
@@ -109,7 +104,7 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
 def distill(
     teachers: list[Experiment],
     student: Experiment,
-    decode_overrides: dict | None = None,  # decode.* fields for the teacher's search (beam, alpha, ...)
+    options: DecodeOptions | None = None,  # the teacher's search, over its decode.* (beam, alpha, ...)
     chunk_lines: int | None = None,  # None: the size the chunks on disk have, else CHUNK_LINES
     mix_original: bool = False,
     checkpoint: str | None = None,  # each teacher's; None: its decode.checkpoint
@@ -129,30 +124,29 @@ def distill(
     lead = teachers[0]
     checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
-    for key, value in (decode_overrides or {}).items():
-        cfglib.set_field(teacher_cfg, f"decode.{key}", value, where=f"--{key.replace('_', '-')}")
-    cfglib.validate(teacher_cfg, "the teacher's decoding options")
+    options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
     parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
     how = {"teachers": checkpoints, "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
-           **{f"decode.{k}": v for k, v in _decode_record(teacher_cfg.decode).items()},
+           **{f"decode.{k}": v for k, v in options.record().items()},
            "precision": precision, "quantize": quantize}
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
-    translate = teacher_translator(lead, teacher_cfg, checkpoints, device, precision, quantize) if plan.todo else None
+    translate = teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize) \
+        if plan.todo else None
     prepare_student(lead, student, mix_original)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
-    return _join(student, teacher_cfg, chunks, checkpoints, state)
+    return _join(student, teacher_cfg, chunks, checkpoints, state, options)
 
 
-def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], device: str,
-                       precision: str, quantize: str | None) -> chunked.Translate:
+def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], options: DecodeOptions,
+                       device: str, precision: str, quantize: str | None) -> chunked.Translate:
     """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them."""
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.translator import Translator
 
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
     return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
-        lines, DecodeOptions(src_lang=pair[0], tgt_lang=pair[1]))]
+        lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]))]
 
 
 def check_not_a_teacher(teachers: list[Experiment], student: Experiment) -> None:
@@ -179,7 +173,7 @@ def read_manifest(student: Experiment) -> dict:
 
 
 def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunked.Chunk], checkpoints: list[str],
-          state: dict) -> dict:
+          state: dict, options: DecodeOptions) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
     out = distill_dir(student)
@@ -196,7 +190,7 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunk
     specs = corpus_specs(teacher_cfg, student)
     manifest = {
         "teachers": checkpoints, "lines": lines, "chunks": len(chunks), "chunk_lines": state["chunk_lines"],
-        "decode": _decode_record(teacher_cfg.decode),
+        "decode": options.record(),
         "seconds": state["seconds"],  # translating, over all runs
         "corpus": specs[0] if not multilingual else specs,
     }

@@ -5,32 +5,35 @@ translations and the scores, with how they were decoded, in the experiment.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
-from mt.config.schema import DecodeConfig, ExperimentConfig
+from mt.config.schema import ExperimentConfig
 from mt.data.corpus import load_split
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 from mt.experiment.paths import Experiment
 from mt.metrics import score, score_tokenized
 
 
-def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None) -> dict:
-    """How a split was decoded, as its scores record it: `mt run` rescores when this changes."""
-    return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-            "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b,
-            "precision": precision, "quantize": quantize}
+def decode_record(options: DecodeOptions, precision: str = "fp32", quantize: str | None = None) -> dict:
+    """How a split was decoded (resolved `options`), as its scores record it: `mt run` rescores when
+    this changes."""
+    return {**options.record(), "precision": precision, "quantize": quantize}
 
 
 def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translator: Translator | None = None,
-                   tokenized: bool = False, lowercase: bool = False) -> dict:
+                   tokenized: bool = False, lowercase: bool = False, options: DecodeOptions | None = None) -> dict:
     """Translate every source line of a split (raw text, nothing dropped) and score it against its
     references; the translations and scores are saved in the experiment. `tokenized`: the scores
     are `score_tokenized`'s (in the target language's Moses rules), saved as scores/SPLIT.tokenized.json.
     `translator`: the model(s) to translate with; the experiment's decode.checkpoint when None. With
     data.directions, each direction is translated and scored on its own (translations/SPLIT.SRC-TGT.hyp),
-    and the record holds them all under "directions" with their mean as its own BLEU and chrF."""
+    and the record holds them all under "directions" with their mean as its own BLEU and chrF. `options`:
+    this call's decoding options (flags), over the experiment's decode.*."""
     translator = translator or Translator.load(exp, cfg)
+    options = (options or DecodeOptions()).resolved(cfg.decode)
     start = time.perf_counter()
     directions = {}
     for src_lang, tgt_lang in cfg.data.pairs():
@@ -38,7 +41,7 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
         with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
             task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
-            found = translator.search(src_lines, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang),
+            found = translator.search(src_lines, replace(options, src_lang=src_lang, tgt_lang=tgt_lang),
                                       progress=lambda done: progress.advance(task, done))
         hyps = [hyp[0][0] for hyp in found]
         directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
@@ -53,7 +56,7 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         "split": split,
         **scores,
         "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
-        "decode": decode_record(cfg.decode, translator.precision, translator.quantize),
+        "decode": decode_record(options, translator.precision, translator.quantize),
         "translate_seconds": round(seconds, 2),
     }
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)

@@ -127,7 +127,7 @@ def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, An
     The recipe names the synthetic corpus in its data.train itself (bt:files:EXP/backtranslate/train),
     so that running it again finds the config it wrote."""
     from mt.apps.backtranslate import backtranslate, backtranslate_dir, listed_spec
-    from mt.decoding.translator import Sampling
+    from mt.decoding.options import DecodeOptions, Sampling
 
     spec = listed_spec(cfg, exp)
     if spec is None:
@@ -144,7 +144,7 @@ def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, An
         reverse = Experiment(Path(entry))
     search = run.get("bt_search", "beam")
     log.info("[bold]backtranslate[/bold]")
-    backtranslate(reverse, exp, [str(m) for m in run["mono"]], sampling=Sampling() if search == "sample" else None,
+    backtranslate(reverse, exp, [str(m) for m in run["mono"]], options=DecodeOptions(sampling=Sampling()) if search == "sample" else None,
                   noise=search == "noise", tagged=spec.strip().startswith("bt:"), device=device)
 
 
@@ -181,7 +181,8 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
     """The recipe's `translate_examples`, each with its translation."""
     if not examples:
         return
-    from mt.decoding.translator import DecodeOptions, Translator
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
 
     translator = Translator.load(exp, cfg, device=device)
     src_lang = cfg.data.pairs()[0][0]  # the examples are in the first direction's source language
@@ -269,6 +270,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt)."""
     from mt.apps.evaluate import decode_record
+    from mt.decoding.options import DecodeOptions
 
     score_path, last = exp.score_path(split), exp.checkpoint_path("last")
     try:
@@ -276,7 +278,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     except MtError:
         return False
     scores = exp.read_json(score_path) if score_path.exists() else None
-    return (scores is not None and scores.get("decode") == decode_record(cfg.decode) and last.exists()
+    return (scores is not None and scores.get("decode") == decode_record(DecodeOptions().resolved(cfg.decode)) and last.exists()
             and scores.get("checkpoint") == chosen.name
             and score_path.stat().st_mtime > last.stat().st_mtime
             and score_path.stat().st_mtime > chosen.stat().st_mtime)

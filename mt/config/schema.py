@@ -270,7 +270,7 @@ def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = N
 def validate(cfg: ExperimentConfig, where: str) -> None:
     """ConfigError "WHERE: what is wrong" for the first check that fails, then the data sources and
     directions (mt.config.sources)."""
-    for ok, message in [*_model(cfg), *_decode(cfg), *_train(cfg), *_data(cfg)]:
+    for ok, message in [*_model(cfg), *decode_checks(cfg.decode), *_train(cfg), *_data(cfg)]:
         if not ok:
             raise ConfigError(f"{where}: {message}")
     try:
@@ -299,8 +299,8 @@ def _model(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
     ]
 
 
-def _decode(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
-    d = cfg.decode
+def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
+    """The decode section's rules: the config's, and those of every call's options (mt.decoding.options)."""
     return [
         (1 <= d.beam <= MAX_BEAM, f"decode.beam (--beam) must be from 1 to {MAX_BEAM}"),
         (0 <= d.alpha <= MAX_ALPHA, f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not {d.alpha}: the "

@@ -1,155 +1,31 @@
 """Lines in, translations out: tokenize, batch by length, search, detokenize, restore input order.
 
-`Translator.load()` reads an experiment (tokenizers, checkpoints, precision) into a `Translator`,
-which holds only plain objects: the model(s), the tokenizers, the decoding options, the device.
-`Translator.stream()` reads lines as they arrive and writes each group of `buffer` lines (or what
-has arrived when a pipe pauses) as soon as it is translated, so `mt translate` answers line by line
-in a pipe that stays open and memory stays flat on any input size.
-
-What a call asks beyond the experiment's decode.* settings (n-best lists, sampling, alignments,
-constraints) is one `DecodeOptions`, which also decides which of these go together.
-
-Output formats of `stream` (one input line gives):
-- "plain": one line, the translation;
-- "scores": one line, `SCORE<TAB>TRANSLATION`;
-- "nbest": `DecodeOptions.nbest` lines `LINE<TAB>SCORE<TAB>TRANSLATION`, best first, LINE counting
-  input lines from 1 (an empty input line gives one line with an empty translation and score 0);
-- "moses": the same n best as Moses writes them, which Marian's and fairseq users' scripts read:
-  `ID ||| TRANSLATION ||| mt= SCORE ||| SCORE`, ID counting input lines from 0.
-SCORE is what the search ranks by: the log-probability divided by the length penalty (beam), or
-the log-probability (greedy, sampling). With alignments (`alignment_layer`), every output line gets
-one more field, `<TAB>ALIGNMENT`: Pharaoh `i-j` pairs over whitespace-separated words (`mt.decoding.alignment`);
-an empty input line gives an empty translation and an empty alignment.
+`Translator` holds plain objects: the model(s) (`mt.decoding.models` loads them), the tokenizers,
+the experiment's decode.* settings and the device. Every search takes the call's `DecodeOptions`
+(mt.decoding.options), filled in from those settings; `mt.decoding.output` streams and formats.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import Callable
 
 import torch
 
 from mt import log
-from mt.config.schema import MAX_BEAM, DecodeConfig, ExperimentConfig, InferencePrecision, LengthPenalty, Quantize
-from mt.config.values import coerce
+from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.batching import length_groups
 from mt.decoding.alignment import word_alignments
 from mt.decoding.directions import Directions
-from mt.errors import ConfigError, MtError
-from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.decoding.models import load_models
+from mt.decoding.options import DecodeOptions
 from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search, greedy_search, sample_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
-from mt.search.ensemble import Ensemble
 from mt.search.parallel import search_batches, workers_for
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
-
-OutputFormat = Literal["plain", "scores", "nbest", "moses"]  # what one input line gives: module docstring
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Draw translations instead of searching for the best (back-translation)."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 1
-
-    def __post_init__(self) -> None:
-        # Written so that NaN fails too.
-        if not self.temperature > 0:
-            raise ConfigError(f"--temperature {self.temperature}: must be above 0")
-        if self.top_k < 0:
-            raise ConfigError(f"--top-k {self.top_k}: must be 0 (all tokens) or more")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"--top-p {self.top_p}: must be in (0, 1]")
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """What one call asks of the search beyond the experiment's decode.* settings. Which of these go
-    together is decided here, so that `mt translate`, a Python caller of `Translator` and `mt serve`
-    refuse the same combinations in the same words. Frozen: `mt serve` batches the sentences of
-    requests with equal options. Messages name the options as `mt translate`'s flags (`mt serve` names
-    its request fields, the same words)."""
-
-    beam: int | None = None  # this call's beam; None: decode.beam, widened to nbest
-    alpha: float | None = None  # None: decode.alpha
-    length_penalty: LengthPenalty | None = None  # None: decode.length_penalty
-    nbest: int = 1  # hypotheses per line, best first
-    sampling: Sampling | None = None  # draw one translation per line instead of searching
-    alignment_layer: int | None = None  # 0-based decoder layer whose attention aligns words; None: none
-    constraints: bool = False  # each line is SOURCE<TAB>PHRASE<TAB>...: constrained beam search
-    src_lang: str | None = None  # the direction (mt.decoding.directions): a multilingual model's tag; None: the only one
-    tgt_lang: str | None = None
-    pivot: str | None = None  # translate into this language first, then from it into tgt_lang
-
-    def __post_init__(self) -> None:
-        if self.beam is not None and not 1 <= self.beam <= MAX_BEAM:
-            raise ConfigError(f"--beam {self.beam}: must be from 1 to {MAX_BEAM}")
-        if self.length_penalty is not None:
-            coerce(self.length_penalty, LengthPenalty, "--length-penalty")
-        if self.nbest < 1:
-            raise ConfigError(f"--nbest {self.nbest}: must be at least 1")
-        if self.beam is not None and self.nbest > self.beam:
-            raise ConfigError(f"--nbest {self.nbest} is more than --beam {self.beam}: the n best come from the beam")
-        if self.sampling is None:
-            return
-        if self.beam is not None or self.alpha is not None or self.nbest > 1:
-            raise ConfigError("--beam, --alpha and --nbest are for beam search; --sample draws one translation per line")
-        if self.constraints:
-            raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
-
-    def check_pivot(self) -> None:
-        """A pivot translates twice: what only one search can give (alignments to the source, the
-        source's constraints) does not go with it."""
-        if self.pivot is not None and (self.alignment_layer is not None or self.constraints):
-            raise ConfigError("--pivot translates twice; --alignments and --constraints need one translation")
-        if self.pivot is not None and self.pivot in (self.src_lang, self.tgt_lang):
-            raise ConfigError(f"--pivot {self.pivot}: the pivot is a third language, not the source or target")
-
-    def resolved(self, decode: DecodeConfig) -> DecodeOptions:
-        """These options with decode.*'s beam (at least nbest wide), alpha and length penalty filled in."""
-        if self.sampling is not None:
-            return self
-        beam = self.beam if self.beam is not None else max(decode.beam, self.nbest)
-        alpha = self.alpha if self.alpha is not None else decode.alpha
-        return replace(self, beam=beam, alpha=alpha, length_penalty=self.length_penalty or decode.length_penalty)
-
-
-def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):
-    """The model in bf16/fp16, or with int8 dynamic quantization of its linear layers (CPU)."""
-    coerce(quantize, Quantize, "--quantize")  # one-line errors naming the flag and its choices
-    coerce(precision, InferencePrecision, "--precision")
-    if quantize == "int8":
-        if device.type != "cpu":
-            raise MtError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
-        from torch.ao.quantization import quantize_dynamic
-
-        with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
-            warnings.simplefilter("ignore")
-            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    if precision == "bf16":
-        if device.type == "cpu":
-            os.environ.setdefault(ONEDNN_CACHE, "16")
-        return model.to(torch.bfloat16)
-    if precision == "fp16":
-        if device.type != "cuda":
-            raise MtError("--precision fp16 needs a GPU; use bf16 on the CPU")
-        return model.to(torch.float16)
-    return model
-
-
-# oneDNN, which runs bf16 matmuls on the CPU, caches a primitive (with the weights packed for it) per
-# shape, up to 1,024: decoding's shapes change every step, so the cache kept 100-150 MB of copies of
-# a 7.6M-parameter model's weights (peak RSS 685 MB against 533 with 16 kept, same speed: EPYC (Zen 4),
-# 2026-12-04). Read when oneDNN first makes one; a value the user set is kept.
-ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 
 
 class Translator:
@@ -157,9 +33,9 @@ class Translator:
     from an experiment's checkpoints.
 
     model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in
-    (`precision`, or `quantize` int8); decode_cfg: the decoding settings (kept, not copied: a change
-    to it applies to the next search); checkpoint_paths: the files the weights came from, for records
-    (scores, reports)."""
+    (`precision`, or `quantize` int8); decode_cfg: the experiment's decode.* settings, which fill in
+    what a call's DecodeOptions leave unset (kept, not copied: a change applies to the next search);
+    checkpoint_paths: the files the weights came from, for records (scores, reports)."""
 
     def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
                  device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
@@ -182,22 +58,11 @@ class Translator:
         tokenizers and, when it is this experiment's own, against its model config; run on `device`
         in `precision` (fp32, bf16, fp16) or with `quantize` int8 (CPU) instead."""
         torch_device = torch.device(device)
-        src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+        tokenizers = exp.load_tokenizers(cfg.tokenizer.joint)
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
-        expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
-        models, paths = [], []
-        for name in names:
-            path = exp.find_checkpoint(name)
-            state = load_checkpoint(path)
-            check_tokenizer(path, state, expected, exp.tokenizer_dir)
-            if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
-                check_model_config(path, state, cfg.model, exp.config_path)
-            models.append(model_from_checkpoint(state).to(torch_device).eval())
-            paths.append(path)
-        model = models[0] if len(models) == 1 else Ensemble(models).eval()
-        model = set_precision(model, precision, quantize, torch_device)
-        directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, src_tok)
-        return cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize, directions)
+        model, paths = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
+        directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
+        return cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
@@ -211,7 +76,6 @@ class Translator:
         (mt.search.constrained). Warnings name input lines counted from `first_line` + 1. `progress`
         is called with the number of lines done as each batch finishes (not when pivoting)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
-        options.check_pivot()
         if options.sampling is not None and first_line:  # a stream's later calls draw anew, not repeat the first's
             options = replace(options, sampling=replace(options.sampling, seed=options.sampling.seed + first_line))
         if options.pivot is not None:
@@ -258,7 +122,7 @@ class Translator:
     def _pivot(self, lines: list[str], options: DecodeOptions, first_line: int) -> list[list[tuple]]:
         """src -> pivot -> tgt: each line's best translation into the pivot, translated on (`--pivot`)."""
         src_lang, tgt_lang = self.directions.resolve(options.src_lang, options.tgt_lang)
-        replace(options, src_lang=src_lang, tgt_lang=tgt_lang).check_pivot()  # the target it resolved to, too
+        replace(options, src_lang=src_lang, tgt_lang=tgt_lang)  # checked against the target it resolved to, too
         into = replace(options, pivot=None, tgt_lang=options.pivot, nbest=1, beam=options.beam)
         middle = [hyps[0][0] for hyps in self.search(lines, into, first_line)]
         return self.search(middle, replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang), first_line)
@@ -279,19 +143,19 @@ class Translator:
         constrained = [k for k in range(len(encoded)) if constraints and constraints[k]]
         plain = [k for k in range(len(encoded)) if not (constraints and constraints[k])]
         batches = [(False, [plain[i] for i in group])
-                   for group in length_groups([len(encoded[k]) for k in plain], self.decode_cfg.max_tokens)]
+                   for group in length_groups([len(encoded[k]) for k in plain], options.max_tokens)]
         batches += [(True, [constrained[i] for i in group])
-                    for group in length_groups([len(encoded[k]) for k in constrained], self.decode_cfg.max_tokens)]
+                    for group in length_groups([len(encoded[k]) for k in constrained], options.max_tokens)]
 
         def search(batch: tuple[bool, list[int]]) -> tuple[torch.Tensor, list]:
             src_ids = self.pad_sources([encoded[k] for k in batch[1]])
             if batch[0]:
                 return src_ids, self._search_constrained(src_ids, [constraints[k] for k in batch[1]], options)
-            return src_ids, self._search(src_ids, options, generator)
+            return src_ids, self.search_batch(src_ids, options, generator)
 
         # One at a time where a search shares state: the sampling generator, attention being captured.
         workers = 1 if generator is not None or options.alignment_layer is not None else \
-            workers_for(self.decode_cfg.workers, self.device)
+            workers_for(options.workers, self.device)
         for (is_constrained, group), (src_ids, found) in zip(batches, search_batches(batches, search, workers)):
             if is_constrained:
                 if unmet is not None:
@@ -317,27 +181,28 @@ class Translator:
             log.warn(warning)
         return self.pad_sources(encoded), encoded[0]
 
-    def best_hypothesis(self, src_ids: torch.Tensor) -> Hypothesis:
-        """The best translation of one sentence, src_ids (1, src_len), under the decoding settings."""
-        return self._search(src_ids, DecodeOptions().resolved(self.decode_cfg), None)[0][0]
+    def best_hypothesis(self, src_ids: torch.Tensor, options: DecodeOptions | None = None) -> Hypothesis:
+        """The best translation of one sentence, src_ids (1, src_len), under `options`."""
+        return self.search_batch(src_ids, (options or DecodeOptions()).resolved(self.decode_cfg), None)[0][0]
 
-    def _search(self, src_ids, options: DecodeOptions, generator) -> list[list[Hypothesis]]:
-        cfg = self.decode_cfg
-        if options.sampling is not None:
-            sampling = options.sampling
-            hyps = sample_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b, sampling.temperature,
-                                 sampling.top_k, sampling.top_p, generator)
+    def search_batch(self, src_ids: torch.Tensor, options: DecodeOptions,
+                     generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+        """One padded batch (sentences, src_len) searched as `options` (resolved) ask: sampling, greedy
+        (beam 1) or beam search; each sentence's hypotheses, best first."""
+        o = options
+        if o.sampling is not None:
+            hyps = sample_search(self.model, src_ids, o.max_len_a, o.max_len_b, o.sampling.temperature,
+                                 o.sampling.top_k, o.sampling.top_p, generator)
             return [[h] for h in hyps]
-        if options.beam == 1:
-            return [[h] for h in greedy_search(self.model, src_ids, cfg.max_len_a, cfg.max_len_b)]
-        return beam_search(self.model, src_ids, options.beam, options.alpha, options.length_penalty, cfg.max_len_a,
-                           cfg.max_len_b, nbest=options.nbest, stop=cfg.stop)
+        if o.beam == 1:
+            return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b)]
+        return beam_search(self.model, src_ids, o.beam, o.alpha, o.length_penalty, o.max_len_a, o.max_len_b,
+                           nbest=o.nbest, stop=o.stop)
 
     def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:
-        cfg = self.decode_cfg
-        return constrained_beam_search(self.model, src_ids, constraints, options.beam, options.alpha,
-                                       options.length_penalty, cfg.max_len_a, cfg.max_len_b, nbest=options.nbest,
-                                       stop=cfg.stop)
+        o = options
+        return constrained_beam_search(self.model, src_ids, constraints, o.beam, o.alpha, o.length_penalty,
+                                       o.max_len_a, o.max_len_b, nbest=o.nbest, stop=o.stop)
 
     def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
         """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""
@@ -347,40 +212,3 @@ class Translator:
             src_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
-
-    def stream(self, lines: Iterable[str | None], write: Callable[[str], None], buffer: int = 256,
-               options: DecodeOptions | None = None, output: OutputFormat = "plain") -> int:
-        """Translate lines as they come, `buffer` at a time, and what is pending whenever `lines` gives
-        None (the input has paused: `input_lines`); write the output in input order, in the `output`
-        format of the module docstring; returns the number of lines."""
-        if buffer < 1:
-            raise ConfigError(f"--buffer {buffer}: must be at least 1")
-        coerce(output, OutputFormat, "output")
-        count = 0
-        pending: list[str] = []
-        at_pauses = options is None or options.sampling is None  # samples depend on the batches: keep them fixed
-        for line in lines:
-            if line is not None:
-                pending.append(line.rstrip("\r\n"))
-            if pending and ((line is None and at_pauses) or len(pending) >= buffer):
-                self._flush(pending, write, count, options, output)
-                count += len(pending)
-                pending = []
-        if pending:
-            self._flush(pending, write, count, options, output)
-            count += len(pending)
-        return count
-
-    def _flush(self, pending: list[str], write, first_line: int, options: DecodeOptions | None, output: str) -> None:
-        for offset, hyps in enumerate(self.search(pending, options, first_line)):
-            if output == "nbest":
-                for text, score, *alignment in hyps:
-                    write("\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment]))
-            elif output == "moses":
-                for text, score, *alignment in hyps:
-                    write(" ||| ".join([f"{first_line + offset}", text, f"mt= {score:.4f}", f"{score:.4f}", *alignment]))
-            elif output == "scores":
-                text, score, *alignment = hyps[0]
-                write("\t".join([f"{score:.4f}", text, *alignment]))
-            else:
-                write("\t".join([hyps[0][0], *hyps[0][2:]]))

@@ -104,10 +104,11 @@ def forced_attention(model: Transformer, src_ids: torch.Tensor, tokens: list[lis
 
 
 def attention_maps(translator, sentence: str, target: str | None = None, layer: int = -1,
-                   tag: int | None = None) -> AttentionMaps:
+                   tag: int | None = None, options=None) -> AttentionMaps:
     """Translate `sentence` with the translator's search (or take `target` as the translation) and
     return the weights of the forced decode; an ensemble shows its first model. `tag`: a multilingual
-    model's target token (`Translator.directions.tag`), which the maps show as the first source piece."""
+    model's target token (`Translator.directions.tag`), which the maps show as the first source piece.
+    `options`: the search's DecodeOptions (the experiment's decode.* where None)."""
     if not sentence.strip():
         raise MtError("the sentence is empty: give the text to translate")
     if target is not None and not target.strip():
@@ -120,7 +121,7 @@ def attention_maps(translator, sentence: str, target: str | None = None, layer: 
             raise MtError(f"{name}: not valid Unicode (character {exc.start + 1}; is the text UTF-8?)") from None
     src_ids, src = translator.encode_line(sentence, tag)
     if target is None:
-        tokens = translator.best_hypothesis(src_ids).tokens
+        tokens = translator.best_hypothesis(src_ids, options).tokens
     else:
         tokens = translator.tgt_tok.encode([target])[0][: translator.max_src_tokens]
     model = members(translator.model)[0]
@@ -153,10 +154,11 @@ def attention(
     target: str | None = None,
     force: bool = False,
     tag: int | None = None,
+    options=None,
 ) -> tuple[AttentionMaps, list[Path]]:
     """`mt attention`: translate one sentence and write heatmaps of its attention (and/or the raw
     weights as JSON) into `out_dir`; existing files are replaced only with `force`. `tag`: a
-    multilingual model's target token (`Translator.directions.tag`)."""
+    multilingual model's target token (`Translator.directions.tag`); `options`: the search's DecodeOptions."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS)}")
     if Path(out_dir).exists() and not Path(out_dir).is_dir():  # else "File exists" from the first write
@@ -166,7 +168,7 @@ def attention(
     taken = [path for path in files.values() if path.exists()]
     if taken and not force:
         raise MtError(f"{taken[0]}: exists; choose another --output or add --force")
-    maps = attention_maps(translator, sentence, target, layer, tag)
+    maps = attention_maps(translator, sentence, target, layer, tag, options)
     if "json" in files:
         write_json_atomic(files["json"], maps.to_json(encoder))
     if "layers" in files:

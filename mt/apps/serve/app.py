@@ -307,7 +307,6 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     import torch
 
     from mt.decoding.translator import Translator
-    from mt.hardware import warn_if_slow
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
     worker_threads = threads or torch.get_num_threads()
@@ -316,8 +315,6 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
-    # After the load, which caps oneDNN's cache before the timing's matmul would fix it.
-    warn_if_slow(None if quantize else precision, device)  # (int8 takes the place of --precision)
     names = ", ".join(path.name for path in translator.checkpoint_paths)
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from mt import log
-from mt.decoding.translator import DecodeOptions
+from mt.decoding.options import DecodeOptions
 
 BATCHING = ("static", "continuous")
 
@@ -111,9 +111,6 @@ class Batcher:
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.threads = threads
-        # The defaults, with the server's batch size; each batch searches with its own DecodeOptions.
-        translator.decode_cfg = replace(translator.decode_cfg, max_tokens=max_batch_tokens)
-        self.decode_cfg = translator.decode_cfg
         self.batches = 0  # batches (static) or searches (continuous) run, for /health
         self.widest = 0  # the most sentences searched together, for /health
         self.sentences = 0  # sentences searched, for /health: sentences / batches is the mean batch
@@ -288,12 +285,12 @@ class Batcher:
         the requests of the sentences in the search, never further."""
         from mt.search.continuous import ContinuousBeamSearch
 
-        options, cfg, translator = batch[0].options, self.decode_cfg, self.translator
+        options, translator = batch[0].options, self.translator
         search, joining = None, batch  # being added: answered with the error too if adding them fails
         try:
             search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
-                                          options.length_penalty, cfg.max_len_a, cfg.max_len_b, options.nbest,
-                                          cfg.stop)
+                                          options.length_penalty, options.max_len_a, options.max_len_b, options.nbest,
+                                          options.stop)
             search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
             self.batches += 1
             self.sentences += len(batch)
@@ -335,7 +332,9 @@ class Batcher:
                 return
             self.widest = max(self.widest, len(batch))
             self.sentences += len(batch)
-            found = self.translator.search_encoded([entry.ids for entry in batch], batch[0].options)
+            # Searched in batches of the server's size, whatever the experiment's decode.max_tokens.
+            options = replace(batch[0].options, max_tokens=self.max_batch_tokens)
+            found = self.translator.search_encoded([entry.ids for entry in batch], options)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
             log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
             for entry in batch:

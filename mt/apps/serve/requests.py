@@ -20,7 +20,7 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
 from mt.config.schema import MAX_ALPHA, LengthPenalty
-from mt.decoding.translator import DecodeOptions
+from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
 
 
@@ -228,7 +228,8 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
         raise ApiError(422, f"length_penalty: expected {choices}, got {json.dumps(penalty)[:40]}")
     layer = check_layer(model, None, "alignments") if flag(data, "alignments") else None
     try:
-        return DecodeOptions(beam, number, penalty, nbest, alignment_layer=layer).resolved(defaults)
+        return DecodeOptions(beam=beam, alpha=number, length_penalty=penalty, nbest=nbest,
+                             alignment_layer=layer).resolved(defaults)
     except ConfigError as exc:  # what does not go together (nbest over beam): mt translate's words, as fields
         raise ApiError(422, re.sub(r"--([\w-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))) from None
 

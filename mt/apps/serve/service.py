@@ -30,7 +30,8 @@ from mt.apps.serve.requests import (
     v1_options,
     whole_number,
 )
-from mt.decoding.translator import DecodeOptions, Translator
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 
 LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
@@ -49,7 +50,7 @@ class Service:
         self.translator, self.batcher, self.limits = translator, batcher, limits
         self.directions = translator.directions  # the pairs it was trained on; tags if multilingual
         self.api_key, self.checkpoint = api_key, checkpoint
-        self.defaults = translator.decode_cfg
+        self.defaults = translator.decode_cfg  # what a request leaves unset
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
         # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
         self.body_limit = 12 * limits.max_chars + 65536
