@@ -17,12 +17,10 @@ import datetime
 import json
 import multiprocessing
 import statistics
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 PRECISIONS = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None)}
 

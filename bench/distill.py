@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
 
 def timed(what: str, step) -> tuple[object, float]:
@@ -69,7 +67,7 @@ def build_student(args) -> dict:
 
 def decode_side_by_side(args) -> dict[str, dict]:
     """Teacher fp32 beam 5, student int8 beam 1 and 2: each in its own process, interleaved."""
-    from translate import run_interleaved
+    from bench.common import run_interleaved
 
     def settings(beam: int) -> dict:
         return {"threads": args.threads, "checkpoint": "last", "beam": beam, "alpha": args.alpha, "old": None}

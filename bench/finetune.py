@@ -28,10 +28,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DING = ["--set", "data.src_lang=de", "--set", "data.tgt_lang=en", "--set", "data.train=[ding@sentences]",
         "--set", "data.valid=[ding]", "--set", "data.test=[ding]", "--set", "data.directions=[]"]

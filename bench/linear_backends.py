@@ -24,7 +24,6 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def median_seconds(fn, min_seconds: float = 0.3) -> float:

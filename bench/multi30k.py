@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 # fairseq 0.12.2 on this machine class, same setup (measured when the benchmark was set up).
 REFERENCE = {

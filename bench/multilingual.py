@@ -25,10 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_split(cfg, direction: tuple[str, str]) -> tuple[list[str], list[str]]:

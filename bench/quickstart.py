@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^(train-tokenizer|binarize|train|average|evaluate)$")
-
-
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def run_recipe(recipe: Path, exp: Path, sets: list[str], slow: bool,

@@ -21,13 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 RULES = ("early", "exact")
-
-
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def count_steps(translator, lines: list[str], beam: int) -> float:

@@ -25,16 +25,13 @@ import datetime
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def hostile_requests(lines: list[str]) -> list[tuple[str, str, bytes, dict, set[int]]]:
@@ -87,7 +84,7 @@ async def leaves_early(port: int, line: str) -> int:
 
 
 async def hostile_client(port: int, lines: list[str], every: float, stop_at: float, results: dict) -> None:
-    from serve import Connection
+    from bench.common import Connection
 
     kinds = hostile_requests(lines)
     turn = 0
@@ -123,7 +120,7 @@ async def _post(connection, path: str, body: bytes, headers: dict) -> tuple[int,
 
 async def phase(port: int, lines: list[str], clients: int, seconds: float, hostile: int, every: float,
                 rss, rss_every: float) -> tuple[dict, dict, list[float]]:
-    from serve import closed_loop
+    from bench.common import closed_loop
 
     results: dict = {}
     samples: list[float] = []
@@ -161,8 +158,7 @@ def main() -> None:
     parser.add_argument("--serve-arg", action="append", default=[])
     args = parser.parse_args()
 
-    from serve import Server, test_lines
-
+    from bench.common import Server, test_lines
     from mt.allocator import use_tcmalloc
 
     use_tcmalloc()

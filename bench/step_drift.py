@@ -13,12 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _rss_mb() -> int:

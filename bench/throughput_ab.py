@@ -21,16 +21,16 @@ import sys
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
-
-
 def one_run(tree: Path, exp: str, steps: int, threads: int) -> float:
-    """tgt tokens/s in fp32 of one bench/throughput.py run of the checkout at `tree`."""
+    """tgt tokens/s in fp32 of one bench/throughput.py run of the checkout at `tree` (`python -m
+    bench.throughput` from its root: its own bench and, on PYTHONPATH, its own mt)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, str(tree / "bench" / "throughput.py"), "--exp", exp, "--precisions", "fp32",
+    command = [sys.executable, "-m", "bench.throughput", "--exp", exp, "--precisions", "fp32",
                "--steps", str(steps), "--threads", str(threads)]
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# How bench/results/step-drift-zen4-2026-11-30.jsonl was made (2026-11-30): bench/step_drift.py on run 5's
+# How bench/results/training/step-drift-zen4-2026-11-30.jsonl was made (2026-11-30): bench/step_drift.py on run 5's
 # binarized experiment (the one-hour recipe's model, bf16), 300 updates in windows of 50; glibc's malloc
 # (mt's heap settings, malloc_trim every 10 updates), jemalloc 5.3 and tcmalloc 2.10; two rounds.
 # (The runs predate mt's own use of tcmalloc; the variables below make today's code do the same.
