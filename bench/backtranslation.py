@@ -3,7 +3,7 @@
     python data/multi30k_bt/prepare.py
     mt run recipes/multi30k_bt_en_de_10k.yaml      # the baseline: 10,000 real pairs, 30 minutes
     mt run recipes/multi30k_bt_en_de.yaml          # reverse model, back-translation, final model
-    python bench/backtranslation.py --baseline experiments/multi30k_bt_en_de_10k \\
+    python -m bench.backtranslation --baseline experiments/multi30k_bt_en_de_10k \\
         --bt beam-tagged=experiments/multi30k_bt_en_de [--bt NAME=EXP ...] \\
         [--ceiling experiments/multi30k_en_de | --ceiling-json bench/results/multi30k/multi30k-recipe-....json]
 

@@ -1,6 +1,6 @@
 """Binarizing at scale: pairs/s, peak memory and output size for a 2M-pair and a 200k-pair corpus.
 
-    python bench/binarize.py [--sizes 200000,2000000] [--workers 2] [--save]
+    python -m bench.binarize [--sizes 200000,2000000] [--workers 2] [--save]
 
 Inputs: Multi30k train (data/multi30k/train.de/.en from data/multi30k/prepare.py, 29,000 pairs) and, when Debian's
 trans-de-en is installed, the Ding dictionary's sentence and phrase pairs (/usr/share/trans/de-en,

@@ -1,6 +1,6 @@
 """Distillation, measured: a teacher's training corpus distilled, a student trained on it, both decoded side by side.
 
-    python bench/distill.py --teacher experiments/multi30k_en_de [--exp experiments/bench-student] [--minutes 60]
+    python -m bench.distill --teacher experiments/multi30k_en_de [--exp experiments/bench-student] [--minutes 60]
         [--preset student-tiny] [--set section.field=value ...] [--repeats 3]
 
 Inputs: a trained teacher experiment (the one-hour recipe's, `mt run recipes/multi30k_en_de.yaml`), its

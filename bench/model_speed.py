@@ -1,6 +1,6 @@
 """Training speed of candidate models for the one-hour Multi30k recipe, fp32 and bf16 interleaved.
 
-    python bench/model_speed.py [--exp experiments/bench-multi30k] [--steps 10]
+    python -m bench.model_speed [--exp experiments/bench-multi30k] [--steps 10]
 
 Inputs: a binarized Multi30k experiment (the one `bench/multi30k.py` leaves: joint unigram 8000,
 ~4096 tokens per batch); nothing is written into it. Each model is a fresh Trainer on those batches

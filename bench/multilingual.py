@@ -1,6 +1,6 @@
 """One multilingual model against bilingual ones, and zero-shot against pivoting, on Multi30k test2016.
 
-    python bench/multilingual.py --multi experiments/multi30k_multilingual \\
+    python -m bench.multilingual --multi experiments/multi30k_multilingual \\
         --bilingual en-de=experiments/multi30k_en_de --bilingual en-fr=experiments/multi30k_en_fr \\
         [--zero-shot de-fr,fr-de] [--pivot en]
 

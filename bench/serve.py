@@ -1,6 +1,6 @@
 """Serving: `mt serve` under 1, 8 and 64 concurrent clients and at a fixed arrival rate, beside batch translation.
 
-    python bench/serve.py --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
+    python -m bench.serve --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
         [--max-seconds 60] [--rate R] [--open-seconds 30] [--seconds N] [--sentences N] [--threads 2]
         [--precision fp32 | --quantize int8] [--batching continuous,static] [--serve-arg=--max-wait-ms=5 ...]
 

@@ -1,7 +1,7 @@
 """Serving under attack: `mt serve` with 64 ordinary clients, first alone, then beside clients that send
 what once crashed or stalled it.
 
-    python bench/serve_hostile.py --exp EXP [--clients 64] [--seconds 600] [--hostile 8] [--quantize int8]
+    python -m bench.serve_hostile --exp EXP [--clients 64] [--seconds 600] [--hostile 8] [--quantize int8]
 
 One `python -m mt serve` on a loopback port (bench/serve.py's Server). Phase 1: --clients clients in a
 closed loop, one test sentence a request to POST /v1/translate, for --seconds. Phase 2: the same,

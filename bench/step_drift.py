@@ -3,7 +3,7 @@ model of an existing, binarized experiment, in windows of updates: target tokens
 faults per window. In the one-hour recipe runs the rate falls from ~10k to ~7.5k tgt tokens/s within
 the first few hundred updates; this separates the process's own drift from the loop around it.
 
-    python bench/step_drift.py --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50] [--trim-every 0]
+    python -m bench.step_drift --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50] [--trim-every 0]
 
 Prints a table; the last line is one JSON object.
 """

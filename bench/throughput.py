@@ -1,6 +1,6 @@
 """Training throughput: the machine's matmul peak, the benchmark preset's step in each precision, MFU.
 
-    python bench/throughput.py [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
+    python -m bench.throughput [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
         [--set model.dropout=0]
 
 Inputs: a binarized experiment with the benchmark preset (the one `bench/multi30k.py` leaves:
@@ -21,7 +21,7 @@ LayerNorm, output layer + loss, optimizer, data, other) in each precision, see p
 per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
 and tokens/s. Prints tables, and as its last line one JSON object.
 
-    python bench/throughput.py --profile --compile --scaling --steps 12
+    python -m bench.throughput --profile --compile --scaling --steps 12
 """
 
 from __future__ import annotations

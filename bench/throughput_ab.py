@@ -1,9 +1,9 @@
 """Training throughput of two checkouts, side by side: did a change make training slower?
 
     git worktree add /tmp/old OLD_COMMIT
-    python bench/throughput_ab.py --old /tmp/old --old-exp EXP_OLD --new-exp EXP_NEW [--pairs 5] [--steps 8]
+    python -m bench.throughput_ab --old /tmp/old --old-exp EXP_OLD --new-exp EXP_NEW [--pairs 5] [--steps 8]
 
-Runs `bench/throughput.py --precisions fp32` of the old checkout and of this one in turn, old then
+Runs `python -m bench.throughput --precisions fp32` of the old checkout and of this one in turn, old then
 new, `--pairs` times, so that both see the same drift in machine load; each run is its own process
 (the old checkout's `mt` first on PYTHONPATH). EXP_OLD and EXP_NEW hold the same binarized data (an
 experiment made by the old code may need its config rewritten for the new, or the other way round).

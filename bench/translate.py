@@ -1,6 +1,6 @@
 """Decoding speed: an experiment's test split at beam 5, mt's modes beside CTranslate2 on the same model.
 
-    python bench/translate.py --exp experiments/bench-multi30k [--modes fp32,int8,ct2_fp32,ct2_int8] [--repeats 3]
+    python -m bench.translate --exp experiments/bench-multi30k [--modes fp32,int8,ct2_fp32,ct2_int8] [--repeats 3]
 
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test split (raw text,
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).

@@ -91,3 +91,23 @@ def test_a_benchmark_runs_as_a_module_from_the_root():
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage:")
+
+
+def test_every_result_file_the_docs_name_exists():
+    """`bench/results/<topic>/<file>` in the docs, README, recipes and scripts (`{a,b}` alternatives
+    expanded; names with CPU/DATE or .... are templates)."""
+    import itertools
+    import re
+
+    named = [*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "recipes").glob("*"), *SOURCES]
+    missing = []
+    for path in named:
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for ref in re.findall(r"bench/results/[A-Za-z0-9_.{},/\-]*[A-Za-z0-9}]", line):
+                if "CPU-DATE" in ref or "...." in ref:
+                    continue
+                parts = re.split(r"(\{[^}]*\})", ref)
+                for choice in itertools.product(*(p[1:-1].split(",") if p.startswith("{") else [p] for p in parts)):
+                    if not (ROOT / "".join(choice)).exists():
+                        missing.append(f"{path.relative_to(ROOT)}:{lineno}: {''.join(choice)}")
+    assert not missing, "\n".join(missing)
