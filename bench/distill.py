@@ -8,8 +8,8 @@ training corpus (distilled) and test split (scored). Steps, each timed: `mt dist
 decoding options from its config: beam 5 for the recipe), `mt binarize`, `mt train` of the student
 (--preset, --minutes of training; the rest of its config is the teacher's, then --set), `mt evaluate`
 of the student's test split. An existing --exp resumes where it stopped (each step skips what is
-done). Then decoding speed in one interleaved run (bench/translate.py's worker, each mode in its own
-process, run r of every mode before run r+1): the teacher in fp32 at beam 5 and the student in int8
+done). Then decoding speed in one interleaved run (bench/common.py's run_interleaved, as
+bench/translate.py runs it: each mode in its own process, run r of every mode before run r+1): the teacher in fp32 at beam 5 and the student in int8
 at beam 1 and beam 2, all with the `length` penalty at --alpha; sent/s from the median run, BLEU of
 the output. Prints a table and, as its last line, one JSON object with `teacher_bleu`,
 `student_bleu` (the student row named by --student-beam), `teacher_sent_per_s`, `student_sent_per_s`,

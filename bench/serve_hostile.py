@@ -3,7 +3,7 @@ what once crashed or stalled it.
 
     python -m bench.serve_hostile --exp EXP [--clients 64] [--seconds 600] [--hostile 8] [--quantize int8]
 
-One `python -m mt serve` on a loopback port (bench/serve.py's Server). Phase 1: --clients clients in a
+One `python -m mt serve` on a loopback port (bench/common.py's Server). Phase 1: --clients clients in a
 closed loop, one test sentence a request to POST /v1/translate, for --seconds. Phase 2: the same,
 and beside them --hostile clients, each sending one hostile request every --hostile-every seconds,
 in turn: a chunked body past the limit that never ends, a 400-digit negative alpha, a 5000-digit
@@ -114,7 +114,7 @@ async def hostile_client(port: int, lines: list[str], every: float, stop_at: flo
 
 
 async def _post(connection, path: str, body: bytes, headers: dict) -> tuple[int, bytes]:
-    """bench/serve.py's Connection with other content types (it sends JSON's)."""
+    """bench/common.py's Connection with other content types (it sends JSON's)."""
     return await connection.request("POST", path, body)
 
 
