@@ -3,9 +3,9 @@
     python data/multi30k_bt/prepare.py
     mt run recipes/multi30k_bt_en_de_10k.yaml      # the baseline: 10,000 real pairs, 30 minutes
     mt run recipes/multi30k_bt_en_de.yaml          # reverse model, back-translation, final model
-    python bench/backtranslation.py --baseline experiments/multi30k_bt_en_de_10k \\
+    python -m bench.backtranslation --baseline experiments/multi30k_bt_en_de_10k \\
         --bt beam-tagged=experiments/multi30k_bt_en_de [--bt NAME=EXP ...] \\
-        [--ceiling experiments/multi30k_en_de | --ceiling-json bench/results/multi30k-recipe-....json]
+        [--ceiling experiments/multi30k_en_de | --ceiling-json bench/results/multi30k/multi30k-recipe-....json]
 
 Each experiment is decoded as its config says (decode.*: checkpoint, beam, alpha) on val and
 test2016, read through the baseline's config so every model sees the same lines; sacreBLEU and chrF
@@ -24,10 +24,9 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def training_record(exp: Path) -> dict:

@@ -1,6 +1,6 @@
 """Binarizing at scale: pairs/s, peak memory and output size for a 2M-pair and a 200k-pair corpus.
 
-    python bench/binarize.py [--sizes 200000,2000000] [--workers 2] [--save]
+    python -m bench.binarize [--sizes 200000,2000000] [--workers 2] [--save]
 
 Inputs: Multi30k train (data/multi30k/train.de/.en from data/multi30k/prepare.py, 29,000 pairs) and, when Debian's
 trans-de-en is installed, the Ding dictionary's sentence and phrase pairs (/usr/share/trans/de-en,
@@ -11,7 +11,7 @@ files, German -> English, with the default cleaning, by `mt.data.binarize.binari
 own process: pairs/s is the pairs read over binarize's wall time (interpreter start-up excluded);
 peak RSS is the main process's and one worker's maximum resident set, and their total bound (main
 + N x worker); output is the size of the data directory. Prints a table, then one JSON line
-(`--save` also writes it to bench/results/binarize-CPU-DATE.json, CPU one of xeon-amx, xeon, zen4,
+(`--save` also writes it to bench/results/data/binarize-CPU-DATE.json, CPU one of xeon-amx, xeon, zen4,
 epyc-avx2, from /proc/cpuinfo).
 """
 
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 MULTI30K = REPO / "data" / "multi30k" / "train"
 DING = Path("/usr/share/trans/de-en")
@@ -134,7 +133,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="200000,2000000", help="corpus sizes in pairs, comma-separated")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--save", action="store_true",
-                        help="also write the JSON line to bench/results/binarize-CPU-DATE.json")
+                        help="also write the JSON line to bench/results/data/binarize-CPU-DATE.json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -182,7 +181,7 @@ def main() -> None:
         summary["time_growth_vs_linear"] = round(growth, 3)
     line = json.dumps(summary)
     if args.save:
-        (REPO / "bench" / "results" / f"binarize-{cpu_class()}-{time.strftime('%Y-%m-%d')}.json").write_text(line + "\n")
+        (REPO / "bench" / "results" / "data" / f"binarize-{cpu_class()}-{time.strftime('%Y-%m-%d')}.json").write_text(line + "\n")
     print(line)
 
 

@@ -1,6 +1,6 @@
 """The CPU kernels behind mt's training speed, each against the torch default it replaces.
 
-    python bench/cpu_kernels.py [--threads 2]
+    python -m bench.cpu_kernels [--threads 2]
 
 Inputs: random tensors of the benchmark preset's shapes (a batch of 300 sentences x 14 tokens,
 d_model 256, 4 heads; logits 4096 x 8000). (a) dropout: F.dropout against mt.model.dropout; (b) attention forward + backward: F.scaled_dot_product_attention against mt's written-out attention, fp32 and
@@ -18,12 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def median_ms(fn, repeats: int = 20) -> float:

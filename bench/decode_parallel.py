@@ -1,7 +1,7 @@
 """Two cores, three ways to decode on them: one search on two threads, two searches on one thread each
 in one process (decode.workers 2: threads, one interpreter), and two processes of one thread each.
 
-    python bench/decode_parallel.py --exp EXP [--mode int8|fp32|bf16] [--repeats 3]
+    python -m bench.decode_parallel --exp EXP [--mode int8|fp32|bf16] [--repeats 3]
 
 Whether mt's decoding is held back by sharing one Python interpreter between its workers: if two
 processes (two interpreters) decode much faster than two workers, it is. The test split is decoded as
@@ -17,12 +17,10 @@ import datetime
 import json
 import multiprocessing
 import statistics
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 PRECISIONS = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None)}
 

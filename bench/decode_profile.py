@@ -1,6 +1,6 @@
 """Where mt's beam search spends its time: torch.profiler's op table over one pass of a test split.
 
-    python bench/decode_profile.py --exp experiments/bench-multi30k [--sentences 1000] [--mode fp32|int8|bf16]
+    python -m bench.decode_profile --exp experiments/bench-multi30k [--sentences 1000] [--mode fp32|int8|bf16]
 
 Inputs: a trained experiment and its test split (the first --sentences lines), decoded as
 bench/translate.py decodes it (beam 5, `length` penalty at --alpha, 2 threads, the checkpoint named by
@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def main() -> None:

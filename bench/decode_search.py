@@ -1,10 +1,10 @@
 """Decoding choices of a trained Multi30k experiment, searched on val only: which checkpoint (last,
 best, the average of the last N, an ensemble of several), beam size and length penalty.
 
-    python bench/decode_search.py --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
+    python -m bench.decode_search --exp experiments/bench-multi30k_en_de [--average 3,5] [--beams 4,5,8]
         [--alphas 0.6,1.0] [--length-penalties gnmt,length] [--ensembles last+step_9000] [--test]
 
-Inputs: an experiment trained with periodic checkpoints (the one `bench/multi30k.py --recipe
+Inputs: an experiment trained with periodic checkpoints (the one `python -m bench.multi30k --recipe
 recipes/multi30k_en_de.yaml` leaves, or any other) and its valid split (Multi30k val: 1014 sentences).
 Averaged checkpoints are written as checkpoints/avgN.pt; translations and scores of the experiment are
 not touched. Every setting is scored on valid with sacrebleu's default BLEU and chrF; with --test, the
@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """A floor for the quickstart: translate each Ding test sentence by looking up its nearest training example.
 
-    python bench/ding_lookup.py [--ding /usr/share/trans/de-en] [--split test]
+    python -m bench.ding_lookup [--ding /usr/share/trans/de-en] [--split test]
 
 Inputs: the Ding dictionary (Debian's trans-de-en) split as mt splits it (mt.data.ding: 500 valid and 500
 test sentence pairs held out, the ~17k other sentence pairs for training). For each held-out German
@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def words(text: str) -> set[str]:

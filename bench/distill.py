@@ -1,6 +1,6 @@
 """Distillation, measured: a teacher's training corpus distilled, a student trained on it, both decoded side by side.
 
-    python bench/distill.py --teacher experiments/multi30k_en_de [--exp experiments/bench-student] [--minutes 60]
+    python -m bench.distill --teacher experiments/multi30k_en_de [--exp experiments/bench-student] [--minutes 60]
         [--preset student-tiny] [--set section.field=value ...] [--repeats 3]
 
 Inputs: a trained teacher experiment (the one-hour recipe's, `mt run recipes/multi30k_en_de.yaml`), its
@@ -8,8 +8,8 @@ training corpus (distilled) and test split (scored). Steps, each timed: `mt dist
 decoding options from its config: beam 5 for the recipe), `mt binarize`, `mt train` of the student
 (--preset, --minutes of training; the rest of its config is the teacher's, then --set), `mt evaluate`
 of the student's test split. An existing --exp resumes where it stopped (each step skips what is
-done). Then decoding speed in one interleaved run (bench/translate.py's worker, each mode in its own
-process, run r of every mode before run r+1): the teacher in fp32 at beam 5 and the student in int8
+done). Then decoding speed in one interleaved run (bench/common.py's run_interleaved, as
+bench/translate.py runs it: each mode in its own process, run r of every mode before run r+1): the teacher in fp32 at beam 5 and the student in int8
 at beam 1 and beam 2, all with the `length` penalty at --alpha; sent/s from the median run, BLEU of
 the output. Prints a table and, as its last line, one JSON object with `teacher_bleu`,
 `student_bleu` (the student row named by --student-beam), `teacher_sent_per_s`, `student_sent_per_s`,
@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
 
 def timed(what: str, step) -> tuple[object, float]:
@@ -69,7 +67,7 @@ def build_student(args) -> dict:
 
 def decode_side_by_side(args) -> dict[str, dict]:
     """Teacher fp32 beam 5, student int8 beam 1 and 2: each in its own process, interleaved."""
-    from translate import run_interleaved
+    from bench.common import run_interleaved
 
     def settings(beam: int) -> dict:
         return {"threads": args.threads, "checkpoint": "last", "beam": beam, "alpha": args.alpha, "old": None}

@@ -1,7 +1,7 @@
 """Fine-tuning a Multi30k DE->EN model on the Ding dictionary's sentences: schedules against each other,
 against the parent as it is, and what the parent's vocabulary costs.
 
-    python bench/finetune.py --parent experiments/multi30k_bt_de_en_10k --out experiments/ft-ding \\
+    python -m bench.finetune --parent experiments/multi30k_bt_de_en_10k --out experiments/ft-ding \\
         [--steps 2000] [--max-tokens 1024] [--schedule NAME=SCHEDULE:LR:WARMUP:COOLDOWN ...]
 
 Each schedule is a new experiment under --out, made with the commands a user types (docs/training.md,
@@ -28,10 +28,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DING = ["--set", "data.src_lang=de", "--set", "data.tgt_lang=en", "--set", "data.train=[ding@sentences]",
         "--set", "data.valid=[ding]", "--set", "data.test=[ding]", "--set", "data.directions=[]"]

@@ -1,6 +1,6 @@
 """Heap settings against training speed and memory, one process per setting (mallopt is process-wide).
 
-    python bench/heap.py [--exp experiments/bench-multi30k] [--steps 40] [--rounds 2] [--model recipe]
+    python -m bench.heap [--exp experiments/bench-multi30k] [--steps 40] [--rounds 2] [--model recipe]
 
 Inputs: a binarized Multi30k experiment (the one `bench/multi30k.py` leaves: joint unigram 8000,
 ~4096 tokens per batch); nothing is written into it. Settings:
@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 SETTINGS = ("glibc", "heap + glibc trim", "heap (mt)")
 MODELS = {

@@ -1,6 +1,6 @@
 """Which matrix library runs decoding's linear layers fastest on this CPU: torch's default path, oneDNN, int8, bf16.
 
-    python bench/linear_backends.py [--threads 2] [--d-model 128] [--d-ff 512] [--vocab 8000]
+    python -m bench.linear_backends [--threads 2] [--d-model 128] [--d-ff 512] [--vocab 8000]
 
 Inputs: random fp32 tensors of a decoder step's shapes for the one-hour Multi30k model (d_model 128,
 FFN 512, vocabulary 8000), with M rows = live hypotheses (a 2000-token batch at beam 5 has ~700 of
@@ -24,7 +24,6 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def median_seconds(fn, min_seconds: float = 0.3) -> float:

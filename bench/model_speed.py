@@ -1,6 +1,6 @@
 """Training speed of candidate models for the one-hour Multi30k recipe, fp32 and bf16 interleaved.
 
-    python bench/model_speed.py [--exp experiments/bench-multi30k] [--steps 10]
+    python -m bench.model_speed [--exp experiments/bench-multi30k] [--steps 10]
 
 Inputs: a binarized Multi30k experiment (the one `bench/multi30k.py` leaves: joint unigram 8000,
 ~4096 tokens per batch); nothing is written into it. Each model is a fresh Trainer on those batches
@@ -14,12 +14,9 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 
 MODELS = {
     "4+4, d128, FFN 256 (Wu et al.'s tiny)": dict(enc_layers=4, dec_layers=4, d_model=128, d_ff=256, n_heads=4),
@@ -38,8 +35,8 @@ def main() -> None:
     import torch
     from rich.console import Console
     from rich.table import Table
-    from throughput import measure
 
+    from bench.common import measure
     from mt.experiment.paths import Experiment
     from mt.training.setup import build_training
 

@@ -1,7 +1,7 @@
 """Multi30k EN->DE benchmark: the `small` preset, trained for a fixed wall-clock budget.
 
-    python bench/multi30k.py [--minutes 12] [--exp experiments/bench-multi30k] [--precision auto] [--steps N]
-    python bench/multi30k.py --recipe recipes/multi30k_en_de.yaml [--exp experiments/bench-recipe]
+    python -m bench.multi30k [--minutes 12] [--exp experiments/bench-multi30k] [--precision auto] [--steps N]
+    python -m bench.multi30k --recipe recipes/multi30k_en_de.yaml [--exp experiments/bench-recipe]
 
 Inputs: data/multi30k/{train,val,test_2016_flickr}.{en,de} (raw text, from data/multi30k/prepare.py). Joint SentencePiece
 unigram 8000 on train.en+train.de; encoder/decoder 3 layers, d_model 256, 4 heads, FFN 1024, dropout
@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 # fairseq 0.12.2 on this machine class, same setup (measured when the benchmark was set up).
 REFERENCE = {

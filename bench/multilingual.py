@@ -1,6 +1,6 @@
 """One multilingual model against bilingual ones, and zero-shot against pivoting, on Multi30k test2016.
 
-    python bench/multilingual.py --multi experiments/multi30k_multilingual \\
+    python -m bench.multilingual --multi experiments/multi30k_multilingual \\
         --bilingual en-de=experiments/multi30k_en_de --bilingual en-fr=experiments/multi30k_en_fr \\
         [--zero-shot de-fr,fr-de] [--pivot en]
 
@@ -25,10 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_split(cfg, direction: tuple[str, str]) -> tuple[list[str], list[str]]:

@@ -1,6 +1,6 @@
 """The quickstart as a user runs it: `mt run recipes/quickstart.yaml` end to end, timed, scored.
 
-    python bench/quickstart.py [--recipe recipes/quickstart.yaml] [--set train.max_steps=1500] [--slow]
+    python -m bench.quickstart [--recipe recipes/quickstart.yaml] [--set train.max_steps=1500] [--slow]
 
 Inputs: the recipe (default: the quickstart, the Ding dictionary's German-English sentences, Debian's
 trans-de-en) run in a fresh experiment directory (--exp, default a temporary one) by the `mt` command
@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 STEP_LINE = re.compile(r"^(train-tokenizer|binarize|train|average|evaluate)$")
-
-
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def run_recipe(recipe: Path, exp: Path, sets: list[str], slow: bool,

@@ -1,6 +1,6 @@
 """Beam search's stopping rule, "exact" against "early", on one trained model: BLEU, speed, search length.
 
-    python bench/search_stop.py --exp experiments/bench-multi30k [--checkpoint last] [--beam 5]
+    python -m bench.search_stop --exp experiments/bench-multi30k [--checkpoint last] [--beam 5]
         [--settings gnmt:0.6,gnmt:1.4,length:1.0] [--repeats 3] [--threads 2]
 
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves) and its valid and test splits
@@ -21,13 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 RULES = ("early", "exact")
-
-
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
 
 
 def count_steps(translator, lines: list[str], beam: int) -> float:

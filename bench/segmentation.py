@@ -1,9 +1,9 @@
 """Valid loss per sentence, for comparing runs whose tokenizers cut the text into different numbers of
 pieces (per-piece perplexity rewards a tokenizer that makes more, easier pieces).
 
-    python bench/segmentation.py EXP[,TRAIN_LOG] [EXP[,TRAIN_LOG] ...]
+    python -m bench.segmentation EXP[,TRAIN_LOG] [EXP[,TRAIN_LOG] ...]
 
-Inputs: binarized experiments (the ones `bench/multi30k.py --recipe ...` leaves) and, for each, a
+Inputs: binarized experiments (the ones `python -m bench.multi30k --recipe ...` leaves) and, for each, a
 training log (default EXP/train.jsonl; another run's log may be named when that run used the same
 tokenizer and data). For each: the tokenizer, mean pieces per valid sentence (source, target), the
 log's last valid NLL per token, and that NLL times the tokens it was averaged over per sentence
@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Serving: `mt serve` under 1, 8 and 64 concurrent clients and at a fixed arrival rate, beside batch translation.
 
-    python bench/serve.py --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
+    python -m bench.serve --exp experiments/multi30k_en_de [--clients 1,8,64] [--requests 400]
         [--max-seconds 60] [--rate R] [--open-seconds 30] [--seconds N] [--sentences N] [--threads 2]
         [--precision fp32 | --quantize int8] [--batching continuous,static] [--serve-arg=--max-wait-ms=5 ...]
 
@@ -39,186 +39,15 @@ import asyncio
 import datetime
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Connection, Server, closed_loop, send, summary, test_lines
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100); NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
-
-
-# -- the server -------------------------------------------------------------------------------------
-class Server:
-    """`python -m mt serve` on a free loopback port, started and stopped by this process."""
-
-    def __init__(self, args, log_path: Path, batching: str = "static"):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        command = [sys.executable, "-m", "mt", "serve", "--exp", args.exp, "--host", "127.0.0.1",
-                   "--port", str(self.port), "--threads", str(args.threads), "--precision", args.precision,
-                   "--batching", batching, *args.serve_arg]
-        if args.checkpoint:
-            command += ["--checkpoint", args.checkpoint]
-        if args.quantize:
-            command += ["--quantize", args.quantize]
-        self.log_path = log_path
-        with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-        self.health = self._wait(args.start_seconds)
-
-    def _wait(self, seconds: float) -> dict:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                sys.exit(f"mt serve exited with {self.process.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                status, body = asyncio.run(get(self.port, "/health"))
-                if status == 200:
-                    return json.loads(body or b"{}")
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.25)
-        self.stop()
-        sys.exit(f"mt serve did not answer /health in {seconds:.0f} s:\n{self.log_path.read_text()[-3000:]}")
-
-    def worker(self) -> dict:
-        """The worker's counters now (GET /health): batches, sentences, busy_seconds."""
-        status, body = asyncio.run(get(self.port, "/health"))
-        health = json.loads(body) if status == 200 else {}
-        return {key: health.get(key, 0) for key in ("batches", "sentences", "busy_seconds")}
-
-    def rss_mb(self) -> float:
-        return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-# -- a raw HTTP/1.1 client ----------------------------------------------------------------------------
-class Connection:
-    """One keep-alive connection to 127.0.0.1:port; reconnects after the server closed it."""
-
-    KEEP_ALIVE = 4.0  # seconds idle before a new connection: uvicorn closes idle ones after 5
-
-    def __init__(self, port: int):
-        self.port, self.reader, self.writer, self.used = port, None, None, 0.0
-
-    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is not None and time.monotonic() - self.used > self.KEEP_ALIVE:
-            self.close()  # the server may be closing it now: a request sent then would fail, as a client's would
-        self.used = time.monotonic()
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        head = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
-        try:
-            self.writer.write(head + body)
-            await self.writer.drain()
-            status_line = await self.reader.readline()
-            if not status_line:
-                raise ConnectionError("the server closed the connection")
-            headers = {}
-            while (line := await self.reader.readline()) not in (b"\r\n", b""):
-                key, _, value = line.decode("latin-1").partition(":")
-                headers[key.strip().lower()] = value.strip()
-            if headers.get("transfer-encoding") == "chunked":
-                data = b""
-                while size := int((await self.reader.readline()).strip() or b"0", 16):
-                    data += await self.reader.readexactly(size + 2)
-                    data = data[:-2]
-                await self.reader.readline()
-            else:
-                data = await self.reader.readexactly(int(headers.get("content-length", 0)))
-            if headers.get("connection") == "close":
-                self.close()
-            self.used = time.monotonic()
-            return int(status_line.split()[1]), data
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
-async def get(port: int, path: str) -> tuple[int, bytes]:
-    connection = Connection(port)
-    try:
-        return await asyncio.wait_for(connection.request("GET", path), 5)
-    finally:
-        connection.close()
-
-
-def translate_body(line: str) -> bytes:
-    return json.dumps({"text": line}).encode()
-
-
-async def send(connection: Connection, line: str, timeout: float) -> bool:
-    """POST one sentence; True for a 200 answer."""
-    try:
-        status, _ = await asyncio.wait_for(connection.request("POST", "/v1/translate", translate_body(line)), timeout)
-        return status == 200
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
-        connection.close()
-        return False
-
-
-# -- the loads ----------------------------------------------------------------------------------------
-async def closed_loop(port: int, lines: list[str], clients: int, requests: int, seconds: float,
-                      timeout: float, sample=None) -> dict:
-    """`clients` clients, each sending its next sentence when the last answer came, until `requests`
-    answers or `seconds`; `sample` (a coroutine function) runs beside them, for the soak's RSS."""
-    latencies, errors, counter = [], 0, iter(range(10**12))
-    start = time.perf_counter()
-    stop_at = start + seconds
-
-    async def client() -> None:
-        nonlocal errors
-        connection = Connection(port)
-        while time.perf_counter() < stop_at and (n := next(counter)) < requests:
-            sent = time.perf_counter()
-            if await send(connection, lines[n % len(lines)], timeout):
-                latencies.append(time.perf_counter() - sent)
-            else:
-                errors += 1
-        connection.close()
-
-    tasks = [asyncio.create_task(client()) for _ in range(clients)]
-    if sample is not None:
-        sampler = asyncio.create_task(sample())
-    await asyncio.gather(*tasks)
-    if sample is not None:
-        sampler.cancel()
-    return summary(latencies, errors, time.perf_counter() - start)
 
 
 async def open_loop(port: int, lines: list[str], rate: float, seconds: float, timeout: float, max_pending: int) -> dict:
@@ -263,12 +92,6 @@ def worker_profile(before: dict, after: dict, seconds: float) -> dict:
             "search_sent_per_s": sentences / busy if busy else 0.0}
 
 
-def summary(latencies: list[float], errors: int, seconds: float) -> dict:
-    ms = [s * 1000 for s in latencies]
-    return {"answers": len(ms), "errors": errors, "seconds": seconds, "sent_per_s": len(ms) / seconds,
-            "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "p99_ms": percentile(ms, 99)}
-
-
 # -- batch translation, as `mt translate` does it -------------------------------------------------------
 class BatchRun:
     """The experiment's Translator in this process, as `mt translate` loads it; `time` translates all
@@ -297,15 +120,6 @@ class BatchRun:
         for i in range(0, len(self.lines), chunk or len(self.lines)):
             self.translator.translate(self.lines[i:i + (chunk or len(self.lines))])
         return len(self.lines) / (time.perf_counter() - start)
-
-
-def test_lines(exp_dir: str, limit: int) -> list[str]:
-    from mt.data.corpus import load_split
-    from mt.experiment.paths import Experiment
-
-    src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
-    lines = [line for line in src if line.strip()]
-    return lines[:limit] if limit else lines
 
 
 def main() -> None:

@@ -1,9 +1,9 @@
 """Serving under attack: `mt serve` with 64 ordinary clients, first alone, then beside clients that send
 what once crashed or stalled it.
 
-    python bench/serve_hostile.py --exp EXP [--clients 64] [--seconds 600] [--hostile 8] [--quantize int8]
+    python -m bench.serve_hostile --exp EXP [--clients 64] [--seconds 600] [--hostile 8] [--quantize int8]
 
-One `python -m mt serve` on a loopback port (bench/serve.py's Server). Phase 1: --clients clients in a
+One `python -m mt serve` on a loopback port (bench/common.py's Server). Phase 1: --clients clients in a
 closed loop, one test sentence a request to POST /v1/translate, for --seconds. Phase 2: the same,
 and beside them --hostile clients, each sending one hostile request every --hostile-every seconds,
 in turn: a chunked body past the limit that never ends, a 400-digit negative alpha, a 5000-digit
@@ -25,16 +25,13 @@ import datetime
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from mt.hardware import cpu_name as cpu_model
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def hostile_requests(lines: list[str]) -> list[tuple[str, str, bytes, dict, set[int]]]:
@@ -87,7 +84,7 @@ async def leaves_early(port: int, line: str) -> int:
 
 
 async def hostile_client(port: int, lines: list[str], every: float, stop_at: float, results: dict) -> None:
-    from serve import Connection
+    from bench.common import Connection
 
     kinds = hostile_requests(lines)
     turn = 0
@@ -117,13 +114,13 @@ async def hostile_client(port: int, lines: list[str], every: float, stop_at: flo
 
 
 async def _post(connection, path: str, body: bytes, headers: dict) -> tuple[int, bytes]:
-    """bench/serve.py's Connection with other content types (it sends JSON's)."""
+    """bench/common.py's Connection with other content types (it sends JSON's)."""
     return await connection.request("POST", path, body)
 
 
 async def phase(port: int, lines: list[str], clients: int, seconds: float, hostile: int, every: float,
                 rss, rss_every: float) -> tuple[dict, dict, list[float]]:
-    from serve import closed_loop
+    from bench.common import closed_loop
 
     results: dict = {}
     samples: list[float] = []
@@ -161,8 +158,7 @@ def main() -> None:
     parser.add_argument("--serve-arg", action="append", default=[])
     args = parser.parse_args()
 
-    from serve import Server, test_lines
-
+    from bench.common import Server, test_lines
     from mt.allocator import use_tcmalloc
 
     use_tcmalloc()

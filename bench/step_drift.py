@@ -3,7 +3,7 @@ model of an existing, binarized experiment, in windows of updates: target tokens
 faults per window. In the one-hour recipe runs the rate falls from ~10k to ~7.5k tgt tokens/s within
 the first few hundred updates; this separates the process's own drift from the loop around it.
 
-    python bench/step_drift.py --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50] [--trim-every 0]
+    python -m bench.step_drift --exp experiments/bench-multi30k_en_de [--steps 400] [--window 50] [--trim-every 0]
 
 Prints a table; the last line is one JSON object.
 """
@@ -13,12 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def _rss_mb() -> int:

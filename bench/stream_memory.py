@@ -1,6 +1,6 @@
 """Streaming memory: peak RSS of `mt translate` on 100,000 and 1,000,000 piped lines.
 
-    python bench/stream_memory.py [--lines 100000,1000000] [--work /tmp/mt-stream-bench]
+    python -m bench.stream_memory [--lines 100000,1000000] [--work /tmp/mt-stream-bench]
 
 Inputs: the first 2000 lines of data/multi30k/train.{en,de} (data/multi30k/prepare.py) build a tiny experiment
 (vocabulary 1000, 1+1 layers, d_model 32, 20 training steps) in --work; the piped input repeats
@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 CHILD = """
 import resource, subprocess, sys

@@ -1,13 +1,14 @@
 """Training throughput: the machine's matmul peak, the benchmark preset's step in each precision, MFU.
 
-    python bench/throughput.py [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
+    python -m bench.throughput [--exp experiments/bench-multi30k] [--steps 12] [--precisions fp32,bf16,fp16] [--profile]
         [--set model.dropout=0]
 
 Inputs: a binarized experiment with the benchmark preset (the one `bench/multi30k.py` leaves:
 Multi30k EN->DE, joint unigram 8000, 3+3 layers, d_model 256, ~4096 tokens per batch); nothing is
 written into it. (a) matmul GFLOP/s with --threads threads: 2048^3 fp32 and the training-shaped
-4096x256 @ 256x1024 in fp32, bf16 and fp16, median of runs. (b) training steps of a fresh model on the
-experiment's batches, precisions interleaved step by step so that they see the same machine load;
+4096x256 @ 256x1024 in fp32, bf16 and fp16, the fastest of 7 runs, precisions interleaved
+(mt.hardware.matmul_gflops, as `train.precision: auto` times them). (b) training steps of a fresh
+model on the experiment's batches, precisions interleaved step by step so that they see the same machine load;
 target tokens/s = tokens / time over the measured steps. Without --precisions, a half precision this
 CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.hardware.too_slow) is left out of
 (a) and (b) and everything after, and the step table says so. MFU = 6 x (encoder params x src tokens/s +
@@ -15,12 +16,12 @@ CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.hardware.too_sl
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
 epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
 (e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
-LayerNorm, output layer + loss, optimizer, data, other) in each precision, see mt.training.profile.
+LayerNorm, output layer + loss, optimizer, data, other) in each precision, see profile_phases.
 (f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
 per batch, fresh models on the same data. (g) with --compile, the train.compile step: compile time
 and tokens/s. Prints tables, and as its last line one JSON object.
 
-    python bench/throughput.py --profile --compile --scaling --steps 12
+    python -m bench.throughput --profile --compile --scaling --steps 12
 """
 
 from __future__ import annotations
@@ -29,60 +30,24 @@ import argparse
 import copy
 import json
 import statistics
-import sys
-import time
+from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bench.common import measure, model_flops_per_token
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from mt.training.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 FAIRSEQ_TGT_TOKENS_PER_S = 2461  # fairseq 0.12.2's fp32 figure on this preset and machine class (not side by side)
 
 
-def matmul_gflops(m: int, k: int, n: int, dtype, repeats: int = 7) -> float:
-    import torch
-
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    for _ in range(2):
-        a @ b
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - start)
-    return 2 * m * k * n / statistics.median(times) / 1e9
-
-
-def model_flops_per_token(model) -> tuple[int, int]:
-    """(encoder matmul params, decoder matmul params incl. output projection) for the 6N rule."""
-    encoder = sum(p.numel() for layer in model.encoder for p in layer.parameters())
-    decoder = sum(p.numel() for layer in model.decoder for p in layer.parameters())
-    return encoder, decoder + model.output.weight.numel()
-
-
 SCALING_MODELS = {256: dict(d_ff=1024, n_heads=4), 512: dict(d_ff=2048, n_heads=8)}
 SCALING_MAX_TOKENS = (2048, 4096, 8192)
-
-
-def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
-    """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
-    all precisions see the same machine load; seconds of every step and the tokens."""
-    measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
-    for precision in precisions:  # first-call allocations, kernel selection (or compilation)
-        trainer.precision = precision
-        for _ in range(warmup):
-            start = time.perf_counter()
-            trainer.step()
-            measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
-    for _ in range(steps):
-        for precision in precisions:
-            trainer.precision = precision
-            start = time.perf_counter()
-            stats = trainer.step()
-            measured[precision]["seconds"].append(time.perf_counter() - start)
-            measured[precision]["tgt"] += stats["tgt_tokens"]
-            measured[precision]["src"] += stats["src_tokens"]
-    return measured
 
 
 def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, float], precision: str) -> dict[str, float]:
@@ -149,6 +114,119 @@ def measure_compiled(exp, cfg, precisions: list[str], steps: int, eager: dict[st
     return result
 
 
+# -- where a step's time goes (--phases) ------------------------------------------------------------
+# The step split into phases (embedding, attention, FFN, residual + LayerNorm, output layer + loss,
+# optimizer, data, other) with torch's profiler. It hooks the model's sub-layers and the Trainer's
+# public phases (the stream's `next_batch`, `finish_gradients`, `apply_update`) and removes every hook after.
+PHASES = ("embedding", "attention", "FFN", "residual+LayerNorm", "output+loss", "optimizer", "data")
+
+
+def phase_of_module(module: nn.Module, trainer: Trainer) -> str | None:
+    """The phase whose time a module's forward (and the backward of what it made) counts to."""
+    from mt.model.attention import MultiHeadAttention
+    from mt.model.layers import Embedding, FeedForward, Residual
+
+    if isinstance(module, Embedding):
+        return "embedding"
+    if isinstance(module, MultiHeadAttention):  # self and cross, with their projections
+        return "attention"
+    if isinstance(module, FeedForward):
+        return "FFN"
+    if isinstance(module, Residual):  # its LayerNorm, dropout and sum; the sublayer is its own scope
+        return "residual+LayerNorm"
+    if module is trainer.model.output or module is trainer.loss_module:
+        # The loss module's scope is the outermost: whatever the forward does outside the model's
+        # sub-layers (masks, picking the non-pad positions, the loss itself) counts here.
+        return "output+loss"
+    return None
+
+
+def profile_phases(trainer: Trainer, steps: int) -> dict[str, float]:
+    """Milliseconds per step of each of PHASES, "other" (the step less all of them) and "step".
+
+    Why this way: the profiler sees operators, not the model's structure. Forward hooks open a
+    record_function scope per sub-layer; a forward operator belongs to its innermost scope, and a
+    backward node to the phase of the forward operator that made it (same autograd sequence_nr).
+    Data (next_batch + collate) and optimizer (gradient scaling and clipping, Adam, zero_grad) are
+    scopes around the Trainer's phases. Times are those of the profiled steps, which the
+    profiler's own overhead makes slower than plain ones; shares are of the profiled step.
+    """
+    from torch.autograd.profiler import record_function
+    from torch.profiler import ProfilerActivity, profile
+
+    open_scopes: dict[int, list] = {}
+
+    def enter(phase):
+        def hook(module, args):
+            scope = record_function(f"phase:{phase}")
+            scope.__enter__()
+            open_scopes.setdefault(id(module), []).append(scope)
+        return hook
+
+    def leave(module, args, output):
+        open_scopes[id(module)].pop().__exit__(None, None, None)
+
+    def scoped(phase, method):
+        def run(*args, **kwargs):
+            with record_function(f"phase:{phase}"):
+                return method(*args, **kwargs)
+        return run
+
+    with ExitStack() as stack:
+        for module in [*trainer.model.modules(), trainer.loss_module]:
+            phase = phase_of_module(module, trainer)
+            if phase is not None:
+                stack.callback(module.register_forward_pre_hook(enter(phase)).remove)
+                stack.callback(module.register_forward_hook(leave, always_call=True).remove)
+        for owner, name, phase in ((trainer.stream, "next_batch", "data"), (trainer, "finish_gradients", "optimizer"),
+                                   (trainer, "apply_update", "optimizer")):
+            setattr(owner, name, scoped(phase, getattr(owner, name)))
+            stack.callback(delattr, owner, name)  # back to the class's method
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                with record_function("phase:step"):
+                    trainer.step()
+    return attribute_phases(prof.events(), steps)
+
+
+def attribute_phases(events, steps: int) -> dict[str, float]:
+    """The arithmetic of `profile_phases` on a profiler's events: exclusive time of each phase
+    scope (its span less the phase scopes nested in it) plus the backward nodes of its operators."""
+    def phase_above(event):
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("phase:"):
+            parent = parent.cpu_parent
+        return parent
+
+    totals = dict.fromkeys(PHASES, 0.0)
+    step = 0.0
+    forward_phase: dict[int, str] = {}  # autograd sequence_nr -> phase of the op that made the node
+    backward = []
+    for event in events:
+        duration = event.time_range.end - event.time_range.start  # microseconds
+        if event.name == "phase:step":
+            step += duration
+        elif event.name.startswith("phase:"):
+            totals[event.name[6:]] += duration
+            scope = phase_above(event)
+            if scope is not None and scope.name != "phase:step":
+                totals[scope.name[6:]] -= duration
+        elif event.name.startswith("autograd::engine::evaluate_function:"):
+            backward.append((event.sequence_nr, duration))
+        elif event.sequence_nr >= 0:
+            scope = phase_above(event)
+            if scope is not None and scope.name != "phase:step":
+                forward_phase.setdefault(event.sequence_nr, scope.name[6:])
+    for sequence_nr, duration in backward:
+        phase = forward_phase.get(sequence_nr)
+        if phase is not None:  # else (AccumulateGrad, ...) it stays in "other"
+            totals[phase] += duration
+    result = {phase: totals[phase] / steps / 1e3 for phase in PHASES}
+    result["other"] = step / steps / 1e3 - sum(result.values())
+    result["step"] = step / steps / 1e3
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", default=str(REPO / "experiments" / "bench-multi30k"))
@@ -168,7 +246,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from mt.allocator import allocator_name, use_tcmalloc
-    from mt.hardware import too_slow
+    from mt.hardware import matmul_gflops, too_slow
 
     use_tcmalloc()  # as `mt` does (MT_ALLOCATOR=system for glibc's malloc)
 
@@ -178,7 +256,6 @@ def main() -> None:
     from mt.data.batching import make_batches, pad_fraction
     from mt.errors import ConfigError
     from mt.experiment.paths import Experiment
-    from mt.training.profile import PHASES, profile_phases
     from mt.training.setup import build_training
 
     torch.set_num_threads(args.threads)
@@ -187,13 +264,12 @@ def main() -> None:
         skipped = {p: reason for p in ("bf16", "fp16") if (reason := too_slow(p))}
         args.precisions = ",".join(p for p in ("fp32", "bf16", "fp16") if p not in skipped)
     precisions = [p.strip() for p in args.precisions.split(",")]
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    timed = tuple(name for name in ("fp32", "bf16", "fp16")  # 2 min each without hardware
+                  if name not in skipped and (name == "fp32" or name in precisions))
     peak = {}
-    for shape in ((2048, 2048, 2048), (4096, 256, 1024)):
-        for name in ("fp32", "bf16", "fp16"):
-            if name not in skipped and (name == "fp32" or name in precisions):  # 2 min each without hardware
-                label = "2048^3" if shape[0] == 2048 else "4096x256x1024"
-                peak[f"{name} {label}"] = matmul_gflops(*shape, dtypes[name])
+    for shape, label in (((2048, 2048, 2048), "2048^3"), ((4096, 256, 1024), "4096x256x1024")):
+        for name, gflops in matmul_gflops(*shape, warmup=2, timed=7, names=timed).items():
+            peak[f"{name} {label}"] = gflops
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     try:
@@ -213,7 +289,7 @@ def main() -> None:
     from rich.table import Table
 
     console = Console(width=120)
-    table = Table(title=f"matmul peak, {args.threads} threads (median of 7)")
+    table = Table(title=f"matmul peak, {args.threads} threads (fastest of 7)")
     table.add_column("product")
     table.add_column("GFLOP/s", justify="right")
     for name, value in peak.items():

@@ -1,9 +1,9 @@
 """Training throughput of two checkouts, side by side: did a change make training slower?
 
     git worktree add /tmp/old OLD_COMMIT
-    python bench/throughput_ab.py --old /tmp/old --old-exp EXP_OLD --new-exp EXP_NEW [--pairs 5] [--steps 8]
+    python -m bench.throughput_ab --old /tmp/old --old-exp EXP_OLD --new-exp EXP_NEW [--pairs 5] [--steps 8]
 
-Runs `bench/throughput.py --precisions fp32` of the old checkout and of this one in turn, old then
+Runs `python -m bench.throughput --precisions fp32` of the old checkout and of this one in turn, old then
 new, `--pairs` times, so that both see the same drift in machine load; each run is its own process
 (the old checkout's `mt` first on PYTHONPATH). EXP_OLD and EXP_NEW hold the same binarized data (an
 experiment made by the old code may need its config rewritten for the new, or the other way round).
@@ -21,16 +21,16 @@ import sys
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name as cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-from mt.hardware import cpu_name as cpu_model  # noqa: E402
-
-
 def one_run(tree: Path, exp: str, steps: int, threads: int) -> float:
-    """tgt tokens/s in fp32 of one bench/throughput.py run of the checkout at `tree`."""
+    """tgt tokens/s in fp32 of one bench/throughput.py run of the checkout at `tree` (`python -m
+    bench.throughput` from its root: its own bench and, on PYTHONPATH, its own mt)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, str(tree / "bench" / "throughput.py"), "--exp", exp, "--precisions", "fp32",
+    command = [sys.executable, "-m", "bench.throughput", "--exp", exp, "--precisions", "fp32",
                "--steps", str(steps), "--threads", str(threads)]
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:

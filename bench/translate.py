@@ -1,6 +1,6 @@
 """Decoding speed: an experiment's test split at beam 5, mt's modes beside CTranslate2 on the same model.
 
-    python bench/translate.py --exp experiments/bench-multi30k [--modes fp32,int8,ct2_fp32,ct2_int8] [--repeats 3]
+    python -m bench.translate --exp experiments/bench-multi30k [--modes fp32,int8,ct2_fp32,ct2_int8] [--repeats 3]
 
 Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test split (raw text,
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
@@ -29,204 +29,19 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import multiprocessing
-import resource
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.common import CT2_MODES, HF_MODES, MT_MODES, run_interleaved
 
-MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", None),
-            "constrained": ("fp32", None),  # fp32 with one constraint per sentence (not a default mode)
-            # one batch at a time on all the threads (decode.workers 1), where the modes above search
-            # one batch per thread side by side (decode.workers 0, the default)
-            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None)}
-# ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
-# side by side (inter_threads), as mt's default.
-CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8"}
-HF_MODES = ("hf_fp32", "ort_fp32")  # transformers' generate(), and Optimum's ONNX Runtime model
+REPO = Path(__file__).resolve().parents[1]
+
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
 KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "ct2_fp32_inter", "ct2_int8_inter",
                *HF_MODES)
 
-
-def reference_constraint(reference: str) -> str:
-    """The constraint a sentence gets in the `constrained` mode: its reference's longest word
-    (punctuation stripped; the first of equals), a stand-in for a term a glossary would fix."""
-    words = [w.strip(".,;:!?\"'()") for w in reference.split()]
-    return max(words, key=len, default="")
-
-
-def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
-    from mt.decoding.options import DecodeOptions
-    from mt.decoding.translator import Translator
-
-    precision, quantize = MT_MODES[mode]
-    translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
-    if mode.endswith("_1w"):
-        translator.decode_cfg.workers = 1
-    if mode != "constrained":
-        return translator.translate, translator.tgt_tok
-    phrases = [[reference_constraint(ref)] for ref in refs]
-
-    def translate(lines: list[str]) -> list[str]:  # the test split's first len(lines) sentences
-        constrained = ["\t".join([line, *phrases[i]]) for i, line in enumerate(lines)]  # SOURCE<TAB>PHRASE
-        return [hyps[0][0] for hyps in translator.search(constrained, DecodeOptions(constraints=True))]
-
-    return translate, translator.tgt_tok
-
-
-def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
-    import ctranslate2
-
-
-    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
-    inter = threads if mode.endswith("_inter") else 1
-    translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
-                                        intra_threads=threads // inter, inter_threads=inter)
-    piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
-    decode = cfg.decode
-    positions = cfg.model.max_positions
-
-    def translate(lines: list[str]) -> list[str]:
-        pieces = [src_tok.pieces(ids) for ids in src_tok.encode(lines)]
-        # One absolute limit per call: the longest sentence's own a * length + b (shorter ones end long before).
-        limit = int(decode.max_len_a * (max((len(p) for p in pieces), default=0) + 1) + decode.max_len_b)
-        results = translator.translate_batch(
-            pieces, beam_size=decode.beam, length_penalty=decode.alpha, return_end_token=False,
-            min_decoding_length=0, max_decoding_length=min(limit, positions), max_input_length=positions,
-            max_batch_size=decode.max_tokens, batch_type="tokens")
-        return tgt_tok.decode([[piece_ids[p] for p in r.hypotheses[0]] for r in results])
-
-    return translate, tgt_tok
-
-
-def _budget_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches whose padded size (rows x longest) stays within
-    `budget` tokens, as mt batches its sources (decode.max_tokens)."""
-    batches: list[list[int]] = [[]]
-    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if batches[-1] and (len(batches[-1]) + 1) * lengths[i] > budget:
-            batches.append([])
-        batches[-1].append(i)
-    return [batch for batch in batches if batch]
-
-
-def _hf_decoder(exp, cfg, mode: str, model_dirs: dict[str, str], threads: int):
-    """transformers' generate() (hf_fp32) or ONNX Runtime's (ort_fp32) on the Hugging Face export."""
-    import torch
-    import transformers
-
-    if mode == "ort_fp32":
-        import onnxruntime
-        from optimum.onnxruntime import ORTModelForSeq2SeqLM
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        model = ORTModelForSeq2SeqLM.from_pretrained(model_dirs["onnx"], session_options=options)
-    else:
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(model_dirs["hf"]).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dirs["hf"])
-    decode = cfg.decode
-
-    def translate(lines: list[str]) -> list[str]:
-        ids = tokenizer(lines, truncation=True)["input_ids"]
-        out = [""] * len(lines)
-        for rows in _budget_batches([len(row) for row in ids], decode.max_tokens):
-            batch = tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt")
-            longest = batch["input_ids"].size(1) - 1  # source tokens, </s> not counted: mt's limit
-            limit = min(int(decode.max_len_a * longest + decode.max_len_b), cfg.model.max_positions - 1)
-            with torch.inference_mode():
-                generated = model.generate(**batch, num_beams=decode.beam, length_penalty=decode.alpha,
-                                           early_stopping=True, max_new_tokens=limit)
-            for i, text in zip(rows, tokenizer.batch_decode(generated, skip_special_tokens=True)):
-                out[i] = text.strip()
-        return out
-
-    return translate, exp.load_tokenizers(cfg.tokenizer.joint)[1]
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory since its exec (VmHWM): getrusage's maxrss carries over the
-    parent's peak into a spawned child, which made every worker of a parent that trained a model look alike."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], commands, results) -> None:
-    """Load one mode, warm it up, then time one pass over the test split per 'go' on `commands`.
-    A mode "M@old" is mode M of the checkout --old names: its `mt` is imported instead of this one's."""
-    if mode.endswith("@old"):
-        sys.path.insert(0, args["old"])
-        mode = mode[:-len("@old")]
-    import torch
-
-    from mt.data.corpus import load_split
-    from mt.experiment.paths import Experiment
-    from mt.metrics import score
-
-    torch.set_num_threads(args["threads"])
-    exp = Experiment(exp_dir)
-    cfg = exp.load_config()
-    cfg.decode.checkpoint = args["checkpoint"]
-    cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args["beam"], args["alpha"], "length"
-    src, refs = load_split(cfg.data.sources("test"))
-    if mode in CT2_MODES:
-        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dirs["ct2"], args["threads"])
-    elif mode in HF_MODES:
-        translate, tgt_tok = _hf_decoder(exp, cfg, mode, model_dirs, args["threads"])
-    else:
-        translate, tgt_tok = _mt_decoder(exp, cfg, mode, refs)
-    translate(src[:16])  # warm-up: first-call allocations and kernel selection
-    results.put("ready")
-    seconds, hyps = [], []
-    while commands.get() == "go":
-        start = time.perf_counter()
-        hyps = translate(src)
-        seconds.append(time.perf_counter() - start)
-        results.put(seconds[-1])
-    scores = score(hyps, refs)
-    # How often the reference's longest word is in the output (the constraint, in the constrained mode).
-    has_word = sum(reference_constraint(ref) in hyp for hyp, ref in zip(hyps, refs)) / max(len(refs), 1)
-    results.put({
-        "reference_word_in_output": has_word,
-        "seconds": seconds, "sentences": len(src), "out_tokens": sum(len(ids) for ids in tgt_tok.encode(hyps)),
-        "bleu": scores["bleu"], "chrf": scores["chrf"], "signature": scores["bleu_signature"],
-        "peak_rss_mb": peak_rss_mb(),
-    })
-
-
-def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_dirs: dict[str, str]) -> dict[str, dict]:
-    """rows: name -> (experiment, mode, settings). Every row in its own process, loaded first; then
-    run r of each row in turn, r = 1..repeats, so that the machine's drift touches every row alike."""
-    ctx = multiprocessing.get_context("spawn")
-    workers = {}
-    for name, (exp_dir, mode, settings) in rows.items():
-        commands, results = ctx.Queue(), ctx.Queue()
-        process = ctx.Process(target=_worker, args=(exp_dir, mode, settings, model_dirs, commands, results))
-        process.start()
-        if results.get() != "ready":
-            raise SystemExit(f"{name}: the worker did not start")
-        workers[name] = (process, commands, results)
-    for run in range(repeats):
-        for name, (_, commands, results) in workers.items():
-            commands.put("go")
-            print(f"run {run + 1}/{repeats} {name}: {results.get():.2f} s", file=sys.stderr)
-    out = {}
-    for name, (process, commands, results) in workers.items():
-        commands.put("stop")
-        result = results.get()
-        process.join()
-        median = statistics.median(result["seconds"])
-        out[name] = {**result, "median_seconds": median, "sent_per_s": result["sentences"] / median,
-                     "tokens_per_s": result["out_tokens"] / median}
-    return out
 
 
 def export_once(args, directory: str, modes: list[str]) -> dict[str, str]:

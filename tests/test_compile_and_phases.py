@@ -1,4 +1,4 @@
-"""train.compile and the per-phase split of a training step (mt.training.profile).
+"""train.compile and the per-phase split of a training step (bench/throughput.py, --phases).
 
 A compiled run must compile once for batches of every shape, without graph breaks, train as a plain
 one does and save the same checkpoint keys (mt.training.setup compiles the encoder and decoder inside
@@ -17,9 +17,9 @@ import pytest
 import torch
 from toy import tiny_experiment
 
+from bench.throughput import PHASES, profile_phases
 from mt.experiment.paths import Experiment
 from mt.training.checkpoints import save_training
-from mt.training.profile import PHASES, profile_phases
 from mt.training.setup import build_training
 
 REPO = Path(__file__).resolve().parents[1]

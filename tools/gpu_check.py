@@ -41,10 +41,6 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
 # Loss against the CPU's fp32 loss on the same batches: relative difference allowed per precision.
 LOSS_TOLERANCE = {"fp32": 1e-3, "bf16": 3e-2, "fp16": 1e-2}
 ATTENTION_TOLERANCE = {"fp32": 1e-5, "bf16": 3e-2}  # max abs logit difference over the largest |logit|
@@ -69,6 +65,14 @@ def sync(device) -> None:
 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def model_flops_per_token(model) -> tuple[int, int]:
+    """(encoder matmul params, decoder matmul params incl. output projection) for the 6N rule, counted
+    as bench/throughput.py counts them (embeddings excluded: lookups, not matmuls)."""
+    encoder = sum(p.numel() for layer in model.encoder for p in layer.parameters())
+    decoder = sum(p.numel() for layer in model.decoder for p in layer.parameters())
+    return encoder, decoder + model.output.weight.numel()
 
 
 def matmul_peak(device, size: int, precisions: list[str]) -> dict[str, float]:
@@ -170,8 +174,6 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
     """(b): per model, the CPU fp32 losses of the first ref_steps updates, then each precision on
     the device: losses, tokens/s, MFU, peak memory; for the first model, also each of `compiled`'s
     precisions with train.compile (timed after warm-up steps that include the compilations)."""
-    from throughput import model_flops_per_token
-
     from mt.training.setup import build_training
 
     rows = []

@@ -32,7 +32,7 @@ class Trainer:
 
     With several processes (`group`), each holds a copy of the model inside DistributedDataParallel
     (`loss_module`) and reads its own share of the batches. The phases of a step (`forward_backward`,
-    `finish_gradients`, `apply_update`, the stream's `next_batch`) are public: mt.training.profile times them.
+    `finish_gradients`, `apply_update`, the stream's `next_batch`) are public: bench/throughput.py --phases times them.
     """
 
     def __init__(
