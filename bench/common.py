@@ -15,6 +15,7 @@ Nothing from mt is imported at the top: a spawned decoding worker of a mode "M@o
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import multiprocessing
 import resource
@@ -81,8 +82,9 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     try:
         from mt.decoding.options import DecodeOptions
         from mt.decoding.translator import Translator
-    except ImportError:  # an --old checkout from before mt/decoding/
-        from mt.translate import DecodeOptions, Translator  # type: ignore[no-redef]
+    except ImportError:  # an --old checkout from before mt/decoding/ (by name: this checkout has no mt.translate)
+        old = importlib.import_module("mt.translate")
+        DecodeOptions, Translator = old.DecodeOptions, old.Translator
 
     precision, quantize = MT_MODES[mode]
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
@@ -191,8 +193,8 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], com
 
     try:
         from mt.experiment.paths import Experiment
-    except ImportError:  # an --old checkout from before mt/experiment/
-        from mt.experiment import Experiment  # type: ignore[no-redef]
+    except ImportError:  # an --old checkout from before mt/experiment/ (a module then)
+        Experiment = importlib.import_module("mt.experiment").Experiment
 
     torch.set_num_threads(args["threads"])
     exp = Experiment(exp_dir)
