@@ -82,8 +82,8 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     try:
         from mt.decoding.options import DecodeOptions
         from mt.decoding.translator import Translator
-    except ImportError:  # an --old checkout from before mt/decoding/ (by name: this checkout has no mt.translate)
-        old = importlib.import_module("mt.translate")
+    except ImportError:  # an --old checkout from before mt/decoding/, whose module was mt/translate.py
+        old = importlib.import_module("mt" + ".translate")
         DecodeOptions, Translator = old.DecodeOptions, old.Translator
 
     precision, quantize = MT_MODES[mode]

@@ -26,7 +26,8 @@ from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
 from mt.model.transformer import Transformer
-from mt.search.beam import beam_search, greedy_search
+from mt.search.beam import beam_search
+from mt.search.single_path import greedy_search
 from mt.search.steps import max_lengths
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from mt.data.batching import Batch
 from mt.model.transformer import Transformer
-from mt.search.beam import greedy_search
+from mt.search.single_path import greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.training.loss import batch_loss, label_smoothed_loss
 from mt.training.schedule import inverse_sqrt_lr

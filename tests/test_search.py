@@ -17,7 +17,8 @@ from torch import nn
 
 from mt.config.schema import DecodeConfig
 from mt.model.transformer import Transformer
-from mt.search.beam import beam_search, greedy_search, sample_search
+from mt.search.beam import beam_search
+from mt.search.single_path import greedy_search, sample_search
 from mt.search.steps import length_penalty, max_lengths, row_topk
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 

@@ -34,7 +34,7 @@ from mt.errors import MtError
 from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
 from mt.experiment.paths import Experiment
 from mt.model.layers import FeedForward
-from mt.search.beam import greedy_search
+from mt.search.single_path import greedy_search
 from mt.tokenizer import EOS_ID
 from mt.training.checkpoints import resume_training, save_training, start_from_weights, training_checkpoint
 from mt.training.loop import train, validate_run

@@ -21,9 +21,10 @@ from mt.decoding.directions import Directions
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
 from mt.experiment.paths import Experiment
-from mt.search.beam import beam_search, greedy_search, sample_search
+from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
 from mt.search.parallel import search_batches, workers_for
+from mt.search.single_path import greedy_search, sample_search
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 

@@ -24,7 +24,6 @@ import torch
 from mt.atomic_files import write_bytes_atomic
 from mt.config.schema import ModelConfig
 from mt.errors import MtError
-from mt.experiment.paths import Experiment
 from mt.model.transformer import Transformer, build_model
 
 FORMAT = "mt-checkpoint-1"
@@ -125,22 +124,6 @@ def model_from_checkpoint(state: dict[str, Any]) -> Transformer:
     model = build_model(cfg, vocab["src_size"], vocab["tgt_size"], vocab["shared"])
     model.load_state_dict(state["model"])
     return model
-
-
-def resolve_checkpoint(exp: Experiment, name: str) -> Path:
-    """A checkpoint name ("best", "last", "average", "ema", "step_N") or a path -> an existing file."""
-    candidate = Path(name)
-    if candidate.suffix == ".pt" and candidate.is_file():
-        return candidate
-    path = exp.checkpoint_path(name)
-    if not path.is_file() and name == "best" and exp.checkpoint_path("last").is_file():
-        return exp.checkpoint_path("last")  # no validation set: the last checkpoint is the best we have
-    if not path.is_file():
-        have = sorted(p.stem for p in exp.checkpoints_dir.glob("*.pt")) if exp.checkpoints_dir.exists() else []
-        hint = f"available: {', '.join(have)}" if have else "train first with `mt train`"
-        neither = " (neither best.pt nor last.pt exists)" if name == "best" else ""
-        raise MtError(f"{path}: no checkpoint {name!r} in {exp.root}{neither} ({hint})")
-    return path
 
 
 # -- starting from another experiment ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The parts every search is made of: hypotheses and their scores (the length penalty), the length
 limit, a step's log-probabilities, the candidates a beam keeps, finishing hypotheses and the test
-of when a sentence stops searching. `mt.search.beam`, `mt.search.constrained` and
-`mt.search.continuous` are built from them.
+of when a sentence stops searching. `mt.search.beam`, `mt.search.single_path`, `mt.search.constrained`
+and `mt.search.continuous` are built from them.
 
 When a sentence stops searching (`stop`):
 - "exact": when no live hypothesis, even at its best possible score under the length penalty in

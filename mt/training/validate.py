@@ -11,7 +11,7 @@ from mt.data.batching import collate, length_groups, make_batches
 from mt.data.dataset import ParallelData
 from mt.metrics import score
 from mt.model.transformer import Transformer
-from mt.search.beam import greedy_search
+from mt.search.single_path import greedy_search
 from mt.tokenizer import Tokenizer
 from mt.training.distributed import Distributed
 from mt.training.loss import autocast, batch_loss
