@@ -29,7 +29,7 @@ from mt.errors import MtError
 from mt.experiment.checkpoint_file import load_checkpoint
 from mt.experiment.config import ConfigChange
 from mt.experiment.paths import Experiment
-from mt.experiment.paths import checkpoint_file as checkpoint
+from mt.experiment import checkpoint_file as checkpoint
 from mt.training.loop import train
 
 pytestmark = pytest.mark.usefixtures("single_thread")
