@@ -245,7 +245,7 @@ def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
                                          max_input_length=1024)
     mt = Translator.load(post_norm, post_norm.load_config())
     mt.decode_cfg.beam = 1
-    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.decoding.translator(lines)
+    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.translate(lines)
     before = (out / "model.bin").read_bytes()
 
     _one_error_line(_mt("export", "--exp", exp, "--output", str(out)), 1, str(out), "exists", "--force")

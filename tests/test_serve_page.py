@@ -143,7 +143,7 @@ def page(browser, server):
 def test_the_page_is_the_packaged_file(server):
     status, body = request(server + "/")
     assert status == 200
-    assert body == (Path(mt.__file__).parent / "serve" / "page.html").read_bytes()
+    assert body == (Path(mt.__file__).parent / "apps" / "serve" / "page.html").read_bytes()
 
 
 @pytest.mark.slow

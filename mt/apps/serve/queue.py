@@ -128,6 +128,7 @@ class Batcher:
     def submit(self, encoded: list[list[int]], options: DecodeOptions) -> Future:
         """Queue one request's sentences (`encode_lines` ids); its future gets, for each sentence in
         order, the hypotheses `Translator.search_encoded` gives. Raises QueueFull or Closed."""
+        options = options.resolved(self.translator.decode_cfg)  # what it leaves unset: the experiment's
         request = _Request(len(encoded))
         if not encoded:
             request.future.set_result([])
