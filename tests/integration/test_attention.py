@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_model
-from toy import toy_corpus
+from helpers import tiny_model, toy_corpus
 
 from mt.alignment import alignment_weights, hard_alignment, output_word_index, source_word_index, word_alignment
 from mt.errors import MtError

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from toy import toy_corpus
+from helpers import toy_corpus
 
 from mt.backtranslate import backtranslate, noisy
 from mt.chunked import chunk_paths

@@ -8,11 +8,11 @@ import ast
 import importlib
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 SCRIPTS = sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "tools").glob("*.py")])
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
+from helpers import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
 
 from mt.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from mt.config.schema import ModelConfig

@@ -17,6 +17,7 @@ import sys
 
 import pytest
 import typer
+from helpers import mt
 from typer.testing import CliRunner
 
 from cli import errors as cli_errors
@@ -31,19 +32,6 @@ def experiment(trained_experiment) -> Experiment:
     """conftest's trained experiment, with two input lines beside it (in.txt)."""
     (trained_experiment.root.parent / "in.txt").write_text("Ein Mann läuft.\nDie Katze.\n", encoding="utf-8")
     return trained_experiment
-
-
-def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    monkeypatch.delenv("MT_DEBUG", raising=False)
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_error(code: int, out: str, err: str, expected_code: int, *needles: str) -> str:

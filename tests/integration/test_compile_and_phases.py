@@ -15,14 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from toy import tiny_experiment
+from helpers import REPO, tiny_experiment
 
 from mt.experiment import Experiment
 from mt.training.checkpoints import save_training
 from mt.training.profile import PHASES, profile_phases
 from mt.training.setup import build_training
-
-REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -12,8 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import tiny_model
-from test_search import sources
+from helpers import sources, tiny_model
 
 from mt.search.beam import beam_search
 from mt.search.constrained import Progress, allocate, constrained_beam_search, split_constrained_line

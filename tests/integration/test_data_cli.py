@@ -10,8 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_cli_checks import mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
-from toy import toy_corpus
+from helpers import mt, toy_corpus  # mt: `mt ARGS` in this process, (exit code, stdout, stderr)
 
 from mt import log
 
@@ -126,7 +125,7 @@ def test_the_data_table_fits_80_columns_at_wmt_sizes_with_every_reason(capsys):
 
 
 def test_binarize_force_builds_data_again_until_a_model_is_trained_on_it(tmp_path, capsys, monkeypatch):
-    from toy import tiny_experiment
+    from helpers import tiny_experiment
 
     from mt.data.dataset import ParallelData
     from mt.experiment import Experiment
@@ -156,7 +155,7 @@ def test_binarize_is_refused_while_a_trainer_holds_the_experiment(tmp_path, caps
     import subprocess
     import sys
 
-    from toy import tiny_experiment
+    from helpers import tiny_experiment
 
     from mt.data.dataset import ParallelData
 

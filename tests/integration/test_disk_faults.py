@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_resume import assert_same
-from test_trainer import build_experiment, copy_experiment
-from toy import one_thread
+from helpers import assert_same, build_experiment, copy_experiment, one_thread
 
 from mt import atomic_files, checkpoint
 from mt.checkpoint import load_checkpoint

@@ -4,7 +4,7 @@ every command on a tiny model trained on en-de, de-en, en-fr and fr-en of a mult
 the tag picks the output language, de-fr is zero-shot (a warning) or pivoted, a target without a tag
 is refused naming the directions, evaluate scores each direction, serve answers each pair, export
 carries the tags. A bilingual experiment is unchanged: the rest of the suite, and
-tests/test_saved_experiment.py, run on bilingual ones.
+tests/integration/test_saved_experiment.py, run on bilingual ones.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
 
 import numpy as np
 import pytest
 import torch
-from toy import WORDS_DE, WORDS_FR, one_thread, toy_multiway
+from helpers import WORDS_DE, WORDS_FR, mt, one_thread, toy_multiway
 
 from mt.config.schema import ExperimentConfig, set_field, validate
 from mt.config.sources import parse_source
@@ -182,19 +181,6 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
         translator.search(german, DecodeOptions(src_lang="de", pivot="en"))
 
 
-def mt(capsys, monkeypatch, *args) -> tuple[int, str, str]:
-    from cli import main as cli
-
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    code = 0
-    try:
-        cli.main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.mark.slow
 def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path):
     text = tmp_path / "in.en"
@@ -225,7 +211,7 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
 
 @pytest.mark.slow
 def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
-    from test_serve import Served, call, ok
+    from helpers import Served, call, ok
 
     from mt.serve.app import Limits, build_app
 

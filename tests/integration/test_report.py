@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 import pytest
-from test_cli_checks import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
-from toy import one_thread
+from helpers import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
+from helpers import one_thread
 
 from mt.errors import MtError
 from mt.evaluate import evaluate_split

@@ -3,7 +3,7 @@
 A run killed with SIGKILL and resumed ends with bitwise the same parameters, optimizer state and
 random number generators as an uninterrupted run (CPU, dropout on); SIGINT and SIGTERM save at the
 next step boundary and exit 0; a second trainer is refused while one runs, and a lock left by a dead
-process is taken over. The tiny experiment comes from test_trainer.build_experiment.
+process is taken over. The tiny experiment comes from helpers.build_experiment.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_trainer import build_experiment, copy_experiment
+from helpers import assert_same, build_experiment, copy_experiment
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.experiment import Experiment
@@ -62,22 +62,6 @@ def logged_steps(exp: Experiment) -> list[int]:
     if not exp.train_log_path.exists():
         return []
     return [int(m) for m in re.findall(r'"step": (\d+), "epoch"', exp.train_log_path.read_text())]
-
-
-def assert_same(a, b, where: str = "") -> None:
-    """Equal down to the last bit: tensors with torch.equal, containers item by item."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), f"{where} differs"
-    elif isinstance(a, dict):
-        assert a.keys() == b.keys(), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 @pytest.mark.slow

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import FIXTURES
 
 from cli import main as cli
 
-FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED = json.loads((FIXTURES / "saved_experiment.expected.json").read_text(encoding="utf-8"))
 
 

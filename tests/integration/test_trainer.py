@@ -2,14 +2,13 @@
 fp16, skipped non-finite updates, the cooldown across a resume, late dropout, validation BLEU,
 patience, keep_last, --init-from, and `mt average` through the CLI.
 
-`build_experiment` (also used by test_resume.py and test_distributed.py) makes a tiny experiment in
+helpers.build_experiment (also used by test_resume.py, test_distributed.py and others) makes a tiny experiment in
 a temporary directory through the library: generated German-English word-for-word pairs, a 100-piece
 SentencePiece model, binarized splits, and a 1+1-layer model with d_model 32.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -17,20 +16,16 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from toy import tiny_config, toy_corpus
+from helpers import assert_params_close, build_experiment, copy_experiment, params
 
-from mt.atomic_files import write_text_atomic
 from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.config.schema import ExperimentConfig, save_yaml
+from mt.config.schema import ExperimentConfig
 from mt.data.batching import collate, make_batches
-from mt.data.binarize import binarize
 from mt.data.corpus import load_split
-from mt.data.train_tokenizer import train_tokenizer
 from mt.errors import MtError
 from mt.experiment import Experiment
 from mt.model.layers import FeedForward
@@ -42,54 +37,12 @@ from mt.training.schedule import inverse_sqrt_lr
 from mt.training.setup import build_training
 
 
-def build_experiment(root: Path) -> Experiment:
-    """Corpus files under root, then root/exp with its tokenizer and binarized data (no checkpoints)."""
-    root.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", 300), ("valid", 40), ("test", 20)):
-        src, tgt = toy_corpus(n, seed=len(split))
-        if split == "valid":
-            src[3] = ""  # binarize drops this pair: valid.lines.npy is then not 0..n-1
-        (root / f"{split}.de").write_text("\n".join(src) + "\n", encoding="utf-8")
-        (root / f"{split}.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
-    exp = Experiment(root / "exp")
-    cfg = tiny_config(root)
-    write_text_atomic(exp.config_path, save_yaml(cfg))
-    train_tokenizer(exp, cfg)
-    binarize(exp, cfg)
-    return exp
-
-
-def copy_experiment(exp: Experiment, root: Path, **train_fields) -> tuple[Experiment, ExperimentConfig]:
-    """A fresh copy of exp's config, tokenizer and data (no checkpoints), with train fields changed
-    (`model__dropout=0.0` changes a model field)."""
-    new = Experiment(root)
-    root.mkdir(parents=True)
-    for name in ("tokenizer", "data"):
-        shutil.copytree(exp.root / name, root / name)
-    cfg = copy.deepcopy(exp.load_config())
-    for key, value in train_fields.items():
-        section, _, name = key.rpartition("__")
-        setattr(getattr(cfg, section or "train"), name, value)
-    write_text_atomic(new.config_path, save_yaml(cfg))
-    return new, cfg
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Experiment:
     return build_experiment(tmp_path_factory.mktemp("trainer"))
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-
-def params(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: p.detach().clone() for name, p in model.named_parameters()}
-
-
-def assert_params_close(a: dict, b: dict, atol: float) -> None:
-    assert a.keys() == b.keys()
-    for name in a:
-        torch.testing.assert_close(a[name], b[name], atol=atol, rtol=0, msg=lambda m: f"{name}: {m}")
 
 
 # -- update_freq ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """mt.training.checkpoints: the counters round-trip through a checkpoint's keys (older checkpoints too), the
 best validation and patience, and a run's checkpoint keeps every key existing checkpoints have.
-The tiny experiment comes from test_trainer.build_experiment.
+The tiny experiment comes from helpers.build_experiment.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_trainer import build_experiment, copy_experiment
+from helpers import build_experiment, copy_experiment
 
 from mt.checkpoint import load_checkpoint
 from mt.experiment import Experiment

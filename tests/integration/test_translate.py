@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from toy import toy_corpus
+from helpers import toy_corpus
 
 from mt.data.batching import length_groups
 from mt.errors import ConfigError

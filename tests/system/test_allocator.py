@@ -9,14 +9,13 @@ import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import REPO
 
 from mt import allocator, hardware
 
-REPO = Path(__file__).resolve().parents[1]
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MT_ALLOCATOR", "_MT_TCMALLOC_TRIED")}
 glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt/malloc_trim are glibc's")
 # CI installs libtcmalloc-minimal4 (README): there the tcmalloc tests must run, not skip

@@ -3,7 +3,7 @@
 One update where each of 2 processes takes half of a batch equals one single-process update on the
 whole batch; each process reads its own batches of the seeded order; and `mt train --nproc 2`
 trains, writes one log and checkpoints with both processes' RNG states, resumes with 2 processes
-and refuses to resume with 1. The tiny experiment comes from test_trainer.build_experiment.
+and refuses to resume with 1. The tiny experiment comes from helpers.build_experiment.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
-from test_trainer import assert_params_close, build_experiment, copy_experiment, params
+from helpers import assert_params_close, build_experiment, copy_experiment, params
 
 from mt.checkpoint import load_checkpoint
 from mt.data.batching import collate, make_batches

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from toy import one_thread, tiny_experiment, toy_corpus
+from helpers import one_thread, tiny_experiment, toy_corpus
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError

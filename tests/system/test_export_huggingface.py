@@ -1,7 +1,7 @@
 """`mt export --format huggingface`: transformers, and ONNX Runtime through Optimum, compute and
 translate as mt does.
 
-Levels as for CTranslate2 (tests/test_export.py): every token's log-probability equals mt's for
+Levels as for CTranslate2 (tests/system/test_export.py): every token's log-probability equals mt's for
 random tiny models of each layout (tied or not, joint or separate vocabularies), reloaded from the
 written files; a trained tiny model's greedy output equals mt's token for token through
 `generate()` and through ONNX Runtime, and beam 5 agrees under the parity settings; the tokenizer
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 import torch
-from toy import one_thread, tiny_experiment, toy_corpus
+from helpers import REPO, one_thread, tiny_experiment, toy_corpus
 
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.errors import ConfigError, MtError
@@ -196,7 +196,7 @@ def test_the_written_generation_config_is_mts_search(trained):
 def _real_lines() -> list[str]:
     """Real text: the lines of mt's docs, and lines of what byte fallback encodes (emoji, CJK, scripts
     the tokenizer never saw), mt's special pieces written as text, odd whitespace."""
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = REPO / "docs"
     lines = [line for path in sorted(docs.glob("*.md")) for line in path.read_text(encoding="utf-8").splitlines()
              if line.strip()]
     return lines[:500] + ["Der Hund läuft im Park.", "Ein Mann spielt 😀 im 公园.", "Ελληνικά και русский текст",

@@ -10,12 +10,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from toy import toy_corpus
-
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO, toy_corpus
 
 
 @pytest.mark.slow

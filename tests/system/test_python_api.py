@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import REPO
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "python-api.md"
+DOC = REPO / "docs" / "python-api.md"
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """`mt serve` against requests that tried to crash or stall it: each case was reproduced against the
 server as it was, and each test here failed there. Real servers on loopback ports (uvicorn in a
-thread, as tests/test_serve.py), raw sockets where a client misbehaves at the HTTP level.
+thread, as tests/system/test_serve.py), raw sockets where a client misbehaves at the HTTP level.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from test_serve import LINES, Hook, Served, call, load, ok
+from helpers import LINES, Hook, Served, call, load, ok
 
 from mt.serve.app import Limits, build_app
 from mt.serve.queue import Batcher

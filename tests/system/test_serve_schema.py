@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from helpers import Served, load
 from hypothesis import HealthCheck, given, settings
 from schemathesis.config._checks import NegativeDataRejectionConfig
 from schemathesis.generation.modes import GenerationMode
-from test_serve import Served, load
 
 from mt.serve.app import Limits, build_app
 

@@ -11,6 +11,7 @@ from typing import get_type_hints
 import pytest
 import torch
 import yaml
+from helpers import REPO
 
 from mt.config import schema as cfglib
 from mt.config.recipes import MODEL_PRESETS, RECIPE_KEYS, STEPS, load_recipe, recipe_config, recipe_fields
@@ -22,7 +23,7 @@ from mt.experiment import Experiment
 from mt.experiment_config import ConfigChange
 from mt.model.transformer import Transformer
 
-RECIPES_DIR = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES_DIR = REPO / "recipes"
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml")) + sorted(RECIPES_DIR.glob("*.yml"))
 
 

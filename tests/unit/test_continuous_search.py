@@ -11,7 +11,7 @@ import random
 
 import pytest
 import torch
-from conftest import tiny_model
+from helpers import tiny_model
 
 from mt.search.beam import beam_search
 from mt.search.continuous import ContinuousBeamSearch

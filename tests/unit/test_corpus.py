@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_ding import DING_SAMPLE, write_big_ding
+from helpers import DING_SAMPLE, write_big_ding
 
 from mt.config.schema import DataConfig
 from mt.config.sources import parse_source

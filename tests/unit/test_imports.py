@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import REPO
+
+ROOT = REPO
 LEAVES = {"mt.errors", "mt.log", "mt.atomic_files", "mt.tokenizer", "mt.allocator", "mt.hardware", "mt.metrics"}
 APPLICATIONS = ("mt.serve", "mt.report", "mt.export", "mt.distill", "mt.backtranslate", "mt.run")
 

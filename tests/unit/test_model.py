@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model
+from helpers import tiny_model
 from torch import nn
 
 from mt.model.attention import MultiHeadAttention, capture_attention

@@ -12,7 +12,7 @@ import math
 
 import pytest
 import torch
-from conftest import tiny_model
+from helpers import sources, tiny_model
 from torch import nn
 
 from mt.config.schema import DecodeConfig
@@ -25,16 +25,6 @@ A, B = 4, 5  # the two real tokens of the small vocabularies below
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
-
-
-def sources(lengths: list[int], vocab: int = 32, seed: int = 0) -> torch.Tensor:
-    """Right-padded sources of real tokens ending in EOS."""
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.full((len(lengths), max(lengths) + 1), PAD_ID)
-    for row, n in enumerate(lengths):
-        ids[row, :n] = torch.randint(4, vocab, (n,), generator=gen)
-        ids[row, n] = EOS_ID
-    return ids
 
 
 # -- length penalties --------------------------------------------------------------------------------

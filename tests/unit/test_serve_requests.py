@@ -1,6 +1,7 @@
-"""Property tests (hypothesis) of what strangers write: the request parsing of `mt serve` and the grammar
-of corpus source specs. Whatever the unicode, sizes, nesting and numbers, each either gives its value
-or raises the one documented error (ApiError with a 4xx and one line; ConfigError) and nothing else."""
+"""mt.serve.requests, the request parsing of `mt serve`, against what strangers write (hypothesis):
+whatever the unicode, sizes, nesting and numbers, each part either gives its value or raises the one
+documented error (ApiError with a 4xx and one line) and nothing else. The same for the grammar of
+corpus source specs is in test_sources_properties.py."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ import json
 import math
 
 import pytest
-from conftest import tiny_model
+from helpers import tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.requests import Request
 
 from mt.config.schema import DecodeConfig
-from mt.config.sources import SPLITS, absolute_spec, parse_source
-from mt.errors import ConfigError
 from mt.serve import requests as req
 from mt.translate import DecodeOptions
 
@@ -98,21 +97,6 @@ def test_any_body_gives_libretranslate_fields_or_a_4xx(body, content_type, chunk
         assert isinstance(asyncio.run(read()), dict)
     except req.ApiError as exc:
         refused_properly(exc)
-
-
-@SETTINGS
-@given(st.one_of(TEXT, st.text(st.sampled_from("files:tsvjolhdg:|@*.-0123456789/ \\\x00"), max_size=40)),
-       st.sampled_from(SPLITS))
-def test_source_specs_parse_or_name_the_spec_in_one_line(spec, split):
-    try:
-        source = parse_source(spec, split, ("de", "en"))
-        assert source.weight > 0
-    except ConfigError as exc:
-        assert str(exc).startswith(f"data.{split}:") and "\n" not in str(exc)
-    try:
-        absolute_spec(spec)
-    except ConfigError as exc:
-        assert "\n" not in str(exc)
 
 
 def _dumpable(value) -> bool:

@@ -1,11 +1,10 @@
 """The CI guard on skips (tests/conftest.py): with CI=true a skip fails unless its reason starts with
 "hardware:"; without CI=true every skip stays a skip."""
 
-from pathlib import Path
-
 import pytest
+from helpers import TESTS
 
-CONFTEST = Path(__file__).with_name("conftest.py")
+CONFTEST = TESTS / "conftest.py"
 
 SKIPS = """
 import pytest
