@@ -1,4 +1,4 @@
-"""Fixtures and hooks only (plain helpers are in helpers.py): the fixtures shared by the test modules
+"""Fixtures and hooks only (plain helpers are in helpers/): the fixtures shared by the test modules
 (single_thread, trained_experiment), and the CI guard on skips: with CI=true a skipped test fails
 unless its reason starts with "hardware:".
 
