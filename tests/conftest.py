@@ -1,5 +1,8 @@
-"""Fixtures shared by the test modules, the tiny model they build (`from conftest import tiny_model`), and
-the CI guard on skips: with CI=true a skipped test fails unless its reason starts with "hardware:"."""
+"""Fixtures and hooks only (plain helpers are in helpers/): the fixtures shared by the test modules
+(single_thread, trained_experiment), and the CI guard on skips: with CI=true a skipped test fails
+unless its reason starts with "hardware:".
+
+This is the rootmost conftest: pytest_plugins may only be declared here."""
 
 import os
 
@@ -7,14 +10,13 @@ import pytest
 import torch
 
 from mt.experiment.paths import Experiment
-from mt.model.transformer import Transformer
 
 # The `mt` processes the tests start run on the C library's malloc: with tcmalloc installed, each would
-# start twice (mt restarts itself with it preloaded), ~0.1 s apiece. tests/test_allocator.py tests that
-# restart with its own environment.
+# start twice (mt restarts itself with it preloaded), ~0.1 s apiece. tests/system/test_allocator.py tests
+# that restart with its own environment.
 os.environ.setdefault("MT_ALLOCATOR", "system")
 
-pytest_plugins = ["pytester"]  # tests/test_skip_guard.py runs pytest on tiny test files
+pytest_plugins = ["pytester"]  # tests/unit/test_skip_guard.py runs pytest on tiny test files
 
 # The one skip CI lets pass: a machine without the hardware a test needs (a GPU, CUDA, a CPU feature, a
 # second process-group backend), e.g. skipif(..., reason="hardware: no CUDA device"). Missing data or
@@ -64,21 +66,12 @@ def single_thread():
     torch.set_num_threads(before)
 
 
-def tiny_model(vocab: int = 32, seed: int = 0, **kwargs) -> Transformer:
-    """The tests' tiny Transformer, in eval mode: d_model 16, d_ff 32, 4 heads, 2+2 layers, dropout
-    0.1, 64 positions, `vocab` tokens on each side; `kwargs` change any of these."""
-    torch.manual_seed(seed)
-    args = dict(d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=2, dropout=0.1, max_positions=64)
-    args.update(kwargs)
-    return Transformer(vocab, vocab, **args).eval()
-
-
 @pytest.fixture(scope="session")
 def trained_experiment(tmp_path_factory) -> Experiment:
     """A tiny experiment trained on the toy corpus, shared by the tests that only read it: 1+2 layers,
     2 heads, 40 steps; validation every 15, periodic checkpoints at 20 and 40, and the log's last
     training record (step 36) before last.pt's step (40). Copy it to change it."""
-    from toy import one_thread, tiny_experiment
+    from helpers import one_thread, tiny_experiment
 
     from mt.training.loop import train
 

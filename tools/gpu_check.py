@@ -442,7 +442,7 @@ def main() -> None:
     vocab = exp.load_tokenizers(cfg.tokenizer.joint)[0].vocab_size
 
     # train.compile where it should pay: GPUs, whose steps of a small model are many small kernels
-    # (tests/test_compile_and_phases.py runs it on the CPU).
+    # (tests/integration/test_compile_and_phases.py runs it on the CPU).
     compiled = ["fp32", "bf16"] if device.type == "cuda" else []
     train_rows = training_rows(exp, cfg, device, models, precisions, steps, ref_steps, peak, compiled)
     attention = attention_check(device, vocab, first_model)

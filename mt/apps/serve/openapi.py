@@ -1,6 +1,6 @@
 """The API of `mt serve` as an OpenAPI schema (GET /openapi.json): what each route takes and answers,
 written out here because the routes read their bodies themselves (mt.apps.serve.requests) to answer every
-mistake in one documented shape. Clients generate code from it; tests/test_serve_schema.py fuzzes
+mistake in one documented shape. Clients generate code from it; tests/system/test_serve_schema.py fuzzes
 the live server against it (schemathesis).
 """
 

@@ -1,0 +1,40 @@
+"""The command line: `mt ARGS` in this process (mt) or in a process of its own (mt_process), and the
+one-line error a user sees (one_line)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mt.cli import main as cli
+
+
+def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
+    monkeypatch.delenv("MT_DEBUG", raising=False)
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exc:
+        code = exc.code or 0
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def mt_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m mt ARGS` in a process of its own, on one thread."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def one_line(exc: pytest.ExceptionInfo, *needles: str) -> str:
+    """The message of an error caught by pytest.raises: one short line holding each of `needles`."""
+    message = str(exc.value)
+    assert "\n" not in message and len(message) < 400, message
+    for needle in needles:
+        assert needle in message, f"{needle!r} not in {message!r}"
+    return message

@@ -1,0 +1,91 @@
+"""`mt serve` in the tests: uvicorn serving an app in a thread of this process on a loopback port
+(Served), requests to it (call, ok), the translator it serves (load) and a hook around the model's
+decode (Hook)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import urlencode
+
+from helpers.toy import toy_corpus
+from mt.decoding.translator import Translator
+
+LINES = toy_corpus(24, seed=7)[0]
+
+
+def load(experiment) -> Translator:
+    """The experiment's translator, its output capped at 16 tokens (keeps the cut 1200-token line quick)."""
+    translator = Translator.load(experiment, experiment.load_config())
+    translator.decode_cfg.max_len_a, translator.decode_cfg.max_len_b = 0.0, 16
+    return translator
+
+
+class Served:
+    """uvicorn serving `app` in a thread of this process, on a free loopback port."""
+
+    def __init__(self, app):
+        from mt.apps.serve.app import bind, uvicorn_server  # here: only the tests that serve import the server
+
+        self.app = app
+        self.sock = bind("127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn_server(app)  # as `mt serve` runs it
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+def call(url: str, body=None, *, form=None, raw: bytes | None = None, headers: dict | None = None,
+         timeout: float = 120):
+    """(status, headers, parsed JSON) of a GET, or of a POST of `body` as JSON, `form` URL-encoded or `raw`."""
+    head, data = dict(headers or {}), raw
+    if body is not None:
+        data, head["Content-Type"] = json.dumps(body).encode(), "application/json"
+    elif form is not None:
+        data, head["Content-Type"] = urlencode(form, doseq=True).encode(), "application/x-www-form-urlencoded"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data, head), timeout=timeout) as response:
+            return response.status, response.headers, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, json.loads(error.read())
+
+
+def ok(url: str, body=None, **kwargs) -> dict:
+    status, _, data = call(url, body, **kwargs)
+    assert status == 200, (status, data)
+    return data
+
+
+class Hook:
+    """Around the model's `decode`, which every search calls each step: a gate that holds the worker
+    inside a search, and a switch that makes the next step raise, a RuntimeError (True) or the
+    exception given (plain Python around our own code; torch is left alone)."""
+
+    def __init__(self, translator: Translator):
+        self.decode = translator.model.decode
+        self.gate, self.entered = threading.Event(), threading.Event()
+        self.gate.set()
+        self.fail = False
+        translator.model.decode = self
+
+    def __call__(self, *args, **kwargs):
+        self.entered.set()
+        assert self.gate.wait(60)
+        if self.fail:
+            fail, self.fail = self.fail, False
+            raise fail if isinstance(fail, BaseException) else RuntimeError("injected failure")
+        return self.decode(*args, **kwargs)

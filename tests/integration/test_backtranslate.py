@@ -1,0 +1,281 @@
+"""mt backtranslate: target-language text translated by a reverse model into tagged synthetic pairs, in
+chunks that survive a kill; the <BT> tag reaches the tokenizer whole and only the synthetic sources;
+the recipe step chains it and is skipped when done."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import toy_corpus
+
+from mt.apps.backtranslate import backtranslate, noisy
+from mt.apps.chunked import chunk_paths
+from mt.apps.run import run_recipe
+from mt.config.sources import parse_source
+from mt.data.binarize import binarize
+from mt.data.dataset import ParallelData
+from mt.data.train_tokenizer import train_tokenizer
+from mt.decoding.options import DecodeOptions, Sampling
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+from mt.experiment.paths import Experiment
+from mt.tokenizer import BACK_TRANSLATION_TAG, NOISE_FILLER, Tokenizer
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def mt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mt", *args], capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def german_text(tmp_path, n: int = 60, empty: int = 0) -> tuple:
+    """A monolingual German file (the reverse model's source language), with `empty` blank lines among it."""
+    lines = toy_corpus(n, seed=7)[0]
+    written = lines[:10] + [""] * empty + lines[10:]
+    path = tmp_path / "mono.de"
+    path.write_text("\n".join(written) + "\n", encoding="utf-8")
+    return path, lines
+
+
+def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_config(trained_experiment, tmp_path):
+    reverse = trained_experiment  # de -> en
+    path, lines = german_text(tmp_path, empty=2)
+    final = Experiment(tmp_path / "en-de")
+    manifest = backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=2), chunk_lines=25)
+    out = final.root / "backtranslate"
+    reverse_cfg = reverse.load_config()
+    reverse_cfg.decode.beam = 2
+    assert (out / "train.de").read_text(encoding="utf-8").splitlines() == lines  # the real text, empty lines left out
+    assert (out / "train.en").read_text(encoding="utf-8").splitlines() == Translator.load(reverse, reverse_cfg).translate(lines)
+    assert manifest["lines"] == 60 and manifest["empty_lines_skipped"] == 2 and manifest["chunks"] == 3
+    assert manifest["search"] == "beam" and manifest["beam"] == 2 and manifest["tagged"] is True
+    cfg = final.load_config()
+    assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
+    assert cfg.data.train == [*reverse_cfg.data.train, f"bt:files:{out.resolve() / 'train'}"] == [*reverse_cfg.data.train, manifest["corpus"]]
+    assert cfg.data.test == reverse_cfg.data.test  # read en -> de: files:PREFIX names both sides
+    assert cfg.decode == reverse.load_config().decode  # --beam 2 was the reverse model's search only
+    # Done: a second call says so and translates nothing, whatever it is asked.
+    assert backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=3)) == manifest
+
+
+def test_the_tag_reaches_the_tokenizer_whole_and_only_the_synthetic_sources(trained_experiment, tmp_path):
+    path, lines = german_text(tmp_path)
+    final = Experiment(tmp_path / "en-de")
+    backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1), noise=True)
+    cfg = final.load_config()
+    cfg.tokenizer.vocab_size = 120
+    train_tokenizer(final, cfg)
+    tokenizer = Tokenizer.load(final.spm_model_path("joint"))
+    tag = tokenizer.symbol_id(BACK_TRANSLATION_TAG)
+    pieces = tokenizer.pieces(tokenizer.encode([f"Haus {BACK_TRANSLATION_TAG} Haus"])[0])
+    assert tag is not None and pieces.count(BACK_TRANSLATION_TAG) == 1 and not any("BT" in p for p in pieces if p != BACK_TRANSLATION_TAG)
+    filler = tokenizer.symbol_id(NOISE_FILLER)
+    assert filler is not None and tokenizer.encode([f"a {NOISE_FILLER} b"])[0].count(filler) == 1
+    stats = binarize(final, cfg)
+    data = ParallelData(final, "train")
+    tagged = [i for i in range(len(data)) if data.src(i)[0] == tag]
+    synthetic = stats["splits"]["train"]["sources"][1]
+    assert synthetic["source"].startswith("bt:") and len(tagged) == synthetic["rows"] > 0  # its own counts
+    assert tagged == list(range(len(data) - len(tagged), len(data)))  # the real pairs (first) have no tag
+    assert all(tag not in data.src(i)[1:] for i in range(len(data)))
+
+
+def test_untagged_backtranslation_adds_plain_pairs(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=20)
+    final = Experiment(tmp_path / "en-de")
+    manifest = backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1), tagged=False, weight=2)
+    assert manifest["corpus"] == f"files:{(final.root / 'backtranslate' / 'train').resolve()}*2"
+    cfg = final.load_config()
+    assert cfg.data.train[-1] == manifest["corpus"]
+    train_tokenizer(final, cfg)
+    assert Tokenizer.load(final.spm_model_path("joint")).symbol_id(BACK_TRANSLATION_TAG) is None
+
+
+def test_the_target_side_of_a_parallel_spec_is_monolingual_text(trained_experiment, tmp_path):
+    parallel = trained_experiment.load_config().data.valid[0]  # files:PREFIX: PREFIX.de is the German side
+    final = Experiment(tmp_path / "en-de")
+    manifest = backtranslate(trained_experiment, final, [parallel], DecodeOptions(beam=1))
+    german = (final.root / "backtranslate" / "train.de").read_text(encoding="utf-8")
+    assert german == Path(parallel.removeprefix("files:") + ".de").read_text(encoding="utf-8")
+    assert manifest["lines"] == 20
+
+
+def test_sampled_backtranslation_differs_from_beam_and_draws_per_chunk(trained_experiment, tmp_path):
+    path, lines = german_text(tmp_path, n=40)
+    beam = backtranslate(trained_experiment, Experiment(tmp_path / "beam"), [f"text:{path}"], DecodeOptions(beam=1), chunk_lines=20)
+    sampled = backtranslate(trained_experiment, Experiment(tmp_path / "sampled"), [f"text:{path}"],
+                            options=DecodeOptions(sampling=Sampling()), chunk_lines=20)
+    assert beam["search"] == "beam" and sampled["search"] == "sampling" and sampled["seed"] == 1
+    read = [(tmp_path / name / "backtranslate" / "train.en").read_text(encoding="utf-8").splitlines() for name in ("beam", "sampled")]
+    assert read[0] != read[1] and len(read[1]) == 40
+
+
+def test_a_killed_backtranslation_resumes_to_the_same_corpus(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=200)
+    reverse = str(trained_experiment.root)
+    args = ["--reverse", reverse, "--mono", f"text:{path}", "--chunk-lines", "20", "--sample", "--top-k", "5"]
+    straight = mt("backtranslate", "--exp", str(tmp_path / "straight"), *args)
+    assert straight.returncode == 0, straight.stderr
+    assert straight.stdout.strip() == f"bt:files:{(tmp_path / 'straight' / 'backtranslate' / 'train').resolve()}"
+    killed = Experiment(tmp_path / "killed")
+    process = subprocess.Popen([sys.executable, "-m", "mt", "backtranslate", "--exp", str(killed.root), *args], env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not chunk_paths(killed.root / "backtranslate", 1)[1].exists():
+        assert process.poll() is None and time.time() < deadline, "the second chunk never appeared"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed.root / "backtranslate" / "manifest.json").exists()
+    resumed = mt("backtranslate", "--exp", str(killed.root), *args)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "done already" in resumed.stderr and " 0 done already" not in resumed.stderr
+    for name in ("train.en", "train.de"):
+        assert (killed.root / "backtranslate" / name).read_bytes() == (tmp_path / "straight" / "backtranslate" / name).read_bytes()
+    # Other search flags on a resume are refused: the chunks done were drawn otherwise.
+    (killed.root / "backtranslate" / "manifest.json").unlink()
+    changed = mt("backtranslate", "--exp", str(killed.root), *args[:-1], "6")
+    assert changed.returncode == 2 and "top_k 5 (now 6)" in changed.stderr and "Traceback" not in changed.stderr
+
+
+def test_noise_deletes_replaces_and_shuffles_locally():
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(50)]
+    deleted = filled = 0
+    for _ in range(400):
+        out = noisy(" ".join(words), rng).split()
+        kept = [w for w in out if w != NOISE_FILLER]
+        deleted += 50 - len(out)
+        filled += len(out) - len(kept)
+        order = [int(w[1:]) for w in kept]
+        # A word moves at most 3 places against the others that were kept (fillers hold places too).
+        survivors = sorted(order)
+        assert all(abs(survivors.index(n) - i) <= 3 for i, n in enumerate(order))
+    assert 0.08 < deleted / 20000 < 0.12 and 0.08 < filled / 20000 < 0.12
+    assert noisy("a b c d", random.Random(1)) == noisy("a b c d", random.Random(1))
+
+
+def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    mono = [f"text:{path}"]
+    with pytest.raises(ConfigError, match="choose one"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "a"), mono, options=DecodeOptions(sampling=Sampling()), noise=True)
+    with pytest.raises(MtError, match="no such file"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "b"), [f"text:{tmp_path / 'missing.de'}"])
+    blank = tmp_path / "blank.de"
+    blank.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(MtError, match="no text to back-translate"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "c"), [f"text:{blank}"])
+    same_way = Experiment(tmp_path / "de-en")  # a config of the reverse's own direction
+    same_way.root.mkdir()
+    same_way.config_path.write_text(trained_experiment.config_path.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="not en->de, the reverse of --exp"):
+        backtranslate(trained_experiment, same_way, mono)
+    with pytest.raises(ConfigError, match="valid and test are real text"):
+        parse_source("bt:files:x", "valid", ("en", "de"))
+    for name in ("a", "b", "c"):  # refused before anything was written
+        assert not (tmp_path / name).exists(), name
+    assert not (tmp_path / "de-en" / "backtranslate").exists()
+    with pytest.raises(ConfigError, match="--chunk-lines 0"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "e"), mono, chunk_lines=0)
+    with pytest.raises(ConfigError, match="leave out --no-tag"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "f"), mono, noise=True, tagged=False)
+    with pytest.raises(ConfigError, match="--mono 'tsv:"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "g"), ["tsv:x.tsv:fr-it"])
+    assert not any((tmp_path / name).exists() for name in "efg")
+    done = mt("backtranslate", "--exp", str(tmp_path / "d"), "--reverse", str(trained_experiment.root), "--mono",
+              f"text:{path}", "--top-k", "3")
+    assert done.returncode == 2 and "go with --sample" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_experiment_with_a_tokenizer_is_refused_the_synthetic_pairs(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    first = Experiment(tmp_path / "first")
+    backtranslate(trained_experiment, first, [f"text:{path}"], DecodeOptions(beam=1))
+    cfg = first.load_config()
+    cfg.data.train = cfg.data.train[:1]  # its own config, without the synthetic corpus, and a tokenizer made
+    final = Experiment(tmp_path / "final")
+    final.root.mkdir()
+    from mt.config.schema import save_yaml
+
+    final.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    train_tokenizer(final, cfg)
+    before = final.config_path.read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match="has a tokenizer made without the back-translation"):
+        backtranslate(trained_experiment, final, [f"text:{path}"])
+    assert final.config_path.read_text(encoding="utf-8") == before
+
+
+def test_the_recipe_step_backtranslates_then_is_skipped(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=30)
+    train = trained_experiment.load_config().data.train[0]
+    exp = tmp_path / "bt"
+    recipe = tmp_path / "bt.yaml"
+    recipe.write_text(json.dumps({
+        "exp": str(exp), "steps": ["backtranslate", "train-tokenizer", "binarize"],
+        "reverse": str(trained_experiment.root), "mono": [f"text:{path}"],
+        "data": {"src_lang": "en", "tgt_lang": "de", "train": [train, f"bt:files:{exp}/backtranslate/train"],
+                 "valid": [train], "test": [train]},
+        "tokenizer": {"vocab_size": 120, "byte_fallback": False},
+    }), encoding="utf-8")
+    run_recipe(recipe, None, {}, print_result=lambda line: None)
+    assert (exp / "backtranslate" / "manifest.json").exists() and Experiment(exp).has_data()
+    stamp = (exp / "backtranslate" / "train.en").stat().st_mtime_ns
+    run_recipe(recipe, None, {}, print_result=lambda line: None)  # every step done: nothing redone
+    assert (exp / "backtranslate" / "train.en").stat().st_mtime_ns == stamp
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text(recipe.read_text(encoding="utf-8").replace("bt:files:", "files:ignored"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="add bt:files:.*to the recipe's data.train"):
+        run_recipe(unnamed, tmp_path / "other", {}, print_result=lambda line: None)
+
+
+def test_the_reversed_config_names_a_tsvs_columns_in_every_split(tmp_path):
+    from mt.apps.backtranslate import final_config
+    from mt.config.schema import ExperimentConfig
+
+    reverse_cfg = ExperimentConfig()  # de -> en
+    reverse_cfg.data.train = ["tsv:corpus.tsv*2", "tsv:named.tsv:en-de", "files:prefix", "files:a.de|a.en*3",
+                              "bt:files:its-own-synthetic"]
+    reverse_cfg.data.valid, reverse_cfg.data.test = ["tsv:valid.tsv"], ["tsv:test.tsv"]
+    cfg = final_config(reverse_cfg, Experiment(tmp_path / "en-de"), "bt:files:x")
+    assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
+    assert cfg.data.train == ["tsv:corpus.tsv:de-en*2", "tsv:named.tsv:en-de", "files:prefix", "files:a.en|a.de*3",
+                              "bt:files:x"]  # the reverse model's own back-translation is not real German
+    assert cfg.data.valid == ["tsv:valid.tsv:de-en"] and cfg.data.test == ["tsv:test.tsv:de-en"]
+    # Read en -> de, the first column is still the German one.
+    assert parse_source(cfg.data.valid[0], "valid", ("en", "de")).columns == (1, 0)
+
+
+def test_a_damaged_manifest_is_a_one_line_error_naming_it(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    final = Experiment(tmp_path / "en-de")
+    manifest = final.root / "backtranslate" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    for damage, what in ((b"{bad", "not valid JSON"), (b"{}", "no 'lines'"), (b'{"lines": 1, "seconds": 2}', "no 'corpus'")):
+        manifest.write_bytes(damage)
+        with pytest.raises(MtError, match=f"{manifest}: {what}.*rerun `mt backtranslate`"):
+            backtranslate(trained_experiment, final, [f"text:{path}"])
+        assert manifest.read_bytes() == damage
+    done = mt("backtranslate", "--exp", str(final.root), "--reverse", str(trained_experiment.root), "--mono", f"text:{path}")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "no 'corpus'" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_reverse_model_that_does_not_load_leaves_no_experiment_behind(trained_experiment, tmp_path):
+    path, _ = german_text(tmp_path, n=10)
+    truncated = tmp_path / "truncated.pt"
+    whole = trained_experiment.checkpoint_path("last").read_bytes()
+    truncated.write_bytes(whole[:len(whole) // 2])
+    final = Experiment(tmp_path / "en-de")
+    with pytest.raises(MtError, match="truncated"):
+        backtranslate(trained_experiment, final, [f"text:{path}"], checkpoint=str(truncated))
+    assert not final.root.exists()  # no config, no chunk state: a retry with another --chunk-lines starts clean

@@ -1,0 +1,461 @@
+"""The command line's own checks (issue 25): decoding flags out of range, --exp on a plain file,
+translations without stray whitespace, `mt info`'s last step, the slow-precision warning, and
+every subcommand's --help ending in examples.
+
+Commands run in this process through `mt.cli.main.main`, the `mt` entry point, so that an error is
+the one stderr line and exit code a user sees; on conftest's tiny trained experiment.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import sys
+
+import pytest
+import typer
+from helpers import mt
+from typer.testing import CliRunner
+
+from mt import hardware
+from mt.cli import errors as cli_errors
+from mt.cli import main as cli
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.paths import Experiment
+
+
+@pytest.fixture(scope="module")
+def experiment(trained_experiment) -> Experiment:
+    """conftest's trained experiment, with two input lines beside it (in.txt)."""
+    (trained_experiment.root.parent / "in.txt").write_text("Ein Mann läuft.\nDie Katze.\n", encoding="utf-8")
+    return trained_experiment
+
+
+def one_error(code: int, out: str, err: str, expected_code: int, *needles: str) -> str:
+    assert code == expected_code, err
+    assert out == "" and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+TRANSLATE_FLAGS = [
+    (["--sample", "--top-p", "5"], "--top-p"),
+    (["--sample", "--top-p", "0"], "--top-p"),
+    (["--sample", "--top-k", "-1"], "--top-k"),
+    (["--sample", "--temperature", "0"], "--temperature"),
+    (["--sample", "--temperature", "nan"], "--temperature"),
+    (["--max-tokens", "0"], "--max-tokens"),
+    (["--beam", "2", "--nbest", "3"], "--nbest 3 is more than --beam 2"),
+    (["--beam", "1", "--nbest", "2"], "--nbest 2 is more than --beam 1"),
+    (["--alpha", "-1"], "stopping bound is invalid for negative alpha"),
+    (["--alpha", "nan"], "--alpha"),
+    (["--alpha", "200"], "past 10 the penalty overflows"),
+    (["--max-len-a", "-1"], "--max-len-a"),
+    (["--max-len-b", "-1"], "--max-len-b"),
+    (["--max-len-a", "inf"], "--max-len-a"),
+    (["--max-len-b", "99999999999999999999"], "--max-len-b"),
+    (["--beam", "100000"], "--beam"),
+]
+
+
+@pytest.mark.parametrize("flags, needle", TRANSLATE_FLAGS, ids=[" ".join(f) for f, _ in TRANSLATE_FLAGS])
+def test_translate_refuses_decoding_flags_out_of_range(experiment, capsys, monkeypatch, flags, needle):
+    inputs = str(experiment.root.parent / "in.txt")
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs, "--threads", "1", *flags)
+    one_error(*result, 2, needle, flags[-2])
+
+
+OTHER_FLAGS = [
+    (["evaluate"], ["--alpha", "-0.5"]),
+    (["evaluate"], ["--max-tokens", "0"]),
+    (["evaluate"], ["--max-len-a", "-2"]),
+    (["attention", "Ein Mann."], ["--alpha", "-1"]),
+    (["attention", "Ein Mann."], ["--max-len-b", "-3"]),
+]
+
+
+@pytest.mark.parametrize("command, flags", OTHER_FLAGS, ids=[" ".join(c[:1] + f) for c, f in OTHER_FLAGS])
+def test_evaluate_and_attention_refuse_decoding_flags_out_of_range(experiment, capsys, monkeypatch, command, flags):
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "--threads", "1", *flags)
+    one_error(*result, 2, flags[0])
+    assert not (experiment.root / "attention").exists() and not (experiment.root / "scores").exists()
+
+
+@pytest.mark.parametrize("command", [["train-tokenizer", "--vocab-size", "100"], ["binarize"], ["train"], ["info"],
+                                     ["translate"], ["evaluate"], ["average"], ["report"], ["plot"],
+                                     ["attention", "Ein Mann."], ["run", "RECIPE"]], ids=lambda command: command[0])
+def test_exp_on_a_plain_file_is_one_line(tmp_path, capsys, monkeypatch, command):
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not an experiment\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [train-tokenizer]\n")
+    command = [str(recipe) if arg == "RECIPE" else arg for arg in command]
+    one_error(*mt(capsys, monkeypatch, *command, "--exp", str(plain)), 2, f"--exp {plain}: is a file, not an experiment directory")
+    assert plain.read_text() == "not an experiment\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "recipe.yaml"]
+
+
+def test_a_recipes_exp_on_a_plain_file_is_one_line(tmp_path, capsys, monkeypatch):
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not an experiment\n")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"exp: {plain}\nsteps: [train-tokenizer]\n")
+    one_error(*mt(capsys, monkeypatch, "run", str(recipe)), 2, f"{recipe}: exp {plain}: is a file, not an experiment directory")
+    assert plain.read_text() == "not an experiment\n"
+
+
+def test_translations_have_no_leading_or_trailing_whitespace(experiment):
+    # A real SentencePiece model decoding ids that a short model printed: "A" and a run of "▁".
+
+    _, tgt = experiment.load_tokenizers(experiment.load_config().tokenizer.joint)
+    vocabulary = tgt.pieces(list(range(tgt.vocab_size)))
+    assert "\u2581" in vocabulary, "the toy vocabulary must hold the bare word-start piece"
+    space = vocabulary.index("\u2581")
+    a_man = tgt.encode(["a man"])[0]
+    texts = tgt.decode([[space, space, *a_man, *[space] * 27], [space] * 3, a_man])
+    assert texts == ["a man", "", "a man"]
+
+
+def test_info_shows_the_step_of_last_pt(experiment, capsys, monkeypatch):
+    records = [json.loads(line) for line in experiment.train_log_path.read_text().splitlines()]
+    logged = [r["step"] for r in records if "loss" in r][-1]
+    saved = load_checkpoint(experiment.checkpoint_path("last"))["step"]
+    assert (logged, saved) == (36, 40)  # what this test is about: the log ends before last.pt
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root), "--json")
+    assert code == 0, err
+    training = json.loads(out)["training"]
+    assert (training["last_step"], training["logged_step"]) == (40, 36)
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(experiment.root))
+    assert code == 0, err
+    assert "(logged at step 36)" in out
+
+
+def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
+    # Whether it warns depends on this CPU (no bf16 hardware: ~30-100x slower); it must match the helper.
+    inputs = str(experiment.root.parent / "in.txt")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs,
+                        "--threads", "1", "--precision", "bf16")
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    reason = hardware.too_slow("bf16")
+    if reason is None:
+        assert warnings == []
+    else:
+        assert warnings == [f"warning: --precision bf16: {reason} (a short matmul timed here); "
+                            "--precision fp32 will be faster"]
+    code, _, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", inputs, "--threads", "1")
+    assert code == 0 and "warning:" not in err
+
+
+def test_every_subcommand_help_ends_in_examples_that_use_its_own_flags():
+    group = typer.main.get_command(cli.app)
+    assert len(group.commands) >= 11
+    for name, command in group.commands.items():
+        done = CliRunner().invoke(cli.app, [name, "--help"], env={"COLUMNS": "100"})
+        assert done.exit_code == 0, name
+        assert "Example" in done.output, f"mt {name} --help has no examples (epilog=_examples(...))"
+        tail = done.output[done.output.index("Example"):]
+        assert done.output.index("--help") < done.output.index("Example") and f"mt {name} " in tail, name
+        assert "list[" not in done.output and " range>" not in done.output, f"mt {name} --help: a Python type as metavar"
+        # Each example is a command line whose flags exist (the README's usage, kept from rotting).
+        for example in command.epilog.split("\n\n")[1:]:
+            words = shlex.split(example.partition("mt ")[2])
+            flags = {opt for param in group.commands[words[0]].params for opt in param.opts}
+            assert {w for w in words if w.startswith("-")} <= flags, example
+
+
+def _no_cuda_device() -> str:
+    """A --device this machine cannot use: cuda where torch has none, else a CUDA index past the last."""
+    import torch
+
+    return f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+
+
+RUNTIME_FLAGS = [
+    (["translate"], ["--device", "gpu"], "--device gpu: expected cpu, cuda or cuda:N"),
+    (["translate"], ["--device", "mps"], "--device mps"),
+    (["translate"], ["--device", "NOCUDA"], "--device "),
+    (["evaluate"], ["--device", "NOCUDA"], "--device "),
+    (["attention", "Ein Mann."], ["--device", "NOCUDA"], "--device "),
+    (["serve"], ["--device", "NOCUDA"], "--device "),
+    (["translate"], ["--threads", "0"], "'--threads'"),
+    (["serve"], ["--threads", "-1"], "'--threads'"),
+    (["translate"], ["--threads", "100000"], "less than or equal to 1024"),  # was a segmentation fault in OpenMP
+    (["serve"], ["--port", "99999"], "'--port'"),
+    (["translate"], ["--top-k", "5"], "go with --sample"),
+    (["translate"], ["--temperature", "0.5"], "go with --sample"),
+    (["translate"], ["--sample", "--beam", "5"], "--sample draws one translation"),
+]
+
+
+@pytest.mark.parametrize("command, flags, needle", RUNTIME_FLAGS, ids=[" ".join(c[:1] + f) for c, f, _ in RUNTIME_FLAGS])
+def test_runtime_flags_are_checked_before_anything_runs(experiment, capsys, monkeypatch, command, flags, needle):
+    flags = [_no_cuda_device() if flag == "NOCUDA" else flag for flag in flags]
+    inputs = ["-i", str(experiment.root.parent / "in.txt")] if command == ["translate"] else []
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), *inputs, *flags)
+    one_error(*result, 2, needle)
+    assert not (experiment.root / "attention").exists() and not (experiment.root / "scores").exists()
+
+
+def test_report_refuses_a_checkpoint_that_is_not_there(experiment, tmp_path, capsys, monkeypatch):
+    page = tmp_path / "report.html"
+    result = mt(capsys, monkeypatch, "report", "--exp", str(experiment.root), "--checkpoint", "nope", "-o", str(page))
+    one_error(*result, 1, "no checkpoint 'nope'", "available: ")
+    assert not page.exists()
+
+
+def test_evaluate_names_both_files_when_they_do_not_pair_up(experiment, tmp_path, capsys, monkeypatch):
+    hyp, ref = tmp_path / "out.en", tmp_path / "ref.en"
+    hyp.write_text("a\nb\nc\n", encoding="utf-8")
+    ref.write_text("a\nb\n", encoding="utf-8")
+    result = mt(capsys, monkeypatch, "evaluate", "--hyp", str(hyp), "--ref", str(ref))
+    one_error(*result, 1, f"--hyp {hyp} has 3 lines but --ref {ref} has 2")
+    result = mt(capsys, monkeypatch, "evaluate", "--exp", str(experiment.root), "--hyp", str(hyp), "--ref", str(ref))
+    one_error(*result, 2, "--exp translates a split")
+
+
+def test_version_names_mt_and_what_it_runs_on(capsys, monkeypatch):
+    import torch
+
+    code, out, err = mt(capsys, monkeypatch, "--version")
+    assert code == 0 and err == "", err
+    assert out.startswith("mt 0.") and f"torch {torch.__version__}" in out and len(out.splitlines()) == 1
+
+
+def test_input_dash_reads_stdin(experiment, capsys, monkeypatch):
+    text = (experiment.root.parent / "in.txt").read_bytes()
+    code, from_file, err = mt(capsys, monkeypatch, "translate", "--exp", experiment.root, "--input",
+                              experiment.root.parent / "in.txt")
+    assert code == 0, err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text), encoding="utf-8"))
+    code, from_stdin, err = mt(capsys, monkeypatch, "translate", "--exp", experiment.root, "--input", "-")
+    assert code == 0 and from_stdin == from_file and len(from_stdin.splitlines()) == 2, err
+
+
+def test_translate_into_a_file_shows_progress_only_on_a_terminal(experiment, tmp_path, capsys, monkeypatch):
+    from mt import log
+
+    args = ["translate", "--exp", experiment.root, "--input", experiment.root.parent / "in.txt"]
+    code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "plain.txt")
+    assert code == 0 and "2/2" not in err, err  # stderr is no terminal here
+    monkeypatch.setattr(log, "progress_enabled", lambda: True)  # as on a terminal
+    code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "shown.txt")
+    assert code == 0 and "translate" in err and "2/2" in err, err
+    assert (tmp_path / "shown.txt").read_text() == (tmp_path / "plain.txt").read_text() != ""
+
+
+def test_evaluate_shows_progress_only_on_a_terminal(experiment, capsys, monkeypatch):
+    from mt import log
+
+    code, out, err = mt(capsys, monkeypatch, "evaluate", "--exp", experiment.root, "--split", "valid", "--json")
+    assert code == 0 and not re.search(r"\d+/\d+", err), err  # stderr is no terminal here
+    monkeypatch.setattr(log, "progress_enabled", lambda: True)  # as on a terminal
+    code, shown, err = mt(capsys, monkeypatch, "evaluate", "--exp", experiment.root, "--split", "valid", "--json")
+    lines = json.loads(out)["sentences"]
+    assert code == 0 and re.search(rf"valid .*{lines}/{lines}", err), err
+    assert json.loads(shown)["bleu"] == json.loads(out)["bleu"]
+
+
+def test_attention_json_on_stdout_and_files_in_output(experiment, tmp_path, capsys, monkeypatch):
+    """One grammar: --json prints JSON on stdout (as evaluate and info), --output names where files go."""
+    code, out, err = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.", "--json")
+    weights = json.loads(out)
+    assert code == 0 and weights["src_tokens"][-1] == "</s>" and weights["cross_attention"], err
+    assert not experiment.attention_dir.exists()  # nothing written
+    code, out, err = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.",
+                        "--format", "json", "--output", tmp_path / "maps")
+    assert code == 0 and json.loads((tmp_path / "maps" / "attention.json").read_text()) == weights, err
+
+
+def test_a_bare_mt_prints_its_help(capsys, monkeypatch):
+    code, out, err = mt(capsys, monkeypatch)
+    assert code == 2 and out == ""
+    assert err.startswith("Usage: ") and "COMMAND" in err and "train-tokenizer" in err and "backtranslate" in err
+
+
+def test_global_flags_work_after_the_subcommand(tmp_path, capsys, monkeypatch):
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", tmp_path / "none", "--debug")
+    assert code == 1 and "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", tmp_path / "none", "-q")
+    one_error(code, out, err, 1, "not an experiment yet")
+    assert cli_errors.global_flags_first(["translate", "--debug", "--", "--debug"]) == ["--debug", "translate", "--", "--debug"]
+
+
+def test_help_at_80_columns_cuts_nothing_and_keeps_examples_whole():
+    # Rich's tables cut long words and option names with an ellipsis at 80 columns ("--length-penal…").
+    group = typer.main.get_command(cli.app)
+    for name, command in group.commands.items():
+        done = CliRunner().invoke(cli.app, [name, "--help"], env={"COLUMNS": "80"})
+        assert done.exit_code == 0, name
+        assert "…" not in done.output, f"mt {name} --help cuts text at 80 columns"
+        for param in command.params:
+            for opt in param.opts:
+                assert opt in done.output, f"mt {name} --help lost {opt}"
+        for example in command.epilog.split("\n\n")[1:]:
+            line = example.replace("\b", "").strip()
+            assert line in done.output, f"mt {name} --help breaks the example {line!r}"
+
+
+def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    for flags in (["--beam", "1"], ["--beam", "2", "--alpha", "0.3", "--tokenized"]):
+        code, _, err = mt(capsys, monkeypatch, "evaluate", "--exp", str(copy), "--split", "valid", "--threads", "1", *flags)
+        assert code == 0, err
+        if flags == ["--beam", "1"]:
+            plain = (copy / "translations" / "valid.hyp").read_bytes()
+    # the translations beside the sacreBLEU scores stay theirs (was: replaced by the tokenized run's)
+    assert (copy / "translations" / "valid.hyp").read_bytes() == plain
+    assert (copy / "translations" / "valid.tokenized.hyp").is_file()
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
+    assert code == 0, err
+    record = json.loads(out)
+    valid, tokenized = record["scores"]["valid"], record["scores"]["valid.tokenized"]
+    assert (valid["decode"]["beam"], tokenized["decode"]["beam"], tokenized["decode"]["alpha"]) == (1, 2, 0.3)
+    assert 0 <= valid["bleu"] <= 100 and record["config"]["decode"]["beam"] == experiment.load_config().decode.beam
+    assert record["checkpoints"]["last"]["bytes"] == experiment.checkpoint_path("last").stat().st_size
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
+    assert code == 0, err
+    assert "(best.pt, beam 1, alpha 0.6 gnmt)" in out and "valid (tokenized)" in out and "pretok:moses-" in out
+
+
+def test_a_failed_step_leaves_the_config_as_it_was(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    shutil.rmtree(copy / "data")
+    shutil.rmtree(copy / "checkpoints")
+    before = (copy / "config.yaml").read_text(encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "train", "--exp", str(copy), "--max-steps", "7", "--lr", "0.5")
+    assert code != 0 and "binarize" in err, err
+    assert (copy / "config.yaml").read_text(encoding="utf-8") == before
+    last = json.loads((copy / "overrides.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    assert "reverted" in last
+
+
+def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(experiment, tmp_path):
+    import shutil
+
+    from mt.errors import ConfigError
+    from mt.experiment.config import open_experiment
+
+    size = experiment.load_tokenizers(experiment.load_config().tokenizer.joint)[0].vocab_size
+    assert size != experiment.load_config().__class__().tokenizer.vocab_size  # the toy's is not the default
+    shutil.copytree(experiment.root / "tokenizer", tmp_path / "ft" / "tokenizer")
+    with pytest.raises(ConfigError, match=f"has {size}"):
+        open_experiment(tmp_path / "ft", sets=[f"tokenizer.vocab_size={size + 1}"])
+    assert not (tmp_path / "ft" / "config.yaml").exists()
+    _, cfg, _ = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
+    assert cfg.tokenizer.vocab_size == size and open_experiment(tmp_path / "ft")[1].tokenizer.vocab_size == size
+
+
+def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import yaml
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [train-tokenizer, binarize, train, evaluate]\ntrain:\n  max_steps: 7\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(tmp_path / "new"), "--dry-run")
+    assert code == 0, err
+    assert yaml.safe_load(out)["train"]["max_steps"] == 7 and not (tmp_path / "new").exists()
+    assert "train-tokenizer to run, binarize to run, train to run, evaluate to run" in err
+    assert "missing" not in err  # the default corpus, Debian's Ding dictionary, is installed
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(f"steps: [binarize, evaluate]\ndata:\n  train: [files:{tmp_path}/nope]\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(missing), "--exp", str(tmp_path / "new"), "--dry-run")
+    assert code == 0 and f"missing: data.train: {tmp_path}/nope.de" in err and f"{tmp_path}/nope.en" in err, err
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run",
+                        "--set", "train.max_steps=99")
+    assert code == 0, err
+    assert yaml.safe_load(out)["train"]["max_steps"] == 99 and "train-tokenizer done, binarize done" in err
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])
+def test_an_output_that_is_a_directory_or_a_device_is_refused_before_any_work(experiment, tmp_path, capsys,
+                                                                              monkeypatch, command):
+    """Was: translate everything, then "error: .adir.123-x.tmp: Is a directory"; with --force a
+    character device (a /dev/null) was replaced by a regular file."""
+    command = [str(experiment.root.parent / "in.txt") if part == "IN" else part for part in command]
+    directory = tmp_path / "adir.png"
+    directory.mkdir()
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "-o", str(directory), "--force")
+    one_error(*result, 1, f"--output {directory}: is a directory")
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), "-o", str(fifo), "--force")
+    one_error(*result, 1, f"--output {fifo}: not a regular file")
+    assert fifo.exists() and not fifo.is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["adir.png", "pipe.png"]
+
+
+def test_an_atomic_write_that_cannot_start_names_its_target_not_the_temporary(tmp_path, monkeypatch):
+    """Was "error: .o.txt.1129-8n09a31j.tmp: Read-only file system" (the temporary's name)."""
+    import errno
+    import tempfile
+
+    from mt.atomic_files import write_text_atomic
+
+    def read_only(dir, prefix, suffix):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.path.join(dir, f"{prefix}abc{suffix}"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(OSError) as info:
+        write_text_atomic(tmp_path / "out.txt", "x")
+    assert info.value.filename == str(tmp_path / "out.txt") and info.value.errno == errno.EROFS
+    assert not (tmp_path / "out.txt").exists()
+
+
+@pytest.mark.parametrize("args, needle", [(["bad \udcff"], "the sentence: not valid Unicode (character 5"),
+                                          (["Ein Mann.", "--target", "a \udcff"], "--target: not valid Unicode")])
+def test_attention_names_the_argument_that_is_not_unicode(experiment, capsys, monkeypatch, args, needle):
+    """A byte that is not UTF-8 in argv arrives as a lone surrogate; was "line 1: not valid Unicode"."""
+    result = mt(capsys, monkeypatch, "attention", *args, "--exp", str(experiment.root), "--format", "json")
+    one_error(*result, 1, needle)
+
+
+def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
+    """Lines sent one at a time into a pipe that stays open each get their translation before the
+    next is sent (was: nothing until 256 lines or the end of the input)."""
+    import select
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    process = subprocess.Popen([sys.executable, "-m", "mt", "translate", "--exp", str(experiment.root), "--threads", "1"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    answers = []
+    try:
+        for line in (b"Ein Mann.\n", b"\n", b"Die Katze schl\xc3\xa4ft.\n"):
+            process.stdin.write(line)
+            process.stdin.flush()
+            assert select.select([process.stdout], [], [], 120)[0], f"no answer to {line!r} while the pipe is open"
+            answers.append(process.stdout.readline().decode("utf-8").rstrip("\n"))
+        process.stdin.close()
+        assert process.stdout.read() == b"" and process.wait(60) == 0
+    finally:
+        process.kill()
+    from mt.decoding.translator import Translator
+
+    translator = Translator.load(experiment, experiment.load_config())
+    assert answers == translator.translate(["Ein Mann.", "", "Die Katze schläft."]) and answers[1] == ""
+
+
+def test_attention_output_that_is_a_file_is_refused_naming_it(experiment, tmp_path, capsys, monkeypatch):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("mine\n", encoding="utf-8")
+    result = mt(capsys, monkeypatch, "attention", "Ein Mann.", "--exp", str(experiment.root), "--output", str(keep))
+    one_error(*result, 1, f"--output {keep}: not a directory")  # was "keep.txt: File exists"
+    assert keep.read_text(encoding="utf-8") == "mine\n"

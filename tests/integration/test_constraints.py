@@ -1,0 +1,135 @@
+"""mt.search.constrained: every constraint appears in every output, no constraints is plain beam search,
+a batch equals one sentence at a time, and what happens at the length limit; `mt translate --constraints`.
+
+A random tiny Transformer is searched with constraints of random tokens (which it would never choose
+by itself); the trained toy experiment takes real phrases through the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import sources, tiny_model
+
+from mt.search.beam import beam_search
+from mt.search.constrained import Progress, allocate, constrained_beam_search, split_constrained_line
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def contains(tokens: list[int], phrase: list[int]) -> bool:
+    return any(tokens[i : i + len(phrase)] == phrase for i in range(len(tokens) - len(phrase) + 1))
+
+
+def test_progress_follows_phrases_and_starts_over_when_one_breaks():
+    phrases = [[7, 8, 9], [5]]
+    p = Progress().advance(7, phrases).advance(8, phrases)
+    assert p.partial == {(0, 2)} and p.tokens_met(phrases) == 2 and p.next_tokens(phrases) == {9, 7, 5}
+    broken = p.advance(4, phrases)
+    assert broken.partial == frozenset() and broken.tokens_met(phrases) == 0
+    assert p.advance(7, phrases).partial == {(0, 1)}  # a broken phrase may start again at once
+    done = p.advance(9, phrases).advance(5, phrases)
+    assert done.all_met(phrases) and done.tokens_met(phrases) == 4 and done.next_tokens(phrases) == set()
+
+
+def test_progress_follows_phrases_that_share_a_start_and_a_phrase_that_overlaps_itself():
+    shared = [[3, 4], [3, 6]]  # "New York", "New Delhi"
+    after = Progress().advance(3, shared)
+    assert after.partial == {(0, 1), (1, 1)}
+    assert after.advance(6, shared).met == {1} and after.advance(6, shared).partial == frozenset()
+    overlapping = [[2, 2, 5]]  # met by 2 2 2 5
+    p = Progress()
+    for token in (2, 2, 2, 5):
+        p = p.advance(token, overlapping)
+    assert p.all_met(overlapping)
+
+
+def test_allocation_shares_the_beam_among_banks_and_fills_what_a_bank_leaves():
+    candidates = [(-1.0, 0, "a"), (-1.5, 0, "b"), (-2.0, 0, "c"), (-3.0, 2, "d"), (-4.0, 1, "e"), (-5.0, 0, "f")]
+    chosen = allocate(candidates, beam=4, banks=3)  # slots: bank 0: 1, bank 1: 1, bank 2: 2
+    assert [c[2] for c in chosen] == ["a", "b", "d", "e"]  # bank 2 has one candidate: its second slot goes to "b"
+    assert [c[2] for c in allocate([c for c in candidates if c[1] == 0], beam=2, banks=1)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("beam", [2, 4])
+def test_every_output_contains_every_constraint(beam):
+    model = tiny_model(seed=4)
+    src = sources([3, 9, 1, 6, 12], seed=5)
+    constraints = [[[17]], [[9, 10], [21]], [[30, 31, 30]], [], [[12], [13], [14]]]
+    results = constrained_beam_search(model, src, constraints, beam=beam, max_len_a=1.0, max_len_b=5, nbest=beam)
+    for result, phrases in zip(results, constraints):
+        assert result.all_met and result.hypotheses
+        for hyp in result.hypotheses:
+            assert all(contains(hyp.tokens, phrase) for phrase in phrases), (hyp.tokens, phrases)
+        assert [h.score for h in result.hypotheses] == sorted((h.score for h in result.hypotheses), reverse=True)
+    plain = beam_search(model, src, beam=beam, max_len_a=1.0, max_len_b=5)
+    # Without them the search finds outputs that miss them: the constraints changed something.
+    assert any(not all(contains(p[0].tokens, ph) for ph in cs) for p, cs in zip(plain, constraints) if cs)
+
+
+@pytest.mark.parametrize("stop", ["early", "exact"])
+def test_without_constraints_it_is_plain_beam_search(stop):
+    model = tiny_model(seed=5)
+    src = sources([3, 9, 1, 6, 12], seed=6)
+    plain = beam_search(model, src, beam=4, alpha=0.6, max_len_a=1.5, max_len_b=5, nbest=3, stop=stop)
+    constrained = constrained_beam_search(model, src, [[]] * 5, beam=4, alpha=0.6, max_len_a=1.5, max_len_b=5,
+                                          nbest=3, stop=stop)
+    for ours, theirs in zip(constrained, plain):
+        assert [h.tokens for h in ours.hypotheses] == [h.tokens for h in theirs]
+        assert [h.score for h in ours.hypotheses] == pytest.approx([h.score for h in theirs], abs=1e-5)
+
+
+def test_a_batch_equals_one_sentence_at_a_time():
+    model = tiny_model(seed=6)
+    lengths = [3, 9, 1, 6]
+    src = sources(lengths, seed=7)
+    constraints = [[[11]], [[5, 6]], [], [[20], [22]]]
+    batch = constrained_beam_search(model, src, constraints, beam=3, max_len_a=1.0, max_len_b=4)
+    for row, n in enumerate(lengths):
+        (alone,) = constrained_beam_search(model, src[row : row + 1, : n + 1], [constraints[row]], beam=3,
+                                           max_len_a=1.0, max_len_b=4)
+        assert alone.hypotheses[0].tokens == batch[row].hypotheses[0].tokens
+        assert alone.hypotheses[0].score == pytest.approx(batch[row].hypotheses[0].score, abs=1e-4)
+
+
+def test_the_limit_grows_by_the_constraints_and_a_full_table_returns_the_best_partial_hypothesis():
+    model = tiny_model(seed=7, max_positions=8)  # room for 7 tokens: the limit is cut to the positions
+    src = sources([2], seed=8)
+    phrase = [9, 10, 11, 12, 13, 14, 15, 16, 17]  # 9 tokens and EOS cannot fit in 7
+    (result,) = constrained_beam_search(model, src, [[phrase]], beam=3, max_len_a=0.0, max_len_b=1)
+    assert not result.all_met and len(result.hypotheses) == 1
+    assert result.hypotheses[0].tokens == phrase[: len(result.hypotheses[0].tokens)]  # the most it could meet
+    # Without the positions' cap, a*len+b = 1 would leave no room: the constraint's tokens are added to it.
+    (fits,) = constrained_beam_search(tiny_model(seed=7), src, [[[9, 10, 11]]], beam=3, max_len_a=0.0, max_len_b=1)
+    assert fits.all_met and contains(fits.hypotheses[0].tokens, [9, 10, 11])
+
+
+def test_split_constrained_line():
+    assert split_constrained_line("Ein Hund.\tdog\t  \tthe cat") == ("Ein Hund.", ["dog", "the cat"])
+    assert split_constrained_line("Ein Hund.") == ("Ein Hund.", [])
+
+
+def mt(*args: str, stdin: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alone(trained_experiment):
+    exp = str(trained_experiment.root)
+    lines = ["Der Hund läuft im Park.", "Eine Katze sitzt auf dem Haus.", "Die Frau spielt."]
+    plain = mt("translate", "--exp", exp, "--beam", "4", stdin="\n".join(lines) + "\n")
+    assert plain.returncode == 0, plain.stderr
+    constrained_input = [lines[0] + "\tblue house", lines[1], lines[2] + "\tred\tsmall dog"]
+    done = mt("translate", "--exp", exp, "--beam", "4", "--constraints", stdin="\n".join(constrained_input) + "\n")
+    assert done.returncode == 0, done.stderr
+    out, before = done.stdout.splitlines(), plain.stdout.splitlines()
+    assert len(out) == 3
+    assert "blue house" in out[0] and "red" in out[2] and "small dog" in out[2]
+    assert out[1] == before[1]  # an unconstrained line is unchanged
+    refused = mt("translate", "--exp", exp, "--constraints", "--sample", stdin="x\n")
+    assert refused.returncode != 0 and "--constraints needs beam search" in refused.stderr

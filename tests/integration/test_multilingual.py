@@ -1,0 +1,345 @@
+"""One model for several directions (data.directions, Johnson et al. 2017): the config and the corpus
+grammar, the tokenizer's tags and balanced sample, binarize's tagged sources, balanced batches, and
+every command on a tiny model trained on en-de, de-en, en-fr and fr-en of a multi-way toy corpus:
+the tag picks the output language, de-fr is zero-shot (a warning) or pivoted, a target without a tag
+is refused naming the directions, evaluate scores each direction, serve answers each pair, export
+carries the tags. A bilingual experiment is unchanged: the rest of the suite, and
+tests/integration/test_saved_experiment.py, run on bilingual ones.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from helpers import WORDS_DE, WORDS_FR, mt, one_thread, toy_multiway
+
+from mt.config.schema import ExperimentConfig, set_field, validate
+from mt.config.sources import parse_source
+from mt.data.batching import balanced_epoch
+from mt.data.binarize import binarize
+from mt.data.dataset import ParallelData
+from mt.data.train_tokenizer import balanced_counts, train_tokenizer
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+from mt.experiment.config import open_experiment
+from mt.experiment.paths import Experiment
+from mt.tokenizer import EOS_ID
+from mt.training.loop import train
+
+DIRECTIONS = ["en-de", "de-en", "en-fr", "fr-en"]
+GERMAN, FRENCH = set(WORDS_DE) - set(WORDS_FR), set(WORDS_FR) - set(WORDS_DE)
+
+
+# -- the config and the grammar -----------------------------------------------------------------
+def test_directions_and_the_sources_they_read():
+    cfg = ExperimentConfig()
+    cfg.data.directions = ["en-de", "de-en"]
+    cfg.data.train = ["files:/c/train", "files:/c/extra~en-de*2"]
+    validate(cfg, "test")
+    assert cfg.data.pairs() == [("en", "de"), ("de", "en")] and cfg.data.languages() == ["en", "de"]
+    assert [s.paths for s in cfg.data.sources("train", ("en", "de"))] == [("/c/train.en", "/c/train.de"),
+                                                                          ("/c/extra.en", "/c/extra.de")]
+    assert [(s.paths, s.weight) for s in cfg.data.sources("train", ("de", "en"))] == [(("/c/train.de", "/c/train.en"), 1.0)]
+    assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0] == "~/corpus/train.de"  # a path's ~
+    # A ~ suffix of two directions, unquoted in YAML's [a, b] or in a flag's a,b: not split at its comma.
+    for written in ("[files:/c/x~en-de,de-en, files:/c/y]", "files:/c/x~en-de,de-en,files:/c/y"):
+        set_field(cfg, "data.train", written)
+        assert cfg.data.train == ["files:/c/x~en-de,de-en", "files:/c/y"], written
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"directions": ["en-de", "en-de"]}, "names a direction twice"),
+    ({"directions": ["en-en"]}, "not a direction"),
+    ({"directions": ["ende"]}, "not a direction"),
+    ({"directions": ["en-de"], "train": ["files:/c/x~fr-de"]}, "names fr-de, not a direction of data.directions (en-de)"),
+    ({"train": ["files:/c/x~en-de"]}, "data.directions, which is not set"),
+    ({"directions": ["en-de", "de-en"], "test": ["files:/c/t~en-de"]}, "data.test: no source for de-en"),  # was a KeyError
+])
+def test_bad_directions_are_one_line(change, needle):
+    cfg = ExperimentConfig()
+    cfg.data.__dict__.update(change)
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        validate(cfg, "test")
+
+
+def test_several_directions_need_one_vocabulary():
+    cfg = ExperimentConfig()
+    cfg.data.directions, cfg.tokenizer.joint = ["en-de", "de-en"], False
+    with pytest.raises(ConfigError, match="tokenizer.joint"):
+        validate(cfg, "test")
+
+
+def test_temperature_balances_without_repeats_and_batches_with():
+    assert balanced_counts({"en": 100, "de": 100}, 5) == {"en": 100, "de": 100}
+    assert balanced_counts({"en": 1000, "de": 100}, 1) == {"en": 1000, "de": 100}
+    assert balanced_counts({"en": 1000, "de": 100}, 5) == {"en": 158, "de": 100}  # 1000^0.2 / 100^0.2 = 1.58
+    directions = np.array([0] * 90 + [1] * 10)
+    assert balanced_epoch(directions, 1, seed=1, epoch=0) is None  # as the data come
+    epoch = balanced_epoch(directions, 5, seed=1, epoch=0)
+    counts = np.bincount(directions[epoch])
+    assert counts.sum() == 100 and 55 < counts[0] < 65  # 90^0.2 : 10^0.2 = 1.55 : 1
+    assert (balanced_epoch(directions, 5, seed=1, epoch=0) == epoch).all()  # a resume reads the same
+    assert not (balanced_epoch(directions, 5, seed=1, epoch=1) == epoch).all()
+
+
+# -- a tiny multilingual experiment --------------------------------------------------------------
+@pytest.fixture(scope="module")
+def multi(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multilingual")
+    for split, n in (("train", 400), ("valid", 30), ("test", 30)):
+        for lang, lines in toy_multiway(n, seed=len(split)).items():
+            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    exp, cfg, _ = open_experiment(root / "exp", flags={
+        "data.directions": DIRECTIONS, "data.train": [f"files:{root / 'train'}"],
+        "data.valid": [f"files:{root / 'valid'}"], "data.test": [f"files:{root / 'test'}"],
+        "tokenizer.vocab_size": 100, "tokenizer.byte_fallback": False,
+        "model.enc_layers": 1, "model.dec_layers": 1, "model.d_model": 32, "model.d_ff": 64, "model.n_heads": 2,
+        "train.max_steps": 700, "train.max_tokens": 600, "train.warmup_steps": 20, "train.lr_peak": 0.005,
+        "train.valid_every": 350, "train.valid_bleu": True, "train.save_every": 1000, "decode.max_len_b": 12,
+        "decode.beam": 2})
+    with one_thread():
+        train_tokenizer(exp, cfg)
+        binarize(exp, cfg)
+        train(exp, cfg)
+    return exp
+
+
+def test_validation_bleu_scores_each_row_against_its_own_direction(multi):
+    """train.valid_bleu ran (twice), and its references follow the rows through every direction's
+    sources: each sampled row's reference is the line its target ids came from."""
+    from types import SimpleNamespace
+
+    from mt.data.dataset import ParallelData
+    from mt.training.loop import _bleu_sample
+
+    records = [json.loads(line) for line in multi.train_log_path.read_text().splitlines()]
+    assert len([r for r in records if "valid_bleu" in r]) == 2
+    cfg = multi.load_config()
+    _, tgt_tok = multi.load_tokenizers(True)
+    data = ParallelData(multi, "valid")
+    sample = _bleu_sample(SimpleNamespace(exp=multi, cfg=cfg, valid_data=data, tgt_tok=tgt_tok))
+    assert len(set(data.directions[sample.indices].tolist())) == len(DIRECTIONS)  # rows of every direction
+    assert sample.refs == tgt_tok.decode([data.tgt(int(i)).tolist() for i in sample.indices])
+
+
+def test_the_tokenizer_keeps_each_tag_whole(multi):
+    tok, _ = multi.load_tokenizers(True)
+    for lang in ("en", "de", "fr"):
+        tag = tok.tag_id(lang)
+        assert tag is not None and tok.pieces([tag]) == [f"<2{lang}>"]
+        assert tag in tok.encode([f"<2{lang}> Der Hund."])[0]  # never split into pieces
+    assert tok.tag_id("es") is None
+
+
+def test_binarize_puts_the_target_tag_first_and_records_each_pair_direction(multi):
+    tok, _ = multi.load_tokenizers(True)
+    data = ParallelData(multi, "train")
+    assert np.bincount(data.directions).tolist() == [400, 400, 400, 400]
+    for i in (0, 400, 800, 1200):
+        target = DIRECTIONS[data.directions[i]].split("-")[1]
+        assert int(data.src(i)[0]) == tok.tag_id(target)
+        assert int(data.tgt(i)[0]) not in {tok.tag_id(lang) for lang in ("en", "de", "fr")}
+    stats = json.loads(multi.data_stats_path.read_text())
+    assert stats["splits"]["test"]["directions"] == dict.fromkeys(DIRECTIONS, 30)
+
+
+@pytest.mark.slow
+def test_the_tag_picks_the_output_language(multi):
+    translator = Translator.load(multi, multi.load_config())
+    english = toy_multiway(30, seed=99)["en"]
+    words = {}
+    for tgt in ("de", "fr"):
+        out = [h[0][0] for h in translator.search(english, DecodeOptions(src_lang="en", tgt_lang=tgt))]
+        words[tgt] = [w.strip(".").lower() for line in out for w in line.split()]
+    german = {tgt: sum(w in GERMAN for w in ws) for tgt, ws in words.items()}
+    french = {tgt: sum(w in FRENCH for w in ws) for tgt, ws in words.items()}
+    assert german["de"] > 2 * german["fr"] and french["fr"] > 2 * french["de"], (german, french)
+
+
+@pytest.mark.slow
+def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
+    translator = Translator.load(multi, multi.load_config())
+    german = toy_multiway(4, seed=98)["de"]
+    translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr"))
+    assert "de-fr was not trained (zero-shot" in capsys.readouterr().err
+    pivoted = translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en"))
+    assert len(pivoted) == 4 and "zero-shot" not in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="no <2es>; it translates en-de, de-en, en-fr, fr-en"):
+        translator.search(german, DecodeOptions(src_lang="de", tgt_lang="es"))
+    with pytest.raises(ConfigError, match=r"^xx-en: this model knows no language xx \(--src-lang\)"):
+        translator.search(german, DecodeOptions(src_lang="xx", tgt_lang="en"))  # not a zero-shot pair
+    with pytest.raises(ConfigError, match=r"give the target language \(--tgt-lang\)"):
+        translator.search(german, DecodeOptions(src_lang="en"))
+    with pytest.raises(ConfigError, match="the pivot is a third language"):
+        translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="fr"))
+    with pytest.raises(ConfigError, match="the pivot is a third language"):  # de's one target, resolved: en
+        translator.search(german, DecodeOptions(src_lang="de", pivot="en"))
+
+
+@pytest.mark.slow
+def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path):
+    text = tmp_path / "in.en"
+    text.write_text("\n".join(toy_multiway(3, seed=97)["en"]) + "\n", encoding="utf-8")
+    code, de, err = mt(capsys, monkeypatch, "translate", "--exp", multi.root, "-i", text, "--tgt-lang", "de")
+    assert code == 0, err
+    code, fr, err = mt(capsys, monkeypatch, "translate", "--exp", multi.root, "-i", text, "--src-lang", "en",
+                       "--tgt-lang", "fr")
+    assert code == 0 and de != fr and len(fr.splitlines()) == 3, err
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", multi.root, "-i", text)
+    assert code == 2 and out == "" and err.strip() == \
+        "error: give the target language (--tgt-lang): this model translates en-de, de-en, en-fr, fr-en"
+    code, out, err = mt(capsys, monkeypatch, "evaluate", "--exp", multi.root, "--json")
+    assert code == 0, err
+    scores = json.loads(out)
+    assert list(scores["directions"]) == DIRECTIONS
+    assert scores["bleu"] == pytest.approx(sum(d["bleu"] for d in scores["directions"].values()) / 4, abs=1e-3)
+    assert all((multi.root / "translations" / f"test.{d}.hyp").is_file() for d in DIRECTIONS)
+    code, out, _ = mt(capsys, monkeypatch, "evaluate", "--exp", multi.root)
+    assert [line.split()[0] for line in out.splitlines()[1:6]] == [*DIRECTIONS, "average"]
+    code, out, _ = mt(capsys, monkeypatch, "info", "--exp", multi.root)
+    assert "en-de, de-en, en-fr, fr-en" in out
+    from mt.apps.report.page import _samples  # the report's samples: each direction's, with its languages
+
+    page = _samples(multi, 2)
+    assert all(f"test {d}: 2 of 30 sentences" in page for d in DIRECTIONS) and "reference (fr)" in page
+
+
+@pytest.mark.slow
+def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
+    from helpers import Served, call, ok
+
+    from mt.apps.serve.app import Limits, build_app
+
+    translator = Translator.load(multi, multi.load_config())
+    with Served(build_app(translator, Limits(max_wait_ms=0), threads=1)) as served:
+        assert ok(f"{served.url}/languages") == [
+            {"code": "en", "name": "English", "targets": ["de", "fr"]},
+            {"code": "de", "name": "German", "targets": ["en"]},
+            {"code": "fr", "name": "French", "targets": ["en"]}]
+        english = toy_multiway(3, seed=96)["en"]
+        for tgt in ("de", "fr"):
+            answer = ok(f"{served.url}/translate", {"q": english, "source": "en", "target": tgt})["translatedText"]
+            assert answer == [h[0][0] for h in translator.search(english, DecodeOptions(src_lang="en", tgt_lang=tgt))]
+        status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", "source": "auto", "target": "de"})
+        assert status == 400 and "auto is not supported" in data["error"] and "give source" in data["error"]
+        status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "de", "target": "es"})
+        assert status == 400 and data["error"].startswith("target 'es'") and "en-de, de-en" in data["error"]
+        status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "xx", "target": "en"})
+        assert status == 400 and data["error"].startswith("source 'xx': xx-en: this model knows no language xx (source)")
+        status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", "source": "xx", "target": "en"})
+        assert status == 400 and data["error"].startswith("xx is not supported")
+        for pair in ({"source": "en", "target": ["de"]}, {"source": ["en"], "target": "de"}):
+            status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", **pair})
+            assert status == 400 and "expected a language code" in data["error"]
+        v1 = ok(f"{served.url}/v1/translate", {"text": english, "source": "en", "target": "fr"})
+        assert [t["text"] for t in v1["translations"]] == \
+            [h[0][0] for h in translator.search(english, DecodeOptions(src_lang="en", tgt_lang="fr"))]
+
+
+@pytest.mark.slow
+def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
+    from mt.apps.export import export
+
+    cfg = multi.load_config()
+    export(multi, cfg, tmp_path / "ct2")
+    readme = (tmp_path / "ct2" / "README.txt").read_text()
+    assert "<2de> de, <2fr> fr" in readme.replace("<2en> en, ", "") and '["<2de>"] + p' in readme
+    translator = Translator.load(multi, cfg)
+    ct2 = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
+    english = toy_multiway(20, seed=95)["en"]
+    same = 0
+    for line in english:
+        ours = translator.search([line], DecodeOptions(beam=1, src_lang="en", tgt_lang="fr"))[0][0][0]
+        pieces = ["<2fr>", *translator.src_tok.pieces(translator.src_tok.encode([line])[0])]
+        limit = int(cfg.decode.max_len_a * len(pieces) + cfg.decode.max_len_b)
+        result = ct2.translate_batch([pieces], beam_size=1, return_end_token=True, min_decoding_length=0,
+                                     max_decoding_length=limit, max_input_length=cfg.model.max_positions)
+        theirs = translator.tgt_tok.decode([[translator.tgt_tok._sp.piece_to_id(p) for p in result[0].hypotheses[0]]])[0]
+        same += ours == theirs
+    assert same >= 18, f"{same} of 20 greedy translations agree"
+
+
+def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[huggingface]'")
+    from mt.apps.export import export
+
+    cfg = multi.load_config()
+    export(multi, cfg, tmp_path / "hf", fmt="huggingface")
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")
+    assert all(f"| `>>{lang}<<` | {lang} |" in card for lang in ("en", "de", "fr"))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "hf")).eval()
+    translator = Translator.load(multi, cfg)
+    english = toy_multiway(20, seed=95)["en"]
+    tag = translator.src_tok.tag_id("fr")
+    batch = tokenizer([f">>fr<< {line}" for line in english])
+    assert batch["input_ids"] == [[tag, *ids, EOS_ID] for ids in translator.src_tok.encode(english)]
+    same = 0
+    for line, ids in zip(english, batch["input_ids"]):
+        ours = translator.search([line], DecodeOptions(beam=1, src_lang="en", tgt_lang="fr"))[0][0][0]
+        limit = int(cfg.decode.max_len_a * (len(ids) - 1) + cfg.decode.max_len_b)
+        with torch.no_grad():
+            out = model.generate(input_ids=torch.tensor([ids]), num_beams=1, max_new_tokens=limit)
+        same += ours == tokenizer.decode(out[0], skip_special_tokens=True).strip()
+    assert same >= 18, f"{same} of 20 greedy translations agree"
+
+
+@pytest.mark.slow
+def test_distill_translates_every_direction_into_a_multilingual_student(multi, tmp_path):
+    from mt.apps.distill import distill
+    from mt.experiment.paths import Experiment
+
+    student = Experiment(tmp_path / "student")
+    manifest = distill([multi], student, DecodeOptions(beam=1), chunk_lines=150)
+    assert len(manifest["corpus"]) == 4 and manifest["lines"] == 1600
+    for direction in DIRECTIONS:
+        src, tgt = direction.split("-")
+        for lang in (src, tgt):
+            lines = (tmp_path / "student" / "distill" / f"train.{direction}.{lang}").read_text().splitlines()
+            assert len(lines) == 400
+    cfg = student.load_config()
+    assert cfg.data.directions == DIRECTIONS
+    assert [s.directions for s in cfg.data.sources("train", ("en", "fr"))] == [(("en", "fr"),)]
+
+
+def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en"))[0][0][0] is not None
+    with pytest.raises(ConfigError, match="de-fr: this model translates de-en only"):
+        translator.search(["Der Hund."], DecodeOptions(tgt_lang="fr"))
+    with pytest.raises(MtError):
+        translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en", pivot="fr"))
+
+
+def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
+    from mt.data.binarize_workers import _pair_hash
+
+    assert _pair_hash("Okay.", "Okay.", (5,)) != _pair_hash("Okay.", "Okay.", (6,))  # <2de> and <2fr> sources
+    assert _pair_hash("Okay.", "Okay.", (5,)) == _pair_hash("Okay.", "Okay.", (5,))
+
+
+@pytest.mark.slow
+def test_the_report_of_a_multilingual_experiment_shows_each_direction(multi, tmp_path):
+    import shutil
+
+    from mt.apps.evaluate import evaluate_split
+    from mt.apps.report.page import build_report
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(multi.root, exp.root)
+    evaluate_split(exp, exp.load_config(), "test")
+    page = build_report(exp, samples=1)
+    assert "mt report: exp (en → de, de → en, en → fr, fr → en)" in page  # was the config's default de → en
+    assert all(f"test {d}" in page for d in DIRECTIONS) and "test (mean of 4)" in page
+    attention = page.split("<h2>Attention</h2>", 1)[1]
+    source = re.search(r"<th>source</th><td>(.*?)</td>", attention).group(1)
+    translator = Translator.load(exp, exp.load_config())
+    expected = translator.search([source], DecodeOptions(src_lang="en", tgt_lang="de"))[0][0][0]
+    assert f"<th>translation</th><td>{html.escape(expected, quote=False)}</td>" in attention  # read with <2de>

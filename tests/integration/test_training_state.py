@@ -1,0 +1,68 @@
+"""mt.training.checkpoints: the counters round-trip through a checkpoint's keys (older checkpoints too), the
+best validation and patience, and a run's checkpoint keeps every key existing checkpoints have.
+The tiny experiment comes from helpers.build_experiment.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from helpers import build_experiment, copy_experiment
+
+from mt.experiment.checkpoint_file import load_checkpoint
+from mt.experiment.paths import Experiment
+from mt.training.checkpoints import resume_training, save_training
+from mt.training.setup import build_training
+from mt.training.state import TrainingState
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+# The keys of a training checkpoint as written before TrainingState: existing checkpoints resume.
+CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
+                   "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
+                   "skipped", "elapsed", "init_from", "device", "rng", "ema"}
+
+
+def test_the_counters_round_trip_through_a_checkpoint():
+    state = TrainingState(step=7, best_metric="bleu", best_valid=12.5, bad_validations=2, cooldown_from=3e-4,
+                          skipped=1, elapsed=9.5, init_from="other/checkpoints/best.pt", device="cuda")
+    saved = state.to_checkpoint()
+    assert set(saved) < CHECKPOINT_KEYS
+    assert TrainingState.from_checkpoint(saved, "bleu") == state
+
+
+def test_an_older_checkpoint_and_a_changed_best_metric():
+    older = {"step": 3, "best_valid": 2.0, "elapsed": 1.0}  # before patience, cooldown, skipped, init_from
+    assert TrainingState.from_checkpoint(older, "nll") == TrainingState(step=3, best_valid=2.0, elapsed=1.0)
+    changed = TrainingState.from_checkpoint({**older, "best_metric": "nll", "bad_validations": 4}, "bleu")
+    assert (changed.step, changed.best_valid, changed.bad_validations) == (3, -math.inf, 0)  # a new best starts
+
+
+def test_the_best_validation_and_patience():
+    state = TrainingState.fresh("nll")
+    assert state.record_validation({"valid_nll": 2.0}) and not state.record_validation({"valid_nll": 2.0})
+    assert state.bad_validations == 1 and state.out_of_patience(1) and not state.out_of_patience(2)
+    assert not state.out_of_patience(0)  # 0: never
+    assert state.record_validation({"valid_nll": 1.5}) and state.bad_validations == 0
+    bleu = TrainingState.fresh("bleu")
+    assert bleu.record_validation({"valid_bleu": 0.0, "valid_nll": 9.0}) and bleu.best_valid == 0.0
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Experiment:
+    return build_experiment(tmp_path_factory.mktemp("training_state"))
+
+
+def test_a_run_saves_the_keys_on_disk_and_resumes_its_state_and_position(base, tmp_path):
+    exp, cfg = copy_experiment(base, tmp_path / "exp")
+    run = build_training(exp, cfg)
+    for _ in range(3):
+        run.trainer.step()
+    save_training(run)
+    assert set(load_checkpoint(exp.checkpoint_path("last"))) == CHECKPOINT_KEYS | {"format"}
+    resumed = build_training(exp, cfg)
+    assert resume_training(resumed)
+    assert resumed.trainer.state == run.trainer.state
+    assert (resumed.trainer.stream.epoch, resumed.trainer.stream.batch_in_epoch) == (0, 3)
+    assert resumed.trainer.stream.next_batch().indices.tolist() == run.trainer.stream.next_batch().indices.tolist()

@@ -1,0 +1,205 @@
+"""Translating: streaming order, empty and over-long lines, output formats, ensembles, fast modes.
+
+On conftest's tiny trained experiment (tokenizer + binarized data + a 40-step model, built once
+through the library); the streaming checks pipe real processes through `python -m mt translate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from helpers import toy_corpus
+
+from mt.data.batching import length_groups
+from mt.decoding.options import DecodeOptions, Sampling
+from mt.decoding.output import stream
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError
+from mt.experiment.paths import Experiment
+
+
+def mt_translate(exp: Experiment, stdin: str, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
+                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experiment):
+    distinct = toy_corpus(40, seed=99)[0]
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    alone = {line: translator.translate([line])[0] for line in distinct}
+    assert len(set(alone.values())) > 5, "the tiny model must tell inputs apart for this test to mean anything"
+    rng = random.Random(5)
+    lines = [rng.choice(distinct) if rng.random() > 0.1 else "" for _ in range(10_000)]
+    done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--beam", "1", "--max-len-b", "4")
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode().split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    greedy = Translator.load(trained_experiment, trained_experiment.load_config())
+    greedy.decode_cfg.beam, greedy.decode_cfg.max_len_b = 1, 4
+    expected = {line: greedy.translate([line])[0] for line in distinct}
+    assert out[:-1] == [expected[line] if line else "" for line in lines]
+
+
+@pytest.mark.slow
+def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
+    long_line = ("Der Hund läuft im Park. " * 5000)[:100_000]
+    done = mt_translate(trained_experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
+    assert done.returncode == 0, done.stderr.decode()
+    assert len(done.stdout.decode().split("\n")) == 4
+    assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()
+
+
+@pytest.mark.slow
+def test_nbest_and_scores_formats(trained_experiment):
+    done = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
+    assert done.returncode == 0, done.stderr.decode()
+    rows = [line.split("\t") for line in done.stdout.decode().splitlines()]
+    assert [r[0] for r in rows] == ["1", "1", "1", "2", "3", "3", "3"]
+    for line_rows in (rows[0:3], rows[4:7]):
+        scores = [float(r[1]) for r in line_rows]
+        assert scores == sorted(scores, reverse=True)
+    assert rows[3] == ["2", "0.0000", ""]
+    scored = mt_translate(trained_experiment, "Ein Mann läuft.\n", "--scores")
+    score, text = scored.stdout.decode().rstrip("\n").split("\t")
+    assert float(score) == float(rows[0][1]) and text == rows[0][2]
+    # Moses' n-best format: the same hypotheses, numbered from 0, the score as a feature and as the total.
+    moses = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3",
+                         "--nbest-format", "moses")
+    assert moses.returncode == 0, moses.stderr.decode()
+    fields = [line.split(" ||| ") for line in moses.stdout.decode().splitlines()]
+    assert [(int(f[0]) + 1, f[3], f[1]) for f in fields] == [(int(r[0]), r[1], r[2]) for r in rows]
+    assert all(f[2] == f"mt= {f[3]}" for f in fields)
+    refused = mt_translate(trained_experiment, "x\n", "--nbest-format", "moses")
+    assert refused.returncode == 2 and "goes with --nbest" in refused.stderr.decode()
+
+
+def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    lines = toy_corpus(20, seed=3)[0]
+    first = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=7)))
+    again = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=7)))
+    other = translator.search(lines, DecodeOptions(sampling=Sampling(temperature=1.5, seed=8)))
+    assert first == again
+    assert first != other
+    nucleus = translator.search(lines, DecodeOptions(sampling=Sampling(top_k=1, seed=9)))
+    greedy = Translator.load(trained_experiment, trained_experiment.load_config())
+    greedy.decode_cfg.beam = 1
+    assert [h[0][0] for h in nucleus] == greedy.translate(lines)  # top-k 1 is greedy
+
+
+def test_a_sampled_stream_draws_anew_for_each_buffer_and_repeats_with_its_seed(trained_experiment):
+    """Was: the generator seeded again for every buffer, so --buffer 1 gave one line's draws for all."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    line = toy_corpus(1, seed=4)[0][0]
+    options = DecodeOptions(sampling=Sampling(temperature=1.5, seed=7))
+
+    def sampled() -> list[str]:
+        out: list[str] = []
+        stream(translator, [line] * 8, out.append, buffer=1, options=options)
+        return out
+
+    first = sampled()
+    assert len(set(first)) > 1 and sampled() == first
+
+
+def test_a_translator_from_plain_parts_equals_the_loaded_one(trained_experiment):
+    # Translator holds plain objects: the loaded model and tokenizers under other decoding options.
+    cfg = trained_experiment.load_config()
+    loaded = Translator.load(trained_experiment, cfg)
+    assert loaded.checkpoint_path == loaded.checkpoint_paths[0] and loaded.checkpoint_path.exists()
+    greedy = dataclasses.replace(cfg.decode, beam=1)
+    plain = Translator(loaded.model, loaded.src_tok, loaded.tgt_tok, greedy)
+    assert plain.checkpoint_paths == [] and plain.checkpoint_path is None
+    lines = toy_corpus(10, seed=5)[0]
+    loaded.decode_cfg.beam = 1
+    assert plain.translate(lines) == loaded.translate(lines)
+
+
+def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
+    cfg = trained_experiment.load_config()
+    lines = toy_corpus(15, seed=4)[0]
+    single = Translator.load(trained_experiment, cfg, checkpoint="last").search(lines, DecodeOptions(nbest=2))
+    double = Translator.load(trained_experiment, cfg, checkpoint=["last", "last"]).search(lines, DecodeOptions(nbest=2))
+    assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
+    for h1, h2 in zip(single, double):
+        for (_, s1), (_, s2) in zip(h1, h2):
+            assert abs(s1 - s2) < 1e-4
+
+
+@pytest.mark.parametrize("precision,quantize", [("bf16", None), ("fp32", "int8")])
+def test_fast_modes_translate(trained_experiment, precision, quantize):
+    cfg = trained_experiment.load_config()
+    lines = toy_corpus(10, seed=6)[0]
+    fast = Translator.load(trained_experiment, cfg, precision=precision, quantize=quantize).translate(lines)
+    assert len(fast) == len(lines) and all(isinstance(t, str) for t in fast)
+
+
+def test_bf16_on_the_cpu_bounds_onednn_primitive_cache_unless_the_user_set_it(trained_experiment, monkeypatch):
+    from mt.decoding.models import ONEDNN_CACHE
+
+    cfg = trained_experiment.load_config()
+    monkeypatch.delenv(ONEDNN_CACHE, raising=False)
+    Translator.load(trained_experiment, cfg, precision="fp32")
+    assert ONEDNN_CACHE not in os.environ  # fp32 does not go through oneDNN's bf16 kernels
+    monkeypatch.setenv(ONEDNN_CACHE, "")
+    monkeypatch.delenv(ONEDNN_CACHE)  # absent, and put back as it was after the test
+    Translator.load(trained_experiment, cfg, precision="bf16")
+    assert os.environ[ONEDNN_CACHE] == "16"
+    monkeypatch.setenv(ONEDNN_CACHE, "256")
+    Translator.load(trained_experiment, cfg, precision="bf16")
+    assert os.environ[ONEDNN_CACHE] == "256"
+
+
+def test_length_groups_keep_each_padded_batch_within_the_budget():
+    lengths = [5, 1, 9, 3, 3, 30, 2]
+    # sorted by length; (longest + 1) * rows <= 20; the over-long source (31 > 20) runs alone
+    assert length_groups(lengths, 20) == [[1, 6, 3, 4], [0, 2], [5]]
+    assert length_groups([], 20) == []
+
+
+@pytest.mark.parametrize("options, flag", [(dict(temperature=0.0), "--temperature"),
+                                           (dict(temperature=float("nan")), "--temperature"),
+                                           (dict(top_k=-1), "--top-k"), (dict(top_p=0.0), "--top-p"),
+                                           (dict(top_p=1.5), "--top-p")])
+def test_sampling_options_out_of_range_are_refused(options, flag):
+    with pytest.raises(ConfigError, match=flag):
+        Sampling(**options)
+
+
+def test_an_nbest_list_widens_a_narrower_beam(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    translator.decode_cfg.beam = 1  # greedy, unless n-best lists are asked for
+    lines = toy_corpus(5, seed=8)[0]
+    assert all(len(hyps) == 1 for hyps in translator.search(lines))
+    assert all(len(hyps) == 3 for hyps in translator.search(lines, DecodeOptions(nbest=3)))
+
+
+def test_batches_searched_side_by_side_give_what_one_at_a_time_gives(trained_experiment):
+    """decode.workers 2 on two threads: several batches at once, one thread each, and the same
+    n-best translations and scores as one worker on both threads; torch's threads given back."""
+    import torch
+
+    lines = toy_corpus(60, seed=7)[0]
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    translator.decode_cfg.max_tokens = 40
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        translator.decode_cfg.workers = 1
+        alone = translator.search(lines, DecodeOptions(nbest=2))
+        translator.decode_cfg.workers = 2
+        side_by_side = translator.search(lines, DecodeOptions(nbest=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len({len(line.split()) for line in lines}) > 3  # batches of several lengths
+    assert [[text for text, _ in hyps] for hyps in side_by_side] == [[text for text, _ in hyps] for hyps in alone]
+    assert [score for hyps in side_by_side for _, score in hyps] == pytest.approx(
+        [score for hyps in alone for _, score in hyps], abs=1e-4)

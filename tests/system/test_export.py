@@ -1,0 +1,266 @@
+"""`mt export --format ctranslate2`: the exported model computes and translates as mt does.
+
+Three levels: every token's log-probability equals mt's for random tiny models of each layout
+(post-/pre-norm, tied or not, joint or separate vocabularies: the mapping of every weight); greedy
+output equals mt's token for token, and beam 5 under the parity settings (docs/exporting.md) gives
+the same lines with the same scores, on a few hundred sentences for two trained tiny models; and the
+command line: the files, README.txt's recipe, the refusals, --force, int8. The trained models are trained until their outputs differ from
+sentence to sentence, so that a wrong mapping cannot pass by producing one sentence everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+from helpers import one_thread, tiny_experiment, toy_corpus
+
+from mt.apps.export import export
+from mt.apps.export.ctranslate2 import build_spec
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.model.transformer import Transformer
+from mt.search.beam import beam_search
+from mt.search.single_path import greedy_search
+from mt.search.steps import max_lengths
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed: pip install -e '.[test,export]'")
+
+SENTENCES = 300
+
+
+# -- the network: every weight mapped ----------------------------------------------------------------------
+def _random_model(pre_norm: bool, tie: bool, shared: bool, src_vocab: int, tgt_vocab: int) -> Transformer:
+    """A tiny model with every parameter (biases, LayerNorm gains included) moved off its initial value."""
+    torch.manual_seed(7)
+    model = Transformer(src_vocab, tgt_vocab, d_model=16, d_ff=32, n_heads=4, enc_layers=2, dec_layers=3,
+                        dropout=0.1, pre_norm=pre_norm, tie_embeddings=tie, shared_vocab=shared, max_positions=64)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.2)
+    return model.eval()
+
+
+def _vocab(size: int, prefix: str) -> list[str]:
+    return ["<pad>", "<unk>", "<s>", "</s>"] + [f"{prefix}{i}" for i in range(4, size)]
+
+
+def _logprobs(model: Transformer, src: list[int], tgt: list[int]) -> torch.Tensor:
+    """mt's log-probability of each token of tgt + EOS given src, with <pad> and <s> out of the softmax
+    as the export's bias on them puts them (mt/apps/export/ctranslate2.py): what CTranslate2 should compute."""
+    with torch.no_grad():
+        logits = model(torch.tensor([src + [EOS_ID]]), torch.tensor([[BOS_ID] + tgt]))[0]
+    logits[:, [PAD_ID, BOS_ID]] = -torch.inf
+    return logits.log_softmax(-1).gather(1, torch.tensor(tgt + [EOS_ID])[:, None]).squeeze(1)
+
+
+@pytest.mark.parametrize("pre_norm, tie, shared", [(False, True, True), (True, True, True), (False, False, True),
+                                                   (True, True, False), (False, False, False)])
+def test_every_token_scores_as_in_mt(tmp_path, single_thread, pre_norm, tie, shared):
+    src_size, tgt_size = (40, 40) if shared else (36, 44)
+    model = _random_model(pre_norm, tie, shared, src_size, tgt_size)
+    src_vocab, tgt_vocab = _vocab(src_size, "s" if not shared else "w"), _vocab(tgt_size, "w")
+    spec = build_spec(model, src_vocab, tgt_vocab)
+    spec.optimize()
+    spec.save(str(tmp_path))
+    translator = ctranslate2.Translator(str(tmp_path), device="cpu", intra_threads=1)
+    gen = torch.Generator().manual_seed(1)
+    pairs = [(torch.randint(4, src_size, (int(torch.randint(1, 30, (1,), generator=gen)),), generator=gen).tolist(),
+              torch.randint(4, tgt_size, (int(torch.randint(1, 30, (1,), generator=gen)),), generator=gen).tolist())
+             for _ in range(12)]
+    scored = translator.score_batch([[src_vocab[i] for i in s] for s, _ in pairs], [[tgt_vocab[i] for i in t] for _, t in pairs])
+    for (src, tgt), result in zip(pairs, scored):
+        expected = _logprobs(model, src, tgt)
+        assert result.tokens == [tgt_vocab[i] for i in tgt] + ["</s>"]
+        assert torch.allclose(torch.tensor(result.log_probs), expected, atol=1e-4), (pre_norm, tie, shared)
+
+
+def test_a_tensor_the_mapping_does_not_know_is_refused():
+    model = _random_model(False, True, True, 40, 40)
+    model.register_parameter("gate", torch.nn.Parameter(torch.ones(16)))  # e.g. a later mt's new weight
+    with pytest.raises(MtError, match="does not map gate"):
+        build_spec(model, _vocab(40, "w"), _vocab(40, "w"))
+
+
+# -- trained models: translations ---------------------------------------------------------------------------
+def _trained(root: Path, steps: int, model: dict, tokenizer: dict | None = None):
+    exp, cfg = tiny_experiment(
+        root, {"train": 800, "valid": 20, "test": 20}, model=dict(enc_layers=2, dec_layers=2, dropout=0.0, **model),
+        train=dict(max_steps=steps, max_tokens=1000, lr_peak=3e-3, warmup_steps=20, log_every=50,
+                   valid_every=10_000, save_every=10_000),
+        decode=dict(max_len_b=10), tokenizer=tokenizer)
+    from mt.training.loop import train
+
+    with one_thread():
+        train(exp, cfg)
+    export(exp, cfg, root / "ct2")
+    return exp
+
+
+@pytest.fixture(scope="module")
+def post_norm(tmp_path_factory):
+    """The paper's layout: post-norm, one joint vocabulary, three-way tied embeddings."""
+    return _trained(tmp_path_factory.mktemp("post_norm"), 250, {})
+
+
+@pytest.fixture(scope="module")
+def pre_norm(tmp_path_factory):
+    """Pre-norm with the final LayerNorms, separate vocabularies (output tied to the target embeddings)."""
+    return _trained(tmp_path_factory.mktemp("pre_norm"), 250, {"pre_norm": True}, {"joint": False, "vocab_size": 48})
+
+
+def _both(exp, lines: list[str], beam: int, alpha: float = 0.0):
+    """(mt's tokens, whether mt ended before its length limit, CTranslate2's tokens, the score CTranslate2
+    should give mt's translation, the score it gives its own) per line. Sources of one length go together,
+    so that CTranslate2's one max_decoding_length is each sentence's own limit. The score: log-probability
+    without <pad> and <s> in the softmax (the export's bias), divided by |Y|^alpha, |Y| counting EOS."""
+    cfg = exp.load_config()
+    mt = Translator.load(exp, cfg)
+    ct2 = ctranslate2.Translator(str(exp.root.parent / "ct2"), device="cpu", intra_threads=1)
+    tgt_ids = {piece: i for i, piece in enumerate(mt.tgt_tok.pieces(list(range(mt.tgt_tok.vocab_size))))}
+    encoded = mt.src_tok.encode(lines)
+    a, b = cfg.decode.max_len_a, cfg.decode.max_len_b
+    results = [None] * len(lines)
+    for length in sorted({len(ids) for ids in encoded}):
+        group = [i for i, ids in enumerate(encoded) if len(ids) == length]
+        src_ids = torch.tensor([encoded[i] + [EOS_ID] for i in group])
+        limit = int(max_lengths(src_ids, a, b, mt.model.max_positions - 1)[0])
+        if beam == 1:
+            ours = greedy_search(mt.model, src_ids, a, b)
+        else:
+            ours = [hyps[0] for hyps in beam_search(mt.model, src_ids, beam, alpha, "length", a, b, stop="early")]
+        theirs = ct2.translate_batch([mt.src_tok.pieces(encoded[i]) for i in group], beam_size=beam, length_penalty=alpha,
+                                     return_end_token=True, min_decoding_length=0, max_decoding_length=limit,
+                                     max_input_length=mt.model.max_positions, return_scores=True)
+        for i, hyp, result in zip(group, ours, theirs):
+            ids = [tgt_ids[piece] for piece in result.hypotheses[0]]
+            expected = float(_logprobs(mt.model, encoded[i], hyp.tokens).sum()) / (len(hyp.tokens) + 1) ** alpha
+            results[i] = (hyp.tokens, len(hyp.tokens) + 1 < limit, ids[:-1] if ids[-1:] == [EOS_ID] else ids,
+                          expected, result.scores[0])
+    return results, mt
+
+
+def _check_greedy(exp):
+    lines = toy_corpus(SENTENCES, seed=123)[0]
+    with one_thread():
+        results, _ = _both(exp, lines, beam=1)
+    ended = [(ours, theirs) for ours, before_limit, theirs, *_ in results if before_limit]
+    assert len(ended) >= 0.8 * SENTENCES, "most outputs must end before the length limit for the test to mean anything"
+    assert len({tuple(ours) for ours, _ in ended}) >= 0.5 * len(ended), "the model must tell inputs apart"
+    differing = [k for k, (ours, theirs) in enumerate(ended) if ours != theirs]
+    assert not differing, f"{len(differing)} of {len(ended)} greedy outputs differ, e.g. {ended[differing[0]]}"
+    _check_scores(results)
+
+
+def _check_scores(results) -> None:
+    """Where the translations agree, so do the scores: the same log-probabilities, the same penalty."""
+    gaps = [abs(expected - theirs) for ours, before_limit, same, expected, theirs in results if before_limit and ours == same]
+    assert max(gaps) < 1e-3, f"scores differ by up to {max(gaps):.4f}"
+
+
+@pytest.mark.slow
+def test_greedy_output_equals_mt_token_for_token(post_norm):
+    _check_greedy(post_norm)
+
+
+@pytest.mark.slow
+def test_pre_norm_model_with_separate_vocabularies_too(pre_norm):
+    assert sorted(p.name for p in (pre_norm.root.parent / "ct2").glob("*vocabulary.json")) == \
+        ["source_vocabulary.json", "target_vocabulary.json"]
+    _check_greedy(pre_norm)
+
+
+def test_beam_5_under_the_parity_settings(post_norm):
+    src, refs = toy_corpus(SENTENCES, seed=123)
+    with one_thread():
+        results, mt = _both(post_norm, src, beam=5, alpha=0.6)
+    kept = [(ours, theirs, ref) for (ours, before_limit, theirs, *_), ref in zip(results, refs) if before_limit]
+    assert len(kept) >= 0.8 * SENTENCES
+    same = sum(ours == theirs for ours, theirs, _ in kept)
+    assert same >= 0.98 * len(kept), f"{len(kept) - same} of {len(kept)} beam outputs differ"
+    ours_text = mt.tgt_tok.decode([ours for ours, _, _ in kept])
+    theirs_text = mt.tgt_tok.decode([theirs for _, theirs, _ in kept])
+    references = [[ref for _, _, ref in kept]]
+    bleu = sacrebleu.corpus_bleu(ours_text, references).score
+    assert abs(bleu - sacrebleu.corpus_bleu(theirs_text, references).score) <= 0.1
+    assert bleu > 5, "the model must have learned something"
+    _check_scores(results)
+
+
+# -- refusals and the command line ----------------------------------------------------------------------
+def test_an_unknown_model_field_is_refused_and_nothing_is_written(post_norm, tmp_path):
+    state = load_checkpoint(post_norm.find_checkpoint("last"))
+    state["model_config"]["activation"] = "gelu"  # a field this mt does not have: the export cannot know it
+    save_checkpoint(tmp_path / "newer.pt", state)
+    with pytest.raises(MtError, match="model.activation = 'gelu'"):
+        export(post_norm, post_norm.load_config(), tmp_path / "out", checkpoint=str(tmp_path / "newer.pt"))
+    assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["newer.pt"]
+    with pytest.raises(ConfigError, match="--quantize 'int4'"):
+        export(post_norm, post_norm.load_config(), tmp_path / "out", quantize="int4")
+
+
+def _mt(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    env.pop("MT_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "mt", *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def _one_error_line(done: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert done.returncode == code, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.slow
+def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
+    import sentencepiece as spm
+
+    out = tmp_path / "ct2"
+    exp = str(post_norm.root)
+    done = _mt("export", "--exp", exp, "--format", "ctranslate2", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{out}\n" and "exported" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["README.txt", "config.json", "model.bin",
+                                                     "shared_vocabulary.json", "spm.model"]
+    readme = (out / "README.txt").read_text()
+    assert "max(int(1 * len(p) + 10) for p in pieces)" in readme  # decode.max_len_a 1, max_len_b 10
+
+    # README.txt's way to run it gives what `mt translate --beam 1` gives.
+    sp = spm.SentencePieceProcessor(model_file=str(out / "spm.model"))
+    lines = toy_corpus(8, seed=5)[0]
+    pieces = sp.encode(lines, out_type=str)
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    results = translator.translate_batch(pieces, beam_size=1, return_end_token=True, min_decoding_length=0,
+                                         max_decoding_length=max(int(1 * len(p) + 10) for p in pieces),
+                                         max_input_length=1024)
+    mt = Translator.load(post_norm, post_norm.load_config())
+    mt.decode_cfg.beam = 1
+    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.decoding.translator(lines)
+    before = (out / "model.bin").read_bytes()
+
+    _one_error_line(_mt("export", "--exp", exp, "--output", str(out)), 1, str(out), "exists", "--force")
+    _one_error_line(_mt("export", "--exp", exp, "--output", str(out), "--force", "--format", "onnx"), 2, "--format")
+    _one_error_line(_mt("export", "--exp", exp, "--output", exp, "--force"), 1, "not an exported model")
+    assert (out / "model.bin").read_bytes() == before and (post_norm.root / "config.yaml").is_file()
+
+    done = _mt("export", "--exp", exp, "--output", str(out), "--force", "--quantize", "int8")
+    assert done.returncode == 0, done.stderr
+    assert (out / "model.bin").stat().st_size < len(before)
+    assert [p.name for p in tmp_path.iterdir()] == ["ct2"], "no temporary directory left beside it"
+    # int8 weights written by the export are what CTranslate2 makes of the float32 ones itself. (Its int8
+    # changes many of this tiny model's translations: docs/exporting.md.)
+    int8 = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    own = ctranslate2.Translator(str(post_norm.root.parent / "ct2"), device="cpu", intra_threads=1, compute_type="int8")
+    options = dict(beam_size=1, min_decoding_length=0, max_decoding_length=30)
+    assert [r.hypotheses for r in int8.translate_batch(pieces, **options)] == \
+        [r.hypotheses for r in own.translate_batch(pieces, **options)]

@@ -1,0 +1,497 @@
+"""`mt serve`: dynamic batching, LibreTranslate's /translate, mt's /v1 routes, limits, the key, shutdown.
+
+Real servers on free loopback ports over conftest's tiny trained experiment: uvicorn in a thread of
+this process (where a test reaches into the batcher: a gate or a failure around the model's
+`decode`, our own code), and `python -m mt serve` in a process of its own for the
+command line and a graceful stop. Every answer is checked against `Translator` on the same lines.
+The batcher's own behaviour (one batch for what waits together, sentences joining a running search,
+options kept apart, the token budget, failures, draining) is tested on it directly, without HTTP,
+with both kinds of batching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from helpers import LINES, Hook, Served, call, load, ok
+
+from mt.apps.serve.app import Limits, bind, build_app
+from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+
+pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread
+
+LONG_LINE = "der " * 1200  # past the model's 1023 source positions
+DEFAULTS = DecodeOptions(beam=4, alpha=0.6, length_penalty="gnmt")  # the experiment's decode.* (conftest)
+
+
+def greedy_translator(translator: Translator) -> Translator:
+    """The same model and tokenizers, searching greedily (beam 1)."""
+    return Translator(translator.model, translator.src_tok, translator.tgt_tok,
+                      dataclasses.replace(translator.decode_cfg, beam=1))
+
+
+def flat(nested) -> list[float]:
+    return [x for item in nested for x in flat(item)] if isinstance(nested, list) else [nested]
+
+
+@pytest.fixture(scope="module")
+def reference(trained_experiment) -> Translator:
+    """What the server's answers must equal: the same translator, called directly."""
+    return load(trained_experiment)
+
+
+@pytest.fixture(scope="module")
+def server(trained_experiment):
+    limits = Limits(max_wait_ms=50, max_lines=20, max_chars=6000, max_beam=5)
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        yield served
+
+
+class WorkerKiller(BaseException):
+    """What a batch's handler lets through (it catches Exception): it ends the worker thread itself, as
+    torch refusing the worker's thread count did (`mt serve --threads -1`)."""
+
+
+BOTH = pytest.mark.parametrize("batching", ["continuous", "static"])
+
+
+# -- the batcher --------------------------------------------------------------------------------
+@BOTH
+def test_what_waits_together_is_translated_together_and_each_request_gets_its_own(trained_experiment, reference,
+                                                                                 batching):
+    translator = load(trained_experiment)
+    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=0, batching=batching)
+    requests = [LINES[0:3], LINES[3:4], LINES[4:9]]
+    futures = [batcher.submit(translator.encode_lines(lines)[1], DEFAULTS) for lines in requests]
+    batcher.start()  # everything is queued before the worker looks
+    batcher.close(60)
+    for lines, future in zip(requests, futures):
+        assert [hyps[0][0] for hyps in future.result()] == reference.translate(lines)
+    assert batcher.batches == 1 and batcher.widest == 9 and batcher.sentences == 9 and batcher.busy_seconds > 0
+
+
+def test_a_sentence_that_comes_during_a_search_joins_it_and_leaves_when_it_is_done(trained_experiment, reference):
+    translator = load(trained_experiment)
+    translator.decode_cfg.max_len_b = 40  # room for the long sentence to go on after the short one ends
+    long_line = " ".join(LINES[:8])
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0, batching="continuous")
+    answered = []
+    batcher.start()
+    try:
+        hook.gate.clear()
+        long = batcher.submit(translator.encode_lines([long_line])[1], DEFAULTS)
+        assert hook.entered.wait(60)  # the worker is inside the long sentence's first step
+        short = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        for name, future in (("long", long), ("short", short)):
+            future.add_done_callback(lambda _, name=name: answered.append(name))
+        hook.gate.set()
+        assert [h[0][0] for h in short.result(60) + long.result(60)] == \
+            [h[0][0] for h in reference.search(LINES[:1]) + reference.search([long_line])]
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+    tokens = {name: len(reference.tgt_tok.encode([future.result()[0][0][0]])[0]) + 1  # steps, with EOS
+              for name, future in (("long", long), ("short", short))}
+    assert tokens["short"] + 1 < tokens["long"]  # joining at the second step, it ends first
+    assert answered == ["short", "long"] and batcher.batches == 1 and batcher.widest == 2
+
+
+@BOTH
+def test_other_options_and_the_token_budget_make_other_batches(trained_experiment, reference, batching):
+    translator = load(trained_experiment)
+    ids = translator.encode_lines(LINES[:1])[1][0]
+    batcher = Batcher(translator, max_batch_tokens=2 * (len(ids) + 1), max_wait_ms=0, batching=batching)
+    plain = batcher.submit([ids] * 4, DEFAULTS)  # two batches of two by the budget
+    greedy = batcher.submit([ids] * 2, dataclasses.replace(DEFAULTS, beam=1))  # one of its own: other options
+    batcher.start()
+    batcher.close(60)
+    assert [h[0][0] for h in plain.result()] == reference.translate(LINES[:1]) * 4
+    assert [h[0][0] for h in greedy.result()] == greedy_translator(reference).translate(LINES[:1]) * 2
+    # static: two batches of two, then the greedy one; continuous: the last two join the first search
+    # as soon as the first two have left it, then the greedy search; never more than two at once
+    assert batcher.batches == (3 if batching == "static" else 2) and batcher.widest == 2
+
+
+@BOTH
+def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_experiment, reference, batching):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0, max_queue=2, batching=batching)
+    batcher.start()
+    try:
+        hook.fail = True
+        with pytest.raises(RuntimeError, match="injected failure"):
+            batcher.submit(translator.encode_lines(LINES[:2])[1], DEFAULTS).result(60)
+        hook.gate.clear()
+        hook.entered.clear()
+        held = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        assert hook.entered.wait(60)
+        queued = batcher.submit(translator.encode_lines(LINES[1:3])[1], DEFAULTS)
+        with pytest.raises(QueueFull):
+            batcher.submit(translator.encode_lines(LINES[3:4])[1], DEFAULTS)
+        hook.gate.set()
+        assert [h[0][0] for h in held.result(60) + queued.result(60)] == reference.translate(LINES[:3])
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+
+
+@BOTH
+def test_a_worker_that_dies_fails_what_it_held_what_waits_and_what_comes_later(trained_experiment, batching):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0, batching=batching)
+    batcher.start()
+    try:
+        hook.gate.clear()
+        held = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        assert hook.entered.wait(60)  # the worker is inside its search, past the queue
+        waiting = [batcher.submit(translator.encode_lines(LINES[1:3])[1], DEFAULTS),
+                   batcher.submit(translator.encode_lines(LINES[3:4])[1], dataclasses.replace(DEFAULTS, beam=1)),
+                   batcher.call(lambda tr: "never")]
+        hook.fail = WorkerKiller("injected death")
+        hook.gate.set()
+        for future in [held, *waiting]:
+            with pytest.raises(WorkerFailed, match="^the translation worker stopped: WorkerKiller: injected death$"):
+                future.result(30)
+        with pytest.raises(WorkerFailed, match="injected death"):
+            batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        with pytest.raises(WorkerFailed, match="injected death"):
+            batcher.call(lambda tr: "never")
+        assert batcher.failure.endswith("WorkerKiller: injected death") and batcher.queued() == 0
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+
+
+@BOTH
+def test_close_finishes_what_is_queued(trained_experiment, reference, batching):
+    translator = load(trained_experiment)
+    batcher = Batcher(translator, max_wait_ms=10_000, batching=batching)  # would wait 10 s for company, not on close
+    future = batcher.submit(translator.encode_lines(LINES[:2])[1], DEFAULTS)
+    start = time.monotonic()
+    batcher.start()
+    batcher.close(60)
+    assert future.done() and [h[0][0] for h in future.result()] == reference.translate(LINES[:2])
+    assert time.monotonic() - start < 8
+
+
+# -- LibreTranslate's /translate ----------------------------------------------------------------
+def test_concurrent_requests_get_exactly_what_the_translator_gives(server, reference):
+    requests = [LINES[i % 20: i % 20 + 1 + i % 4] for i in range(16)]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda lines: ok(f"{server.url}/translate", {"q": lines, "source": "de", "target": "en"}),
+                                requests))
+        native = list(pool.map(lambda lines: ok(f"{server.url}/v1/translate", {"text": lines}), requests))
+    for lines, answer, v1 in zip(requests, answers, native):
+        assert answer == {"translatedText": reference.translate(lines)}
+        assert [t["text"] for t in v1["translations"]] == reference.translate(lines)
+    assert ok(f"{server.url}/health")["batches"] < 32  # some requests shared a batch
+
+
+def test_libretranslate_shapes_json_and_forms(server, reference):
+    url, (one, two) = f"{server.url}/translate", reference.translate(LINES[:2])
+    assert ok(url, {"q": LINES[0], "source": "de", "target": "en"}) == {"translatedText": one}
+    assert ok(url, {"q": LINES[:2], "source": "de", "target": "en", "format": "text"}) == {"translatedText": [one, two]}
+    assert ok(url, form={"q": LINES[0], "source": "de", "target": "en"}) == {"translatedText": one}
+    assert ok(url, form={"q": LINES[:2], "source": "de", "target": "en"}) == {"translatedText": [one, two]}
+    boundary = "mt-test-boundary"
+    parts = "".join(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+                    for name, value in (("q", LINES[0]), ("source", "de"), ("target", "en")))
+    multipart = ok(url, raw=f"{parts}--{boundary}--\r\n".encode(),
+                   headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert multipart == {"translatedText": one}
+    two_lines = ok(url, {"q": f"{LINES[0]}\n{LINES[1]}", "source": "de", "target": "en"})
+    assert two_lines == {"translatedText": f"{one}\n{two}"}  # each line translated on its own
+
+
+def test_libretranslate_alternatives_and_auto_source(server, reference):
+    url = f"{server.url}/translate"
+    best = reference.search(LINES[:2], DecodeOptions(nbest=3))
+    single = ok(url, {"q": LINES[0], "source": "auto", "target": "en", "alternatives": 2})
+    assert single["translatedText"] == best[0][0][0]
+    assert single["detectedLanguage"] == {"confidence": 100, "language": "de"}
+    assert isinstance(single["alternatives"], list) and len(single["alternatives"]) <= 2
+    assert set(single["alternatives"]) <= {h[0] for h in best[0][1:]} and best[0][0][0] not in single["alternatives"]
+    listed = ok(url, form={"q": LINES[:2], "source": "auto", "target": "en", "alternatives": "2"})
+    assert listed["translatedText"] == [best[0][0][0], best[1][0][0]]
+    assert [len(a) <= 2 and all(isinstance(t, str) for t in a) for a in listed["alternatives"]] == [True, True]
+    assert listed["detectedLanguage"] == [{"confidence": 100, "language": "de"}] * 2
+    assert "alternatives" not in ok(url, {"q": LINES[0], "source": "de", "target": "en"})
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"source": "de", "target": "en"}, "Invalid request: missing q parameter"),
+    ({"q": "Hallo.", "target": "en"}, "Invalid request: missing source parameter"),
+    ({"q": "Hallo.", "source": "de", "target": "fr"}, "fr is not supported"),
+    ({"q": "Hallo.", "source": "fr", "target": "en"}, "fr is not supported"),
+    ({"q": "<p>Hallo.</p>", "source": "de", "target": "en", "format": "html"}, "html format is not supported"),
+    ({"q": "Hallo. " * 1000, "source": "de", "target": "en"}, "Invalid request: request (7000) exceeds text limit (6000)"),
+    ({"q": ["Hallo."] * 21, "source": "de", "target": "en"}, "exceeds text limit (20)"),
+])
+def test_libretranslate_refusals_are_400_with_an_error(server, body, message):
+    status, _, data = call(f"{server.url}/translate", body)
+    assert status == 400 and list(data) == ["error"] and message in data["error"], data
+
+
+@pytest.mark.parametrize("method, path, status, words", [
+    ("GET", "/nothing", 404, "/nothing: no such route"),
+    ("POST", "/v2/translate", 404, "/v2/translate: no such route"),
+    ("POST", "/health", 405, "POST /health: this route takes GET"),
+    ("GET", "/v1/translate", 405, "GET /v1/translate: this route takes POST"),
+])
+def test_unknown_routes_and_wrong_methods_are_errors_like_the_others(server, method, path, status, words):
+    got, headers, data = call(f"{server.url}{path}", {"text": "Hallo."} if method == "POST" else None)
+    assert got == status and list(data) == ["error"] and data["error"].startswith(words), data
+    assert "\n" not in data["error"]
+    if status == 405:
+        assert words.split()[-1] in headers["Allow"]
+
+
+def test_languages_health_and_the_page(server):
+    assert ok(f"{server.url}/languages") == [{"code": "de", "name": "German", "targets": ["en"]}]
+    health = ok(f"{server.url}/health")
+    assert health["status"] == "ok" and health["source"] == "de" and health["queued"] == 0
+    with urllib.request.urlopen(f"{server.url}/", timeout=30) as response:
+        assert response.status == 200 and b"<html" in response.read().lower()
+
+
+# -- mt's /v1 -----------------------------------------------------------------------------------
+def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
+    url, lines = f"{server.url}/v1/translate", [LINES[0], "", LINES[1]]
+    greedy = greedy_translator(reference)
+    assert [t["text"] for t in ok(url, {"text": lines, "beam": 1})["translations"]] == greedy.translate(lines)
+    answer = ok(url, {"text": lines, "nbest": 3, "alignments": True})
+    expected = reference.search(lines, DecodeOptions(nbest=3, alignment_layer=len(reference.model.decoder) - 1))
+    assert answer["warnings"] == []
+    for got, hyps in zip(answer["translations"], expected):
+        assert (got["text"], got["alignment"]) == (hyps[0][0], hyps[0][2])
+        assert [(h["text"], h["alignment"]) for h in got["nbest"]] == [(h[0], h[2]) for h in hyps]
+        assert [h["score"] for h in got["nbest"]] == pytest.approx([h[1] for h in hyps], abs=1e-5)
+    assert answer["translations"][1] == {"text": "", "score": 0.0, "alignment": "",
+                                         "nbest": [{"text": "", "score": 0.0, "alignment": ""}]}
+    single = ok(url, {"text": LINES[0], "alpha": 1.0, "length_penalty": "length"})
+    assert list(single["translations"][0]) == ["text", "score"]
+    assert ok(url, {"text": LINES[0], "alpha": 1, "length_penalty": "length"}) == single  # alpha: any number
+
+
+def test_v1_attention_is_the_json_of_mt_attention(server, reference):
+    from mt.apps.report.attention_maps import attention_maps
+
+    answer = ok(f"{server.url}/v1/attention", {"text": LINES[0]})
+    expected = {**attention_maps(reference, LINES[0]).to_json(), "warnings": []}
+    weights = [(answer.pop("cross_attention"), expected.pop("cross_attention"))]
+    assert answer == expected and answer["alignment_layer"] == 2
+    assert flat(weights[0][0]) == pytest.approx(flat(weights[0][1]), abs=2e-5)
+    layers = weights[0][0]
+    assert len(layers) == 2 and len(layers[0][0]) == len(answer["tgt_tokens"])
+    assert len(layers[0][0][0]) == len(answer["src_tokens"])
+    first = ok(f"{server.url}/v1/attention", {"text": LINES[0], "layer": 1, "encoder": True})
+    assert first["alignment_layer"] == 1 and "encoder_self_attention" in first
+
+
+@pytest.mark.parametrize("body, status, field", [
+    ({"text": ["Hallo."] * 21}, 413, "text: 21 lines, more than --max-lines 20"),
+    ({"text": "Hallo. " * 1000}, 413, "text: 7000 characters, more than --max-chars 6000"),
+    ({"text": "Hallo.", "beam": 0}, 422, "beam"),
+    ({"text": "Hallo.", "beam": 6}, 422, "beam"),
+    ({"text": "Hallo.", "nbest": 99}, 422, "nbest"),  # over --max-beam (nbest over beam gives beam: the schema's)
+    ({"text": "Hallo.", "alpha": "big"}, 422, "alpha"),
+    # strict types: a number as a string is refused, and so is a float where a whole number is expected
+    ({"text": "Hallo.", "beam": "4"}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "nbest": "2"}, 422, "nbest: expected a whole number"),
+    ({"text": "Hallo.", "beam": 4.5}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "nbest": 2.5}, 422, "nbest: expected a whole number"),
+    ({"text": "Hallo.", "beam": True}, 422, "beam: expected a whole number"),
+    ({"text": "Hallo.", "alpha": "0.5"}, 422, "alpha: expected a number"),
+    ({"text": "Hallo.", "source": 3}, 422, "source: expected"),
+    ({"text": "Hallo.", "length_penalty": "gnm"}, 422, "length_penalty"),
+    ({"text": "Hallo.", "alignments": "yes"}, 422, "alignments"),
+    ({"text": 3}, 422, "text"),
+    ({"text": []}, 422, "text"),
+    ({"text": "Zwei\nZeilen."}, 422, "text[0]"),
+    ({"text": "Hallo.", "colour": "red"}, 422, "colour"),
+    ({"text": "Hallo.", "target": "fr"}, 400, "target"),
+])
+def test_v1_refusals_name_the_field(server, body, status, field):
+    got, _, data = call(f"{server.url}/v1/translate", body)
+    assert got == status and list(data) == ["error"] and data["error"].startswith(field), data
+    assert "\n" not in data["error"]
+
+
+def test_v1_bad_json_utf8_and_attention_fields(server):
+    status, _, data = call(f"{server.url}/v1/translate", raw=b'{"text": "Hallo."', headers={"Content-Type": "application/json"})
+    assert status == 422 and data["error"].startswith("invalid JSON")
+    status, _, data = call(f"{server.url}/v1/translate", raw=b'{"text": "Hallo \xff."}', headers={"Content-Type": "application/json"})
+    assert status == 400 and "UTF-8" in data["error"]
+    status, _, data = call(f"{server.url}/translate", raw=b"q=Hallo%FF&source=de&target=en",
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and "UTF-8" in data["error"]
+    status, _, data = call(f"{server.url}/v1/attention", {"text": "Hallo.", "layer": 3})
+    assert status == 422 and data["error"].startswith("layer 3")
+    status, _, data = call(f"{server.url}/v1/attention", {"text": " "})
+    assert status == 422 and data["error"].startswith("text")
+    for layer in ("1", 1.5):
+        status, _, data = call(f"{server.url}/v1/attention", {"text": "Hallo.", "layer": layer})
+        assert status == 422 and data["error"].startswith("layer: expected a whole number"), data
+
+
+def test_a_line_past_the_models_positions_is_cut_with_a_warning(server, reference):
+    answer = ok(f"{server.url}/v1/translate", {"text": [LINES[0], LONG_LINE]})
+    assert len(answer["warnings"]) == 1
+    assert re.fullmatch(r"input line 2: \d+ tokens, cut to 1023", answer["warnings"][0]), answer["warnings"]
+    assert answer["translations"][0]["text"] == reference.translate([LINES[0]])[0]
+
+
+# -- the key, a full queue, a failing batch -----------------------------------------------------
+def test_an_api_key_is_asked_for_on_both_routes(trained_experiment):
+    app = build_app(load(trained_experiment), api_key="s3cret", threads=1)
+    with Served(app) as served:
+        body = {"q": "Hallo.", "source": "de", "target": "en"}
+        assert call(f"{served.url}/translate", body)[0] == 403
+        status, _, data = call(f"{served.url}/translate", {**body, "api_key": "wrong"})
+        assert (status, data) == (403, {"error": "Invalid API key"})
+        assert call(f"{served.url}/translate", {**body, "api_key": "s3cret"})[0] == 200
+        assert call(f"{served.url}/translate", form={**body, "api_key": "s3cret"})[0] == 200
+        v1 = f"{served.url}/v1/translate"
+        assert call(v1, {"text": "Hallo."})[0] == 403
+        assert call(v1, {"text": "Hallo."}, headers={"Authorization": "Bearer wrong"})[0] == 403
+        assert call(v1, {"text": "Hallo."}, headers={"Authorization": "Bearer s3cret"})[0] == 200
+        assert call(v1, {"text": "Hallo."}, headers={"X-API-Key": "s3cret"})[0] == 200
+        assert call(f"{served.url}/v1/attention", {"text": "Hallo."})[0] == 403
+        assert call(f"{served.url}/languages")[0] == 200 and call(f"{served.url}/health")[0] == 200
+
+
+def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_experiment, reference):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    with Served(build_app(translator, Limits(max_wait_ms=0, max_queue=1), threads=1)) as served:
+        url, batcher = f"{served.url}/v1/translate", served.app.state.batcher
+        hook.gate.clear()
+        with ThreadPoolExecutor(2) as pool:
+            try:
+                held = pool.submit(ok, url, {"text": LINES[0]})
+                assert hook.entered.wait(60)  # the worker is inside the first request's batch
+                queued = pool.submit(ok, url, {"text": LINES[1]})
+                deadline = time.monotonic() + 30
+                while batcher.queued() < 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                status, headers, data = call(url, {"text": LINES[2]})
+                assert status == 503 and headers["Retry-After"] == "1" and "busy" in data["error"]
+                status, headers, data = call(f"{served.url}/translate", {"q": LINES[2], "source": "de", "target": "en"})
+                assert status == 503 and headers["Retry-After"] == "1"
+            finally:
+                hook.gate.set()
+            answers = [held.result(60), queued.result(60)]
+        assert [a["translations"][0]["text"] for a in answers] == reference.translate(LINES[:2])
+        hook.fail = True
+        status, _, data = call(url, {"text": LINES[0]})
+        assert status == 500 and data == {"error": "Cannot translate text: RuntimeError: injected failure"}
+        assert ok(url, {"text": LINES[0]})["translations"][0]["text"] == reference.translate(LINES[:1])[0]
+
+
+def test_a_dead_worker_fails_waiting_and_later_requests_at_once_and_health_says_503(trained_experiment):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    with Served(build_app(translator, Limits(max_wait_ms=0), threads=1)) as served:
+        url, batcher = f"{served.url}/v1/translate", served.app.state.batcher
+        hook.gate.clear()
+        with ThreadPoolExecutor(2) as pool:
+            try:
+                held = pool.submit(call, url, {"text": LINES[0]}, timeout=10)
+                assert hook.entered.wait(60)  # the worker is inside the search that will kill it
+                waiting = pool.submit(call, url, {"text": LINES[1]}, timeout=10)
+                deadline = time.monotonic() + 30
+                while batcher.queued() < 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                hook.fail = WorkerKiller("injected death")
+            finally:
+                hook.gate.set()
+            answers = [held.result(30), waiting.result(30)]
+        answers += [call(url, {"text": LINES[2]}, timeout=10),
+                    call(f"{served.url}/translate", {"q": LINES[2], "source": "de", "target": "en"}, timeout=10),
+                    call(f"{served.url}/v1/attention", {"text": LINES[2]}, timeout=10)]
+        for status, headers, data in answers:  # no Retry-After: retrying will not help
+            assert status == 503 and "Retry-After" not in headers and list(data) == ["error"], data
+            assert "the translation worker stopped: WorkerKiller: injected death" in data["error"], data
+        status, _, data = call(f"{served.url}/health", timeout=10)
+        assert status == 503 and list(data) == ["error"] and "WorkerKiller: injected death" in data["error"]
+    assert not served.thread.is_alive()  # and it stops when told to (what SIGTERM does)
+
+
+# -- the command line ---------------------------------------------------------------------------
+def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
+    with pytest.raises(ConfigError, match="--max-queue 0: must be at least 1"):
+        Limits(max_queue=0)
+    with pytest.raises(ConfigError, match="--max-wait-ms -1"):
+        Limits(max_wait_ms=-1)
+    taken = bind("127.0.0.1", 0)
+    taken.listen()
+    try:
+        with pytest.raises(MtError, match=f"--port {taken.getsockname()[1]}: .*choose another --port"):
+            bind("127.0.0.1", taken.getsockname()[1])
+    finally:
+        taken.close()
+
+
+@pytest.mark.slow
+def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finish(trained_experiment, reference,
+                                                                                    tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    log_path = tmp_path / "serve.log"
+    # A request waits up to --max-wait-ms for company: long enough to be in flight at SIGTERM.
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
+                                    "--port", str(port), "--threads", "1", "--max-wait-ms", "3000"],
+                                   stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, log_path.read_text()
+            try:
+                if call(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        with ThreadPoolExecutor(1) as pool:
+            in_flight = pool.submit(call, f"{url}/v1/translate", {"text": LINES[:2]})
+            while call(f"{url}/health")[2]["queued"] < 2:
+                assert not in_flight.done() and time.monotonic() < deadline
+                time.sleep(0.02)
+            process.send_signal(signal.SIGTERM)
+            time.sleep(1.0)
+            with pytest.raises(OSError):  # no new connections once stopping
+                call(f"{url}/health")
+            status, _, data = in_flight.result(60)
+        assert process.wait(60) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stock = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert status == 200 and [t["text"] for t in data["translations"]] == stock.translate(LINES[:2])
+    log_text = log_path.read_text()
+    assert "mt serve de -> en" in log_text and f"http://127.0.0.1:{port}" in log_text, log_text
+    assert "POST /v1/translate 200 2 lines" in log_text and "GET /health 200" in log_text, log_text
