@@ -471,3 +471,27 @@ def test_attention_output_that_is_a_file_is_refused_naming_it(experiment, tmp_pa
     result = mt(capsys, monkeypatch, "attention", "Ein Mann.", "--exp", str(experiment.root), "--output", str(keep))
     one_error(*result, 1, f"--output {keep}: not a directory")  # was "keep.txt: File exists"
     assert keep.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_read_only_experiment_translates_with_decoding_flags(experiment, tmp_path, capsys, monkeypatch):
+    """translate and attention write nothing, so --beam on a read-only copy works and changes no file
+    (overrides.jsonl included: as root, where chmod does not stop a write, that is what would fail)."""
+    import shutil
+
+    copy = tmp_path / "ro"
+    shutil.copytree(experiment.root, copy)
+    (copy / "overrides.jsonl").write_text("", encoding="utf-8")
+    paths = [copy, *copy.rglob("*")]
+    for path in paths:
+        path.chmod(path.stat().st_mode & ~0o222)
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in paths if p.is_file()}
+    try:
+        for args in (["translate", "--exp", copy, "--beam", "3", "--input", experiment.root.parent / "in.txt"],
+                     ["attention", "--exp", copy, "--beam", "3", "Ein Mann läuft.", "--json"]):
+            code, out, err = mt(capsys, monkeypatch, *args)
+            assert code == 0 and out.strip(), err
+        after = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in [copy, *copy.rglob("*")] if p.is_file()}
+        assert after == before
+    finally:
+        for path in paths:
+            path.chmod(path.stat().st_mode | 0o200)
