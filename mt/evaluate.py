@@ -15,11 +15,20 @@ from mt.metrics import score, score_tokenized
 from mt.translate import DecodeOptions, Translator
 
 
-def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None) -> dict:
-    """How a split was decoded, as its scores record it: `mt run` rescores when this changes."""
-    return {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
-            "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b,
-            "precision": precision, "quantize": quantize}
+def decode_record(decode: DecodeConfig, precision: str = "fp32", quantize: str | None = None,
+                  averaged_from: list[str] | None = None) -> dict:
+    """How a split was decoded, as its scores record it: `mt run` rescores when this changes.
+    `averaged_from`: the checkpoints that the experiment's average.pt averages, when it decoded."""
+    record = {"beam": decode.beam, "alpha": decode.alpha, "length_penalty": decode.length_penalty,
+              "stop": decode.stop, "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b,
+              "precision": precision, "quantize": quantize}
+    return record if averaged_from is None else {**record, "averaged_from": list(averaged_from)}
+
+
+def averaged_from(exp: Experiment, translator: Translator) -> list[str] | None:
+    """What the experiment's checkpoints/average.pt averaged, when the translator decodes with it."""
+    average = exp.checkpoint_path("average").resolve()
+    return next((names for path, names in translator.averaged_from.items() if path.resolve() == average), None)
 
 
 def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translator: Translator | None = None,
@@ -53,7 +62,7 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         "split": split,
         **scores,
         "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
-        "decode": decode_record(cfg.decode, translator.precision, translator.quantize),
+        "decode": decode_record(cfg.decode, translator.precision, translator.quantize, averaged_from(exp, translator)),
         "translate_seconds": round(seconds, 2),
     }
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)

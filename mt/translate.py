@@ -159,7 +159,7 @@ class Translator:
     model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in
     (`precision`, or `quantize` int8); decode_cfg: the decoding settings (kept, not copied: a change
     to it applies to the next search); checkpoint_paths: the files the weights came from, for records
-    (scores, reports)."""
+    (scores, reports); averaged_from: for each of these that is an average, the checkpoints it averages."""
 
     def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
                  device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
@@ -171,6 +171,7 @@ class Translator:
         self.precision, self.quantize = precision, quantize
         self.checkpoint_paths = list(checkpoint_paths or [])
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
+        self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -185,7 +186,7 @@ class Translator:
         src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
-        models, paths = [], []
+        models, paths, averaged = [], [], {}
         for name in names:
             path = exp.find_checkpoint(name)
             state = load_checkpoint(path)
@@ -194,10 +195,14 @@ class Translator:
                 check_model_config(path, state, cfg.model, exp.config_path)
             models.append(model_from_checkpoint(state).to(torch_device).eval())
             paths.append(path)
+            if "averaged_from" in state:
+                averaged[path] = list(state["averaged_from"])
         model = models[0] if len(models) == 1 else Ensemble(models).eval()
         model = set_precision(model, precision, quantize, torch_device)
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, src_tok)
-        return cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize, directions)
+        translator = cls(model, src_tok, tgt_tok, cfg.decode, torch_device, paths, precision, quantize, directions)
+        translator.averaged_from = averaged
+        return translator
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""

@@ -495,3 +495,35 @@ def test_a_read_only_experiment_translates_with_decoding_flags(experiment, tmp_p
     finally:
         for path in paths:
             path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_run_averages_again_when_average_last_changes(experiment, tmp_path, capsys, monkeypatch):
+    """average.pt is done only while it averages the last decode.average_last checkpoints (its
+    averaged_from), scores from it only while they came from that average; --dry-run says the same."""
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [average, evaluate]\ndecode:\n  checkpoint: average\n  average_last: 2\n", encoding="utf-8")
+    steps = [p.name for p in Experiment(copy).step_checkpoints()]
+    assert len(steps) == 2
+
+    def run(*flags: str) -> str:
+        code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), *flags)
+        assert code == 0, err
+        return err
+
+    def averaged_from() -> tuple[list, list]:
+        test = json.loads((copy / "scores" / "test.json").read_text(encoding="utf-8"))
+        return load_checkpoint(copy / "checkpoints" / "average.pt")["averaged_from"], test["decode"]["averaged_from"]
+
+    run()
+    assert averaged_from() == (steps, steps)
+    assert "average done, evaluate done" in run("--dry-run")
+    assert "average to run, evaluate to run" in run("--dry-run", "--set", "decode.average_last=1")  # was "done"
+    err = run("--set", "decode.average_last=1")
+    assert "average: done already" not in err and "evaluate test: done already" not in err, err
+    assert averaged_from() == (steps[-1:], steps[-1:])  # average.pt averaged 2 and its scores were kept as fresh
+    err = run("--set", "decode.average_last=1")
+    assert "average: done already" in err and "evaluate test: done already" in err, err
