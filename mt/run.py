@@ -118,6 +118,7 @@ def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str
             teachers.append(Experiment(Path(entry)))
     log.info("[bold]distill[/bold]")
     distill(teachers, exp, device=device)
+    cfg.data.train = exp.load_config().data.train  # with the distilled corpus, if distill added it
 
 
 def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
