@@ -240,7 +240,7 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
 
 def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool, back_translated: bool) -> Filters:
     """The filters of a source: with several directions, each source begins with its target language's
-    tag; a back-translated one (bt:) then has <BT>."""
+    tag; a back-translated one (bt:) then has <BT>, which counts in data.max_len."""
     prefix: tuple[int, ...] = ()
     if multilingual:
         tag = src_tok.tag_id(tgt_lang)
@@ -254,7 +254,7 @@ def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: b
             raise MtError(f"{src_tok.path}: no {BACK_TRANSLATION_TAG} token for the back-translated pairs (bt:): the "
                           f"tokenizer was trained without them; train it again, or leave out bt:")
         prefix += (tag,)
-    return replace(filters, src_prefix=prefix) if prefix else filters
+    return replace(filters, src_prefix=prefix, src_counted=int(back_translated)) if prefix else filters
 
 
 def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
