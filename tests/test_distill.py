@@ -367,3 +367,19 @@ data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_l
     assert done.returncode == 0, done.stderr
     assert student.load_config().data.train == [f"files:{(student.root / 'distill' / 'train').resolve()}"]
     assert f"train: kept {len(teacher_sources(trained_experiment))} of" in done.stderr, done.stderr
+
+
+def test_a_changed_chunk_of_a_later_direction_names_its_own_lines(tmp_path):
+    """Chunks are numbered on through the directions and a direction's last one may be short: chunk 4
+    holds en-fr's lines 3-4 (was named lines 9-10, as if all chunks were full and of one direction)."""
+    from mt.atomic_files import write_text_atomic
+    from mt.chunked import check_done_chunks, cut_chunks
+
+    lines = [f"Zeile {i}." for i in range(1, 6)]
+    chunks = cut_chunks([(("en", "de"), lines), (("en", "fr"), lines)], 2)
+    assert [(index, pair[1], len(part)) for index, pair, part in chunks][3:5] == [(3, "fr", 2), (4, "fr", 2)]
+    src_path, tgt_path = chunk_files(tmp_path, 4)
+    write_text_atomic(src_path, "Eine andere.\nZeile.\n")  # the input changed since
+    write_text_atomic(tgt_path, "Another.\nLine.\n")
+    with pytest.raises(MtError, match=r"not the teacher's source lines 3-4 of en-fr \(chunks of --chunk-lines 2\)"):
+        check_done_chunks(tmp_path, chunks, 2, "the teacher's source lines")
