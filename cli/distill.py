@@ -22,7 +22,7 @@ def distill(
     teacher: Annotated[list[Path], typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
     checkpoint: Checkpoint = None,
     chunk_lines: ChunkLines = None,
-    mix_original: Annotated[bool, typer.Option(help="A new student trains on the original pairs too, beside the distilled ones.")] = False,
+    mix_original: Annotated[bool, typer.Option(help="The student trains on the original pairs too, beside the distilled ones.")] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,

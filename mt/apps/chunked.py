@@ -132,14 +132,19 @@ def check_done_chunks(root: Path, chunks: list[Chunk], size: int, whose: str) ->
     """Refuse, before translating anything, chunks on disk that hold other input lines than those their
     place expects (cut at another --chunk-lines before the size was recorded, or the input changed), or
     translations that cannot be read or do not have a line each.
-    `whose`: what the lines are, for the message ("the teacher's source lines")."""
-    for index, _, lines in chunks:
+    `whose`: what the lines are, for the message ("the teacher's source lines"); numbered within the
+    chunk's direction (a direction's last chunk may be short), which is named when there are several."""
+    before: dict[tuple[str, str], int] = {}  # each direction's lines in the chunks before this one
+    several = len({pair for _, pair, _ in chunks}) > 1
+    for index, pair, lines in chunks:
+        first = before.get(pair, 0) + 1
+        before[pair] = first - 1 + len(lines)
         src_path, tgt_path = chunk_paths(root, index)
         if not tgt_path.exists():
             continue
         if read_chunk(src_path) != "".join(line + "\n" for line in lines):
-            first = index * size + 1
-            raise MtError(f"{src_path}: not {whose} {first}-{first + len(lines) - 1} (chunks of --chunk-lines "
+            where = f" of {'-'.join(pair)}" if several else ""
+            raise MtError(f"{src_path}: not {whose} {first}-{first + len(lines) - 1}{where} (chunks of --chunk-lines "
                           f"{size}): cut at another --chunk-lines, or the input changed; remove {src_path.parent} "
                           f"to start over")
         found = read_chunk(tgt_path).count("\n")  # damage shows here, before the caller sets anything up

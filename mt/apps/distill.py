@@ -15,6 +15,9 @@ The student gets the teacher's tokenizer (copied into S/tokenizer, so the vocabu
 step `train-tokenizer` has nothing to do) and, when S has no config yet, the teacher's config with
 its training corpus replaced by the distilled one (plus the original pairs with `--mix-original`);
 its model is then chosen at `mt train` (`--preset student`, say). Valid and test stay the teacher's.
+A config of its own gets the distilled corpus (and, with `--mix-original`, the teacher's training
+corpora) added to its data.train, as `mt backtranslate` adds its corpus, before S has data or
+checkpoints.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mt import log
 from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
+from mt.config.sources import absolute_spec
 from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
 from mt.decoding.options import DecodeOptions
@@ -82,10 +86,7 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
     """The student's config (written if new) and the teacher's tokenizer, copied once."""
     teacher_cfg = teacher.load_config()
     if student.has_config():
-        cfg = student.load_config()
-        if cfg.data.pairs() != teacher_cfg.data.pairs():
-            mine, theirs = (", ".join(f"{s}->{t}" for s, t in c.data.pairs()) for c in (cfg, teacher_cfg))
-            raise ConfigError(f"--exp {student.root}: translates {mine}, the teacher {theirs}")
+        cfg = add_corpus(teacher_cfg, student, mix_original)
     else:
         cfg = student_config(teacher_cfg, student, mix_original)
         student.root.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,31 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
     elif not same_tokenizer(student, teacher):
         raise MtError(f"{student.tokenizer_dir}: not the teacher's tokenizer ({teacher.tokenizer_dir}); a student "
                       f"must share its teacher's vocabulary: distill into a new --exp")
+    return cfg
+
+
+def add_corpus(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
+    """A student's own config (of the teacher's directions) with the distilled corpus in its data.train
+    (unless it reads it already) and, with mix_original, the teacher's training specs it lacks; saved
+    when changed, which is refused once the student has data or checkpoints made without them."""
+    cfg = student.load_config()
+    if cfg.data.pairs() != teacher_cfg.data.pairs():
+        mine, theirs = (", ".join(f"{s}->{t}" for s, t in c.data.pairs()) for c in (cfg, teacher_cfg))
+        raise ConfigError(f"--exp {student.root}: translates {mine}, the teacher {theirs}")
+    here = f"files:{distill_dir(student).resolve()}/"
+    have = [absolute_spec(str(spec)) for spec in cfg.data.train]
+    wanted = [] if any(spec.startswith(here) for spec in have) else corpus_specs(teacher_cfg, student)
+    if mix_original:
+        wanted += [str(spec) for spec in teacher_cfg.data.train if absolute_spec(str(spec)) not in have]
+    if not wanted:
+        return cfg
+    made = "checkpoints" if student.has_checkpoints() else "binarized data" if student.has_data() else None
+    if made:
+        raise ConfigError(f"--exp {student.root}: has {made} made without the distilled corpus; add "
+                          f"{', '.join(wanted)} to its data.train before its first step, or distill into a new --exp")
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, train=[*cfg.data.train, *wanted]))
+    write_text_atomic(student.config_path, save_yaml(cfg))
+    log.info(f"distill: {', '.join(wanted)} added to {student.config_path}'s data.train")
     return cfg
 
 

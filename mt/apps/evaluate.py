@@ -17,10 +17,18 @@ from mt.experiment.paths import Experiment
 from mt.metrics import score, score_tokenized
 
 
-def decode_record(options: DecodeOptions, precision: str = "fp32", quantize: str | None = None) -> dict:
+def decode_record(options: DecodeOptions, precision: str = "fp32", quantize: str | None = None,
+                  averaged_from: list[str] | None = None) -> dict:
     """How a split was decoded (resolved `options`), as its scores record it: `mt run` rescores when
-    this changes."""
-    return {**options.record(), "precision": precision, "quantize": quantize}
+    this changes. `averaged_from`: the checkpoints that the experiment's average.pt averages, when it decoded."""
+    record = {**options.record(), "precision": precision, "quantize": quantize}
+    return record if averaged_from is None else {**record, "averaged_from": list(averaged_from)}
+
+
+def averaged_from(exp: Experiment, translator: Translator) -> list[str] | None:
+    """What the experiment's checkpoints/average.pt averaged, when the translator decodes with it."""
+    average = exp.checkpoint_path("average").resolve()
+    return next((names for path, names in translator.averaged_from.items() if path.resolve() == average), None)
 
 
 def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translator: Translator | None = None,
@@ -56,7 +64,7 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         "split": split,
         **scores,
         "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
-        "decode": decode_record(options, translator.precision, translator.quantize),
+        "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
         "translate_seconds": round(seconds, 2),
     }
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)

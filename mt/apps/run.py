@@ -118,6 +118,7 @@ def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str
             teachers.append(Experiment(Path(entry)))
     log.info("[bold]distill[/bold]")
     distill(teachers, exp, device=device)
+    cfg.data.train = exp.load_config().data.train  # with the distilled corpus, if distill added it
 
 
 def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
@@ -204,7 +205,7 @@ def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_res
     done = {"distill": (distill_dir(exp) / "manifest.json").exists(),
             "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
             "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
-            "average": exp.checkpoint_path("average").exists(),
+            "average": _average_fresh(exp, cfg),
             "evaluate": exp.checkpoint_path("last").exists() and all(
                 _scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split))}
     log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
@@ -253,22 +254,45 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
 
 def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
     """checkpoints/average.pt from the last decode.average_last periodic checkpoints (Sec. 6.1), or
-    all of them when there are fewer, unless it is newer than all of them."""
+    all of them when there are fewer, unless it averages these already (`_average_fresh`)."""
     from mt.training.average import average_last
 
-    periodic = exp.step_checkpoints()
     target = exp.checkpoint_path("average")
-    if target.exists() and periodic and target.stat().st_mtime > max(p.stat().st_mtime for p in periodic):
+    if _average_fresh(exp, cfg):
         log.info(f"average: done already ({target})")
         return
     log.info("[bold]average[/bold]")
-    path, used = average_last(exp, min(cfg.decode.average_last, len(periodic)) or 1, force=True)  # none: average_last says so
+    n = len(_average_sources(exp, cfg)) or 1  # none: average_last says so
+    path, used = average_last(exp, n, force=True)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
+
+
+def _average_sources(exp: Experiment, cfg: ExperimentConfig) -> list[Path]:
+    """The periodic checkpoints that average.pt is to average now: the last decode.average_last."""
+    periodic = exp.step_checkpoints()
+    return periodic[-min(cfg.decode.average_last, len(periodic)):] if periodic else []
+
+
+def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:
+    """Whether average.pt averages the checkpoints it is to average now (the names it recorded) and
+    was written after each of them (not, say, a step_N.pt of an earlier run of the same name)."""
+    from mt.experiment.checkpoint_file import load_checkpoint
+
+    target, sources = exp.checkpoint_path("average"), _average_sources(exp, cfg)
+    if not target.exists() or not sources:
+        return False
+    try:
+        recorded = load_checkpoint(target).get("averaged_from")
+    except MtError:  # damaged: made again
+        return False
+    return (recorded == [p.name for p in sources]
+            and target.stat().st_mtime > max(p.stat().st_mtime for p in sources))
 
 
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
-    chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt)."""
+    chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt);
+    from average.pt, only while it averages what it is to average now (`_average_fresh`)."""
     from mt.apps.evaluate import decode_record
     from mt.decoding.options import DecodeOptions
 
@@ -277,11 +301,14 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         chosen = exp.find_checkpoint(cfg.decode.checkpoint)  # best.pt, or last.pt without a valid split
     except MtError:
         return False
+    average = chosen.resolve() == exp.checkpoint_path("average").resolve()
+    expected = decode_record(DecodeOptions().resolved(cfg.decode), averaged_from=[p.name for p in _average_sources(exp, cfg)] if average else None)
     scores = exp.read_json(score_path) if score_path.exists() else None
-    return (scores is not None and scores.get("decode") == decode_record(DecodeOptions().resolved(cfg.decode)) and last.exists()
+    return (scores is not None and scores.get("decode") == expected and last.exists()
             and scores.get("checkpoint") == chosen.name
             and score_path.stat().st_mtime > last.stat().st_mtime
-            and score_path.stat().st_mtime > chosen.stat().st_mtime)
+            and score_path.stat().st_mtime > chosen.stat().st_mtime
+            and (not average or _average_fresh(exp, cfg)))
 
 
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:

@@ -58,7 +58,7 @@ class DataConfig:
     valid: list[str] = field(default_factory=list)
     test: list[str] = field(default_factory=list)
     hf_streaming: bool = False  # read hub datasets record by record instead of downloading them first
-    max_len: int = 250  # tokens per side; longer pairs are dropped by binarize
+    max_len: int = 250  # tokens per side (a bt: source's <BT> tag counts); longer pairs are dropped by binarize
     # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
     clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
     normalize: Literal["none", "nfc", "nfkc"] = "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
@@ -290,7 +290,8 @@ def _model(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
         (min(m.enc_layers, m.dec_layers, m.d_model, m.d_ff, m.n_heads) >= 1,
          "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
         (m.n_heads >= 1 and m.d_model % m.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
-        # A kept pair has up to max_len tokens a side; the source gains EOS (and a tag), the decoder BOS.
+        # A kept pair has up to max_len tokens a side (a bt: source's <BT> among them: binarize counts it);
+        # the source gains EOS (and a language tag), the decoder BOS.
         (cfg.data.max_len + 1 + cfg.data.multilingual <= m.max_positions,
          f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
          f"must be at most model.max_positions ({m.max_positions})"),

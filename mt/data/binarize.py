@@ -234,13 +234,13 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
     if split == "train" and (len(sources) > 1 or sources[0].weight != 1):
         stats["sources"] = tally["sources"]
     if data.multilingual:
-        stats["directions"] = {"-".join(pair): writer.direction_rows[d] for d, pair in enumerate(data.pairs())}
+        stats["directions"] = {"-".join(pair): writer.direction_rows.get(d, 0) for d, pair in enumerate(data.pairs())}
     return stats, writer.close()
 
 
 def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool, back_translated: bool) -> Filters:
     """The filters of a source: with several directions, each source begins with its target language's
-    tag; a back-translated one (bt:) then has <BT>."""
+    tag; a back-translated one (bt:) then has <BT>, which counts in data.max_len."""
     prefix: tuple[int, ...] = ()
     if multilingual:
         tag = src_tok.tag_id(tgt_lang)
@@ -254,7 +254,7 @@ def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: b
             raise MtError(f"{src_tok.path}: no {BACK_TRANSLATION_TAG} token for the back-translated pairs (bt:): the "
                           f"tokenizer was trained without them; train it again, or leave out bt:")
         prefix += (tag,)
-    return replace(filters, src_prefix=prefix) if prefix else filters
+    return replace(filters, src_prefix=prefix, src_counted=int(back_translated)) if prefix else filters
 
 
 def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
@@ -330,6 +330,14 @@ def _refuse_empty(cfg: ExperimentConfig, split: str, stats: dict) -> None:
     raise MtError(f"{corpus.describe(cfg.data.sources(split))}: the {split} split has no usable pairs ({read}); {fix}")
 
 
+def _refuse_empty_direction(cfg: ExperimentConfig, split: str, stats: dict) -> None:
+    """With data.directions, a direction without a usable pair in a split that has some: refused."""
+    for direction in (name for name, rows in stats.get("directions", {}).items() if not rows):
+        where = corpus.describe(cfg.data.sources(split, tuple(direction.split("-"))))
+        raise MtError(f"{where}: the {split} split has no usable pairs for {direction} (each empty or dropped); "
+                      f"give it sentence pairs of {direction}, or leave {direction} out of data.directions")
+
+
 def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, force: bool = False) -> dict:
     """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written.
     `force`: build it again where it exists (not under checkpoints, which were trained on it); the old
@@ -368,6 +376,7 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
                 split_stats, files = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok)
                 if not split_stats["kept"]:
                     _refuse_empty(cfg, split, split_stats)
+                _refuse_empty_direction(cfg, split, split_stats)
                 stats["splits"][split] = split_stats
                 manifest["splits"][split] = {key: split_stats[key] for key in ("kept", "src_tokens", "tgt_tokens")}
                 manifest["files"].update(files)

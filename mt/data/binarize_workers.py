@@ -45,6 +45,7 @@ class Filters:
     segmentations: int = 1  # each kept pair's best segmentation, and segmentations - 1 sampled ones
     sampling_alpha: float = 0.3  # tokenizer.sampling_alpha
     src_prefix: tuple[int, ...] = ()  # ids before each source (a multilingual model's target tag), after the filters
+    src_counted: int = 0  # of these, how many max_len counts: <BT> (model.max_positions leaves room for the tag only)
 
 
 def _pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
@@ -120,7 +121,7 @@ def _lengths(seqs: list[list[int]]) -> np.ndarray:
 def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -> tuple[np.ndarray, ...]:
     """Masks of the pairs that are empty, too long, or (neither) off the length ratio, per filters."""
     is_empty = (src_len == 0) | (tgt_len == 0)
-    is_long = ~is_empty & ((src_len > filters.max_len) | (tgt_len > filters.max_len))
+    is_long = ~is_empty & ((src_len + filters.src_counted > filters.max_len) | (tgt_len > filters.max_len))
     is_off = np.zeros_like(is_empty)
     if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
         is_off = ~(is_empty | is_long) & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))

@@ -32,13 +32,14 @@ ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 
 def load_models(exp: Experiment, cfg: ExperimentConfig, names: list[str], tokenizers: tuple[Tokenizer, Tokenizer],
                 device: torch.device, precision: str = "fp32",
-                quantize: str | None = None) -> tuple[torch.nn.Module, list[Path]]:
+                quantize: str | None = None) -> tuple[torch.nn.Module, list[Path], dict[Path, list[str]]]:
     """The checkpoints `names` (best, last, average, step_N or a .pt file; several make an ensemble),
     each checked against the tokenizers and, when it is this experiment's own, its model config; in
-    eval mode on `device`, in `precision` or with `quantize`. Returns the model and the files."""
+    eval mode on `device`, in `precision` or with `quantize`. Returns the model, the files, and for
+    each file that is an average, the checkpoints it averages."""
     src_tok, tgt_tok = tokenizers
     expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
-    models, paths = [], []
+    models, paths, averaged = [], [], {}
     for name in names:
         path = exp.find_checkpoint(name)
         state = load_checkpoint(path)
@@ -47,8 +48,10 @@ def load_models(exp: Experiment, cfg: ExperimentConfig, names: list[str], tokeni
             check_model_config(path, state, cfg.model, exp.config_path)
         models.append(model_from_checkpoint(state).to(device).eval())
         paths.append(path)
+        if "averaged_from" in state:
+            averaged[path] = list(state["averaged_from"])
     model = models[0] if len(models) == 1 else Ensemble(models).eval()
-    return set_precision(model, precision, quantize, device), paths
+    return set_precision(model, precision, quantize, device), paths, averaged
 
 
 def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):

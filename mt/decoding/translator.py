@@ -36,7 +36,8 @@ class Translator:
     model: a Transformer or an Ensemble, in eval mode on `device`, in the precision it runs in
     (`precision`, or `quantize` int8); decode_cfg: the experiment's decode.* settings, which fill in
     what a call's DecodeOptions leave unset (kept, not copied: a change applies to the next search);
-    checkpoint_paths: the files the weights came from, for records (scores, reports)."""
+    checkpoint_paths: the files the weights came from, for records (scores, reports); averaged_from:
+    for each of these that is an average, the checkpoints it averages."""
 
     def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
                  device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
@@ -48,6 +49,7 @@ class Translator:
         self.precision, self.quantize = precision, quantize
         self.checkpoint_paths = list(checkpoint_paths or [])
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
+        self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -61,9 +63,11 @@ class Translator:
         torch_device = torch.device(device)
         tokenizers = exp.load_tokenizers(cfg.tokenizer.joint)
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
-        model, paths = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
+        model, paths, averaged = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
-        return cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
+        translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
+        translator.averaged_from = averaged
+        return translator
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""

@@ -1,6 +1,7 @@
 """A command's config: resolved from what the experiment saved plus this command's recipe and flags
 (`mt.config.resolve`, a pure function), saved into config.yaml so that later steps and resumes see
-it, recorded in overrides.jsonl, and taken back when the command fails having made nothing.
+it, recorded in overrides.jsonl, and taken back when the command fails having made nothing. A
+config for one call that is not saved (`read_experiment`) writes nothing.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ class ConfigChange:
                 recipe: Path | None = None, origins: dict[str, str] | None = None,
                 record: bool = True) -> ExperimentConfig:
         """The config for this step (`mt.config.resolve.resolve`) from and to the experiment's files: a
-        new experiment gets its config written once (with `persist`); changes are recorded in
-        overrides.jsonl and, with `persist`, saved so that later steps (and resumes) see them; `record`
-        False (a dry run) writes nothing at all."""
+        new experiment gets its config written once (with `persist`); with `persist`, changes are
+        saved so that later steps (and resumes) see them and recorded in overrides.jsonl; without it
+        (one call's decoding flags) nothing is written: a read-only experiment serves; `record` False
+        (a dry run) writes nothing at all."""
         exp = self.exp
         read = read_recipe(recipe) if recipe is not None else None
         new = not exp.has_config()
@@ -64,8 +66,8 @@ class ConfigChange:
                 self._config_before = exp.config_path.read_text(encoding="utf-8")
                 self._made_before = self._made()
             write_text_atomic(exp.config_path, cfglib.save_yaml(cfg))
-        if changes and record and (persist or not new):
-            self._record_overrides(changes, persisted=persist)
+        if changes and record and persist:
+            self._record_overrides(changes, persisted=True)
         return cfg
 
     def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
@@ -137,10 +139,9 @@ def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any
     return change.exp, change.resolve(overrides, persist=persist, recipe=recipe, origins=origins), change
 
 
-def read_experiment(root: Path, flags: dict[str, Any] | None = None) -> tuple[Experiment, ExperimentConfig]:
-    """An existing experiment and its config with this call's `flags` (decode.* of translate, evaluate,
-    serve...), which are recorded in overrides.jsonl but not saved. Nothing is created."""
+def read_experiment(root: Path) -> tuple[Experiment, ExperimentConfig]:
+    """An existing experiment and its saved config, for the commands that only read it (translate,
+    evaluate, serve, attention, export): nothing is written, so that a read-only experiment serves.
+    Their decoding flags are this call's DecodeOptions (mt.decoding.options), never the config's."""
     exp = Experiment(root)
-    exp.load_config()  # a one-line error when there is no experiment here
-    overrides, origins = flag_overrides(flags or {}, None, None)
-    return exp, ConfigChange(exp).resolve(overrides, persist=False, origins=origins)
+    return exp, exp.load_config()  # a one-line error when there is no experiment here

@@ -175,9 +175,15 @@ def save_training(run: Training, is_best: bool = False) -> None:
 
 
 def resume_training(run: Training) -> bool:
-    """Continue from checkpoints/last.pt if there is one (saved with as many processes as now)."""
+    """Continue from checkpoints/last.pt if there is one (saved with as many processes as now). Without
+    it, periodic checkpoints of an earlier run are refused: the new run would overwrite and prune them
+    (its own too, being older by step) and an average would mix the two runs."""
     path = run.exp.checkpoint_path("last")
     if not path.exists():
+        earlier = run.exp.step_checkpoints()
+        if earlier:
+            raise MtError(f"{run.exp.checkpoints_dir}: {', '.join(p.name for p in earlier)} of an earlier run but no "
+                          f"last.pt; restore last.pt to resume, or remove those step_*.pt files to start again")
         return False
     saved = load_checkpoint(path)
     _check_resumable(run, path, saved)

@@ -279,3 +279,36 @@ def test_a_reverse_model_that_does_not_load_leaves_no_experiment_behind(trained_
     with pytest.raises(MtError, match="truncated"):
         backtranslate(trained_experiment, final, [f"text:{path}"], checkpoint=str(truncated))
     assert not final.root.exists()  # no config, no chunk state: a retry with another --chunk-lines starts clean
+
+
+def test_a_tagged_corpus_at_the_allowed_max_len_trains(tmp_path):
+    """<BT> comes before a synthetic source after the length filter: with data.max_len at its allowed
+    most (model.max_positions - 1) a source of max_len tokens became max_len + 2 positions with EOS,
+    and training died mid-run ("sequence of 13 positions exceeds max_positions=12"). The filter counts it."""
+    from helpers import one_thread, tiny_config
+
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import save_yaml, validate
+    from mt.training.loop import train
+
+    src, tgt = toy_corpus(200, seed=1)
+    for name, (de, en) in {"train": (src, tgt), "synth": (src[:60], src[:60])}.items():  # both sides German
+        (tmp_path / f"{name}.de").write_text("\n".join(de) + "\n", encoding="utf-8")
+        (tmp_path / f"{name}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    cfg = tiny_config(tmp_path, ("train",))
+    cfg.data.train = [f"files:{tmp_path / 'train'}", f"bt:files:{tmp_path / 'synth'}"]
+    exp = Experiment(tmp_path / "exp")
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    train_tokenizer(exp, cfg)
+    lengths = [len(ids) for ids in exp.load_tokenizers(True)[0].encode(src[:60])]
+    cfg.data.train = [f"bt:files:{tmp_path / 'synth'}"]  # only tagged pairs: every epoch reaches the longest
+    cfg.data.max_len, cfg.model.max_positions = max(lengths), max(lengths) + 1
+    validate(cfg, "test")  # an allowed config
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    stats = binarize(exp, cfg)
+    assert stats["splits"]["train"]["dropped"]["too_long"] == lengths.count(max(lengths))
+    data = ParallelData(exp, "train")
+    assert max(len(data.src(i)) for i in range(len(data))) <= cfg.data.max_len  # <BT> included
+    with one_thread():
+        train(exp, cfg)  # 10 updates, several epochs
+    assert exp.checkpoint_path("last").exists()

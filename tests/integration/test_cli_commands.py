@@ -459,3 +459,59 @@ def test_attention_output_that_is_a_file_is_refused_naming_it(experiment, tmp_pa
     result = mt(capsys, monkeypatch, "attention", "Ein Mann.", "--exp", str(experiment.root), "--output", str(keep))
     one_error(*result, 1, f"--output {keep}: not a directory")  # was "keep.txt: File exists"
     assert keep.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_read_only_experiment_translates_with_decoding_flags(experiment, tmp_path, capsys, monkeypatch):
+    """translate and attention write nothing, so --beam on a read-only copy works and changes no file
+    (overrides.jsonl included: as root, where chmod does not stop a write, that is what would fail)."""
+    import shutil
+
+    copy = tmp_path / "ro"
+    shutil.copytree(experiment.root, copy)
+    (copy / "overrides.jsonl").write_text("", encoding="utf-8")
+    paths = [copy, *copy.rglob("*")]
+    for path in paths:
+        path.chmod(path.stat().st_mode & ~0o222)
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in paths if p.is_file()}
+    try:
+        for args in (["translate", "--exp", copy, "--beam", "3", "--input", experiment.root.parent / "in.txt"],
+                     ["attention", "--exp", copy, "--beam", "3", "Ein Mann läuft.", "--json"]):
+            code, out, err = mt(capsys, monkeypatch, *args)
+            assert code == 0 and out.strip(), err
+        after = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in [copy, *copy.rglob("*")] if p.is_file()}
+        assert after == before
+    finally:
+        for path in paths:
+            path.chmod(path.stat().st_mode | 0o200)
+
+
+def test_run_averages_again_when_average_last_changes(experiment, tmp_path, capsys, monkeypatch):
+    """average.pt is done only while it averages the last decode.average_last checkpoints (its
+    averaged_from), scores from it only while they came from that average; --dry-run says the same."""
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [average, evaluate]\ndecode:\n  checkpoint: average\n  average_last: 2\n", encoding="utf-8")
+    steps = [p.name for p in Experiment(copy).step_checkpoints()]
+    assert len(steps) == 2
+
+    def run(*flags: str) -> str:
+        code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), *flags)
+        assert code == 0, err
+        return err
+
+    def averaged_from() -> tuple[list, list]:
+        test = json.loads((copy / "scores" / "test.json").read_text(encoding="utf-8"))
+        return load_checkpoint(copy / "checkpoints" / "average.pt")["averaged_from"], test["decode"]["averaged_from"]
+
+    run()
+    assert averaged_from() == (steps, steps)
+    assert "average done, evaluate done" in run("--dry-run")
+    assert "average to run, evaluate to run" in run("--dry-run", "--set", "decode.average_last=1")  # was "done"
+    err = run("--set", "decode.average_last=1")
+    assert "average: done already" not in err and "evaluate test: done already" not in err, err
+    assert averaged_from() == (steps[-1:], steps[-1:])  # average.pt averaged 2 and its scores were kept as fresh
+    err = run("--set", "decode.average_last=1")
+    assert "average: done already" in err and "evaluate test: done already" in err, err

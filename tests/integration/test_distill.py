@@ -321,3 +321,66 @@ def test_a_resume_whose_teacher_changed_at_the_same_path_is_refused(trained_expe
     shutil.copyfile(step, teacher.checkpoint_path("last"))  # trained on, averaged again...: another model
     with pytest.raises(ConfigError, match="teacher_sha256"):
         distill([teacher], student, DecodeOptions(beam=2), checkpoint="last", chunk_lines=200)
+
+
+def test_a_student_with_a_config_of_its_own_gets_the_distilled_corpus_added(trained_experiment, tmp_path):
+    """Was: the files written, the student's data.train unchanged (it trained on its own corpus) and
+    --mix-original ignored. Now added as mt backtranslate adds its corpus; refused once data is made."""
+    import dataclasses
+
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import save_yaml
+
+    teacher_cfg = trained_experiment.load_config()
+    own = dataclasses.replace(teacher_cfg, data=dataclasses.replace(teacher_cfg.data, train=[]))
+    student, mixed = Experiment(tmp_path / "student"), Experiment(tmp_path / "mixed")
+    for exp in (student, mixed):
+        exp.root.mkdir()
+        write_text_atomic(exp.config_path, save_yaml(own))
+    distill([trained_experiment], student, chunk_lines=400)
+    corpus = f"files:{(student.root / 'distill' / 'train').resolve()}"
+    assert student.load_config().data.train == [corpus]
+    sources, _ = load_split(student.load_config().data.sources("train"))
+    assert sources == teacher_sources(trained_experiment)
+    late = Experiment(tmp_path / "late")  # binarized before: the data would not hold the distilled pairs
+    shutil.copytree(student.root, late.root, ignore=shutil.ignore_patterns("distill"))
+    write_text_atomic(late.config_path, save_yaml(own))
+    late.data_dir.mkdir()  # binarize renames data/ into place when done: there is data
+    with pytest.raises(ConfigError, match="binarized data made without the distilled corpus"):
+        distill([trained_experiment], late, chunk_lines=400)
+    assert late.load_config().data.train == []
+    distill([trained_experiment], mixed, chunk_lines=400, mix_original=True)
+    mixed_corpus = f"files:{(mixed.root / 'distill' / 'train').resolve()}"
+    assert mixed.load_config().data.train == [mixed_corpus, *teacher_cfg.data.train]
+
+
+def test_a_student_recipe_without_a_training_corpus_binarizes_the_distilled_one(trained_experiment, tmp_path):
+    teacher_cfg = trained_experiment.load_config()
+    student = Experiment(tmp_path / "student")
+    recipe = tmp_path / "student.yaml"
+    recipe.write_text(f"""
+exp: {student.root}
+teacher: {trained_experiment.root}
+steps: [distill, binarize]
+data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_lang}, valid: {teacher_cfg.data.valid}}}
+""", encoding="utf-8")
+    done = mt("run", str(recipe))
+    assert done.returncode == 0, done.stderr
+    assert student.load_config().data.train == [f"files:{(student.root / 'distill' / 'train').resolve()}"]
+    assert f"train: kept {len(teacher_sources(trained_experiment))} of" in done.stderr, done.stderr
+
+
+def test_a_changed_chunk_of_a_later_direction_names_its_own_lines(tmp_path):
+    """Chunks are numbered on through the directions and a direction's last one may be short: chunk 4
+    holds en-fr's lines 3-4 (was named lines 9-10, as if all chunks were full and of one direction)."""
+    from mt.apps.chunked import check_done_chunks, cut_chunks
+    from mt.atomic_files import write_text_atomic
+
+    lines = [f"Zeile {i}." for i in range(1, 6)]
+    chunks = cut_chunks([(("en", "de"), lines), (("en", "fr"), lines)], 2)
+    assert [(index, pair[1], len(part)) for index, pair, part in chunks][3:5] == [(3, "fr", 2), (4, "fr", 2)]
+    src_path, tgt_path = chunk_files(tmp_path, 4)
+    write_text_atomic(src_path, "Eine andere.\nZeile.\n")  # the input changed since
+    write_text_atomic(tgt_path, "Another.\nLine.\n")
+    with pytest.raises(MtError, match=r"not the teacher's source lines 3-4 of en-fr \(chunks of --chunk-lines 2\)"):
+        check_done_chunks(tmp_path, chunks, 2, "the teacher's source lines")

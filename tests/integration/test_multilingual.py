@@ -343,3 +343,31 @@ def test_the_report_of_a_multilingual_experiment_shows_each_direction(multi, tmp
     translator = Translator.load(exp, exp.load_config())
     expected = translator.search([source], DecodeOptions(src_lang="en", tgt_lang="de"))[0][0][0]
     assert f"<th>translation</th><td>{html.escape(expected, quote=False)}</td>" in attention  # read with <2de>
+
+
+def test_a_direction_or_split_without_usable_pairs_is_one_line(tmp_path):
+    """Was a KeyError traceback: a direction with no usable pair (empty files, or every pair over
+    data.max_len), and a whole split without one, never reached the refusal."""
+    for split, n in (("train", 60), ("valid", 10)):
+        for lang, lines in toy_multiway(n, seed=len(split)).items():
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for lang in ("en", "de", "fr"):
+        (tmp_path / f"empty.{lang}").write_text("", encoding="utf-8")
+        (tmp_path / f"long.{lang}").write_text(" ".join(["Hund"] * 40) + ".\n", encoding="utf-8")
+    exp, cfg, _ = open_experiment(tmp_path / "exp", flags={
+        "data.directions": ["en-de", "en-fr"], "data.train": [f"files:{tmp_path / 'train'}"],
+        "data.valid": [f"files:{tmp_path / 'valid'}"], "data.max_len": 20,
+        "tokenizer.vocab_size": 60, "tokenizer.byte_fallback": False})
+    with one_thread():
+        train_tokenizer(exp, cfg)
+    cases = [("train", [f"files:{tmp_path / 'train'}~en-de", f"files:{tmp_path / 'empty'}~en-fr"], "the train split has no usable pairs for en-fr"),
+             ("valid", [f"files:{tmp_path / 'valid'}~en-de", f"files:{tmp_path / 'long'}~en-fr"], "the valid split has no usable pairs for en-fr"),
+             ("valid", [f"files:{tmp_path / 'long'}"], "the valid split has no usable pairs (2 pairs read, all dropped: too long 2)")]
+    for split, specs, needle in cases:
+        setattr(cfg.data, split, specs)
+        with pytest.raises(MtError) as info:
+            binarize(exp, cfg, workers=1)
+        message = str(info.value)
+        assert needle in message and "\n" not in message, message
+        assert not exp.has_data()
+        cfg.data.train, cfg.data.valid = [f"files:{tmp_path / 'train'}"], [f"files:{tmp_path / 'valid'}"]

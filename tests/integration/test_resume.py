@@ -196,3 +196,25 @@ def test_the_device_is_saved_and_a_resume_on_another_says_so(trained_experiment,
     assert done.returncode == 0, done.stderr
     assert f"{last} was trained on cuda; this run continues on cpu (--device cuda to stay there)" in done.stderr
     assert load_checkpoint(last)["device"] == "cpu"
+
+
+def test_a_restart_without_last_pt_refuses_the_earlier_runs_step_checkpoints(trained_experiment, tmp_path):
+    """Was: a new run from step 0 overwrote step_20.pt, pruned by name (its own newest checkpoint among
+    the older run's later ones) and `mt average` then mixed the two runs."""
+    from helpers import one_thread
+
+    from mt.errors import MtError
+    from mt.training.loop import train
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    exp.checkpoint_path("last").unlink()
+    before = {p.name: p.read_bytes() for p in exp.step_checkpoints()}
+    assert len(before) == 2
+    cfg = exp.load_config()
+    cfg.train.keep_last = 1
+    with one_thread(), pytest.raises(MtError, match="of an earlier run but no last.pt") as info:
+        train(exp, cfg)
+    assert "\n" not in str(info.value) and all(name in str(info.value) for name in before)
+    assert {p.name: p.read_bytes() for p in exp.step_checkpoints()} == before
+    assert not exp.checkpoint_path("last").exists()
