@@ -53,6 +53,27 @@ def test_directions_and_the_sources_they_read():
         assert cfg.data.train == ["files:/c/x~en-de,de-en", "files:/c/y"], written
 
 
+def test_a_weighted_tilde_suffix_stays_one_source_in_a_flow_list_a_flag_and_a_recipe(tmp_path):
+    """Was "'de-en*2': unknown kind 'de-en'": the documented files:PREFIX~en-de,de-en*2 split at its comma."""
+    from mt.config.recipes import load_recipe
+
+    cfg = ExperimentConfig()
+    cfg.data.directions = ["en-de", "de-en"]
+    for written in ("[files:/c/x~en-de,de-en*2, files:/c/y]", "files:/c/x~en-de,de-en*2,files:/c/y",
+                    "[files:/c/x~en-de, de-en * 2, files:/c/y]"):
+        set_field(cfg, "data.train", written)
+        validate(cfg, "test")
+        assert len(cfg.data.train) == 2 and cfg.data.train[1] == "files:/c/y", written
+        assert [(s.paths[0], s.weight) for s in cfg.data.sources("train", ("de", "en"))] == \
+            [("/c/x.de", 2.0), ("/c/y.de", 1.0)], written
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("data:\n  directions: [en-de, de-en]\n  train: [files:/c/x~en-de,de-en*2, files:/c/y]\n"
+                      "  valid: [files:/c/v]\n  test: [files:/c/t]\n", encoding="utf-8")
+    cfg, _ = load_recipe(recipe)
+    assert [(s.paths[0], s.weight) for s in cfg.data.sources("train", ("en", "de"))] == \
+        [("/c/x.en", 2.0), ("/c/y.en", 1.0)]
+
+
 @pytest.mark.parametrize("change, needle", [
     ({"directions": ["en-de", "en-de"]}, "names a direction twice"),
     ({"directions": ["en-en"]}, "not a direction"),
