@@ -46,7 +46,7 @@ def test_directions_and_the_sources_they_read():
     assert [s.paths for s in cfg.data.sources("train", ("en", "de"))] == [("/c/train.en", "/c/train.de"),
                                                                           ("/c/extra.en", "/c/extra.de")]
     assert [(s.paths, s.weight) for s in cfg.data.sources("train", ("de", "en"))] == [(("/c/train.de", "/c/train.en"), 1.0)]
-    assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0] == "~/corpus/train.de"  # a path's ~
+    assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0].endswith("/corpus/train.de")  # a path's ~
     # A ~ suffix of two directions, unquoted in YAML's [a, b] or in a flag's a,b: not split at its comma.
     for written in ("[files:/c/x~en-de,de-en, files:/c/y]", "files:/c/x~en-de,de-en,files:/c/y"):
         set_field(cfg, "data.train", written)
