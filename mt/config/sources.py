@@ -133,7 +133,8 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
             raise ConfigError(f"{where}: files:SRC|TGT needs both files")
-        paths = (_path(src), _path(tgt)) if bar else (_path(f"{arg}.{langs[0]}"), _path(f"{arg}.{langs[1]}"))
+        paths = (src, tgt) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
+        paths = (_path(paths[0]), _path(paths[1]))
         return Source("files", paths=paths, **common)
     if kind == "tsv":
         return Source("tsv", paths=(_path(_tsv_path(arg)),), columns=_tsv_columns(arg, langs, where), **common)
