@@ -346,8 +346,13 @@ def test_distill_translates_every_direction_into_a_multilingual_student(multi, t
 def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     assert translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en"))[0][0][0] is not None
-    with pytest.raises(ConfigError, match="de-fr: this model translates de-en only"):
+    with pytest.raises(ConfigError, match=r"^target fr \(--tgt-lang\): this model translates de-en only"):
         translator.search(["Der Hund."], DecodeOptions(tgt_lang="fr"))
+    # Was "en-en: this model translates de-en only": the source asked, and the model's direction.
+    with pytest.raises(ConfigError, match=r"^source en \(--src-lang\): this model translates de-en only"):
+        translator.search(["Der Hund."], DecodeOptions(src_lang="en"))
+    with pytest.raises(ConfigError, match=r"^en-de: this model translates de-en only"):
+        translator.search(["Der Hund."], DecodeOptions(src_lang="en", tgt_lang="de"))
     with pytest.raises(MtError):
         translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en", pivot="fr"))
 

@@ -142,7 +142,8 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
         return Source("jsonl", paths=(_path(arg),), **common)
     if kind == "hf":
         name, _, config = arg.partition(":")
-        return Source("hf", paths=(_path(name) if name.startswith("~") else name,), part=part or HUB_SPLITS[split], hf_config=config or None,
+        name = _path(name) if name.startswith("~") else name  # a hub name never starts with ~: a local path
+        return Source("hf", paths=(name,), part=part or HUB_SPLITS[split], hf_config=config or None,
                       streaming=streaming, **common)
     part = part or split
     if part not in DING_PARTS:
