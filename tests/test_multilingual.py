@@ -277,6 +277,24 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
 
 
 @pytest.mark.slow
+def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
+    """Was: /v1's source enum listed the trained sources only, while the server takes auto and zero-shot ones."""
+    from test_serve import Served, call, ok
+
+    from mt.serve.app import Limits, build_app
+
+    cfg = multi.load_config()
+    cfg.data.directions = ["en-de", "en-fr"]  # as if trained from English only: de and fr are zero-shot sources
+    with Served(build_app(Translator.load(multi, cfg), Limits(max_wait_ms=0), threads=1)) as served:
+        paths = ok(f"{served.url}/openapi.json")["paths"]
+        for route, field in (("/translate", "q"), ("/v1/translate", "text"), ("/v1/attention", "text")):
+            schema = paths[route]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")
+                     if call(f"{served.url}{route}", {field: "Hallo.", "source": lang, "target": "en"})[0] == 200]
+            assert sorted(schema["properties"]["source"]["enum"]) == sorted(taken) == ["auto", "de", "en", "fr"], route
+
+
+@pytest.mark.slow
 def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
     from mt.export import export
