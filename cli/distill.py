@@ -23,6 +23,8 @@ def distill(
     checkpoint: Checkpoint = None,
     chunk_lines: ChunkLines = None,
     mix_original: Annotated[bool, typer.Option(help="The student trains on the original pairs too, beside the distilled ones.")] = False,
+    keep_bt: Annotated[bool, typer.Option("--keep-bt", help="Translate the teacher's back-translated sources (bt:) "
+                                          "too; skipped by default (noised synthetic text).")] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -35,7 +37,7 @@ def distill(
 
     set_threads(threads)
     manifest = run([Experiment(t) for t in teacher], Experiment(exp), decode, chunk_lines, mix_original,
-                   checkpoint, device, precision, quantize)
+                   checkpoint, device, precision, quantize, keep_bt=keep_bt)
     corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]  # one a direction
     log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {', '.join(corpus)}")
     print("\n".join(corpus))

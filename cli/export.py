@@ -22,7 +22,7 @@ def export(
                                      "transformers MarianMTModel with its tokenizer and model card.")] = "ctranslate2",
     checkpoint: Checkpoint = None,
     quantize: Annotated[Optional[str], typer.Option(help="ctranslate2: weights as int8, int8_float32 or float16 (default: float32).")] = None,
-    force: Annotated[bool, typer.Option(help="Replace --output if it is an earlier export.")] = False,
+    force: Annotated[bool, typer.Option(help="Replace the earlier export in --output (the files it wrote: others are kept).")] = False,
     license: Annotated[Optional[str], typer.Option(help="huggingface: the model card's licence, a Hub identifier "
                                                    "such as apache-2.0 (default: unknown).")] = None,
 ) -> None:

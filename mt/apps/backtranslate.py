@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
     for spec in specs:
         text = str(spec).strip()
         if text.startswith(MONO_TEXT):
-            path = text[len(MONO_TEXT):].strip()
+            path = os.path.expanduser(text[len(MONO_TEXT):].strip())
             if not path:
                 raise ConfigError(f"--mono {spec!r}: text: needs a file")
             if not Path(path).is_file():

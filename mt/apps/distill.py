@@ -18,6 +18,10 @@ its model is then chosen at `mt train` (`--preset student`, say). Valid and test
 A config of its own gets the distilled corpus (and, with `--mix-original`, the teacher's training
 corpora) added to its data.train, as `mt backtranslate` adds its corpus, before S has data or
 checkpoints.
+
+The teacher's back-translated sources (bt: specs) are skipped, saying how many lines: they are noised
+synthetic text that the teacher read after the <BT> tag, not sentences to teach from. `--keep-bt`
+translates them too (as they are, without the tag).
 """
 
 from __future__ import annotations
@@ -137,6 +141,7 @@ def distill(
     device: str = "cpu",
     precision: str = "fp32",
     quantize: str | None = None,
+    keep_bt: bool = False,  # translate the teacher's back-translated sources (bt:) too
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     if not teachers:
@@ -151,18 +156,42 @@ def distill(
     checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
     options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
-    parts = [(pair, load_split(teacher_cfg.data.sources("train", pair))[0]) for pair in teacher_cfg.data.pairs()]
+    parts, skipped = teacher_sources(teacher_cfg, keep_bt)
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
     how = {"teachers": checkpoints, "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
            **{f"decode.{k}": v for k, v in options.record().items()},
            "precision": precision, "quantize": quantize}
+    if skipped is not None:  # the teacher has bt: sources (recorded only then: older chunks resume as they were)
+        how["keep_bt"] = keep_bt
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
     translate = teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize) \
         if plan.todo else None
     prepare_student(lead, student, mix_original)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
-    return _join(student, teacher_cfg, chunks, checkpoints, state, options)
+    return _join(student, teacher_cfg, chunks, checkpoints, state, options, skipped or 0)
+
+
+def teacher_sources(teacher_cfg: ExperimentConfig, keep_bt: bool) -> tuple[list[tuple[tuple[str, str], list[str]]],
+                                                                           int | None]:
+    """Each direction's training source lines of the teacher, and how many lines of back-translated
+    sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr."""
+    parts, skipped, names = [], None, []
+    for pair in teacher_cfg.data.pairs():
+        sources = teacher_cfg.data.sources("train", pair)
+        synthetic = [source for source in sources if source.back_translated]
+        if synthetic:
+            skipped = (skipped or 0) + (0 if keep_bt else len(load_split(synthetic)[0]))
+            names += [source.name for source in synthetic]
+        parts.append((pair, load_split([s for s in sources if keep_bt or not s.back_translated])[0]))
+    if skipped and not any(lines for _, lines in parts):
+        raise MtError("the teacher's training sources are all back-translated (bt:): nothing to distill; "
+                      "--keep-bt translates them")
+    if skipped:
+        log.warn(f"distill: skipped {skipped:,} lines of the teacher's back-translated sources "
+                 f"({', '.join(dict.fromkeys(names))}): noised synthetic text it read after <BT>; "
+                 f"--keep-bt translates them too")
+    return parts, skipped
 
 
 def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], options: DecodeOptions,
@@ -199,7 +228,7 @@ def read_manifest(student: Experiment) -> dict:
 
 
 def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunked.Chunk], checkpoints: list[str],
-          state: dict, options: DecodeOptions) -> dict:
+          state: dict, options: DecodeOptions, skipped_bt: int = 0) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
     out = distill_dir(student)
@@ -218,6 +247,7 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunk
         "teachers": checkpoints, "lines": lines, "chunks": len(chunks), "chunk_lines": state["chunk_lines"],
         "decode": options.record(),
         "seconds": state["seconds"],  # translating, over all runs
+        "skipped_bt_lines": skipped_bt,  # lines of the teacher's bt: sources, not translated
         "corpus": specs[0] if not multilingual else specs,
     }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done

@@ -11,6 +11,8 @@ data.train, data.valid and data.test are lists of specs, read in order and conca
     ding[:FILE][@PART]        the Ding dictionary; PART is train (its sentence and phrase pairs), sentences,
                               phrases, valid or test, and defaults to the list's split
 
+A path may start with ~ or ~user, expanded as a shell would (files:~/corpus/train).
+
 A train spec may end in *WEIGHT (above 0), binarize's upsampling factor (2 writes each pair twice,
 0.5 keeps a random half), and may start with bt: to mark back-translated pairs (`mt backtranslate`):
 binarize puts the tag <BT> before each of their sources (Caswell et al., 2019). In an experiment of several directions (data.directions), a spec is read
@@ -21,6 +23,7 @@ the parsed form the readers take.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,14 +133,16 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
             raise ConfigError(f"{where}: files:SRC|TGT needs both files")
-        paths = (src.strip(), tgt.strip()) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
+        paths = (src, tgt) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
+        paths = (_path(paths[0]), _path(paths[1]))
         return Source("files", paths=paths, **common)
     if kind == "tsv":
-        return Source("tsv", paths=(_tsv_path(arg),), columns=_tsv_columns(arg, langs, where), **common)
+        return Source("tsv", paths=(_path(_tsv_path(arg)),), columns=_tsv_columns(arg, langs, where), **common)
     if kind == "jsonl":
-        return Source("jsonl", paths=(arg,), **common)
+        return Source("jsonl", paths=(_path(arg),), **common)
     if kind == "hf":
         name, _, config = arg.partition(":")
+        name = _path(name) if name.startswith("~") else name  # a hub name never starts with ~: a local path
         return Source("hf", paths=(name,), part=part or HUB_SPLITS[split], hf_config=config or None,
                       streaming=streaming, **common)
     part = part or split
@@ -146,7 +151,12 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     if set(langs) != {"de", "en"}:
         raise ConfigError(f"{where}: the Ding dictionary is German-English: data.src_lang/tgt_lang must be "
                           f"de/en or en/de, not {langs[0]}/{langs[1]}")
-    return Source("ding", paths=(arg or DING_PATH,), part=part, **common)
+    return Source("ding", paths=(_path(arg) if arg else DING_PATH,), part=part, **common)
+
+
+def _path(text: str) -> str:
+    """A file's path as a spec writes it, with ~ and ~user expanded as a shell would."""
+    return os.path.expanduser(text.strip())
 
 
 def _tsv_path(arg: str) -> str:
@@ -205,7 +215,8 @@ def absolute_spec(spec: str) -> str:
         tail = "@" + part
     if kind == "hf":
         name, sep, config = arg.partition(":")
-        arg = (str(Path(name).resolve()) if Path(name).exists() else name) + sep + config
+        local = Path(name).expanduser()
+        arg = (str(local.resolve()) if local.exists() else name) + sep + config
     elif kind == "files":
         arg = "|".join(_absolute(part) for part in arg.split("|"))
     elif kind == "tsv":
@@ -218,7 +229,7 @@ def absolute_spec(spec: str) -> str:
 
 def _absolute(path: str) -> str:
     path = path.strip()
-    return path if not path or "://" in path else str(Path(path).resolve())
+    return path if not path or "://" in path else str(Path(path).expanduser().resolve())
 
 
 # The corpus fields of configs before data.train/valid/test (refused, with the new form spelled out).

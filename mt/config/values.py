@@ -73,7 +73,8 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
     return str(value)
 
 
-_DIRECTION = re.compile(r"[A-Za-z][\w]*-[A-Za-z][\w]*")  # "en-de", as a ~ suffix lists them
+# "en-de", as a ~ suffix lists them; the last may carry the spec's weight ("de-en*2"): parse_source checks it
+_DIRECTION = re.compile(r"[A-Za-z][\w]*-[A-Za-z][\w]*(?:\s*\*[^,~]*)?")
 
 
 def _coerce_list(value: Any, where: str) -> list[str]:
@@ -94,7 +95,8 @@ def _coerce_list(value: Any, where: str) -> list[str]:
     items: list[str] = []
     for item in map(str, value):
         # A source's "~en-de,de-en" suffix, split at its comma by YAML's [a, b] or by "a,b": joined again.
-        if items and "~" in items[-1] and _DIRECTION.fullmatch(item.strip()):
+        suffix = items[-1].rpartition("~")[2] if items and "~" in items[-1] else None
+        if suffix is not None and "*" not in suffix and _DIRECTION.fullmatch(item.strip()):
             items[-1] += f",{item.strip()}"
         else:
             items.append(item)

@@ -55,7 +55,9 @@ class Directions:
         if not self.multilingual:
             (src, tgt), = self.pairs
             if src_lang not in (None, src) or tgt_lang not in (None, tgt):
-                asked = f"{src_lang or src}-{tgt_lang or tgt}"
+                # What was asked: a source alone is no direction ("en-en" for --src-lang en on de-en)
+                asked = (f"source {src_lang} (--src-lang)" if tgt_lang is None else
+                         f"target {tgt_lang} (--tgt-lang)" if src_lang is None else f"{src_lang}-{tgt_lang}")
                 raise ConfigError(f"{asked}: this model translates {src}-{tgt} only (a bilingual experiment)")
             return src, tgt
         if tgt_lang is None:

@@ -384,3 +384,33 @@ def test_a_changed_chunk_of_a_later_direction_names_its_own_lines(tmp_path):
     write_text_atomic(tgt_path, "Another.\nLine.\n")
     with pytest.raises(MtError, match=r"not the teacher's source lines 3-4 of en-fr \(chunks of --chunk-lines 2\)"):
         check_done_chunks(tmp_path, chunks, 2, "the teacher's source lines")
+
+
+@pytest.mark.slow
+def test_the_teachers_back_translated_sources_are_skipped_unless_kept(trained_experiment, tmp_path):
+    """Was: the noised synthetic sources of bt: specs were distilled, without the <BT> tag the teacher saw."""
+    from mt.config.schema import save_yaml
+
+    teacher = Experiment(tmp_path / "teacher")
+    shutil.copytree(trained_experiment.root, teacher.root)
+    cfg = teacher.load_config()
+    real = teacher_sources(teacher)
+    noised = ["<blank> Hund der", "Katze <blank> die", "schläft Haus das"]
+    synthetic = tmp_path / "synthetic"
+    for lang, lines in ((cfg.data.src_lang, noised), (cfg.data.tgt_lang, ["a", "b", "c"])):
+        synthetic.with_name(f"synthetic.{lang}").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    cfg.data.train = [*cfg.data.train, f"bt:files:{synthetic}*2"]
+    teacher.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    for student, flags, want in (("skipped", [], real), ("kept", ["--keep-bt"], real + noised)):
+        done = mt("distill", "--teacher", str(teacher.root), "--exp", str(tmp_path / student), *flags)
+        assert done.returncode == 0, done.stderr
+        distilled = (tmp_path / student / "distill" / f"train.{cfg.data.src_lang}").read_text(encoding="utf-8")
+        assert distilled.splitlines() == want
+        manifest = json.loads((tmp_path / student / "distill" / "manifest.json").read_text())
+        assert manifest["skipped_bt_lines"] == (0 if flags else 3) and manifest["lines"] == len(want)
+        said = "skipped 3 lines of the teacher's back-translated sources" in done.stderr
+        assert said != bool(flags) and (flags or f"bt:files:{synthetic}*2" in done.stderr), done.stderr
+    cfg.data.train = [f"bt:files:{synthetic}"]
+    teacher.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    one_line_error(mt("distill", "--teacher", str(teacher.root), "--exp", str(tmp_path / "none"), "--quiet"), 1,
+                   "all back-translated (bt:)", "--keep-bt")

@@ -46,11 +46,32 @@ def test_directions_and_the_sources_they_read():
     assert [s.paths for s in cfg.data.sources("train", ("en", "de"))] == [("/c/train.en", "/c/train.de"),
                                                                           ("/c/extra.en", "/c/extra.de")]
     assert [(s.paths, s.weight) for s in cfg.data.sources("train", ("de", "en"))] == [(("/c/train.de", "/c/train.en"), 1.0)]
-    assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0] == "~/corpus/train.de"  # a path's ~
+    assert parse_source("files:~/corpus/train", "train", ("de", "en")).paths[0].endswith("/corpus/train.de")  # a path's ~
     # A ~ suffix of two directions, unquoted in YAML's [a, b] or in a flag's a,b: not split at its comma.
     for written in ("[files:/c/x~en-de,de-en, files:/c/y]", "files:/c/x~en-de,de-en,files:/c/y"):
         set_field(cfg, "data.train", written)
         assert cfg.data.train == ["files:/c/x~en-de,de-en", "files:/c/y"], written
+
+
+def test_a_weighted_tilde_suffix_stays_one_source_in_a_flow_list_a_flag_and_a_recipe(tmp_path):
+    """Was "'de-en*2': unknown kind 'de-en'": the documented files:PREFIX~en-de,de-en*2 split at its comma."""
+    from mt.config.recipes import load_recipe
+
+    cfg = ExperimentConfig()
+    cfg.data.directions = ["en-de", "de-en"]
+    for written in ("[files:/c/x~en-de,de-en*2, files:/c/y]", "files:/c/x~en-de,de-en*2,files:/c/y",
+                    "[files:/c/x~en-de, de-en * 2, files:/c/y]"):
+        set_field(cfg, "data.train", written)
+        validate(cfg, "test")
+        assert len(cfg.data.train) == 2 and cfg.data.train[1] == "files:/c/y", written
+        assert [(s.paths[0], s.weight) for s in cfg.data.sources("train", ("de", "en"))] == \
+            [("/c/x.de", 2.0), ("/c/y.de", 1.0)], written
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("data:\n  directions: [en-de, de-en]\n  train: [files:/c/x~en-de,de-en*2, files:/c/y]\n"
+                      "  valid: [files:/c/v]\n  test: [files:/c/t]\n", encoding="utf-8")
+    cfg, _ = load_recipe(recipe)
+    assert [(s.paths[0], s.weight) for s in cfg.data.sources("train", ("en", "de"))] == \
+        [("/c/x.en", 2.0), ("/c/y.en", 1.0)]
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -243,6 +264,24 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
 
 
 @pytest.mark.slow
+def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
+    """Was: /v1's source enum listed the trained sources only, while the server takes auto and zero-shot ones."""
+    from helpers import Served, call, ok
+
+    from mt.apps.serve.app import Limits, build_app
+
+    cfg = multi.load_config()
+    cfg.data.directions = ["en-de", "en-fr"]  # as if trained from English only: de and fr are zero-shot sources
+    with Served(build_app(Translator.load(multi, cfg), Limits(max_wait_ms=0), threads=1)) as served:
+        paths = ok(f"{served.url}/openapi.json")["paths"]
+        for route, field in (("/translate", "q"), ("/v1/translate", "text"), ("/v1/attention", "text")):
+            schema = paths[route]["post"]["requestBody"]["content"]["application/json"]["schema"]
+            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")
+                     if call(f"{served.url}{route}", {field: "Hallo.", "source": lang, "target": "en"})[0] == 200]
+            assert sorted(schema["properties"]["source"]["enum"]) == sorted(taken) == ["auto", "de", "en", "fr"], route
+
+
+@pytest.mark.slow
 def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
     from mt.apps.export import export
@@ -312,8 +351,13 @@ def test_distill_translates_every_direction_into_a_multilingual_student(multi, t
 def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     assert translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en"))[0][0][0] is not None
-    with pytest.raises(ConfigError, match="de-fr: this model translates de-en only"):
+    with pytest.raises(ConfigError, match=r"^target fr \(--tgt-lang\): this model translates de-en only"):
         translator.search(["Der Hund."], DecodeOptions(tgt_lang="fr"))
+    # Was "en-en: this model translates de-en only": the source asked, and the model's direction.
+    with pytest.raises(ConfigError, match=r"^source en \(--src-lang\): this model translates de-en only"):
+        translator.search(["Der Hund."], DecodeOptions(src_lang="en"))
+    with pytest.raises(ConfigError, match=r"^en-de: this model translates de-en only"):
+        translator.search(["Der Hund."], DecodeOptions(src_lang="en", tgt_lang="de"))
     with pytest.raises(MtError):
         translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en", pivot="fr"))
 

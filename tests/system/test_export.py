@@ -10,7 +10,9 @@ sentence to sentence, so that a wrong mapping cannot pass by producing one sente
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -206,6 +208,53 @@ def test_an_unknown_model_field_is_refused_and_nothing_is_written(post_norm, tmp
         export(post_norm, post_norm.load_config(), tmp_path / "out", quantize="int4")
 
 
+def test_force_replaces_only_the_files_the_earlier_export_wrote(trained_experiment, tmp_path):
+    """Was: --force removed everything in --output, a cloned Hub repository's .git/ and notes too."""
+    exp, cfg = trained_experiment, trained_experiment.load_config()
+    out = tmp_path / "clone"
+    written = export(exp, cfg, out)["files"]
+    mine = {".git/config": "[core]\n", ".git/objects/ab/cd": "x", ".gitattributes": "*.bin filter=lfs\n",
+            "NOTES.md": "my notes\n"}
+    for name, text in mine.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    (out / "model.bin").write_bytes(b"an old model")
+    assert export(exp, cfg, out, force=True, quantize="int8")["files"] == written
+    assert {name: (out / name).read_text() for name in mine} == mine
+    assert (out / "model.bin").read_bytes() != b"an old model"
+    manifest = json.loads((out / ".mt-export.json").read_text())
+    assert manifest == {"format": "ctranslate2", "files": written} and "model.bin" in written
+    (out / "spm.src.model").write_bytes(b"an older export's")  # in the manifest, no longer written: removed
+    manifest["files"].append("spm.src.model")
+    (out / ".mt-export.json").write_text(json.dumps(manifest))
+    export(exp, cfg, out, force=True)
+    assert {name: (out / name).read_text() for name in mine} == mine and not (out / "spm.src.model").exists()
+    assert json.loads((out / ".mt-export.json").read_text())["files"] == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clone"], "no temporary directory left beside it"
+    ctranslate2.Translator(str(out), device="cpu", intra_threads=1)  # loads beside .git/ and the notes
+
+    # A file of the same name that the earlier export did not write is refused, and nothing moves.
+    manifest = json.loads((out / ".mt-export.json").read_text())
+    (out / ".mt-export.json").write_text(json.dumps({**manifest, "files": [f for f in written if f != "README.txt"]}))
+    (out / "README.txt").write_text("my own readme\n")
+    before = (out / "model.bin").read_bytes()
+    with pytest.raises(MtError, match="README.txt would be replaced, and the earlier export did not write it"):
+        export(exp, cfg, out, force=True)
+    assert (out / "README.txt").read_text() == "my own readme\n" and (out / "model.bin").read_bytes() == before
+    # An export without a manifest (an earlier mt's) is replaced only when it holds nothing else.
+    (out / ".mt-export.json").unlink()
+    with pytest.raises(MtError, match=r"holds \.git, \.gitattributes, NOTES\.md, which no export wrote"):
+        export(exp, cfg, out, force=True)
+    assert {name: (out / name).read_text() for name in mine} == mine
+    for name in (".git", ".gitattributes", "NOTES.md"):
+        shutil.rmtree(out / name) if name == ".git" else (out / name).unlink()
+    export(exp, cfg, out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == sorted([".mt-export.json", *written])
+    (out / ".mt-export.json").write_text('{"files": ["../outside"]}')
+    with pytest.raises(MtError, match="not paths inside"):
+        export(exp, cfg, out, force=True)
+
+
 def _mt(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
     env.pop("MT_DEBUG", None)
@@ -230,7 +279,7 @@ def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
     done = _mt("export", "--exp", exp, "--format", "ctranslate2", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{out}\n" and "exported" in done.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["README.txt", "config.json", "model.bin",
+    assert sorted(p.name for p in out.iterdir()) == [".mt-export.json", "README.txt", "config.json", "model.bin",
                                                      "shared_vocabulary.json", "spm.model"]
     readme = (out / "README.txt").read_text()
     assert "max(int(1 * len(p) + 10) for p in pieces)" in readme  # decode.max_len_a 1, max_len_b 10
@@ -243,9 +292,9 @@ def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
     results = translator.translate_batch(pieces, beam_size=1, return_end_token=True, min_decoding_length=0,
                                          max_decoding_length=max(int(1 * len(p) + 10) for p in pieces),
                                          max_input_length=1024)
-    mt = Translator.load(post_norm, post_norm.load_config())
-    mt.decode_cfg.beam = 1
-    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == mt.decoding.translator(lines)
+    ours = Translator.load(post_norm, post_norm.load_config())
+    ours.decode_cfg.beam = 1
+    assert [sp.decode(r.hypotheses[0]).strip() for r in results] == ours.translate(lines)
     before = (out / "model.bin").read_bytes()
 
     _one_error_line(_mt("export", "--exp", exp, "--output", str(out)), 1, str(out), "exists", "--force")

@@ -356,3 +356,32 @@ def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(tr
     os.utime(exp.checkpoint_path("last"), (later, later))  # saved again after the scores
     stale = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" not in stale and "| last.pt before its last save |" in stale
+
+
+def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_models(trained, tmp_path):
+    """Was: scores of `mt evaluate --quantize int8` (or `--beam 1`) in the model-index of the float32 export."""
+    import copy
+    import shutil
+
+    from mt.apps.evaluate import evaluate_split
+    from mt.apps.export import _load
+    from mt.apps.export.huggingface import check_model
+    from mt.apps.export.model_card import model_card
+    from mt.decoding.translator import Translator
+    from mt.experiment.paths import Experiment
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained.root, exp.root)
+    cfg = exp.load_config()
+    cfg.decode.checkpoint = "last"
+    evaluate_split(exp, cfg, "test", translator=Translator.load(exp, cfg, quantize="int8"))
+    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" not in card and ", int8 |" in card and "the header the Hub indexes leaves them out" in card
+    other = copy.deepcopy(cfg)
+    other.decode.beam = cfg.decode.beam + 1
+    evaluate_split(exp, other, "test")
+    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" not in card and f"| beam {cfg.decode.beam + 1}," in card
+    evaluate_split(exp, cfg, "test")  # the export's own search, float32: the model's scores
+    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" in card and "leaves them out" not in card

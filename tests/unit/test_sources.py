@@ -188,6 +188,34 @@ def test_absolute_spec(tmp_path, monkeypatch):
     assert (absolute.paths, absolute.columns, absolute.weight) == ((f"{tmp_path}/x.tsv",), relative.columns, 2.0)
 
 
+def test_a_path_starting_with_a_tilde_is_in_the_home_directory(tmp_path, monkeypatch):
+    """Was: files:~/corpus/train read ./~/corpus/train (or its absolute form under the working directory)."""
+    import json
+
+    from mt.apps.backtranslate import read_mono
+    from mt.data.corpus import load_split
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / "corpus").mkdir(parents=True)
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    for lang, line in (("de", "Hallo Welt"), ("en", "hello world")):
+        (home / "corpus" / f"train.{lang}").write_text(line + "\n", encoding="utf-8")
+    (home / "c.tsv").write_text("Hallo Welt\thello world\n", encoding="utf-8")
+    (home / "c.jsonl").write_text(json.dumps({"de": "Hallo Welt", "en": "hello world"}) + "\n", encoding="utf-8")
+    (home / "mono.en").write_text("hello world\n", encoding="utf-8")
+    for spec in ("files:~/corpus/train", "files:~/corpus/train.de|~/corpus/train.en", "tsv:~/c.tsv", "jsonl:~/c.jsonl"):
+        source = parse_source(spec, "train", DE_EN)
+        assert all(path.startswith(str(home)) for path in source.paths), (spec, source.paths)
+        assert load_split([source]) == (["Hallo Welt"], ["hello world"]), spec
+    assert parse_source("ding:~/de-en", "test", DE_EN).paths == (f"{home}/de-en",)
+    assert absolute_spec("files:~/corpus/train*2") == f"files:{home}/corpus/train*2"
+    assert absolute_spec("tsv:~/c.tsv:de-en") == f"tsv:{home}/c.tsv:de-en"
+    assert absolute_spec("hf:~/c.jsonl@test") == f"hf:{home}/c.jsonl@test"
+    assert read_mono(["text:~/mono.en"], "en", ("en", "de")) == (["hello world"], 0)
+
+
 def legacy_error(old: dict) -> str:
     with pytest.raises(ConfigError) as err:
         from_dict({"data": old}, "x.yaml")

@@ -49,7 +49,7 @@ print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
 {_decoding(cfg, source.model.max_positions)}
 ## Results
 
-{_results(scores, source.path.name)}
+{_results(scores, source)}
 
 ## Training
 
@@ -78,7 +78,7 @@ def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, An
     languages = cfg.data.languages() if cfg.data.multilingual else [cfg.data.src_lang, cfg.data.tgt_lang]
     meta: dict[str, Any] = {"language": languages, "license": license, "library_name": "transformers",
                             "pipeline_tag": "translation", "tags": ["translation", "marian", "mt"]}
-    if test is not None and test.get("checkpoint") == source.path.name:  # the Hub indexes these: the model's own
+    if test is not None and own_scores(test, source):  # the Hub indexes these: the exported model's own
         directions = test.get("directions") or {f"{cfg.data.src_lang}-{cfg.data.tgt_lang}": test}
         meta["model-index"] = [{"name": source.exp.root.name, "results": [
             {"task": {"type": "translation", "name": f"Translation {direction}"},
@@ -87,6 +87,17 @@ def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, An
                          {"type": "chrf", "value": round(s["chrf"], 2), "name": "chrF"}]}
             for direction, s in directions.items()]}]
     return meta
+
+
+def own_scores(record: dict, source: Exported) -> bool:
+    """Whether scores are the exported model's: its checkpoint (not an earlier save), decoded in float32
+    with the search the export writes (generation_config.json: decode.*), not int8, bf16 or another beam."""
+    from mt.apps.evaluate import decode_record
+    from mt.decoding.options import DecodeOptions
+
+    wanted = decode_record(DecodeOptions().resolved(source.cfg.decode))  # fp32, no quantization: the weights as exported
+    decoded = record.get("decode") or {}
+    return record.get("checkpoint") == source.path.name and all(decoded.get(k, v) == v for k, v in wanted.items())
 
 
 def _example(cfg) -> str:
@@ -136,7 +147,7 @@ generated (`suppress_tokens`), `</s>` forced at the length limit.
 """
 
 
-def _results(scores: dict[str, dict], exported: str) -> str:
+def _results(scores: dict[str, dict], source: Exported) -> str:
     if not scores:
         return "Not evaluated before the export (`mt evaluate` writes the scores this card shows)."
     lines = ["| split | direction | BLEU | chrF | checkpoint | search |", "|---|---|---|---|---|---|"]
@@ -145,13 +156,18 @@ def _results(scores: dict[str, dict], exported: str) -> str:
         directions = record.get("directions") or {"": record}
         d = record.get("decode", {})
         search = f"beam {d.get('beam', '?')}, alpha {d.get('alpha', '?')} ({d.get('length_penalty', '?')})"
+        search += "".join(f", {v}" for v in (d.get("quantize"), d.get("precision")) if v not in (None, "fp32"))
         for direction, s in directions.items():
             lines.append(f"| {split} | {direction or '-'} | {s['bleu']:.2f} | {s['chrf']:.2f} | "
                          f"{record.get('checkpoint', '?')} | {search} |")
             signatures.update({s[k]: None for k in ("bleu_signature", "chrf_signature") if k in s})
     notes = [f"sacreBLEU signatures: {', '.join(f'`{sig}`' for sig in signatures)}."]
+    exported = source.path.name
     if any(record.get("checkpoint") != exported for record in scores.values()):
         notes.append(f"Scores of another checkpoint than the exported `{exported}` are marked by their checkpoint.")
+    if any(record.get("checkpoint") == exported and not own_scores(record, source) for record in scores.values()):
+        notes.append("Scores decoded otherwise than the exported float32 model with its search "
+                     "(`generation_config.json`) are not its own: the header the Hub indexes leaves them out.")
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 

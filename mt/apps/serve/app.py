@@ -142,10 +142,12 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
     """The API's routes, each with its part of the OpenAPI schema (mt.apps.serve.openapi)."""
     layers = check_layer(translator.model, None, "layer") + 1
     directions = translator.directions
-    sources = directions.sources() + (["auto"] if len(directions.sources()) == 1 else [])
+    trained = directions.sources()
+    known = trained + [lang for lang in directions.tags if lang not in trained]  # zero-shot sources too
+    sources = known + (["auto"] if len(trained) == 1 else [])  # /translate: auto when it can only be that one
     targets = list(directions.tags) or directions.targets()  # zero-shot targets too: every language with a tag
     spec = openapi.routes(sources, targets, limits.max_chars, limits.max_lines, limits.max_beam,
-                          limits.max_attention_tokens, layers)
+                          limits.max_attention_tokens, layers, v1_sources=known + ["auto"])  # /v1: auto = not given
     app.post("/translate", **spec["/translate"])(service.libre_translate)
     app.get("/languages", **spec["/languages"])(service.languages)
     app.get("/health", **spec["/health"])(service.health)

@@ -28,9 +28,10 @@ def _errors(*statuses: int) -> dict[int, dict]:
 
 
 def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: int, max_beam: int,
-           max_attention_tokens: int, layers: int) -> dict[str, dict[str, Any]]:
-    """FastAPI's `openapi_extra` and `responses` of each route, for this model's source languages
-    ("auto" among them when it has one) and targets, its decoder's `layers` and these limits."""
+           max_attention_tokens: int, layers: int, v1_sources: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """FastAPI's `openapi_extra` and `responses` of each route, for the source languages /translate takes
+    ("auto" among them when the model has one) and /v1's (`v1_sources`, default the same: zero-shot
+    sources and "auto", which /v1 reads as not given), its targets, its decoder's `layers` and these limits."""
     # The limits are on the whole request (characters, lines); the schema promises what always fits.
     item = {**LINE, "maxLength": max_chars // max_lines}
     text_list = {"type": "array", "items": item, "minItems": 1, "maxItems": max_lines}
@@ -44,7 +45,7 @@ def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: in
         "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
         "api_key": {"type": "string"}}}
     form = {**libre, "properties": {**libre["properties"], "q": q}}
-    pair = {"source": {"type": "string", "enum": sources}, "target": {"type": "string", "enum": targets}}
+    pair = {"source": {"type": "string", "enum": v1_sources or sources}, "target": {"type": "string", "enum": targets}}
     v1 = {"type": "object", "required": ["text"], "additionalProperties": False, "properties": {
         "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]}, **pair,
         "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},
