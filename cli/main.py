@@ -68,7 +68,9 @@ def _print_version(asked: bool) -> None:
 
         import torch
 
-        print(f"mt {version('mt')} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
+        from mt import __version__  # not version('mt'): right in a checkout that was never installed
+
+        print(f"mt {__version__} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
               f"sacrebleu {version('sacrebleu')})")
         raise typer.Exit()
 

@@ -114,7 +114,7 @@ def decode_flags(*, batch_tokens: bool = True) -> Callable:
             return command(**kwargs, decode=decode)
 
         # typer reads the parameters from the signature: the command's own, then the decoding flags.
-        with_flags.__signature__ = signature.replace(parameters=[*own, *flags])
+        with_flags.__signature__ = signature.replace(parameters=[*own, *flags])  # type: ignore[attr-defined]
         return with_flags
 
     return wrap
