@@ -8,7 +8,7 @@
 # Safe to rerun: it installs only what is missing, and `mt run` skips the steps already done. torch is
 # the CPU build unless nvidia-smi finds a GPU (PyPI's Linux torch is the CUDA build, several GB);
 # MT_TORCH_INDEX=URL takes torch from that package index instead (MT_TORCH_INDEX= : PyPI's).
-set -euo pipefail
+set -euo pipefail  # (no `grep -q` after a pipe: its early exit would fail the pipe)
 cd "$(dirname "$0")"
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -27,7 +27,7 @@ done
 # with when it is there (long CPU training runs 1.2-1.5x faster, docs/benchmarks.md).
 missing=()
 for package in python3-venv trans-de-en libtcmalloc-minimal4; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'ok installed' || missing+=("$package")
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep 'ok installed' >/dev/null || missing+=("$package")
 done
 if ((${#missing[@]})); then
     as_root=()
@@ -54,7 +54,7 @@ if [ "torch==${installed%%+*}" = "$torch" ]; then
 else
     if [ -n "${MT_TORCH_INDEX+set}" ]; then
         index=$MT_TORCH_INDEX
-    elif command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+    elif command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; then
         index=""  # PyPI's: the CUDA build
     else
         index=https://download.pytorch.org/whl/cpu
