@@ -8,9 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from mt import log
-from mt.cli.options import Checkpoint, Device, Exp, Threads, decode_flags, examples
 from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
+
+from .options import Checkpoint, Device, Exp, Threads, decode_flags, examples
 
 EXAMPLES = examples(
     'mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',

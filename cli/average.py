@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from mt import log
-from mt.cli.options import Exp, Force, examples
+
+from .options import Exp, Force, examples
 
 EXAMPLES = examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp exp/de-en --checkpoint average")
 

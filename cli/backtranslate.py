@@ -8,7 +8,9 @@ from typing import Annotated
 import typer
 
 from mt import log
-from mt.cli.options import (
+from mt.decoding.options import DecodeOptions
+
+from .options import (
     Checkpoint,
     ChunkLines,
     Device,
@@ -25,7 +27,6 @@ from mt.cli.options import (
     examples,
     sampling_of,
 )
-from mt.decoding.options import DecodeOptions
 
 EXAMPLES = examples("mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de",
                     "mt backtranslate --reverse exp/de-en --mono text:news.de --exp exp/en-de --sample --top-k 10")

@@ -6,9 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli import render
-from mt.cli.options import Exp, Recipe, Sets, examples
 from mt.errors import ConfigError
+
+from . import render
+from .options import Exp, Recipe, Sets, examples
 
 EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8",
                     "mt binarize --exp exp/de-en --force --max-len 100  # build data/ again")

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from mt import log
-from mt.cli.options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 from mt.decoding.options import DecodeOptions
+
+from .options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 
 EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
                     "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble")

@@ -35,7 +35,7 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
     try:  # recent typer vendors click as typer._click; older typer uses click itself
         from typer._click import exceptions as click_errors
     except ImportError:
-        from click import exceptions as click_errors
+        from click import exceptions as click_errors  # type: ignore[no-redef]
 
     def fail(message: str, code: int) -> None:
         log.console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)

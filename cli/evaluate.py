@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli import render
-from mt.cli.options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
 from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
+
+from . import render
+from .options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
 
 EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json")
 

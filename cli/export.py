@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from mt import log
-from mt.cli.options import Checkpoint, Exp, examples
+
+from .options import Checkpoint, Exp, examples
 
 EXAMPLES = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
                     "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",

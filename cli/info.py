@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from mt.cli import render
-from mt.cli.options import Exp, examples
+from . import render
+from .options import Exp, examples
 
 EXAMPLES = examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json")
 

@@ -12,7 +12,8 @@ from typing import Annotated
 import typer
 
 from mt import log
-from mt.cli import (
+
+from . import (
     attention,
     average,
     backtranslate,
@@ -68,7 +69,9 @@ def _print_version(asked: bool) -> None:
 
         import torch
 
-        print(f"mt {version('mt')} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
+        from mt import __version__  # not version('mt'): right in a checkout that was never installed
+
+        print(f"mt {__version__} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
               f"sacrebleu {version('sacrebleu')})")
         raise typer.Exit()
 
@@ -94,7 +97,7 @@ def entry_point() -> None:
 
 def main() -> None:
     """Console entry point: errors become one line on stderr and an exit code (1 input, 2 flags/config)."""
-    from mt.cli.errors import run as run_app
+    from .errors import run as run_app
 
     run_app(app, lambda: log.debug)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli.options import Force, examples, exp_dir
+from .options import Force, examples, exp_dir
 
 EXAMPLES = examples("mt plot --exp exp/en-de", "mt plot --exp exp/en-de --exp exp/en-de-big -o compare.png")
 

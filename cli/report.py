@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli.options import Checkpoint, Exp, Force, Threads, examples
+from .options import Checkpoint, Exp, Force, Threads, examples
 
 EXAMPLES = examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --samples 20 -o report.html")
 

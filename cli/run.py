@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli import render
-from mt.cli.options import Device, Sets, Threads, examples, exp_dir
+from . import render
+from .options import Device, Sets, Threads, examples, exp_dir
 
 EXAMPLES = examples("mt run recipes/multi30k_en_de.yaml",
                     "mt run recipes/multi30k_en_de.yaml --exp exp/seed2 --set train.seed=2",

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.cli.options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
+from .options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
 
 EXAMPLES = examples(
     "mt serve --exp exp/de-en",

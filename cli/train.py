@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from mt import log
-from mt.cli.options import Device, Exp, Recipe, Sets, Threads, examples
+
+from .options import Device, Exp, Recipe, Sets, Threads, examples
 
 EXAMPLES = examples(
     "mt train --exp exp/de-en --preset small --max-time 2h",

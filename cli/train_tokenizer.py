@@ -7,8 +7,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from mt import log
-from mt.cli.options import Exp, Recipe, Sets, examples
 from mt.config.sources import GRAMMAR
+
+from .options import Exp, Recipe, Sets, examples
 
 EXAMPLES = examples(
     "mt train-tokenizer --exp exp/de-en --train files:corpus/train --valid files:corpus/valid "

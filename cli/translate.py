@@ -9,8 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from mt.atomic_files import check_output
-from mt.cli import render
-from mt.cli.options import (
+from mt.decoding.options import DecodeOptions
+from mt.errors import ConfigError
+
+from . import render
+from .options import (
     Checkpoints,
     Device,
     Exp,
@@ -27,8 +30,6 @@ from mt.cli.options import (
     examples,
     sampling_of,
 )
-from mt.decoding.options import DecodeOptions
-from mt.errors import ConfigError
 
 EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
                     "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average")

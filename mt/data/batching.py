@@ -43,7 +43,7 @@ class Batch:
         """The same batch with its tensors on `device` (itself on the CPU)."""
         if device.type == "cpu":
             return self
-        return Batch(*(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices)
+        return Batch(*(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices)  # type: ignore[call-arg]
 
 
 def _length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:

@@ -152,7 +152,7 @@ class Workers:
         self.local = Encoder(src_tok, tgt_tok)
         self.protos = (src_tok.proto, None if tgt_tok is src_tok else tgt_tok.proto)
         self.workers = workers
-        self.pool = None
+        self.pool: multiprocessing.pool.Pool | None = None  # started at the first chunk (_in_pool)
 
     def map(self, tasks: Iterator[tuple[object, corpus.RawChunk, Filters]]) -> Iterator[tuple[object, dict]]:
         """(meta, result) for each (meta, chunk, filters) task, in task order."""

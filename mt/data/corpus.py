@@ -73,7 +73,7 @@ def chunks(source: Source, size: int | None = None) -> Iterator[RawChunk]:
     """The pairs of one source, read as a stream of chunks of up to `size` (CHUNK_PAIRS) pairs."""
     size = size or CHUNK_PAIRS
     if source.kind == "files":
-        yield from _file_chunks(*(text_files.existing(path) for path in source.paths), size)
+        yield from _file_chunks(*(text_files.existing(path) for path in source.paths), size)  # type: ignore[call-arg]
     elif source.kind in ("tsv", "jsonl"):
         path = source.paths[0]
         for start, lines in text_files.line_batches(path, size):

@@ -88,7 +88,7 @@ def rng_state(device: torch.device) -> dict[str, Any]:
     name, key, pos, has_gauss, cached = np.random.get_state()
     state = {
         "python": {"version": version, "state": torch.tensor(mt_state, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),  # type: ignore[attr-defined]
                   "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "torch": torch.get_rng_state(),
     }

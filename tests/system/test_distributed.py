@@ -113,7 +113,7 @@ def test_mt_train_nproc_2_trains_resumes_and_refuses_one_process(base, tmp_path)
 
 
 def test_torchrun_with_one_rank_takes_the_ddp_path_and_updates_as_one_process(base, tmp_path):
-    # bench/gpu_check.py's DDP check on one GPU needs this path: torchrun's environment with WORLD_SIZE 1.
+    # tools/gpu_check.py's DDP check on one GPU needs this path: torchrun's environment with WORLD_SIZE 1.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
     plain = build_training(exp, cfg).trainer
     expected = [plain.step()["loss"] for _ in range(2)]
