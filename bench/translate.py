@@ -46,7 +46,7 @@ KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "
 
 def export_once(args, directory: str, modes: list[str]) -> dict[str, str]:
     """The exports the modes need, in `directory`: format -> its model directory."""
-    from mt.apps.export import export
+    from mt.apps.export.directory import export
     from mt.experiment.paths import Experiment
 
     exp = Experiment(args.exp)

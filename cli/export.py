@@ -30,7 +30,7 @@ def export(
     """Write a checkpoint for another runtime: CTranslate2 (model.bin, vocabularies, SentencePiece
     model(s), README.txt) or Hugging Face transformers (config.json, model.safetensors,
     generation_config.json, the tokenizer's files, README.md)."""
-    from mt.apps.export import export as run_export
+    from mt.apps.export.directory import export as run_export
     from mt.experiment.config import read_experiment
 
     experiment, cfg = read_experiment(exp)

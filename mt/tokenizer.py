@@ -144,6 +144,10 @@ class Tokenizer:
     def pieces(self, ids: list[int]) -> list[str]:
         return [self._sp.id_to_piece(int(i)) for i in ids]
 
+    def piece_ids(self, pieces: list[str]) -> list[int]:
+        """The ids of SentencePiece pieces (another runtime's output, say); an unknown piece is UNK's."""
+        return [self._sp.piece_to_id(piece) for piece in pieces]
+
     def __repr__(self) -> str:
         return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"
 

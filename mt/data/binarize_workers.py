@@ -48,7 +48,7 @@ class Filters:
     src_counted: int = 0  # of these, how many max_len counts: <BT> (model.max_positions leaves room for the tag only)
 
 
-def _pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
+def pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
     # A fixed hash (Python's hash() is salted per process, and workers are processes). Cleaned text
     # has no tabs, so the joined string is unambiguous. The source's prefix (a multilingual model's
     # target tag) is part of the pair: "Okay." -> "Okay." into German and into French are two pairs.
@@ -85,7 +85,7 @@ class Encoder:
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
         if filters.dedup:
-            hashes = (_pair_hash(decoded.src[i], decoded.tgt[i], filters.src_prefix) for i in keep)
+            hashes = (pair_hash(decoded.src[i], decoded.tgt[i], filters.src_prefix) for i in keep)
             result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
         return result
 

@@ -103,7 +103,7 @@ def train(
         elif init_from:
             log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
         if cfg.train.valid_bleu and run.valid_data is not None:
-            run.bleu = _bleu_sample(run)  # now: a reference file changed since binarize stops no trained step
+            run.bleu = bleu_sample(run)  # now: a reference file changed since binarize stops no trained step
         _log_start(run, resumed)
         _note_device(run, resumed)
         with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
@@ -165,12 +165,12 @@ def validate_run(run: Training) -> dict[str, float]:
                        trainer.device, trainer.group)
     if tcfg.valid_bleu:
         if run.bleu is None:
-            run.bleu = _bleu_sample(run)
+            run.bleu = bleu_sample(run)
         metrics["valid_bleu"] = round(run.bleu.score(trainer.model, trainer.device, trainer.group)[0], 2)
     return metrics
 
 
-def _bleu_sample(run: Training) -> BleuSample:
+def bleu_sample(run: Training) -> BleuSample:
     """train.valid_bleu's sample, against the raw validation references of the binarized rows; the
     references must still be what binarize read (a file edited since would be scored against, or
     not line up with, the rows)."""

@@ -137,14 +137,14 @@ def test_validation_bleu_scores_each_row_against_its_own_direction(multi):
     from types import SimpleNamespace
 
     from mt.data.dataset import ParallelData
-    from mt.training.loop import _bleu_sample
+    from mt.training.loop import bleu_sample
 
     records = [json.loads(line) for line in multi.train_log_path.read_text().splitlines()]
     assert len([r for r in records if "valid_bleu" in r]) == 2
     cfg = multi.load_config()
     _, tgt_tok = multi.load_tokenizers(True)
     data = ParallelData(multi, "valid")
-    sample = _bleu_sample(SimpleNamespace(exp=multi, cfg=cfg, valid_data=data, tgt_tok=tgt_tok))
+    sample = bleu_sample(SimpleNamespace(exp=multi, cfg=cfg, valid_data=data, tgt_tok=tgt_tok))
     assert len(set(data.directions[sample.indices].tolist())) == len(DIRECTIONS)  # rows of every direction
     assert sample.refs == tgt_tok.decode([data.tgt(int(i)).tolist() for i in sample.indices])
 
@@ -225,9 +225,9 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
     assert [line.split()[0] for line in out.splitlines()[1:6]] == [*DIRECTIONS, "average"]
     code, out, _ = mt(capsys, monkeypatch, "info", "--exp", multi.root)
     assert "en-de, de-en, en-fr, fr-en" in out
-    from mt.apps.report.page import _samples  # the report's samples: each direction's, with its languages
+    from mt.apps.report.page import sample_table  # the report's samples: each direction's, with its languages
 
-    page = _samples(multi, 2)
+    page = sample_table(multi, 2)
     assert all(f"test {d}: 2 of 30 sentences" in page for d in DIRECTIONS) and "reference (fr)" in page
 
 
@@ -284,7 +284,7 @@ def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
 @pytest.mark.slow
 def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
     ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
-    from mt.apps.export import export
+    from mt.apps.export.directory import export
 
     cfg = multi.load_config()
     export(multi, cfg, tmp_path / "ct2")
@@ -300,14 +300,14 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
         limit = int(cfg.decode.max_len_a * len(pieces) + cfg.decode.max_len_b)
         result = ct2.translate_batch([pieces], beam_size=1, return_end_token=True, min_decoding_length=0,
                                      max_decoding_length=limit, max_input_length=cfg.model.max_positions)
-        theirs = translator.tgt_tok.decode([[translator.tgt_tok._sp.piece_to_id(p) for p in result[0].hypotheses[0]]])[0]
+        theirs = translator.tgt_tok.decode([translator.tgt_tok.piece_ids(result[0].hypotheses[0])])[0]
         same += ours == theirs
     assert same >= 18, f"{same} of 20 greedy translations agree"
 
 
 def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: pip install -e '.[huggingface]'")
-    from mt.apps.export import export
+    from mt.apps.export.directory import export
 
     cfg = multi.load_config()
     export(multi, cfg, tmp_path / "hf", fmt="huggingface")
@@ -363,10 +363,10 @@ def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
 
 
 def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
-    from mt.data.binarize_workers import _pair_hash
+    from mt.data.binarize_workers import pair_hash
 
-    assert _pair_hash("Okay.", "Okay.", (5,)) != _pair_hash("Okay.", "Okay.", (6,))  # <2de> and <2fr> sources
-    assert _pair_hash("Okay.", "Okay.", (5,)) == _pair_hash("Okay.", "Okay.", (5,))
+    assert pair_hash("Okay.", "Okay.", (5,)) != pair_hash("Okay.", "Okay.", (6,))  # <2de> and <2fr> sources
+    assert pair_hash("Okay.", "Okay.", (5,)) == pair_hash("Okay.", "Okay.", (5,))
 
 
 @pytest.mark.slow

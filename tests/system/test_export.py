@@ -22,8 +22,8 @@ import sacrebleu
 import torch
 from helpers import one_thread, tiny_experiment, toy_corpus
 
-from mt.apps.export import export
 from mt.apps.export.ctranslate2 import build_spec
+from mt.apps.export.directory import export
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint

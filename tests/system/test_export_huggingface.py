@@ -21,7 +21,7 @@ import sacrebleu
 import torch
 from helpers import REPO, one_thread, tiny_experiment, toy_corpus
 
-from mt.apps.export import export
+from mt.apps.export.directory import export
 from mt.apps.export.huggingface import channel_order, self_check, to_marian
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
@@ -323,14 +323,14 @@ def test_cli_writes_a_model_card_and_readable_files(trained, tmp_path):
 
 def test_the_model_card_of_the_papers_schedule_gives_its_peak(trained):
     """train.lr_peak unset (the default: lr from d_model and the warm-up, Sec. 5.3) has a peak too."""
-    from mt.apps.export import _load
+    from mt.apps.export.directory import load_exported
     from mt.apps.export.huggingface import check_model
     from mt.apps.export.model_card import model_card
     from mt.training.schedule import peak_lr
 
     cfg = trained.load_config()
     cfg.train.lr_peak = None
-    card = model_card(_load(trained, cfg, None, check_model), "unknown", 0.0)
+    card = model_card(load_exported(trained, cfg, None, check_model), "unknown", 0.0)
     peak = peak_lr(None, cfg.train.lr_scale, cfg.train.warmup_steps, cfg.model.d_model)
     assert f"peak learning rate {peak:.3g} (the paper's schedule)" in card
 
@@ -340,7 +340,7 @@ def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(tr
     import shutil
 
     from mt.apps.evaluate import evaluate_split
-    from mt.apps.export import _load
+    from mt.apps.export.directory import load_exported
     from mt.apps.export.huggingface import check_model
     from mt.apps.export.model_card import model_card
     from mt.experiment.paths import Experiment
@@ -350,11 +350,11 @@ def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(tr
     cfg = exp.load_config()
     cfg.decode.checkpoint = "last"
     evaluate_split(exp, cfg, "test")
-    fresh = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    fresh = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" in fresh and "| last.pt |" in fresh
     later = exp.score_path("test").stat().st_mtime + 10
     os.utime(exp.checkpoint_path("last"), (later, later))  # saved again after the scores
-    stale = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    stale = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" not in stale and "| last.pt before its last save |" in stale
 
 
@@ -364,7 +364,7 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     import shutil
 
     from mt.apps.evaluate import evaluate_split
-    from mt.apps.export import _load
+    from mt.apps.export.directory import load_exported
     from mt.apps.export.huggingface import check_model
     from mt.apps.export.model_card import model_card
     from mt.decoding.translator import Translator
@@ -375,13 +375,13 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     cfg = exp.load_config()
     cfg.decode.checkpoint = "last"
     evaluate_split(exp, cfg, "test", translator=Translator.load(exp, cfg, quantize="int8"))
-    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and ", int8 |" in card and "the header the Hub indexes leaves them out" in card
     other = copy.deepcopy(cfg)
     other.decode.beam = cfg.decode.beam + 1
     evaluate_split(exp, other, "test")
-    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and f"| beam {cfg.decode.beam + 1}," in card
     evaluate_split(exp, cfg, "test")  # the export's own search, float32: the model's scores
-    card = model_card(_load(exp, cfg, "last", check_model), "unknown", 0.0)
+    card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" in card and "leaves them out" not in card

@@ -221,7 +221,7 @@ def test_a_continuous_search_drops_the_sentences_of_a_request_whose_client_left(
         client.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         assert hook.entered.wait(60)  # the worker is inside the search of the three sentences
-        request = batcher._taken[0].request
+        request = batcher.taken[0].request
         client.close()  # the client leaves
         deadline = time.monotonic() + 20
         while not request.future.cancelled():
@@ -231,7 +231,7 @@ def test_a_continuous_search_drops_the_sentences_of_a_request_whose_client_left(
         hook.decode = _recording(hook.decode, rows)
         hook.gate.set()
         deadline = time.monotonic() + 20
-        while batcher._taken and time.monotonic() < deadline:
+        while batcher.taken and time.monotonic() < deadline:
             time.sleep(0.01)
         assert rows == [9]  # the step in flight ends (3 sentences x beam 3); no other step runs with their rows
         assert ok(f"{served.url}/v1/translate", {"text": LINES[0]})["translations"][0]["text"] is not None

@@ -166,7 +166,7 @@ def _teachers(exp: Experiment) -> str:
                    "parameters (M)", "size (MB)"], rows, {3: "num", 4: "num", 5: "num", 7: "num", 8: "num"})
 
 
-def _samples(exp: Experiment, count: int, seed: int = 1) -> str:
+def sample_table(exp: Experiment, count: int, seed: int = 1) -> str:
     from sacrebleu.metrics import BLEU
 
     if count == 0:
@@ -262,7 +262,7 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
         _section("Training", lambda: _training(exp)),
         _section("Scores", lambda: _scores(exp)),
         *([_section("Student and teachers", lambda: _teachers(exp))] if _is_student(exp) else []),
-        _section("Sample translations", lambda: _samples(exp, samples)),
+        _section("Sample translations", lambda: sample_table(exp, samples)),
         _section("Attention", lambda: _attention(exp, sentence, checkpoint, translator)),
     ]
     pairs = cfg.data.pairs()

@@ -117,7 +117,7 @@ class Batcher:
         self.busy_seconds = 0.0  # the worker's time in searches and calls, for /health: its load
         self.failure: str | None = None  # why the worker thread died, once it has: for /health and every request
         self._queue: deque[_Entry] = deque()
-        self._taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
+        self.taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
         self._cond = threading.Condition()
         self._closing = False
         self._thread = threading.Thread(target=self._work, name="mt-batcher", daemon=True)
@@ -154,7 +154,7 @@ class Batcher:
         server's 503 with Retry-After: it is out of time); a search under way ends unheard."""
         with self._cond:
             self._closing = True
-            waiting, self._queue = [*self._taken, *self._queue], deque()
+            waiting, self._queue = [*self.taken, *self._queue], deque()
             self._cond.notify_all()
         for entry in waiting:
             entry.request.fail(Closed("the server is shutting down"))
@@ -194,7 +194,7 @@ class Batcher:
         message = " ".join(f"the translation worker stopped: {type(exc).__name__}: {exc}".split())  # one line
         with self._cond:  # first: nothing below may keep a request waiting
             self.failure = message
-            orphans, self._taken, self._queue = [*self._taken, *self._queue], [], deque()
+            orphans, self.taken, self._queue = [*self.taken, *self._queue], [], deque()
         for entry in orphans:  # each its own exception: each request raises it in its own task
             entry.request.fail(WorkerFailed(message))
         try:  # stderr may be gone (a closed pipe under a supervisor): the requests have their answer already
@@ -224,7 +224,7 @@ class Batcher:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
         its wait is over; None once closed with nothing left."""
         with self._cond:
-            self._taken = []  # the work before has answered all it took
+            self.taken = []  # the work before has answered all it took
             while True:
                 self._drop_abandoned()
                 if self._queue:
@@ -234,8 +234,8 @@ class Batcher:
                 self._cond.wait()
             first = self._queue[0]
             if first.call is not None:
-                self._taken = [self._queue.popleft()]
-                return self._taken[:]
+                self.taken = [self._queue.popleft()]
+                return self.taken[:]
             deadline = first.arrived + self.max_wait
             while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
                 left = deadline - time.monotonic()
@@ -270,7 +270,7 @@ class Batcher:
                 blocked = blocked or (same and budget is not None and now - entry.arrived >= self.max_wait)
                 rest.append(entry)
         self._queue = rest
-        self._taken.extend(batch)
+        self.taken.extend(batch)
         return batch
 
     def _continuous(self, first: _Entry) -> bool:

@@ -1,0 +1,175 @@
+"""`mt export`'s directory and what both formats share.
+
+Two formats, one module each: CTranslate2 (`mt.apps.export.ctranslate2`) and Hugging Face transformers
+(`mt.apps.export.huggingface`, which Optimum turns into ONNX). Both map every weight by name and refuse,
+in one line, a model they cannot express exactly (`mt.apps.export.mapping`). Here: what both share --
+loading and checking the checkpoint, and writing the directory so that a failed export leaves the
+previous one whole. The directory's MANIFEST lists the files the export wrote: `--force` replaces
+those and keeps every other file (a Hub clone's .git/, notes), and refuses one it would overwrite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from mt.apps.export.mapping import Exported
+from mt.atomic_files import write_text_atomic
+from mt.config.schema import ExperimentConfig
+from mt.errors import ConfigError, MtError
+from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
+from mt.experiment.paths import Experiment
+
+FORMATS = ("ctranslate2", "huggingface")
+# A directory holding one of these is an earlier export, which --force may replace.
+EXPORT_MARKERS = ("model.bin", "model.safetensors")
+MANIFEST = ".mt-export.json"  # {"format": ..., "files": [...]}: what the export wrote, and nothing else
+# What an export of an mt without MANIFEST may have written (either format): such a directory is
+# replaced only when it holds nothing else.
+EARLIER_FILES = frozenset((
+    "README.txt", "config.json", "model.bin", "shared_vocabulary.json", "source_vocabulary.json",
+    "target_vocabulary.json", "spm.model", "spm.src.model", "spm.tgt.model", "README.md", "model.safetensors",
+    "generation_config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
+    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"))
+
+
+def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctranslate2",
+           checkpoint: str | None = None, quantize: str | None = None, force: bool = False,
+           license: str | None = None) -> dict[str, Any]:
+    """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
+    `output` in format `fmt`; a summary of what was written."""
+    from mt.apps.export import ctranslate2, huggingface
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: expected {' or '.join(FORMATS)}")
+    target = ctranslate2 if fmt == "ctranslate2" else huggingface
+    target.check_options(quantize, license)
+    output = Path(output)
+    earlier = _check_output(output, force)
+    source = load_exported(exp, cfg, checkpoint, target.check_model)
+    files = _replace_dir(output, target.writer(source, quantize, license), fmt, earlier)
+    return {"output": str(output), "checkpoint": str(source.path), "format": fmt,
+            "quantize": quantize or "float32", "files": files,
+            "bytes": sum((output / name).stat().st_size for name in files)}
+
+
+def load_exported(exp: Experiment, cfg: ExperimentConfig, checkpoint: str | None,
+                  check_model: Callable[[dict[str, Any], str], None]) -> Exported:
+    """The checkpoint, checked against the experiment and then by the format (`check_model`: its
+    model config, before a model is built from it)."""
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    path = exp.find_checkpoint(checkpoint or cfg.decode.checkpoint)
+    state = load_checkpoint(path)
+    check_tokenizer(path, state, {"src": src_tok.sha256, "tgt": tgt_tok.sha256}, exp.tokenizer_dir)
+    if path.resolve().parent == exp.checkpoints_dir.resolve():
+        check_model_config(path, state, cfg.model, exp.config_path)
+    check_model(state.get("model_config") or {}, str(path))
+    return Exported(exp, cfg, path, state, model_from_checkpoint(state).eval(), src_tok, tgt_tok)
+
+
+def _check_output(output: Path, force: bool) -> list[str]:
+    """--force replaces an earlier export (a directory with a model file) or an empty directory, nothing
+    else; the files the earlier export wrote (those to replace: its MANIFEST's, else all of an export
+    without one when it holds nothing else)."""
+    if not (output.exists() or output.is_symlink()):
+        return []
+    if not force:
+        raise MtError(f"{output}: exists; choose another --output or add --force")
+    marked = any((output / name).is_file() for name in EXPORT_MARKERS)
+    if not output.is_dir() or output.is_symlink() or (any(output.iterdir()) and not marked):
+        raise MtError(f"{output}: exists and is not an exported model (no {' or '.join(EXPORT_MARKERS)}); "
+                      f"--force replaces only an earlier export: choose another --output")
+    if (output / MANIFEST).exists():
+        return _read_manifest(output)
+    others = sorted(p.name for p in output.iterdir()
+                    if p.name not in EARLIER_FILES or not p.is_file() or p.is_symlink())
+    if others:
+        raise MtError(f"{output}: holds {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}, which no export "
+                      f"wrote, and no {MANIFEST} saying which files are the export's; --force keeps what an export "
+                      f"did not write: move those out or choose another --output")
+    return sorted(p.name for p in output.iterdir())
+
+
+def _read_manifest(output: Path) -> list[str]:
+    """The files MANIFEST says the earlier export wrote: relative paths inside `output`."""
+    path = output / MANIFEST
+    try:
+        files = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MtError(f"{path}: not an export's list of files ({exc}); --force cannot tell the export's files "
+                      f"from others: choose another --output") from None
+    if not isinstance(files, list) or not all(isinstance(f, str) and _inside(f) for f in files):
+        raise MtError(f"{path}: its files are not paths inside {output}; --force cannot tell the export's files "
+                      f"from others: choose another --output")
+    return files
+
+
+def _inside(name: str) -> bool:
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts and name != MANIFEST
+
+
+def _replace_dir(output: Path, write: Callable[[Path], None], fmt: str, earlier: list[str]) -> list[str]:
+    """Write into a temporary directory beside `output`, then rename it into place: a failed or
+    interrupted export leaves no half model and keeps the previous one. `earlier`: the files of the
+    export `output` holds; anything else there is kept (`_merge`). Returns the files written."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.{os.getpid()}-"))
+    try:
+        write(tmp)
+        files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
+        (tmp / MANIFEST).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n", encoding="utf-8")
+        _readable(tmp)
+        if output.exists() and _others(output, earlier):
+            _merge(tmp, output, files, earlier)
+        elif output.exists():
+            old = tmp.with_name(tmp.name + "-replaced")
+            os.rename(output, old)
+            os.rename(tmp, output)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, output)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return files
+
+
+def _others(output: Path, earlier: list[str]) -> list[str]:
+    """What `output` holds besides the earlier export's files (and the folders they are in)."""
+    ours = {MANIFEST, *earlier, *(parent.as_posix() for name in earlier for parent in Path(name).parents)}
+    return [p.relative_to(output).as_posix() for p in output.rglob("*") if p.relative_to(output).as_posix() not in ours]
+
+
+def _merge(tmp: Path, output: Path, files: list[str], earlier: list[str]) -> None:
+    """The new export's files renamed one by one into `output`, which holds files the earlier export
+    did not write: those stay. One of them in the way of a new file is refused before anything moves.
+    MANIFEST lists both exports' files until the old ones are gone, so a run killed midway leaves
+    none that a later --force would not replace."""
+    kept = {f for f in files if (output / f).exists() or (output / f).is_symlink()} - set(earlier)
+    if kept:
+        raise MtError(f"{output}: {', '.join(sorted(kept))} would be replaced, and the earlier export did not "
+                      f"write it ({MANIFEST}); move it out or choose another --output")
+    union = sorted({*earlier, *files})
+    write_manifest = json.dumps({"format": "mixed", "files": union}, indent=1) + "\n"
+    write_text_atomic(output / MANIFEST, write_manifest)
+    for name in files:
+        (output / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp / name, output / name)
+    for name in set(earlier) - set(files):  # a folder there now is not the file the export wrote: kept
+        if (output / name).is_file() or (output / name).is_symlink():
+            (output / name).unlink()
+    os.replace(tmp / MANIFEST, output / MANIFEST)
+
+
+def _readable(root: Path) -> None:
+    """The modes a plain `cp -r` would give: mkdtemp makes its directory private (0700) and some
+    writers their files 0600, but an exported model is meant to be shared (a server's user, a Hub upload)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [root, *root.rglob("*")]:
+        os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
