@@ -16,7 +16,8 @@ from .options import Checkpoint, Device, Exp, Threads, decode_flags, examples
 EXAMPLES = examples(
     'mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',
     'mt attention --exp exp/en-de "Two dogs play in the snow." --format json --layer 1',
-    'mt attention --exp exp/en-de "Two dogs play in the snow." --json > weights.json')
+    'mt attention --exp exp/en-de "Two dogs play in the snow." --json > weights.json',
+)
 
 
 @decode_flags(batch_tokens=False)
@@ -24,15 +25,38 @@ def attention(
     exp: Exp,
     sentence: Annotated[str, typer.Argument(help="The source sentence to translate and look inside.")],
     decode: DecodeOptions,
-    output: Annotated[Optional[Path], typer.Option(help="The directory the files go to (default: EXP/attention/).")] = None,
-    layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last.")] = None,
-    src_lang: Annotated[Optional[str], typer.Option(help="The sentence's language (a multilingual experiment).")] = None,
-    tgt_lang: Annotated[Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option(help="The directory the files go to (default: EXP/attention/).")
+    ] = None,
+    layer: Annotated[
+        Optional[int],
+        typer.Option(help="Decoder layer (1 = first) whose heads and alignment are drawn; default the last."),
+    ] = None,
+    src_lang: Annotated[
+        Optional[str], typer.Option(help="The sentence's language (a multilingual experiment).")
+    ] = None,
+    tgt_lang: Annotated[
+        Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")
+    ] = None,
     encoder: Annotated[bool, typer.Option(help="Also draw the encoder self-attention of each layer.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.")] = "png",
-    target: Annotated[Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="png: heatmaps; json: the raw weights (attention.json, cross_attention by layer, head, output token, source token); both.",
+        ),
+    ] = "png",
+    target: Annotated[
+        Optional[str], typer.Option(help="Look at this translation (forced decoding) instead of the model's own.")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace files already in --output.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the weights (as attention.json holds them) as one JSON object instead of the translation; no files written.")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the weights (as attention.json holds them) as one JSON object instead of the translation; no files written.",
+        ),
+    ] = False,
     checkpoint: Checkpoint = None,
     threads: Threads = 2,
     device: Device = "cpu",

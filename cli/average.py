@@ -16,7 +16,9 @@ EXAMPLES = examples("mt average --exp exp/de-en --last 5", "mt evaluate --exp ex
 def average(
     exp: Exp,
     last: Annotated[int, typer.Option(help="Average the last N periodic checkpoints (step_N.pt).")] = 5,
-    output: Annotated[str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")] = "average",
+    output: Annotated[
+        str, typer.Option(help="Name of the result under checkpoints/ (use it with --checkpoint).")
+    ] = "average",
     force: Force = False,
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""

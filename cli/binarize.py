@@ -11,8 +11,11 @@ from mt.errors import ConfigError
 from . import render
 from .options import Exp, Recipe, Sets, examples
 
-EXAMPLES = examples("mt binarize --exp exp/de-en", "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8",
-                    "mt binarize --exp exp/de-en --force --max-len 100  # build data/ again")
+EXAMPLES = examples(
+    "mt binarize --exp exp/de-en",
+    "mt binarize --exp exp/de-en --workers 4 --train-segmentations 8",
+    "mt binarize --exp exp/de-en --force --max-len 100  # build data/ again",
+)
 
 
 def binarize(
@@ -21,8 +24,18 @@ def binarize(
     max_len: Annotated[Optional[int], typer.Option(help="Drop pairs longer than this many tokens on a side.")] = None,
     sets: Sets = None,
     workers: Annotated[int, typer.Option(help="Processes that encode in parallel.")] = 2,
-    train_segmentations: Annotated[Optional[int], typer.Option(help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha).")] = None,
-    force: Annotated[bool, typer.Option(help="Build data/ again (changed corpus files, or other binarize settings); refused once a model was trained on it.")] = False,
+    train_segmentations: Annotated[
+        Optional[int],
+        typer.Option(
+            help="Write each training pair N times: its best segmentation and N-1 sampled (subword regularization; tokenizer.sampling_alpha)."
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            help="Build data/ again (changed corpus files, or other binarize settings); refused once a model was trained on it."
+        ),
+    ] = False,
 ) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
     from mt.data.binarize import binarize as run

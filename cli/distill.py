@@ -12,20 +12,33 @@ from mt.decoding.options import DecodeOptions
 
 from .options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 
-EXAMPLES = examples("mt distill --teacher exp/teacher --exp exp/student --beam 5",
-                    "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble")
+EXAMPLES = examples(
+    "mt distill --teacher exp/teacher --exp exp/student --beam 5",
+    "mt distill --teacher exp/teacher --teacher exp/teacher-seed2 --exp exp/student  # an ensemble",
+)
 
 
 @decode_flags()
 def distill(
     exp: Exp,
     decode: DecodeOptions,
-    teacher: Annotated[list[Path], typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer).")],
+    teacher: Annotated[
+        list[Path],
+        typer.Option(metavar="DIR", help="The teacher experiment; repeat it for an ensemble (one tokenizer)."),
+    ],
     checkpoint: Checkpoint = None,
     chunk_lines: ChunkLines = None,
-    mix_original: Annotated[bool, typer.Option(help="The student trains on the original pairs too, beside the distilled ones.")] = False,
-    keep_bt: Annotated[bool, typer.Option("--keep-bt", help="Translate the teacher's back-translated sources (bt:) "
-                                          "too; skipped by default (noised synthetic text).")] = False,
+    mix_original: Annotated[
+        bool, typer.Option(help="The student trains on the original pairs too, beside the distilled ones.")
+    ] = False,
+    keep_bt: Annotated[
+        bool,
+        typer.Option(
+            "--keep-bt",
+            help="Translate the teacher's back-translated sources (bt:) "
+            "too; skipped by default (noised synthetic text).",
+        ),
+    ] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -37,8 +50,18 @@ def distill(
     from mt.hardware import set_threads
 
     set_threads(threads)
-    manifest = run([Experiment(t) for t in teacher], Experiment(exp), decode, chunk_lines, mix_original,
-                   checkpoint, device, precision, quantize, keep_bt=keep_bt)
+    manifest = run(
+        [Experiment(t) for t in teacher],
+        Experiment(exp),
+        decode,
+        chunk_lines,
+        mix_original,
+        checkpoint,
+        device,
+        precision,
+        quantize,
+        keep_bt=keep_bt,
+    )
     corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]  # one a direction
     log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {', '.join(corpus)}")
     print("\n".join(corpus))

@@ -19,16 +19,25 @@ EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --r
 @decode_flags()
 def evaluate(
     decode: DecodeOptions,
-    exp: Annotated[Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)] = None,
+    exp: Annotated[
+        Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)
+    ] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
     hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
     checkpoint: Checkpoints = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
-    tokenized: Annotated[bool, typer.Option(help="BLEU on Moses-tokenized text (sacremoses), as the Multi30k papers "
-                                                 "report it, instead of sacreBLEU; its own signature.")] = False,
+    tokenized: Annotated[
+        bool,
+        typer.Option(
+            help="BLEU on Moses-tokenized text (sacremoses), as the Multi30k papers "
+            "report it, instead of sacreBLEU; its own signature."
+        ),
+    ] = False,
     lowercase: Annotated[bool, typer.Option(help="With --tokenized: case-insensitive.")] = False,
-    lang: Annotated[Optional[str], typer.Option(help="With --tokenized --hyp: the target language (Moses' rules).")] = None,
+    lang: Annotated[
+        Optional[str], typer.Option(help="With --tokenized --hyp: the target language (Moses' rules).")
+    ] = None,
     threads: Threads = 2,
     precision: Precision = "fp32",
     quantize: Quantize = None,
@@ -36,7 +45,9 @@ def evaluate(
 ) -> None:
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
     if (lowercase or lang) and not tokenized:
-        raise ConfigError(f"{'--lowercase' if lowercase else '--lang'} goes with --tokenized (sacreBLEU is scored as it comes)")
+        raise ConfigError(
+            f"{'--lowercase' if lowercase else '--lang'} goes with --tokenized (sacreBLEU is scored as it comes)"
+        )
     if hyp is not None or ref is not None:
         scores = _score_files(hyp, ref, exp, tokenized, lang, lowercase)
     else:
@@ -52,13 +63,15 @@ def evaluate(
         experiment, cfg = read_experiment(exp)
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-        scores = evaluate_split(experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase,
-                                options=decode)
+        scores = evaluate_split(
+            experiment, cfg, split, translator, tokenized=tokenized, lowercase=lowercase, options=decode
+        )
     render.print_scores(scores, json_out)
 
 
-def _score_files(hyp: Path | None, ref: Path | None, exp: Path | None, tokenized: bool, lang: str | None,
-                 lowercase: bool) -> dict:
+def _score_files(
+    hyp: Path | None, ref: Path | None, exp: Path | None, tokenized: bool, lang: str | None, lowercase: bool
+) -> dict:
     """--hyp against --ref, as they are (no torch needed)."""
     from mt.data.text_files import read_lines
     from mt.metrics import score, score_tokenized
@@ -68,8 +81,12 @@ def _score_files(hyp: Path | None, ref: Path | None, exp: Path | None, tokenized
     if tokenized and not lang:
         raise ConfigError("--tokenized with --hyp needs --lang, the target language (for Moses' tokenization rules)")
     if exp is not None:
-        raise ConfigError("--exp translates a split; --hyp and --ref score two files as they are: give one or the other")
+        raise ConfigError(
+            "--exp translates a split; --hyp and --ref score two files as they are: give one or the other"
+        )
     hyps, refs = read_lines(hyp), read_lines(ref)
     if len(hyps) != len(refs):
-        raise MtError(f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line")
+        raise MtError(
+            f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line"
+        )
     return score_tokenized(hyps, refs, lang, lowercase) if tokenized else score(hyps, refs)

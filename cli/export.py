@@ -11,21 +11,37 @@ from mt import log
 
 from .options import Checkpoint, Exp, examples
 
-EXAMPLES = examples("mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
-                    "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",
-                    "mt export --exp exp/de-en --format huggingface --output hf/de-en --license cc-by-4.0")
+EXAMPLES = examples(
+    "mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
+    "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",
+    "mt export --exp exp/de-en --format huggingface --output hf/de-en --license cc-by-4.0",
+)
 
 
 def export(
     exp: Exp,
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write (must not exist, or --force).")],
-    fmt: Annotated[str, typer.Option("--format", help="ctranslate2: a CTranslate2 model directory; huggingface: a "
-                                     "transformers MarianMTModel with its tokenizer and model card.")] = "ctranslate2",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="ctranslate2: a CTranslate2 model directory; huggingface: a "
+            "transformers MarianMTModel with its tokenizer and model card.",
+        ),
+    ] = "ctranslate2",
     checkpoint: Checkpoint = None,
-    quantize: Annotated[Optional[str], typer.Option(help="ctranslate2: weights as int8, int8_float32 or float16 (default: float32).")] = None,
-    force: Annotated[bool, typer.Option(help="Replace the earlier export in --output (the files it wrote: others are kept).")] = False,
-    license: Annotated[Optional[str], typer.Option(help="huggingface: the model card's licence, a Hub identifier "
-                                                   "such as apache-2.0 (default: unknown).")] = None,
+    quantize: Annotated[
+        Optional[str], typer.Option(help="ctranslate2: weights as int8, int8_float32 or float16 (default: float32).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option(help="Replace the earlier export in --output (the files it wrote: others are kept).")
+    ] = False,
+    license: Annotated[
+        Optional[str],
+        typer.Option(
+            help="huggingface: the model card's licence, a Hub identifier such as apache-2.0 (default: unknown)."
+        ),
+    ] = None,
 ) -> None:
     """Write a checkpoint for another runtime: CTranslate2 (model.bin, vocabularies, SentencePiece
     model(s), README.txt) or Hugging Face transformers (config.json, model.safetensors,
@@ -35,6 +51,8 @@ def export(
 
     experiment, cfg = read_experiment(exp)
     summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force, license)
-    log.info(f"exported {summary['checkpoint']} as {summary['format']} ({summary['quantize']}) to {summary['output']}: "
-             f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB")
+    log.info(
+        f"exported {summary['checkpoint']} as {summary['format']} ({summary['quantize']}) to {summary['output']}: "
+        f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB"
+    )
     print(summary["output"])

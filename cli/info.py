@@ -15,7 +15,13 @@ EXAMPLES = examples("mt info --exp exp/de-en", "mt info --exp exp/de-en --json")
 
 def info(
     exp: Exp,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object: the full config, data statistics, checkpoint sizes, training progress and the saved scores, as numbers.")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object: the full config, data statistics, checkpoint sizes, training progress and the saved scores, as numbers.",
+        ),
+    ] = False,
 ) -> None:
     """What the experiment holds: config, data, checkpoints, scores."""
     from mt.apps.report.info import experiment_info, experiment_record

@@ -71,8 +71,10 @@ def _print_version(asked: bool) -> None:
 
         from mt import __version__  # not version('mt'): right in a checkout that was never installed
 
-        print(f"mt {__version__} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
-              f"sacrebleu {version('sacrebleu')})")
+        print(
+            f"mt {__version__} (torch {torch.__version__}, sentencepiece {version('sentencepiece')}, "
+            f"sacrebleu {version('sacrebleu')})"
+        )
         raise typer.Exit()
 
 
@@ -80,8 +82,12 @@ def _print_version(asked: bool) -> None:
 def _global(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines or progress bars.")] = False,
     debug: Annotated[bool, typer.Option(help="Show the traceback of an error.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the versions of mt and torch, and exit.",
-                                          callback=_print_version, is_eager=True)] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the versions of mt and torch, and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     log.quiet, log.debug = quiet, debug
 

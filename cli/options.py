@@ -39,16 +39,23 @@ def device_name(value: str | None) -> str | None:
 
     if not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else "no CUDA device visible"
-        raise ConfigError(f"--device {value}: torch {torch.__version__} cannot use CUDA here ({build}); use --device cpu")
+        raise ConfigError(
+            f"--device {value}: torch {torch.__version__} cannot use CUDA here ({build}); use --device cpu"
+        )
     if match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
         raise ConfigError(f"--device {value}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
     return value
 
 
 # -- the experiment and its config --------------------------------------------------------------
-Exp = Annotated[Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=exp_dir)]
+Exp = Annotated[
+    Path, typer.Option("--exp", "-e", help="Experiment directory (created by the first step).", callback=exp_dir)
+]
 Recipe = Annotated[Optional[Path], typer.Option(help="Recipe (YAML) to start a new experiment from.")]
-Sets = Annotated[Optional[list[str]], typer.Option("--set", metavar="FIELD=VALUE", help="Override any config field: section.field=value.")]
+Sets = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", metavar="FIELD=VALUE", help="Override any config field: section.field=value."),
+]
 
 # -- runtime knobs ------------------------------------------------------------------------------
 # Each command keeps its default: none (torch's choice) for train and run, 2 where one model decodes.
@@ -59,13 +66,20 @@ Quantize = Annotated[Optional[str], typer.Option(help="int8: dynamic int8 quanti
 Force = Annotated[bool, typer.Option(help="Replace --output if it exists.")]
 
 # Sampling instead of search (mt translate, mt backtranslate): `sampling_of` turns them into one object.
-Sample = Annotated[bool, typer.Option(help="Sample translations instead of searching (back-translation: Edunov et al., 2018).")]
+Sample = Annotated[
+    bool, typer.Option(help="Sample translations instead of searching (back-translation: Edunov et al., 2018).")
+]
 Temperature = Annotated[float, typer.Option(help="Sampling temperature.")]
 TopK = Annotated[int, typer.Option(help="Sample among the k most probable tokens (0 = all).")]
 TopP = Annotated[float, typer.Option(help="Nucleus sampling: the smallest set of tokens with this much probability.")]
 Seed = Annotated[int, typer.Option(help="Sampling seed.")]
 # Chunked translation that survives a kill (mt distill, mt backtranslate: mt.apps.chunked).
-ChunkLines = Annotated[Optional[int], typer.Option(help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with.")]
+ChunkLines = Annotated[
+    Optional[int],
+    typer.Option(
+        help="Lines translated and saved together (default 2000): a killed run resumes at the first unsaved chunk, with the size it started with."
+    ),
+]
 
 
 def sampling_of(sample: bool, temperature: float, top_k: int, top_p: float, seed: int):
@@ -77,22 +91,60 @@ def sampling_of(sample: bool, temperature: float, top_k: int, top_p: float, seed
         raise ConfigError("--temperature, --top-k, --top-p and --seed go with --sample")
     return sampling if sample else None
 
+
 # -- decoding (decode.* for this call only: mt.decoding.options.DecodeOptions) -------------------
 Beam = Annotated[Optional[int], typer.Option(help="Beam size (1 = greedy); default: the experiment's decode.beam.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Length penalty alpha; default: the experiment's decode.alpha.")]
 Penalty = Annotated[Optional[str], typer.Option(help="gnmt ((5+|Y|)/6)^alpha, length |Y|^alpha, or none.")]
-Stop = Annotated[Optional[str], typer.Option(help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower).")]
+Stop = Annotated[
+    Optional[str],
+    typer.Option(
+        help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower)."
+    ),
+]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
-DecodeTokens = Annotated[Optional[int], typer.Option("--max-tokens", help="Source tokens per decoding batch (decode.max_tokens), as train's --max-tokens is per training batch.")]
-Workers = Annotated[Optional[int], typer.Option(min=0, metavar="N", help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread, up to 4).")]
-Checkpoint = Annotated[Optional[str], typer.Option(help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.")]
-Checkpoints = Annotated[Optional[list[str]], typer.Option("--checkpoint", metavar="NAME", help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.")]
+DecodeTokens = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-tokens",
+        help="Source tokens per decoding batch (decode.max_tokens), as train's --max-tokens is per training batch.",
+    ),
+]
+Workers = Annotated[
+    Optional[int],
+    typer.Option(
+        min=0,
+        metavar="N",
+        help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread, up to 4).",
+    ),
+]
+Checkpoint = Annotated[
+    Optional[str],
+    typer.Option(
+        help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint."
+    ),
+]
+Checkpoints = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--checkpoint",
+        metavar="NAME",
+        help="best, last, average, ema (train.ema_decay), step_N or a .pt file; several = an ensemble; default: the experiment's decode.checkpoint.",
+    ),
+]
 
 # The decoding flags, in the order --help lists them, and the DecodeOptions field each sets.
-DECODE_FLAGS = {"beam": (Beam, "beam"), "alpha": (Alpha, "alpha"), "length_penalty": (Penalty, "length_penalty"),
-                "stop": (Stop, "stop"), "max_len_a": (MaxLenA, "max_len_a"), "max_len_b": (MaxLenB, "max_len_b"),
-                "batch_tokens": (DecodeTokens, "max_tokens"), "workers": (Workers, "workers")}
+DECODE_FLAGS = {
+    "beam": (Beam, "beam"),
+    "alpha": (Alpha, "alpha"),
+    "length_penalty": (Penalty, "length_penalty"),
+    "stop": (Stop, "stop"),
+    "max_len_a": (MaxLenA, "max_len_a"),
+    "max_len_b": (MaxLenB, "max_len_b"),
+    "batch_tokens": (DecodeTokens, "max_tokens"),
+    "workers": (Workers, "workers"),
+}
 
 
 def decode_flags(*, batch_tokens: bool = True) -> Callable:
@@ -104,8 +156,10 @@ def decode_flags(*, batch_tokens: bool = True) -> Callable:
     def wrap(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "decode"]
-        flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=DECODE_FLAGS[name][0],
-                                   default=None) for name in names]
+        flags = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=DECODE_FLAGS[name][0], default=None)
+            for name in names
+        ]
 
         @functools.wraps(command)
         def with_flags(**kwargs: Any) -> Any:

@@ -13,8 +13,16 @@ EXAMPLES = examples("mt plot --exp exp/en-de", "mt plot --exp exp/en-de --exp ex
 
 
 def plot(
-    exp: Annotated[list[Path], typer.Option("--exp", "-e", metavar="DIR", help="Experiment directory; repeat to overlay several.", callback=exp_dir)],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="PNG to write (default: curves.png in the first experiment).")] = None,
+    exp: Annotated[
+        list[Path],
+        typer.Option(
+            "--exp", "-e", metavar="DIR", help="Experiment directory; repeat to overlay several.", callback=exp_dir
+        ),
+    ],
+    output: Annotated[
+        Optional[Path],
+        typer.Option("--output", "-o", help="PNG to write (default: curves.png in the first experiment)."),
+    ] = None,
     force: Force = False,
 ) -> None:
     """Training and validation loss, perplexity, BLEU and learning rate against steps and wall time, as one PNG."""

@@ -35,8 +35,9 @@ def print_data_table(stats: dict) -> None:
         return
     splits = {split: s for split, s in stats.get("splits", stats).items() if isinstance(s, dict) and "kept" in s}
     reasons = list(dict.fromkeys(r for s in splits.values() for r in data_stats.shown_drops(s)))
-    table = Table(title="binarized data: pairs read = kept + dropped", title_justify="left",
-                  box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(
+        title="binarized data: pairs read = kept + dropped", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1)
+    )
     table.add_column("", no_wrap=True)
     for split in splits:
         table.add_column(split, justify="right", no_wrap=True)
@@ -48,8 +49,10 @@ def print_data_table(stats: dict) -> None:
     row("kept", lambda s: f"{data_stats.pairs_kept(s):,}")
     row("dropped", lambda s: f"{sum(s['dropped'].values()):,}")
     for reason in reasons:  # "-": a reason the split does not count (valid/test are not cleaned)
-        row(f"  {data_stats.reason_name(reason)}",
-            lambda s: f"{s['dropped'][reason]:,}" if reason in s["dropped"] else "-")
+        row(
+            f"  {data_stats.reason_name(reason)}",
+            lambda s: f"{s['dropped'][reason]:,}" if reason in s["dropped"] else "-",
+        )
     if any(data_stats.rows_text(s) != f"{data_stats.pairs_kept(s):,}" for s in splits.values()):
         row("rows written", data_stats.rows_text)  # weights (*2) and segmentations (×3)
     row("tokens src/tgt", lambda s: f"{count(s['src_tokens'])}/{count(s['tgt_tokens'])}")
@@ -95,8 +98,15 @@ def print_scores(scores: dict, json_out: bool) -> None:
         print(scores.get(key, "(a signature per direction: --json)"))
 
 
-def write_translations(translator, source: Iterable[str], output: Path | None, buffer: int, options,
-                       output_format: str, total: int | None = None) -> None:
+def write_translations(
+    translator,
+    source: Iterable[str],
+    output: Path | None,
+    buffer: int,
+    options,
+    output_format: str,
+    total: int | None = None,
+) -> None:
     """Stream translations (`mt.decoding.output.stream` with `options` and `output_format`) to stdout, each group
     as soon as it is done, or into `output` (atomically: the file appears when all is written), with a
     progress bar over the `total` input lines on stderr when it is a terminal (not with stdout, which
@@ -105,9 +115,11 @@ def write_translations(translator, source: Iterable[str], output: Path | None, b
     from mt.decoding.output import stream
 
     if output is None:
+
         def write(line: str) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
+
         stream(translator, source, write, buffer, options, output_format)
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:

@@ -14,10 +14,14 @@ EXAMPLES = examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --sa
 
 def report(
     exp: Exp,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: EXP/report.html).")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="HTML file to write (default: EXP/report.html).")
+    ] = None,
     force: Force = False,
     samples: Annotated[int, typer.Option(help="Sample translations shown per split.")] = 10,
-    sentence: Annotated[Optional[str], typer.Option(help="Sentence for the attention example (default: the first test sentence).")] = None,
+    sentence: Annotated[
+        Optional[str], typer.Option(help="Sentence for the attention example (default: the first test sentence).")
+    ] = None,
     checkpoint: Checkpoint = None,
     threads: Threads = 2,
 ) -> None:

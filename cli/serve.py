@@ -17,19 +17,53 @@ EXAMPLES = examples(
 def serve(
     exp: Exp,
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 for every interface.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to listen on (0: any free one).")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, metavar="PORT", help="Port to listen on (0: any free one).")
+    ] = 8000,
     checkpoint: Checkpoints = None,
-    max_batch_tokens: Annotated[int, typer.Option("--max-tokens", help="Source tokens a decoding batch may hold, from all the requests waiting (as decode.max_tokens).")] = 2000,
+    max_batch_tokens: Annotated[
+        int,
+        typer.Option(
+            "--max-tokens",
+            help="Source tokens a decoding batch may hold, from all the requests waiting (as decode.max_tokens).",
+        ),
+    ] = 2000,
     max_wait_ms: Annotated[float, typer.Option(help="How long a sentence waits for others to share its batch.")] = 10.0,
-    max_queue: Annotated[int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")] = 1024,
+    max_queue: Annotated[
+        int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")
+    ] = 1024,
     max_chars: Annotated[int, typer.Option(help="Characters per request.")] = 20000,
     max_lines: Annotated[int, typer.Option(help="Lines (sentences) per request.")] = 256,
     max_beam: Annotated[int, typer.Option(help="The widest beam (and longest n-best list) a request may ask for.")] = 8,
-    max_attention_tokens: Annotated[int, typer.Option(help="Source tokens of the longest sentence /v1/attention draws (its answer grows with their square).")] = 200,
-    max_connections: Annotated[int, typer.Option(help="Connections open at once; one more is closed as it opens.")] = 512,
-    read_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a whole request (after connecting or its last answer) before it is cut off.")] = 30.0,
-    batching: Annotated[str, typer.Option(help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured).")] = "static",
-    api_key: Annotated[Optional[str], typer.Option(envvar="MT_API_KEY", show_envvar=True, help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.")] = None,
+    max_attention_tokens: Annotated[
+        int,
+        typer.Option(
+            help="Source tokens of the longest sentence /v1/attention draws (its answer grows with their square)."
+        ),
+    ] = 200,
+    max_connections: Annotated[
+        int, typer.Option(help="Connections open at once; one more is closed as it opens.")
+    ] = 512,
+    read_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a client has to send a whole request (after connecting or its last answer) before it is cut off."
+        ),
+    ] = 30.0,
+    batching: Annotated[
+        str,
+        typer.Option(
+            help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured)."
+        ),
+    ] = "static",
+    api_key: Annotated[
+        Optional[str],
+        typer.Option(
+            envvar="MT_API_KEY",
+            show_envvar=True,
+            help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.",
+        ),
+    ] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -46,7 +80,17 @@ def serve(
     from mt.apps.serve.app import serve as run_serve
     from mt.experiment.config import read_experiment
 
-    limits = Limits(max_batch_tokens, max_wait_ms, max_queue, max_chars, max_lines, max_beam, batching,
-                    max_attention_tokens, max_connections, read_timeout)
+    limits = Limits(
+        max_batch_tokens,
+        max_wait_ms,
+        max_queue,
+        max_chars,
+        max_lines,
+        max_beam,
+        batching,
+        max_attention_tokens,
+        max_connections,
+        read_timeout,
+    )
     experiment, cfg = read_experiment(exp)
     run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)

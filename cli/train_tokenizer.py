@@ -15,7 +15,8 @@ EXAMPLES = examples(
     "mt train-tokenizer --exp exp/de-en --train files:corpus/train --valid files:corpus/valid "
     "--test files:corpus/test --src-lang de --tgt-lang en --vocab-size 8000",
     "mt train-tokenizer --exp exp/en-de --train hf:wmt14:de-en --train 'tsv:back.tsv.gz*0.5' "
-    "--valid hf:wmt14:de-en --test hf:wmt14:de-en --src-lang en --tgt-lang de")
+    "--valid hf:wmt14:de-en --test hf:wmt14:de-en --src-lang en --tgt-lang de",
+)
 
 
 def train_tokenizer(
@@ -23,9 +24,16 @@ def train_tokenizer(
     recipe: Recipe = None,
     src_lang: Annotated[Optional[str], typer.Option(help="Source language code, e.g. de.")] = None,
     tgt_lang: Annotated[Optional[str], typer.Option(help="Target language code, e.g. en.")] = None,
-    train: Annotated[Optional[list[str]], typer.Option(metavar="SPEC", help=f"A training corpus, repeatable: {GRAMMAR}.")] = None,
-    valid: Annotated[Optional[list[str]], typer.Option(metavar="SPEC", help="A validation corpus, repeatable (same forms, no weight).")] = None,
-    test: Annotated[Optional[list[str]], typer.Option(metavar="SPEC", help="A test corpus, repeatable (same forms, no weight).")] = None,
+    train: Annotated[
+        Optional[list[str]], typer.Option(metavar="SPEC", help=f"A training corpus, repeatable: {GRAMMAR}.")
+    ] = None,
+    valid: Annotated[
+        Optional[list[str]],
+        typer.Option(metavar="SPEC", help="A validation corpus, repeatable (same forms, no weight)."),
+    ] = None,
+    test: Annotated[
+        Optional[list[str]], typer.Option(metavar="SPEC", help="A test corpus, repeatable (same forms, no weight).")
+    ] = None,
     vocab_size: Annotated[Optional[int], typer.Option(help="SentencePiece vocabulary size.")] = None,
     model_type: Annotated[Optional[str], typer.Option(help="unigram or bpe.")] = None,
     separate_vocab: Annotated[bool, typer.Option(help="One vocabulary per side instead of a joint one.")] = False,
@@ -46,5 +54,7 @@ def train_tokenizer(
     with change.undo_if_fails():
         summary = run(experiment, cfg)
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
-    log.info(f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
-             f"{summary['sentences']['src']:,} training pairs; {summary['seconds']:.1f}s")
+    log.info(
+        f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
+        f"{summary['sentences']['src']:,} training pairs; {summary['seconds']:.1f}s"
+    )

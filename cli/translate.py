@@ -31,33 +31,72 @@ from .options import (
     sampling_of,
 )
 
-EXAMPLES = examples('echo "Ein Satz." | mt translate --exp exp/de-en',
-                    "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average")
+EXAMPLES = examples(
+    'echo "Ein Satz." | mt translate --exp exp/de-en',
+    "mt translate --exp exp/de-en --input news.de --output news.en --beam 5 --checkpoint average",
+)
 
 
 @decode_flags()
 def translate(
     exp: Exp,
     decode: DecodeOptions,
-    input: Annotated[Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")] = None,
+    input: Annotated[
+        Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")
+    ] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
     force: Force = False,
-    buffer: Annotated[int, typer.Option(help="Lines translated together at most (from a pipe or terminal, what has arrived is translated whenever the input pauses).")] = 256,
+    buffer: Annotated[
+        int,
+        typer.Option(
+            help="Lines translated together at most (from a pipe or terminal, what has arrived is translated whenever the input pauses)."
+        ),
+    ] = 256,
     checkpoint: Checkpoints = None,
-    nbest: Annotated[int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")] = 0,
-    nbest_format: Annotated[str, typer.Option(metavar="tsv|moses", help="--nbest's lines: tsv (LINE<TAB>SCORE<TAB>TRANSLATION, LINE from 1) or moses (ID ||| TRANSLATION ||| mt= SCORE ||| SCORE, ID from 0).")] = "tsv",
+    nbest: Annotated[
+        int, typer.Option(help="Write the K best: LINE<TAB>SCORE<TAB>TRANSLATION per line, K lines per input.")
+    ] = 0,
+    nbest_format: Annotated[
+        str,
+        typer.Option(
+            metavar="tsv|moses",
+            help="--nbest's lines: tsv (LINE<TAB>SCORE<TAB>TRANSLATION, LINE from 1) or moses (ID ||| TRANSLATION ||| mt= SCORE ||| SCORE, ID from 0).",
+        ),
+    ] = "tsv",
     scores: Annotated[bool, typer.Option(help="Write SCORE<TAB>TRANSLATION.")] = False,
     sample: Sample = False,
     temperature: Temperature = 1.0,
     top_k: TopK = 0,
     top_p: TopP = 1.0,
     seed: Seed = 1,
-    alignments: Annotated[bool, typer.Option(help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention).")] = False,
-    alignment_layer: Annotated[Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")] = None,
-    constraints: Annotated[bool, typer.Option(help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search).")] = False,
-    src_lang: Annotated[Optional[str], typer.Option(help="The input's language (a multilingual experiment: with --tgt-lang, the direction).")] = None,
-    tgt_lang: Annotated[Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")] = None,
-    pivot: Annotated[Optional[str], typer.Option(help="Translate into this language first, then from it into --tgt-lang (for a direction the model was not trained on).")] = None,
+    alignments: Annotated[
+        bool,
+        typer.Option(
+            help="Append <TAB>ALIGNMENT to each output line: Pharaoh i-j pairs over whitespace-separated words (source word i, output word j, from 0), each output word aligned where its subwords attend most (head-averaged cross-attention)."
+        ),
+    ] = False,
+    alignment_layer: Annotated[
+        Optional[int], typer.Option(help="Decoder layer (1 = first) for --alignments; default the last.")
+    ] = None,
+    constraints: Annotated[
+        bool,
+        typer.Option(
+            help="Each input line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase (lexically constrained beam search)."
+        ),
+    ] = False,
+    src_lang: Annotated[
+        Optional[str],
+        typer.Option(help="The input's language (a multilingual experiment: with --tgt-lang, the direction)."),
+    ] = None,
+    tgt_lang: Annotated[
+        Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")
+    ] = None,
+    pivot: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Translate into this language first, then from it into --tgt-lang (for a direction the model was not trained on)."
+        ),
+    ] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -73,8 +112,15 @@ def translate(
     from mt.hardware import set_threads
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
-    options = replace(decode, nbest=max(nbest, 1), sampling=sampling_of(sample, temperature, top_k, top_p, seed),
-                      constraints=constraints, src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)
+    options = replace(
+        decode,
+        nbest=max(nbest, 1),
+        sampling=sampling_of(sample, temperature, top_k, top_p, seed),
+        constraints=constraints,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        pivot=pivot,
+    )
     experiment, cfg = read_experiment(exp)
     source = input_lines(input)
     set_threads(threads)
@@ -83,13 +129,20 @@ def translate(
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
     total = count_lines(str(input)) if input is not None and str(input) != "-" else None
-    render.write_translations(translator, source, output, buffer, options,
-                              ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
-                              total)
+    render.write_translations(
+        translator,
+        source,
+        output,
+        buffer,
+        options,
+        ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
+        total,
+    )
 
 
-def check_output_flags(output: Path | None, force: bool, nbest: int, nbest_format: str, alignments: bool,
-                       alignment_layer: int | None) -> None:
+def check_output_flags(
+    output: Path | None, force: bool, nbest: int, nbest_format: str, alignments: bool, alignment_layer: int | None
+) -> None:
     """The output flags that cannot go together, refused before the model is loaded."""
     if alignment_layer is not None and not alignments:
         raise ConfigError("--alignment-layer goes with --alignments")

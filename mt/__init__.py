@@ -11,12 +11,22 @@ from typing import Any
 __version__ = "0.1.0"
 
 API = {  # name -> the module that defines it
-    "open_experiment": "mt.experiment.config", "read_experiment": "mt.experiment.config",
-    "Experiment": "mt.experiment.paths", "train_tokenizer": "mt.data.train_tokenizer", "binarize": "mt.data.binarize",
-    "train": "mt.training.loop", "average_last": "mt.training.average", "Translator": "mt.decoding.translator",
-    "DecodeOptions": "mt.decoding.options", "Sampling": "mt.decoding.options", "stream": "mt.decoding.output",
-    "evaluate_split": "mt.apps.evaluate", "score": "mt.metrics", "run_recipe": "mt.apps.run",
-    "MtError": "mt.errors", "ConfigError": "mt.errors",
+    "open_experiment": "mt.experiment.config",
+    "read_experiment": "mt.experiment.config",
+    "Experiment": "mt.experiment.paths",
+    "train_tokenizer": "mt.data.train_tokenizer",
+    "binarize": "mt.data.binarize",
+    "train": "mt.training.loop",
+    "average_last": "mt.training.average",
+    "Translator": "mt.decoding.translator",
+    "DecodeOptions": "mt.decoding.options",
+    "Sampling": "mt.decoding.options",
+    "stream": "mt.decoding.output",
+    "evaluate_split": "mt.apps.evaluate",
+    "score": "mt.metrics",
+    "run_recipe": "mt.apps.run",
+    "MtError": "mt.errors",
+    "ConfigError": "mt.errors",
 }
 __all__ = ["__version__", *API]
 

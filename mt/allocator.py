@@ -71,8 +71,12 @@ def _allocator_choice() -> str:
 
 def _tcmalloc_wanted() -> bool:
     """Linux, tcmalloc not declined (MT_ALLOCATOR) nor another preload chosen, and not yet in use."""
-    return (platform.system() == "Linux" and _allocator_choice() == "tcmalloc" and not os.environ.get("LD_PRELOAD")
-            and not tcmalloc_loaded())
+    return (
+        platform.system() == "Linux"
+        and _allocator_choice() == "tcmalloc"
+        and not os.environ.get("LD_PRELOAD")
+        and not tcmalloc_loaded()
+    )
 
 
 def use_tcmalloc() -> None:
@@ -81,8 +85,12 @@ def use_tcmalloc() -> None:
     tcmalloc not installed or already in use, an LD_PRELOAD of the user's own (their choice stands),
     an interactive session or a program read from stdin; otherwise the process is replaced by one
     with the same arguments, environment (plus LD_PRELOAD) and standard streams, so pipes carry on."""
-    if (not _tcmalloc_wanted() or os.environ.get(_TRIED_ENV) or sys.flags.interactive
-            or sys.orig_argv[1:2] in ([], ["-"])):
+    if (
+        not _tcmalloc_wanted()
+        or os.environ.get(_TRIED_ENV)
+        or sys.flags.interactive
+        or sys.orig_argv[1:2] in ([], ["-"])
+    ):
         return
     library = _tcmalloc_library()
     if library is None:
@@ -91,8 +99,9 @@ def use_tcmalloc() -> None:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
-                  {**os.environ, "LD_PRELOAD": library, _TRIED_ENV: "1"})
+        os.execve(
+            sys.executable, [sys.executable, *sys.orig_argv[1:]], {**os.environ, "LD_PRELOAD": library, _TRIED_ENV: "1"}
+        )
     except OSError:  # no usable interpreter path: carry on with the C library's malloc
         return
 
@@ -104,10 +113,14 @@ def allocator_hint() -> str | None:
         return None
     library = _tcmalloc_library()
     if library is None:
-        return ("glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
-                "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)")
-    return ("glibc's malloc: tcmalloc is installed but this process was not started through the `mt` "
-            f"command; LD_PRELOAD={library} gives it (MT_ALLOCATOR=system silences this)")
+        return (
+            "glibc's malloc: CPU training slows as its heap ages; `apt-get install libtcmalloc-minimal4` "
+            "and mt uses tcmalloc (MT_ALLOCATOR=system silences this)"
+        )
+    return (
+        "glibc's malloc: tcmalloc is installed but this process was not started through the `mt` "
+        f"command; LD_PRELOAD={library} gives it (MT_ALLOCATOR=system silences this)"
+    )
 
 
 def keep_freed_memory() -> bool:

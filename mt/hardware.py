@@ -43,8 +43,9 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     # A half precision without hardware (~1 GFLOP/s on an AVX2-only EPYC) would take minutes to time
     # at this size and can never win: a short product rules it out first.
     slow = {name: reason for name in ("bf16", "fp16") if (reason := too_slow(name))}
-    gflops = matmul_gflops(rows, d_model, d_ff, WARMUP_ROUNDS, TIMED_ROUNDS,
-                           tuple(name for name in PRECISIONS if name not in slow))
+    gflops = matmul_gflops(
+        rows, d_model, d_ff, WARMUP_ROUNDS, TIMED_ROUNDS, tuple(name for name in PRECISIONS if name not in slow)
+    )
     # A step is not all matmuls (softmax, LayerNorm and casts do not speed up): on the Xeon an fp16
     # product at 0.9-1.1x fp32's made a 0.96-1.06x step (bench/throughput.py). 1.3x leaves bf16 on
     # Zen 4 (2.6x) and AMX (~5x).
@@ -61,8 +62,9 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 SLOW_PRECISION_FACTOR = 10.0
 
 
-def matmul_gflops(rows: int, d_in: int, d_out: int, warmup: int, timed: int,
-                  names: tuple[str, ...] = PRECISIONS) -> dict[str, float]:
+def matmul_gflops(
+    rows: int, d_in: int, d_out: int, warmup: int, timed: int, names: tuple[str, ...] = PRECISIONS
+) -> dict[str, float]:
     """GFLOP/s on the CPU of a (rows x d_in) @ (d_in x d_out) product in each precision named: the
     fastest of `timed` runs after `warmup`, precisions interleaved so that all see the same load."""
     import time
@@ -110,7 +112,7 @@ def slowdown(precision: str, gflops: dict[str, float] | None = None) -> float:
 
 
 def too_slow(precision: str, gflops: dict[str, float] | None = None) -> str | None:
-    """"bf16 is 100x slower than fp32 on this CPU" where a half precision is SLOW_PRECISION_FACTOR
+    """ "bf16 is 100x slower than fp32 on this CPU" where a half precision is SLOW_PRECISION_FACTOR
     times slower or more (`slowdown`); None for fp32, auto and a half precision that is not."""
     if precision not in ("bf16", "fp16"):
         return None
@@ -144,11 +146,21 @@ def cpu_name() -> str:
     alone does not tell an AVX2-only EPYC from a Zen 4 one."""
 
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
-                platform.processor() or "unknown CPU")
+    name = next(
+        (line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+        platform.processor() or "unknown CPU",
+    )
     flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
-    units = [unit for unit, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"), ("AVX-512", "avx512f"),
-                                     ("AVX2", "avx2")) if flag in flags]
+    units = [
+        unit
+        for unit, flag in (
+            ("AMX", "amx_tile"),
+            ("AVX512-BF16", "avx512_bf16"),
+            ("AVX-512", "avx512f"),
+            ("AVX2", "avx2"),
+        )
+        if flag in flags
+    ]
     return f"{name}, {' '.join(units) or 'no AVX2'}"
 
 

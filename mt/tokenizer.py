@@ -92,8 +92,9 @@ class Tokenizer:
         per call (google/sentencepiece#540), so the binarized data, not a seed, are what is kept."""
         lines = list(lines)
         try:
-            return self._sp.encode(lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1,
-                                   num_threads=self.threads)
+            return self._sp.encode(
+                lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=self.threads
+            )
         except (TypeError, UnicodeEncodeError):
             _check_unicode(lines)
             raise
@@ -123,9 +124,23 @@ class Tokenizer:
                 position += 1
                 continue
             lead = self._bytes[seq[position]]
-            size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4 if lead >> 3 == 0b11110 else 0
-            run = seq[position:position + size] if size else []
-            if len(run) == size > 0 and all(i in self._bytes for i in run) and _is_utf8(bytes(self._bytes[i] for i in run)):
+            size = (
+                1
+                if lead < 0x80
+                else 2
+                if lead >> 5 == 0b110
+                else 3
+                if lead >> 4 == 0b1110
+                else 4
+                if lead >> 3 == 0b11110
+                else 0
+            )
+            run = seq[position : position + size] if size else []
+            if (
+                len(run) == size > 0
+                and all(i in self._bytes for i in run)
+                and _is_utf8(bytes(self._bytes[i] for i in run))
+            ):
                 kept.extend(run)
                 position += size
             else:
@@ -166,4 +181,6 @@ def _check_unicode(lines: list[str]) -> None:
         try:
             line.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise MtError(f"line {number}: not valid Unicode (an unpaired surrogate at character {exc.start})") from None
+            raise MtError(
+                f"line {number}: not valid Unicode (an unpaired surrogate at character {exc.start})"
+            ) from None

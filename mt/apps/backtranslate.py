@@ -61,7 +61,7 @@ def listed_spec(cfg: ExperimentConfig, exp: Experiment) -> str | None:
     corpus = f"files:{(backtranslate_dir(exp) / 'train').resolve()}"
     for spec in map(str, cfg.data.train):
         text = absolute_spec(spec).removeprefix(BACK_TRANSLATED).strip()
-        if text == corpus or (text.startswith(corpus) and text[len(corpus):].lstrip().startswith("*")):
+        if text == corpus or (text.startswith(corpus) and text[len(corpus) :].lstrip().startswith("*")):
             return spec
     return None
 
@@ -86,7 +86,7 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
     for spec in specs:
         text = str(spec).strip()
         if text.startswith(MONO_TEXT):
-            path = os.path.expanduser(text[len(MONO_TEXT):].strip())
+            path = os.path.expanduser(text[len(MONO_TEXT) :].strip())
             if not path:
                 raise ConfigError(f"--mono {spec!r}: text: needs a file")
             if not Path(path).is_file():
@@ -108,45 +108,71 @@ def final_config(reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> E
     """R's config turned around: E's direction is R's reversed, its data R's corpora read the other way
     (mt.config.sources.reversed_spec; R's own back-translations are left out) and the synthetic pairs."""
     src, tgt = reverse_cfg.data.tgt_lang, reverse_cfg.data.src_lang
-    turned = {split: [t for item in getattr(reverse_cfg.data, split) if (t := reversed_spec(item, (tgt, src)))]
-              for split in ("train", "valid", "test")}
-    data = dataclasses.replace(reverse_cfg.data, src_lang=src, tgt_lang=tgt, train=turned["train"] + [spec],
-                               valid=turned["valid"], test=turned["test"])
+    turned = {
+        split: [t for item in getattr(reverse_cfg.data, split) if (t := reversed_spec(item, (tgt, src)))]
+        for split in ("train", "valid", "test")
+    }
+    data = dataclasses.replace(
+        reverse_cfg.data,
+        src_lang=src,
+        tgt_lang=tgt,
+        train=turned["train"] + [spec],
+        valid=turned["valid"],
+        test=turned["test"],
+    )
     return dataclasses.replace(reverse_cfg, data=data)
 
 
-def prepare_final(reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Experiment, spec: str,
-                  weight_given: bool) -> tuple[ExperimentConfig, str]:
+def prepare_final(
+    reverse: Experiment, reverse_cfg: ExperimentConfig, exp: Experiment, spec: str, weight_given: bool
+) -> tuple[ExperimentConfig, str]:
     """E's config (module docstring), written when new or when the synthetic corpus is added to it, and
     the spec that reads the corpus there (one E lists already keeps its weight, unless --weight says
     another; a tag other than asked is refused)."""
-    made = [what for done, what in ((exp.has_checkpoints(), "checkpoints"), (exp.has_data(), "binarized data"),
-                                    (exp.has_tokenizer(), "a tokenizer")) if done]
+    made = [
+        what
+        for done, what in (
+            (exp.has_checkpoints(), "checkpoints"),
+            (exp.has_data(), "binarized data"),
+            (exp.has_tokenizer(), "a tokenizer"),
+        )
+        if done
+    ]
     if not exp.has_config():
         if made:
             raise ConfigError(f"--exp {exp.root}: has {made[0]} but no config.yaml; back-translate into a new --exp")
         cfg = final_config(reverse_cfg, exp, spec)
         exp.root.mkdir(parents=True, exist_ok=True)
         write_text_atomic(exp.config_path, save_yaml(cfg))
-        log.info(f"backtranslate: {exp.config_path} written from {reverse.root}'s, {cfg.data.src_lang}->{cfg.data.tgt_lang}")
+        log.info(
+            f"backtranslate: {exp.config_path} written from {reverse.root}'s, {cfg.data.src_lang}->{cfg.data.tgt_lang}"
+        )
         return cfg, spec
     cfg = exp.load_config()
     if cfg.data.multilingual:
         raise ConfigError(f"--exp {exp.root}: a multilingual experiment; back-translate into one of a single direction")
     if (cfg.data.tgt_lang, cfg.data.src_lang) != (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang):
-        raise ConfigError(f"--reverse {reverse.root}: translates {reverse_cfg.data.src_lang}->{reverse_cfg.data.tgt_lang}, "
-                          f"not {cfg.data.tgt_lang}->{cfg.data.src_lang}, the reverse of --exp {exp.root}")
+        raise ConfigError(
+            f"--reverse {reverse.root}: translates {reverse_cfg.data.src_lang}->{reverse_cfg.data.tgt_lang}, "
+            f"not {cfg.data.tgt_lang}->{cfg.data.src_lang}, the reverse of --exp {exp.root}"
+        )
     listed = listed_spec(cfg, exp)
     if listed is not None:
         if listed.strip().startswith(BACK_TRANSLATED) != spec.startswith(BACK_TRANSLATED):
-            raise ConfigError(f"--exp {exp.root}: its data.train has {listed}, {'without' if spec.startswith(BACK_TRANSLATED) else 'with'} "
-                              f"the tag; give {'--no-tag' if spec.startswith(BACK_TRANSLATED) else '--tag'} or change its config")
+            raise ConfigError(
+                f"--exp {exp.root}: its data.train has {listed}, {'without' if spec.startswith(BACK_TRANSLATED) else 'with'} "
+                f"the tag; give {'--no-tag' if spec.startswith(BACK_TRANSLATED) else '--tag'} or change its config"
+            )
         if weight_given and absolute_spec(listed) != absolute_spec(spec):
-            raise ConfigError(f"--weight: --exp {exp.root}'s data.train has {listed}; leave out --weight or change its config")
+            raise ConfigError(
+                f"--weight: --exp {exp.root}'s data.train has {listed}; leave out --weight or change its config"
+            )
         return cfg, listed
     if made:
-        raise ConfigError(f"--exp {exp.root}: has {made[0]} made without the back-translation; add {spec} to its "
-                          f"data.train before its first step, or back-translate into a new --exp")
+        raise ConfigError(
+            f"--exp {exp.root}: has {made[0]} made without the back-translation; add {spec} to its "
+            f"data.train before its first step, or back-translate into a new --exp"
+        )
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, train=[*cfg.data.train, spec]))
     write_text_atomic(exp.config_path, save_yaml(cfg))
     log.info(f"backtranslate: {spec} added to {exp.config_path}'s data.train")
@@ -159,8 +185,16 @@ def _search_record(options: DecodeOptions, noise: bool) -> dict:
     return {"search": search, **options.record()}
 
 
-def chunk_translator(reverse: Experiment, reverse_cfg: ExperimentConfig, model_file: str, options: DecodeOptions,
-                     noise: bool, device: str, precision: str, quantize: str | None) -> chunked.Translate:
+def chunk_translator(
+    reverse: Experiment,
+    reverse_cfg: ExperimentConfig,
+    model_file: str,
+    options: DecodeOptions,
+    noise: bool,
+    device: str,
+    precision: str,
+    quantize: str | None,
+) -> chunked.Translate:
     """The reverse model, loaded, as mt.apps.chunked translates with it: a chunk samples from a seed of its own
     (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did."""
     from mt.decoding.translator import Translator
@@ -186,8 +220,10 @@ def check_choices(mono: list[str], sampling: Sampling | None, noise: bool, tagge
     if not (weight > 0 and math.isfinite(weight)):
         raise ConfigError(f"--weight {weight}: must be a number above 0")
     if noise and not tagged:
-        raise ConfigError("--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
-                          "(bt:) corpus keeps whole: leave out --no-tag")
+        raise ConfigError(
+            "--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
+            "(bt:) corpus keeps whole: leave out --no-tag"
+        )
     if not mono:
         raise ConfigError("give the monolingual text with --mono (text:FILE, or a parallel spec)")
 
@@ -225,14 +261,21 @@ def backtranslate(
         raise MtError(f"--reverse {reverse.root}: no experiment there (no config.yaml)")
     reverse_cfg = reverse.load_config()
     if reverse_cfg.data.multilingual:
-        raise ConfigError(f"--reverse {reverse.root}: a multilingual model; back-translation takes a model of one direction")
+        raise ConfigError(
+            f"--reverse {reverse.root}: a multilingual model; back-translation takes a model of one direction"
+        )
     options = (options or DecodeOptions()).resolved(reverse_cfg.decode)
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
-    how = {"reverse": model_file, "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
-           **_search_record(options, noise), "precision": precision, "quantize": quantize}
+    how = {
+        "reverse": model_file,
+        "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
+        **_search_record(options, noise),
+        "precision": precision,
+        "quantize": quantize,
+    }
     plan = chunked.plan_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines")
     translate = None
     if plan.todo:
@@ -240,13 +283,24 @@ def backtranslate(
     # The final model's config is the reverse model's as saved: the flags changed only its search.
     cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     chunks, state = chunked.translate_chunks(out, plan, translate, "backtranslate")
-    texts = {out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
-             out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1)}
+    texts = {
+        out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
+        out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1),
+    }
     for path, text in texts.items():
         write_text_atomic(path, text)
-    manifest = {"reverse": model_file, "mono": list(mono), "lines": len(lines), "empty_lines_skipped": empty,
-                "chunks": len(chunks), "chunk_lines": state["chunk_lines"], **_search_record(options, noise),
-                "tagged": tagged, "seconds": state["seconds"], "corpus": spec}
+    manifest = {
+        "reverse": model_file,
+        "mono": list(mono),
+        "lines": len(lines),
+        "empty_lines_skipped": empty,
+        "chunks": len(chunks),
+        "chunk_lines": state["chunk_lines"],
+        **_search_record(options, noise),
+        "tagged": tagged,
+        "seconds": state["seconds"],
+        "corpus": spec,
+    }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the back-translation done
     log.info(f"backtranslate: {len(lines):,} synthetic pairs in {', '.join(str(p) for p in texts)}")
     return manifest

@@ -26,7 +26,9 @@ from mt.errors import ConfigError, MtError
 CHUNK_LINES = 2000
 
 Chunk = tuple[int, tuple[str, str], list[str]]  # (index, direction, input lines)
-Translate = Callable[[int, tuple[str, str], list[str]], list[str]]  # (chunk index, direction, lines) -> a translation each
+Translate = Callable[
+    [int, tuple[str, str], list[str]], list[str]
+]  # (chunk index, direction, lines) -> a translation each
 
 
 def chunk_paths(root: Path, index: int) -> tuple[Path, Path]:
@@ -98,9 +100,11 @@ def chunk_size(root: Path, state: dict, requested: int | None) -> int:
     if recorded is None:
         return requested or CHUNK_LINES
     if requested is not None and requested != recorded:
-        raise ConfigError(f"--chunk-lines {requested}: {state_path(root).parent} holds chunks of {recorded} "
-                          f"lines; resume with --chunk-lines {recorded} (or without the flag), or remove "
-                          f"{state_path(root).parent} to start over")
+        raise ConfigError(
+            f"--chunk-lines {requested}: {state_path(root).parent} holds chunks of {recorded} "
+            f"lines; resume with --chunk-lines {recorded} (or without the flag), or remove "
+            f"{state_path(root).parent} to start over"
+        )
     return recorded
 
 
@@ -115,8 +119,10 @@ def read_chunk(path: Path) -> str:
     except OSError as exc:
         problem = f"unreadable ({exc.strerror or exc})"
     src, tgt = path.with_suffix(".src"), path.with_suffix(".tgt")
-    raise MtError(f"{path}: {problem}; remove {src.name} and {tgt.name} to translate that chunk again, or "
-                  f"remove {path.parent} to start over")
+    raise MtError(
+        f"{path}: {problem}; remove {src.name} and {tgt.name} to translate that chunk again, or "
+        f"remove {path.parent} to start over"
+    )
 
 
 def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> list[Chunk]:
@@ -124,7 +130,9 @@ def cut_chunks(parts: list[tuple[tuple[str, str], list[str]]], size: int) -> lis
     chunk never spans two: each is translated with its own target)."""
     chunks: list[Chunk] = []
     for pair, lines in parts:
-        chunks += [(len(chunks) + i, pair, lines[start:start + size]) for i, start in enumerate(range(0, len(lines), size))]
+        chunks += [
+            (len(chunks) + i, pair, lines[start : start + size]) for i, start in enumerate(range(0, len(lines), size))
+        ]
     return chunks
 
 
@@ -144,13 +152,17 @@ def check_done_chunks(root: Path, chunks: list[Chunk], size: int, whose: str) ->
             continue
         if read_chunk(src_path) != "".join(line + "\n" for line in lines):
             where = f" of {'-'.join(pair)}" if several else ""
-            raise MtError(f"{src_path}: not {whose} {first}-{first + len(lines) - 1}{where} (chunks of --chunk-lines "
-                          f"{size}): cut at another --chunk-lines, or the input changed; remove {src_path.parent} "
-                          f"to start over")
+            raise MtError(
+                f"{src_path}: not {whose} {first}-{first + len(lines) - 1}{where} (chunks of --chunk-lines "
+                f"{size}): cut at another --chunk-lines, or the input changed; remove {src_path.parent} "
+                f"to start over"
+            )
         found = read_chunk(tgt_path).count("\n")  # damage shows here, before the caller sets anything up
         if found != len(lines):
-            raise MtError(f"{tgt_path}: {found} lines for {len(lines)} inputs: changed by hand? remove "
-                          f"{src_path.name} and {tgt_path.name} to translate that chunk again")
+            raise MtError(
+                f"{tgt_path}: {found} lines for {len(lines)} inputs: changed by hand? remove "
+                f"{src_path.name} and {tgt_path.name} to translate that chunk again"
+            )
 
 
 def check_same_how(root: Path, state: dict, how: dict) -> None:
@@ -158,9 +170,13 @@ def check_same_how(root: Path, state: dict, how: dict) -> None:
     recorded = state.get("how")
     if recorded is None or recorded == how:
         return
-    changed = [f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in how.items() if recorded.get(key) != value]
-    raise ConfigError(f"{state_path(root).parent}: its chunks were translated with {'; '.join(changed)}; resume "
-                      f"with the same models and flags, or remove {state_path(root).parent} to start over")
+    changed = [
+        f"{key} {recorded.get(key)!r} (now {value!r})" for key, value in how.items() if recorded.get(key) != value
+    ]
+    raise ConfigError(
+        f"{state_path(root).parent}: its chunks were translated with {'; '.join(changed)}; resume "
+        f"with the same models and flags, or remove {state_path(root).parent} to start over"
+    )
 
 
 @dataclasses.dataclass
@@ -173,8 +189,9 @@ class Plan:
     lines: int
 
 
-def plan_chunks(root: Path, parts: list[tuple[tuple[str, str], list[str]]], requested_size: int | None, how: dict,
-                whose: str) -> Plan:
+def plan_chunks(
+    root: Path, parts: list[tuple[tuple[str, str], list[str]]], requested_size: int | None, how: dict, whose: str
+) -> Plan:
     """`parts` cut into chunks and checked against the chunks done (size, input lines, `how`), writing
     nothing. A state without a chunk done binds nothing: no line was translated its way."""
     remove_abandoned_temporaries(root / "chunks")  # a run killed mid-write left them
@@ -194,8 +211,10 @@ def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label:
     """Every chunk of `plan.todo` translated with `translate` (loaded by the caller: None when there is
     none to do) and written (module docstring). Returns the chunks and the state."""
     chunks, todo, state, total = plan.chunks, plan.todo, dict(plan.state), plan.lines
-    log.info(f"{label}: {total:,} lines in {len(chunks)} chunks of {state['chunk_lines']:,} lines; "
-             f"{len(chunks) - len(todo)} done already")
+    log.info(
+        f"{label}: {total:,} lines in {len(chunks)} chunks of {state['chunk_lines']:,} lines; "
+        f"{len(chunks) - len(todo)} done already"
+    )
     if not todo:
         return chunks, state
     assert translate is not None, "chunks to do and no model loaded"
@@ -219,6 +238,8 @@ def joined(root: Path, chunks: list[Chunk], side: int) -> str:
     expected = sum(len(lines) for _, _, lines in chunks)
     text = "".join(read_chunk(chunk_paths(root, index)[side]) for index, _, _ in chunks)
     if text.count("\n") != expected:
-        raise MtError(f"{root / 'chunks'}: {text.count(chr(10))} lines for {expected} inputs: a chunk was changed "
-                      f"by hand? remove {root / 'chunks'} to start over")
+        raise MtError(
+            f"{root / 'chunks'}: {text.count(chr(10))} lines for {expected} inputs: a chunk was changed "
+            f"by hand? remove {root / 'chunks'} to start over"
+        )
     return text

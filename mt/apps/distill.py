@@ -54,8 +54,10 @@ def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> l
         if not teacher.has_config():
             raise MtError(f"--teacher {teacher.root}: no experiment there (no config.yaml)")
         if teacher is not teachers[0] and not same_tokenizer(teacher, teachers[0]):
-            raise MtError(f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
-                          f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})")
+            raise MtError(
+                f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
+                f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})"
+            )
         name = checkpoint or teacher.load_config().decode.checkpoint
         paths.append(str(teacher.find_checkpoint(name).resolve()))  # the same teacher from any directory
     return paths
@@ -64,8 +66,11 @@ def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> l
 def same_tokenizer(a: Experiment, b: Experiment) -> bool:
     """Whether two experiments hold the same SentencePiece model file(s), byte for byte."""
     names = sorted(p.name for p in a.tokenizer_dir.glob("*.model"))
-    return bool(names) and names == sorted(p.name for p in b.tokenizer_dir.glob("*.model")) and all(
-        (a.tokenizer_dir / n).read_bytes() == (b.tokenizer_dir / n).read_bytes() for n in names)
+    return (
+        bool(names)
+        and names == sorted(p.name for p in b.tokenizer_dir.glob("*.model"))
+        and all((a.tokenizer_dir / n).read_bytes() == (b.tokenizer_dir / n).read_bytes() for n in names)
+    )
 
 
 def corpus_specs(teacher_cfg: ExperimentConfig, student: Experiment) -> list[str]:
@@ -101,8 +106,10 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
         shutil.copytree(teacher.tokenizer_dir, staging)
         staging.rename(student.tokenizer_dir)
     elif not same_tokenizer(student, teacher):
-        raise MtError(f"{student.tokenizer_dir}: not the teacher's tokenizer ({teacher.tokenizer_dir}); a student "
-                      f"must share its teacher's vocabulary: distill into a new --exp")
+        raise MtError(
+            f"{student.tokenizer_dir}: not the teacher's tokenizer ({teacher.tokenizer_dir}); a student "
+            f"must share its teacher's vocabulary: distill into a new --exp"
+        )
     return cfg
 
 
@@ -123,8 +130,10 @@ def add_corpus(teacher_cfg: ExperimentConfig, student: Experiment, mix_original:
         return cfg
     made = "checkpoints" if student.has_checkpoints() else "binarized data" if student.has_data() else None
     if made:
-        raise ConfigError(f"--exp {student.root}: has {made} made without the distilled corpus; add "
-                          f"{', '.join(wanted)} to its data.train before its first step, or distill into a new --exp")
+        raise ConfigError(
+            f"--exp {student.root}: has {made} made without the distilled corpus; add "
+            f"{', '.join(wanted)} to its data.train before its first step, or distill into a new --exp"
+        )
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, train=[*cfg.data.train, *wanted]))
     write_text_atomic(student.config_path, save_yaml(cfg))
     log.info(f"distill: {', '.join(wanted)} added to {student.config_path}'s data.train")
@@ -158,22 +167,28 @@ def distill(
     options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
     parts, skipped = teacher_sources(teacher_cfg, keep_bt)
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
-    how = {"teachers": checkpoints, "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
-           **{f"decode.{k}": v for k, v in options.record().items()},
-           "precision": precision, "quantize": quantize}
+    how = {
+        "teachers": checkpoints,
+        "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
+        **{f"decode.{k}": v for k, v in options.record().items()},
+        "precision": precision,
+        "quantize": quantize,
+    }
     if skipped is not None:  # the teacher has bt: sources (recorded only then: older chunks resume as they were)
         how["keep_bt"] = keep_bt
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
-    translate = teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize) \
-        if plan.todo else None
+    translate = (
+        teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize) if plan.todo else None
+    )
     prepare_student(lead, student, mix_original)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
     return _join(student, teacher_cfg, chunks, checkpoints, state, options, skipped or 0)
 
 
-def teacher_sources(teacher_cfg: ExperimentConfig, keep_bt: bool) -> tuple[list[tuple[tuple[str, str], list[str]]],
-                                                                           int | None]:
+def teacher_sources(
+    teacher_cfg: ExperimentConfig, keep_bt: bool
+) -> tuple[list[tuple[tuple[str, str], list[str]]], int | None]:
     """Each direction's training source lines of the teacher, and how many lines of back-translated
     sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr."""
     parts, skipped, names = [], None, []
@@ -185,31 +200,46 @@ def teacher_sources(teacher_cfg: ExperimentConfig, keep_bt: bool) -> tuple[list[
             names += [source.name for source in synthetic]
         parts.append((pair, load_split([s for s in sources if keep_bt or not s.back_translated])[0]))
     if skipped and not any(lines for _, lines in parts):
-        raise MtError("the teacher's training sources are all back-translated (bt:): nothing to distill; "
-                      "--keep-bt translates them")
+        raise MtError(
+            "the teacher's training sources are all back-translated (bt:): nothing to distill; "
+            "--keep-bt translates them"
+        )
     if skipped:
-        log.warn(f"distill: skipped {skipped:,} lines of the teacher's back-translated sources "
-                 f"({', '.join(dict.fromkeys(names))}): noised synthetic text it read after <BT>; "
-                 f"--keep-bt translates them too")
+        log.warn(
+            f"distill: skipped {skipped:,} lines of the teacher's back-translated sources "
+            f"({', '.join(dict.fromkeys(names))}): noised synthetic text it read after <BT>; "
+            f"--keep-bt translates them too"
+        )
     return parts, skipped
 
 
-def teacher_translator(lead: Experiment, teacher_cfg: ExperimentConfig, checkpoints: list[str], options: DecodeOptions,
-                       device: str, precision: str, quantize: str | None) -> chunked.Translate:
+def teacher_translator(
+    lead: Experiment,
+    teacher_cfg: ExperimentConfig,
+    checkpoints: list[str],
+    options: DecodeOptions,
+    device: str,
+    precision: str,
+    quantize: str | None,
+) -> chunked.Translate:
     """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them."""
     from mt.decoding.translator import Translator
 
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
-    return lambda index, pair, lines: [hyps[0][0] for hyps in translator.search(
-        lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]))]
+    return lambda index, pair, lines: [
+        hyps[0][0]
+        for hyps in translator.search(lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]))
+    ]
 
 
 def check_not_a_teacher(teachers: list[Experiment], student: Experiment) -> None:
     """A student of its own: its config, tokenizer and distill/ would be written into the teacher."""
     for teacher in teachers:
         if teacher.root.resolve() == student.root.resolve():
-            raise ConfigError(f"--exp {student.root}: the same directory as --teacher {teacher.root}; a teacher "
-                              f"cannot be its own student: distill into a new --exp")
+            raise ConfigError(
+                f"--exp {student.root}: the same directory as --teacher {teacher.root}; a teacher "
+                f"cannot be its own student: distill into a new --exp"
+            )
 
 
 MANIFEST_FIELDS = {"teachers": (list,), "seconds": (int, float), "corpus": (str, list)}
@@ -222,13 +252,22 @@ def read_manifest(student: Experiment) -> dict:
     corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]
     for key, values in (("teachers", manifest["teachers"]), ("corpus", corpus)):
         if not values or not all(isinstance(value, str) for value in values):
-            raise MtError(f"{path}: {key} {manifest[key]!r} is not a list of paths; remove it and rerun "
-                          f"`mt distill` to write it again from the chunks")
+            raise MtError(
+                f"{path}: {key} {manifest[key]!r} is not a list of paths; remove it and rerun "
+                f"`mt distill` to write it again from the chunks"
+            )
     return manifest
 
 
-def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunked.Chunk], checkpoints: list[str],
-          state: dict, options: DecodeOptions, skipped_bt: int = 0) -> dict:
+def _join(
+    student: Experiment,
+    teacher_cfg: ExperimentConfig,
+    chunks: list[chunked.Chunk],
+    checkpoints: list[str],
+    state: dict,
+    options: DecodeOptions,
+    skipped_bt: int = 0,
+) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
     out = distill_dir(student)
@@ -244,7 +283,10 @@ def _join(student: Experiment, teacher_cfg: ExperimentConfig, chunks: list[chunk
     lines = sum(len(c[2]) for c in chunks)
     specs = corpus_specs(teacher_cfg, student)
     manifest = {
-        "teachers": checkpoints, "lines": lines, "chunks": len(chunks), "chunk_lines": state["chunk_lines"],
+        "teachers": checkpoints,
+        "lines": lines,
+        "chunks": len(chunks),
+        "chunk_lines": state["chunk_lines"],
         "decode": options.record(),
         "seconds": state["seconds"],  # translating, over all runs
         "skipped_bt_lines": skipped_bt,  # lines of the teacher's bt: sources, not translated

@@ -17,8 +17,9 @@ from mt.experiment.paths import Experiment
 from mt.metrics import score, score_tokenized
 
 
-def decode_record(options: DecodeOptions, precision: str = "fp32", quantize: str | None = None,
-                  averaged_from: list[str] | None = None) -> dict:
+def decode_record(
+    options: DecodeOptions, precision: str = "fp32", quantize: str | None = None, averaged_from: list[str] | None = None
+) -> dict:
     """How a split was decoded (resolved `options`), as its scores record it: `mt run` rescores when
     this changes. `averaged_from`: the checkpoints that the experiment's average.pt averages, when it decoded."""
     record = {**options.record(), "precision": precision, "quantize": quantize}
@@ -31,8 +32,15 @@ def averaged_from(exp: Experiment, translator: Translator) -> list[str] | None:
     return next((names for path, names in translator.averaged_from.items() if path.resolve() == average), None)
 
 
-def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translator: Translator | None = None,
-                   tokenized: bool = False, lowercase: bool = False, options: DecodeOptions | None = None) -> dict:
+def evaluate_split(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    split: str,
+    translator: Translator | None = None,
+    tokenized: bool = False,
+    lowercase: bool = False,
+    options: DecodeOptions | None = None,
+) -> dict:
     """Translate every source line of a split (raw text, nothing dropped) and score it against its
     references; the translations and scores are saved in the experiment. `tokenized`: the scores
     are `score_tokenized`'s (in the target language's Moses rules), saved as scores/SPLIT.tokenized.json.
@@ -49,8 +57,11 @@ def evaluate_split(exp: Experiment, cfg: ExperimentConfig, split: str, translato
         src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
         with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
             task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
-            found = translator.search(src_lines, replace(options, src_lang=src_lang, tgt_lang=tgt_lang),
-                                      progress=lambda done: progress.advance(task, done))
+            found = translator.search(
+                src_lines,
+                replace(options, src_lang=src_lang, tgt_lang=tgt_lang),
+                progress=lambda done: progress.advance(task, done),
+            )
         hyps = [hyp[0][0] for hyp in found]
         directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
         # Beside the scores they belong to: tokenized scoring (maybe of another checkpoint) leaves the
@@ -77,6 +88,9 @@ def _mean(directions: dict[str, dict]) -> dict:
     first = next(iter(directions.values()))
     numbers = [key for key, value in first.items() if isinstance(value, float)]
     mean = {key: round(sum(d[key] for d in directions.values()) / len(directions), 4) for key in numbers}
-    shared = {key: value for key, value in first.items()  # tokenized BLEU's name each target language
-              if key.endswith("signature") and all(d.get(key) == value for d in directions.values())}
+    shared = {
+        key: value
+        for key, value in first.items()  # tokenized BLEU's name each target language
+        if key.endswith("signature") and all(d.get(key) == value for d in directions.values())
+    }
     return {**shared, **mean, "sentences": sum(d["sentences"] for d in directions.values()), "directions": directions}

@@ -38,8 +38,9 @@ def run_recipe(
         raise ConfigError(f"{recipe}: exp {exp_dir}: is a file, not an experiment directory")
     change = ConfigChange(Experiment(exp_dir))
     exp = change.exp
-    cfg = change.resolve(overrides, recipe=recipe, origins={key: "--set" for key in overrides},
-                         persist=not dry_run, record=not dry_run)
+    cfg = change.resolve(
+        overrides, recipe=recipe, origins={key: "--set" for key in overrides}, persist=not dry_run, record=not dry_run
+    )
     steps = run.get("steps") or [s for s in STEPS if s not in ("distill", "backtranslate")]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result, run)
@@ -52,8 +53,15 @@ def run_recipe(
     return exp
 
 
-def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
-              print_result: Callable[[str], None], print_data: Callable[[dict], None] | None) -> None:
+def _run_step(
+    step: str,
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    run: dict[str, Any],
+    device: str,
+    print_result: Callable[[str], None],
+    print_data: Callable[[dict], None] | None,
+) -> None:
     """One step of the recipe (`run`: its run keys), unless what it makes is there already."""
     if step == "distill":
         distill_step(exp, cfg, run["teacher"], device, print_result)
@@ -93,8 +101,9 @@ def _run_step(step: str, exp: Experiment, cfg: ExperimentConfig, run: dict[str, 
         _evaluate(exp, cfg, device, print_result)
 
 
-def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str], device: str,
-                 print_result: Callable[[str], None]) -> None:
+def distill_step(
+    exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str], device: str, print_result: Callable[[str], None]
+) -> None:
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
     or an experiment) translates its training corpus into this experiment (mt.apps.distill). A recipe that
     names its training data must read it from here: checked before the teacher runs (an hour, say)."""
@@ -103,9 +112,11 @@ def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str
 
     here = f"files:{distill_dir(exp).resolve()}/"
     if cfg.data.train and not any(absolute_spec(str(spec)).startswith(here) for spec in cfg.data.train):
-        raise ConfigError(f"the step distill writes {distill_dir(exp)}/train.*, which the recipe's data.train does not "
-                          f"read ({', '.join(map(str, cfg.data.train))}): with --exp, give --set "
-                          f"'data.train=[files:{distill_dir(exp)}/train]' too")
+        raise ConfigError(
+            f"the step distill writes {distill_dir(exp)}/train.*, which the recipe's data.train does not "
+            f"read ({', '.join(map(str, cfg.data.train))}): with --exp, give --set "
+            f"'data.train=[files:{distill_dir(exp)}/train]' too"
+        )
     if (distill_dir(exp) / "manifest.json").exists():
         log.info(f"distill: done already ({distill_dir(exp)})")
         return
@@ -121,8 +132,9 @@ def distill_step(exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str
     cfg.data.train = exp.load_config().data.train  # with the distilled corpus, if distill added it
 
 
-def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str,
-                       print_result: Callable[[str], None]) -> None:
+def backtranslate_step(
+    exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str, print_result: Callable[[str], None]
+) -> None:
     """The recipe's `reverse:` (a recipe, run first to the end when anything of it is missing, or an
     experiment) back-translates `mono:` into this experiment (mt.apps.backtranslate), with `bt_search`.
     The recipe names the synthetic corpus in its data.train itself (bt:files:EXP/backtranslate/train),
@@ -132,8 +144,10 @@ def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, An
 
     spec = listed_spec(cfg, exp)
     if spec is None:
-        raise ConfigError(f"the step backtranslate writes {backtranslate_dir(exp) / 'train'}.{cfg.data.src_lang}/"
-                          f".{cfg.data.tgt_lang}: add bt:files:{backtranslate_dir(exp) / 'train'} to the recipe's data.train")
+        raise ConfigError(
+            f"the step backtranslate writes {backtranslate_dir(exp) / 'train'}.{cfg.data.src_lang}/"
+            f".{cfg.data.tgt_lang}: add bt:files:{backtranslate_dir(exp) / 'train'} to the recipe's data.train"
+        )
     if (backtranslate_dir(exp) / "manifest.json").exists():
         log.info(f"backtranslate: done already ({backtranslate_dir(exp)})")
         return
@@ -145,8 +159,15 @@ def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, An
         reverse = Experiment(Path(entry))
     search = run.get("bt_search", "beam")
     log.info("[bold]backtranslate[/bold]")
-    backtranslate(reverse, exp, [str(m) for m in run["mono"]], options=DecodeOptions(sampling=Sampling()) if search == "sample" else None,
-                  noise=search == "noise", tagged=spec.strip().startswith("bt:"), device=device)
+    backtranslate(
+        reverse,
+        exp,
+        [str(m) for m in run["mono"]],
+        options=DecodeOptions(sampling=Sampling()) if search == "sample" else None,
+        noise=search == "noise",
+        tagged=spec.strip().startswith("bt:"),
+        device=device,
+    )
 
 
 def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPLES) -> None:
@@ -177,8 +198,9 @@ def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPL
         log.info(f"    mt:  {escape(hyps[i])}")
 
 
-def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[str], device: str,
-                        print_result: Callable[[str], None]) -> None:
+def _translate_examples(
+    exp: Experiment, cfg: ExperimentConfig, examples: list[str], device: str, print_result: Callable[[str], None]
+) -> None:
     """The recipe's `translate_examples`, each with its translation."""
     if not examples:
         return
@@ -194,22 +216,33 @@ def _translate_examples(exp: Experiment, cfg: ExperimentConfig, examples: list[s
             print_result(f"{source}  {arrow}  {hyps[0][0]}")
 
 
-def _dry_run(exp: Experiment, cfg: ExperimentConfig, steps: list[str], print_result: Callable[[str], None],
-             run_keys: dict[str, Any]) -> None:
+def _dry_run(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    steps: list[str],
+    print_result: Callable[[str], None],
+    run_keys: dict[str, Any],
+) -> None:
     """The resolved config (stdout) and each step's state (stderr), as `mt run` would take them."""
     from mt.apps.backtranslate import backtranslate_dir
     from mt.apps.distill import distill_dir
     from mt.config.schema import save_yaml
 
     print_result(save_yaml(cfg).rstrip("\n"))
-    done = {"distill": (distill_dir(exp) / "manifest.json").exists(),
-            "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(), "train-tokenizer": exp.has_tokenizer(),
-            "binarize": exp.has_data(), "train": bool(_training_done(exp, cfg)),
-            "average": _average_fresh(exp, cfg),
-            "evaluate": exp.checkpoint_path("last").exists() and all(
-                _scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split))}
-    log.info(f"dry run of {exp.root} (nothing written): " + ", ".join(
-        f"{step} {'done' if done.get(step) else 'to run'}" for step in steps))
+    done = {
+        "distill": (distill_dir(exp) / "manifest.json").exists(),
+        "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(),
+        "train-tokenizer": exp.has_tokenizer(),
+        "binarize": exp.has_data(),
+        "train": bool(_training_done(exp, cfg)),
+        "average": _average_fresh(exp, cfg),
+        "evaluate": exp.checkpoint_path("last").exists()
+        and all(_scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split)),
+    }
+    log.info(
+        f"dry run of {exp.root} (nothing written): "
+        + ", ".join(f"{step} {'done' if done.get(step) else 'to run'}" for step in steps)
+    )
     for missing in _missing_inputs(exp, cfg, [s for s in steps if not done.get(s)], run_keys):
         log.warn(f"missing: {missing}")
 
@@ -228,10 +261,18 @@ def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], r
                 if source.kind in ("files", "tsv", "jsonl", "ding"):
                     found += [f"data.{split}: {path}" for path in source.paths]
     if "backtranslate" in to_run:
-        found += [f"mono: {m.removeprefix('text:').strip()}" for m in map(str, run.get("mono") or []) if m.startswith("text:")]
+        found += [
+            f"mono: {m.removeprefix('text:').strip()}" for m in map(str, run.get("mono") or []) if m.startswith("text:")
+        ]
     root = str(exp.root.resolve())
-    return list(dict.fromkeys(item for item in found if not Path(existing(item.partition(": ")[2])).exists()
-                              and not str(Path(item.partition(": ")[2]).resolve()).startswith(root)))
+    return list(
+        dict.fromkeys(
+            item
+            for item in found
+            if not Path(existing(item.partition(": ")[2])).exists()
+            and not str(Path(item.partition(": ")[2]).resolve()).startswith(root)
+        )
+    )
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
@@ -270,7 +311,7 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 def _average_sources(exp: Experiment, cfg: ExperimentConfig) -> list[Path]:
     """The periodic checkpoints that average.pt is to average now: the last decode.average_last."""
     periodic = exp.step_checkpoints()
-    return periodic[-min(cfg.decode.average_last, len(periodic)):] if periodic else []
+    return periodic[-min(cfg.decode.average_last, len(periodic)) :] if periodic else []
 
 
 def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:
@@ -285,8 +326,7 @@ def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:
         recorded = load_checkpoint(target).get("averaged_from")
     except MtError:  # damaged: made again
         return False
-    return (recorded == [p.name for p in sources]
-            and target.stat().st_mtime > max(p.stat().st_mtime for p in sources))
+    return recorded == [p.name for p in sources] and target.stat().st_mtime > max(p.stat().st_mtime for p in sources)
 
 
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
@@ -302,13 +342,20 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     except MtError:
         return False
     average = chosen.resolve() == exp.checkpoint_path("average").resolve()
-    expected = decode_record(DecodeOptions().resolved(cfg.decode), averaged_from=[p.name for p in _average_sources(exp, cfg)] if average else None)
+    expected = decode_record(
+        DecodeOptions().resolved(cfg.decode),
+        averaged_from=[p.name for p in _average_sources(exp, cfg)] if average else None,
+    )
     scores = exp.read_json(score_path) if score_path.exists() else None
-    return (scores is not None and scores.get("decode") == expected and last.exists()
-            and scores.get("checkpoint") == chosen.name
-            and score_path.stat().st_mtime > last.stat().st_mtime
-            and score_path.stat().st_mtime > chosen.stat().st_mtime
-            and (not average or _average_fresh(exp, cfg)))
+    return (
+        scores is not None
+        and scores.get("decode") == expected
+        and last.exists()
+        and scores.get("checkpoint") == chosen.name
+        and score_path.stat().st_mtime > last.stat().st_mtime
+        and score_path.stat().st_mtime > chosen.stat().st_mtime
+        and (not average or _average_fresh(exp, cfg))
+    )
 
 
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:

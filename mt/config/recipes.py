@@ -37,6 +37,7 @@ RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher", "rever
 STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "train", "average", "evaluate")
 BT_SEARCHES = ("beam", "sample", "noise")
 
+
 @dataclass
 class Recipe:
     """A recipe file, read and checked."""
@@ -74,8 +75,7 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}): "
-                          f"a damaged {what}?") from None
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}): a damaged {what}?") from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -110,13 +110,19 @@ def read_recipe(path: Path) -> Recipe:
             raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
     teachers = run.get("teacher")
     if "distill" in steps and not teachers:
-        raise ConfigError(f"{path}: the step distill needs `teacher:`, a teacher recipe (.yaml) or experiment, or a list")
-    if teachers is not None and not (isinstance(teachers, str) or (
-            isinstance(teachers, list) and teachers and all(isinstance(t, str) for t in teachers))):
+        raise ConfigError(
+            f"{path}: the step distill needs `teacher:`, a teacher recipe (.yaml) or experiment, or a list"
+        )
+    if teachers is not None and not (
+        isinstance(teachers, str)
+        or (isinstance(teachers, list) and teachers and all(isinstance(t, str) for t in teachers))
+    ):
         raise ConfigError(f"{path}: teacher must be a recipe (.yaml) or experiment path, or a list of them")
     if "backtranslate" in steps and not (isinstance(run.get("reverse"), str) and run.get("mono")):
-        raise ConfigError(f"{path}: the step backtranslate needs `reverse:`, a recipe (.yaml) or experiment of the "
-                          f"reverse direction, and `mono:`, a list of text:FILE or parallel specs")
+        raise ConfigError(
+            f"{path}: the step backtranslate needs `reverse:`, a recipe (.yaml) or experiment of the "
+            f"reverse direction, and `mono:`, a list of text:FILE or parallel specs"
+        )
     if not (isinstance(run.get("mono", []), list) and all(isinstance(m, str) for m in run.get("mono", []))):
         raise ConfigError(f"{path}: mono must be a list of specs (text:FILE, or a parallel spec)")
     if run.get("bt_search", "beam") not in BT_SEARCHES:

@@ -19,12 +19,18 @@ from mt.errors import ConfigError
 
 # Settings of `mt binarize`, not of the tokenizer: they may change after the tokenizer is trained,
 # until the data are written.
-BINARIZE_FIELDS = ("data.max_len", "data.max_len_ratio", "data.dedup",
-                   "tokenizer.train_segmentations", "tokenizer.sampling_alpha")
+BINARIZE_FIELDS = (
+    "data.max_len",
+    "data.max_len_ratio",
+    "data.dedup",
+    "tokenizer.train_segmentations",
+    "tokenizer.sampling_alpha",
+)
 CORPUS_FIELDS = tuple(f"data.{split}" for split in SPLITS)
 # Training fields that the checkpoints fix, with why: they hold what the field seeded.
-CHECKPOINT_FIELDS = {"train.seed": "the checkpoints hold the random state and data order it seeded, which a "
-                                   "resume continues"}
+CHECKPOINT_FIELDS = {
+    "train.seed": "the checkpoints hold the random state and data order it seeded, which a resume continues"
+}
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
@@ -46,8 +52,9 @@ def apply_sets(cfg: ExperimentConfig, sets: list[str] | None) -> None:
     validate(cfg, "--set")
 
 
-def flag_overrides(flags: Mapping[str, Any], sets: list[str] | None = None,
-                   preset: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def flag_overrides(
+    flags: Mapping[str, Any], sets: list[str] | None = None, preset: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A command's overrides and where each came from (for messages). Lowest first: --preset, the
     named flags (section.field -> value; None: not given), --set."""
     overrides, origins = dict(flags), {}
@@ -60,8 +67,7 @@ def flag_overrides(flags: Mapping[str, Any], sets: list[str] | None = None,
     return {**overrides, **set_fields}, origins
 
 
-def frozen_by(checkpoints: str | None = None, data: str | None = None,
-              tokenizer: str | None = None) -> dict[str, str]:
+def frozen_by(checkpoints: str | None = None, data: str | None = None, tokenizer: str | None = None) -> dict[str, str]:
     """The fields that what the experiment holds fixes, each with the reason; each argument says
     what was made (e.g. "data/ was binarized with it"), or None where nothing was."""
     frozen = {}
@@ -69,8 +75,11 @@ def frozen_by(checkpoints: str | None = None, data: str | None = None,
         for key in (f"{section}.{name}" for name in fields):
             # data.max_len, tokenizer.train_segmentations and the like are binarize's settings, not the tokenizer's
             binarize = key in BINARIZE_FIELDS
-            why = ((section == "model" and checkpoints) or ((section == "data" or binarize) and data)
-                   or (section in ("tokenizer", "data") and not binarize and tokenizer))
+            why = (
+                (section == "model" and checkpoints)
+                or ((section == "data" or binarize) and data)
+                or (section in ("tokenizer", "data") and not binarize and tokenizer)
+            )
             if why:
                 frozen[key] = why
     if checkpoints:
@@ -81,8 +90,12 @@ def frozen_by(checkpoints: str | None = None, data: str | None = None,
 def differing(saved: ExperimentConfig, wanted: ExperimentConfig) -> dict[str, Any]:
     """section.field -> value of each field where `wanted` differs from `saved`."""
     old, new = to_dict(saved), to_dict(wanted)
-    return {f"{section}.{name}": value for section, fields in new.items() for name, value in fields.items()
-            if old[section][name] != value}
+    return {
+        f"{section}.{name}": value
+        for section, fields in new.items()
+        for name, value in fields.items()
+        if old[section][name] != value
+    }
 
 
 def resolve(
@@ -115,8 +128,9 @@ def resolve(
     return cfg, changes
 
 
-def _apply(cfg: ExperimentConfig, overrides: Mapping[str, Any], origins: Mapping[str, str],
-           frozen: Mapping[str, str]) -> list[dict[str, Any]]:
+def _apply(
+    cfg: ExperimentConfig, overrides: Mapping[str, Any], origins: Mapping[str, str], frozen: Mapping[str, str]
+) -> list[dict[str, Any]]:
     """Set the overrides on cfg (None: not given); the changes, refusing those to frozen fields."""
     changes = []
     for key, value in overrides.items():
@@ -134,7 +148,9 @@ def _apply(cfg: ExperimentConfig, overrides: Mapping[str, Any], origins: Mapping
         if new == old:
             continue
         if key in frozen:
-            raise ConfigError(f"{where}: {key} is fixed at {old!r} (not {new!r}): {frozen[key]}; "
-                              f"start a new experiment (another --exp) to change it")
+            raise ConfigError(
+                f"{where}: {key} is fixed at {old!r} (not {new!r}): {frozen[key]}; "
+                f"start a new experiment (another --exp) to change it"
+            )
         changes.append({"key": key, "old": old, "new": new})
     return changes

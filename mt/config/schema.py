@@ -61,7 +61,9 @@ class DataConfig:
     max_len: int = 250  # tokens per side (a bt: source's <BT> tag counts); longer pairs are dropped by binarize
     # Cleaning, of the train split only: valid/test keep their raw lines, which `mt evaluate` scores.
     clean: bool = True  # skip (and count) invalid UTF-8, broken records, empty sides, duplicates
-    normalize: Literal["none", "nfc", "nfkc"] = "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
+    normalize: Literal["none", "nfc", "nfkc"] = (
+        "nfc"  # Unicode normalisation when cleaning (always: whitespace, control chars)
+    )
     max_len_ratio: float = 9.0  # drop pairs with one side over 9x the other's tokens (Moses clean-corpus-n); 0 = off
     dedup: bool = True  # drop exact duplicate pairs (after normalisation), keeping the first
 
@@ -85,7 +87,9 @@ class DataConfig:
         if split not in SPLITS:
             raise MtError(f"unknown split {split!r}; expected one of: {', '.join(SPLITS)}")
         langs = direction or self.pairs()[0]
-        parsed = [parse_source(spec, split, langs, self.hf_streaming, self.multilingual) for spec in getattr(self, split)]
+        parsed = [
+            parse_source(spec, split, langs, self.hf_streaming, self.multilingual) for spec in getattr(self, split)
+        ]
         return [source for source in parsed if not source.directions or langs in source.directions]
 
     def cleaning(self, split: str) -> str | None:
@@ -235,8 +239,12 @@ def set_field(cfg: ExperimentConfig, key: str, value: Any, where: str = "overrid
         known = ", ".join(f.name for f in dataclasses.fields(section))
         raise ConfigError(f"{where}: unknown key {key!r}; {section_name} has: {known}")
     hint = str(hints[name])
-    if (isinstance(value, str) and value.strip().lower() in ("", "null", "none") and "None" in hint
-            and not hint.startswith("str")):
+    if (
+        isinstance(value, str)
+        and value.strip().lower() in ("", "null", "none")
+        and "None" in hint
+        and not hint.startswith("str")
+    ):
         value = None  # a flag's way to unset an optional number: --set train.max_time=null
     if key == "train.max_time" and value is not None:
         try:
@@ -280,23 +288,31 @@ def validate(cfg: ExperimentConfig, where: str) -> None:
     check_directions(cfg.data.directions, {split: getattr(cfg.data, split) for split in SPLITS}, where)
     for (split, direction), sources in read.items():
         if not sources and getattr(cfg.data, split):
-            raise ConfigError(f"{where}: data.{split}: no source for {'-'.join(direction)}; every direction of "
-                              f"data.directions needs one in each split that is given (a ~ suffix names them)")
+            raise ConfigError(
+                f"{where}: data.{split}: no source for {'-'.join(direction)}; every direction of "
+                f"data.directions needs one in each split that is given (a ~ suffix names them)"
+            )
 
 
 def _model(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
     m = cfg.model
     return [
-        (min(m.enc_layers, m.dec_layers, m.d_model, m.d_ff, m.n_heads) >= 1,
-         "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
+        (
+            min(m.enc_layers, m.dec_layers, m.d_model, m.d_ff, m.n_heads) >= 1,
+            "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1",
+        ),
         (m.n_heads >= 1 and m.d_model % m.n_heads == 0, "model.d_model must be divisible by model.n_heads"),
         # A kept pair has up to max_len tokens a side (a bt: source's <BT> among them: binarize counts it);
         # the source gains EOS (and a language tag), the decoder BOS.
-        (cfg.data.max_len + 1 + cfg.data.multilingual <= m.max_positions,
-         f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
-         f"must be at most model.max_positions ({m.max_positions})"),
-        (all(0 <= p <= 1 for p in (m.dropout, m.attention_dropout, m.activation_dropout)),
-         "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]"),
+        (
+            cfg.data.max_len + 1 + cfg.data.multilingual <= m.max_positions,
+            f"data.max_len ({cfg.data.max_len}) + 1 (for BOS/EOS{' and the language tag' if cfg.data.multilingual else ''}) "
+            f"must be at most model.max_positions ({m.max_positions})",
+        ),
+        (
+            all(0 <= p <= 1 for p in (m.dropout, m.attention_dropout, m.activation_dropout)),
+            "model.dropout, model.attention_dropout and model.activation_dropout must be in [0, 1]",
+        ),
     ]
 
 
@@ -304,8 +320,11 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
     """The decode section's rules: the config's, and those of every call's options (mt.decoding.options)."""
     return [
         (1 <= d.beam <= MAX_BEAM, f"decode.beam (--beam) must be from 1 to {MAX_BEAM}"),
-        (0 <= d.alpha <= MAX_ALPHA, f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not {d.alpha}: the "
-         f"stopping bound is invalid for negative alpha; past {MAX_ALPHA:g} the penalty overflows"),
+        (
+            0 <= d.alpha <= MAX_ALPHA,
+            f"decode.alpha (--alpha) must be from 0 to {MAX_ALPHA:g}, not {d.alpha}: the "
+            f"stopping bound is invalid for negative alpha; past {MAX_ALPHA:g} the penalty overflows",
+        ),
         (0 <= d.max_len_a <= MAX_LEN_A, f"decode.max_len_a (--max-len-a) must be from 0 to {MAX_LEN_A:g}"),
         (0 <= d.max_len_b <= MAX_LEN_B, f"decode.max_len_b (--max-len-b) must be from 0 to {MAX_LEN_B}"),
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
@@ -321,7 +340,10 @@ def _train(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
         (t.max_steps >= 0, "train.max_steps must be 0 or more"),
         (t.max_time is None or t.max_time >= 0, "train.max_time must be 0 (off) or more"),
         (t.update_freq >= 1, "train.update_freq must be at least 1"),
-        (t.lr_peak is None or t.lr_peak > 0, f"train.lr_peak must be more than 0, or null (the paper's schedule), not {t.lr_peak}"),
+        (
+            t.lr_peak is None or t.lr_peak > 0,
+            f"train.lr_peak must be more than 0, or null (the paper's schedule), not {t.lr_peak}",
+        ),
         (t.lr_scale > 0, "train.lr_scale must be more than 0"),
         (0 <= t.adam_beta1 < 1 and 0 <= t.adam_beta2 < 1, "train.adam_beta1 and adam_beta2 must be in [0, 1)"),
         (t.adam_eps > 0, "train.adam_eps must be more than 0"),
@@ -334,10 +356,16 @@ def _train(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
         (t.max_bad_steps >= 1, "train.max_bad_steps must be at least 1"),
         (t.clip_norm >= 0.0, "train.clip_norm must be 0 (off) or more"),
         (t.weight_decay >= 0.0, "train.weight_decay must be 0 (off) or more"),
-        (min(t.log_every, t.valid_every, t.save_every) >= 1, "train.log_every, valid_every and save_every must be at least 1"),
+        (
+            min(t.log_every, t.valid_every, t.save_every) >= 1,
+            "train.log_every, valid_every and save_every must be at least 1",
+        ),
         (t.warmup_steps >= 1, "train.warmup_steps must be at least 1"),
         (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
-        (t.early_dropout is None or 0.0 <= t.early_dropout <= 1.0, "train.early_dropout must be in [0, 1], or null (off)"),
+        (
+            t.early_dropout is None or 0.0 <= t.early_dropout <= 1.0,
+            "train.early_dropout must be in [0, 1], or null (off)",
+        ),
         (0.0 < t.early_dropout_until <= 1.0, "train.early_dropout_until must be in (0, 1]"),
         (t.direction_temperature >= 1, "train.direction_temperature must be 1 (as the data come) or more"),
     ]
@@ -348,8 +376,10 @@ def _data(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
     return [
         (16 <= k.vocab_size <= MAX_VOCAB, f"tokenizer.vocab_size must be from 16 to {MAX_VOCAB:,}"),
         (k.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
-        (1 <= k.train_segmentations <= MAX_SEGMENTATIONS,
-         f"tokenizer.train_segmentations must be from 1 to {MAX_SEGMENTATIONS} (copies of the training split)"),
+        (
+            1 <= k.train_segmentations <= MAX_SEGMENTATIONS,
+            f"tokenizer.train_segmentations must be from 1 to {MAX_SEGMENTATIONS} (copies of the training split)",
+        ),
         (0.0 < k.sampling_alpha <= 1.0, "tokenizer.sampling_alpha must be in (0, 1]"),
         (k.language_temperature >= 1, "tokenizer.language_temperature must be 1 (as the data come) or more"),
         (data.max_len >= 1, "data.max_len must be at least 1"),

@@ -35,8 +35,10 @@ KINDS = ("files", "tsv", "jsonl", "hf", "ding")
 DING_PATH = "/usr/share/trans/de-en"  # Debian's trans-de-en
 DING_PARTS = ("train", "sentences", "phrases", "valid", "test")
 HUB_SPLITS = {"train": "train", "valid": "validation", "test": "test"}  # our split -> the usual hub name
-GRAMMAR = ("files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
-           "or ding[:FILE][@PART], with an optional *WEIGHT and bt: in train and ~SRC-TGT,... with data.directions")
+GRAMMAR = (
+    "files:PREFIX, files:SRC|TGT, tsv:FILE[:L1-L2], jsonl:FILE, hf:NAME[:CONFIG][@SPLIT] "
+    "or ding[:FILE][@PART], with an optional *WEIGHT and bt: in train and ~SRC-TGT,... with data.directions"
+)
 BACK_TRANSLATED = "bt:"  # a train spec's prefix: synthetic pairs whose sources get the <BT> tag
 MAX_WEIGHT = 1000.0  # copies of a corpus per epoch: upsampling beyond that is a typo
 
@@ -66,7 +68,7 @@ class Source:
 
 
 def parse_direction(text: str, where: str) -> tuple[str, str]:
-    """"en-de" -> ("en", "de"): two different language codes (letters, digits, _; no hyphen)."""
+    """ "en-de" -> ("en", "de"): two different language codes (letters, digits, _; no hyphen)."""
     match = _DIRECTION.fullmatch(str(text).strip())
     if not match or match.group(1) == match.group(2):
         raise ConfigError(f"{where}: {text!r} is not a direction: expected SRC-TGT of two languages, like en-de")
@@ -86,12 +88,15 @@ def check_directions(directions: list[str], specs: dict[str, list[str]], where: 
             named = parse_source(spec, split, pairs[0], multilingual=True).directions
             unknown = [f"{s}-{t}" for s, t in named if (s, t) not in pairs]
             if unknown:
-                raise ConfigError(f"{where}: data.{split}: {spec!r} names {', '.join(unknown)}, not a direction of "
-                                  f"data.directions ({', '.join(directions)})")
+                raise ConfigError(
+                    f"{where}: data.{split}: {spec!r} names {', '.join(unknown)}, not a direction of "
+                    f"data.directions ({', '.join(directions)})"
+                )
 
 
-def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool = False,
-                 multilingual: bool = False) -> Source:
+def parse_source(
+    spec: str, split: str, langs: tuple[str, str], streaming: bool = False, multilingual: bool = False
+) -> Source:
     """A spec of data.<split> as a Source for langs[0] -> langs[1]; a ConfigError names the spec.
     `multilingual`: data.directions is set, so a ~SRC-TGT,... suffix may say which directions read it."""
     where = f"data.{split}: {spec!r}"
@@ -100,7 +105,7 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     if back_translated:
         if split != "train":
             raise ConfigError(f"{where}: bt: marks back-translated training pairs; valid and test are real text")
-        text = text[len(BACK_TRANSLATED):].strip()
+        text = text[len(BACK_TRANSLATED) :].strip()
     if match := _WEIGHT.search(text):
         weight, text = float(match.group(1)), text[: match.start()].rstrip()
         if not 0 < weight <= MAX_WEIGHT:  # written so that NaN fails too; *1e9 would write a billion copies
@@ -117,7 +122,7 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     kind = kind_match.group(1) if kind_match else text.partition(":")[0]
     if kind not in KINDS:
         raise ConfigError(f"{where}: unknown kind {kind!r}; a source is {GRAMMAR}")
-    rest, part = text[len(kind):], ""
+    rest, part = text[len(kind) :], ""
     if kind in ("hf", "ding") and "@" in rest:
         rest, _, part = rest.rpartition("@")
         if not part:
@@ -127,8 +132,13 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     arg = rest[1:].strip()
     if not arg and kind != "ding":
         raise ConfigError(f"{where}: {kind}: needs a {'name' if kind == 'hf' else 'path'} after the colon")
-    common = dict(name=str(spec).strip(), langs=tuple(langs), weight=weight, directions=directions,
-                  back_translated=back_translated)
+    common = dict(
+        name=str(spec).strip(),
+        langs=tuple(langs),
+        weight=weight,
+        directions=directions,
+        back_translated=back_translated,
+    )
     if kind == "files":
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
@@ -143,14 +153,17 @@ def parse_source(spec: str, split: str, langs: tuple[str, str], streaming: bool 
     if kind == "hf":
         name, _, config = arg.partition(":")
         name = _path(name) if name.startswith("~") else name  # a hub name never starts with ~: a local path
-        return Source("hf", paths=(name,), part=part or HUB_SPLITS[split], hf_config=config or None,
-                      streaming=streaming, **common)
+        return Source(
+            "hf", paths=(name,), part=part or HUB_SPLITS[split], hf_config=config or None, streaming=streaming, **common
+        )
     part = part or split
     if part not in DING_PARTS:
         raise ConfigError(f"{where}: unknown Ding part {part!r}; expected {', '.join(DING_PARTS)}")
     if set(langs) != {"de", "en"}:
-        raise ConfigError(f"{where}: the Ding dictionary is German-English: data.src_lang/tgt_lang must be "
-                          f"de/en or en/de, not {langs[0]}/{langs[1]}")
+        raise ConfigError(
+            f"{where}: the Ding dictionary is German-English: data.src_lang/tgt_lang must be "
+            f"de/en or en/de, not {langs[0]}/{langs[1]}"
+        )
     return Source("ding", paths=(_path(arg) if arg else DING_PATH,), part=part, **common)
 
 
@@ -184,14 +197,14 @@ def reversed_spec(spec: str, langs: tuple[str, str]) -> str | None:
     if text.startswith(BACK_TRANSLATED):
         return None
     weight = _WEIGHT.search(text)
-    head, tail = (text[: weight.start()].rstrip(), text[weight.start():]) if weight else (text, "")
+    head, tail = (text[: weight.start()].rstrip(), text[weight.start() :]) if weight else (text, "")
     suffix = _DIRECTIONS.search(head)
     if suffix:
         return text  # a multilingual spec names its directions itself
     if head.startswith("tsv:") and not _TSV_COLUMNS.search(head):
         return f"{head}:{langs[0]}-{langs[1]}{tail}"
     if head.startswith("files:") and "|" in head:
-        src, _, tgt = head[len("files:"):].partition("|")
+        src, _, tgt = head[len("files:") :].partition("|")
         return f"files:{tgt.strip()}|{src.strip()}{tail}"
     return text
 
@@ -201,14 +214,14 @@ def absolute_spec(spec: str) -> str:
     saved config works from any directory. Specs are checked by parse_source, not here."""
     text = str(spec).strip()
     if text.startswith(BACK_TRANSLATED):
-        return BACK_TRANSLATED + absolute_spec(text[len(BACK_TRANSLATED):])
+        return BACK_TRANSLATED + absolute_spec(text[len(BACK_TRANSLATED) :])
     weight = _WEIGHT.search(text)
-    suffix = text[weight.start():] if weight else ""
+    suffix = text[weight.start() :] if weight else ""
     text = text[: weight.start()].rstrip() if weight else text
     kind_match = _KIND.match(text)
-    if not kind_match or kind_match.group(1) not in KINDS or not text[len(kind_match.group(1)):].startswith(":"):
+    if not kind_match or kind_match.group(1) not in KINDS or not text[len(kind_match.group(1)) :].startswith(":"):
         return spec  # no path (ding, ding@valid), or not a spec: parse_source names it as written
-    kind, arg = kind_match.group(1), text[len(kind_match.group(1)) + 1:]
+    kind, arg = kind_match.group(1), text[len(kind_match.group(1)) + 1 :]
     tail = ""
     if kind in ("hf", "ding") and "@" in arg:
         arg, _, part = arg.rpartition("@")
@@ -234,9 +247,25 @@ def _absolute(path: str) -> str:
 
 # The corpus fields of configs before data.train/valid/test (refused, with the new form spelled out).
 LEGACY_FIELDS = (
-    "source", "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt", "train_prefix",
-    "valid_prefix", "test_prefix", "hf_name", "hf_config", "hf_data_files", "hf_splits", "ding_path",
-    "ding_phrases", "ding_valid_size", "ding_test_size", "train_sources",
+    "source",
+    "train_src",
+    "train_tgt",
+    "valid_src",
+    "valid_tgt",
+    "test_src",
+    "test_tgt",
+    "train_prefix",
+    "valid_prefix",
+    "test_prefix",
+    "hf_name",
+    "hf_config",
+    "hf_data_files",
+    "hf_splits",
+    "ding_path",
+    "ding_phrases",
+    "ding_valid_size",
+    "ding_test_size",
+    "train_sources",
 )
 
 
@@ -269,5 +298,7 @@ def legacy_message(old: dict, where: str) -> str:
             lists[split] = "[" + ", ".join(specs) + "]"
     named = ", ".join(f"data.{key}" for key in old) + (" belongs" if len(old) == 1 else " belong")
     written = "; ".join(f"data.{split}: {value}" for split, value in lists.items()) or "data.train: [files:PREFIX]"
-    return (f"{where}: {named} to the old corpus schema, replaced by one list of sources per split: "
-            f"write {written} (see docs/data.md)")
+    return (
+        f"{where}: {named} to the old corpus schema, replaced by one list of sources per split: "
+        f"write {written} (see docs/data.md)"
+    )

@@ -43,7 +43,9 @@ class Batch:
         """The same batch with its tensors on `device` (itself on the CPU)."""
         if device.type == "cpu":
             return self
-        return Batch(*(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices)  # type: ignore[call-arg]
+        return Batch(
+            *(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices
+        )  # type: ignore[call-arg]
 
 
 def _length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
@@ -105,9 +107,7 @@ def make_batches(
     return batches
 
 
-def _fill(
-    lens: np.ndarray, tokens: np.ndarray, width: int, first: int | None, last: int | None
-) -> np.ndarray:
+def _fill(lens: np.ndarray, tokens: np.ndarray, width: int, first: int | None, last: int | None) -> np.ndarray:
     """(rows, width) array of PAD with each row's tokens, optionally after `first` and before `last`."""
     rows = len(lens)
     out = np.full((rows, width), PAD_ID, dtype=np.int64)
@@ -154,9 +154,7 @@ def length_groups(src_lens: list[int], max_tokens: int) -> list[list[int]]:
     return groups
 
 
-def pad_fraction(
-    batches: list[np.ndarray], src_lens: np.ndarray, tgt_lens: np.ndarray
-) -> tuple[float, float]:
+def pad_fraction(batches: list[np.ndarray], src_lens: np.ndarray, tgt_lens: np.ndarray) -> tuple[float, float]:
     """Fraction of positions that are padding in the src_ids and tgt_out tensors of `batches`."""
     if not batches:
         return 0.0, 0.0
@@ -201,8 +199,15 @@ class BatchStream:
     checkpoint saves: the order is a function of them, so a resumed run reads what it would have.
     """
 
-    def __init__(self, data: ParallelData, max_tokens: int, seed: int, rank: int = 0, world_size: int = 1,
-                 direction_temperature: float = 1.0):
+    def __init__(
+        self,
+        data: ParallelData,
+        max_tokens: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        direction_temperature: float = 1.0,
+    ):
         self.data, self.max_tokens, self.seed = data, max_tokens, seed
         self.direction_temperature = direction_temperature  # `balanced_epoch`'s T
         self.rank, self.world_size = rank, world_size
@@ -219,14 +224,18 @@ class BatchStream:
         if self._order is None:
             pairs = balanced_epoch(self.data.directions, self.direction_temperature, self.seed, self.epoch)
             if pairs is None:
-                self._order = make_batches(self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch)
+                self._order = make_batches(
+                    self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch
+                )
             else:
-                batches = make_batches(self.data.src_lens[pairs], self.data.tgt_lens[pairs], self.max_tokens, self.seed,
-                                       self.epoch)
+                batches = make_batches(
+                    self.data.src_lens[pairs], self.data.tgt_lens[pairs], self.max_tokens, self.seed, self.epoch
+                )
                 self._order = [pairs[batch] for batch in batches]
             if len(self._order) < self.world_size:
-                raise MtError(f"{len(self._order)} training batches for {self.world_size} processes: "
-                              f"use a smaller max_tokens")
+                raise MtError(
+                    f"{len(self._order)} training batches for {self.world_size} processes: use a smaller max_tokens"
+                )
         if self.batch_in_epoch + self.world_size > len(self._order):
             self.seek(self.epoch + 1, 0)
             return self.next_batch()

@@ -9,7 +9,6 @@ and sha256 of every file, the tokenizer's sha256) that `mt train` checks before 
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tempfile
@@ -25,120 +24,14 @@ from mt.config.schema import ExperimentConfig
 from mt.data import binarize_workers as encoding
 from mt.data import corpus
 from mt.data import stats as data_stats
+from mt.data.arrays import SeenPairs, SplitWriter
 from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
-from mt.data.dataset import file_sha256
 from mt.errors import MtError
 from mt.experiment.lock import experiment_lock
 from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, Tokenizer, language_tag
 
 WORKERS = 2  # encoding processes, by default (`mt binarize --workers`)
-
-
-class NpyWriter:
-    """A 1-D .npy file written in appended pieces; the header, which holds the length, is written last."""
-
-    _PLACEHOLDER = 2**63 - 1  # the header of the largest length: as long as any real one (128 bytes)
-
-    def __init__(self, path: Path, dtype: np.dtype):
-        self.path, self.dtype, self.length = Path(path), np.dtype(dtype), 0
-        self.handle = open(self.path, "wb")
-        self.header_size = self.handle.write(self._header(self._PLACEHOLDER))
-
-    def _header(self, length: int) -> bytes:
-        buffer = io.BytesIO()
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (length,)}
-        np.lib.format.write_array_header_1_0(buffer, header)
-        return buffer.getvalue()
-
-    def append(self, values: np.ndarray) -> None:
-        values = np.ascontiguousarray(values, dtype=self.dtype)
-        self.handle.write(values.data)
-        self.length += len(values)
-
-    def close(self) -> dict:
-        """Finish the file; returns its size and sha256 for the manifest."""
-        header = self._header(self.length)
-        assert len(header) == self.header_size, "npy header sizes differ"  # both pad to 128 bytes
-        self.handle.seek(0)
-        self.handle.write(header)
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        return {"bytes": self.path.stat().st_size, "sha256": file_sha256(self.path)}
-
-    def abandon(self) -> None:
-        self.handle.close()
-
-
-
-class SplitWriter:
-    """The five arrays of a split (ids and offsets per side, line numbers), appended to as pairs come."""
-
-    def __init__(self, exp: Experiment, tmp_dir: Path, split: str, src_dtype: np.dtype, tgt_dtype: np.dtype,
-                 directions: bool = False):
-        paths = {
-            "src_ids": (exp.ids_path(split, "src"), src_dtype),
-            "src_offsets": (exp.offsets_path(split, "src"), np.int64),
-            "tgt_ids": (exp.ids_path(split, "tgt"), tgt_dtype),
-            "tgt_offsets": (exp.offsets_path(split, "tgt"), np.int64),
-            "lines": (exp.lines_path(split), np.int64),
-        }
-        if directions:  # the direction of each pair, an index into data.directions
-            paths["directions"] = (exp.directions_path(split), np.int16)
-        self.direction_rows: dict[int, int] = {}
-        # The names they will have under exp.data_dir, which is flat.
-        self.files = {key: NpyWriter(tmp_dir / path.name, dtype) for key, (path, dtype) in paths.items()}
-        self.tokens = {"src": 0, "tgt": 0}
-        for side in ("src", "tgt"):
-            self.files[f"{side}_offsets"].append(np.zeros(1, np.int64))
-
-    def append(self, arrays: dict, lines: np.ndarray, direction: int = 0) -> None:
-        if "directions" in self.files:
-            self.files["directions"].append(np.full(len(lines), direction, np.int16))
-        self.direction_rows[direction] = self.direction_rows.get(direction, 0) + len(lines)
-        for side in ("src", "tgt"):
-            self.files[f"{side}_ids"].append(arrays[f"{side}_ids"])
-            ends = self.tokens[side] + np.cumsum(arrays[f"{side}_lens"])
-            self.files[f"{side}_offsets"].append(ends)
-            if len(ends):
-                self.tokens[side] = int(ends[-1])
-        self.files["lines"].append(lines)
-
-    @property
-    def pairs(self) -> int:
-        return self.files["lines"].length
-
-    def close(self) -> dict[str, dict]:
-        return {writer.path.name: writer.close() for writer in self.files.values()}
-
-    def abandon(self) -> None:
-        for writer in self.files.values():
-            writer.abandon()
-
-
-class SeenPairs:
-    """64-bit hashes of the pairs kept so far, for exact deduplication in 8 bytes a pair: sorted runs
-    merged like a binary counter (a merge of two sorted runs is one linear timsort pass)."""
-
-    def __init__(self):
-        self.runs: list[np.ndarray] = []
-
-    def first_seen(self, hashes: np.ndarray) -> np.ndarray:
-        """True for each hash not seen before (in earlier chunks, or earlier in this one); remembers them."""
-        unique, first = np.unique(hashes, return_index=True)
-        new = np.ones(len(unique), dtype=bool)
-        for run in self.runs:
-            at = np.searchsorted(run, unique).clip(max=len(run) - 1)
-            new &= run[at] != unique
-        mask = np.zeros(len(hashes), dtype=bool)
-        mask[first[new]] = True
-        run = unique[new]
-        while self.runs and len(self.runs[-1]) <= len(run):
-            run = np.sort(np.concatenate([self.runs.pop(), run]), kind="stable")
-        if len(run):
-            self.runs.append(run)
-        return mask
 
 
 def _select(arrays: dict, mask: np.ndarray) -> dict:
@@ -179,26 +72,50 @@ def drop_reasons(clean: str | None, sources) -> tuple[str, ...]:
 # The step
 
 
-def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: Path, workers: Workers,
-                   src_tok: Tokenizer, tgt_tok: Tokenizer) -> tuple[dict, dict]:
+def binarize_split(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    split: str,
+    tmp_dir: Path,
+    workers: Workers,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+) -> tuple[dict, dict]:
     """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest)."""
     data = cfg.data
     clean = data.cleaning(split)
-    filters = Filters(clean, data.max_len, data.max_len_ratio if clean is not None else 0.0,
-                      clean is not None and data.dedup,
-                      cfg.tokenizer.train_segmentations if split == "train" else 1, cfg.tokenizer.sampling_alpha)
+    filters = Filters(
+        clean,
+        data.max_len,
+        data.max_len_ratio if clean is not None else 0.0,
+        clean is not None and data.dedup,
+        cfg.tokenizer.train_segmentations if split == "train" else 1,
+        cfg.tokenizer.sampling_alpha,
+    )
     # Each source of each direction, in order; with directions, its pairs' sources start with the tag.
-    entries = [(d, source, _tagged(filters, src_tok, tgt, data.multilingual, source.back_translated))
-               for d, (src, tgt) in enumerate(data.pairs()) for source in data.sources(split, (src, tgt))]
+    entries = [
+        (d, source, _tagged(filters, src_tok, tgt, data.multilingual, source.back_translated))
+        for d, (src, tgt) in enumerate(data.pairs())
+        for source in data.sources(split, (src, tgt))
+    ]
     sources = [source for _, source, _ in entries]
     reasons = drop_reasons(clean, sources)
     tally = {
         "dropped": dict.fromkeys(reasons, 0),
         "fixed": {"control": 0, "unicode": 0, "whitespace": 0},
         "examples": {},
-        "sources": [{"source": s.name, "weight": s.weight, "pairs_in": 0, "kept": 0, "rows": 0,
-                     "dropped": dict.fromkeys(reasons, 0),
-                     **({"direction": "-".join(s.langs)} if data.multilingual else {})} for s in sources],
+        "sources": [
+            {
+                "source": s.name,
+                "weight": s.weight,
+                "pairs_in": 0,
+                "kept": 0,
+                "rows": 0,
+                "dropped": dict.fromkeys(reasons, 0),
+                **({"direction": "-".join(s.langs)} if data.multilingual else {}),
+            }
+            for s in sources
+        ],
     }
     seen = SeenPairs() if filters.dedup else None
     tasks = (
@@ -206,8 +123,9 @@ def binarize_split(exp: Experiment, cfg: ExperimentConfig, split: str, tmp_dir: 
         for index, (_, source, tagged) in enumerate(entries)
         for chunk in corpus.chunks(source, encoding.ENCODE_CHUNK)
     )
-    writer = SplitWriter(exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size),
-                         data.multilingual)
+    writer = SplitWriter(
+        exp, tmp_dir, split, id_dtype(src_tok.vocab_size), id_dtype(tgt_tok.vocab_size), data.multilingual
+    )
     try:
         with log.make_progress() as progress:
             bar = progress.add_task(f"binarize {split}", total=None)  # pairs read; the total is unknown
@@ -245,20 +163,32 @@ def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: b
     if multilingual:
         tag = src_tok.tag_id(tgt_lang)
         if tag is None:
-            raise MtError(f"{src_tok.path}: no {language_tag(tgt_lang)} token: the tokenizer was trained for other "
-                          f"languages than data.directions has now; train it again")
+            raise MtError(
+                f"{src_tok.path}: no {language_tag(tgt_lang)} token: the tokenizer was trained for other "
+                f"languages than data.directions has now; train it again"
+            )
         prefix += (tag,)
     if back_translated:
         tag = src_tok.symbol_id(BACK_TRANSLATION_TAG)
         if tag is None:
-            raise MtError(f"{src_tok.path}: no {BACK_TRANSLATION_TAG} token for the back-translated pairs (bt:): the "
-                          f"tokenizer was trained without them; train it again, or leave out bt:")
+            raise MtError(
+                f"{src_tok.path}: no {BACK_TRANSLATION_TAG} token for the back-translated pairs (bt:): the "
+                f"tokenizer was trained without them; train it again, or leave out bt:"
+            )
         prefix += (tag,)
     return replace(filters, src_prefix=prefix, src_counted=int(back_translated)) if prefix else filters
 
 
-def _add_chunk(result: dict, index: int, start: int, weight: float, tally: dict, seen: SeenPairs | None,
-               writer: SplitWriter, direction: int = 0) -> None:
+def _add_chunk(
+    result: dict,
+    index: int,
+    start: int,
+    weight: float,
+    tally: dict,
+    seen: SeenPairs | None,
+    writer: SplitWriter,
+    direction: int = 0,
+) -> None:
     """Count an encoded chunk of source `index`, sample it by its weight, drop the duplicates of
     pairs already written, write the rest as often as the weight says.
 
@@ -309,9 +239,11 @@ def _log_split(split: str, stats: dict, seconds: float) -> None:
     copies = data_stats.segmentations(stats)
     log.info(f"{split}: {data_stats.summary(stats)} in {seconds:.1f}s")
     if copies > 1:
-        log.info(f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "
-                 f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
-                 f"{stats['mean_tgt_len']} tokens per sentence over all copies)")
+        log.info(
+            f"{split}: each pair written in {copies} segmentations, its best and {copies - 1} sampled "
+            f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
+            f"{stats['mean_tgt_len']} tokens per sentence over all copies)"
+        )
     examples = stats.get("cleaning", {}).get("examples", {})
     for reason in ("invalid_utf8", "malformed"):
         for example in examples.get(reason, []):
@@ -334,8 +266,10 @@ def _refuse_empty_direction(cfg: ExperimentConfig, split: str, stats: dict) -> N
     """With data.directions, a direction without a usable pair in a split that has some: refused."""
     for direction in (name for name, rows in stats.get("directions", {}).items() if not rows):
         where = corpus.describe(cfg.data.sources(split, tuple(direction.split("-"))))
-        raise MtError(f"{where}: the {split} split has no usable pairs for {direction} (each empty or dropped); "
-                      f"give it sentence pairs of {direction}, or leave {direction} out of data.directions")
+        raise MtError(
+            f"{where}: the {split} split has no usable pairs for {direction} (each empty or dropped); "
+            f"give it sentence pairs of {direction}, or leave {direction} out of data.directions"
+        )
 
 
 def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, force: bool = False) -> dict:
@@ -349,8 +283,10 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, for
         )
     with experiment_lock(exp):  # no trainer reads data/ while it is rebuilt, and none starts meanwhile
         if exp.data_dir.exists() and exp.has_checkpoints():
-            raise MtError(f"{exp.data_dir}: {exp.checkpoints_dir} holds a model trained on it; rebuilding it would "
-                          f"change what a resume reads: binarize into a new --exp")
+            raise MtError(
+                f"{exp.data_dir}: {exp.checkpoints_dir} holds a model trained on it; rebuilding it would "
+                f"change what a resume reads: binarize into a new --exp"
+            )
         return _build(exp, cfg, workers)
 
 

@@ -92,11 +92,20 @@ class Encoder:
     def _sampled(self, best: dict, text: dict, filters: Filters) -> dict:
         """The kept pairs in one sampled segmentation (ids and lengths per side). A pair whose sample
         would fail the length filters keeps its best segmentation, in which it passed them."""
-        drawn = {"src": self.src_tok.sample(text["src"], filters.sampling_alpha),
-                 "tgt": self.tgt_tok.sample(text["tgt"], filters.sampling_alpha)}
+        drawn = {
+            "src": self.src_tok.sample(text["src"], filters.sampling_alpha),
+            "tgt": self.tgt_tok.sample(text["tgt"], filters.sampling_alpha),
+        }
         fails = np.logical_or.reduce(_length_checks(_lengths(drawn["src"]), _lengths(drawn["tgt"]), filters))
-        return self._pack(_prefixed({side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
-                                     for side in ("src", "tgt")}, filters.src_prefix))
+        return self._pack(
+            _prefixed(
+                {
+                    side: [b if fail else d for d, b, fail in zip(drawn[side], best[side], fails)]
+                    for side in ("src", "tgt")
+                },
+                filters.src_prefix,
+            )
+        )
 
     def _pack(self, seqs: dict[str, list[list[int]]]) -> dict:
         """{side}_ids (flat, the vocabulary's dtype) and {side}_lens of id sequences per side."""
@@ -124,7 +133,9 @@ def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -
     is_long = ~is_empty & ((src_len + filters.src_counted > filters.max_len) | (tgt_len > filters.max_len))
     is_off = np.zeros_like(is_empty)
     if filters.max_len_ratio:  # as Moses' clean-corpus-n.perl, but on subword tokens
-        is_off = ~(is_empty | is_long) & (np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len))
+        is_off = ~(is_empty | is_long) & (
+            np.maximum(src_len, tgt_len) > filters.max_len_ratio * np.minimum(src_len, tgt_len)
+        )
     return is_empty, is_long, is_off
 
 
@@ -187,4 +198,3 @@ class Workers:
             self.pool.terminate()
             self.pool.join()
             self.pool = None
-

@@ -190,7 +190,9 @@ def _utf8(raw: bytes, chunk: RawChunk, i: int, side: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _BadPair("invalid_utf8", f"{chunk.where(i, side)}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
+        raise _BadPair(
+            "invalid_utf8", f"{chunk.where(i, side)}: not valid UTF-8 (byte {raw[exc.start]:#04x})"
+        ) from None
 
 
 def _text(value, chunk: RawChunk, i: int, side: int) -> str:
@@ -198,11 +200,17 @@ def _text(value, chunk: RawChunk, i: int, side: int) -> str:
         try:  # JSON's "\ud800" escape decodes to a lone surrogate: a str, but no text can hold it
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise _BadPair("invalid_utf8", f"{chunk.where(i, side)}: not valid Unicode (an unpaired surrogate "
-                                           f"at character {exc.start + 1})") from None
+            raise _BadPair(
+                "invalid_utf8",
+                f"{chunk.where(i, side)}: not valid Unicode (an unpaired surrogate at character {exc.start + 1})",
+            ) from None
         return value
     lang = chunk.langs[side]
-    why = f"no language key {lang!r}" if value is None else f"language key {lang!r} holds {type(value).__name__}, expected text"
+    why = (
+        f"no language key {lang!r}"
+        if value is None
+        else f"language key {lang!r} holds {type(value).__name__}, expected text"
+    )
     raise _BadPair("malformed", f"{chunk.where(i, side)}: {why}")
 
 

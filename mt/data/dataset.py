@@ -44,7 +44,9 @@ def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
         if not path.exists():
             raise MtError(f"{path}: missing, but listed in {exp.manifest_path}; {rebuild}")
         if path.stat().st_size != entry["bytes"] or file_sha256(path) != entry["sha256"]:
-            raise MtError(f"{path}: changed since `mt binarize` (size or sha256 differ from {exp.manifest_path.name}); {rebuild}")
+            raise MtError(
+                f"{path}: changed since `mt binarize` (size or sha256 differ from {exp.manifest_path.name}); {rebuild}"
+            )
 
 
 def encode_pairs(
@@ -79,13 +81,15 @@ class ParallelData:
 
     def __init__(self, exp: Experiment, split: str):
         self.split = split
-        paths = [exp.ids_path(split, "src"), exp.offsets_path(split, "src"),
-                 exp.ids_path(split, "tgt"), exp.offsets_path(split, "tgt")]
+        paths = [
+            exp.ids_path(split, "src"),
+            exp.offsets_path(split, "src"),
+            exp.ids_path(split, "tgt"),
+            exp.offsets_path(split, "tgt"),
+        ]
         for path in paths:
             if not path.exists():
-                raise MtError(
-                    f"{path}: no binarized {split} data; run `mt binarize --exp {exp.root}` first"
-                )
+                raise MtError(f"{path}: no binarized {split} data; run `mt binarize --exp {exp.root}` first")
         try:
             self._src_ids, self._src_offsets, self._tgt_ids, self._tgt_offsets = (
                 np.load(path, mmap_mode="r") for path in paths

@@ -163,16 +163,23 @@ def _held_out_splits(path: str, mtime_ns: int, valid_size: int, test_size: int) 
         held_de.add(de)
         held_en.add(en)
         held_index.add(i)
+
     def kept(pairs):
         return [(de, en) for de, en in pairs if de not in held_de and en not in held_en]
 
     train_sentences = kept(pair for i, pair in enumerate(sentences) if i not in held_index)
     train_phrases = kept(phrase_pairs)
-    return {"train": train_sentences + train_phrases, "sentences": train_sentences, "phrases": train_phrases,
-            **held_out}
+    return {
+        "train": train_sentences + train_phrases,
+        "sentences": train_sentences,
+        "phrases": train_phrases,
+        **held_out,
+    }
 
 
-def held_out_splits(path: str | os.PathLike, valid_size: int = HELD_OUT, test_size: int = HELD_OUT) -> dict[str, list[Pair]]:
+def held_out_splits(
+    path: str | os.PathLike, valid_size: int = HELD_OUT, test_size: int = HELD_OUT
+) -> dict[str, list[Pair]]:
     """(German, English) pairs of each part: train, sentences, phrases, valid, test. Held-out pairs share
     neither side with train or each other. Computed once per file, modification time and sizes."""
     parts = _held_out_splits(*_ding_key(path), valid_size, test_size)

@@ -38,16 +38,19 @@ def load(source: Source):
             dataset = datasets.load_from_disk(name)
             if isinstance(dataset, datasets.DatasetDict):
                 if split not in dataset:
-                    raise MtError(f"{describe(source)}: no such split; it has: {', '.join(dataset)} "
-                                  f"(name one with hf:{name}@SPLIT)")
+                    raise MtError(
+                        f"{describe(source)}: no such split; it has: {', '.join(dataset)} "
+                        f"(name one with hf:{name}@SPLIT)"
+                    )
                 dataset = dataset[split]
             return dataset
         if path.is_file():  # a local data file: the builder goes by its extension
             ext = next((s for s in reversed(path.suffixes) if s != ".gz"), "")
             if ext not in _DATA_FILE_BUILDERS:
                 raise MtError(f"hf:{name}: a local dataset file must end in {', '.join(_DATA_FILE_BUILDERS)}")
-            return datasets.load_dataset(_DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split,
-                                         streaming=source.streaming)
+            return datasets.load_dataset(
+                _DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split, streaming=source.streaming
+            )
         args = [name] + ([source.hf_config] if source.hf_config else [])
         offline = _offline_unless_the_hub_answers()
         return datasets.load_dataset(*args, split=split, streaming=source.streaming)
@@ -69,14 +72,18 @@ def _offline_unless_the_hub_answers(timeout: float = 3.0) -> bool:
         return False
     endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     try:
-        socket.create_connection((endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80)),
-                                 timeout).close()
+        socket.create_connection(
+            (endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80)), timeout
+        ).close()
         return False
     except OSError:
         pass
     os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
-    for module, name in (("huggingface_hub.constants", "HF_HUB_OFFLINE"), ("datasets.config", "HF_HUB_OFFLINE"),
-                         ("datasets.config", "HF_DATASETS_OFFLINE")):
+    for module, name in (
+        ("huggingface_hub.constants", "HF_HUB_OFFLINE"),
+        ("datasets.config", "HF_HUB_OFFLINE"),
+        ("datasets.config", "HF_DATASETS_OFFLINE"),
+    ):
         if module in sys.modules and hasattr(sys.modules[module], name):
             setattr(sys.modules[module], name, True)  # read at import: already imported here
     return True

@@ -41,9 +41,14 @@ def summary(split_stats: dict) -> str:
     drops = ", ".join(f"{reason_name(reason)} {count:,}" for reason, count in shown_drops(split_stats).items())
     kept = pairs_kept(split_stats)
     text = f"kept {kept:,} of {split_stats['pairs_in']:,} pairs ({drops})"
-    why = [why for why, repeats in (("data.train weights", weighted_rows(split_stats) != kept),
-                                    ("segmentations", segmentations(split_stats) > 1))
-           if repeats]
+    why = [
+        why
+        for why, repeats in (
+            ("data.train weights", weighted_rows(split_stats) != kept),
+            ("segmentations", segmentations(split_stats) > 1),
+        )
+        if repeats
+    ]
     if why:
         text += f"; {rows_text(split_stats)} rows written ({', '.join(why)})"
     return text

@@ -84,7 +84,7 @@ def line_batches(path: str, size: int) -> Iterator[tuple[int, list[bytes]]]:
                 if not batch:
                     return
                 if start == 0 and batch[0].startswith(_BOM):
-                    batch[0] = batch[0][len(_BOM):]
+                    batch[0] = batch[0][len(_BOM) :]
                 yield start, batch
                 start += len(batch)
         except (EOFError, zlib.error) as exc:
@@ -137,6 +137,7 @@ def input_lines(path: Path | None) -> Iterator[str]:
                     yield raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise MtError(f"{name}:{number}: not valid UTF-8") from None
+
     return lines()
 
 
@@ -156,7 +157,7 @@ def _arriving(fd: int) -> Iterator[bytes | None]:
         pending += block
         start = 0
         while (end := pending.find(b"\n", start)) >= 0:
-            yield bytes(pending[start:end + 1])
+            yield bytes(pending[start : end + 1])
             start = end + 1
         del pending[:start]
     if pending:

@@ -113,8 +113,10 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
         if not any(line.strip() for line in lines):  # sentencepiece would fail on "!sentences_.empty()"
             what = "text" if side == "joint" else f"{side} text"
             skipped_text = f", {skipped:,} skipped by cleaning" if skipped else ""
-            raise MtError(f"{corpus.describe(cfg.data.sources('train'))}: no training {what} to train the tokenizer on "
-                          f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs")
+            raise MtError(
+                f"{corpus.describe(cfg.data.sources('train'))}: no training {what} to train the tokenizer on "
+                f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs"
+            )
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         train_spm(lines, exp.spm_prefix(side), cfg.tokenizer, back_translation_symbols(cfg) if side != "tgt" else None)
         vocab_sizes[side] = Tokenizer.load(exp.spm_model_path(side)).vocab_size
@@ -141,17 +143,29 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
         text[tgt_lang].update(dict.fromkeys(line for line in sample.tgt if line.strip()))
     counts = balanced_counts({lang: len(lines) for lang, lines in text.items()}, cfg.tokenizer.language_temperature)
     if not sum(counts.values()):
-        raise MtError(f"data.train: no training text in any of {', '.join(cfg.data.directions)} to train the tokenizer on")
+        raise MtError(
+            f"data.train: no training text in any of {', '.join(cfg.data.directions)} to train the tokenizer on"
+        )
     rng = random.Random(1)
     lines = [line for lang, wanted in counts.items() for line in rng.sample(list(text[lang]), wanted)]
     shares = ", ".join(f"{lang} {n:,}" for lang, n in counts.items())
-    log.info(f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
-             f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})")
-    train_spm(lines, exp.spm_prefix("joint"), cfg.tokenizer,
-              [language_tag(lang) for lang in text] + back_translation_symbols(cfg))
-    return {"vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
-            "sentences": {"src": len(lines), "tgt": len(lines)}, "pairs_read": read,
-            "languages": counts, "seconds": round(time.perf_counter() - started, 2)}
+    log.info(
+        f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
+        f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})"
+    )
+    train_spm(
+        lines,
+        exp.spm_prefix("joint"),
+        cfg.tokenizer,
+        [language_tag(lang) for lang in text] + back_translation_symbols(cfg),
+    )
+    return {
+        "vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
+        "sentences": {"src": len(lines), "tgt": len(lines)},
+        "pairs_read": read,
+        "languages": counts,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
 
 
 def back_translation_symbols(cfg: ExperimentConfig) -> list[str]:

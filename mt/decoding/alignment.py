@@ -126,6 +126,10 @@ def word_alignments(
     src_words = [source_word_index(src_tok.pieces(ids)) for ids in src_encoded]
     result = []
     for s, sentence in enumerate(hyps):
-        result.append([word_alignment(hard_alignment(next(weights)), src_words[s], output_word_index(tgt_tok, h.tokens))
-                       for h in sentence])
+        result.append(
+            [
+                word_alignment(hard_alignment(next(weights)), src_words[s], output_word_index(tgt_tok, h.tokens))
+                for h in sentence
+            ]
+        )
     return result

@@ -53,11 +53,16 @@ class Directions:
         """(source, target) of a call that names them or not: a bilingual model's own, a multilingual
         one's only target when it has one; anything else that is not named, or not known, is refused."""
         if not self.multilingual:
-            (src, tgt), = self.pairs
+            ((src, tgt),) = self.pairs
             if src_lang not in (None, src) or tgt_lang not in (None, tgt):
                 # What was asked: a source alone is no direction ("en-en" for --src-lang en on de-en)
-                asked = (f"source {src_lang} (--src-lang)" if tgt_lang is None else
-                         f"target {tgt_lang} (--tgt-lang)" if src_lang is None else f"{src_lang}-{tgt_lang}")
+                asked = (
+                    f"source {src_lang} (--src-lang)"
+                    if tgt_lang is None
+                    else f"target {tgt_lang} (--tgt-lang)"
+                    if src_lang is None
+                    else f"{src_lang}-{tgt_lang}"
+                )
                 raise ConfigError(f"{asked}: this model translates {src}-{tgt} only (a bilingual experiment)")
             return src, tgt
         if tgt_lang is None:
@@ -66,11 +71,15 @@ class Directions:
                 raise ConfigError(f"give the target language (--tgt-lang): this model translates {self.names()}")
             tgt_lang = targets[0]
         if tgt_lang not in self.tags:
-            raise ConfigError(f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
-                              f"translates {self.names()}")
+            raise ConfigError(
+                f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
+                f"translates {self.names()}"
+            )
         if src_lang is not None and not self.knows_source(src_lang):  # else every made-up name is a zero-shot pair
-            raise ConfigError(f"{src_lang}-{tgt_lang}: this model knows no language {src_lang} (--src-lang); it "
-                              f"translates {self.names()}")
+            raise ConfigError(
+                f"{src_lang}-{tgt_lang}: this model knows no language {src_lang} (--src-lang); it "
+                f"translates {self.names()}"
+            )
         return src_lang, tgt_lang
 
     def tag(self, src_lang: str | None, tgt_lang: str | None) -> int | None:
@@ -81,6 +90,8 @@ class Directions:
             return None
         if src_lang is not None and (src_lang, tgt_lang) not in {*self.pairs, *self.warned}:
             self.warned.add((src_lang, tgt_lang))
-            log.warn(f"{src_lang}-{tgt_lang} was not trained (zero-shot: the model knows {self.names()}); "
-                     f"--pivot LANG translates through a trained direction instead")
+            log.warn(
+                f"{src_lang}-{tgt_lang} was not trained (zero-shot: the model knows {self.names()}); "
+                f"--pivot LANG translates through a trained direction instead"
+            )
         return self.tags[tgt_lang]

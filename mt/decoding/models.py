@@ -30,9 +30,15 @@ from mt.tokenizer import Tokenizer
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 
 
-def load_models(exp: Experiment, cfg: ExperimentConfig, names: list[str], tokenizers: tuple[Tokenizer, Tokenizer],
-                device: torch.device, precision: str = "fp32",
-                quantize: str | None = None) -> tuple[torch.nn.Module, list[Path], dict[Path, list[str]]]:
+def load_models(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    names: list[str],
+    tokenizers: tuple[Tokenizer, Tokenizer],
+    device: torch.device,
+    precision: str = "fp32",
+    quantize: str | None = None,
+) -> tuple[torch.nn.Module, list[Path], dict[Path, list[str]]]:
     """The checkpoints `names` (best, last, average, step_N or a .pt file; several make an ensemble),
     each checked against the tokenizers and, when it is this experiment's own, its model config; in
     eval mode on `device`, in `precision` or with `quantize`. Returns the model, the files, and for

@@ -76,8 +76,10 @@ class DecodeOptions:
             raise ConfigError(f"--nbest {self.nbest} is more than --beam {self.beam}: the n best come from the beam")
         if self.sampling is not None:
             if any(getattr(self, name) is not None for name in BEAM_ONLY) or self.nbest > 1:
-                raise ConfigError("--beam, --alpha, --length-penalty, --stop and --nbest are for beam search; "
-                                  "--sample draws one translation per line")
+                raise ConfigError(
+                    "--beam, --alpha, --length-penalty, --stop and --nbest are for beam search; "
+                    "--sample draws one translation per line"
+                )
             if self.constraints:
                 raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
         if self.pivot is not None and (self.alignment_layer is not None or self.constraints):
@@ -117,5 +119,10 @@ class DecodeOptions:
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
-        return {"beam": self.beam, "alpha": self.alpha, "length_penalty": self.length_penalty, "stop": self.stop,
-                **lengths}
+        return {
+            "beam": self.beam,
+            "alpha": self.alpha,
+            "length_penalty": self.length_penalty,
+            "stop": self.stop,
+            **lengths,
+        }

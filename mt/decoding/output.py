@@ -26,8 +26,14 @@ from mt.errors import ConfigError
 OutputFormat = Literal["plain", "scores", "nbest", "moses"]  # what one input line gives: module docstring
 
 
-def stream(translator: Translator, lines: Iterable[str | None], write: Callable[[str], None], buffer: int = 256,
-           options: DecodeOptions | None = None, output: OutputFormat = "plain") -> int:
+def stream(
+    translator: Translator,
+    lines: Iterable[str | None],
+    write: Callable[[str], None],
+    buffer: int = 256,
+    options: DecodeOptions | None = None,
+    output: OutputFormat = "plain",
+) -> int:
     """Translate lines as they come, `buffer` at a time, and what is pending whenever `lines` gives
     None (the input has paused: `mt.data.text_files.input_lines`), so that a pipe that stays open is
     answered line by line and memory stays flat on any input; write the output in input order, in
@@ -58,11 +64,15 @@ def format_lines(found: list[list[tuple]], first_line: int, output: OutputFormat
     rows = []
     for offset, hyps in enumerate(found):
         if output == "nbest":
-            rows += ["\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment])
-                     for text, score, *alignment in hyps]
+            rows += [
+                "\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment])
+                for text, score, *alignment in hyps
+            ]
         elif output == "moses":
-            rows += [" ||| ".join([f"{first_line + offset}", text, f"mt= {score:.4f}", f"{score:.4f}", *alignment])
-                     for text, score, *alignment in hyps]
+            rows += [
+                " ||| ".join([f"{first_line + offset}", text, f"mt= {score:.4f}", f"{score:.4f}", *alignment])
+                for text, score, *alignment in hyps
+            ]
         elif output == "scores":
             text, score, *alignment = hyps[0]
             rows.append("\t".join([f"{score:.4f}", text, *alignment]))

@@ -39,9 +39,18 @@ class Translator:
     checkpoint_paths: the files the weights came from, for records (scores, reports); averaged_from:
     for each of these that is an average, the checkpoints it averages."""
 
-    def __init__(self, model: torch.nn.Module, src_tok: Tokenizer, tgt_tok: Tokenizer, decode_cfg: DecodeConfig,
-                 device: torch.device | str = "cpu", checkpoint_paths: list[Path] | None = None,
-                 precision: str = "fp32", quantize: str | None = None, directions: Directions | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        src_tok: Tokenizer,
+        tgt_tok: Tokenizer,
+        decode_cfg: DecodeConfig,
+        device: torch.device | str = "cpu",
+        checkpoint_paths: list[Path] | None = None,
+        precision: str = "fp32",
+        quantize: str | None = None,
+        directions: Directions | None = None,
+    ):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
         self.directions = directions or Directions((("src", "tgt"),))  # what it translates; tags if multilingual
         self.decode_cfg = decode_cfg
@@ -54,8 +63,15 @@ class Translator:
         self.max_src_tokens = self.model.max_positions - 1
 
     @classmethod
-    def load(cls, exp: Experiment, cfg: ExperimentConfig, checkpoint: str | list[str] | None = None,
-             device: str = "cpu", precision: str = "fp32", quantize: str | None = None) -> Translator:
+    def load(
+        cls,
+        exp: Experiment,
+        cfg: ExperimentConfig,
+        checkpoint: str | list[str] | None = None,
+        device: str = "cpu",
+        precision: str = "fp32",
+        quantize: str | None = None,
+    ) -> Translator:
         """The experiment's tokenizers and checkpoint(s) (`checkpoint`, else decode.checkpoint: best,
         last, average, step_N or a .pt file; several make an ensemble), each checked against the
         tokenizers and, when it is this experiment's own, against its model config; run on `device`
@@ -73,8 +89,13 @@ class Translator:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
         return [hyps[0][0] for hyps in self.search(lines)]
 
-    def search(self, lines: list[str], options: DecodeOptions | None = None, first_line: int = 0,
-               progress: Callable[[int], None] | None = None) -> list[list[tuple]]:
+    def search(
+        self,
+        lines: list[str],
+        options: DecodeOptions | None = None,
+        first_line: int = 0,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[list[tuple]]:
         """For each line, up to `options.nbest` (translation, score) pairs, best first; with
         `options.alignment_layer`, (translation, score, alignment) triples. With `options.constraints`
         each line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase
@@ -88,7 +109,9 @@ class Translator:
         tag = self.directions.tag(options.src_lang, options.tgt_lang)
         phrases = None
         if options.constraints:
-            lines, phrases = (list(column) for column in zip(*map(split_constrained_line, lines))) if lines else ([], [])
+            lines, phrases = (
+                (list(column) for column in zip(*map(split_constrained_line, lines))) if lines else ([], [])
+            )
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
         todo, encoded, cuts = self.encode_lines(lines, first_line, tag)
@@ -103,12 +126,15 @@ class Translator:
         for i, hyps in zip(todo, self.search_encoded(encoded, options, phrase_ids, unmet, progress)):
             results[i] = hyps
         for k in unmet:
-            log.warn(f"input line {first_line + todo[k] + 1}: not every constraint fits within the length limit "
-                     f"(--max-len-a/--max-len-b); the translation that met the most")
+            log.warn(
+                f"input line {first_line + todo[k] + 1}: not every constraint fits within the length limit "
+                f"(--max-len-a/--max-len-b); the translation that met the most"
+            )
         return results
 
-    def encode_lines(self, lines: list[str], first_line: int = 0,
-                     tag: int | None = None) -> tuple[list[int], list[list[int]], list[str]]:
+    def encode_lines(
+        self, lines: list[str], first_line: int = 0, tag: int | None = None
+    ) -> tuple[list[int], list[list[int]], list[str]]:
         """The indices of the non-blank lines, their source ids (no EOS; after `tag`, a multilingual
         model's target token: `directions.tag`) cut to the model's positions, and one warning per cut
         line ("input line N: T tokens, cut to M")."""
@@ -132,10 +158,14 @@ class Translator:
         middle = [hyps[0][0] for hyps in self.search(lines, into, first_line)]
         return self.search(middle, replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang), first_line)
 
-    def search_encoded(self, encoded: list[list[int]], options: DecodeOptions | None = None,
-                       constraints: list[list[list[int]]] | None = None,
-                       unmet: list[int] | None = None,
-                       progress: Callable[[int], None] | None = None) -> list[list[tuple]]:
+    def search_encoded(
+        self,
+        encoded: list[list[int]],
+        options: DecodeOptions | None = None,
+        constraints: list[list[list[int]]] | None = None,
+        unmet: list[int] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[list[tuple]]:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
         their tokens to form its batches before it searches. Lines with `constraints` (target ids per
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
@@ -147,10 +177,14 @@ class Translator:
             generator = torch.Generator(device=self.device).manual_seed(options.sampling.seed)
         constrained = [k for k in range(len(encoded)) if constraints and constraints[k]]
         plain = [k for k in range(len(encoded)) if not (constraints and constraints[k])]
-        batches = [(False, [plain[i] for i in group])
-                   for group in length_groups([len(encoded[k]) for k in plain], options.max_tokens)]
-        batches += [(True, [constrained[i] for i in group])
-                    for group in length_groups([len(encoded[k]) for k in constrained], options.max_tokens)]
+        batches = [
+            (False, [plain[i] for i in group])
+            for group in length_groups([len(encoded[k]) for k in plain], options.max_tokens)
+        ]
+        batches += [
+            (True, [constrained[i] for i in group])
+            for group in length_groups([len(encoded[k]) for k in constrained], options.max_tokens)
+        ]
 
         def search(batch: tuple[bool, list[int]]) -> tuple[torch.Tensor, list]:
             src_ids = self.pad_sources([encoded[k] for k in batch[1]])
@@ -159,8 +193,11 @@ class Translator:
             return src_ids, self.search_batch(src_ids, options, generator)
 
         # One at a time where a search shares state: the sampling generator, attention being captured.
-        workers = 1 if generator is not None or options.alignment_layer is not None else \
-            workers_for(options.workers, self.device)
+        workers = (
+            1
+            if generator is not None or options.alignment_layer is not None
+            else workers_for(options.workers, self.device)
+        )
         for (is_constrained, group), (src_ids, found) in zip(batches, search_batches(batches, search, workers)):
             if is_constrained:
                 if unmet is not None:
@@ -170,8 +207,15 @@ class Translator:
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
             if options.alignment_layer is not None:
-                aligned = word_alignments(self.model, src_ids, [encoded[k] for k in group], found,
-                                          self.src_tok, self.tgt_tok, options.alignment_layer)
+                aligned = word_alignments(
+                    self.model,
+                    src_ids,
+                    [encoded[k] for k in group],
+                    found,
+                    self.src_tok,
+                    self.tgt_tok,
+                    options.alignment_layer,
+                )
                 for k, alignments in zip(group, aligned):
                     results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
             if progress is not None:
@@ -190,24 +234,44 @@ class Translator:
         """The best translation of one sentence, src_ids (1, src_len), under `options`."""
         return self.search_batch(src_ids, (options or DecodeOptions()).resolved(self.decode_cfg), None)[0][0]
 
-    def search_batch(self, src_ids: torch.Tensor, options: DecodeOptions,
-                     generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+    def search_batch(
+        self, src_ids: torch.Tensor, options: DecodeOptions, generator: torch.Generator | None = None
+    ) -> list[list[Hypothesis]]:
         """One padded batch (sentences, src_len) searched as `options` (resolved) ask: sampling, greedy
         (beam 1) or beam search; each sentence's hypotheses, best first."""
         o = options
         if o.sampling is not None:
-            hyps = sample_search(self.model, src_ids, o.max_len_a, o.max_len_b, o.sampling.temperature,
-                                 o.sampling.top_k, o.sampling.top_p, generator)
+            hyps = sample_search(
+                self.model,
+                src_ids,
+                o.max_len_a,
+                o.max_len_b,
+                o.sampling.temperature,
+                o.sampling.top_k,
+                o.sampling.top_p,
+                generator,
+            )
             return [[h] for h in hyps]
         if o.beam == 1:
             return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b)]
-        return beam_search(self.model, src_ids, o.beam, o.alpha, o.length_penalty, o.max_len_a, o.max_len_b,
-                           nbest=o.nbest, stop=o.stop)
+        return beam_search(
+            self.model, src_ids, o.beam, o.alpha, o.length_penalty, o.max_len_a, o.max_len_b, nbest=o.nbest, stop=o.stop
+        )
 
     def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:
         o = options
-        return constrained_beam_search(self.model, src_ids, constraints, o.beam, o.alpha, o.length_penalty,
-                                       o.max_len_a, o.max_len_b, nbest=o.nbest, stop=o.stop)
+        return constrained_beam_search(
+            self.model,
+            src_ids,
+            constraints,
+            o.beam,
+            o.alpha,
+            o.length_penalty,
+            o.max_len_a,
+            o.max_len_b,
+            nbest=o.nbest,
+            stop=o.stop,
+        )
 
     def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
         """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""

@@ -41,7 +41,7 @@ def save_checkpoint(path: Path | Sequence[Path], state: dict[str, Any]) -> None:
 
 
 def checksum(state: Any) -> str:
-    """"sha256:HEX" over a checkpoint's contents in order: every key, plain value and tensor (its dtype,
+    """ "sha256:HEX" over a checkpoint's contents in order: every key, plain value and tensor (its dtype,
     shape and bytes), so that a changed weight, step or setting on disk is found when it is loaded."""
     digest = hashlib.sha256()
 
@@ -83,18 +83,23 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         # Only an intact archive that holds something else (a class, code) is refused as such.
         damaged = _damaged_entry(path)
         if damaged:
-            raise MtError(f"{path}: damaged: {damaged} fails its CRC check ({_reason(exc)}); "
-                          f"remove it or choose another checkpoint") from None
+            raise MtError(
+                f"{path}: damaged: {damaged} fails its CRC check ({_reason(exc)}); "
+                f"remove it or choose another checkpoint"
+            ) from None
         if isinstance(exc, pickle.UnpicklingError):
-            raise MtError(f"{path}: refused: holds more than tensors and plain data "
-                          f"({_reason(exc, 'Unsupported')})") from None
+            raise MtError(
+                f"{path}: refused: holds more than tensors and plain data ({_reason(exc, 'Unsupported')})"
+            ) from None
         raise MtError(f"{unreadable} ({_reason(exc)})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise MtError(f"{path}: not an mt checkpoint (format {FORMAT!r} expected)")
     saved = state.pop("checksum", None)
     if saved is not None and saved != checksum(state):
-        raise MtError(f"{path}: damaged: checksum mismatch (its contents changed after it was saved); "
-                      f"remove it or choose another checkpoint")
+        raise MtError(
+            f"{path}: damaged: checksum mismatch (its contents changed after it was saved); "
+            f"remove it or choose another checkpoint"
+        )
     damaged = _damaged_entry(path) if saved is None else None  # a checkpoint from before checksums
     if damaged:
         raise MtError(f"{path}: damaged: {damaged} fails its CRC check; remove it or choose another checkpoint")
@@ -131,14 +136,18 @@ def model_from_checkpoint(state: dict[str, Any]) -> Transformer:
 INIT_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")
 
 
-def model_differences(saved: dict[str, Any] | None, model_cfg: ModelConfig,
-                      free: Sequence[str] = INIT_FREE_FIELDS) -> list[tuple[str, Any, Any]]:
+def model_differences(
+    saved: dict[str, Any] | None, model_cfg: ModelConfig, free: Sequence[str] = INIT_FREE_FIELDS
+) -> list[tuple[str, Any, Any]]:
     """(field, the checkpoint's value, model_cfg's) for each model field but `free` that differs. A field
     the checkpoint's model_config lacks (it predates the field) has the default, as model_from_checkpoint
     gives it."""
     theirs = {**dataclasses.asdict(ModelConfig()), **(saved or {})}
-    return [(key, theirs.get(key), value) for key, value in dataclasses.asdict(model_cfg).items()
-            if key not in free and theirs.get(key) != value]
+    return [
+        (key, theirs.get(key), value)
+        for key, value in dataclasses.asdict(model_cfg).items()
+        if key not in free and theirs.get(key) != value
+    ]
 
 
 def check_model_config(path: Path, state: dict[str, Any], model_cfg: ModelConfig, config_path: Path) -> None:
@@ -149,8 +158,10 @@ def check_model_config(path: Path, state: dict[str, Any], model_cfg: ModelConfig
     differing = model_differences(state.get("model_config"), model_cfg)
     if differing:
         fields = ", ".join(f"model.{key} {ours!r} (checkpoint {theirs!r})" for key, theirs, ours in differing)
-        raise MtError(f"{config_path}: {fields}: the model differs from the one {path} was trained with; "
-                      f"put the checkpoint's values back, or train a new experiment (another --exp)")
+        raise MtError(
+            f"{config_path}: {fields}: the model differs from the one {path} was trained with; "
+            f"put the checkpoint's values back, or train a new experiment (another --exp)"
+        )
 
 
 def tokenizer_difference(state: dict[str, Any], tokenizer_sha256: dict[str, str]) -> str | None:

@@ -38,13 +38,22 @@ class ConfigChange:
         """Every config field that may no longer change, with what was made with it."""
         exp = self.exp
         return frozen_by(
-            checkpoints=f"the checkpoints in {exp.checkpoints_dir} hold a model built with it" if exp.has_checkpoints() else None,
+            checkpoints=f"the checkpoints in {exp.checkpoints_dir} hold a model built with it"
+            if exp.has_checkpoints()
+            else None,
             data=f"{exp.data_dir} was binarized with it" if exp.has_data() and not self.rebuild_data else None,
-            tokenizer=f"{exp.tokenizer_dir} was trained with it" if exp.has_tokenizer() else None)
+            tokenizer=f"{exp.tokenizer_dir} was trained with it" if exp.has_tokenizer() else None,
+        )
 
-    def resolve(self, overrides: dict[str, Any], base: ExperimentConfig | None = None, persist: bool = True,
-                recipe: Path | None = None, origins: dict[str, str] | None = None,
-                record: bool = True) -> ExperimentConfig:
+    def resolve(
+        self,
+        overrides: dict[str, Any],
+        base: ExperimentConfig | None = None,
+        persist: bool = True,
+        recipe: Path | None = None,
+        origins: dict[str, str] | None = None,
+        record: bool = True,
+    ) -> ExperimentConfig:
         """The config for this step (`mt.config.resolve.resolve`) from and to the experiment's files: a
         new experiment gets its config written once (with `persist`); with `persist`, changes are
         saved so that later steps (and resumes) see them and recorded in overrides.jsonl; without it
@@ -79,8 +88,10 @@ class ConfigChange:
         size = Tokenizer.load(exp.spm_model_path("joint" if joint else "src")).vocab_size  # damaged: one line
         for field, value in (("vocab_size", size), ("joint", joint)):
             if getattr(cfg.tokenizer, field) != value and f"tokenizer.{field}" in given:
-                raise ConfigError(f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {exp.tokenizer_dir} "
-                                  f"has {value!r}; leave it out or start from another directory")
+                raise ConfigError(
+                    f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {exp.tokenizer_dir} "
+                    f"has {value!r}; leave it out or start from another directory"
+                )
             setattr(cfg.tokenizer, field, value)
 
     @contextmanager
@@ -95,15 +106,21 @@ class ConfigChange:
                 self._remove_bare_start()
             elif self._config_before is not None and self._made() == self._made_before:
                 write_text_atomic(self.exp.config_path, self._config_before)
-                self._record_overrides([{"reverted": "the command failed; config.yaml is as before it"}], persisted=False)
+                self._record_overrides(
+                    [{"reverted": "the command failed; config.yaml is as before it"}], persisted=False
+                )
             raise
 
     def _made(self) -> list:
         """What the steps have written (tokenizer, data, checkpoints): names, sizes and times."""
         exp = self.exp
-        return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns)
-                      for d in (exp.tokenizer_dir, exp.data_dir, exp.checkpoints_dir) if d.is_dir()
-                      for p in d.rglob("*") if p.is_file())
+        return sorted(
+            (str(p), p.stat().st_size, p.stat().st_mtime_ns)
+            for d in (exp.tokenizer_dir, exp.data_dir, exp.checkpoints_dir)
+            if d.is_dir()
+            for p in d.rglob("*")
+            if p.is_file()
+        )
 
     def _remove_bare_start(self) -> None:
         root = self.exp.root
@@ -121,16 +138,23 @@ class ConfigChange:
     def _record_overrides(self, changes: list[dict[str, Any]], persisted: bool) -> None:
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         command = " ".join(["mt", *sys.argv[1:]])
-        lines = [json.dumps({"time": stamp, "command": command, "persisted": persisted, **change})
-                 for change in changes]
+        lines = [
+            json.dumps({"time": stamp, "command": command, "persisted": persisted, **change}) for change in changes
+        ]
         self.exp.root.mkdir(parents=True, exist_ok=True)
         with open(self.exp.overrides_path, "a", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
 
 
-def open_experiment(root: Path, recipe: Path | None = None, flags: dict[str, Any] | None = None,
-                    sets: list[str] | None = None, preset: str | None = None,
-                    persist: bool = True, rebuild_data: bool = False) -> tuple[Experiment, ExperimentConfig, ConfigChange]:
+def open_experiment(
+    root: Path,
+    recipe: Path | None = None,
+    flags: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+    preset: str | None = None,
+    persist: bool = True,
+    rebuild_data: bool = False,
+) -> tuple[Experiment, ExperimentConfig, ConfigChange]:
     """A command's experiment, its config and the change the command made to it. Precedence, lowest
     first: saved config (or recipe/defaults), recipe, --preset, the named `flags` (section.field ->
     value, None: unset), --set. `rebuild_data`: binarize's settings may change although data/ exists."""

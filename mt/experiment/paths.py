@@ -116,7 +116,7 @@ class Experiment:
         return self.root / "checkpoints"
 
     def checkpoint_path(self, name: str) -> Path:
-        """"best", "last", "average", "step_100", or a file name under checkpoints/."""
+        """ "best", "last", "average", "step_100", or a file name under checkpoints/."""
         if name.startswith("step_") and name[5:].isdigit():
             name = f"step_{int(name[5:]):07d}"
         if not name.endswith(".pt"):
@@ -150,9 +150,16 @@ class Experiment:
     @staticmethod
     def attention_files(out_dir: Path, layer: int, encoder: bool, fmt: str) -> dict[str, Path]:
         """What `mt attention` writes into out_dir (attention_dir, or --output), by kind; `layer` 0-based."""
-        png = {"layers": "cross-attention.png", "heads": f"cross-attention-layer{layer + 1}-heads.png",
-               "alignment": "alignment.png", **({"encoder": "encoder-self-attention.png"} if encoder else {})}
-        names = {**(png if fmt in ("png", "both") else {}), **({"json": "attention.json"} if fmt in ("json", "both") else {})}
+        png = {
+            "layers": "cross-attention.png",
+            "heads": f"cross-attention-layer{layer + 1}-heads.png",
+            "alignment": "alignment.png",
+            **({"encoder": "encoder-self-attention.png"} if encoder else {}),
+        }
+        names = {
+            **(png if fmt in ("png", "both") else {}),
+            **({"json": "attention.json"} if fmt in ("json", "both") else {}),
+        }
         return {kind: out_dir / name for kind, name in names.items()}
 
     @property
@@ -175,8 +182,10 @@ class Experiment:
 
     def load_config(self) -> ExperimentConfig:
         if not self.has_config():
-            raise MtError(f"{self.root}: not an experiment yet (no config.yaml); start with "
-                          f"`mt run RECIPE` or `mt train-tokenizer --exp {self.root} ...`")
+            raise MtError(
+                f"{self.root}: not an experiment yet (no config.yaml); start with "
+                f"`mt run RECIPE` or `mt train-tokenizer --exp {self.root} ...`"
+            )
         return cfglib.from_dict(read_yaml_mapping(self.config_path, "experiment config"), str(self.config_path))
 
     def has_tokenizer(self) -> bool:
@@ -189,7 +198,6 @@ class Experiment:
 
     def has_checkpoints(self) -> bool:
         return self.checkpoints_dir.is_dir() and any(self.checkpoints_dir.glob("*.pt"))
-
 
     def find_checkpoint(self, name: str) -> Path:
         """A checkpoint name ("best", "last", "average", "ema", "step_N") or a .pt path -> an existing file."""
@@ -223,4 +231,3 @@ class Experiment:
             return None
         except (OSError, json.JSONDecodeError) as exc:
             raise MtError(f"{path}: unreadable ({exc})") from None
-

@@ -117,8 +117,9 @@ class DecoderLayer(nn.Module):
         self.cross_block = Residual(d_model, dropout, pre_norm)
         self.ffn_block = Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x, memory, src_mask, cache: LayerCache | None = None,
-                self_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x, memory, src_mask, cache: LayerCache | None = None, self_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         # Causal self-attention: position i sees positions <= i only (Sec. 3.2.3). Target padding
         # sits at the end, so real positions never see it, and padded positions are not scored.
         # self_mask (batch, 1, 1, cached + 1): which cached positions are real, when rows of one

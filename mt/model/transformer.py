@@ -104,8 +104,15 @@ class Transformer(nn.Module):
         its own step."""
         return self.output(self.decode_hidden(tgt_ids, memory, src_mask, cache, positions, self_mask))
 
-    def decode_hidden(self, tgt_ids, memory, src_mask, cache: DecoderCache | None = None,
-                      positions: torch.Tensor | None = None, self_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def decode_hidden(
+        self,
+        tgt_ids,
+        memory,
+        src_mask,
+        cache: DecoderCache | None = None,
+        positions: torch.Tensor | None = None,
+        self_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         start: int | torch.Tensor = 0
         if positions is not None:
             start = positions

@@ -59,8 +59,12 @@ def beam_search(
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     # Per original sentence, kept as tensors so that the stopping test is one vectorised step:
     # how many hypotheses have finished, and the nbest-th best finished score (-inf until nbest have).
-    done = Finished(finished, torch.zeros(batch, dtype=torch.long, device=device),
-                    torch.full((batch,), -torch.inf, device=device), nbest)
+    done = Finished(
+        finished,
+        torch.zeros(batch, dtype=torch.long, device=device),
+        torch.full((batch,), -torch.inf, device=device),
+        nbest,
+    )
 
     step = 0
     while active.numel() > 0:

@@ -67,7 +67,9 @@ class Progress:
         """The progress after producing `token`."""
         met, partial = set(self.met), set()
         grown = [(index, done + 1) for index, done in self.partial if constraints[index][done] == token]
-        started = [(index, 1) for index, phrase in enumerate(constraints) if index not in self.met and phrase[0] == token]
+        started = [
+            (index, 1) for index, phrase in enumerate(constraints) if index not in self.met and phrase[0] == token
+        ]
         for index, done in grown + started:
             if index in met:
                 continue
@@ -123,8 +125,9 @@ def constrained_beam_search(
     """The `nbest` best hypotheses of each sentence that contain all of its constraints (module docstring)."""
     check_stopping(alpha, stop)
     model.eval()
-    search = _ConstrainedSearch(model, src_ids, constraints, beam, alpha, penalty, max_len_a, max_len_b,
-                                min(nbest, beam), stop)
+    search = _ConstrainedSearch(
+        model, src_ids, constraints, beam, alpha, penalty, max_len_a, max_len_b, min(nbest, beam), stop
+    )
     while search.active:
         search.step()
     return search.results()
@@ -179,15 +182,24 @@ class _ConstrainedSearch:
         met every constraint, and forced at the length limit."""
         beam, active, constraints = self.beam, self.active, self.constraints
         logprobs = step_logprobs(self.model, self.tokens, self.memory, self.src_mask, self.cache)  # no PAD, BOS
-        unmet = [s * beam + b for s, sentence in enumerate(active) for b in range(beam)
-                 if not self.progress[s][b].all_met(constraints[sentence])]
+        unmet = [
+            s * beam + b
+            for s, sentence in enumerate(active)
+            for b in range(beam)
+            if not self.progress[s][b].all_met(constraints[sentence])
+        ]
         if unmet:
             logprobs[unmet, EOS_ID] = -torch.inf
         at_limit = torch.tensor([self.step_count >= self.limits[sentence] for sentence in active], device=self.device)
         force_eos(logprobs, at_limit.repeat_interleave(beam))
         top_lp, top_tok = (t.tolist() for t in row_topk(logprobs, min(2 * beam, logprobs.size(1))))
-        wanted = [(s * beam + b, token) for s, sentence in enumerate(active) for b in range(beam)
-                  if self.scores[s][b] > -float("inf") for token in self.progress[s][b].next_tokens(constraints[sentence])]
+        wanted = [
+            (s * beam + b, token)
+            for s, sentence in enumerate(active)
+            for b in range(beam)
+            if self.scores[s][b] > -float("inf")
+            for token in self.progress[s][b].next_tokens(constraints[sentence])
+        ]
         wanted_lp = logprobs[[r for r, _ in wanted], [t for _, t in wanted]].tolist() if wanted else []
         extra: dict[int, list[tuple[int, float]]] = {}
         for (row, token), lp in zip(wanted, wanted_lp):
@@ -214,11 +226,22 @@ class _ConstrainedSearch:
         divisor = float(length_penalty(float(step), self.alpha, self.penalty))
         for score, _, b, token, _ in allocate(sorted(live + ends, key=lambda c: -c[0]), beam, total + 1):
             if token == EOS_ID:
-                self.finished[sentence].append(Hypothesis(self.tokens[s * beam + b, 1:].tolist(), score / divisor, score))
+                self.finished[sentence].append(
+                    Hypothesis(self.tokens[s * beam + b, 1:].tolist(), score / divisor, score)
+                )
         chosen = allocate(live, beam, total + 1)
         chosen += [(-float("inf"), 0, 0, EOS_ID, Progress())] * (beam - len(chosen))
-        goes_on = _goes_on(self.finished[sentence], [c[0] for c in chosen], step, limit, beam, self.nbest,
-                           self.alpha, self.penalty, self.stop)
+        goes_on = _goes_on(
+            self.finished[sentence],
+            [c[0] for c in chosen],
+            step,
+            limit,
+            beam,
+            self.nbest,
+            self.alpha,
+            self.penalty,
+            self.stop,
+        )
         if not goes_on and not self.finished[sentence]:
             self._fall_back(s, divisor)
         return chosen, goes_on
@@ -243,8 +266,10 @@ class _ConstrainedSearch:
     def _fall_back(self, s: int, divisor: float) -> None:
         """Nothing met every constraint in time: keep the hypothesis that met most, then scores best."""
         sentence, cs = self.active[s], self.constraints[self.active[s]]
-        b = max((b for b in range(self.beam) if self.scores[s][b] > -float("inf")),
-                key=lambda b: (self.progress[s][b].tokens_met(cs), self.scores[s][b]))
+        b = max(
+            (b for b in range(self.beam) if self.scores[s][b] > -float("inf")),
+            key=lambda b: (self.progress[s][b].tokens_met(cs), self.scores[s][b]),
+        )
         score = self.scores[s][b]
         self.fallback[sentence] = Hypothesis(self.tokens[s * self.beam + b, 1:].tolist(), score / divisor, score)
 
@@ -254,8 +279,9 @@ class _ConstrainedSearch:
         if not all(still):
             beam = self.beam
             keep = [s for s, go in enumerate(still) if go]
-            source_rows = torch.tensor([s * beam + b for s in keep for b in range(beam)], device=self.device,
-                                       dtype=torch.long)
+            source_rows = torch.tensor(
+                [s * beam + b for s in keep for b in range(beam)], device=self.device, dtype=torch.long
+            )
             rows = rows.view(len(self.active), beam)[keep].view(-1) if keep else rows[:0]
             self.tokens = self.tokens[source_rows]
             self.memory, self.src_mask = select_rows(self.memory, source_rows), select_rows(self.src_mask, source_rows)
@@ -268,12 +294,23 @@ class _ConstrainedSearch:
         results = []
         for sentence, finished in enumerate(self.finished):
             hyps = sorted(finished, key=lambda h: -h.score)[: self.nbest]
-            results.append(ConstrainedResult(hyps, True) if hyps else ConstrainedResult([self.fallback[sentence]], False))
+            results.append(
+                ConstrainedResult(hyps, True) if hyps else ConstrainedResult([self.fallback[sentence]], False)
+            )
         return results
 
 
-def _goes_on(finished: list[Hypothesis], live_scores: list[float], step: int, limit: int, beam: int, nbest: int,
-             alpha: float, penalty: LengthPenalty, stop: StopRule) -> bool:
+def _goes_on(
+    finished: list[Hypothesis],
+    live_scores: list[float],
+    step: int,
+    limit: int,
+    beam: int,
+    nbest: int,
+    alpha: float,
+    penalty: LengthPenalty,
+    stop: StopRule,
+) -> bool:
     """mt.search's stopping test for one sentence; the live scores are only those that can still finish."""
     if step >= limit:
         return False

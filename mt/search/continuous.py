@@ -36,8 +36,17 @@ class ContinuousBeamSearch:
     Decoding options are fixed per instance; a caller with other options waits until it is empty.
     """
 
-    def __init__(self, model, beam: int = 4, alpha: float = 0.6, penalty: LengthPenalty = "gnmt",
-                 max_len_a: float = 1.0, max_len_b: int = 50, nbest: int = 1, stop: StopRule = "early"):
+    def __init__(
+        self,
+        model,
+        beam: int = 4,
+        alpha: float = 0.6,
+        penalty: LengthPenalty = "gnmt",
+        max_len_a: float = 1.0,
+        max_len_b: int = 50,
+        nbest: int = 1,
+        stop: StopRule = "early",
+    ):
         check_stopping(alpha, stop)
         self.model = model.eval()
         self.beam, self.alpha, self.penalty, self.stop = beam, alpha, penalty, stop
@@ -57,8 +66,9 @@ class ContinuousBeamSearch:
         self.generated = torch.zeros(0, dtype=torch.long, device=device)  # tokens so far, per sentence
         self.limit = torch.zeros(0, dtype=torch.long, device=device)  # the most it may generate, EOS included
         self.scores = torch.zeros(0, self.beam, device=device)  # (sentences, beam)
-        self.done = Finished([], torch.zeros(0, dtype=torch.long, device=device),
-                             torch.zeros(0, device=device), self.nbest)
+        self.done = Finished(
+            [], torch.zeros(0, dtype=torch.long, device=device), torch.zeros(0, device=device), self.nbest
+        )
 
     @property
     def active(self) -> int:
@@ -83,13 +93,16 @@ class ContinuousBeamSearch:
             for name, value in (("ck", k), ("cv", v)):
                 value = _pad_to(value, width, dim=2)
                 old = layer_cache.get(name)
-                layer_cache[name] = (value if old is None else torch.cat([_pad_to(old, width, dim=2), value])).contiguous()
+                layer_cache[name] = (
+                    value if old is None else torch.cat([_pad_to(old, width, dim=2), value])
+                ).contiguous()
             if "k" in layer_cache:  # the new rows have no earlier positions: zeros, masked by `valid`
                 for name in ("k", "v"):
                     old = layer_cache[name]
                     layer_cache[name] = torch.cat([old, old.new_zeros((new * beam, *old.shape[1:]))])
-        self.src_mask = torch.cat([_pad_to(self.src_mask, width, dim=3, value=False),
-                                   _pad_to(src_mask, width, dim=3, value=False)])
+        self.src_mask = torch.cat(
+            [_pad_to(self.src_mask, width, dim=3, value=False), _pad_to(src_mask, width, dim=3, value=False)]
+        )
         self.valid = torch.cat([self.valid, self.valid.new_zeros(new * beam, self.valid.size(1))])
         tokens = torch.full((new * beam, self.tokens.size(1)), PAD_ID, dtype=torch.long, device=self.device)
         tokens[:, 0] = BOS_ID
@@ -119,14 +132,15 @@ class ContinuousBeamSearch:
         last = self.tokens[rows, row_generated][:, None]  # BOS or the row's last token
         valid = torch.cat([self.valid, self.valid.new_ones(count * beam, 1)], dim=1)
         self_mask = None if bool(valid.all()) else valid[:, None, None, :]
-        logits = self.model.decode(last, None, self.src_mask, self.cache, positions=row_generated,
-                                   self_mask=self_mask)[:, -1]
+        logits = self.model.decode(last, None, self.src_mask, self.cache, positions=row_generated, self_mask=self_mask)[
+            :, -1
+        ]
         step = self.generated + 1  # tokens generated with this one, per sentence
         top_scores, top_beam, top_token = top_candidates(
-            logits, self.scores, (step >= self.limit).repeat_interleave(beam), beam)
+            logits, self.scores, (step >= self.limit).repeat_interleave(beam), beam
+        )
         everyone = torch.arange(count, device=self.device)
-        finish(self.done, everyone, self.tokens, top_scores, top_beam, top_token, beam, self.alpha,
-                self.penalty, step)
+        finish(self.done, everyone, self.tokens, top_scores, top_beam, top_token, beam, self.alpha, self.penalty, step)
         # The next beams, as beam_search picks them; each row's new token goes after its own tokens.
         is_eos = top_token == EOS_ID
         rank = torch.arange(top_token.size(1), device=self.device).expand_as(top_token)
@@ -139,8 +153,9 @@ class ContinuousBeamSearch:
         self.steps_taken += 1
 
         done = self.done
-        still = still_searching(done, everyone, self.scores, self.limit, step, beam, self.alpha,
-                                 self.penalty, self.stop)
+        still = still_searching(
+            done, everyone, self.scores, self.limit, step, beam, self.alpha, self.penalty, self.stop
+        )
         finished = []
         kept_sentences = None
         if not still.all():

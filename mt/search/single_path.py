@@ -73,7 +73,9 @@ def _single_path(model, src_ids, max_len_a, max_len_b, pick) -> list[Hypothesis]
         ended = token == EOS_ID
         if ended.any():
             for row in ended.nonzero().squeeze(1).tolist():
-                hyps[int(active[row])] = Hypothesis(tokens[row, 1:-1].tolist(), float(logprob[row]), float(logprob[row]))
+                hyps[int(active[row])] = Hypothesis(
+                    tokens[row, 1:-1].tolist(), float(logprob[row]), float(logprob[row])
+                )
             keep = (~ended).nonzero().squeeze(1)
             tokens, logprob, active = tokens[keep], logprob[keep], active[keep]
             memory, src_mask = select_rows(memory, keep), select_rows(src_mask, keep)

@@ -73,8 +73,10 @@ def step_logprobs(model, tokens, memory, src_mask, cache) -> torch.Tensor:
     return logprobs
 
 
-NOT_FINITE = ("the model's scores are not finite (NaN or inf): the checkpoint is damaged, or the "
-              "precision overflows (try --precision fp32)")
+NOT_FINITE = (
+    "the model's scores are not finite (NaN or inf): the checkpoint is damaged, or the "
+    "precision overflows (try --precision fp32)"
+)
 
 
 def log_softmax_over(logits: torch.Tensor) -> torch.Tensor:
@@ -144,7 +146,6 @@ def top_candidates(logits, scores, at_limit, beam):
     return top_scores, top_ids // k, row_tokens.view(sentences, beam * k).gather(1, top_ids)
 
 
-
 def row_topk(values: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     """`values.topk(k, dim=1)` (values first, best first) by way of blocks of `block` columns, on the CPU.
 
@@ -170,15 +171,20 @@ def row_topk(values: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tenso
     return top, torch.where(in_blocks, column, where - k * block + whole)
 
 
-def select_beams(top_scores: torch.Tensor, top_beam: torch.Tensor, top_token: torch.Tensor,
-                 beam: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def select_beams(
+    top_scores: torch.Tensor, top_beam: torch.Tensor, top_token: torch.Tensor, beam: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each sentence's next beams from its candidates (`top_candidates`: sentences x 2*beam): the `beam`
     best that did not end (at most `beam` of 2*beam can). Returns their scores (sentences, beam), the
     rows they continue (sentences * beam,) and their new tokens (sentences * beam,)."""
     rank = torch.arange(top_token.size(1), device=top_token.device).expand_as(top_token)
     keep = (rank + (top_token == EOS_ID) * top_token.size(1)).argsort(dim=1)[:, :beam]
     sentence_rows = torch.arange(top_token.size(0), device=top_token.device)[:, None] * beam
-    return top_scores.gather(1, keep), (sentence_rows + top_beam.gather(1, keep)).view(-1), top_token.gather(1, keep).view(-1)
+    return (
+        top_scores.gather(1, keep),
+        (sentence_rows + top_beam.gather(1, keep)).view(-1),
+        top_token.gather(1, keep).view(-1),
+    )
 
 
 @dataclass
@@ -191,8 +197,9 @@ class Finished:
     nbest: int
 
 
-def finish(done: Finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty,
-            step: int | torch.Tensor) -> None:
+def finish(
+    done: Finished, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step: int | torch.Tensor
+) -> None:
     """Set aside hypotheses that end with EOS among each sentence's `beam` best candidates.
 
     `step`: tokens generated with this one, for all sentences or one per active sentence (rows of a

@@ -23,8 +23,9 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     for path, state in zip(paths[:-1], states[:-1]):
         difference = _difference(state["model"], reference)
         if difference:
-            raise MtError(f"{path}: not the same model as {paths[-1].name} ({difference}); "
-                          f"remove it or average fewer checkpoints")
+            raise MtError(
+                f"{path}: not the same model as {paths[-1].name} ({difference}); remove it or average fewer checkpoints"
+            )
     averaged = {}
     for key, value in states[-1]["model"].items():
         if value.is_floating_point():
@@ -32,8 +33,11 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
         else:
             averaged[key] = value
     keep = ("model_config", "vocab", "tokenizer_sha256", "step")
-    return {**{k: states[-1][k] for k in keep if k in states[-1]}, "model": averaged,
-            "averaged_from": [str(p.name) for p in paths]}
+    return {
+        **{k: states[-1][k] for k in keep if k in states[-1]},
+        "model": averaged,
+        "averaged_from": [str(p.name) for p in paths],
+    }
 
 
 def _difference(params: dict[str, Any], reference: dict[str, Any]) -> str | None:
@@ -62,8 +66,10 @@ def average_last(exp: Experiment, n: int, name: str = "average", force: bool = F
     steps = exp.step_checkpoints()
     if len(steps) < n:
         have = ", ".join(p.stem for p in steps) or "none"
-        raise MtError(f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
-                      f"average fewer, or train with a smaller train.save_every or larger train.keep_last")
+        raise MtError(
+            f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
+            f"average fewer, or train with a smaller train.save_every or larger train.keep_last"
+        )
     target = exp.checkpoint_path(name)
     check_output(target, force)
     paths = steps[-n:]

@@ -53,13 +53,16 @@ def check_world_size(path: Path, saved_world: int, world: int) -> None:
     """Refuse to resume checkpoint `path`, saved by saved_world processes, in `world`: each process saved
     its own random state and place in the data, and the batch is per process."""
     if saved_world != world:
-        raise MtError(f"{path}: saved by {saved_world} training process(es), now {world}; "
-                      f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)")
+        raise MtError(
+            f"{path}: saved by {saved_world} training process(es), now {world}; "
+            f"resume with the same number (`mt train --nproc {saved_world}` or torchrun)"
+        )
 
 
 # -- a training run's checkpoints -------------------------------------------------------------------
-def save_training_checkpoint(exp: Experiment, state: dict[str, Any], step: int, is_best: bool,
-                             save_every: int, keep_last: int) -> None:
+def save_training_checkpoint(
+    exp: Experiment, state: dict[str, Any], step: int, is_best: bool, save_every: int, keep_last: int
+) -> None:
     """best.pt on a new best, step_N.pt every save_every steps (keeping keep_last of them), then
     last.pt. last.pt is the commit point: a resume believes what it says (the step, the best value so
     far), so it is written after every file it vouches for. A save that fails before it leaves last.pt
@@ -88,8 +91,13 @@ def rng_state(device: torch.device) -> dict[str, Any]:
     name, key, pos, has_gauss, cached = np.random.get_state()
     state = {
         "python": {"version": version, "state": torch.tensor(mt_state, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),  # type: ignore[attr-defined]
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "numpy": {
+            "name": name,
+            "key": torch.from_numpy(key.astype(np.int64)),  # type: ignore[attr-defined]
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if device.type == "cuda":
@@ -104,8 +112,15 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
         random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
     if "numpy" in state:
         np_state = state["numpy"]
-        np.random.set_state((np_state["name"], np_state["key"].numpy().astype(np.uint32), np_state["pos"],
-                             np_state["has_gauss"], np_state["cached_gaussian"]))
+        np.random.set_state(
+            (
+                np_state["name"],
+                np_state["key"].numpy().astype(np.uint32),
+                np_state["pos"],
+                np_state["has_gauss"],
+                np_state["cached_gaussian"],
+            )
+        )
     torch.set_rng_state(state["torch"])
     if device.type == "cuda" and "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)
@@ -124,11 +139,15 @@ def init_weights(source: str, tokenizer_sha256: dict[str, str], model_cfg: Model
             f"{str(theirs.get(side))[:12]}, ours {tokenizer_sha256[side][:12]}); copy its experiment's "
             f"tokenizer/ into the new experiment before `mt binarize`"
         )
-    differing = [f"model.{key} {theirs!r} (ours {ours!r})"
-                 for key, theirs, ours in model_differences(state.get("model_config"), model_cfg)]
+    differing = [
+        f"model.{key} {theirs!r} (ours {ours!r})"
+        for key, theirs, ours in model_differences(state.get("model_config"), model_cfg)
+    ]
     if differing:
-        raise MtError(f"--init-from {source}: {path} has another model: {', '.join(differing)}; "
-                      f"give the new experiment the same model settings")
+        raise MtError(
+            f"--init-from {source}: {path} has another model: {', '.join(differing)}; "
+            f"give the new experiment the same model settings"
+        )
     return path, state["model"]
 
 
@@ -168,9 +187,15 @@ def save_training(run: Training, is_best: bool = False) -> None:
     if run.trainer.group.is_main:
         tcfg = run.cfg.train
         if run.trainer.ema is not None:  # the average as a model of its own (`--checkpoint ema`), before last.pt
-            save_checkpoint(run.exp.checkpoint_path("ema"), {
-                "model": run.trainer.ema.model_state(run.trainer.model), **run.metadata,
-                "step": run.trainer.state.step, "ema_decay": run.trainer.ema.decay})
+            save_checkpoint(
+                run.exp.checkpoint_path("ema"),
+                {
+                    "model": run.trainer.ema.model_state(run.trainer.model),
+                    **run.metadata,
+                    "step": run.trainer.state.step,
+                    "ema_decay": run.trainer.ema.decay,
+                },
+            )
         save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
 
 
@@ -182,15 +207,20 @@ def resume_training(run: Training) -> bool:
     if not path.exists():
         earlier = run.exp.step_checkpoints()
         if earlier:
-            raise MtError(f"{run.exp.checkpoints_dir}: {', '.join(p.name for p in earlier)} of an earlier run but no "
-                          f"last.pt; restore last.pt to resume, or remove those step_*.pt files to start again")
+            raise MtError(
+                f"{run.exp.checkpoints_dir}: {', '.join(p.name for p in earlier)} of an earlier run but no "
+                f"last.pt; restore last.pt to resume, or remove those step_*.pt files to start again"
+            )
         return False
     saved = load_checkpoint(path)
     _check_resumable(run, path, saved)
     trainer, tcfg = run.trainer, run.cfg.train
     trainer.model.load_state_dict(saved["model"])
-    trainer.optimizer.load_state_dict(regroup_optimizer_state(
-        saved["optimizer"], trainer.model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps))
+    trainer.optimizer.load_state_dict(
+        regroup_optimizer_state(
+            saved["optimizer"], trainer.model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps
+        )
+    )
     if trainer.scaler is not None and saved.get("scaler"):
         trainer.scaler.load_state_dict(saved["scaler"])
     if trainer.ema is not None:

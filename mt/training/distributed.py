@@ -89,8 +89,10 @@ def setup(device: str = "cpu") -> Distributed:
         return Distributed(device=torch.device(device))
     missing = [key for key in ENV_KEYS if key not in os.environ]
     if missing:
-        raise ConfigError(f"this looks like a torchrun process (WORLD_SIZE or TORCHELASTIC_RUN_ID is set) but "
-                          f"{', '.join(missing)} is not: start with torchrun or `mt train --nproc N`")
+        raise ConfigError(
+            f"this looks like a torchrun process (WORLD_SIZE or TORCHELASTIC_RUN_ID is set) but "
+            f"{', '.join(missing)} is not: start with torchrun or `mt train --nproc N`"
+        )
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     target = torch.device(device)

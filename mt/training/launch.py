@@ -27,9 +27,16 @@ from mt.hardware import launched_by_torchrun
 Resolve = Callable[[], tuple[Experiment, ExperimentConfig, ConfigChange]]
 
 
-def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, init_from: str | None = None,
-                    threads: int | None = None, device: str = "cpu", precision: str | None = None,
-                    debug: bool = False) -> None:
+def train_processes(
+    exp_dir: Path,
+    resolve: Resolve,
+    nproc: int | None = None,
+    init_from: str | None = None,
+    threads: int | None = None,
+    device: str = "cpu",
+    precision: str | None = None,
+    debug: bool = False,
+) -> None:
     """`mt train`: all of training here, this rank's part under torchrun, or `nproc` new processes.
 
     `resolve` is called once, by the process that writes the config; `precision` is the flag's (for
@@ -73,8 +80,9 @@ def train_processes(exp_dir: Path, resolve: Resolve, nproc: int | None = None, i
         os._exit(0)
 
 
-def train_here(exp_dir: Path, resolve: Resolve, init_from: str | None, threads: int | None, device: str,
-               group=None) -> dict:
+def train_here(
+    exp_dir: Path, resolve: Resolve, init_from: str | None, threads: int | None, device: str, group=None
+) -> dict:
     """This process's part: all of training, or one rank of torchrun's `group` (rank 0 resolves the config)."""
     change = None  # rank 0's: the other ranks read its config
     if group is None or group.is_main:
@@ -122,8 +130,10 @@ def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str])
     with change.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back
         signal_name = start_workers(nproc, args)
     if signal_name:
-        log.info(f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
-                 f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume")
+        log.info(
+            f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
+            f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume"
+        )
         raise KeyboardInterrupt  # exit 130, as one process does (report_stop)
 
 

@@ -13,7 +13,6 @@ bitwise as if never interrupted.
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import time
@@ -35,7 +34,7 @@ from mt.model.transformer import count_parameters
 from mt.training.checkpoints import resume_training, save_training, start_from_weights
 from mt.training.distributed import Distributed
 from mt.training.setup import Training, build_training
-from mt.training.train_log import TensorBoardLog
+from mt.training.train_log import open_train_log
 from mt.training.trainer import Trainer
 from mt.training.validate import BleuSample, validate
 
@@ -106,13 +105,19 @@ def train(
             run.bleu = bleu_sample(run)  # now: a reference file changed since binarize stops no trained step
         _log_start(run, resumed)
         _note_device(run, resumed)
-        with _StopSignal() as stop, log.make_progress() as progress, _open_log(exp, group, cfg.train.tensorboard) as log_file:
+        with (
+            _StopSignal() as stop,
+            log.make_progress() as progress,
+            open_train_log(exp, group, cfg.train.tensorboard) as log_file,
+        ):
             loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
             stopped_by = loop.run()
         if stopped_by in ("SIGINT", "SIGTERM", "signal"):
             again = f" with {group.world_size} processes" if group.world_size > 1 else ""
-            log.info(f"{stopped_by}: saved {exp.checkpoint_path('last')} at step {trainer.state.step}; "
-                     f"run `mt train --exp {exp.root}` again{again} to resume")
+            log.info(
+                f"{stopped_by}: saved {exp.checkpoint_path('last')} at step {trainer.state.step}; "
+                f"run `mt train --exp {exp.root}` again{again} to resume"
+            )
         return {
             "steps": trainer.state.step,
             "params": count_parameters(trainer.model),
@@ -132,15 +137,24 @@ def _log_start(run: Training, resumed: bool) -> None:
         f"{'resuming at step ' + str(trainer.state.step) if resumed else 'training'}: "
         f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(run.train_data)} training pairs, "
         f"peak lr {trainer.schedule.peak_lr:.2e} at step {tcfg.warmup_steps}, {trainer.precision}"
-        + (f", {world} processes" if world > 1 else ", 1 process in a process group (DDP)" if trainer.group.joined else "")
+        + (
+            f", {world} processes"
+            if world > 1
+            else ", 1 process in a process group (DDP)"
+            if trainer.group.joined
+            else ""
+        )
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )
     if tcfg.warmup_steps >= tcfg.max_steps and trainer.group.is_main:  # a short trial run with the paper's warmup
-        log.warn(f"train.warmup_steps {tcfg.warmup_steps} >= train.max_steps {tcfg.max_steps}: the learning rate "
-                 f"never reaches its peak; lower --warmup-steps")
+        log.warn(
+            f"train.warmup_steps {tcfg.warmup_steps} >= train.max_steps {tcfg.max_steps}: the learning rate "
+            f"never reaches its peak; lower --warmup-steps"
+        )
     if trainer.ema is None and run.exp.checkpoint_path("ema").exists() and trainer.group.is_main:
-        log.warn(f"{run.exp.checkpoint_path('ema')} is from a run with train.ema_decay; with it off, it is no "
-                 f"longer updated")
+        log.warn(
+            f"{run.exp.checkpoint_path('ema')} is from a run with train.ema_decay; with it off, it is no longer updated"
+        )
     if trainer.device.type == "cpu" and (hint := allocator_hint()):
         log.info(hint)
 
@@ -151,18 +165,29 @@ def _note_device(run: Training, resumed: bool) -> None:
     trainer = run.trainer
     now, before = trainer.device.type, trainer.state.device
     if trainer.group.is_main and resumed and before and before != now:
-        log.warn(f"{run.exp.checkpoint_path('last')} was trained on {before}; this run continues on {now} "
-                 f"(--device {before} to stay there)")
+        log.warn(
+            f"{run.exp.checkpoint_path('last')} was trained on {before}; this run continues on {now} "
+            f"(--device {before} to stay there)"
+        )
     if trainer.group.is_main and now == "cpu" and torch.cuda.is_available():
-        log.warn(f"training on the CPU although {torch.cuda.device_count()} GPU(s) are present: --device cuda uses them")
+        log.warn(
+            f"training on the CPU although {torch.cuda.device_count()} GPU(s) are present: --device cuda uses them"
+        )
     trainer.state.device = now
 
 
 def validate_run(run: Training) -> dict[str, float]:
     """Validation loss, NLL and perplexity; with train.valid_bleu, greedy BLEU on a sample."""
     trainer, tcfg = run.trainer, run.cfg.train
-    metrics = validate(trainer.model, run.valid_data, tcfg.max_tokens, tcfg.precision, tcfg.label_smoothing,
-                       trainer.device, trainer.group)
+    metrics = validate(
+        trainer.model,
+        run.valid_data,
+        tcfg.max_tokens,
+        tcfg.precision,
+        tcfg.label_smoothing,
+        trainer.device,
+        trainer.group,
+    )
     if tcfg.valid_bleu:
         if run.bleu is None:
             run.bleu = bleu_sample(run)
@@ -181,54 +206,27 @@ def bleu_sample(run: Training) -> BleuSample:
     refs = [ref for pair in cfg.data.pairs() for ref in load_split(cfg.data.sources("valid", pair))[1]]
     changed = f"{', '.join(dict.fromkeys(s.name for s in sources))}: changed since `mt binarize`"
     if line_numbers.size and int(line_numbers.max()) >= len(refs):
-        raise MtError(f"{changed} ({len(refs)} reference lines, binarize kept line {int(line_numbers.max()) + 1}); "
-                      f"restore it or binarize into a new --exp")
+        raise MtError(
+            f"{changed} ({len(refs)} reference lines, binarize kept line {int(line_numbers.max()) + 1}); "
+            f"restore it or binarize into a new --exp"
+        )
     refs = [refs[int(n)] for n in line_numbers]
     for row, ids in enumerate(run.tgt_tok.encode(refs)):
         if not np.array_equal(np.asarray(ids), run.valid_data.tgt(row)):
-            raise MtError(f"{changed} (reference line {int(line_numbers[row]) + 1} differs from the binarized one); "
-                          f"restore it or binarize into a new --exp")
-    return BleuSample(run.valid_data, refs, run.tgt_tok,
-                      cfg.train.valid_bleu_sentences, cfg.decode.max_tokens, cfg.decode.max_len_a,
-                      cfg.decode.max_len_b, cfg.train.precision)
-
-
-class _Log:
-    """Rank 0's records: train.jsonl (appended to over runs), and TensorBoard's events if asked."""
-
-    def __init__(self, handle, tensorboard: TensorBoardLog | None):
-        self.handle, self.tensorboard = handle, tensorboard
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(record) + "\n")
-        self.handle.flush()
-        if self.tensorboard is not None:
-            self.tensorboard.write(record)
-
-
-@contextmanager
-def _open_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterator[_Log | None]:
-    """The log for rank 0; None for the other processes."""
-    if not group.is_main:
-        yield None
-        return
-    board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
-    try:
-        _end_last_line(exp.train_log_path)
-        with open(exp.train_log_path, "a", encoding="utf-8") as handle:
-            yield _Log(handle, board)
-    finally:
-        if board is not None:
-            board.close()
-
-
-def _end_last_line(path) -> None:
-    """A run killed mid-write left half a record: the next starts on a line of its own, not glued to it."""
-    if path.exists() and path.stat().st_size:
-        with open(path, "rb+") as handle:
-            handle.seek(-1, 2)
-            if handle.read(1) != b"\n":
-                handle.write(b"\n")
+            raise MtError(
+                f"{changed} (reference line {int(line_numbers[row]) + 1} differs from the binarized one); "
+                f"restore it or binarize into a new --exp"
+            )
+    return BleuSample(
+        run.valid_data,
+        refs,
+        run.tgt_tok,
+        cfg.train.valid_bleu_sentences,
+        cfg.decode.max_tokens,
+        cfg.decode.max_len_a,
+        cfg.decode.max_len_b,
+        cfg.train.precision,
+    )
 
 
 class _Loop:
@@ -305,8 +303,11 @@ class _Loop:
         trainer = self.trainer
         if trainer.bad_in_row < self.tcfg.max_bad_steps:
             return
-        last = (f"{self.training.exp.checkpoint_path('last')} (step {self.saved_at})" if self.saved_at >= 0
-                else "none saved yet")
+        last = (
+            f"{self.training.exp.checkpoint_path('last')} (step {self.saved_at})"
+            if self.saved_at >= 0
+            else "none saved yet"
+        )
         raise MtError(
             f"step {trainer.state.step + 1}: {trainer.bad_in_row} updates in a row had a non-finite loss or "
             f"gradient norm and were skipped (train.max_bad_steps); last good checkpoint: {last}; "
@@ -376,8 +377,12 @@ class _Window:
 def _report(record: dict, progress, task) -> None:
     text = (
         f"step {record['step']}"
-        + (f" loss {record['loss']:.3f} ppl {record['ppl']:.1f} lr {record['lr']:.2e} "
-           f"{record['tgt_tokens_per_s']:.0f} tgt tok/s" if "loss" in record else "")
+        + (
+            f" loss {record['loss']:.3f} ppl {record['ppl']:.1f} lr {record['lr']:.2e} "
+            f"{record['tgt_tokens_per_s']:.0f} tgt tok/s"
+            if "loss" in record
+            else ""
+        )
         + (f" skipped {record['skipped']}" if record.get("skipped") else "")
         + (f" | valid nll {record['valid_nll']:.3f} ppl {record['valid_ppl']:.2f}" if "valid_nll" in record else "")
         + (f" bleu {record['valid_bleu']:.2f}" if "valid_bleu" in record else "")

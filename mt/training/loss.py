@@ -18,7 +18,9 @@ from mt.data.batching import Batch
 from mt.model.transformer import Transformer
 from mt.tokenizer import PAD_ID
 
-CHUNK_ELEMENTS = 1 << 22  # logits per chunk: 16 MB in fp32; smaller chunks lose more in the matmuls (bench/cpu_kernels.py)
+CHUNK_ELEMENTS = (
+    1 << 22
+)  # logits per chunk: 16 MB in fp32; smaller chunks lose more in the matmuls (bench/cpu_kernels.py)
 
 
 def _compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
@@ -108,8 +110,9 @@ def decoder_states(model: Transformer, src_ids: torch.Tensor, tgt_in: torch.Tens
     return model.decode_hidden(tgt_in, memory, src_mask)
 
 
-def output_loss(model: Transformer, hidden: torch.Tensor, tgt_out: torch.Tensor,
-                epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def output_loss(
+    model: Transformer, hidden: torch.Tensor, tgt_out: torch.Tensor, epsilon: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The output layer and the loss of the decoder's `hidden` states, on non-pad target positions only."""
     keep = tgt_out != PAD_ID
     return label_smoothed_loss(hidden[keep], model.output.weight, tgt_out[keep], epsilon)

@@ -15,20 +15,24 @@ def decay_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
     params = list(model.parameters())
     if weight_decay == 0:
         return [{"params": params, "weight_decay": 0.0}]
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
-def build_optimizer(model: torch.nn.Module, weight_decay: float, betas: tuple[float, float],
-                    eps: float) -> torch.optim.AdamW:
+def build_optimizer(
+    model: torch.nn.Module, weight_decay: float, betas: tuple[float, float], eps: float
+) -> torch.optim.AdamW:
     """AdamW over `decay_groups`; the lr is set before each update by the schedule."""
     # fused: one kernel over all parameters, several times faster than foreach on the CPU
     # (docs/performance-notes.md).
     return torch.optim.AdamW(decay_groups(model, weight_decay), lr=0.0, betas=betas, eps=eps, fused=True)
 
 
-def regroup_optimizer_state(saved: dict[str, Any], model: torch.nn.Module, weight_decay: float,
-                            betas: tuple[float, float], eps: float) -> dict[str, Any]:
+def regroup_optimizer_state(
+    saved: dict[str, Any], model: torch.nn.Module, weight_decay: float, betas: tuple[float, float], eps: float
+) -> dict[str, Any]:
     """A saved AdamW state laid out for the groups `decay_groups` makes now, with these betas, eps
     and weight decay. torch's load_state_dict would keep the saved hyperparameters (a changed
     `train.weight_decay` or `adam_beta2` silently ignored on resume) and refuses another number of
@@ -43,6 +47,5 @@ def regroup_optimizer_state(saved: dict[str, Any], model: torch.nn.Module, weigh
     for g in groups:
         ids = list(range(start, start + len(g["params"])))
         start += len(ids)
-        param_groups.append({**template, "params": ids, "weight_decay": g["weight_decay"],
-                             "betas": betas, "eps": eps})
+        param_groups.append({**template, "params": ids, "weight_decay": g["weight_decay"], "betas": betas, "eps": eps})
     return {"state": state, "param_groups": param_groups}

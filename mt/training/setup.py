@@ -72,8 +72,13 @@ class Training:
     bleu: BleuSample | None = None  # train.valid_bleu's sample, made at the first validation
 
 
-def build_training(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", group: Distributed | None = None,
-                   keep_freed: bool = True) -> Training:
+def build_training(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    device: str = "cpu",
+    group: Distributed | None = None,
+    keep_freed: bool = True,
+) -> Training:
     """A fresh run of `exp` (mt.training.checkpoints resumes it). `group`: this process's place among
     several (one process by default). `keep_freed`: ask glibc to keep freed memory for reuse (see
     mt.hardware); bench/heap.py turns it off to measure glibc's defaults."""
@@ -96,9 +101,18 @@ def build_training(exp: Experiment, cfg: ExperimentConfig, device: str = "cpu", 
         group.wrap(loss_module),
         build_optimizer(model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps),
         BatchStream(train_data, tcfg.max_tokens, tcfg.seed, group.rank, group.world_size, tcfg.direction_temperature),
-        Schedule(peak_lr(tcfg.lr_peak, tcfg.lr_scale, tcfg.warmup_steps, cfg.model.d_model), tcfg.warmup_steps,
-                 tcfg.max_steps, tcfg.max_time, tcfg.cooldown, tcfg.cooldown_shape, tcfg.lr_schedule,
-                 cfg.model.dropout, tcfg.early_dropout, tcfg.early_dropout_until),
+        Schedule(
+            peak_lr(tcfg.lr_peak, tcfg.lr_scale, tcfg.warmup_steps, cfg.model.d_model),
+            tcfg.warmup_steps,
+            tcfg.max_steps,
+            tcfg.max_time,
+            tcfg.cooldown,
+            tcfg.cooldown_shape,
+            tcfg.lr_schedule,
+            cfg.model.dropout,
+            tcfg.early_dropout,
+            tcfg.early_dropout_until,
+        ),
         TrainingState.fresh(tcfg.best_metric),
         group,
         scheduled_dropouts(model),

@@ -4,16 +4,30 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from mt.errors import ConfigError, MtError
 
+if TYPE_CHECKING:
+    from mt.experiment.paths import Experiment
+    from mt.training.distributed import Distributed
+
 # train.jsonl's fields -> TensorBoard's tags.
 TENSORBOARD_TAGS = {
-    "loss": "train/loss", "nll": "train/nll", "ppl": "train/ppl", "lr": "train/lr", "grad_norm": "train/grad_norm",
-    "tgt_tokens_per_s": "train/tgt_tokens_per_s", "tokens_per_s": "train/tokens_per_s", "loss_scale": "train/loss_scale",
-    "valid_loss": "valid/loss", "valid_nll": "valid/nll", "valid_ppl": "valid/ppl", "valid_bleu": "valid/bleu",
+    "loss": "train/loss",
+    "nll": "train/nll",
+    "ppl": "train/ppl",
+    "lr": "train/lr",
+    "grad_norm": "train/grad_norm",
+    "tgt_tokens_per_s": "train/tgt_tokens_per_s",
+    "tokens_per_s": "train/tokens_per_s",
+    "loss_scale": "train/loss_scale",
+    "valid_loss": "valid/loss",
+    "valid_nll": "valid/nll",
+    "valid_ppl": "valid/ppl",
+    "valid_bleu": "valid/bleu",
 }
 
 
@@ -53,8 +67,10 @@ class TensorBoardLog:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
-            raise ConfigError("train.tensorboard: needs the tensorboard package: pip install tensorboard "
-                              "(in mt's checkout: pip install -e '.[tensorboard]'), or set train.tensorboard: false") from None
+            raise ConfigError(
+                "train.tensorboard: needs the tensorboard package: pip install tensorboard "
+                "(in mt's checkout: pip install -e '.[tensorboard]'), or set train.tensorboard: false"
+            ) from None
         self.writer = SummaryWriter(log_dir=str(directory))
 
     def write(self, record: dict[str, Any]) -> None:
@@ -65,3 +81,41 @@ class TensorBoardLog:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class TrainLog:
+    """Rank 0's records: train.jsonl (appended to over runs), and TensorBoard's events if asked."""
+
+    def __init__(self, handle, tensorboard: TensorBoardLog | None):
+        self.handle, self.tensorboard = handle, tensorboard
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(record) + "\n")
+        self.handle.flush()
+        if self.tensorboard is not None:
+            self.tensorboard.write(record)
+
+
+@contextmanager
+def open_train_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterator[TrainLog | None]:
+    """The log for rank 0; None for the other processes."""
+    if not group.is_main:
+        yield None
+        return
+    board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
+    try:
+        end_last_line(exp.train_log_path)
+        with open(exp.train_log_path, "a", encoding="utf-8") as handle:
+            yield TrainLog(handle, board)
+    finally:
+        if board is not None:
+            board.close()
+
+
+def end_last_line(path) -> None:
+    """A run killed mid-write left half a record: the next starts on a line of its own, not glued to it."""
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb+") as handle:
+            handle.seek(-1, 2)
+            if handle.read(1) != b"\n":
+                handle.write(b"\n")

@@ -130,8 +130,12 @@ class Trainer:
                 with autocast(self.precision, self.device):
                     loss, nll = self.loss_module(batch.src_ids, batch.tgt_in, batch.tgt_out)
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-            totals = [totals[0] + float(loss.detach()), totals[1] + float(nll.detach()),
-                      totals[2] + counts[0], totals[3] + counts[1]]
+            totals = [
+                totals[0] + float(loss.detach()),
+                totals[1] + float(nll.detach()),
+                totals[2] + counts[0],
+                totals[3] + counts[1],
+            ]
         return totals
 
     def finish_gradients(self, tgt_tokens: float) -> float:

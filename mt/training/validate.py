@@ -55,8 +55,17 @@ class BleuSample:
     caller maps rows to corpus lines); size: how many rows (train.valid_bleu_sentences); max_tokens,
     max_len_a, max_len_b: decoding's limits (decode.*); precision: training's (train.precision)."""
 
-    def __init__(self, data: ParallelData, refs: list[str], tgt_tok: Tokenizer, size: int, max_tokens: int,
-                 max_len_a: float, max_len_b: int, precision: str):
+    def __init__(
+        self,
+        data: ParallelData,
+        refs: list[str],
+        tgt_tok: Tokenizer,
+        size: int,
+        max_tokens: int,
+        max_len_a: float,
+        max_len_b: int,
+        precision: str,
+    ):
         size = min(size, len(data))
         # The same sentences at every validation, so that the scores compare; a private generator
         # leaves the global ones (saved in checkpoints) alone.

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import mt.data.arrays
 import mt.data.binarize
 import mt.data.binarize_workers
 import mt.data.corpus
@@ -131,14 +132,14 @@ def test_binarize_refuses_existing_data_dir(setup):
 
 def test_interrupted_binarize_leaves_no_data_dir(setup, monkeypatch):
     exp, cfg, _ = setup
-    real_append = mt.data.binarize.SplitWriter.append
+    real_append = mt.data.arrays.SplitWriter.append
 
     def append_then_fail(self, arrays, lines, direction=0):
         if self.files["lines"].path.name.startswith("valid"):  # train is already written to the temporary directory
             raise KeyboardInterrupt
         real_append(self, arrays, lines, direction)
 
-    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_fail)
+    monkeypatch.setattr(mt.data.arrays.SplitWriter, "append", append_then_fail)
     with pytest.raises(KeyboardInterrupt):
         binarize(exp, cfg)
     assert not exp.data_dir.exists()
@@ -163,7 +164,7 @@ def test_parallel_data_missing_points_to_binarize(tmp_path):
 
 
 def test_npy_writer_appends_pieces_into_one_loadable_array(tmp_path):
-    writer = mt.data.binarize.NpyWriter(tmp_path / "a.npy", np.uint16)
+    writer = mt.data.arrays.NpyWriter(tmp_path / "a.npy", np.uint16)
     pieces = [np.arange(5), np.zeros(0, np.int64), np.arange(1000, 1003)]
     for piece in pieces:
         writer.append(piece)
@@ -176,7 +177,7 @@ def test_npy_writer_appends_pieces_into_one_loadable_array(tmp_path):
 
 
 def test_seen_pairs_finds_duplicates_across_and_within_chunks():
-    seen = mt.data.binarize.SeenPairs()
+    seen = mt.data.arrays.SeenPairs()
     rng = np.random.default_rng(0)
     stream = rng.integers(0, 300, size=2000).astype(np.uint64)  # many repeats
     masks = [seen.first_seen(stream[i : i + 37]) for i in range(0, len(stream), 37)]
@@ -438,7 +439,7 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
     exp, cfg, _ = setup
     exp.root.joinpath(".data-999999999-x1y2").mkdir()  # left by a binarize that was killed
     monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
-    real_append, calls = mt.data.binarize.SplitWriter.append, []
+    real_append, calls = mt.data.arrays.SplitWriter.append, []
 
     def append_then_interrupt(self, arrays, lines, direction=0):
         calls.append(1)
@@ -446,13 +447,13 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
             raise KeyboardInterrupt
         real_append(self, arrays, lines, direction)
 
-    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", append_then_interrupt)
+    monkeypatch.setattr(mt.data.arrays.SplitWriter, "append", append_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         binarize(exp, cfg, workers=2)
     assert not exp.data_dir.exists() and not multiprocessing.active_children()
     # Its own temporary directory is gone, and so is the killed run's (its process is not alive).
     assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
-    monkeypatch.setattr(mt.data.binarize.SplitWriter, "append", real_append)
+    monkeypatch.setattr(mt.data.arrays.SplitWriter, "append", real_append)
     stats = binarize(exp, cfg, workers=2)
     assert stats["splits"]["train"]["kept"] == 207
 

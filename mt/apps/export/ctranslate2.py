@@ -40,12 +40,15 @@ from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
 NEVER_EMITTED = -1e4  # bias of <pad> and <s>: exp(-1e4) is 0 in every precision CTranslate2 computes in
 
+
 def _ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise MtError("--format ctranslate2 needs the ctranslate2 package: pip install 'ctranslate2>=4' "
-                      "(in mt's checkout: pip install -e '.[export]')") from None
+        raise MtError(
+            "--format ctranslate2 needs the ctranslate2 package: pip install 'ctranslate2>=4' "
+            "(in mt's checkout: pip install -e '.[export]')"
+        ) from None
     return ctranslate2
 
 
@@ -74,8 +77,12 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     from ctranslate2.specs import TransformerSpec, common_spec
 
     pre_norm = model.encoder[0].attn_block.pre_norm
-    spec = TransformerSpec.from_config((len(model.encoder), len(model.decoder)), model.encoder[0].self_attn.n_heads,
-                                       pre_norm=pre_norm, activation=common_spec.Activation.RELU)
+    spec = TransformerSpec.from_config(
+        (len(model.encoder), len(model.decoder)),
+        model.encoder[0].self_attn.n_heads,
+        pre_norm=pre_norm,
+        activation=common_spec.Activation.RELU,
+    )
     weights = Weights(model)
     for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
         side.scale_embeddings = float(embed.scale)  # sqrt(d_model), Sec. 3.4
@@ -118,8 +125,10 @@ def _vocabularies(spec, src_vocab: list[str], tgt_vocab: list[str]) -> None:
     """Pieces in id order; the special tokens are whatever pieces sit at mt's fixed ids."""
     for name, id_ in (("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
         if src_vocab[id_] != tgt_vocab[id_]:
-            raise MtError(f"the {name} piece differs between the vocabularies ({src_vocab[id_]!r}, "
-                          f"{tgt_vocab[id_]!r}): CTranslate2 names one {name} token for both sides")
+            raise MtError(
+                f"the {name} piece differs between the vocabularies ({src_vocab[id_]!r}, "
+                f"{tgt_vocab[id_]!r}): CTranslate2 names one {name} token for both sides"
+            )
     if len(set(src_vocab)) != len(src_vocab) or len(set(tgt_vocab)) != len(tgt_vocab):
         raise MtError("a vocabulary holds the same piece twice: CTranslate2 looks tokens up by piece")
     spec.register_source_vocabulary(list(src_vocab))
@@ -153,35 +162,54 @@ def writer(source: Exported, quantize: str | None, license: str | None = None) -
     model(s), and README.txt."""
     spec = build_spec(source.model, _pieces(source.src_tok), _pieces(source.tgt_tok))
     spec.optimize(quantization=quantize)
-    spm_files = {"spm.model": source.src_tok} if source.joint else {"spm.src.model": source.src_tok,
-                                                                    "spm.tgt.model": source.tgt_tok}
+    spm_files = (
+        {"spm.model": source.src_tok}
+        if source.joint
+        else {"spm.src.model": source.src_tok, "spm.tgt.model": source.tgt_tok}
+    )
 
     def write(directory: Path) -> None:
         spec.save(str(directory))
         for name, tokenizer in spm_files.items():
             (directory / name).write_bytes(tokenizer.proto)
-        (directory / "README.txt").write_text(readme(source.exp, source.cfg, source.path, source.state, quantize,
-                                                     list(spm_files), source.model.max_positions), encoding="utf-8")
+        (directory / "README.txt").write_text(
+            readme(
+                source.exp, source.cfg, source.path, source.state, quantize, list(spm_files), source.model.max_positions
+            ),
+            encoding="utf-8",
+        )
 
     return write
 
 
-def readme(exp: Experiment, cfg: ExperimentConfig, path: Path, state: dict, quantize: str | None,
-           spm_files: list[str], max_positions: int) -> str:
+def readme(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    path: Path,
+    state: dict,
+    quantize: str | None,
+    spm_files: list[str],
+    max_positions: int,
+) -> str:
     """README.txt: where the model came from, how to run it, and the settings that match `mt translate`."""
     d = cfg.decode
     src_spm, tgt_spm = spm_files[0], spm_files[-1]
     penalty_note = {
         "length": f"mt's decode.length_penalty is length: length_penalty={d.alpha} is the same penalty.",
         "none": "mt's decode.length_penalty is none: length_penalty=0 is the same.",
-        "gnmt": (f"mt's decode.length_penalty is gnmt ((5+|Y|)/6)^alpha, which CTranslate2 does not have: "
-                 f"length_penalty={d.alpha} is |Y|^alpha, as `mt translate --length-penalty length`."),
+        "gnmt": (
+            f"mt's decode.length_penalty is gnmt ((5+|Y|)/6)^alpha, which CTranslate2 does not have: "
+            f"length_penalty={d.alpha} is |Y|^alpha, as `mt translate --length-penalty length`."
+        ),
     }[d.length_penalty]
     alpha = 0 if d.length_penalty == "none" else d.alpha
     languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
-    stop_note = ("patience=1 (the default) is mt's decode.stop early: stop once beam_size hypotheses have "
-                 "finished." if d.stop == "early" else "mt's decode.stop is exact, which CTranslate2 does not "
-                 "have: patience=1 (the default) is `mt translate --stop early`.")
+    stop_note = (
+        "patience=1 (the default) is mt's decode.stop early: stop once beam_size hypotheses have finished."
+        if d.stop == "early"
+        else "mt's decode.stop is exact, which CTranslate2 does not "
+        "have: patience=1 (the default) is `mt translate --stop early`."
+    )
     return f"""CTranslate2 model exported by `mt export` on {datetime.date.today().isoformat()}
 experiment: {exp.root}
 checkpoint: {path} (step {state.get("step", "?")})
@@ -221,14 +249,22 @@ To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.bea
 
 def _languages(cfg: ExperimentConfig, src_spm: str, tgt_spm: str) -> tuple[str, str, str]:
     """The README's lines on the languages, its encoding line, and a multilingual model's note."""
-    languages, encode, tags = f"source:     {cfg.data.src_lang}, SentencePiece model {src_spm}\ntarget:     " \
-        f"{cfg.data.tgt_lang}, SentencePiece model {tgt_spm}", "pieces = src_sp.encode(lines, out_type=str)", ""
+    languages, encode, tags = (
+        f"source:     {cfg.data.src_lang}, SentencePiece model {src_spm}\ntarget:     "
+        f"{cfg.data.tgt_lang}, SentencePiece model {tgt_spm}",
+        "pieces = src_sp.encode(lines, out_type=str)",
+        "",
+    )
     if cfg.data.multilingual:  # one model, several directions: the first source piece names the target
         first = cfg.data.pairs()[0][1]
-        languages = (f"directions: {', '.join(cfg.data.directions)} (trained), SentencePiece model {src_spm}\n"
-                     f"target language tokens (the first source piece asks for the target): "
-                     + ", ".join(f"{language_tag(lang)} {lang}" for lang in cfg.data.languages()))
+        languages = (
+            f"directions: {', '.join(cfg.data.directions)} (trained), SentencePiece model {src_spm}\n"
+            f"target language tokens (the first source piece asks for the target): "
+            + ", ".join(f"{language_tag(lang)} {lang}" for lang in cfg.data.languages())
+        )
         encode = f'pieces = [["{language_tag(first)}"] + p for p in src_sp.encode(lines, out_type=str)]  # into {first}'
-        tags = ("\nA multilingual model: put the target language's token first in every source, as above; "
-                "a direction\nnot among those trained is zero-shot (it translates, less well).\n")
+        tags = (
+            "\nA multilingual model: put the target language's token first in every source, as above; "
+            "a direction\nnot among those trained is zero-shot (it translates, less well).\n"
+        )
     return languages, encode, tags

@@ -30,16 +30,41 @@ EXPORT_MARKERS = ("model.bin", "model.safetensors")
 MANIFEST = ".mt-export.json"  # {"format": ..., "files": [...]}: what the export wrote, and nothing else
 # What an export of an mt without MANIFEST may have written (either format): such a directory is
 # replaced only when it holds nothing else.
-EARLIER_FILES = frozenset((
-    "README.txt", "config.json", "model.bin", "shared_vocabulary.json", "source_vocabulary.json",
-    "target_vocabulary.json", "spm.model", "spm.src.model", "spm.tgt.model", "README.md", "model.safetensors",
-    "generation_config.json", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
-    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json"))
+EARLIER_FILES = frozenset(
+    (
+        "README.txt",
+        "config.json",
+        "model.bin",
+        "shared_vocabulary.json",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
+        "spm.model",
+        "spm.src.model",
+        "spm.tgt.model",
+        "README.md",
+        "model.safetensors",
+        "generation_config.json",
+        "source.spm",
+        "target.spm",
+        "vocab.json",
+        "target_vocab.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+    )
+)
 
 
-def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctranslate2",
-           checkpoint: str | None = None, quantize: str | None = None, force: bool = False,
-           license: str | None = None) -> dict[str, Any]:
+def export(
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    output: Path,
+    fmt: str = "ctranslate2",
+    checkpoint: str | None = None,
+    quantize: str | None = None,
+    force: bool = False,
+    license: str | None = None,
+) -> dict[str, Any]:
     """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
     `output` in format `fmt`; a summary of what was written."""
     from mt.apps.export import ctranslate2, huggingface
@@ -52,13 +77,19 @@ def export(exp: Experiment, cfg: ExperimentConfig, output: Path, fmt: str = "ctr
     earlier = _check_output(output, force)
     source = load_exported(exp, cfg, checkpoint, target.check_model)
     files = _replace_dir(output, target.writer(source, quantize, license), fmt, earlier)
-    return {"output": str(output), "checkpoint": str(source.path), "format": fmt,
-            "quantize": quantize or "float32", "files": files,
-            "bytes": sum((output / name).stat().st_size for name in files)}
+    return {
+        "output": str(output),
+        "checkpoint": str(source.path),
+        "format": fmt,
+        "quantize": quantize or "float32",
+        "files": files,
+        "bytes": sum((output / name).stat().st_size for name in files),
+    }
 
 
-def load_exported(exp: Experiment, cfg: ExperimentConfig, checkpoint: str | None,
-                  check_model: Callable[[dict[str, Any], str], None]) -> Exported:
+def load_exported(
+    exp: Experiment, cfg: ExperimentConfig, checkpoint: str | None, check_model: Callable[[dict[str, Any], str], None]
+) -> Exported:
     """The checkpoint, checked against the experiment and then by the format (`check_model`: its
     model config, before a model is built from it)."""
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
@@ -81,16 +112,21 @@ def _check_output(output: Path, force: bool) -> list[str]:
         raise MtError(f"{output}: exists; choose another --output or add --force")
     marked = any((output / name).is_file() for name in EXPORT_MARKERS)
     if not output.is_dir() or output.is_symlink() or (any(output.iterdir()) and not marked):
-        raise MtError(f"{output}: exists and is not an exported model (no {' or '.join(EXPORT_MARKERS)}); "
-                      f"--force replaces only an earlier export: choose another --output")
+        raise MtError(
+            f"{output}: exists and is not an exported model (no {' or '.join(EXPORT_MARKERS)}); "
+            f"--force replaces only an earlier export: choose another --output"
+        )
     if (output / MANIFEST).exists():
         return _read_manifest(output)
-    others = sorted(p.name for p in output.iterdir()
-                    if p.name not in EARLIER_FILES or not p.is_file() or p.is_symlink())
+    others = sorted(
+        p.name for p in output.iterdir() if p.name not in EARLIER_FILES or not p.is_file() or p.is_symlink()
+    )
     if others:
-        raise MtError(f"{output}: holds {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}, which no export "
-                      f"wrote, and no {MANIFEST} saying which files are the export's; --force keeps what an export "
-                      f"did not write: move those out or choose another --output")
+        raise MtError(
+            f"{output}: holds {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}, which no export "
+            f"wrote, and no {MANIFEST} saying which files are the export's; --force keeps what an export "
+            f"did not write: move those out or choose another --output"
+        )
     return sorted(p.name for p in output.iterdir())
 
 
@@ -100,11 +136,15 @@ def _read_manifest(output: Path) -> list[str]:
     try:
         files = json.loads(path.read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MtError(f"{path}: not an export's list of files ({exc}); --force cannot tell the export's files "
-                      f"from others: choose another --output") from None
+        raise MtError(
+            f"{path}: not an export's list of files ({exc}); --force cannot tell the export's files "
+            f"from others: choose another --output"
+        ) from None
     if not isinstance(files, list) or not all(isinstance(f, str) and _inside(f) for f in files):
-        raise MtError(f"{path}: its files are not paths inside {output}; --force cannot tell the export's files "
-                      f"from others: choose another --output")
+        raise MtError(
+            f"{path}: its files are not paths inside {output}; --force cannot tell the export's files "
+            f"from others: choose another --output"
+        )
     return files
 
 
@@ -152,8 +192,10 @@ def _merge(tmp: Path, output: Path, files: list[str], earlier: list[str]) -> Non
     none that a later --force would not replace."""
     kept = {f for f in files if (output / f).exists() or (output / f).is_symlink()} - set(earlier)
     if kept:
-        raise MtError(f"{output}: {', '.join(sorted(kept))} would be replaced, and the earlier export did not "
-                      f"write it ({MANIFEST}); move it out or choose another --output")
+        raise MtError(
+            f"{output}: {', '.join(sorted(kept))} would be replaced, and the earlier export did not "
+            f"write it ({MANIFEST}); move it out or choose another --output"
+        )
     union = sorted({*earlier, *files})
     write_manifest = json.dumps({"format": "mixed", "files": union}, indent=1) + "\n"
     write_text_atomic(output / MANIFEST, write_manifest)

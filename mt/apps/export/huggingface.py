@@ -49,30 +49,37 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise MtError("--format huggingface needs the transformers package: pip install 'transformers>=4.46' "
-                      "safetensors (in mt's checkout: pip install -e '.[huggingface]')") from None
+        raise MtError(
+            "--format huggingface needs the transformers package: pip install 'transformers>=4.46' "
+            "safetensors (in mt's checkout: pip install -e '.[huggingface]')"
+        ) from None
     return transformers
 
 
 def check_options(quantize: str | None, license: str | None) -> None:
     if quantize is not None:
-        raise ConfigError("--quantize is for --format ctranslate2: a Hugging Face export keeps float32 weights "
-                          "(transformers and onnxruntime quantize when loading)")
+        raise ConfigError(
+            "--quantize is for --format ctranslate2: a Hugging Face export keeps float32 weights "
+            "(transformers and onnxruntime quantize when loading)"
+        )
     if license is not None and not LICENSE.fullmatch(license):
-        raise ConfigError(f"--license {license!r}: a licence identifier of the Hub, e.g. apache-2.0, cc-by-4.0, "
-                          f"other")
+        raise ConfigError(f"--license {license!r}: a licence identifier of the Hub, e.g. apache-2.0, cc-by-4.0, other")
     _transformers()
 
 
 def check_model(model_config: dict[str, Any], where: str) -> None:
     check_exportable(model_config, where, "Hugging Face")
     if model_config.get("pre_norm"):
-        raise MtError(f"{where}: model.pre_norm is true: no transformers architecture computes mt's pre-norm "
-                      f"Transformer exactly (MarianMT is post-norm), so nothing was written; --format ctranslate2 "
-                      f"exports it")
+        raise MtError(
+            f"{where}: model.pre_norm is true: no transformers architecture computes mt's pre-norm "
+            f"Transformer exactly (MarianMT is post-norm), so nothing was written; --format ctranslate2 "
+            f"exports it"
+        )
     if int(model_config.get("d_model", 2)) % 2:
-        raise MtError(f"{where}: model.d_model = {model_config['d_model']} is odd: Marian's sinusoids need an "
-                      f"even model dimension")
+        raise MtError(
+            f"{where}: model.d_model = {model_config['d_model']} is odd: Marian's sinusoids need an "
+            f"even model dimension"
+        )
 
 
 def channel_order(d_model: int) -> torch.Tensor:
@@ -94,15 +101,28 @@ def marian_config(model: Transformer, dropouts: dict[str, float]):
     layer = model.encoder[0]
     shared = model.src_embed.tokens is model.tgt_embed.tokens  # one matrix for both sides (and the output)
     return transformers.MarianConfig(
-        vocab_size=vocab_rows(model), decoder_vocab_size=vocab_rows(model),
-        d_model=model.d_model, encoder_layers=len(model.encoder), decoder_layers=len(model.decoder),
-        encoder_ffn_dim=layer.ffn.w1.out_features, decoder_ffn_dim=model.decoder[0].ffn.w1.out_features,
-        encoder_attention_heads=layer.self_attn.n_heads, decoder_attention_heads=model.decoder[0].self_attn.n_heads,
-        max_position_embeddings=model.max_positions, activation_function="relu", scale_embedding=True,
-        share_encoder_decoder_embeddings=shared, tie_word_embeddings=model.output.weight is model.tgt_embed.tokens.weight,
-        pad_token_id=PAD_ID, eos_token_id=EOS_ID, bos_token_id=BOS_ID, decoder_start_token_id=BOS_ID,
+        vocab_size=vocab_rows(model),
+        decoder_vocab_size=vocab_rows(model),
+        d_model=model.d_model,
+        encoder_layers=len(model.encoder),
+        decoder_layers=len(model.decoder),
+        encoder_ffn_dim=layer.ffn.w1.out_features,
+        decoder_ffn_dim=model.decoder[0].ffn.w1.out_features,
+        encoder_attention_heads=layer.self_attn.n_heads,
+        decoder_attention_heads=model.decoder[0].self_attn.n_heads,
+        max_position_embeddings=model.max_positions,
+        activation_function="relu",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=shared,
+        tie_word_embeddings=model.output.weight is model.tgt_embed.tokens.weight,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+        bos_token_id=BOS_ID,
+        decoder_start_token_id=BOS_ID,
         forced_eos_token_id=None,  # a generation setting: generation_config.json holds it
-        architectures=["MarianMTModel"], **dropouts)
+        architectures=["MarianMTModel"],
+        **dropouts,
+    )
 
 
 def marian_state(model: Transformer, names: list[str]) -> dict[str, torch.Tensor]:
@@ -112,8 +132,9 @@ def marian_state(model: Transformer, names: list[str]) -> dict[str, torch.Tensor
     weights = Weights(model)
     state: dict[str, torch.Tensor] = {}
 
-    def linear(marian: str, mt: str, rows: slice | None = None, permute_in: bool = False,
-               permute_out: bool = False) -> None:
+    def linear(
+        marian: str, mt: str, rows: slice | None = None, permute_in: bool = False, permute_out: bool = False
+    ) -> None:
         weight, bias = weights.tensor(f"{mt}.weight"), weights.tensor(f"{mt}.bias")
         if rows is not None:  # one projection out of mt's fused [q; k; v] or [k; v]
             weight, bias = weight[rows], bias[rows]
@@ -166,8 +187,10 @@ def marian_state(model: Transformer, names: list[str]) -> dict[str, torch.Tensor
 def _embeddings(model: Transformer, weights: Weights, order: torch.Tensor, shared: bool) -> dict[str, torch.Tensor]:
     """The token embeddings and the output projection, channels permuted, rows padded to vocab_rows."""
     rows = vocab_rows(model)
-    src, tgt, out = (_pad_rows(weights.tensor(f"{n}.weight")[:, order], rows)
-                     for n in ("src_embed.tokens", "tgt_embed.tokens", "output"))
+    src, tgt, out = (
+        _pad_rows(weights.tensor(f"{n}.weight")[:, order], rows)
+        for n in ("src_embed.tokens", "tgt_embed.tokens", "output")
+    )
     state = {"model.encoder.embed_tokens.weight": src, "model.decoder.embed_tokens.weight": tgt, "lm_head.weight": out}
     if shared:
         state["model.shared.weight"] = src
@@ -195,7 +218,7 @@ def to_marian(model: Transformer, dropouts: dict[str, float] | None = None):
             raise MtError(f"this transformers' Marian sinusoids differ from mt's ({name}); nothing written")
         state[name] = theirs
     state["final_logits_bias"] = torch.zeros_like(own["final_logits_bias"])
-    state["final_logits_bias"][:, model.tgt_embed.tokens.num_embeddings:] = NEVER_GENERATED  # padding rows
+    state["final_logits_bias"][:, model.tgt_embed.tokens.num_embeddings :] = NEVER_GENERATED  # padding rows
     missing = sorted(set(own) - set(state))
     if missing:
         raise MtError(f"the Hugging Face export leaves {', '.join(missing)} unset; nothing written")
@@ -222,8 +245,10 @@ def self_check(model: Transformer, marian, seed: int = 0) -> float:
     real = torch.arange(tgt.size(1))[None, :] < torch.tensor(lengths)[:, None]  # positions of real target tokens
     gap = float((mine - theirs[..., :tgt_vocab]).abs()[real].max())  # theirs: padded to the larger vocabulary
     if not gap <= SELF_CHECK_TOLERANCE:
-        raise MtError(f"the exported model's log-probabilities differ from mt's by {gap:.2g} (more than "
-                      f"{SELF_CHECK_TOLERANCE:g}); nothing written")
+        raise MtError(
+            f"the exported model's log-probabilities differ from mt's by {gap:.2g} (more than "
+            f"{SELF_CHECK_TOLERANCE:g}); nothing written"
+        )
     return gap
 
 
@@ -233,11 +258,21 @@ def generation_config(cfg: ExperimentConfig, max_positions: int):
     d = cfg.decode
     beam = {}  # transformers refuses to save beam settings beside num_beams=1
     if d.beam > 1:
-        beam = {"length_penalty": 0.0 if d.length_penalty == "none" else d.alpha,
-                "early_stopping": True if d.stop == "early" else "never"}
+        beam = {
+            "length_penalty": 0.0 if d.length_penalty == "none" else d.alpha,
+            "early_stopping": True if d.stop == "early" else "never",
+        }
     return _transformers().GenerationConfig(
-        num_beams=d.beam, max_length=max_positions, suppress_tokens=[PAD_ID, BOS_ID], decoder_start_token_id=BOS_ID,
-        bos_token_id=BOS_ID, eos_token_id=EOS_ID, forced_eos_token_id=EOS_ID, pad_token_id=PAD_ID, **beam)
+        num_beams=d.beam,
+        max_length=max_positions,
+        suppress_tokens=[PAD_ID, BOS_ID],
+        decoder_start_token_id=BOS_ID,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        forced_eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID,
+        **beam,
+    )
 
 
 def vocabulary(tokenizer: Tokenizer, languages: list[str]) -> dict[str, int]:
@@ -261,23 +296,33 @@ def write_tokenizer(directory: Path, source: Exported) -> None:
     (directory / "source.spm").write_bytes(source.src_tok.proto)
     (directory / "target.spm").write_bytes(source.tgt_tok.proto)
     # ASCII JSON: MarianTokenizer reads vocab.json in the locale's encoding, which may not be UTF-8.
-    (directory / "vocab.json").write_text(json.dumps(vocabulary(source.src_tok, languages), ensure_ascii=True),
-                                          encoding="utf-8")
+    (directory / "vocab.json").write_text(
+        json.dumps(vocabulary(source.src_tok, languages), ensure_ascii=True), encoding="utf-8"
+    )
     pieces = source.tgt_tok.pieces([PAD_ID, UNK_ID, EOS_ID])
     if source.src_tok.pieces([PAD_ID, UNK_ID, EOS_ID]) != pieces:
-        raise MtError("the <pad>, <unk> and </s> pieces differ between the vocabularies: MarianTokenizer has one of each")
+        raise MtError(
+            "the <pad>, <unk> and </s> pieces differ between the vocabularies: MarianTokenizer has one of each"
+        )
     extra = {}
     if not source.joint:
-        (directory / "target_vocab.json").write_text(json.dumps(vocabulary(source.tgt_tok, []), ensure_ascii=True),
-                                                     encoding="utf-8")
+        (directory / "target_vocab.json").write_text(
+            json.dumps(vocabulary(source.tgt_tok, []), ensure_ascii=True), encoding="utf-8"
+        )
         extra = {"target_vocab_file": str(directory / "target_vocab.json"), "separate_vocabs": True}
     tokenizer = transformers.MarianTokenizer(
-        source_spm=str(directory / "source.spm"), target_spm=str(directory / "target.spm"),
-        vocab=str(directory / "vocab.json"), source_lang=None if languages else cfg.data.src_lang,
-        target_lang=None if languages else cfg.data.tgt_lang, pad_token=pieces[0], unk_token=pieces[1],
-        eos_token=pieces[2], model_max_length=source.model.max_positions,
+        source_spm=str(directory / "source.spm"),
+        target_spm=str(directory / "target.spm"),
+        vocab=str(directory / "vocab.json"),
+        source_lang=None if languages else cfg.data.src_lang,
+        target_lang=None if languages else cfg.data.tgt_lang,
+        pad_token=pieces[0],
+        unk_token=pieces[1],
+        eos_token=pieces[2],
+        model_max_length=source.model.max_positions,
         split_special_tokens=True,  # "</s>" in a source is text to mt, not the end of the sentence
-        **extra)
+        **extra,
+    )
     tokenizer.save_pretrained(str(directory))
 
 

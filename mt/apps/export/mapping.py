@@ -20,8 +20,16 @@ from mt.tokenizer import Tokenizer
 
 # Every ModelConfig field and how an export treats it. A field not listed (one a later mt adds, or a
 # checkpoint from one) is refused, not guessed: it may change what the network computes.
-MAPPED_FIELDS = ("enc_layers", "dec_layers", "d_model", "d_ff", "n_heads", "pre_norm", "tie_embeddings",
-                 "max_positions")
+MAPPED_FIELDS = (
+    "enc_layers",
+    "dec_layers",
+    "d_model",
+    "d_ff",
+    "n_heads",
+    "pre_norm",
+    "tie_embeddings",
+    "max_positions",
+)
 INFERENCE_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")  # no effect when translating
 
 
@@ -48,8 +56,10 @@ def check_exportable(model_config: dict[str, Any], where: str, runtime: str) -> 
     for key in [f.name for f in dataclasses.fields(ModelConfig)] + list(model_config):
         if key not in known:
             value = model_config.get(key, getattr(ModelConfig(), key, None))
-            raise MtError(f"{where}: model.{key} = {value!r}: the {runtime} export does not know how to map "
-                          f"this field, so it writes nothing rather than a model that may translate differently")
+            raise MtError(
+                f"{where}: model.{key} = {value!r}: the {runtime} export does not know how to map "
+                f"this field, so it writes nothing rather than a model that may translate differently"
+            )
     for key in ("enc_layers", "dec_layers"):
         if int(model_config.get(key, 1)) < 1:
             raise MtError(f"{where}: model.{key} = {model_config[key]}: {runtime} needs at least one layer a side")

@@ -17,7 +17,9 @@ from mt.training.schedule import peak_lr
 
 def model_card(source: Exported, license: str, gap: float) -> str:
     cfg, exp = source.cfg, source.exp
-    scores = {split: exp.read_json(exp.score_path(split)) for split in ("test", "valid") if exp.score_path(split).is_file()}
+    scores = {
+        split: exp.read_json(exp.score_path(split)) for split in ("test", "valid") if exp.score_path(split).is_file()
+    }
     for split, record in scores.items():  # scored before the file was written again (trained on): other weights
         if exp.score_path(split).stat().st_mtime <= source.path.stat().st_mtime:
             record["checkpoint"] = f"{record.get('checkpoint', '?')} before its last save"
@@ -76,16 +78,31 @@ model = ORTModelForSeq2SeqLM.from_pretrained("onnx/")  # then tokenizer and gene
 def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, Any]:
     cfg = source.cfg
     languages = cfg.data.languages() if cfg.data.multilingual else [cfg.data.src_lang, cfg.data.tgt_lang]
-    meta: dict[str, Any] = {"language": languages, "license": license, "library_name": "transformers",
-                            "pipeline_tag": "translation", "tags": ["translation", "marian", "mt"]}
+    meta: dict[str, Any] = {
+        "language": languages,
+        "license": license,
+        "library_name": "transformers",
+        "pipeline_tag": "translation",
+        "tags": ["translation", "marian", "mt"],
+    }
     if test is not None and own_scores(test, source):  # the Hub indexes these: the exported model's own
         directions = test.get("directions") or {f"{cfg.data.src_lang}-{cfg.data.tgt_lang}": test}
-        meta["model-index"] = [{"name": source.exp.root.name, "results": [
-            {"task": {"type": "translation", "name": f"Translation {direction}"},
-             "dataset": {"type": "custom", "name": ", ".join(cfg.data.test) or "test", "split": "test"},
-             "metrics": [{"type": "bleu", "value": round(s["bleu"], 2), "name": "BLEU (sacreBLEU)"},
-                         {"type": "chrf", "value": round(s["chrf"], 2), "name": "chrF"}]}
-            for direction, s in directions.items()]}]
+        meta["model-index"] = [
+            {
+                "name": source.exp.root.name,
+                "results": [
+                    {
+                        "task": {"type": "translation", "name": f"Translation {direction}"},
+                        "dataset": {"type": "custom", "name": ", ".join(cfg.data.test) or "test", "split": "test"},
+                        "metrics": [
+                            {"type": "bleu", "value": round(s["bleu"], 2), "name": "BLEU (sacreBLEU)"},
+                            {"type": "chrf", "value": round(s["chrf"], 2), "name": "chrF"},
+                        ],
+                    }
+                    for direction, s in directions.items()
+                ],
+            }
+        ]
     return meta
 
 
@@ -95,7 +112,9 @@ def own_scores(record: dict, source: Exported) -> bool:
     from mt.apps.evaluate import decode_record
     from mt.decoding.options import DecodeOptions
 
-    wanted = decode_record(DecodeOptions().resolved(source.cfg.decode))  # fp32, no quantization: the weights as exported
+    wanted = decode_record(
+        DecodeOptions().resolved(source.cfg.decode)
+    )  # fp32, no quantization: the weights as exported
     decoded = record.get("decode") or {}
     return record.get("checkpoint") == source.path.name and all(decoded.get(k, v) == v for k, v in wanted.items())
 
@@ -126,8 +145,10 @@ def _decoding(cfg, max_positions: int) -> str:
     penalty = {
         "length": "mt's length penalty is |Y|^alpha, as transformers' `length_penalty`.",
         "none": "mt uses no length penalty: `length_penalty=0`.",
-        "gnmt": (f"mt's length penalty is ((5+|Y|)/6)^{d.alpha} (GNMT), which transformers does not have: "
-                 f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."),
+        "gnmt": (
+            f"mt's length penalty is ((5+|Y|)/6)^{d.alpha} (GNMT), which transformers does not have: "
+            f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."
+        ),
     }[d.length_penalty]
     return f"""
 ## Translating as mt does
@@ -158,16 +179,20 @@ def _results(scores: dict[str, dict], source: Exported) -> str:
         search = f"beam {d.get('beam', '?')}, alpha {d.get('alpha', '?')} ({d.get('length_penalty', '?')})"
         search += "".join(f", {v}" for v in (d.get("quantize"), d.get("precision")) if v not in (None, "fp32"))
         for direction, s in directions.items():
-            lines.append(f"| {split} | {direction or '-'} | {s['bleu']:.2f} | {s['chrf']:.2f} | "
-                         f"{record.get('checkpoint', '?')} | {search} |")
+            lines.append(
+                f"| {split} | {direction or '-'} | {s['bleu']:.2f} | {s['chrf']:.2f} | "
+                f"{record.get('checkpoint', '?')} | {search} |"
+            )
             signatures.update({s[k]: None for k in ("bleu_signature", "chrf_signature") if k in s})
     notes = [f"sacreBLEU signatures: {', '.join(f'`{sig}`' for sig in signatures)}."]
     exported = source.path.name
     if any(record.get("checkpoint") != exported for record in scores.values()):
         notes.append(f"Scores of another checkpoint than the exported `{exported}` are marked by their checkpoint.")
     if any(record.get("checkpoint") == exported and not own_scores(record, source) for record in scores.values()):
-        notes.append("Scores decoded otherwise than the exported float32 model with its search "
-                     "(`generation_config.json`) are not its own: the header the Hub indexes leaves them out.")
+        notes.append(
+            "Scores decoded otherwise than the exported float32 model with its search "
+            "(`generation_config.json`) are not its own: the header the Hub indexes leaves them out."
+        )
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
 

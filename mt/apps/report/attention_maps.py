@@ -83,7 +83,9 @@ def _rounded(weights: torch.Tensor, digits: int) -> list:
 
 
 @torch.no_grad()
-def forced_attention(model: Transformer, src_ids: torch.Tensor, tokens: list[list[int]]) -> list[dict[str, torch.Tensor]]:
+def forced_attention(
+    model: Transformer, src_ids: torch.Tensor, tokens: list[list[int]]
+) -> list[dict[str, torch.Tensor]]:
     """Every layer's weights for each row of src_ids (rows, src_len; EOS-terminated, right-padded)
     decoding `tokens` (generated ids, no EOS): "cross" (dec_layers, heads, tgt, src) and "encoder"
     (enc_layers, heads, src, src), with padding cut off."""
@@ -97,14 +99,17 @@ def forced_attention(model: Transformer, src_ids: torch.Tensor, tokens: list[lis
         encoder = torch.stack([m.weights for m in encoder_modules], dim=1)
     src_lens = (src_ids != PAD_ID).sum(dim=1).tolist()
     return [
-        {"cross": cross[row, :, :, : len(ids) + 1, : src_lens[row]].cpu(),
-         "encoder": encoder[row, :, :, : src_lens[row], : src_lens[row]].cpu()}
+        {
+            "cross": cross[row, :, :, : len(ids) + 1, : src_lens[row]].cpu(),
+            "encoder": encoder[row, :, :, : src_lens[row], : src_lens[row]].cpu(),
+        }
         for row, ids in enumerate(tokens)
     ]
 
 
-def attention_maps(translator, sentence: str, target: str | None = None, layer: int = -1,
-                   tag: int | None = None, options=None) -> AttentionMaps:
+def attention_maps(
+    translator, sentence: str, target: str | None = None, layer: int = -1, tag: int | None = None, options=None
+) -> AttentionMaps:
     """Translate `sentence` with the translator's search (or take `target` as the translation) and
     return the weights of the forced decode; an ensemble shows its first model. `tag`: a multilingual
     model's target token (`Translator.directions.tag`), which the maps show as the first source piece.
@@ -187,20 +192,38 @@ def figures(maps: AttentionMaps, encoder: bool = False) -> dict:
     layer = maps.layer % dec_layers
     pair = f"{maps.source}  →  {maps.translation}"
     figs = {
-        "layers": heatmaps([maps.head_average(n) for n in range(dec_layers)], maps.tgt_tokens, maps.src_tokens,
-                           [f"layer {n + 1}, mean of {heads} heads" for n in range(dec_layers)],
-                           f"cross-attention per decoder layer: {pair}"),
-        "heads": heatmaps(list(maps.cross[layer]), maps.tgt_tokens, maps.src_tokens,
-                          [f"layer {layer + 1}, head {h + 1}" for h in range(heads)],
-                          f"cross-attention heads of decoder layer {layer + 1}: {pair}"),
-        "alignment": heatmaps([maps.head_average(layer)], maps.tgt_tokens, maps.src_tokens,
-                              [f"layer {layer + 1}, mean of {heads} heads; □ = alignment (argmax)"],
-                              pair, marks=[(i, j) for i, j in maps.alignment]),
+        "layers": heatmaps(
+            [maps.head_average(n) for n in range(dec_layers)],
+            maps.tgt_tokens,
+            maps.src_tokens,
+            [f"layer {n + 1}, mean of {heads} heads" for n in range(dec_layers)],
+            f"cross-attention per decoder layer: {pair}",
+        ),
+        "heads": heatmaps(
+            list(maps.cross[layer]),
+            maps.tgt_tokens,
+            maps.src_tokens,
+            [f"layer {layer + 1}, head {h + 1}" for h in range(heads)],
+            f"cross-attention heads of decoder layer {layer + 1}: {pair}",
+        ),
+        "alignment": heatmaps(
+            [maps.head_average(layer)],
+            maps.tgt_tokens,
+            maps.src_tokens,
+            [f"layer {layer + 1}, mean of {heads} heads; □ = alignment (argmax)"],
+            pair,
+            marks=[(i, j) for i, j in maps.alignment],
+        ),
     }
     if encoder:
         enc_layers = maps.encoder.size(0)
-        figs["encoder"] = heatmaps([maps.encoder[n].mean(dim=0) for n in range(enc_layers)], maps.src_tokens,
-                                   maps.src_tokens, [f"layer {n + 1}, mean of {heads} heads" for n in range(enc_layers)],
-                                   f"encoder self-attention: {maps.source}", row_axis="source (query)",
-                                   col_axis="source (key)")
+        figs["encoder"] = heatmaps(
+            [maps.encoder[n].mean(dim=0) for n in range(enc_layers)],
+            maps.src_tokens,
+            maps.src_tokens,
+            [f"layer {n + 1}, mean of {heads} heads" for n in range(enc_layers)],
+            f"encoder self-attention: {maps.source}",
+            row_axis="source (query)",
+            col_axis="source (key)",
+        )
     return figs

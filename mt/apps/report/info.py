@@ -33,9 +33,16 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
                 scores[name] = record
     from mt.apps.distill import teacher_rows
 
-    return {"directory": str(exp.root), "tokenizer_trained": exp.has_tokenizer(), "config": to_dict(cfg),
-            "data": (stats or {}).get("splits") or {}, "checkpoints": checkpoints, "training": _training(exp),
-            "scores": scores, "student_and_teachers": teacher_rows(exp)}
+    return {
+        "directory": str(exp.root),
+        "tokenizer_trained": exp.has_tokenizer(),
+        "config": to_dict(cfg),
+        "data": (stats or {}).get("splits") or {},
+        "checkpoints": checkpoints,
+        "training": _training(exp),
+        "scores": scores,
+        "student_and_teachers": teacher_rows(exp),
+    }
 
 
 def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
@@ -46,8 +53,11 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     sections: dict[str, dict[str, Any]] = {
         "experiment": {
             "directory": record["directory"],
-            **({"directions": f"{', '.join(data.directions)} (multilingual: <2xx> tokens)"} if data.multilingual
-               else {"direction": f"{data.src_lang} -> {data.tgt_lang}"}),
+            **(
+                {"directions": f"{', '.join(data.directions)} (multilingual: <2xx> tokens)"}
+                if data.multilingual
+                else {"direction": f"{data.src_lang} -> {data.tgt_lang}"}
+            ),
             "corpus": ", ".join(data.train) or "(none)",
             "tokenizer": f"{cfg.tokenizer.model_type} {cfg.tokenizer.vocab_size} ({'joint' if cfg.tokenizer.joint else 'separate'})"
             + ("" if record["tokenizer_trained"] else " (not trained)"),
@@ -63,7 +73,8 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
     try:
         sections["data"] = {
             split: f"{data_stats.summary(s)}; {s['src_tokens']:,} src / {s['tgt_tokens']:,} tgt tokens"
-            for split, s in record["data"].items()}
+            for split, s in record["data"].items()
+        }
     except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
         raise _unexpected(exp.data_stats_path, exc, "binarize") from None
     sections["checkpoints"] = {name: f"{c['bytes'] / 1e6:.1f} MB" for name, c in record["checkpoints"].items()}
@@ -75,20 +86,24 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
         except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a hand-edited or foreign file
             raise _unexpected(exp.score_path(name), exc, "evaluate") from None
     for row in record["student_and_teachers"]:  # a student of mt distill: its teachers beside it
-        figures = [f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
-                   f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
-                   f"{row['params_m']}M parameters" if row.get("params_m") else None,
-                   f"{row['size_mb']} MB" if "size_mb" in row else None]
-        sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = \
-            "; ".join(f for f in figures if f)
+        figures = [
+            f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
+            f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
+            f"{row['params_m']}M parameters" if row.get("params_m") else None,
+            f"{row['size_mb']} MB" if "size_mb" in row else None,
+        ]
+        sections.setdefault("student and teachers", {})[f"{row['role']} {row['experiment']}"] = "; ".join(
+            f for f in figures if f
+        )
     return sections
 
 
 def _score_lines(name: str, s: dict) -> dict[str, str]:
     """One scores file as lines: "test" -> "BLEU 31.20  chrF 58.10  (best.pt, beam 5, ...)  SIGNATURE"."""
     if name.endswith(".tokenized"):
-        return {f"{name.removesuffix('.tokenized')} (tokenized)":
-                f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"}
+        return {
+            f"{name.removesuffix('.tokenized')} (tokenized)": f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"
+        }
     line = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
     if "directions" not in s:
         return {name: line}
@@ -116,8 +131,14 @@ def _training(exp: Experiment) -> dict[str, Any]:
         train_records, valid_records = load_train_log(exp.train_log_path)  # a resume's records replace older ones
         if train_records:
             last = train_records[-1]
-            training.update(last_step=last["step"], logged_step=last["step"], train_loss=last["loss"],
-                            train_ppl=last["ppl"], tgt_tokens_per_s=last["tgt_tokens_per_s"], seconds=last["elapsed"])
+            training.update(
+                last_step=last["step"],
+                logged_step=last["step"],
+                train_loss=last["loss"],
+                train_ppl=last["ppl"],
+                tgt_tokens_per_s=last["tgt_tokens_per_s"],
+                seconds=last["elapsed"],
+            )
         if valid_records:
             best = min(valid_records, key=lambda r: r["valid_nll"])
             training.update(best_valid_ppl=best["valid_ppl"], best_valid_step=best["step"])
@@ -132,7 +153,9 @@ def _training_text(training: dict[str, Any]) -> dict[str, Any]:
     if "last_step" in training:
         text["last step"] = training["last_step"]
     if "logged_step" in training:
-        logged = f" (logged at step {training['logged_step']})" if training["logged_step"] != training["last_step"] else ""
+        logged = (
+            f" (logged at step {training['logged_step']})" if training["logged_step"] != training["last_step"] else ""
+        )
         text["train loss / ppl"] = f"{training['train_loss']:.3f} / {training['train_ppl']:.2f}{logged}"
         text["tgt tokens/s"] = f"{training['tgt_tokens_per_s']:.0f}"
         text["hours"] = f"{training['seconds'] / 3600:.2f}"

@@ -54,7 +54,8 @@ def _table(headers: list[str], rows: list[list[str]], classes: dict[int, str] | 
     classes = classes or {}
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f"<td{f' class={classes[i]}' if i in classes else ''}>{cell}</td>" for i, cell in enumerate(row))
+        "<tr>"
+        + "".join(f"<td{f' class={classes[i]}' if i in classes else ''}>{cell}</td>" for i, cell in enumerate(row))
         + "</tr>"
         for row in rows
     )
@@ -62,7 +63,11 @@ def _table(headers: list[str], rows: list[list[str]], classes: dict[int, str] | 
 
 
 def _kv(rows: dict) -> str:
-    return "<table class='kv'>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows.items()) + "</table>"
+    return (
+        "<table class='kv'>"
+        + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows.items())
+        + "</table>"
+    )
 
 
 def _img(png: bytes, alt: str, width: int | None = None) -> str:
@@ -106,14 +111,38 @@ def _data(exp: Experiment) -> str:
     rows = []
     for split, s in splits.items():
         drops = [f"{s['dropped'][r]:,}" if r in s["dropped"] else "-" for r in reasons]
-        rows.append([_e(split), f"{s['pairs_in']:,}", f"{data_stats.pairs_kept(s):,}", *drops, data_stats.rows_text(s),
-                     f"{s['src_tokens']:,}", f"{s['tgt_tokens']:,}", f"{s['mean_src_len']:.1f}", f"{s['mean_tgt_len']:.1f}"])
-    names = [f"too long (> {stats.get('max_len', '?')})" if r == "too_long" else data_stats.reason_name(r) for r in reasons]
-    headers = ["split", "pairs", "kept", *(f"dropped: {name}" if i == 0 else name for i, name in enumerate(names)),
-               "rows written", "src tokens", "tgt tokens", "mean src len", "mean tgt len"]
-    return (_table(headers, rows, dict.fromkeys(range(1, len(headers)), "num"))
-            + "<p class='sub'>pairs = kept + dropped; rows written repeat a pair for its weight (*2) and "
-              "segmentations (×3); tokens are subword tokens of the experiment's tokenizer</p>")
+        rows.append(
+            [
+                _e(split),
+                f"{s['pairs_in']:,}",
+                f"{data_stats.pairs_kept(s):,}",
+                *drops,
+                data_stats.rows_text(s),
+                f"{s['src_tokens']:,}",
+                f"{s['tgt_tokens']:,}",
+                f"{s['mean_src_len']:.1f}",
+                f"{s['mean_tgt_len']:.1f}",
+            ]
+        )
+    names = [
+        f"too long (> {stats.get('max_len', '?')})" if r == "too_long" else data_stats.reason_name(r) for r in reasons
+    ]
+    headers = [
+        "split",
+        "pairs",
+        "kept",
+        *(f"dropped: {name}" if i == 0 else name for i, name in enumerate(names)),
+        "rows written",
+        "src tokens",
+        "tgt tokens",
+        "mean src len",
+        "mean tgt len",
+    ]
+    return (
+        _table(headers, rows, dict.fromkeys(range(1, len(headers)), "num"))
+        + "<p class='sub'>pairs = kept + dropped; rows written repeat a pair for its weight (*2) and "
+        "segmentations (×3); tokens are subword tokens of the experiment's tokenizer</p>"
+    )
 
 
 def _training(exp: Experiment) -> str:
@@ -140,14 +169,31 @@ def _scores(exp: Experiment) -> str:
         how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
         # A multilingual experiment's record holds each direction, and their mean as its own figures.
         for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
-            label = split if not s.get("directions") else f"{split} {name}" if name else f"{split} (mean of {len(s['directions'])})"
-            rows.append([_e(label), f"{d['bleu']:.2f}", f"{d['chrf']:.2f}", f"{d.get('sentences', '')}",
-                         f"<code>{_e(d.get('bleu_detail', ''))}</code><br><code>BLEU {_e(d['bleu_signature'])}</code>"
-                         f"<br><code>chrF {_e(d['chrf_signature'])}</code>", how])
+            label = (
+                split
+                if not s.get("directions")
+                else f"{split} {name}"
+                if name
+                else f"{split} (mean of {len(s['directions'])})"
+            )
+            rows.append(
+                [
+                    _e(label),
+                    f"{d['bleu']:.2f}",
+                    f"{d['chrf']:.2f}",
+                    f"{d.get('sentences', '')}",
+                    f"<code>{_e(d.get('bleu_detail', ''))}</code><br><code>BLEU {_e(d['bleu_signature'])}</code>"
+                    f"<br><code>chrF {_e(d['chrf_signature'])}</code>",
+                    how,
+                ]
+            )
     if not rows:
         raise MtError(f"no scores in {exp.score_path('test').parent}: run `mt evaluate --exp {exp.root}`")
-    return _table(["split", "BLEU", "chrF", "sentences", "details and sacrebleu signatures", "checkpoint; decoding; time"],
-                  rows, {1: "num", 2: "num", 3: "num"})
+    return _table(
+        ["split", "BLEU", "chrF", "sentences", "details and sacrebleu signatures", "checkpoint; decoding; time"],
+        rows,
+        {1: "num", 2: "num", 3: "num"},
+    )
 
 
 def _is_student(exp: Experiment) -> bool:
@@ -159,11 +205,35 @@ def _is_student(exp: Experiment) -> bool:
 def _teachers(exp: Experiment) -> str:
     from mt.apps.distill import teacher_rows
 
-    rows = [[_e(r["role"]), _e(r["experiment"]), _e(r["checkpoint"]), f"{r.get('bleu', '-')}", f"{r.get('chrf', '-')}",
-             f"{r.get('sent_per_s', '-')}", _e(r.get("decoding", "-")), f"{r.get('params_m', '-')}", f"{r.get('size_mb', '-')}"]
-            for r in teacher_rows(exp)]
-    return _table(["", "experiment", "checkpoint", "test BLEU", "chrF", "sent/s (mt evaluate)", "decoding",
-                   "parameters (M)", "size (MB)"], rows, {3: "num", 4: "num", 5: "num", 7: "num", 8: "num"})
+    rows = [
+        [
+            _e(r["role"]),
+            _e(r["experiment"]),
+            _e(r["checkpoint"]),
+            f"{r.get('bleu', '-')}",
+            f"{r.get('chrf', '-')}",
+            f"{r.get('sent_per_s', '-')}",
+            _e(r.get("decoding", "-")),
+            f"{r.get('params_m', '-')}",
+            f"{r.get('size_mb', '-')}",
+        ]
+        for r in teacher_rows(exp)
+    ]
+    return _table(
+        [
+            "",
+            "experiment",
+            "checkpoint",
+            "test BLEU",
+            "chrF",
+            "sent/s (mt evaluate)",
+            "decoding",
+            "parameters (M)",
+            "size (MB)",
+        ],
+        rows,
+        {3: "num", 4: "num", 5: "num", 7: "num", 8: "num"},
+    )
 
 
 def sample_table(exp: Experiment, count: int, seed: int = 1) -> str:
@@ -187,17 +257,35 @@ def sample_table(exp: Experiment, count: int, seed: int = 1) -> str:
                 parts.append(f"<h3>{_e(title)}</h3>" + _missing(f"references not available: {exc}"))
                 continue
             if len(hyps) != len(refs):
-                parts.append(f"<h3>{_e(title)}</h3>" + _missing(
-                    f"{path} has {len(hyps)} lines but the {title} split has {len(refs)}: translate it again with "
-                    f"`mt evaluate`"))
+                parts.append(
+                    f"<h3>{_e(title)}</h3>"
+                    + _missing(
+                        f"{path} has {len(hyps)} lines but the {title} split has {len(refs)}: translate it again with "
+                        f"`mt evaluate`"
+                    )
+                )
                 continue
             picked = sorted(random.Random(seed).sample(range(len(hyps)), min(count, len(hyps))))
             bleu = BLEU(effective_order=True)
-            rows = [[str(i + 1), _e(sources[i]), _e(refs[i]), _e(hyps[i]),
-                     f"{bleu.sentence_score(hyps[i], [refs[i]]).score:.1f}"] for i in picked]
-            parts.append(f"<h3>{_e(title)}: {len(picked)} of {len(hyps):,} sentences, drawn at random (seed {seed})</h3>"
-                         + _table(["line", f"source ({pair[0]})", f"reference ({pair[1]})",
-                                   "translation", "sentence BLEU"], rows, {3: "hyp", 4: "num"}, css="samples"))
+            rows = [
+                [
+                    str(i + 1),
+                    _e(sources[i]),
+                    _e(refs[i]),
+                    _e(hyps[i]),
+                    f"{bleu.sentence_score(hyps[i], [refs[i]]).score:.1f}",
+                ]
+                for i in picked
+            ]
+            parts.append(
+                f"<h3>{_e(title)}: {len(picked)} of {len(hyps):,} sentences, drawn at random (seed {seed})</h3>"
+                + _table(
+                    ["line", f"source ({pair[0]})", f"reference ({pair[1]})", "translation", "sentence BLEU"],
+                    rows,
+                    {3: "hyp", 4: "num"},
+                    css="samples",
+                )
+            )
     if not parts:
         raise MtError(f"no translations in {exp.hyp_path('test').parent}: run `mt evaluate --exp {exp.root}`")
     return "\n".join(parts)
@@ -217,15 +305,21 @@ def _attention(exp: Experiment, sentence: str | None, checkpoint: str | None, tr
     figs = figures(maps)
     layers = maps.cross.size(0)
     return (
-        _kv({"source": maps.source, "translation": maps.translation,
-             "checkpoint": translator.checkpoint_path.name,
-             "alignment": _word_pairs(maps)})
+        _kv(
+            {
+                "source": maps.source,
+                "translation": maps.translation,
+                "checkpoint": translator.checkpoint_path.name,
+                "alignment": _word_pairs(maps),
+            }
+        )
         + f"<p class='sub'>Cross-attention of the forced decode of the translation: row = output token "
-          f"(the step that produced it), column = source token. Alignment (as <code>mt translate "
-          f"--alignments</code>, over words, from 0): argmax of the head-averaged last layer ({layers}), "
-          f"end-of-sentence excluded.</p>"
+        f"(the step that produced it), column = source token. Alignment (as <code>mt translate "
+        f"--alignments</code>, over words, from 0): argmax of the head-averaged last layer ({layers}), "
+        f"end-of-sentence excluded.</p>"
         + _img(png_bytes(figs["alignment"]), "alignment heatmap")
-        + "<h3>every decoder layer, heads averaged</h3>" + _img(png_bytes(figs["layers"]), "cross-attention per layer")
+        + "<h3>every decoder layer, heads averaged</h3>"
+        + _img(png_bytes(figs["layers"]), "cross-attention per layer")
     )
 
 
@@ -233,8 +327,9 @@ def _word_pairs(maps) -> str:
     """The word alignment as `--alignments` writes it, then spelled out: "man–Mann, ..."."""
     src, tgt = maps.source.split(), maps.translation.split()
     pairs = [tuple(map(int, pair.split("-"))) for pair in maps.word_alignment.split()]
-    spelled = ", ".join(f"{src[i]}–{tgt[j]}" for i, j in sorted(pairs, key=lambda p: p[::-1])
-                        if i < len(src) and j < len(tgt))
+    spelled = ", ".join(
+        f"{src[i]}–{tgt[j]}" for i, j in sorted(pairs, key=lambda p: p[::-1]) if i < len(src) and j < len(tgt)
+    )
     return f"{maps.word_alignment}  ({spelled})"
 
 
@@ -251,8 +346,9 @@ def _first_source(exp: Experiment, cfg) -> str:
 
 
 # -- the page -------------------------------------------------------------------------------------
-def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None, checkpoint: str | None = None,
-                 translator=None) -> str:
+def build_report(
+    exp: Experiment, samples: int = 10, sentence: str | None = None, checkpoint: str | None = None, translator=None
+) -> str:
     """The report as one HTML string; `translator`: the attention example's, loaded already."""
     cfg = exp.load_config()  # a one-line error when this is not an experiment
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
@@ -277,8 +373,14 @@ def build_report(exp: Experiment, samples: int = 10, sentence: str | None = None
     )
 
 
-def report(exp: Experiment, output: Path | None = None, force: bool = False, samples: int = 10,
-           sentence: str | None = None, checkpoint: str | None = None) -> Path:
+def report(
+    exp: Experiment,
+    output: Path | None = None,
+    force: bool = False,
+    samples: int = 10,
+    sentence: str | None = None,
+    checkpoint: str | None = None,
+) -> Path:
     """`mt report`: write the page (default EXP/report.html); an existing file only with `force`."""
     output = Path(output) if output is not None else exp.report_path
     check_output(output, force)
@@ -286,7 +388,9 @@ def report(exp: Experiment, output: Path | None = None, force: bool = False, sam
         raise ConfigError(f"--samples {samples}: expected 0 or more")
     # Asked for by name: what cannot be used is an error, not a page whose attention says "not available".
     if sentence is not None and not sentence.strip():
-        raise ConfigError("--sentence is empty: give the text to translate, or leave it out for the first test sentence")
+        raise ConfigError(
+            "--sentence is empty: give the text to translate, or leave it out for the first test sentence"
+        )
     translator = None
     if checkpoint is not None:  # loaded here, once: missing, damaged, another model's or tokenizer's is refused
         from mt.decoding.translator import Translator

@@ -97,12 +97,23 @@ def training_curves(runs: Sequence[tuple[str, list[dict], list[dict]]]):
                 ax.yaxis.set_major_formatter(FormatStrFormatter("%.1e"))
         if not drawn:
             for ax in axes[row]:
-                ax.text(0.5, 0.5, "not in these logs" + (" (train.valid_bleu: true adds it)" if valid_key == "valid_bleu" else ""),
-                        ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4")
+                ax.text(
+                    0.5,
+                    0.5,
+                    "not in these logs" + (" (train.valid_bleu: true adds it)" if valid_key == "valid_bleu" else ""),
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                    fontsize=9,
+                    color="0.4",
+                )
                 ax.set_xticks([])
                 ax.set_yticks([])
     handles = [Line2D([], [], color=c, linewidth=2.5) for c in colours]
-    handles += [Line2D([], [], color="0.3", linestyle="-"), Line2D([], [], color="0.3", linestyle="--", marker="o", markersize=3)]
+    handles += [
+        Line2D([], [], color="0.3", linestyle="-"),
+        Line2D([], [], color="0.3", linestyle="--", marker="o", markersize=3),
+    ]
     labels = [name for name, _, _ in runs] + ["training", "validation"]
     fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), fontsize=9, frameon=False)
     return fig
@@ -188,9 +199,18 @@ def heatmaps(
         ax.set_xlabel(col_axis, fontsize=8)
         ax.set_ylabel(row_axis, fontsize=8)
         if marks:
-            ax.scatter([c for c, _ in marks], [r for _, r in marks], marker="s", s=(cell * 72 * 0.8) ** 2,
-                       facecolors="none", edgecolors="#d62728", linewidths=1.0)
-    fig.suptitle(textwrap.fill(suptitle, max(40, int(width * 72 / 6))), fontsize=10, x=0.01, ha="left")  # ~6 pt per char
+            ax.scatter(
+                [c for c, _ in marks],
+                [r for _, r in marks],
+                marker="s",
+                s=(cell * 72 * 0.8) ** 2,
+                facecolors="none",
+                edgecolors="#d62728",
+                linewidths=1.0,
+            )
+    fig.suptitle(
+        textwrap.fill(suptitle, max(40, int(width * 72 / 6))), fontsize=10, x=0.01, ha="left"
+    )  # ~6 pt per char
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=min(1.0, 3.0 / height + 0.3), label="attention weight", pad=0.01)
     return fig

@@ -51,6 +51,8 @@ from mt.decoding.alignment import check_layer
 from mt.errors import ConfigError, MtError
 
 PAGE = Path(__file__).with_name("page.html")
+
+
 @dataclass
 class Limits:
     """How the queue batches and what one request may ask (the flags of `mt serve`)."""
@@ -71,8 +73,15 @@ class Limits:
 
         if self.batching not in BATCHING:
             raise ConfigError(f"--batching {self.batching}: expected {' or '.join(BATCHING)}")
-        for name in ("max_batch_tokens", "max_queue", "max_chars", "max_lines", "max_beam", "max_attention_tokens",
-                     "max_connections"):
+        for name in (
+            "max_batch_tokens",
+            "max_queue",
+            "max_chars",
+            "max_lines",
+            "max_beam",
+            "max_attention_tokens",
+            "max_connections",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
         if not 0 <= self.max_wait_ms <= 60_000:  # written so that NaN fails too; a wait of days is a typo
@@ -81,13 +90,19 @@ class Limits:
             raise ConfigError(f"--read-timeout {self.read_timeout}: must be more than 0 and at most 3600 seconds")
 
 
-def build_app(translator, limits: Limits | None = None, api_key: str | None = None, threads: int | None = None,
-              checkpoint: str = ""):
+def build_app(
+    translator,
+    limits: Limits | None = None,
+    api_key: str | None = None,
+    threads: int | None = None,
+    checkpoint: str = "",
+):
     """The FastAPI app over `translator` (module docstring), for the directions it translates; its
     batcher runs while the app does."""
     limits = limits or Limits()
-    batcher = Batcher(translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads,
-                      limits.batching)
+    batcher = Batcher(
+        translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads, limits.batching
+    )
     service = Service(translator, batcher, limits, api_key, checkpoint)
 
     @contextlib.asynccontextmanager
@@ -96,8 +111,9 @@ def build_app(translator, limits: Limits | None = None, api_key: str | None = No
         yield
         await asyncio.to_thread(batcher.close)  # uvicorn has let the requests in flight finish
 
-    app = FastAPI(title="mt", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url="/openapi.json")
+    app = FastAPI(
+        title="mt", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json"
+    )
     app.state.batcher, app.state.limits = batcher, limits
 
     @app.exception_handler(ApiError)
@@ -113,8 +129,11 @@ def build_app(translator, limits: Limits | None = None, api_key: str | None = No
     async def server_fault(request: Request, exc: Exception):
         """A fault of the server, never of a request (those are ApiErrors): 500 in the same shape, and
         the traceback in the server's log only."""
-        log.console.print(f"[red]error:[/red] {request.method} {escape(request.url.path)}: "
-                          f"{escape(type(exc).__name__)}: {escape(str(exc))}", soft_wrap=True)
+        log.console.print(
+            f"[red]error:[/red] {request.method} {escape(request.url.path)}: "
+            f"{escape(type(exc).__name__)}: {escape(str(exc))}",
+            soft_wrap=True,
+        )
         traceback.print_exception(exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"}, 500)
 
@@ -123,8 +142,10 @@ def build_app(translator, limits: Limits | None = None, api_key: str | None = No
         start = time.perf_counter()
         response = await call_next(request)
         lines, tokens = getattr(request.state, "lines", 0), getattr(request.state, "tokens", 0)
-        log.info(f"{time.strftime('%H:%M:%S')} {request.method} {request.url.path} {response.status_code} "
-                 f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms")
+        log.info(
+            f"{time.strftime('%H:%M:%S')} {request.method} {request.url.path} {response.status_code} "
+            f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms"
+        )
         return response
 
     _routes(app, service, translator, limits)
@@ -146,8 +167,16 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
     known = trained + [lang for lang in directions.tags if lang not in trained]  # zero-shot sources too
     sources = known + (["auto"] if len(trained) == 1 else [])  # /translate: auto when it can only be that one
     targets = list(directions.tags) or directions.targets()  # zero-shot targets too: every language with a tag
-    spec = openapi.routes(sources, targets, limits.max_chars, limits.max_lines, limits.max_beam,
-                          limits.max_attention_tokens, layers, v1_sources=known + ["auto"])  # /v1: auto = not given
+    spec = openapi.routes(
+        sources,
+        targets,
+        limits.max_chars,
+        limits.max_lines,
+        limits.max_beam,
+        limits.max_attention_tokens,
+        layers,
+        v1_sources=known + ["auto"],
+    )  # /v1: auto = not given
     app.post("/translate", **spec["/translate"])(service.libre_translate)
     app.get("/languages", **spec["/languages"])(service.languages)
     app.get("/health", **spec["/health"])(service.health)
@@ -168,8 +197,10 @@ def route_message(request: Request, exc: HTTPException) -> str:
     """The one line for a route that does not exist (404) or does not take the method (405)."""
     path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
     if exc.status_code == 404:
-        return f"{path}: no such route; the API is POST /translate, GET /languages, GET /health, " \
-               "POST /v1/translate, POST /v1/attention"
+        return (
+            f"{path}: no such route; the API is POST /translate, GET /languages, GET /health, "
+            "POST /v1/translate, POST /v1/attention"
+        )
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
     return " ".join(str(exc.detail).split())
@@ -204,8 +235,14 @@ def uvicorn_config(app):
     import uvicorn
 
     limits = app.state.limits
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE,
-                          http=guarded_protocol(limits.max_connections, limits.read_timeout))
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE,
+        http=guarded_protocol(limits.max_connections, limits.read_timeout),
+    )
 
 
 def guarded_protocol(max_connections: int, read_timeout: float):
@@ -301,9 +338,19 @@ def signals_end_quietly():
             signal.signal(sig, handler)
 
 
-def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-          api_key: str | None = None, threads: int | None = 2, checkpoint: str | list[str] | None = None,
-          device: str = "cpu", precision: str = "fp32", quantize: str | None = None) -> None:
+def serve(
+    exp,
+    cfg,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: Limits | None = None,
+    api_key: str | None = None,
+    threads: int | None = 2,
+    checkpoint: str | list[str] | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    quantize: str | None = None,
+) -> None:
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
     quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
     import torch
@@ -325,10 +372,12 @@ def serve(exp, cfg, host: str = "127.0.0.1", port: int = 8000, limits: Limits | 
     address = f"[{host}]" if ":" in host else host
     mode = quantize or precision
     pairs = ", ".join(f"{src} -> {tgt}" for src, tgt in translator.directions.pairs)
-    log.info(f"[bold]mt serve[/bold] {pairs}: {escape(str(exp.root))} "
-             f"({names}, {mode}, threads {threads or 'torch default'}, {device})"
-             f"{', API key required' if api_key else ''} "
-             f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)")
+    log.info(
+        f"[bold]mt serve[/bold] {pairs}: {escape(str(exp.root))} "
+        f"({names}, {mode}, threads {threads or 'torch default'}, {device})"
+        f"{', API key required' if api_key else ''} "
+        f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)"
+    )
     with signals_end_quietly():
         server.run(sockets=[sock])
     log.info("mt serve: stopped")

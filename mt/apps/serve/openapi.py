@@ -10,8 +10,12 @@ from typing import Any, get_args
 
 from mt.config.schema import MAX_ALPHA, LengthPenalty
 
-ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"],
-         "additionalProperties": False}
+ERROR = {
+    "type": "object",
+    "properties": {"error": {"type": "string"}},
+    "required": ["error"],
+    "additionalProperties": False,
+}
 LINE = {"type": "string", "pattern": "^[^\\n]*$"}  # one line, as `mt translate` reads lines
 
 
@@ -20,15 +24,28 @@ def _json(schema: dict) -> dict:
 
 
 def _errors(*statuses: int) -> dict[int, dict]:
-    reasons = {400: "a bad request (LibreTranslate's shape: also its limits)", 403: "no API key, or the wrong one",
-               413: "over a size limit", 422: "a field of the wrong type or out of range",
-               499: "the client left before its answer", 503: "busy (Retry-After) or the worker has stopped",
-               500: "a fault of the server, never of the request"}
+    reasons = {
+        400: "a bad request (LibreTranslate's shape: also its limits)",
+        403: "no API key, or the wrong one",
+        413: "over a size limit",
+        422: "a field of the wrong type or out of range",
+        499: "the client left before its answer",
+        503: "busy (Retry-After) or the worker has stopped",
+        500: "a fault of the server, never of the request",
+    }
     return {status: {"description": reasons[status], **_json(ERROR)} for status in statuses}
 
 
-def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: int, max_beam: int,
-           max_attention_tokens: int, layers: int, v1_sources: list[str] | None = None) -> dict[str, dict[str, Any]]:
+def routes(
+    sources: list[str],
+    targets: list[str],
+    max_chars: int,
+    max_lines: int,
+    max_beam: int,
+    max_attention_tokens: int,
+    layers: int,
+    v1_sources: list[str] | None = None,
+) -> dict[str, dict[str, Any]]:
     """FastAPI's `openapi_extra` and `responses` of each route, for the source languages /translate takes
     ("auto" among them when the model has one) and /v1's (`v1_sources`, default the same: zero-shot
     sources and "auto", which /v1 reads as not given), its targets, its decoder's `layers` and these limits."""
@@ -37,52 +54,129 @@ def routes(sources: list[str], targets: list[str], max_chars: int, max_lines: in
     text_list = {"type": "array", "items": item, "minItems": 1, "maxItems": max_lines}
     lines = f"^([^\\n]*\\n){{0,{max_lines - 1}}}[^\\n]*$"  # at most max_lines lines
     q = {"type": "string", "minLength": 1, "maxLength": max_chars, "pattern": lines}
-    libre = {"type": "object", "required": ["q", "source", "target"], "properties": {
-        "q": {"oneOf": [q, text_list]},
-        "source": {"type": "string", "enum": sources},
-        "target": {"type": "string", "enum": targets},
-        "format": {"type": "string", "enum": ["text"]},
-        "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
-        "api_key": {"type": "string"}}}
+    libre = {
+        "type": "object",
+        "required": ["q", "source", "target"],
+        "properties": {
+            "q": {"oneOf": [q, text_list]},
+            "source": {"type": "string", "enum": sources},
+            "target": {"type": "string", "enum": targets},
+            "format": {"type": "string", "enum": ["text"]},
+            "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
+            "api_key": {"type": "string"},
+        },
+    }
     form = {**libre, "properties": {**libre["properties"], "q": q}}
     pair = {"source": {"type": "string", "enum": v1_sources or sources}, "target": {"type": "string", "enum": targets}}
-    v1 = {"type": "object", "required": ["text"], "additionalProperties": False, "properties": {
-        "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]}, **pair,
-        "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},
-        "alpha": {"type": "number", "minimum": 0, "maximum": MAX_ALPHA},
-        "length_penalty": {"type": "string", "enum": list(get_args(LengthPenalty))},
-        "nbest": {"type": "integer", "minimum": 1, "maximum": max_beam},
-        "alignments": {"type": "boolean"}}}
-    attention = {"type": "object", "required": ["text"], "additionalProperties": False, "properties": {
-        # At most max_attention_tokens characters, and as many tokens: rare characters (byte pieces) can
-        # make a shorter text too long (413).
-        "text": {**LINE, "minLength": 1, "maxLength": max_attention_tokens, "pattern": "^[^\\n]*\\S[^\\n]*$"},
-        **pair,
-        "layer": {"type": "integer", "minimum": 1, "maximum": layers}, "encoder": {"type": "boolean"}}}
-    hypothesis = {"type": "object", "required": ["text", "score"],
-                  "properties": {"text": {"type": "string"}, "score": {"type": "number"}, "alignment": {"type": "string"}}}
-    translation = {**hypothesis, "properties": {**hypothesis["properties"], "nbest": {"type": "array", "items": hypothesis}}}
+    v1 = {
+        "type": "object",
+        "required": ["text"],
+        "additionalProperties": False,
+        "properties": {
+            "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]},
+            **pair,
+            "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},
+            "alpha": {"type": "number", "minimum": 0, "maximum": MAX_ALPHA},
+            "length_penalty": {"type": "string", "enum": list(get_args(LengthPenalty))},
+            "nbest": {"type": "integer", "minimum": 1, "maximum": max_beam},
+            "alignments": {"type": "boolean"},
+        },
+    }
+    attention = {
+        "type": "object",
+        "required": ["text"],
+        "additionalProperties": False,
+        "properties": {
+            # At most max_attention_tokens characters, and as many tokens: rare characters (byte pieces) can
+            # make a shorter text too long (413).
+            "text": {**LINE, "minLength": 1, "maxLength": max_attention_tokens, "pattern": "^[^\\n]*\\S[^\\n]*$"},
+            **pair,
+            "layer": {"type": "integer", "minimum": 1, "maximum": layers},
+            "encoder": {"type": "boolean"},
+        },
+    }
+    hypothesis = {
+        "type": "object",
+        "required": ["text", "score"],
+        "properties": {"text": {"type": "string"}, "score": {"type": "number"}, "alignment": {"type": "string"}},
+    }
+    translation = {
+        **hypothesis,
+        "properties": {**hypothesis["properties"], "nbest": {"type": "array", "items": hypothesis}},
+    }
     strings = {"type": "array", "items": {"type": "string"}}
     return {
-        "/translate": {"openapi_extra": {"requestBody": {"required": True, "content": {
-            "application/json": {"schema": libre}, "application/x-www-form-urlencoded": {"schema": form}}}},
-            "responses": {200: {"description": "the translation(s), as LibreTranslate answers", **_json({
-                "type": "object", "required": ["translatedText"], "properties": {
-                    "translatedText": {"anyOf": [{"type": "string"}, strings]},
-                    "alternatives": {"anyOf": [strings, {"type": "array", "items": strings}]},
-                    "detectedLanguage": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]}}})},
-                **_errors(400, 403, 413, 499, 500, 503)}},
-        "/v1/translate": {"openapi_extra": {"requestBody": {"required": True, **_json(v1)}},
-                          "responses": {200: {"description": "one translation per text item", **_json({
-                              "type": "object", "required": ["translations", "warnings"], "properties": {
-                                  "translations": {"type": "array", "items": translation}, "warnings": strings}})},
-                              **_errors(400, 403, 413, 422, 499, 500, 503)}},
-        "/v1/attention": {"openapi_extra": {"requestBody": {"required": True, **_json(attention)}},
-                          "responses": {200: {"description": "the sentence's attention weights (mt attention's JSON)",
-                                              **_json({"type": "object", "required": ["translation", "warnings"]})},
-                                        **_errors(400, 403, 413, 422, 499, 500, 503)}},
-        "/languages": {"responses": {200: {"description": "the pair this model translates", **_json({
-            "type": "array", "items": {"type": "object", "required": ["code", "name", "targets"]}})}}},
-        "/health": {"responses": {200: {"description": "the worker is running", **_json({
-            "type": "object", "required": ["status"]})}, **_errors(503)}},
+        "/translate": {
+            "openapi_extra": {
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": libre},
+                        "application/x-www-form-urlencoded": {"schema": form},
+                    },
+                }
+            },
+            "responses": {
+                200: {
+                    "description": "the translation(s), as LibreTranslate answers",
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["translatedText"],
+                            "properties": {
+                                "translatedText": {"anyOf": [{"type": "string"}, strings]},
+                                "alternatives": {"anyOf": [strings, {"type": "array", "items": strings}]},
+                                "detectedLanguage": {
+                                    "anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]
+                                },
+                            },
+                        }
+                    ),
+                },
+                **_errors(400, 403, 413, 499, 500, 503),
+            },
+        },
+        "/v1/translate": {
+            "openapi_extra": {"requestBody": {"required": True, **_json(v1)}},
+            "responses": {
+                200: {
+                    "description": "one translation per text item",
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["translations", "warnings"],
+                            "properties": {
+                                "translations": {"type": "array", "items": translation},
+                                "warnings": strings,
+                            },
+                        }
+                    ),
+                },
+                **_errors(400, 403, 413, 422, 499, 500, 503),
+            },
+        },
+        "/v1/attention": {
+            "openapi_extra": {"requestBody": {"required": True, **_json(attention)}},
+            "responses": {
+                200: {
+                    "description": "the sentence's attention weights (mt attention's JSON)",
+                    **_json({"type": "object", "required": ["translation", "warnings"]}),
+                },
+                **_errors(400, 403, 413, 422, 499, 500, 503),
+            },
+        },
+        "/languages": {
+            "responses": {
+                200: {
+                    "description": "the pair this model translates",
+                    **_json({"type": "array", "items": {"type": "object", "required": ["code", "name", "targets"]}}),
+                }
+            }
+        },
+        "/health": {
+            "responses": {
+                200: {"description": "the worker is running", **_json({"type": "object", "required": ["status"]})},
+                **_errors(503),
+            }
+        },
     }

@@ -101,8 +101,15 @@ class _Entry:
 class Batcher:
     """The queue and its worker thread over one Translator (module docstring); `start` before use."""
 
-    def __init__(self, translator, max_batch_tokens: int = 4000, max_wait_ms: float = 10.0, max_queue: int = 1024,
-                 threads: int | None = None, batching: str = "static"):
+    def __init__(
+        self,
+        translator,
+        max_batch_tokens: int = 4000,
+        max_wait_ms: float = 10.0,
+        max_queue: int = 1024,
+        threads: int | None = None,
+        batching: str = "static",
+    ):
         if batching not in BATCHING:
             raise ValueError(f"batching {batching!r}: expected {' or '.join(BATCHING)}")
         self.translator = translator
@@ -198,8 +205,11 @@ class Batcher:
         for entry in orphans:  # each its own exception: each request raises it in its own task
             entry.request.fail(WorkerFailed(message))
         try:  # stderr may be gone (a closed pipe under a supervisor): the requests have their answer already
-            log.console.print(f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
-                              "is restarted (MT_DEBUG=1 shows where)", soft_wrap=True)
+            log.console.print(
+                f"[red]error:[/red] {escape(message)}; every request now fails (503) until mt serve "
+                "is restarted (MT_DEBUG=1 shows where)",
+                soft_wrap=True,
+            )
             if os.environ.get("MT_DEBUG"):
                 traceback.print_exception(exc)
         except Exception:
@@ -278,8 +288,13 @@ class Batcher:
 
         # Beam 1 is greedy search, static: its score is the log-probability, as `mt translate` defines
         # it, where a continuous beam of one would divide by the length penalty.
-        return (self.batching == "continuous" and first.call is None and first.options.alignment_layer is None
-                and first.options.beam > 1 and isinstance(self.translator.model, Transformer))
+        return (
+            self.batching == "continuous"
+            and first.call is None
+            and first.options.alignment_layer is None
+            and first.options.beam > 1
+            and isinstance(self.translator.model, Transformer)
+        )
 
     def _run_continuous(self, batch: list[_Entry]) -> None:
         """Search `batch` and whatever joins it (module docstring) until none is left; a failure goes to
@@ -289,9 +304,16 @@ class Batcher:
         options, translator = batch[0].options, self.translator
         search, joining = None, batch  # being added: answered with the error too if adding them fails
         try:
-            search = ContinuousBeamSearch(translator.model, max(options.beam, options.nbest), options.alpha,
-                                          options.length_penalty, options.max_len_a, options.max_len_b, options.nbest,
-                                          options.stop)
+            search = ContinuousBeamSearch(
+                translator.model,
+                max(options.beam, options.nbest),
+                options.alpha,
+                options.length_penalty,
+                options.max_len_a,
+                options.max_len_b,
+                options.nbest,
+                options.stop,
+            )
             search.add(translator.pad_sources([entry.ids for entry in batch]), batch)
             self.batches += 1
             self.sentences += len(batch)
@@ -320,8 +342,9 @@ class Batcher:
             if not self._queue:
                 return []
             first = self._queue[0]
-            if (first.call is not None or first.options != options) and \
-                    time.monotonic() - first.arrived >= self.max_wait:
+            if (
+                first.call is not None or first.options != options
+            ) and time.monotonic() - first.arrived >= self.max_wait:
                 return []
             return self._take(options, self.max_batch_tokens - tokens)
 

@@ -135,18 +135,22 @@ def check_key(expected: str | None, given: Any) -> None:
     if expected is None:
         return
     if not given or not isinstance(given, str):
-        raise ApiError(403, "Please contact the server operator to get an API key (api_key, or the header "
-                            "Authorization: Bearer KEY)")
+        raise ApiError(
+            403,
+            "Please contact the server operator to get an API key (api_key, or the header Authorization: Bearer KEY)",
+        )
     if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")):
         raise ApiError(403, "Invalid API key")
 
 
 def check_pair(data: dict, status: int = 422) -> tuple[str | None, str | None]:
-    """"source" and "target" (None: not given, or source "auto"); `status` when one is not a non-empty
+    """ "source" and "target" (None: not given, or source "auto"); `status` when one is not a non-empty
     string. Whether the model translates them is the direction's to say (mt.decoding.directions: 400)."""
     for name in ("source", "target"):
         value = data.get(name)
-        if value is not None and (not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,35}", value)):  # BCP 47's
+        if value is not None and (
+            not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,35}", value)
+        ):  # BCP 47's
             raise ApiError(status, f"{name}: expected a language code (a string), got {json.dumps(value)[:40]}")
     source = data.get("source")
     return (None if source == "auto" else source), data.get("target")
@@ -162,7 +166,7 @@ def check_size(texts: list[str], max_chars: int, max_lines: int) -> None:
 
 
 def text_items(data: dict) -> list[str]:
-    """"text" as a list of lines: a string or a non-empty list of strings, none with a line break
+    """ "text" as a list of lines: a string or a non-empty list of strings, none with a line break
     ("\\n", as `mt translate` reads lines: `split_lines`)."""
     text = data.get("text")
     texts = [text] if isinstance(text, str) else text
@@ -183,8 +187,9 @@ def split_lines(text: str) -> tuple[list[str], list[str]]:
     return parts[0::2], [*parts[1::2], ""]
 
 
-def whole_number(value: Any, name: str, status: int, low: int = 0, high: int | None = None, *,
-                 text: bool = False) -> int | None:
+def whole_number(
+    value: Any, name: str, status: int, low: int = 0, high: int | None = None, *, text: bool = False
+) -> int | None:
     """An integer field, None staying None: JSON's integer, 4.0 too (module docstring), or with `text`
     (a form's field) its digits too."""
     if value is None:
@@ -228,8 +233,8 @@ def v1_options(data: dict, defaults, max_beam: int, model) -> DecodeOptions:
         raise ApiError(422, f"length_penalty: expected {choices}, got {json.dumps(penalty)[:40]}")
     layer = check_layer(model, None, "alignments") if flag(data, "alignments") else None
     try:
-        return DecodeOptions(beam=beam, alpha=number, length_penalty=penalty, nbest=nbest,
-                             alignment_layer=layer).resolved(defaults)
+        return DecodeOptions(
+            beam=beam, alpha=number, length_penalty=penalty, nbest=nbest, alignment_layer=layer
+        ).resolved(defaults)
     except ConfigError as exc:  # what does not go together (nbest over beam): mt translate's words, as fields
         raise ApiError(422, re.sub(r"--([\w-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))) from None
-

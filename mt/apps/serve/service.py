@@ -34,11 +34,31 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 
-LANGUAGE_NAMES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
-                  "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi", "hu": "Hungarian",
-                  "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
-                  "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
-                  "uk": "Ukrainian", "zh": "Chinese"}
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "cs": "Czech",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "hi": "Hindi",
+    "hu": "Hungarian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
 
@@ -55,7 +75,9 @@ class Service:
         # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
         self.body_limit = 12 * limits.max_chars + 65536
 
-    async def translate(self, request: Request, lines: list[str], options: DecodeOptions) -> tuple[list[list], list[str]]:
+    async def translate(
+        self, request: Request, lines: list[str], options: DecodeOptions
+    ) -> tuple[list[list], list[str]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
         the search is called off when the client leaves before its answer. The direction's tag goes
         into the sources: sentences of every direction may then share a batch."""
@@ -80,11 +102,13 @@ class Service:
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
-        options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(self.defaults)
+        options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(
+            self.defaults
+        )
         results, _ = await self.translate(request, [line for lines, _ in split for line in lines], options)
         translated, others, at = [], [], 0
         for lines, breaks in split:
-            hyps = results[at: at + len(lines)]
+            hyps = results[at : at + len(lines)]
             at += len(lines)
             translated.append("".join(h[0][0] + line_break for h, line_break in zip(hyps, breaks)))
             others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
@@ -110,8 +134,11 @@ class Service:
             unicode_text(text, "q", 400)
         sources = self.directions.sources()
         if source == "auto" and len(sources) > 1:
-            raise ApiError(400, f"auto is not supported: this model translates from {', '.join(sources)} and detects "
-                                f"no language; give source")
+            raise ApiError(
+                400,
+                f"auto is not supported: this model translates from {', '.join(sources)} and detects "
+                f"no language; give source",
+            )
         try:  # LibreTranslate's words: "fr is not supported"
             self.directions.tag(None if source == "auto" else source, target)
         except ConfigError as exc:
@@ -129,7 +156,9 @@ class Service:
         chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
         limits = self.limits
         if chars > limits.max_chars or lines > limits.max_lines:
-            size, limit = (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines", limits.max_lines)
+            size, limit = (
+                (chars, limits.max_chars) if chars > limits.max_chars else (f"{lines} lines", limits.max_lines)
+            )
             raise ApiError(400, f"Invalid request: request ({size}) exceeds text limit ({limit})")
 
     def _tag(self, src_lang: str | None, tgt_lang: str | None, status: int = 400) -> int | None:
@@ -145,19 +174,29 @@ class Service:
 
     async def languages(self) -> list[dict]:
         """Each source language the model was trained on, with the targets it was trained to reach."""
-        return [{"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": self.directions.targets(src)}
-                for src in self.directions.sources()]
+        return [
+            {"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": self.directions.targets(src)}
+            for src in self.directions.sources()
+        ]
 
     async def health(self) -> dict[str, Any]:
         batcher = self.batcher
         if batcher.failure is not None:  # a monitor restarts what answers 503 here
             raise ApiError(503, f"{batcher.failure}; restart mt serve")
         (source, target), *_ = self.directions.pairs
-        return {"status": "ok", "source": source, "target": target, "directions": self.directions.names().split(", "),
-                "checkpoint": self.checkpoint,
-                "queued": batcher.queued(), "batches": batcher.batches,
-                "batching": batcher.batching, "widest": batcher.widest, "sentences": batcher.sentences,
-                "busy_seconds": round(batcher.busy_seconds, 3)}
+        return {
+            "status": "ok",
+            "source": source,
+            "target": target,
+            "directions": self.directions.names().split(", "),
+            "checkpoint": self.checkpoint,
+            "queued": batcher.queued(),
+            "batches": batcher.batches,
+            "batching": batcher.batching,
+            "widest": batcher.widest,
+            "sentences": batcher.sentences,
+            "busy_seconds": round(batcher.busy_seconds, 3),
+        }
 
     async def v1_translate(self, request: Request) -> dict[str, Any]:
         """POST /v1/translate: one translation per text item, its score, n best and alignments as asked."""
@@ -167,8 +206,11 @@ class Service:
         self._tag(src_lang, tgt_lang)
         texts = text_items(data)
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
-        options = replace(v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
-                          src_lang=src_lang, tgt_lang=tgt_lang)
+        options = replace(
+            v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
+        )
         results, warnings = await self.translate(request, texts, options)
         return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
 
@@ -196,8 +238,11 @@ class Service:
         limit = self.limits.max_attention_tokens
         for count, what in ((len(text), "characters"), (len(encoded[0]), "tokens")):
             if count > limit:  # the answer grows with layers x heads x tokens^2
-                raise ApiError(413, f"text: {count} {what}; /v1/attention draws sentences of at most {limit} "
-                                    f"characters and tokens (--max-attention-tokens)")
+                raise ApiError(
+                    413,
+                    f"text: {count} {what}; /v1/attention draws sentences of at most {limit} "
+                    f"characters and tokens (--max-attention-tokens)",
+                )
 
         def answer(translator) -> bytes:  # on the worker: the event loop never serialises the weights
             maps = attention_maps(translator, text, None, index, tag).to_json(encoder)
@@ -244,6 +289,7 @@ async def _disconnected(request: Request) -> None:
 
 def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
     """One line's answer: its best translation and score; the n best and alignments as asked."""
+
     def hypothesis(h: tuple) -> dict:
         item = {"text": h[0], "score": h[1]}
         if options.alignment_layer is not None:
