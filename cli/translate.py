@@ -86,7 +86,9 @@ def translate(
     ] = False,
     src_lang: Annotated[
         Optional[str],
-        typer.Option(help="The input's language (a multilingual experiment: with --tgt-lang, the direction)."),
+        typer.Option(
+            help="The input's language (a multilingual experiment: with --tgt-lang, the direction); auto: each line's is identified among the model's sources (lingua), and a line in a language the model cannot read is not translated (an empty output line and a warning)."
+        ),
     ] = None,
     tgt_lang: Annotated[
         Optional[str], typer.Option(help="The language to translate into (a multilingual experiment's <2xx> token).")
@@ -112,6 +114,8 @@ def translate(
     from mt.hardware import set_threads
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
+    auto = src_lang == "auto"
+    src_lang = None if auto else src_lang  # a multilingual model's tag is its target's: the source steers nothing
     options = replace(
         decode,
         nbest=max(nbest, 1),
@@ -126,6 +130,10 @@ def translate(
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
     translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
+    if auto:
+        from mt.text.language import LanguageIdentifier, readable_lines
+
+        source = readable_lines(source, LanguageIdentifier(translator.directions.sources()))
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
     total = count_lines(str(input)) if input is not None and str(input) != "-" else None

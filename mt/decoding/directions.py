@@ -41,6 +41,12 @@ class Directions:
     def sources(self) -> list[str]:
         return list(dict.fromkeys(src for src, _ in self.pairs))
 
+    def readable(self) -> list[str]:
+        """Every language it may be asked to translate from: its sources, then (multilingual) the other
+        languages it has a tag for, zero-shot sources."""
+        sources = self.sources()
+        return sources + [lang for lang in self.tags if lang not in sources]
+
     def knows_source(self, lang: str) -> bool:
         """Whether `lang` may be a source: a bilingual model's own; for a multilingual one, any language
         it was trained to read or to write (zero-shot from a target language)."""

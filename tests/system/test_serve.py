@@ -264,7 +264,8 @@ def test_unknown_routes_and_wrong_methods_are_errors_like_the_others(server, met
 
 
 def test_languages_health_and_the_page(server):
-    assert ok(f"{server.url}/languages") == [{"code": "de", "name": "German", "targets": ["en"]}]
+    assert ok(f"{server.url}/languages") == [{"code": "de", "name": "German", "targets": ["en"]},
+                                             {"code": "en", "name": "English", "targets": []}]
     health = ok(f"{server.url}/health")
     assert health["status"] == "ok" and health["source"] == "de" and health["queued"] == 0
     with urllib.request.urlopen(f"{server.url}/", timeout=30) as response:

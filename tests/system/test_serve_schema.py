@@ -35,7 +35,7 @@ def test_no_request_crashes_the_server_or_breaks_its_schema(live, mode, single_t
         {"negative_data_rejection": {"expected-statuses": [400, 403, 413, 422]}}).negative_data_rejection
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
-        "POST /translate", "POST /v1/translate", "POST /v1/attention", "GET /languages", "GET /health"}
+        "POST /translate", "POST /detect", "POST /v1/translate", "POST /v1/attention", "GET /languages", "GET /health"}
     for operation in operations:
         if mode is GenerationMode.NEGATIVE and operation.method.upper() == "GET":
             continue  # no body, no parameters: nothing to break

@@ -19,6 +19,7 @@ LAYERS = [
     ("mt.experiment",),
     ("mt.data",),
     ("mt.training", "mt.decoding"),
+    ("mt.text",),
     ("mt.apps",),
     ("mt.cli",),
 ]

@@ -1,13 +1,18 @@
 """`mt serve`: the Translator behind HTTP, speaking LibreTranslate's API, with mt's own under /v1.
 
 Routes (docs/serving.md gives examples with curl):
-- POST /translate: LibreTranslate's. JSON or a form (its Python client posts forms): {"q": str | [str],
+- POST /translate: LibreTranslate's. JSON, a form (its Python client posts forms) or the query string
+  (deep-translator's), as LibreTranslate reads them: {"q": str | [str],
   "source": SRC | "auto", "target": TGT, "format": "text", "alternatives": N, "api_key": KEY} ->
   {"translatedText": str | [str]} and, as asked, "alternatives" (a list of strings for a string q, a
-  list of lists for a list q) and "detectedLanguage" ({"confidence": 100, "language": SRC}, or a list
-  of them). Errors as LibreTranslate gives them: {"error": "..."} with 400 (bad request, limits), 403
+  list of lists for a list q) and, for source auto, "detectedLanguage" ({"confidence": 0-100, "language":
+  SRC}, or a list of them: each text identified among the model's sources; 400 for one it cannot read). Errors as LibreTranslate gives them: {"error": "..."} with 400 (bad request, limits), 403
   (API key), 500, 503 (queue full, with Retry-After).
-- GET /languages: [{"code": SRC, "name": ..., "targets": [TGT]}]: a model knows one pair.
+- GET /languages: [{"code": LANG, "name": ..., "targets": [TGT]}]: every language the model knows, both
+  sides of its pairs, each with the targets it reaches (a target it cannot read from: []).
+- POST /detect: LibreTranslate's, fields as /translate reads them: {"q": str, "api_key": KEY} ->
+  [{"confidence": 0-100, "language": SRC}], the model's source languages likeliest first
+  (mt.apps.serve.languages, mt.text.language); all 0 for a language the model cannot read.
 - GET /health: {"status": "ok", ...}; 503 with {"error": ...} once the batcher's worker has died.
 - POST /v1/translate: {"text": str | [str], "beam", "alpha", "length_penalty", "nbest", "alignments"}
   -> {"translations": [{"text", "score", "nbest": [{"text", "score"}] (nbest > 1), "alignment"
@@ -163,9 +168,8 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
     """The API's routes, each with its part of the OpenAPI schema (mt.apps.serve.openapi)."""
     layers = check_layer(translator.model, None, "layer") + 1
     directions = translator.directions
-    trained = directions.sources()
-    known = trained + [lang for lang in directions.tags if lang not in trained]  # zero-shot sources too
-    sources = known + (["auto"] if len(trained) == 1 else [])  # /translate: auto when it can only be that one
+    known = directions.readable()  # zero-shot sources too
+    sources = known + ["auto"]  # each text identified (mt.apps.serve.languages)
     targets = list(directions.tags) or directions.targets()  # zero-shot targets too: every language with a tag
     spec = openapi.routes(
         sources,
@@ -176,8 +180,9 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
         limits.max_attention_tokens,
         layers,
         v1_sources=known + ["auto"],
-    )  # /v1: auto = not given
+    )  # /v1: auto = identified, each line
     app.post("/translate", **spec["/translate"])(service.libre_translate)
+    app.post("/detect", **spec["/detect"])(service.detect)
     app.get("/languages", **spec["/languages"])(service.languages)
     app.get("/health", **spec["/health"])(service.health)
     app.post("/v1/translate", **spec["/v1/translate"])(service.v1_translate)
@@ -198,7 +203,7 @@ def route_message(request: Request, exc: HTTPException) -> str:
     path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
     if exc.status_code == 404:
         return (
-            f"{path}: no such route; the API is POST /translate, GET /languages, GET /health, "
+            f"{path}: no such route; the API is POST /translate, POST /detect, GET /languages, GET /health, "
             "POST /v1/translate, POST /v1/attention"
         )
     if exc.status_code == 405:

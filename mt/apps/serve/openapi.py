@@ -16,6 +16,12 @@ ERROR = {
     "required": ["error"],
     "additionalProperties": False,
 }
+# Not parameters of the schema: a fuzzer breaking a query field that the body gives again would see it
+# accepted, as LibreTranslate accepts it.
+QUERY_TOO = (
+    "LibreTranslate's fields, as it reads them: JSON, a form, or the query string (deep-translator sends "
+    "them there, with an empty body); a body's field wins over the query's of the same name"
+)
 LINE = {"type": "string", "pattern": "^[^\\n]*$"}  # one line, as `mt translate` reads lines
 
 
@@ -47,7 +53,7 @@ def routes(
     v1_sources: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """FastAPI's `openapi_extra` and `responses` of each route, for the source languages /translate takes
-    ("auto" among them when the model has one) and /v1's (`v1_sources`, default the same: zero-shot
+    ("auto" among them: identified) and /v1's (`v1_sources`, default the same: zero-shot
     sources and "auto", which /v1 reads as not given), its targets, its decoder's `layers` and these limits."""
     # The limits are on the whole request (characters, lines); the schema promises what always fits.
     item = {**LINE, "maxLength": max_chars // max_lines}
@@ -67,6 +73,16 @@ def routes(
         },
     }
     form = {**libre, "properties": {**libre["properties"], "q": q}}
+    detect_form = {"type": "object", "required": ["q"], "properties": {"q": q, "api_key": {"type": "string"}}}
+    detect = {**detect_form, "properties": {**detect_form["properties"], "q": {"oneOf": [q, text_list]}}}
+    detection = {
+        "type": "object",
+        "required": ["confidence", "language"],
+        "properties": {
+            "confidence": {"type": "number", "minimum": 0, "maximum": 100},
+            "language": {"type": "string", "enum": [lang for lang in sources if lang != "auto"]},
+        },
+    }
     pair = {"source": {"type": "string", "enum": v1_sources or sources}, "target": {"type": "string", "enum": targets}}
     v1 = {
         "type": "object",
@@ -110,11 +126,12 @@ def routes(
             "openapi_extra": {
                 "requestBody": {
                     "required": True,
+                    "description": QUERY_TOO,
                     "content": {
                         "application/json": {"schema": libre},
                         "application/x-www-form-urlencoded": {"schema": form},
                     },
-                }
+                },
             },
             "responses": {
                 200: {
@@ -126,12 +143,30 @@ def routes(
                             "properties": {
                                 "translatedText": {"anyOf": [{"type": "string"}, strings]},
                                 "alternatives": {"anyOf": [strings, {"type": "array", "items": strings}]},
-                                "detectedLanguage": {
-                                    "anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]
-                                },
+                                "detectedLanguage": {"anyOf": [detection, {"type": "array", "items": detection}]},
                             },
                         }
                     ),
+                },
+                **_errors(400, 403, 413, 499, 500, 503),
+            },
+        },
+        "/detect": {
+            "openapi_extra": {
+                "requestBody": {
+                    "required": True,
+                    "description": QUERY_TOO,
+                    "content": {
+                        "application/json": {"schema": detect},
+                        "application/x-www-form-urlencoded": {"schema": detect_form},
+                    },
+                },
+            },
+            "responses": {
+                200: {
+                    "description": "the model's source languages, likeliest first (confidence 0 to 100; all 0: "
+                    "a language the model cannot read)",
+                    **_json({"type": "array", "items": detection}),
                 },
                 **_errors(400, 403, 413, 499, 500, 503),
             },
@@ -168,7 +203,7 @@ def routes(
         "/languages": {
             "responses": {
                 200: {
-                    "description": "the pair this model translates",
+                    "description": "every language the model knows, each with the targets it reaches",
                     **_json({"type": "array", "items": {"type": "object", "required": ["code", "name", "targets"]}}),
                 }
             }

@@ -84,12 +84,20 @@ def unicode_text(value: str, name: str, status: int) -> str:
 
 
 async def libre_fields(request, limit: int) -> dict:
-    """LibreTranslate's fields from JSON, a URL-encoded form or a multipart form; q given several times
-    in a form is a list."""
+    """LibreTranslate's fields as it reads them (Flask's request.values, or the JSON body): from the
+    query string (deep-translator sends every field there, with no body), then a URL-encoded or
+    multipart form, the query string's first where both give one; or a JSON body, with the query
+    string's for the fields it lacks. q given several times in a query or form is a list."""
     text = await body_text(request, limit)
+    try:
+        query = parse_qsl(
+            request.scope.get("query_string", b"").decode("latin-1"), True, encoding="utf-8", errors="strict"
+        )
+    except UnicodeDecodeError:
+        raise ApiError(400, "the query string is not valid UTF-8") from None
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "application/json" or kind.endswith("+json"):
-        return json_object(text, 400)
+        return {**form_fields(query), **json_object(text, 400)}
     if kind == "multipart/form-data":
         try:
             form = await request.form()
@@ -101,6 +109,11 @@ async def libre_fields(request, limit: int) -> dict:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except UnicodeDecodeError:
             raise ApiError(400, "the form is not valid UTF-8") from None
+    return form_fields([*query, *pairs])
+
+
+def form_fields(pairs: list[tuple[str, str]]) -> dict:
+    """A form's fields: each name's first value, q's every value (a list when there are several)."""
     fields: dict[str, Any] = {}
     for name, value in pairs:
         if name == "q" and "q" in fields:

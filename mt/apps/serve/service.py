@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from mt.apps.serve.languages import Languages
 from mt.apps.serve.queue import Batcher, Closed, QueueFull, WorkerFailed
 from mt.apps.serve.requests import (
     ApiError,
@@ -34,31 +35,6 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 
-LANGUAGE_NAMES = {
-    "ar": "Arabic",
-    "cs": "Czech",
-    "da": "Danish",
-    "de": "German",
-    "el": "Greek",
-    "en": "English",
-    "es": "Spanish",
-    "fi": "Finnish",
-    "fr": "French",
-    "hi": "Hindi",
-    "hu": "Hungarian",
-    "it": "Italian",
-    "ja": "Japanese",
-    "ko": "Korean",
-    "nl": "Dutch",
-    "pl": "Polish",
-    "pt": "Portuguese",
-    "ro": "Romanian",
-    "ru": "Russian",
-    "sv": "Swedish",
-    "tr": "Turkish",
-    "uk": "Ukrainian",
-    "zh": "Chinese",
-}
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
 
@@ -69,6 +45,7 @@ class Service:
     def __init__(self, translator: Translator, batcher: Batcher, limits, api_key: str | None, checkpoint: str):
         self.translator, self.batcher, self.limits = translator, batcher, limits
         self.directions = translator.directions  # the pairs it was trained on; tags if multilingual
+        self.langs = Languages(self.directions)  # /languages, /detect, source auto
         self.api_key, self.checkpoint = api_key, checkpoint
         self.defaults = translator.decode_cfg  # what a request leaves unset
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
@@ -97,7 +74,8 @@ class Service:
         check_key(self.api_key, fields.get("api_key") or header_key(request))
         q, source = fields.get("q"), fields.get("source")
         texts = self._libre_texts(fields)
-        src_lang = None if source == "auto" else source
+        detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
+        src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
         asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
@@ -116,8 +94,7 @@ class Service:
         if asked:
             answer["alternatives"] = others[0] if isinstance(q, str) else others
         if source == "auto":
-            detected = {"confidence": 100, "language": self.directions.sources()[0]}
-            answer["detectedLanguage"] = detected if isinstance(q, str) else [detected for _ in texts]
+            answer["detectedLanguage"] = detected[0] if isinstance(q, str) else detected
         return answer
 
     def _libre_texts(self, fields: dict) -> list[str]:
@@ -132,13 +109,6 @@ class Service:
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
         for text in texts:
             unicode_text(text, "q", 400)
-        sources = self.directions.sources()
-        if source == "auto" and len(sources) > 1:
-            raise ApiError(
-                400,
-                f"auto is not supported: this model translates from {', '.join(sources)} and detects "
-                f"no language; give source",
-            )
         try:  # LibreTranslate's words: "fr is not supported"
             self.directions.tag(None if source == "auto" else source, target)
         except ConfigError as exc:
@@ -173,11 +143,19 @@ class Service:
             raise ApiError(status, f"{field} {value!r}: {message}" if value else f"{field}: {message}") from None
 
     async def languages(self) -> list[dict]:
-        """Each source language the model was trained on, with the targets it was trained to reach."""
-        return [
-            {"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": self.directions.targets(src)}
-            for src in self.directions.sources()
+        """GET /languages: every language the model knows, with the targets each reaches (languages.py)."""
+        return self.langs.listing()
+
+    async def detect(self, request: Request) -> list[dict[str, Any]]:
+        """POST /detect, as LibreTranslate answers it: [{"confidence", "language"}], likeliest first."""
+        fields = await libre_fields(request, self.body_limit)
+        check_key(self.api_key, fields.get("api_key") or header_key(request))
+        q = fields.get("q")
+        texts = [
+            text for text in ([q] if isinstance(q, str) else q if isinstance(q, list) else []) if isinstance(text, str)
         ]
+        self._libre_size(texts, [[text] for text in texts])
+        return await self.langs.detect(fields)
 
     async def health(self) -> dict[str, Any]:
         batcher = self.batcher
@@ -206,6 +184,8 @@ class Service:
         self._tag(src_lang, tgt_lang)
         texts = text_items(data)
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
+        if data.get("source") == "auto":  # each line identified; one the model cannot read is refused
+            await self.langs.auto(texts, [f"text[{i}]" for i in range(len(texts))])
         options = replace(
             v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
             src_lang=src_lang,

@@ -1,0 +1,98 @@
+"""The languages of `mt serve`, as LibreTranslate gives them: GET /languages (every language the model
+knows, each with the targets it reaches), POST /detect and `source: auto` (mt.text.language's
+identifier, restricted to the model's source languages and built once per server). Confidences are
+LibreTranslate's: 0 to 100, two decimals. A text in a language the model cannot read is refused with
+400, "xx is not supported: ...", as LibreTranslate refuses a detected language it has no model for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mt.apps.serve.requests import ApiError, unicode_text
+from mt.decoding.directions import Directions
+from mt.text.language import Identified, LanguageIdentifier, Unidentifiable, language_name
+
+LANGUAGE_NAMES = {  # lingua's names for the others
+    "ar": "Arabic",
+    "cs": "Czech",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "hi": "Hindi",
+    "hu": "Hungarian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
+
+
+def name_of(code: str) -> str:
+    return LANGUAGE_NAMES.get(code) or language_name(code)
+
+
+def confidence(value: float) -> float:
+    return round(100 * value, 2)
+
+
+class Languages:
+    """What /languages, /detect and `auto` answer for a model's `directions`."""
+
+    def __init__(self, directions: Directions):
+        self.directions = directions
+        self.readable = directions.readable()  # its sources, then (multilingual) the zero-shot ones
+        self.identifier = LanguageIdentifier(self.readable)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """GET /languages: every language the model knows, sources first, each with the targets it was
+        trained to reach (zero-shot directions are taken, not listed; a language it only writes lists
+        none). LibreTranslate lists both sides of each installed pair, and its clients check a request's
+        languages against this list."""
+        directions = self.directions
+        languages = dict.fromkeys([*self.readable, *directions.targets(), *directions.tags])
+        return [{"code": code, "name": name_of(code), "targets": directions.targets(code)} for code in languages]
+
+    async def identify(self, texts: list[str]) -> list[Identified]:
+        """Each text's language (in a worker thread: lingua loads its models on first use)."""
+        try:
+            return await asyncio.to_thread(lambda: [self.identifier.identify(text) for text in texts])
+        except Unidentifiable as exc:
+            raise ApiError(400, str(exc)) from None
+
+    async def detect(self, fields: dict) -> list[dict[str, Any]]:
+        """POST /detect: the model's source languages, likeliest first, with LibreTranslate's confidence;
+        every confidence 0 when the text is in a language the model cannot read (LibreTranslate's
+        answer when none of its languages fits)."""
+        q = fields.get("q")
+        if q in (None, "", []):
+            raise ApiError(400, "Invalid request: missing q parameter")
+        texts = [q] if isinstance(q, str) else q
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise ApiError(400, "Invalid request: q must be a string or a list of strings")
+        (found,) = await self.identify(["\n".join(unicode_text(text, "q", 400) for text in texts)])
+        scale = 0.0 if found.foreign is not None else 1.0
+        return [{"confidence": confidence(scale * value), "language": code} for code, value in found.ranking]
+
+    async def auto(self, texts: list[str], fields: list[str] | None = None) -> list[dict[str, Any]]:
+        """`source: auto`: each text's detectedLanguage ({"confidence", "language"}), or 400 when one is
+        in a language the model cannot read (naming its field, /v1's text[i], where given)."""
+        found = await self.identify(texts)
+        for i, item in enumerate(found):
+            if item.foreign is not None:
+                where = f"{fields[i]}: " if fields else ""
+                raise ApiError(400, f"{where}{item.foreign} is not supported: {item.message(self.readable)}")
+        return [{"confidence": confidence(item.confidence), "language": item.language} for item in found]

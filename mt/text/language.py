@@ -1,0 +1,142 @@
+"""Which language a text is in, among those a model reads: `mt serve`'s /detect and `source: auto`,
+`mt translate --src-lang auto`.
+
+lingua (lingua-language-detector) identifies offline: its models ship in its wheel and nothing is
+downloaded. Two detectors, built once per `LanguageIdentifier` and loaded on first use:
+- the model's source languages only (lingua's high-accuracy mode), which ranks them: which of the
+  languages the model reads a text is in (on Multi30k's test2016 en/de/fr, 3,000 sentences, 100%:
+  docs/benchmarks.md);
+- every language lingua knows, in its low-accuracy mode (a few MB, a fraction of a millisecond),
+  the guard: a text whose model's languages get at most FOREIGN_AT_MOST of the confidence among all
+  75 is in a language the model cannot read, and is not translated (about 0.1-0.3% of test2016's
+  sentences are taken for foreign by it; a caller that knows the language names it instead of auto).
+A source language lingua does not know: a model with that one source takes every text as it
+(unguarded); a model with several sources, one of them unknown to lingua, cannot tell them apart,
+and `identify` refuses (Unidentifiable) with what to do instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mt import log
+from mt.errors import MtError
+
+FOREIGN_AT_MOST = (
+    0.01  # the model's languages' share of the confidence over all languages, at or below which a text is foreign
+)
+
+
+class Unidentifiable(MtError):
+    """auto cannot be answered for this model: it reads several languages and lingua does not know one."""
+
+
+@dataclass(frozen=True)
+class Identified:
+    """What a text is: `language`, the model's source language it is most likely in, with `confidence`
+    (0 to 1, among the model's sources); `ranking`, every source best first; `foreign`, the language
+    lingua takes it for when the model cannot read it (None: it can)."""
+
+    language: str
+    confidence: float
+    ranking: tuple[tuple[str, float], ...]
+    foreign: str | None = None
+
+    def message(self, sources: Sequence[str]) -> str:
+        """Why a foreign text is not translated, in one line."""
+        return (
+            f"the text looks like {language_name(self.foreign or '')} ({self.foreign}), which this model "
+            f"does not read (it translates from {', '.join(sources)}); give the source language to translate it anyway"
+        )
+
+
+def lingua_language(code: str) -> Any:
+    """lingua's Language for an ISO 639-1 code ("de", "pt-BR" as "pt"), or None when it knows none."""
+    from lingua import IsoCode639_1, Language
+
+    iso = getattr(IsoCode639_1, code.replace("_", "-").split("-")[0].upper(), None)
+    if iso is None:
+        return None
+    try:
+        return Language.from_iso_code_639_1(iso)
+    except ValueError:  # a code lingua has a name for but no model
+        return None
+
+
+def language_name(code: str) -> str:
+    """English's name for a language code ("de": "German"), or the code when lingua knows none."""
+    language = lingua_language(code) if code else None
+    return language.name.title() if language is not None else code
+
+
+class LanguageIdentifier:
+    """Identifies texts among `sources`, a model's source languages (module docstring); thread-safe."""
+
+    def __init__(self, sources: Sequence[str]):
+        self.sources = list(dict.fromkeys(sources))
+        self.known = {code: lang for code in self.sources if (lang := lingua_language(code)) is not None}
+        self.unknown = [code for code in self.sources if code not in self.known]
+        self._lock = threading.Lock()
+        self._ranker: Any = None
+        self._guard: Any = None
+
+    def _detectors(self) -> tuple[Any, Any]:
+        """(ranker over the known sources or None with fewer than two, guard or None when a source is
+        unknown to lingua), built at the first call."""
+        from lingua import LanguageDetectorBuilder
+
+        with self._lock:
+            if self._guard is None and not self.unknown:
+                self._guard = LanguageDetectorBuilder.from_all_languages().with_low_accuracy_mode().build()
+            if self._ranker is None and len(self.known) >= 2:
+                self._ranker = LanguageDetectorBuilder.from_languages(*self.known.values()).build()
+        return self._ranker, self._guard
+
+    def identify(self, text: str) -> Identified:
+        """The model's source language `text` is most likely in, and whether it is another language."""
+        if len(self.sources) > 1 and self.unknown:
+            raise Unidentifiable(
+                f"auto: lingua, which identifies languages here, does not know {', '.join(self.unknown)}, so "
+                f"it cannot tell this model's sources ({', '.join(self.sources)}) apart; give the source language"
+            )
+        ranker, guard = self._detectors()
+        if ranker is None:  # one source: every text is in it, unless the guard says otherwise
+            ranking: tuple[tuple[str, float], ...] = ((self.sources[0], 1.0),)
+        else:
+            codes = {lang: code for code, lang in self.known.items()}
+            values = [(codes[v.language], v.value) for v in ranker.compute_language_confidence_values(text)]
+            ranking = tuple(values) if values and values[0][1] > 0 else tuple((code, 0.0) for code in self.known)
+        foreign = self._foreign(text, guard)
+        return Identified(ranking[0][0], ranking[0][1], ranking, foreign)
+
+    def _foreign(self, text: str, guard: Any) -> str | None:
+        """The language lingua takes `text` for when the model's own get almost none of the confidence."""
+        if guard is None:
+            return None
+        values = guard.compute_language_confidence_values(text)
+        if not values or values[0].value <= 0:  # no letters: nothing to go by
+            return None
+        own = sum(v.value for v in values if v.language in self.known.values())
+        return values[0].language.iso_code_639_1.name.lower() if own <= FOREIGN_AT_MOST else None
+
+
+def readable_lines(lines: Iterable[str], identifier: LanguageIdentifier) -> Iterator[str]:
+    """`mt translate --src-lang auto`: each line as it is, or "" (an empty output line) with a warning on
+    stderr when it is in a language the model cannot read; languages seen are noted once each."""
+    seen: set[str] = set()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            yield line
+            continue
+        found = identifier.identify(line)
+        if found.foreign is not None:
+            log.warn(f"line {number}: not translated: {found.message(identifier.sources)} (--src-lang)")
+            yield ""
+            continue
+        if len(identifier.sources) > 1 and found.language not in seen:
+            seen.add(found.language)
+            log.info(f"--src-lang auto: line {number} is {language_name(found.language)} ({found.language})")
+        yield line
