@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import WORDS_DE, WORDS_FR, mt, one_thread, toy_multiway
+from helpers import LINES, WORDS_DE, WORDS_FR, mt, one_thread, toy_multiway
 
 from mt.config.schema import ExperimentConfig, set_field, validate
 from mt.config.sources import parse_source
@@ -34,6 +34,7 @@ from mt.training.loop import train
 
 DIRECTIONS = ["en-de", "de-en", "en-fr", "fr-en"]
 GERMAN, FRENCH = set(WORDS_DE) - set(WORDS_FR), set(WORDS_FR) - set(WORDS_DE)
+SPANISH = "Dos hombres jóvenes juegan al fútbol en un campo verde."  # a language none of the models reads
 
 
 # -- the config and the grammar -----------------------------------------------------------------
@@ -221,6 +222,15 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
     assert list(scores["directions"]) == DIRECTIONS
     assert scores["bleu"] == pytest.approx(sum(d["bleu"] for d in scores["directions"].values()) / 4, abs=1e-3)
     assert all((multi.root / "translations" / f"test.{d}.hyp").is_file() for d in DIRECTIONS)
+    toy = toy_multiway(2, seed=96)
+    mixed = tmp_path / "mixed.txt"  # --src-lang auto: each line identified; Spanish is not translated
+    mixed.write_text(f"{toy['de'][0]}\n{toy['fr'][1]}\n{SPANISH}\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", multi.root, "-i", mixed, "--src-lang", "auto",
+                        "--tgt-lang", "en")
+    translator = Translator.load(multi, multi.load_config())
+    found = translator.search([toy["de"][0], toy["fr"][1]], DecodeOptions(tgt_lang="en"))
+    assert code == 0 and out.splitlines() == [found[0][0][0], found[1][0][0], ""], err
+    assert "line 3: not translated: the text looks like Spanish (es)" in " ".join(err.split())
     code, out, _ = mt(capsys, monkeypatch, "evaluate", "--exp", multi.root)
     assert [line.split()[0] for line in out.splitlines()[1:6]] == [*DIRECTIONS, "average"]
     code, out, _ = mt(capsys, monkeypatch, "info", "--exp", multi.root)
@@ -247,8 +257,15 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
         for tgt in ("de", "fr"):
             answer = ok(f"{served.url}/translate", {"q": english, "source": "en", "target": tgt})["translatedText"]
             assert answer == [h[0][0] for h in translator.search(english, DecodeOptions(src_lang="en", tgt_lang=tgt))]
-        status, _, data = call(f"{served.url}/translate", {"q": "Hallo.", "source": "auto", "target": "de"})
-        assert status == 400 and "auto is not supported" in data["error"] and "give source" in data["error"]
+        toy = toy_multiway(2, seed=96)
+        mixed = [toy["de"][0], toy["fr"][1]]  # auto: each text identified among en, de, fr
+        auto = ok(f"{served.url}/translate", {"q": mixed, "source": "auto", "target": "en"})
+        assert [d["language"] for d in auto["detectedLanguage"]] == ["de", "fr"]
+        assert auto["translatedText"] == [h[0][0] for h in translator.search(mixed, DecodeOptions(tgt_lang="en"))]
+        detected = ok(f"{served.url}/detect", {"q": toy["fr"][0]})
+        assert detected[0]["language"] == "fr" and sorted(d["language"] for d in detected) == ["de", "en", "fr"]
+        status, _, data = call(f"{served.url}/translate", {"q": SPANISH, "source": "auto", "target": "en"})
+        assert status == 400 and data["error"].startswith("es is not supported: the text looks like Spanish (es)")
         status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "de", "target": "es"})
         assert status == 400 and data["error"].startswith("target 'es'") and "en-de, de-en" in data["error"]
         status, _, data = call(f"{served.url}/v1/translate", {"text": "Hallo.", "source": "xx", "target": "en"})
@@ -360,6 +377,20 @@ def test_a_bilingual_experiment_refuses_another_direction(trained_experiment):
         translator.search(["Der Hund."], DecodeOptions(src_lang="en", tgt_lang="de"))
     with pytest.raises(MtError):
         translator.search(["Der Hund."], DecodeOptions(src_lang="de", tgt_lang="en", pivot="fr"))
+
+
+def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_only(trained_experiment, capsys,
+                                                                                 monkeypatch, tmp_path):
+    text = tmp_path / "in.txt"
+    english = "A man in a blue shirt is riding his bicycle down a busy street."
+    text.write_text(f"{LINES[0]}\n{english}\n{LINES[1]}\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
+                        "--src-lang", "auto")
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    found = translator.search([LINES[0], LINES[1]], DecodeOptions())
+    assert code == 0 and out.splitlines() == [found[0][0][0], "", found[1][0][0]], err
+    assert "line 2: not translated: the text looks like English (en), which this model does not read" in \
+        " ".join(err.split())
 
 
 def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():

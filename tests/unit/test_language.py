@@ -1,0 +1,52 @@
+"""mt.text.language: which of a model's source languages a text is in (lingua, offline), a text in a
+language the model cannot read told apart, sources lingua does not know, and `--src-lang auto`'s lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from mt.text.language import LanguageIdentifier, Unidentifiable, language_name, lingua_language, readable_lines
+
+SENTENCES = {
+    "en": "Two young men are playing football on a green field.",
+    "de": "Zwei junge Männer spielen auf einem grünen Feld Fußball.",
+    "fr": "Deux jeunes hommes jouent au football sur un terrain vert.",
+}
+SPANISH = "Dos hombres jóvenes juegan al fútbol en un campo verde."
+
+
+def test_each_text_is_ranked_among_the_models_sources_only():
+    identifier = LanguageIdentifier(["en", "de", "fr"])
+    for lang, text in SENTENCES.items():
+        found = identifier.identify(text)
+        assert found.language == lang and found.foreign is None
+        assert [code for code, _ in found.ranking][0] == lang and sorted(c for c, _ in found.ranking) == ["de", "en", "fr"]
+        assert 0.5 < found.confidence <= 1 and found.confidence == found.ranking[0][1]
+
+
+def test_a_language_the_model_cannot_read_is_named():
+    found = LanguageIdentifier(["en", "de", "fr"]).identify(SPANISH)
+    assert found.foreign == "es"
+    assert found.message(["en", "de", "fr"]).startswith("the text looks like Spanish (es), which this model does not read")
+    one = LanguageIdentifier(["de"])
+    assert one.identify(SENTENCES["de"]).foreign is None and one.identify(SENTENCES["de"]).confidence == 1.0
+    assert one.identify(SENTENCES["en"]).foreign == "en"
+    assert one.identify("12 345 ...").foreign is None  # no letters: nothing to go by, not refused
+
+
+def test_sources_lingua_does_not_know():
+    assert lingua_language("pt-BR").name == "PORTUGUESE" and lingua_language("xx") is None
+    assert language_name("de") == "German" and language_name("xx") == "xx"
+    only = LanguageIdentifier(["xx"])  # its only source: every text is in it, unguarded
+    assert only.identify(SENTENCES["en"]).language == "xx" and only.identify(SENTENCES["en"]).foreign is None
+    with pytest.raises(Unidentifiable, match="does not know xx.*give the source language"):
+        LanguageIdentifier(["de", "xx"]).identify(SENTENCES["de"])
+
+
+def test_src_lang_auto_leaves_foreign_lines_untranslated_with_a_warning(capsys):
+    lines = [SENTENCES["de"], "", SENTENCES["en"], SENTENCES["fr"]]
+    out = list(readable_lines(lines, LanguageIdentifier(["de", "fr"])))
+    assert out == [SENTENCES["de"], "", "", SENTENCES["fr"]]
+    err = capsys.readouterr().err
+    assert "line 3: not translated: the text looks like English (en)" in " ".join(err.split())
+    assert "line 1 is German (de)" in err and "line 4 is French (fr)" in err
