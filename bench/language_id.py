@@ -38,6 +38,17 @@ def timed(function, sentences: list[str], repeats: int) -> tuple[list, float]:
     return answers, best
 
 
+def guarded(lang: str, sentences: list[str], gold: list[str]) -> dict[str, float]:
+    """For a model reading `lang` only: the share of its sentences taken for foreign, and of the others'."""
+    from mt.text.language import LanguageIdentifier
+
+    one = LanguageIdentifier([lang])
+    foreign = [one.identify(s).foreign is not None for s in sentences]
+    own = [f for f, g in zip(foreign, gold) if g == lang]
+    others = [f for f, g in zip(foreign, gold) if g != lang]
+    return {"own_refused": sum(own) / len(own), "others_caught": sum(others) / len(others)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("data/multi30k"), help="the folder of SPLIT.LANG files")
@@ -71,13 +82,7 @@ def main() -> None:
     every = LanguageDetectorBuilder.from_all_languages().build()
     named, every_s = timed(every.detect_language_of, sentences, 1)
     overall = sum(x is not None and x.iso_code_639_1.name.lower() == g for x, g in zip(named, gold)) / n
-    guard = {}
-    for lang in langs:
-        one = LanguageIdentifier([lang])
-        foreign = [one.identify(s).foreign is not None for s in sentences]
-        own = [f for f, g in zip(foreign, gold) if g == lang]
-        others = [f for f, g in zip(foreign, gold) if g != lang]
-        guard[lang] = {"own_refused": sum(own) / len(own), "others_caught": sum(others) / len(others)}
+    guard = {lang: guarded(lang, sentences, gold) for lang in langs}
 
     rows = [
         (f"restricted to {args.langs} (mt)", f"{restricted:.2%}", f"{refused:.2%} taken for foreign", restricted_s),

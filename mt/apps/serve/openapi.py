@@ -73,8 +73,6 @@ def routes(
         },
     }
     form = {**libre, "properties": {**libre["properties"], "q": q}}
-    detect_form = {"type": "object", "required": ["q"], "properties": {"q": q, "api_key": {"type": "string"}}}
-    detect = {**detect_form, "properties": {**detect_form["properties"], "q": {"oneOf": [q, text_list]}}}
     detection = {
         "type": "object",
         "required": ["confidence", "language"],
@@ -151,26 +149,7 @@ def routes(
                 **_errors(400, 403, 413, 499, 500, 503),
             },
         },
-        "/detect": {
-            "openapi_extra": {
-                "requestBody": {
-                    "required": True,
-                    "description": QUERY_TOO,
-                    "content": {
-                        "application/json": {"schema": detect},
-                        "application/x-www-form-urlencoded": {"schema": detect_form},
-                    },
-                },
-            },
-            "responses": {
-                200: {
-                    "description": "the model's source languages, likeliest first (confidence 0 to 100; all 0: "
-                    "a language the model cannot read)",
-                    **_json({"type": "array", "items": detection}),
-                },
-                **_errors(400, 403, 413, 499, 500, 503),
-            },
-        },
+        "/detect": _detect_route(q, text_list, detection),
         "/v1/translate": {
             "openapi_extra": {"requestBody": {"required": True, **_json(v1)}},
             "responses": {
@@ -213,5 +192,32 @@ def routes(
                 200: {"description": "the worker is running", **_json({"type": "object", "required": ["status"]})},
                 **_errors(503),
             }
+        },
+    }
+
+
+def _detect_route(q: dict, text_list: dict, detection: dict) -> dict[str, Any]:
+    """POST /detect's part: LibreTranslate's q (a text, or a list of them as JSON) and api_key, answered
+    with the model's source languages."""
+    detect_form = {"type": "object", "required": ["q"], "properties": {"q": q, "api_key": {"type": "string"}}}
+    detect = {**detect_form, "properties": {**detect_form["properties"], "q": {"oneOf": [q, text_list]}}}
+    return {
+        "openapi_extra": {
+            "requestBody": {
+                "required": True,
+                "description": QUERY_TOO,
+                "content": {
+                    "application/json": {"schema": detect},
+                    "application/x-www-form-urlencoded": {"schema": detect_form},
+                },
+            },
+        },
+        "responses": {
+            200: {
+                "description": "the model's source languages, likeliest first (confidence 0 to 100; all 0: "
+                "a language the model cannot read)",
+                **_json({"type": "array", "items": detection}),
+            },
+            **_errors(400, 403, 413, 499, 500, 503),
         },
     }
