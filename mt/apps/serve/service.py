@@ -74,12 +74,12 @@ class Service:
         check_key(self.api_key, fields.get("api_key") or header_key(request))
         q, source = fields.get("q"), fields.get("source")
         texts = self._libre_texts(fields)
-        detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
         src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
         asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
+        detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
         options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(
             self.defaults
         )
