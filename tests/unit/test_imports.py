@@ -19,6 +19,7 @@ LAYERS = [
     ("mt.experiment",),
     ("mt.data",),
     ("mt.training", "mt.decoding"),
+    ("mt.text",),  # sentences and long segments around Translator: used by the commands and mt serve
     ("mt.apps",),
     ("mt.cli",),
 ]
