@@ -10,6 +10,8 @@ Inputs: a trained experiment (nothing is written into it) and Multi30k's raw tex
 - one 20,000-character line of Latin text (test sentences repeated) and one of CJK text (a run of
   common Chinese characters, which an EN->DE model's tokenizer cuts into byte pieces): seconds and
   output characters, as `Translator.search` takes it whole (before) and through mt.text (after).
+With --no-repeat N ...: val and test2016 (splitting on) and the long lines (after) again with the
+repetition guard (decode.no_repeat_ngram N) for each N.
 BLEU and chrF are sacreBLEU's defaults (deterministic); times are one run on a shared machine, noisy.
 Prints a table, and as its last line one JSON object.
 """
@@ -40,6 +42,8 @@ def main() -> None:
     parser.add_argument("--tgt", default="de")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--long-chars", type=int, default=20_000, help="characters of the long lines")
+    parser.add_argument("--no-repeat", type=int, nargs="*", default=[], help="repetition guards to measure too")
+    parser.add_argument("--skip-before", action="store_true", help="leave out the long lines' before (slow)")
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args()
 
@@ -75,12 +79,21 @@ def main() -> None:
     add("test2016 paragraphs of 3, as lines (split off)", best(grouped(src), off), grouped(ref))
     add("test2016 paragraphs of 3, split on", best(grouped(src), on), grouped(ref))
     add("test2016 paragraphs of 3, sentence-level joined", grouped(sentence_level), grouped(ref))
+    for n in args.no_repeat:
+        for split in ("val", "test_2016_flickr"):
+            guarded = DecodeOptions(no_repeat_ngram=n)
+            add(f"{split} split on, no_repeat_ngram {n}", best(read(args.data, split, args.src), guarded),
+                read(args.data, split, args.tgt))
 
     latin = " ".join(src)[: args.long_chars]
     cjk = (CJK * (args.long_chars // len(CJK) + 1))[: args.long_chars]
     long_rows = []
+    runs = [] if args.skip_before else [("before", lambda x: translator.search([x])[0][0][0])]
+    runs.append(("after", lambda x: best([x], on)[0]))
+    for n in args.no_repeat:
+        runs.append((f"after, no_repeat_ngram {n}", lambda x, n=n: best([x], DecodeOptions(no_repeat_ngram=n))[0]))
     for name, line in (("latin", latin), ("cjk", cjk)):
-        for when, run in (("before", lambda x: translator.search([x])[0][0][0]), ("after", lambda x: best([x], on)[0])):
+        for when, run in runs:
             start = time.perf_counter()
             out = run(line)
             long_rows.append({"line": name, "when": when, "chars_in": len(line),

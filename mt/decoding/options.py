@@ -22,7 +22,17 @@ from mt.config.values import coerce
 from mt.errors import ConfigError
 
 # The fields of the config's decode section that a call may change, in the order --help lists their flags.
-SEARCH_FIELDS = ("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "max_tokens", "workers")
+SEARCH_FIELDS = (
+    "beam",
+    "alpha",
+    "length_penalty",
+    "stop",
+    "max_len_a",
+    "max_len_b",
+    "no_repeat_ngram",
+    "max_tokens",
+    "workers",
+)
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
 
@@ -58,6 +68,7 @@ class DecodeOptions:
     stop: StopRule | None = None
     max_len_a: float | None = None
     max_len_b: int | None = None
+    no_repeat_ngram: int | None = None  # the repetition guard: no n-gram twice (0: off)
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
     # The call.
@@ -123,6 +134,8 @@ class DecodeOptions:
         """How a translation was made, for the files that keep it (resolved options): the beam's
         settings, or the sampling's with the batch size its draws depend on."""
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
+        if self.no_repeat_ngram:  # recorded where it is on: the records of before it are unchanged
+            lengths["no_repeat_ngram"] = self.no_repeat_ngram
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {
