@@ -67,3 +67,11 @@ def test_without_clauses_at_spaces_and_without_spaces_anywhere():
 
 def test_a_short_sentence_is_left_whole():
     assert cut_long("a b, c", (0, 6), lambda s: len(s.split()), 3) == [(0, 6)]
+
+
+def test_segment_tokens_below_one_is_refused_in_the_flags_words():
+    from mt.decoding.options import DecodeOptions
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--segment-tokens 0"):
+        DecodeOptions(segment_tokens=0)
