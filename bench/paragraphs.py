@@ -34,6 +34,49 @@ def grouped(lines: list[str], size: int = 3) -> list[str]:
     return [" ".join(lines[i : i + size]) for i in range(0, len(lines) - size + 1, size)]
 
 
+def long_lines(translator, best, text: str, args) -> list[dict]:
+    """The long Latin line (from `text`) and the CJK line: seconds and output, before and after."""
+    from mt.decoding.options import DecodeOptions
+
+    latin = text[: args.long_chars]
+    cjk = (CJK * (args.long_chars // len(CJK) + 1))[: args.long_chars]
+    long_rows = []
+    runs = [] if args.skip_before else [("before", lambda x: translator.search([x])[0][0][0])]
+    runs.append(("after", lambda x: best([x], DecodeOptions())[0]))
+    for n in args.no_repeat:
+        runs.append((f"after, no_repeat_ngram {n}", lambda x, n=n: best([x], DecodeOptions(no_repeat_ngram=n))[0]))
+    for name, line in (("latin", latin), ("cjk", cjk)):
+        for when, run in runs:
+            start = time.perf_counter()
+            out = run(line)
+            long_rows.append({"line": name, "when": when, "chars_in": len(line),
+                              "src_tokens": len(translator.src_tok.encode([line])[0]),
+                              "seconds": round(time.perf_counter() - start, 2), "chars_out": len(out),
+                              "words_out": len(out.split())})
+
+    return long_rows
+
+
+def print_tables(args, rows: list[dict], long_rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"paragraphs and sentences ({args.exp}, {args.src}->{args.tgt})")
+    for column in ("set", "BLEU", "chrF"):
+        table.add_column(column, justify="left" if column == "set" else "right")
+    for r in rows:
+        table.add_row(r["set"], f"{r['bleu']:.2f}", f"{r['chrf']:.2f}")
+    console.print(table)
+    table = Table(title=f"one long line of {args.long_chars:,} characters")
+    for column in ("line", "when", "source tokens", "seconds", "chars out", "words out"):
+        table.add_column(column)
+    for r in long_rows:
+        table.add_row(r["line"], r["when"], f"{r['src_tokens']:,}", f"{r['seconds']:.2f}", f"{r['chars_out']:,}",
+                      f"{r['words_out']:,}")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exp", type=Path, required=True, help="a trained experiment (only read)")
@@ -46,9 +89,6 @@ def main() -> None:
     parser.add_argument("--skip-before", action="store_true", help="leave out the long lines' before (slow)")
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args()
-
-    from rich.console import Console
-    from rich.table import Table
 
     from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
@@ -85,36 +125,8 @@ def main() -> None:
             add(f"{split} split on, no_repeat_ngram {n}", best(read(args.data, split, args.src), guarded),
                 read(args.data, split, args.tgt))
 
-    latin = " ".join(src)[: args.long_chars]
-    cjk = (CJK * (args.long_chars // len(CJK) + 1))[: args.long_chars]
-    long_rows = []
-    runs = [] if args.skip_before else [("before", lambda x: translator.search([x])[0][0][0])]
-    runs.append(("after", lambda x: best([x], on)[0]))
-    for n in args.no_repeat:
-        runs.append((f"after, no_repeat_ngram {n}", lambda x, n=n: best([x], DecodeOptions(no_repeat_ngram=n))[0]))
-    for name, line in (("latin", latin), ("cjk", cjk)):
-        for when, run in runs:
-            start = time.perf_counter()
-            out = run(line)
-            long_rows.append({"line": name, "when": when, "chars_in": len(line),
-                              "src_tokens": len(translator.src_tok.encode([line])[0]),
-                              "seconds": round(time.perf_counter() - start, 2), "chars_out": len(out),
-                              "words_out": len(out.split())})
-
-    console = Console()
-    table = Table(title=f"paragraphs and sentences ({args.exp}, {args.src}->{args.tgt})")
-    for column in ("set", "BLEU", "chrF"):
-        table.add_column(column, justify="left" if column == "set" else "right")
-    for r in rows:
-        table.add_row(r["set"], f"{r['bleu']:.2f}", f"{r['chrf']:.2f}")
-    console.print(table)
-    table = Table(title=f"one long line of {args.long_chars:,} characters")
-    for column in ("line", "when", "source tokens", "seconds", "chars out", "words out"):
-        table.add_column(column)
-    for r in long_rows:
-        table.add_row(r["line"], r["when"], f"{r['src_tokens']:,}", f"{r['seconds']:.2f}", f"{r['chars_out']:,}",
-                      f"{r['words_out']:,}")
-    console.print(table)
+    long_rows = long_lines(translator, best, " ".join(src), args)
+    print_tables(args, rows, long_rows)
     result = {"exp": str(args.exp), "cpu": cpu_name(), "threads": args.threads, "scores": rows, "long": long_rows}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
