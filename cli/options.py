@@ -104,6 +104,13 @@ Stop = Annotated[
 ]
 MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
+NoRepeat = Annotated[
+    Optional[int],
+    typer.Option(
+        metavar="N",
+        help="The repetition guard: never repeat an N-gram of the translation (as fairseq's and CTranslate2's no_repeat_ngram_size; decode.no_repeat_ngram; 0 = off).",
+    ),
+]
 DecodeTokens = Annotated[
     Optional[int],
     typer.Option(
@@ -142,6 +149,7 @@ DECODE_FLAGS = {
     "stop": (Stop, "stop"),
     "max_len_a": (MaxLenA, "max_len_a"),
     "max_len_b": (MaxLenB, "max_len_b"),
+    "no_repeat_ngram": (NoRepeat, "no_repeat_ngram"),
     "batch_tokens": (DecodeTokens, "max_tokens"),
     "workers": (Workers, "workers"),
 }

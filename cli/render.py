@@ -107,12 +107,14 @@ def write_translations(
     output_format: str,
     total: int | None = None,
 ) -> None:
-    """Stream translations (`mt.decoding.output.stream` with `options` and `output_format`) to stdout, each group
+    """Stream translations (`mt.decoding.output.stream` with `options` and `output_format`, through
+    `mt.text.translate.search`: sentence by sentence, as `options` ask) to stdout, each group
     as soon as it is done, or into `output` (atomically: the file appears when all is written), with a
     progress bar over the `total` input lines on stderr when it is a terminal (not with stdout, which
     the translations themselves show)."""
     from mt.atomic_files import atomic_path
     from mt.decoding.output import stream
+    from mt.text.translate import search  # sentence by sentence, long sentences cut (mt.text)
 
     if output is None:
 
@@ -120,7 +122,7 @@ def write_translations(
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
-        stream(translator, source, write, buffer, options, output_format)
+        stream(translator, source, write, buffer, options, output_format, search)
         return
     with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:
         task = progress.add_task("translate", total=total)  # on a terminal only (log.progress_enabled)
@@ -131,4 +133,6 @@ def write_translations(
                     progress.advance(task)
                 yield line
 
-        stream(translator, counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format)
+        stream(
+            translator, counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format, search
+        )

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from mt.atomic_files import check_output
-from mt.decoding.options import DecodeOptions
+from mt.decoding.options import SEGMENT_TOKENS, DecodeOptions
 from mt.errors import ConfigError
 
 from . import render
@@ -99,6 +99,18 @@ def translate(
             help="Translate into this language first, then from it into --tgt-lang (for a direction the model was not trained on)."
         ),
     ] = None,
+    split_sentences: Annotated[
+        bool,
+        typer.Option(
+            help="Translate each line sentence by sentence and join the translations with the line's own spaces (plain and --scores output; with --nbest, --alignments or --constraints each line is one segment). Off: each line is one segment."
+        ),
+    ] = True,
+    segment_tokens: Annotated[
+        int,
+        typer.Option(
+            help="A sentence (or, with --no-split-sentences, a line) of more source tokens is cut at , ; : then at spaces and translated in pieces: bounds the time and the output of a long line."
+        ),
+    ] = SEGMENT_TOKENS,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -106,7 +118,8 @@ def translate(
 ) -> None:
     """Translate lines from stdin (or --input) to stdout (or --output), one output line per input line.
 
-    Input is raw text, one sentence per line: mt tokenizes and detokenizes."""
+    Input is raw text: mt tokenizes and detokenizes, and translates a line of several sentences
+    sentence by sentence (--no-split-sentences: whole)."""
     from mt.data.text_files import count_lines, input_lines
     from mt.decoding.alignment import check_layer
     from mt.decoding.translator import Translator
@@ -124,6 +137,8 @@ def translate(
         src_lang=src_lang,
         tgt_lang=tgt_lang,
         pivot=pivot,
+        sentences=split_sentences,
+        segment_tokens=segment_tokens,
     )
     experiment, cfg = read_experiment(exp)
     source = input_lines(input)

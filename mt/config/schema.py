@@ -210,6 +210,9 @@ class DecodeConfig:
     max_len_a: float = 1.0  # max output length = a * source length + b; the paper: input + 50
     max_len_b: int = 50
     max_tokens: int = 2000  # source tokens per decoding batch
+    # The repetition guard: N > 0 bans any token that would repeat an N-gram of the translation so far
+    # (fairseq's and CTranslate2's no_repeat_ngram_size), in beam, greedy and sampling; 0: off.
+    no_repeat_ngram: int = 0
     workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread, up to 4
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
@@ -328,6 +331,7 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
         (0 <= d.max_len_a <= MAX_LEN_A, f"decode.max_len_a (--max-len-a) must be from 0 to {MAX_LEN_A:g}"),
         (0 <= d.max_len_b <= MAX_LEN_B, f"decode.max_len_b (--max-len-b) must be from 0 to {MAX_LEN_B}"),
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
+        (d.no_repeat_ngram >= 0, "decode.no_repeat_ngram (--no-repeat-ngram) must be 0 (off) or more"),
         (d.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
         (d.average_last >= 1, "decode.average_last must be at least 1"),
     ]

@@ -22,7 +22,18 @@ from mt.config.values import coerce
 from mt.errors import ConfigError
 
 # The fields of the config's decode section that a call may change, in the order --help lists their flags.
-SEARCH_FIELDS = ("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "max_tokens", "workers")
+SEARCH_FIELDS = (
+    "beam",
+    "alpha",
+    "length_penalty",
+    "stop",
+    "max_len_a",
+    "max_len_b",
+    "no_repeat_ngram",
+    "max_tokens",
+    "workers",
+)
+SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
 
 
@@ -57,6 +68,7 @@ class DecodeOptions:
     stop: StopRule | None = None
     max_len_a: float | None = None
     max_len_b: int | None = None
+    no_repeat_ngram: int | None = None  # the repetition guard: no n-gram twice (0: off)
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
     # The call.
@@ -67,6 +79,9 @@ class DecodeOptions:
     src_lang: str | None = None  # the direction (mt.decoding.directions); None: the model's only one
     tgt_lang: str | None = None
     pivot: str | None = None  # translate into this language first, then from it into tgt_lang
+    # Read by mt.text, which cuts texts into pieces before `Translator.search` (one-best, plain):
+    sentences: bool = True  # each text translated sentence by sentence; False: a line is one segment
+    segment_tokens: int = SEGMENT_TOKENS  # a sentence of more source tokens is cut at clauses, then spaces
 
     def __post_init__(self) -> None:
         self._check_search()
@@ -82,6 +97,8 @@ class DecodeOptions:
                 )
             if self.constraints:
                 raise ConfigError("--constraints needs beam search; it cannot be combined with --sample")
+        if self.segment_tokens < 1:
+            raise ConfigError(f"--segment-tokens {self.segment_tokens}: must be at least 1")
         if self.pivot is not None and (self.alignment_layer is not None or self.constraints):
             raise ConfigError("--pivot translates twice; --alignments and --constraints need one translation")
         if self.pivot is not None and self.pivot in (self.src_lang, self.tgt_lang):
@@ -117,6 +134,8 @@ class DecodeOptions:
         """How a translation was made, for the files that keep it (resolved options): the beam's
         settings, or the sampling's with the batch size its draws depend on."""
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
+        if self.no_repeat_ngram:  # recorded where it is on: the records of before it are unchanged
+            lengths["no_repeat_ngram"] = self.no_repeat_ngram
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {

@@ -33,14 +33,17 @@ def stream(
     buffer: int = 256,
     options: DecodeOptions | None = None,
     output: OutputFormat = "plain",
+    search: Callable[..., list[list[tuple]]] | None = None,
 ) -> int:
     """Translate lines as they come, `buffer` at a time, and what is pending whenever `lines` gives
     None (the input has paused: `mt.data.text_files.input_lines`), so that a pipe that stays open is
     answered line by line and memory stays flat on any input; write the output in input order, in
-    the `output` format; returns the number of lines."""
+    the `output` format; returns the number of lines. `search(translator, lines, options, first_line)`
+    translates (default `Translator.search`; `mt.text.translate.search`: sentence by sentence)."""
     if buffer < 1:
         raise ConfigError(f"--buffer {buffer}: must be at least 1")
     coerce(output, OutputFormat, "output")
+    search = search or Translator.search
     count = 0
     pending: list[str] = []
     at_pauses = options is None or options.sampling is None  # samples depend on the batches: keep them fixed
@@ -48,12 +51,12 @@ def stream(
         if line is not None:
             pending.append(line.rstrip("\r\n"))
         if pending and ((line is None and at_pauses) or len(pending) >= buffer):
-            for row in format_lines(translator.search(pending, options, count), count, output):
+            for row in format_lines(search(translator, pending, options, count), count, output):
                 write(row)
             count += len(pending)
             pending = []
     if pending:
-        for row in format_lines(translator.search(pending, options, count), count, output):
+        for row in format_lines(search(translator, pending, options, count), count, output):
             write(row)
         count += len(pending)
     return count

@@ -250,12 +250,22 @@ class Translator:
                 o.sampling.top_k,
                 o.sampling.top_p,
                 generator,
+                o.no_repeat_ngram,
             )
             return [[h] for h in hyps]
         if o.beam == 1:
-            return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b)]
+            return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b, o.no_repeat_ngram)]
         return beam_search(
-            self.model, src_ids, o.beam, o.alpha, o.length_penalty, o.max_len_a, o.max_len_b, nbest=o.nbest, stop=o.stop
+            self.model,
+            src_ids,
+            o.beam,
+            o.alpha,
+            o.length_penalty,
+            o.max_len_a,
+            o.max_len_b,
+            nbest=o.nbest,
+            stop=o.stop,
+            no_repeat_ngram=o.no_repeat_ngram,
         )
 
     def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:

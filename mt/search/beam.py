@@ -39,8 +39,10 @@ def beam_search(
     nbest: int = 1,
     use_cache: bool = True,
     stop: StopRule = "early",
+    no_repeat_ngram: int = 0,
 ) -> list[list[Hypothesis]]:
-    """The `nbest` best hypotheses of each sentence, best first; `stop` as in the module docstring."""
+    """The `nbest` best hypotheses of each sentence, best first; `stop` as in the module docstring;
+    `no_repeat_ngram` N > 0: no hypothesis holds an N-gram twice (`mt.search.steps.ban_repeats`)."""
     check_stopping(alpha, stop)
     model.eval()
     device = src_ids.device
@@ -70,7 +72,15 @@ def beam_search(
     while active.numel() > 0:
         step += 1
         top_scores, top_beam, top_token = expand(
-            model, tokens, memory, src_mask, cache, scores, (step >= limit[active]).repeat_interleave(beam), beam
+            model,
+            tokens,
+            memory,
+            src_mask,
+            cache,
+            scores,
+            (step >= limit[active]).repeat_interleave(beam),
+            beam,
+            no_repeat_ngram,
         )
 
         finish(done, active, tokens, top_scores, top_beam, top_token, beam, alpha, penalty, step)

@@ -14,9 +14,12 @@ from mt.tokenizer import BOS_ID, EOS_ID
 
 
 @torch.no_grad()
-def greedy_search(model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50) -> list[Hypothesis]:
-    """The most probable token at every step, for each sentence of src_ids (batch, src_len)."""
-    return _single_path(model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.argmax(dim=-1))
+def greedy_search(
+    model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50, no_repeat_ngram: int = 0
+) -> list[Hypothesis]:
+    """The most probable token at every step, for each sentence of src_ids (batch, src_len); with
+    `no_repeat_ngram`, none that repeats an n-gram (`mt.search.steps.ban_repeats`)."""
+    return _single_path(model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.argmax(dim=-1), no_repeat_ngram)
 
 
 @torch.no_grad()
@@ -29,6 +32,7 @@ def sample_search(
     top_k: int = 0,
     top_p: float = 1.0,
     generator: torch.Generator | None = None,
+    no_repeat_ngram: int = 0,
 ) -> list[Hypothesis]:
     """One sampled translation per sentence (e.g. for back-translation): the next token is drawn
     from the model's distribution at `temperature`, restricted to the `top_k` most probable tokens
@@ -47,10 +51,10 @@ def sample_search(
             logits = logits.masked_fill(drop, -torch.inf)
         return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(1)
 
-    return _single_path(model, src_ids, max_len_a, max_len_b, pick)
+    return _single_path(model, src_ids, max_len_a, max_len_b, pick, no_repeat_ngram)
 
 
-def _single_path(model, src_ids, max_len_a, max_len_b, pick) -> list[Hypothesis]:
+def _single_path(model, src_ids, max_len_a, max_len_b, pick, no_repeat_ngram: int = 0) -> list[Hypothesis]:
     """Greedy or sampled decoding: one hypothesis per sentence; finished sentences leave the batch."""
     model.eval()
     batch = src_ids.size(0)
@@ -65,7 +69,7 @@ def _single_path(model, src_ids, max_len_a, max_len_b, pick) -> list[Hypothesis]
     step = 0
     while active.numel() > 0:
         step += 1
-        logprobs = step_logprobs(model, tokens, memory, src_mask, cache)
+        logprobs = step_logprobs(model, tokens, memory, src_mask, cache, no_repeat_ngram)
         force_eos(logprobs, step >= limit[active])
         token = pick(logprobs)
         logprob += logprobs.gather(1, token[:, None]).squeeze(1)

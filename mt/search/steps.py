@@ -60,12 +60,31 @@ def max_lengths(src_ids: torch.Tensor, a: float, b: int, limit: int) -> torch.Te
     return (src_len.double() * a + b).long().clamp(min=1, max=limit)
 
 
-def step_logprobs(model, tokens, memory, src_mask, cache) -> torch.Tensor:
-    """Log-probabilities of the next token for each row, (rows, vocab), in float32."""
+def ban_repeats(logits: torch.Tensor, tokens: torch.Tensor, n: int) -> None:
+    """The repetition guard (`no_repeat_ngram`, as fairseq's and CTranslate2's no_repeat_ngram_size):
+    in each row of `logits` (rows, vocab), -inf for every token that would complete an n-gram the
+    row's prefix `tokens` (rows, t) already holds. A runaway loop cannot go round twice."""
+    if n < 1 or tokens.size(1) < n:
+        return
+    grams = tokens.unfold(1, n, 1)  # (rows, t - n + 1, n)
+    if n == 1:
+        seen = torch.ones(grams.shape[:2], dtype=torch.bool, device=tokens.device)
+    else:
+        seen = (grams[:, :, :-1] == tokens[:, None, tokens.size(1) - n + 1 :]).all(dim=-1)
+    blocked = torch.where(seen, -torch.inf, torch.inf).to(logits.dtype)
+    logits.scatter_reduce_(1, grams[:, :, -1], blocked, "amin")
+
+
+def step_logprobs(model, tokens, memory, src_mask, cache, no_repeat: int = 0) -> torch.Tensor:
+    """Log-probabilities of the next token for each row, (rows, vocab), in float32; with `no_repeat`,
+    the repeated n-grams banned (`ban_repeats`)."""
     if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
         logits = model.decode(tokens, memory, src_mask)[:, -1]
     else:
         logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]
+    if no_repeat:
+        logits = logits.float()
+        ban_repeats(logits, tokens, no_repeat)
     logprobs = log_softmax_over(logits)
     check_finite(logprobs.amax(dim=-1))
     logprobs[:, PAD_ID] = -torch.inf  # never generate padding or a second BOS
@@ -115,12 +134,16 @@ def check_stopping(alpha: float, stop: str) -> None:
         raise ValueError(f"unknown stop rule {stop!r}: expected {' or '.join(STOP_RULES)}")
 
 
-def expand(model, tokens, memory, src_mask, cache, scores, at_limit, beam):
-    """Each sentence's 2*beam best continuations: (scores, parent beam, token), each (sentences, 2*beam)."""
+def expand(model, tokens, memory, src_mask, cache, scores, at_limit, beam, no_repeat: int = 0):
+    """Each sentence's 2*beam best continuations: (scores, parent beam, token), each (sentences, 2*beam);
+    with `no_repeat`, none that repeats an n-gram of its beam (`ban_repeats`)."""
     if cache is None:  # full recomputation over the whole prefix: the reference the cache must match
         logits = model.decode(tokens, memory, src_mask)[:, -1]
     else:
         logits = model.decode(tokens[:, -1:], memory, src_mask, cache)[:, -1]  # (rows, vocab)
+    if no_repeat:
+        logits = logits.float()
+        ban_repeats(logits, tokens, no_repeat)
     return top_candidates(logits, scores, at_limit, beam)
 
 

@@ -49,8 +49,10 @@ def test_ten_thousand_lines_come_out_in_order_with_empty_lines(trained_experimen
 
 @pytest.mark.slow
 def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
+    # With --alignments a line is one segment (mt.text: no sentences, no pieces): the model's positions cut it.
     long_line = ("Der Hund läuft im Park. " * 5000)[:100_000]
-    done = mt_translate(trained_experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3")
+    done = mt_translate(trained_experiment, f"Ein Mann.\n{long_line}\nDie Katze.\n", "--beam", "2", "--max-len-b", "3",
+                        "--alignments")
     assert done.returncode == 0, done.stderr.decode()
     assert len(done.stdout.decode().split("\n")) == 4
     assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()

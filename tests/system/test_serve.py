@@ -353,10 +353,20 @@ def test_v1_bad_json_utf8_and_attention_fields(server):
 
 
 def test_a_line_past_the_models_positions_is_cut_with_a_warning(server, reference):
-    answer = ok(f"{server.url}/v1/translate", {"text": [LINES[0], LONG_LINE]})
+    # With alignments a text is one segment (mt.text: no sentences, no pieces): the model's positions cut it.
+    answer = ok(f"{server.url}/v1/translate", {"text": [LINES[0], LONG_LINE], "alignments": True})
     assert len(answer["warnings"]) == 1
     assert re.fullmatch(r"input line 2: \d+ tokens, cut to 1023", answer["warnings"][0]), answer["warnings"]
     assert answer["translations"][0]["text"] == reference.translate([LINES[0]])[0]
+
+
+def test_each_text_is_translated_sentence_by_sentence(server, reference):
+    one, two, three = reference.translate(LINES[:3])
+    paragraph = f"{LINES[0]} {LINES[1]}\n\n{LINES[2]}"
+    expected = f"{one} {two}\n\n{three}"
+    assert ok(f"{server.url}/translate", {"q": paragraph, "source": "de", "target": "en"}) == {"translatedText": expected}
+    answer = ok(f"{server.url}/v1/translate", {"text": [f"{LINES[0]}  {LINES[1]}", LINES[0]]})  # one line per item
+    assert [t["text"] for t in answer["translations"]] == [f"{one}  {two}", one]
 
 
 # -- the key, a full queue, a failing batch -----------------------------------------------------

@@ -18,6 +18,7 @@ from mt.apps.serve.app import Limits, build_app
 from mt.apps.serve.queue import Batcher
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
+from mt.text.translate import translate
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -201,8 +202,10 @@ def test_libretranslate_splits_where_mt_translate_does_and_keeps_each_break(serv
     text = f"{LINES[0]}\u2028{LINES[1]}\r\n{LINES[2]}\x0c{LINES[3]}\n\n{LINES[4]}\n"
     answer = ok(f"{server.url}/translate", {"q": text, "source": "de", "target": "en"})["translatedText"]
     lines = [f"{LINES[0]}\u2028{LINES[1]}", f"{LINES[2]}\x0c{LINES[3]}", "", LINES[4], ""]
-    one, two, three, four, five = load(trained_experiment).translate(lines)
+    # mt translate's lines, each sentence by sentence (mt.text): "\u2028" and "\x0c" stay between two sentences.
+    one, two, three, four, five = translate(load(trained_experiment), lines)
     assert answer == f"{one}\r\n{two}\n{three}\n{four}\n{five}"
+    assert "\u2028" in one and "\x0c" in two
     assert answer.endswith("\n") and answer.count("\r\n") == 1
 
 

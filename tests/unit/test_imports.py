@@ -19,7 +19,7 @@ LAYERS = [
     ("mt.experiment",),
     ("mt.data",),
     ("mt.training", "mt.decoding"),
-    ("mt.text",),
+    ("mt.text",),  # sentences, long segments and languages around Translator: the commands and mt serve
     ("mt.apps",),
     ("mt.cli",),
 ]

@@ -293,6 +293,7 @@ class Batcher:
             and first.call is None
             and first.options.alignment_layer is None
             and first.options.beam > 1
+            and not first.options.no_repeat_ngram  # the repetition guard: static batches (mt.search.beam)
             and isinstance(self.translator.model, Transformer)
         )
 

@@ -34,6 +34,7 @@ from mt.apps.serve.requests import (
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
+from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
@@ -57,7 +58,10 @@ class Service:
     ) -> tuple[list[list], list[str]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
         the search is called off when the client leaves before its answer. The direction's tag goes
-        into the sources: sentences of every direction may then share a batch."""
+        into the sources: sentences of every direction may then share a batch. Each line is translated
+        sentence by sentence, long sentences in pieces (mt.text.translate), and put back together."""
+        texts = lines
+        lines, plans = pieces(self.translator, texts, options)
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = replace(options, src_lang=None, tgt_lang=None)
@@ -66,7 +70,7 @@ class Service:
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
-        return results, cuts
+        return join(texts, plans, results), cuts
 
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""

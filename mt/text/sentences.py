@@ -1,0 +1,98 @@
+"""Where a text's sentences are: character spans into the text itself, never strings searched for
+again, so that whatever lies between two sentences (spaces, tabs, line breaks) is kept byte for byte
+when the translations are put back (`reassemble`), as bergamot's AnnotatedText keeps it.
+
+The segmenter is sentencex (Wikimedia's rule-based segmenter, ~300 languages through fallback chains,
+offline): chosen by bench/segmenters.py against pysbd, syntok and the Moses splitter (docs/benchmarks.md).
+A language it does not know is segmented by English's rules. A sentence never crosses a line break.
+`cut_long` cuts a sentence of too many tokens at clause marks, then at spaces, then anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Callable
+
+Span = tuple[int, int]  # [start, end) character offsets into the text
+
+CLAUSE = re.compile(r"[,;:，；：、]\s*")  # a clause ends here (the mark and the spaces after it)
+SPACE = re.compile(r"\s+")
+LINE = re.compile(r"[^\r\n]+")  # what lies between line breaks ("\n", "\r\n", a lone "\r")
+
+
+@lru_cache(maxsize=64)
+def rules_for(lang: str) -> str:
+    """`lang` if sentencex splits by its rules, else "en": sentencex leaves text whole in a language
+    it has no rules or fallback for."""
+    import sentencex
+
+    probe = "One two. Three four."
+    return lang if len(sentencex.get_sentence_boundaries(lang or "en", probe)) == 2 else "en"
+
+
+def sentence_spans(text: str, lang: str) -> list[Span]:
+    """The spans of the sentences of `text` in language `lang` (an ISO code such as "en", "de"), in
+    order, each without the whitespace around it; a blank text has none."""
+    import sentencex
+
+    rules = rules_for(lang)
+    spans = []
+    for line in LINE.finditer(text):
+        start, end = line.span()
+        cuts = [start]
+        for boundary in sentencex.get_sentence_boundaries(rules, text[start:end]):
+            cut = start + boundary["end_index"]
+            if cuts[-1] < cut < end:
+                cuts.append(cut)
+        spans += [s for s in (strip(text, a, b) for a, b in zip(cuts, [*cuts[1:], end])) if s[0] < s[1]]
+    return spans
+
+
+def strip(text: str, start: int, end: int) -> Span:
+    """The span without the whitespace at either end."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def line_span(text: str) -> list[Span]:
+    """The whole text as one segment (sentence splitting off), whitespace around it left out."""
+    span = strip(text, 0, len(text))
+    return [span] if span[0] < span[1] else []
+
+
+def cut_long(text: str, span: Span, tokens: Callable[[str], int], limit: int) -> list[Span]:
+    """`span` as pieces of at most `limit` tokens (`tokens` counts them): cut at the clause mark
+    (, ; : and their CJK forms) nearest its middle, else at the space nearest it, else in the middle
+    (a text without spaces: Chinese, Japanese), and the halves cut again until each fits."""
+    start, end = span
+    if end - start < 2 or tokens(text[start:end]) <= limit:
+        return [span]
+    middle = (start + end) // 2
+    cut = nearest(CLAUSE, text, start, end, middle) or nearest(SPACE, text, start, end, middle) or middle
+    pieces = []
+    for part in ((start, cut), (cut, end)):
+        part = strip(text, *part)
+        if part[0] < part[1]:
+            pieces += cut_long(text, part, tokens, limit)
+    return pieces
+
+
+def nearest(pattern: re.Pattern, text: str, start: int, end: int, middle: int) -> int | None:
+    """The end of the match of `pattern` within [start, end) nearest `middle`, that leaves text on
+    both sides; None if there is none."""
+    ends = [m.end() for m in pattern.finditer(text, start, end) if start < m.start() and m.end() < end]
+    return min(ends, key=lambda cut: abs(cut - middle)) if ends else None
+
+
+def reassemble(text: str, spans: list[Span], translations: list[str]) -> str:
+    """`text` with each span replaced by its translation: everything outside the spans as it was."""
+    parts, at = [], 0
+    for (start, end), translation in zip(spans, translations, strict=True):
+        parts += [text[at:start], translation]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)

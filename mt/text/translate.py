@@ -1,0 +1,91 @@
+"""Texts in, translations out, through sentences: each text (an input line, a request's item) is cut
+into sentences (`mt.text.sentences`), a sentence of more than `DecodeOptions.segment_tokens` source
+tokens into clauses, and every piece of every text is searched in `Translator`'s usual batches; each
+text's translations are put back between the source's own whitespace. One result per text, as
+`Translator.search` gives: `search` has its signature, so that `mt.decoding.output.stream` and
+`mt serve` take either.
+
+Segmenting applies to one-best translation without alignments or constraints; with `nbest` above 1,
+`alignment_layer` or `constraints`, each text is one segment (an n-best list or an alignment of a
+joined paragraph would mean nothing), and the model's position limit cuts it as before. A joined
+text's score is the mean of its pieces' scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_spans
+
+
+def segments_apply(options: DecodeOptions) -> bool:
+    """Whether texts are cut into pieces under `options` (module docstring)."""
+    return options.nbest == 1 and options.alignment_layer is None and not options.constraints
+
+
+def segment(translator: Translator, texts: list[str], options: DecodeOptions) -> list[list[Span]]:
+    """Each text's pieces as spans: its sentences (or the whole text, `options.sentences` off), each
+    cut to at most `options.segment_tokens` source tokens (within the model's positions)."""
+    lang = options.src_lang or translator.directions.sources()[0]
+    limit = min(options.segment_tokens, translator.max_src_tokens - 1)
+
+    def tokens(piece: str) -> int:
+        return len(translator.src_tok.encode([piece])[0])
+
+    plans = []
+    for text in texts:
+        spans = sentence_spans(text, lang) if options.sentences else line_span(text)
+        plans.append([piece for span in spans for piece in cut_long(text, span, tokens, limit)])
+    return plans
+
+
+def pieces(translator: Translator, texts: list[str], options: DecodeOptions) -> tuple[list[str], list[list[Span]]]:
+    """The pieces to search, all texts' in order, and each text's plan (`segment`) for `join`. Under
+    options that segmenting does not apply to, each text is its one piece."""
+    if not segments_apply(options):
+        return list(texts), [[(0, len(text))] for text in texts]
+    plans = segment(translator, texts, options)
+    return [text[a:b] for text, plan in zip(texts, plans) for a, b in plan], plans
+
+
+def join(texts: list[str], plans: list[list[Span]], found: list[list[tuple]]) -> list[list[tuple]]:
+    """Each text's result from its pieces' (`found`, `Translator.search`'s): a plan of one piece that
+    is the whole text keeps its hypotheses as they are; else one (translation, mean score)."""
+    results, at = [], 0
+    for text, plan in zip(texts, plans):
+        hyps = found[at : at + len(plan)]
+        at += len(plan)
+        if plan == [(0, len(text))]:
+            results.append(hyps[0])
+            continue
+        score = sum(h[0][1] for h in hyps) / len(hyps) if hyps else 0.0
+        joined = reassemble(text, plan, [h[0][0] for h in hyps]) if plan else ""  # a blank text: ""
+        results.append([(joined, score)])
+    return results
+
+
+def search(
+    translator: Translator,
+    texts: list[str],
+    options: DecodeOptions | None = None,
+    first_line: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[tuple]]:
+    """`Translator.search` over `texts`, each translated piece by piece (module docstring); `progress`
+    counts texts, as there."""
+    options = options or DecodeOptions()
+    if not segments_apply(options):
+        return translator.search(texts, options, first_line, progress)
+    todo, plans = pieces(translator, texts, options)
+    results = join(texts, plans, translator.search(todo, options, first_line))
+    if progress is not None:
+        progress(len(texts))
+    return results
+
+
+def translate(translator: Translator, texts: list[str], options: DecodeOptions | None = None) -> list[str]:
+    """The best translation of each text, piece by piece."""
+    return [hyps[0][0] for hyps in search(translator, texts, replace(options or DecodeOptions(), nbest=1))]

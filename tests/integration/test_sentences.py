@@ -1,0 +1,70 @@
+"""Texts translated sentence by sentence (mt.text.translate) on conftest's tiny trained experiment:
+a paragraph's sentences all come back, as each alone gives it, between the source's own spaces; one
+output line per input line; --no-split-sentences; a long line translated in bounded pieces."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from helpers import toy_corpus
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.text.translate import search, segment, translate
+
+S1, S2, S3 = toy_corpus(3, seed=11)[0]
+
+
+def mt_translate(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
+                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+
+
+def test_a_paragraphs_sentences_are_each_translated_as_alone(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    t1, t2, t3 = translator.translate([S1, S2, S3])
+    assert translate(translator, [f"{S1} {S2}\t {S3}"]) == [f"{t1} {t2}\t {t3}"]
+    whole = translator.translate([f"{S1} {S2} {S3}"])[0]
+    assert translate(translator, [f"{S1} {S2} {S3}"], DecodeOptions(sentences=False)) == [whole]
+
+
+def test_mt_translate_splits_lines_keeps_their_spaces_and_one_line_per_line(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    t1, t2, t3 = translator.translate([S1, S2, S3])
+    done = mt_translate(trained_experiment, f"{S1} {S2}  {S3}\n\n  {S2}\n{S3}\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split("\n") == [f"{t1} {t2}  {t3}", "", f"  {t2}", t3, ""]
+
+
+def test_no_split_sentences_translates_each_line_whole(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    whole = translator.translate([f"{S1} {S2} {S3}"])[0]
+    done = mt_translate(trained_experiment, f"{S1} {S2} {S3}\n", "--no-split-sentences")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode() == whole + "\n"
+
+
+def test_nbest_keeps_each_line_one_segment(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    line = f"{S1} {S2}"
+    options = DecodeOptions(nbest=2)
+    assert search(translator, [line], options) == translator.search([line], options)
+
+
+def test_a_long_line_is_translated_in_bounded_pieces(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    translator.decode_cfg.beam = 1
+    line = " ".join(toy_corpus(400, seed=3)[0]).replace(".", ",")  # ~2,400 words, no sentence end
+    options = DecodeOptions(segment_tokens=40)
+    (plan,) = segment(translator, [line], options)
+    assert len(plan) > 20
+    assert all(len(translator.src_tok.encode([line[a:b]])[0]) <= 40 for a, b in plan)
+    start = time.perf_counter()
+    (out,) = translate(translator, [line], options)
+    assert time.perf_counter() - start < 60
+    bound = len(plan) * (translator.decode_cfg.max_len_a * 40 + translator.decode_cfg.max_len_b)
+    assert 0 < len(translator.tgt_tok.encode([out])[0]) <= bound

@@ -1,0 +1,77 @@
+"""mt.text.sentences: sentence spans into the text itself, reassembly that keeps every character
+between them, and long sentences cut at clauses, then spaces, then anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from mt.text.sentences import cut_long, line_span, reassemble, rules_for, sentence_spans
+
+
+def pieces(text: str, spans) -> list[str]:
+    return [text[a:b] for a, b in spans]
+
+
+@pytest.mark.parametrize(
+    ("lang", "text", "expected"),
+    [
+        ("en", "A man rides a bicycle. Two dogs play in the snow. A woman reads.",
+         ["A man rides a bicycle.", "Two dogs play in the snow.", "A woman reads."]),
+        ("en", "Dr. Smith paid 3.5 dollars. He left... Then he came back!",
+         ["Dr. Smith paid 3.5 dollars.", "He left...", "Then he came back!"]),
+        ("de", "Das ist z. B. ein Test. Er kam am 3. Mai.", ["Das ist z. B. ein Test.", "Er kam am 3. Mai."]),
+        ("ja", "今日は晴れです。明日は雨です。", ["今日は晴れです。", "明日は雨です。"]),
+    ],
+)
+def test_sentences_are_found(lang, text, expected):
+    assert pieces(text, sentence_spans(text, lang)) == expected
+
+
+def test_whitespace_and_line_breaks_between_sentences_are_kept():
+    text = "  One man.\tTwo dogs!  \r\n\nThree cats?  "
+    spans = sentence_spans(text, "en")
+    assert pieces(text, spans) == ["One man.", "Two dogs!", "Three cats?"]
+    assert reassemble(text, spans, ["1", "2", "3"]) == "  1\t2  \r\n\n3  "
+    assert reassemble(text, spans, pieces(text, spans)) == text
+
+
+def test_a_sentence_never_crosses_a_line_break():
+    assert pieces("a man\nrides a bike.", sentence_spans("a man\nrides a bike.", "en")) == ["a man", "rides a bike."]
+
+
+def test_blank_texts_have_no_sentences():
+    assert sentence_spans("", "en") == [] and sentence_spans(" \n\t", "en") == [] and line_span("  ") == []
+    assert line_span(" a. b. ") == [(1, 6)]
+
+
+def test_a_language_without_rules_is_segmented_as_english():
+    assert rules_for("en") == "en"
+    assert len(sentence_spans("One man. Two dogs.", "zz-unknown")) == 2
+
+
+def test_a_long_sentence_is_cut_at_clauses_first():
+    text = "a b c d, e f g h; i j k l"
+    spans = cut_long(text, (0, len(text)), lambda s: len(s.split()), 4)
+    assert pieces(text, spans) == ["a b c d,", "e f g h;", "i j k l"]
+
+
+def test_without_clauses_at_spaces_and_without_spaces_anywhere():
+    words = " ".join(["word"] * 50)
+    spans = cut_long(words, (0, len(words)), lambda s: len(s.split()), 8)
+    assert all(len(p.split()) <= 8 for p in pieces(words, spans))
+    assert " ".join(pieces(words, spans)) == words
+    cjk = "猫" * 1000
+    spans = cut_long(cjk, (0, len(cjk)), len, 30)
+    assert all(len(p) <= 30 for p in pieces(cjk, spans)) and "".join(pieces(cjk, spans)) == cjk
+
+
+def test_a_short_sentence_is_left_whole():
+    assert cut_long("a b, c", (0, 6), lambda s: len(s.split()), 3) == [(0, 6)]
+
+
+def test_segment_tokens_below_one_is_refused_in_the_flags_words():
+    from mt.decoding.options import DecodeOptions
+    from mt.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--segment-tokens 0"):
+        DecodeOptions(segment_tokens=0)
