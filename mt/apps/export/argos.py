@@ -43,17 +43,20 @@ ARGOS_VERSION = "1.9.0"  # packages with model/, sentencepiece.model and a bundl
 ARGOS_POSITIONS = 1024 + 2  # CTranslate2's default max_input_length, a tag and </s>; 256 decoded fit too
 SUFFIX = ".argosmodel"
 # Names Argos and LibreTranslate show for a language code; another code is shown as itself.
-NAMES = dict(
-    item.split(":")
-    for item in (
+NAMES = {
+    code: name
+    for code, name in (
+        item.split(":")
+        for item in (
         "ar:Arabic az:Azerbaijani bg:Bulgarian bn:Bengali ca:Catalan cs:Czech da:Danish de:German el:Greek "
         "en:English eo:Esperanto es:Spanish et:Estonian eu:Basque fa:Persian fi:Finnish fr:French ga:Irish "
         "gl:Galician he:Hebrew hi:Hindi hu:Hungarian id:Indonesian it:Italian ja:Japanese ko:Korean "
         "lt:Lithuanian lv:Latvian ms:Malay nb:Norwegian nl:Dutch pl:Polish pt:Portuguese ro:Romanian "
         "ru:Russian sk:Slovak sl:Slovenian sq:Albanian sv:Swedish th:Thai tl:Tagalog tr:Turkish "
         "uk:Ukrainian ur:Urdu vi:Vietnamese zh:Chinese"
-    ).split()
-)
+        ).split()
+    )
+}
 
 
 def check_options(quantize: str | None, license: str | None) -> None:
