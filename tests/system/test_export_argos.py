@@ -66,7 +66,7 @@ def test_the_package_is_what_argos_reads(exported):
     assert names == ["translate-de_en/README.md", "translate-de_en/metadata.json", "translate-de_en/minisbd/de.onnx",
                      "translate-de_en/model/config.json", "translate-de_en/model/model.bin",
                      "translate-de_en/model/shared_vocabulary.json", "translate-de_en/sentencepiece.model"]
-    assert metadata == {"package_version": "1.0", "argos_version": "1.9.0", "from_code": "de", "from_name": "German",
+    assert metadata == {"package_version": "1.0", "argos_version": "1.11.0", "from_code": "de", "from_name": "German",
                         "to_code": "en", "to_name": "English", "type": "translate", "links": []}
     assert config["add_source_eos"] and not config["add_source_bos"]
     assert "ARGOS_BEAM_SIZE=1" in readme and "length penalty: 0.2" in readme
@@ -121,14 +121,14 @@ def test_positions_reach_argos_limits_and_the_refusals(exported, tmp_path):
         export(exp, exp.load_config(), out, fmt="argos")
 
 
-def test_cli_writes_the_packages_and_force_replaces_them(trained_experiment, tmp_path):
+def test_cli_writes_the_packages_and_force_replaces_them(trained_experiment, tmp_path, capsys, monkeypatch):
     out = tmp_path / "argos"
     exp = str(trained_experiment.root)
-    code, stdout, stderr = mt("export", "--exp", exp, "--format", "argos", "--output", str(out))
+    code, stdout, stderr = mt(capsys, monkeypatch, "export", "--exp", exp, "--format", "argos", "--output", str(out))
     assert code == 0, stderr
     assert stdout.strip() == str(out) and "translate-de_en.argosmodel" in stderr
     (out / "NOTES.md").write_text("mine\n")
-    code, _, stderr = mt("export", "--exp", exp, "--format", "argos", "--output", str(out), "--force",
+    code, _, stderr = mt(capsys, monkeypatch, "export", "--exp", exp, "--format", "argos", "--output", str(out), "--force",
                          "--quantize", "int8")
     assert code == 0, stderr
     assert sorted(p.name for p in out.iterdir()) == [".mt-export.json", "NOTES.md", "translate-de_en.argosmodel"]

@@ -35,11 +35,10 @@ from typing import Any, Callable
 from mt.apps.export import argos_sbd, ctranslate2
 from mt.apps.export.mapping import Exported, check_exportable
 from mt.errors import ConfigError, MtError
-from mt.model.layers import sinusoid_table
 from mt.tokenizer import language_tag
 
 PACKAGE_VERSION = "1.0"
-ARGOS_VERSION = "1.9.0"  # packages with model/, sentencepiece.model and a bundled minisbd/ splitter
+ARGOS_VERSION = "1.11.0"  # reads a bundled minisbd/ splitter (argostranslate 1.11, argos-translate-lt 1.12)
 ARGOS_POSITIONS = 1024 + 2  # CTranslate2's default max_input_length, a tag and </s>; 256 decoded fit too
 SUFFIX = ".argosmodel"
 # Names Argos and LibreTranslate show for a language code; another code is shown as itself.
@@ -92,8 +91,7 @@ def directions(source: Exported) -> list[tuple[str, str, str | None]]:
 def writer(source: Exported, quantize: str | None, license: str | None = None) -> Callable[[Path], None]:
     """What `mt export --format argos` writes: one translate-SRC_TGT.argosmodel per trained direction."""
     src_vocab, tgt_vocab = (tok.pieces(list(range(tok.vocab_size))) for tok in (source.src_tok, source.tgt_tok))
-    spec = ctranslate2.build_spec(source.model, src_vocab, tgt_vocab)
-    _extend_positions(spec, source)
+    spec = ctranslate2.build_spec(source.model, src_vocab, tgt_vocab, positions=ARGOS_POSITIONS)
     spec.optimize(quantization=quantize)
     packages = directions(source)
     splitters = {src: argos_sbd.model_bytes(src) for src in dict.fromkeys(src for src, _, _ in packages)}
@@ -109,16 +107,6 @@ def writer(source: Exported, quantize: str | None, license: str | None = None) -
             shutil.rmtree(model_dir, ignore_errors=True)
 
     return write
-
-
-def _extend_positions(spec, source: Exported) -> None:
-    """Rows for every position Argos may reach, mt's own table first (checked against the formula)."""
-    for side, embed in ((spec.encoder, source.model.src_embed), (spec.decoder, source.model.tgt_embed)):
-        ours = embed.positions.detach().float().cpu()
-        table = sinusoid_table(max(len(ours), ARGOS_POSITIONS), ours.shape[1])
-        if not table[: len(ours)].allclose(ours, atol=1e-6):
-            raise MtError("the model's position table is not mt's sinusoids: the Argos export cannot extend it")
-        side.position_encodings.encodings = table.numpy()
 
 
 def _package(
