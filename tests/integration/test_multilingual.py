@@ -330,8 +330,10 @@ def test_an_argos_export_is_one_package_per_direction_each_with_its_tag(multi, t
     for target in ("fr", "de"):
         ours = [translator.search([line], DecodeOptions(beam=1, src_lang="en", tgt_lang=target))[0][0][0]
                 for line in english]
-        same = sum(a == b for a, b in zip(ours, result["translations"][f"en-{target}"]))
-        assert same >= 18, f"{same} of 20 greedy translations into {target} agree"
+        theirs = result["translations"][f"en-{target}"]
+        # Where they differ mt stopped at its length limit (decode.max_len_b 12) and Argos at 256 tokens.
+        assert all(b.startswith(a) for a, b in zip(ours, theirs)), [(a, b) for a, b in zip(ours, theirs) if a != b]
+        assert sum(a == b for a, b in zip(ours, theirs)) >= 15, target
 
 
 def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):

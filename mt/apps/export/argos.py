@@ -47,12 +47,12 @@ NAMES = {
     for code, name in (
         item.split(":")
         for item in (
-        "ar:Arabic az:Azerbaijani bg:Bulgarian bn:Bengali ca:Catalan cs:Czech da:Danish de:German el:Greek "
-        "en:English eo:Esperanto es:Spanish et:Estonian eu:Basque fa:Persian fi:Finnish fr:French ga:Irish "
-        "gl:Galician he:Hebrew hi:Hindi hu:Hungarian id:Indonesian it:Italian ja:Japanese ko:Korean "
-        "lt:Lithuanian lv:Latvian ms:Malay nb:Norwegian nl:Dutch pl:Polish pt:Portuguese ro:Romanian "
-        "ru:Russian sk:Slovak sl:Slovenian sq:Albanian sv:Swedish th:Thai tl:Tagalog tr:Turkish "
-        "uk:Ukrainian ur:Urdu vi:Vietnamese zh:Chinese"
+            "ar:Arabic az:Azerbaijani bg:Bulgarian bn:Bengali ca:Catalan cs:Czech da:Danish de:German el:Greek "
+            "en:English eo:Esperanto es:Spanish et:Estonian eu:Basque fa:Persian fi:Finnish fr:French ga:Irish "
+            "gl:Galician he:Hebrew hi:Hindi hu:Hungarian id:Indonesian it:Italian ja:Japanese ko:Korean "
+            "lt:Lithuanian lv:Latvian ms:Malay nb:Norwegian nl:Dutch pl:Polish pt:Portuguese ro:Romanian "
+            "ru:Russian sk:Slovak sl:Slovenian sq:Albanian sv:Swedish th:Thai tl:Tagalog tr:Turkish "
+            "uk:Ukrainian ur:Urdu vi:Vietnamese zh:Chinese"
         ).split()
     )
 }
@@ -153,7 +153,9 @@ def readme(source: Exported, quantize: str | None, src: str, tgt: str, tag: str 
     """README.md of a package: provenance, how to install and serve it, and Argos's search beside mt's."""
     d = source.cfg.decode
     name = package_name(src, tgt)
-    tag_line = f"\nEvery source begins with the tag {tag} (model/config.json: add_source_bos), as in mt.\n" if tag else ""
+    tag_line = (
+        f"\nEvery source begins with the tag {tag} (model/config.json: add_source_bos), as in mt.\n" if tag else ""
+    )
     not_joint = (
         ""
         if source.joint
