@@ -3,7 +3,8 @@
 The tiny trained model is exported, the package installed with `argostranslate.package.install_from_path`
 into an Argos over a temporary home (helpers/argos.py: a subprocess, every download address closed), and
 real sentences translated by Argos with ARGOS_BEAM_SIZE=1: each equals mt's greedy translation where mt
-ended before its own length limit. Argos splits with the package's own splitter and fetches nothing.
+ended before its own length limit, for a joint vocabulary and for separate ones (Argos reads one
+SentencePiece model). Argos splits with the package's own splitter and fetches nothing.
 The splitter (mt.apps.export.argos_sbd) is checked through MiniSBD itself, the zip's layout and
 metadata against what Argos reads, and the command line's files, refusals and --force.
 """
@@ -15,7 +16,7 @@ import zipfile
 
 import pytest
 import torch
-from helpers import argos_translate, downloaded, mt, one_thread, toy_corpus
+from helpers import argos_translate, downloaded, mt, one_thread, tiny_experiment, toy_corpus
 
 from mt.apps.export.argos import ARGOS_POSITIONS
 from mt.apps.export.argos_sbd import model_bytes
@@ -86,6 +87,27 @@ def test_argos_installs_it_and_translates_as_mt_greedy_without_downloading(expor
     assert len({text for text, _ in kept}) >= 0.2 * len(kept), "the model must tell inputs apart"
     differing = [(text, theirs) for text, theirs in kept if text != theirs]
     assert not differing, f"{len(differing)} of {len(kept)} differ, e.g. {differing[:3]}"
+
+
+@pytest.mark.slow
+def test_separate_vocabularies_argos_decodes_the_output_with_the_source_model(tmp_path):
+    """Argos reads one SentencePiece model: the source one turns the target pieces into the same text."""
+    exp, cfg = tiny_experiment(
+        tmp_path, {"train": 800, "valid": 20, "test": 20}, model=dict(enc_layers=2, dec_layers=2, dropout=0.0),
+        train=dict(max_steps=250, max_tokens=1000, lr_peak=3e-3, warmup_steps=20, log_every=50, valid_every=10_000,
+                   save_every=10_000), decode=dict(max_len_b=10), tokenizer={"joint": False, "vocab_size": 48})
+    from mt.training.loop import train
+
+    with one_thread():
+        train(exp, cfg)
+    export(exp, cfg, tmp_path / "out", fmt="argos")
+    lines = toy_corpus(60, seed=17)[0]
+    result = argos_translate(tmp_path / "home", [tmp_path / "out" / "translate-de_en.argosmodel"],
+                             {"de-en": ("de", "en", lines)})
+    kept = [(text, theirs) for (text, ended), theirs in zip(_mt_greedy(exp, lines), result["translations"]["de-en"])
+            if ended]
+    assert len(kept) >= 40 and len({text for text, _ in kept}) >= 20, kept
+    assert all(text == theirs for text, theirs in kept), [(a, b) for a, b in kept if a != b]
 
 
 def test_the_splitter_is_read_by_minisbd_and_splits_sentences(tmp_path):
