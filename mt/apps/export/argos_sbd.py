@@ -69,7 +69,32 @@ def model_bytes(lang: str) -> bytes:
         for name, values in {"one": [1], "two": [2], "zero": [0], "big": [1 << 62], "minus_one": [-1], "axis1": [1],
                              "axis2": [2], "left1": [0, 0, 0, 1], "left2": [0, 0, 0, 2], "right1": [0, 1, 0, 0]}.items()
     ]  # fmt: skip
-    inits += [helper.make_tensor(name, TensorProto.FLOAT, [], [value]) for name, value in (("half", 0.5), ("x2", 2.0))]
+    inits += [
+        helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+        for name, value in (("half", 0.5), ("x2", 2.0), ("one_f", 1.0), ("zero_f", 0.0))
+    ]
+    nodes = _nodes(helper, list(tables))
+    graph = helper.make_graph(
+        nodes,
+        "mt_rule_sentence_splitter",
+        [
+            helper.make_tensor_value_info("units", TensorProto.INT64, ["batch_size", "length"]),
+            helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch_size", "length", 1]),
+        ],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch_size", "length", 3])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mt export")
+    model.ir_version = 8  # what onnxruntime releases since 1.11 read
+    for key, value in _metadata(lang, vocab).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _nodes(helper, tables: list[str]) -> list:
+    """The graph: per character, the class scores of the rule (module docstring) from its neighbours."""
     nodes = [helper.make_node("Gather", [name, "units"], [f"{name}_at"]) for name in tables]
     nodes += [
         # the next character and the one after it (0 past the end), and the previous one: padded, then cut
@@ -96,26 +121,13 @@ def model_bytes(lang: str) -> bytes:
         helper.make_node("Unsqueeze", ["score2", "axis2"], ["s2"]),
         helper.make_node("Concat", ["s0", "s1", "s2"], ["output"], axis=2),
     ]
-    inits += [helper.make_tensor("one_f", TensorProto.FLOAT, [], [1.0])]
-    inits += [helper.make_tensor("zero_f", TensorProto.FLOAT, [], [0.0])]
-    graph = helper.make_graph(
-        nodes,
-        "mt_rule_sentence_splitter",
-        [
-            helper.make_tensor_value_info("units", TensorProto.INT64, ["batch_size", "length"]),
-            helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch_size", "length", 1]),
-        ],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch_size", "length", 3])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mt export")
-    model.ir_version = 8  # what onnxruntime releases since 1.11 read
+    return nodes
+
+
+def _metadata(lang: str, vocab: list[str]) -> dict:
+    """What MiniSBD reads from the file's metadata (each value JSON): its tokenizer config and vocabulary."""
     config = {"skip_newline": False, "max_seqlen": 1000, "no_ssplit": False, "batch_size": 32,
               "feat_funcs": ["space_before"], "use_dictionary": False, "num_dict_feat": 0}  # fmt: skip
     state = {"lang": lang, "idx": 0, "cutoff": 0, "lower": False, "_unit2id": {u: i for i, u in enumerate(vocab)},
              "_id2unit": vocab}  # fmt: skip
-    for key, value in (("lang_code", lang), ("config", config), ("vocab", state), ("lexicon", None)):
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
+    return {"lang_code": lang, "config": config, "vocab": state, "lexicon": None}
