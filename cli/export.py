@@ -1,4 +1,5 @@
-"""`mt export`: a trained checkpoint as a model directory another runtime loads (CTranslate2, Hugging Face)."""
+"""`mt export`: a trained checkpoint as a model directory another runtime loads (CTranslate2, Hugging Face,
+Argos Translate and LibreTranslate)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ EXAMPLES = examples(
     "mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
     "mt export --exp exp/de-en --format ctranslate2 --output ct2-int8 --quantize int8 --checkpoint average",
     "mt export --exp exp/de-en --format huggingface --output hf/de-en --license cc-by-4.0",
+    "mt export --exp exp/de-en --format argos --output argos/de-en",
 )
 
 
@@ -26,12 +28,14 @@ def export(
         typer.Option(
             "--format",
             help="ctranslate2: a CTranslate2 model directory; huggingface: a "
-            "transformers MarianMTModel with its tokenizer and model card.",
+            "transformers MarianMTModel with its tokenizer and model card; argos: Argos Translate packages "
+            "(one .argosmodel per trained direction), which LibreTranslate serves.",
         ),
     ] = "ctranslate2",
     checkpoint: Checkpoint = None,
     quantize: Annotated[
-        Optional[str], typer.Option(help="ctranslate2: weights as int8, int8_float32 or float16 (default: float32).")
+        Optional[str],
+        typer.Option(help="ctranslate2, argos: weights as int8, int8_float32 or float16 (default: float32)."),
     ] = None,
     force: Annotated[
         bool, typer.Option(help="Replace the earlier export in --output (the files it wrote: others are kept).")
@@ -44,8 +48,9 @@ def export(
     ] = None,
 ) -> None:
     """Write a checkpoint for another runtime: CTranslate2 (model.bin, vocabularies, SentencePiece
-    model(s), README.txt) or Hugging Face transformers (config.json, model.safetensors,
-    generation_config.json, the tokenizer's files, README.md)."""
+    model(s), README.txt), Hugging Face transformers (config.json, model.safetensors,
+    generation_config.json, the tokenizer's files, README.md) or Argos Translate
+    (translate-SRC_TGT.argosmodel per trained direction, for argostranslate and LibreTranslate)."""
     from mt.apps.export.directory import export as run_export
     from mt.experiment.config import read_experiment
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import zipfile
 
 import numpy as np
 import pytest
@@ -320,6 +321,36 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
         theirs = translator.tgt_tok.decode([translator.tgt_tok.piece_ids(result[0].hypotheses[0])])[0]
         same += ours == theirs
     assert same >= 18, f"{same} of 20 greedy translations agree"
+
+
+@pytest.mark.slow
+def test_an_argos_export_is_one_package_per_direction_each_with_its_tag(multi, tmp_path):
+    pytest.importorskip("argostranslate", reason="hardware: the argos extra is not installed")
+    from helpers import argos_translate, downloaded
+
+    from mt.apps.export.directory import export
+
+    cfg = multi.load_config()
+    files = export(multi, cfg, tmp_path / "argos", fmt="argos")["files"]
+    assert files == [f"translate-{d.replace('-', '_')}.argosmodel" for d in sorted(DIRECTIONS)]
+    with zipfile.ZipFile(tmp_path / "argos" / "translate-en_fr.argosmodel") as archive:
+        config = json.loads(archive.read("translate-en_fr/model/config.json"))
+        metadata = json.loads(archive.read("translate-en_fr/metadata.json"))
+    assert config["add_source_bos"] and config["bos_token"] == "<2fr>" and config["decoder_start_token"] == "<s>"
+    assert (metadata["from_code"], metadata["to_code"]) == ("en", "fr")
+    english = toy_multiway(20, seed=95)["en"]
+    result = argos_translate(tmp_path / "home", [tmp_path / "argos" / f for f in files],
+                             {"en-fr": ("en", "fr", english), "en-de": ("en", "de", english)})
+    assert [tuple(row[:2]) for row in result["installed"]] == sorted(tuple(d.split("-")) for d in DIRECTIONS)
+    assert downloaded(tmp_path / "home") == []
+    translator = Translator.load(multi, cfg)
+    for target in ("fr", "de"):
+        ours = [translator.search([line], DecodeOptions(beam=1, src_lang="en", tgt_lang=target))[0][0][0]
+                for line in english]
+        theirs = result["translations"][f"en-{target}"]
+        # Where they differ mt stopped at its length limit (decode.max_len_b 12) and Argos at 256 tokens.
+        assert all(b.startswith(a) for a, b in zip(ours, theirs)), [(a, b) for a, b in zip(ours, theirs) if a != b]
+        assert sum(a == b for a, b in zip(ours, theirs)) >= 15, target
 
 
 def test_a_hugging_face_export_reads_the_tag_and_translates_as_mt(multi, tmp_path):

@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import torch
 
 from mt.apps.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
+from mt.model.layers import sinusoid_table
 from mt.model.transformer import Transformer
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
@@ -72,8 +74,9 @@ def _attention(spec, name: str, weights: Weights, self_attention: bool) -> None:
     _linear(spec.linear[-1], f"{name}.out", weights)
 
 
-def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
-    """The validated CTranslate2 TransformerSpec of `model`; src_vocab/tgt_vocab: the piece of each id."""
+def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str], positions: int = 0):
+    """The validated CTranslate2 TransformerSpec of `model`; src_vocab/tgt_vocab: the piece of each id;
+    `positions`: rows of the position table at least (mt's own, then what the formula gives after them)."""
     from ctranslate2.specs import TransformerSpec, common_spec
 
     pre_norm = model.encoder[0].attn_block.pre_norm
@@ -86,7 +89,7 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     weights = Weights(model)
     for side, embed in ((spec.encoder, model.src_embed), (spec.decoder, model.tgt_embed)):
         side.scale_embeddings = float(embed.scale)  # sqrt(d_model), Sec. 3.4
-        side.position_encodings.encodings = embed.positions.detach().float().cpu().numpy().copy()  # row p: position p
+        side.position_encodings.encodings = _position_table(embed.positions, positions)  # row p: position p
     spec.encoder.embeddings[0].weight = weights.take("src_embed.tokens.weight")
     spec.decoder.embeddings.weight = weights.take("tgt_embed.tokens.weight")
     for i, layer in enumerate(spec.encoder.layer):
@@ -119,6 +122,17 @@ def build_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     except ValueError as exc:
         raise MtError(f"CTranslate2 refused the exported spec: {' '.join(str(exc).split())}") from None
     return spec
+
+
+def _position_table(ours: torch.Tensor, rows: int) -> np.ndarray:
+    """mt's table, extended to `rows` with the rows of the same formula (checked against mt's own)."""
+    ours = ours.detach().float().cpu()
+    if rows <= len(ours):
+        return ours.numpy().copy()
+    table = sinusoid_table(rows, ours.shape[1])
+    if not table[: len(ours)].allclose(ours, atol=1e-6):
+        raise MtError("the model's position table is not mt's sinusoids: the export cannot extend it")
+    return table.numpy()
 
 
 def _vocabularies(spec, src_vocab: list[str], tgt_vocab: list[str]) -> None:

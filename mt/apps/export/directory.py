@@ -1,7 +1,8 @@
-"""`mt export`'s directory and what both formats share.
+"""`mt export`'s directory and what the formats share.
 
-Two formats, one module each: CTranslate2 (`mt.apps.export.ctranslate2`) and Hugging Face transformers
-(`mt.apps.export.huggingface`, which Optimum turns into ONNX). Both map every weight by name and refuse,
+Three formats, one module each: CTranslate2 (`mt.apps.export.ctranslate2`), Hugging Face transformers
+(`mt.apps.export.huggingface`, which Optimum turns into ONNX) and Argos Translate packages
+(`mt.apps.export.argos`: the CTranslate2 model zipped with what Argos and LibreTranslate need). All map every weight by name and refuse,
 in one line, a model they cannot express exactly (`mt.apps.export.mapping`). Here: what both share --
 loading and checking the checkpoint, and writing the directory so that a failed export leaves the
 previous one whole. The directory's MANIFEST lists the files the export wrote: `--force` replaces
@@ -24,9 +25,9 @@ from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.experiment.paths import Experiment
 
-FORMATS = ("ctranslate2", "huggingface")
+FORMATS = ("ctranslate2", "huggingface", "argos")
 # A directory holding one of these is an earlier export, which --force may replace.
-EXPORT_MARKERS = ("model.bin", "model.safetensors")
+EXPORT_MARKERS = ("model.bin", "model.safetensors", "*.argosmodel")
 MANIFEST = ".mt-export.json"  # {"format": ..., "files": [...]}: what the export wrote, and nothing else
 # What an export of an mt without MANIFEST may have written (either format): such a directory is
 # replaced only when it holds nothing else.
@@ -67,11 +68,11 @@ def export(
 ) -> dict[str, Any]:
     """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
     `output` in format `fmt`; a summary of what was written."""
-    from mt.apps.export import ctranslate2, huggingface
+    from mt.apps.export import argos, ctranslate2, huggingface
 
     if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: expected {' or '.join(FORMATS)}")
-    target = ctranslate2 if fmt == "ctranslate2" else huggingface
+        raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+    target = {"ctranslate2": ctranslate2, "huggingface": huggingface, "argos": argos}[fmt]
     target.check_options(quantize, license)
     output = Path(output)
     earlier = _check_output(output, force)
@@ -110,7 +111,7 @@ def _check_output(output: Path, force: bool) -> list[str]:
         return []
     if not force:
         raise MtError(f"{output}: exists; choose another --output or add --force")
-    marked = any((output / name).is_file() for name in EXPORT_MARKERS)
+    marked = any(path.is_file() for name in EXPORT_MARKERS for path in output.glob(name))
     if not output.is_dir() or output.is_symlink() or (any(output.iterdir()) and not marked):
         raise MtError(
             f"{output}: exists and is not an exported model (no {' or '.join(EXPORT_MARKERS)}); "
