@@ -68,7 +68,13 @@ def routes(
             "source": {"type": "string", "enum": sources},
             "target": {"type": "string", "enum": targets},
             "format": {"type": "string", "enum": ["text"]},
-            "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
+            # As LibreTranslate, more than the beam holds is not an error: it gives what it has
+            # (--max-beam - 1 at most).
+            "alternatives": {
+                "type": "integer",
+                "minimum": 0,
+                "description": f"alternative translations wanted; at most {max_beam - 1} are given",
+            },
             "api_key": {"type": "string"},
         },
     }
