@@ -13,7 +13,9 @@ LibreTranslate boots offline and nothing is downloaded (docs/exporting.md).
 
 Servers, one at a time (each stopped before the next starts): LibreTranslate for each --lt-configs
 entry (`libretranslate --host 127.0.0.1 --port P --load-only SRC,TGT --threads T` with the entry's
-ARGOS_* settings; the first answer to GET /languages means it is up), then `python -m mt serve` for
+ARGOS_* settings, LT_CONFIGS below; the first answer to GET /languages means it is up: on 2 cores,
+`inter2` is its best, 17x its defaults, whose one translation at a time on CTranslate2's default
+intra threads is slow for a small model), then `python -m mt serve` for
 each --mt-modes entry (fp32: the experiment's decode settings; int8: --quantize int8). The same
 closed-loop client (bench.common.closed_loop: asyncio, one keep-alive HTTP/1.1 connection a client)
 drives each through LibreTranslate's POST /translate {"q", "source", "target", "format"}, at each
@@ -55,6 +57,8 @@ from mt.hardware import cpu_name
 REPO = Path(__file__).resolve().parents[1]
 LT_CONFIGS = {  # LibreTranslate's settings: Argos's environment (argostranslate.settings)
     "default": {},  # one CTranslate2 translation at a time on all the cores
+    "intra2": {"ARGOS_INTRA_THREADS": "2"},  # one at a time on 2 threads (0, the default: CTranslate2's 4)
+    "intra1": {"ARGOS_INTRA_THREADS": "1"},  # one at a time on 1 thread
     "inter2": {"ARGOS_INTER_THREADS": "2", "ARGOS_INTRA_THREADS": "1"},  # two at once, a core each
     "int8": {"ARGOS_COMPUTE_TYPE": "int8"},
     "int8_inter2": {"ARGOS_COMPUTE_TYPE": "int8", "ARGOS_INTER_THREADS": "2", "ARGOS_INTRA_THREADS": "1"},
@@ -203,8 +207,9 @@ def run_loads(name: str, server, data: dict, kinds: list[str], args) -> tuple[li
     """Every kind at every level on one server: rows, and per kind the quality of all its answers."""
     levels = [int(c) for c in args.clients.split(",")]
     port, rows, overall = server.port, [], {}
-    warm = request_of("sentences", args.src, args.tgt)
-    asyncio.run(closed_loop(port, data["sentences"][0], min(4, max(levels)), 8, 60, args.timeout, request=warm))
+    for kind, clients in (("sentences", max(levels)), ("paragraphs", 4)):  # warm-up: first calls, the int8 kernels
+        asyncio.run(closed_loop(port, data[kind][0], clients, 2 * clients, 120, args.timeout,
+                                request=request_of(kind, args.src, args.tgt), offset=len(data[kind][0]) // 2))
     for kind in kinds:
         lines, refs = data[kind]
         requests = len(lines) if kind == "argos-search" else -(-args.requests // PER_REQUEST[kind])
