@@ -6,7 +6,7 @@ another script. Run the scripts from the repository's root as modules (`python -
 - decoding side by side: `run_interleaved`, each mode in its own process (mt's modes, CTranslate2's,
   transformers' and ONNX Runtime's), for bench/translate.py and bench/distill.py;
 - serving: `Server` (`python -m mt serve` on a loopback port), `Connection` (a raw HTTP/1.1 client),
-  `closed_loop` and `test_lines`, for bench/serve.py and bench/serve_hostile.py.
+  `closed_loop` and `test_lines`, for bench/serve.py, bench/serve_hostile.py and bench/libretranslate.py.
 
 Nothing from mt is imported at the top: a spawned decoding worker of a mode "M@old" (bench/translate.py
 --old) puts the other checkout first on its path before it imports mt.
@@ -384,22 +384,32 @@ def translate_body(line: str) -> bytes:
     return json.dumps({"text": line}).encode()
 
 
-async def send(connection: Connection, line: str, timeout: float) -> bool:
-    """POST one sentence; True for a 200 answer."""
+async def post(connection: Connection, path: str, body: bytes, timeout: float) -> bytes | None:
+    """POST `body` to `path`; the answer's body for a 200 answer, else None."""
     try:
-        status, _ = await asyncio.wait_for(connection.request("POST", "/v1/translate", translate_body(line)), timeout)
-        return status == 200
+        status, data = await asyncio.wait_for(connection.request("POST", path, body), timeout)
+        return data if status == 200 else None
     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
         connection.close()
-        return False
+        return None
+
+
+async def send(connection: Connection, line: str, timeout: float) -> bool:
+    """POST one sentence to /v1/translate; True for a 200 answer."""
+    return await post(connection, "/v1/translate", translate_body(line), timeout) is not None
 
 
 # -- the loads ----------------------------------------------------------------------------------------
 async def closed_loop(port: int, lines: list[str], clients: int, requests: int, seconds: float,
-                      timeout: float, sample=None) -> dict:
+                      timeout: float, sample=None, request=None, answers: dict | None = None,
+                      offset: int = 0) -> dict:
     """`clients` clients, each sending its next sentence when the last answer came, until `requests`
-    answers or `seconds`; `sample` (a coroutine function) runs beside them, for the soak's RSS."""
+    answers or `seconds`; `sample` (a coroutine function) runs beside them, for the soak's RSS.
+    Request n sends line (offset + n) % len(lines): by default {"text": line} to /v1/translate, or
+    what `request(line)` gives, a (path, body) pair; `answers`, when given, gets each 200 answer's body
+    under its line's index."""
     latencies, errors, counter = [], 0, iter(range(10**12))
+    request = request or (lambda line: ("/v1/translate", translate_body(line)))
     start = time.perf_counter()
     stop_at = start + seconds
 
@@ -407,9 +417,12 @@ async def closed_loop(port: int, lines: list[str], clients: int, requests: int, 
         nonlocal errors
         connection = Connection(port)
         while time.perf_counter() < stop_at and (n := next(counter)) < requests:
+            index = (offset + n) % len(lines)
             sent = time.perf_counter()
-            if await send(connection, lines[n % len(lines)], timeout):
+            if (data := await post(connection, *request(lines[index]), timeout)) is not None:
                 latencies.append(time.perf_counter() - sent)
+                if answers is not None:
+                    answers[index] = data
             else:
                 errors += 1
         connection.close()
