@@ -243,6 +243,7 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
     ({"q": "<p>Hallo.</p>", "source": "de", "target": "en", "format": "html"}, "html format is not supported"),
     ({"q": "Hallo. " * 1000, "source": "de", "target": "en"}, "Invalid request: request (7000) exceeds text limit (6000)"),
     ({"q": ["Hallo."] * 21, "source": "de", "target": "en"}, "exceeds text limit (20)"),
+    ({"q": "Hallo.", "source": "de", "target": "en", "api_key": ["k"]}, "api_key: expected a string"),
 ])
 def test_libretranslate_refusals_are_400_with_an_error(server, body, message):
     status, _, data = call(f"{server.url}/translate", body)

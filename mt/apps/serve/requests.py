@@ -143,6 +143,15 @@ def header_key(request) -> str | None:
     return request.headers.get("x-api-key")
 
 
+def field_key(fields: dict, header: str | None) -> str | None:
+    """The key a LibreTranslate request gives: its api_key field, else the header's. A field that is
+    not a string is the client's mistake whatever the server's key (400, as the schema says)."""
+    value = fields.get("api_key")
+    if value is not None and not isinstance(value, str):
+        raise ApiError(400, f"api_key: expected a string, got {json.dumps(value)[:40]}")
+    return value or header
+
+
 def check_key(expected: str | None, given: Any) -> None:
     """403 unless the server has no key or `given` is it (compared in constant time)."""
     if expected is None:

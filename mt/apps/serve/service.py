@@ -21,6 +21,7 @@ from mt.apps.serve.requests import (
     check_key,
     check_pair,
     check_size,
+    field_key,
     flag,
     header_key,
     libre_fields,
@@ -75,7 +76,7 @@ class Service:
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""
         fields = await libre_fields(request, self.body_limit)
-        check_key(self.api_key, fields.get("api_key") or header_key(request))
+        check_key(self.api_key, field_key(fields, header_key(request)))
         q, source = fields.get("q"), fields.get("source")
         texts = self._libre_texts(fields)
         src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
@@ -153,7 +154,7 @@ class Service:
     async def detect(self, request: Request) -> list[dict[str, Any]]:
         """POST /detect, as LibreTranslate answers it: [{"confidence", "language"}], likeliest first."""
         fields = await libre_fields(request, self.body_limit)
-        check_key(self.api_key, fields.get("api_key") or header_key(request))
+        check_key(self.api_key, field_key(fields, header_key(request)))
         q = fields.get("q")
         texts = [
             text for text in ([q] if isinstance(q, str) else q if isinstance(q, list) else []) if isinstance(text, str)
