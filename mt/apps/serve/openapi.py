@@ -67,7 +67,7 @@ def routes(
             "q": {"oneOf": [q, text_list]},
             "source": {"type": "string", "enum": sources},
             "target": {"type": "string", "enum": targets},
-            "format": {"type": "string", "enum": ["text"]},
+            "format": {"type": "string", "enum": ["text", "html"]},  # html: mt.text.markup_translate
             "alternatives": {"type": "integer", "minimum": 0, "maximum": max_beam - 1},
             "api_key": {"type": "string"},
         },
