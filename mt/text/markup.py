@@ -79,10 +79,12 @@ class Inline:
 @dataclass
 class Segment:
     """The text of a run of inline content between block boundaries, with its inline items in
-    document order (a parent before its children)."""
+    document order (a parent before its children). A line break in the markup's text is a space
+    in `plain`, which is segmented and translated; `text`'s characters between sentences are kept."""
 
     text: str
     items: list[Inline]
+    plain: str = ""  # the text as the sentences are found in it: its line breaks spaces, but a <br>'s
 
 
 def parse(text: str, fmt: Format) -> list[Node]:
@@ -218,11 +220,13 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     for node in nodes:
         if isinstance(node, str):
             segment.text += node
+            segment.plain += node.replace("\r", " ").replace("\n", " ")
             continue
         index = len(segment.items)
         segment.items.append(Inline(node, len(segment.text), len(segment.text), parent))
         if isinstance(node, Element) and node.tag == "br":
             segment.text += "\n"  # a line break: sentences break here, and it marks the place
+            segment.plain += "\n"
         elif isinstance(node, Element):
             flatten(node.children, segment, index)
         segment.items[index].end = len(segment.text)

@@ -53,10 +53,10 @@ def plan(
         except MarkupError as exc:
             raise MarkupError(f"input line {first_line + i + 1}: {exc}") from None
     found = [segments(fragment) for fragment in fragments]
-    flat = [s.text for fragment in found for s in fragment]
+    flat = [s.plain for fragment in found for s in fragment]
     spans = iter(segment(translator, flat, options) if flat else [])
     pieces = [[next(spans) for _ in fragment] for fragment in found]
-    sources = [s.text[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
+    sources = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
     return Plan(fmt, fragments, found, pieces, sources)
 
 

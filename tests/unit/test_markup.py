@@ -17,10 +17,10 @@ def reverse(text: str, fmt: str = "html", drop: frozenset[str] = frozenset()) ->
     fragment = parse(text, fmt)  # type: ignore[arg-type]
     translated = []
     for segment in segments(fragment):
-        spans = sentence_spans(segment.text, "en")
+        spans = sentence_spans(segment.plain, "en")
         outputs, alignments = [], []
         for a, b in spans:
-            words = segment.text[a:b].split()
+            words = segment.plain[a:b].split()
             n = len(words)
             outputs.append(" ".join(w.upper() for w in reversed(words)))
             alignments.append(" ".join(f"{i}-{n - 1 - i}" for i, w in enumerate(words) if w not in drop))
@@ -80,10 +80,13 @@ def test_block_elements_bound_segments_inline_ones_do_not():
                                                      "Red house blue."]
 
 
-def test_a_line_break_ends_a_sentence_and_stays_in_place():
+def test_a_br_ends_a_sentence_and_stays_in_place_a_line_break_in_the_text_does_not():
     (segment,) = segments(parse("a b<br>c d", "html"))
-    assert segment.text == "a b\nc d" and sentence_spans(segment.text, "en") == [(0, 3), (4, 7)]
+    assert segment.plain == "a b\nc d" and sentence_spans(segment.plain, "en") == [(0, 3), (4, 7)]
     assert reverse("a b<br>c d") == "B A<br>D C"
+    (segment,) = segments(parse("a b\nc d", "html"))
+    assert segment.plain == "a b c d" and sentence_spans(segment.plain, "en") == [(0, 7)]
+    assert reverse("<p>\n  a b\nc d\n</p>") == "<p>\n  D C B A\n</p>"  # the spaces around kept
 
 
 def test_text_is_escaped_again_and_entities_are_translated_as_characters():
