@@ -35,6 +35,8 @@ BLOCK = frozenset(
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 VERBATIM = frozenset("script style code pre".split())  # kept as they are, with translate="no" and notranslate
 RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is written unescaped
+# Characters libxml2 refuses and HTML does not allow: a form feed is a space, the rest U+FFFD (as a NUL in HTML).
+CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]} | {0x0C: " "}
 
 
 class MarkupError(MtError):
@@ -96,12 +98,13 @@ def parse(text: str, fmt: Format) -> list[Node]:
         parser = lxml.etree.XMLParser(resolve_entities=False, strip_cdata=True, remove_blank_text=False)
         try:
             root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
-        except lxml.etree.XMLSyntaxError as exc:
+        except (lxml.etree.XMLSyntaxError, ValueError) as exc:  # ValueError: a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
+        text = text.translate(CONTROLS)
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
-        if body != text:
+        if len(body) != len(text):
             root.text = text[: len(text) - len(body)] + (root.text or "")
     return convert(root, fmt).children if isinstance(root, lxml.etree._Element) else []
 
