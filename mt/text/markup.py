@@ -90,7 +90,8 @@ class Segment:
 
 
 def parse(text: str, fmt: Format) -> list[Node]:
-    """The fragment's top-level nodes; MarkupError for XML that is not well-formed."""
+    """The fragment's top-level nodes (a whole HTML document's: `document`); MarkupError for XML that
+    is not well-formed."""
     import lxml.etree
     import lxml.html
 
@@ -100,6 +101,8 @@ def parse(text: str, fmt: Format) -> list[Node]:
             root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
         except (lxml.etree.XMLSyntaxError, ValueError) as exc:  # ValueError: a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
+    elif text.lstrip()[:9].lower() == "<!doctype" or text.lstrip()[:5].lower() == "<html":
+        return document(text.translate(CONTROLS))
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
         text = text.translate(CONTROLS)
         body = text.lstrip()
@@ -107,6 +110,16 @@ def parse(text: str, fmt: Format) -> list[Node]:
         if len(body) != len(text):
             root.text = text[: len(text) - len(body)] + (root.text or "")
     return convert(root, fmt).children if isinstance(root, lxml.etree._Element) else []
+
+
+def document(text: str) -> list[Node]:
+    """A whole HTML document (from `<!DOCTYPE` or `<html>`): its doctype, if it has one, and its html
+    element, head and title (translated) included."""
+    import lxml.html
+
+    root = lxml.html.document_fromstring(text)
+    doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
+    return [Raw(doctype, True), convert(root, "html")] if doctype else [convert(root, "html")]
 
 
 def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:

@@ -119,3 +119,10 @@ def test_xml_keeps_namespaces_empty_elements_and_refuses_what_is_not_well_formed
     assert markup_text(out, "xml") == "TOO. WORD THIS AND SAYKept"  # the kept element: after its word before
     with pytest.raises(MarkupError, match="not well-formed XML"):
         parse("<a>unclosed", "xml")
+
+
+def test_a_whole_document_keeps_its_doctype_html_head_and_body_and_its_title_is_translated():
+    source = ('<!DOCTYPE html><html lang="de"><head><meta charset="utf-8"><title>A title</title></head>'
+              '<body><p>A <b>man</b>.</p></body></html>')
+    assert reverse(source) == ('<!DOCTYPE html><html lang="de"><head><meta charset="utf-8"><title>TITLE A</title>'
+                               '</head><body><p>MAN. A</p></body></html>').replace("MAN.", "<b>MAN.</b>")
