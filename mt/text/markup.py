@@ -109,7 +109,8 @@ def parse(text: str, fmt: Format) -> list[Node]:
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         if len(body) != len(text):
             root.text = text[: len(text) - len(body)] + (root.text or "")
-    return convert(root, fmt).children if isinstance(root, lxml.etree._Element) else []
+    top = convert(root, fmt)
+    return top.children if isinstance(top, Element) else [top]
 
 
 def document(text: str) -> list[Node]:

@@ -44,7 +44,9 @@ class Mapping:
             spans, self.out, translations, alignments, (source[a:b] for a, b in spans)
         ):
             targets = [(out_start + m.start(), out_start + m.end()) for m in WORD.finditer(translation)]
-            words = [(start + m.start(), start + m.end(), []) for m in WORD.finditer(text)]
+            words: list[tuple[int, int, list[Span]]] = [
+                (start + m.start(), start + m.end(), []) for m in WORD.finditer(text)
+            ]
             for pair in pairs.split():
                 i, j = (int(x) for x in pair.split("-"))
                 if i < len(words) and j < len(targets):
