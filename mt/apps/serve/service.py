@@ -86,10 +86,10 @@ class Service:
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
         detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
-        options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(
-            self.defaults
-        )
-        if (fields.get("format") or "text") == "html":  # each item one fragment; no alternatives
+        html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
+        options = DecodeOptions(nbest=1 if html else alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"])
+        options = options.resolved(self.defaults)
+        if html:
             found = await self.translate_markup(request, texts, options, "html")
             translated, others = [hyps[0][0] for hyps in found], [[] for _ in texts]
         else:
