@@ -238,13 +238,15 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
 
 
 def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):
-    q = [f'<p>{LINES[0]} <b class="x">{LINES[1]}</b><!-- c --></p>', f"{LINES[2]}<br>{LINES[3]}", LINES[4]]
+    q = [f'<p>{LINES[0]} <b class="x">{LINES[1]}</b><!-- c --></p>', f"{LINES[2]}<br>{LINES[3]}", LINES[4],
+         "<p><!-- no text --><br></p>"]
     answer = ok(f"{server.url}/translate", {"q": q, "source": "de", "target": "en", "format": "html"})
     options = DecodeOptions(src_lang="de", tgt_lang="en")
     assert answer == {"translatedText": markup_translate(reference, q, "html", options)}
     for source, out in zip(q, answer["translatedText"]):
         assert balanced(out) and markup_tags(out) == markup_tags(source), out
     assert answer["translatedText"][2] == translate_text(reference, [LINES[4]], options)[0]  # no tags: plain text's
+    assert answer["translatedText"][3] == q[3]
     one = ok(f"{server.url}/translate", form={"q": q[1], "source": "de", "target": "en", "format": "html",
                                              "alternatives": "2"})
     assert one == {"translatedText": answer["translatedText"][1], "alternatives": []}
