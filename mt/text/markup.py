@@ -99,7 +99,11 @@ def parse(text: str, fmt: Format) -> list[Node]:
         parser = lxml.etree.XMLParser(resolve_entities=False, strip_cdata=True, remove_blank_text=False)
         try:
             root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
-        except (lxml.etree.XMLSyntaxError, ValueError) as exc:  # ValueError: a control character
+        except lxml.etree.XMLSyntaxError as exc:  # the wrapper's name and columns are mt's: left out
+            raise MarkupError(
+                f"not well-formed XML: {exc.msg.split(', line ')[0].replace(' and mt-fragment', '')}"
+            ) from None
+        except ValueError as exc:  # a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
     elif text.lstrip()[:9].lower() == "<!doctype" or text.lstrip()[:5].lower() == "<html":
         return document(text.translate(CONTROLS))
