@@ -106,15 +106,19 @@ def write_translations(
     options,
     output_format: str,
     total: int | None = None,
+    search=None,
 ) -> None:
     """Stream translations (`mt.decoding.output.stream` with `options` and `output_format`, through
     `mt.text.translate.search`: sentence by sentence, as `options` ask) to stdout, each group
     as soon as it is done, or into `output` (atomically: the file appears when all is written), with a
     progress bar over the `total` input lines on stderr when it is a terminal (not with stdout, which
-    the translations themselves show)."""
+    the translations themselves show). `search` translates a list of lines (default
+    `mt.text.translate.search`; `mt.text.markup_translate.searcher`'s for markup)."""
     from mt.atomic_files import atomic_path
     from mt.decoding.output import stream
-    from mt.text.translate import search  # sentence by sentence, long sentences cut (mt.text)
+    from mt.text.translate import search as plain  # sentence by sentence, long sentences cut (mt.text)
+
+    search = search or plain
 
     if output is None:
 

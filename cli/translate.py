@@ -111,6 +111,14 @@ def translate(
             help="A sentence (or, with --no-split-sentences, a line) of more source tokens is cut at , ; : then at spaces and translated in pieces: bounds the time and the output of a long line."
         ),
     ] = SEGMENT_TOKENS,
+    text_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="text|html|xml",
+            help='text: plain lines. html or xml: each input line is a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are (docs/translating.md, Markup).',
+        ),
+    ] = "text",
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -125,8 +133,10 @@ def translate(
     from mt.decoding.translator import Translator
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
+    from mt.text.markup_translate import searcher
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
+    check_format(text_format, nbest, alignments, constraints)
     auto = src_lang == "auto"
     src_lang = None if auto else src_lang  # a multilingual model's tag is its target's: the source steers nothing
     options = replace(
@@ -160,7 +170,21 @@ def translate(
         options,
         ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
         total,
+        searcher(text_format),
     )
+
+
+def check_format(fmt: str, nbest: int, alignments: bool, constraints: bool) -> None:
+    """--format's value, and the flags markup does not go with, refused before the model is loaded."""
+    from mt.text.markup import FORMATS
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt}: expected text, html or xml")
+    taken = [
+        name for name, on in (("--nbest", nbest), ("--alignments", alignments), ("--constraints", constraints)) if on
+    ]
+    if fmt != "text" and taken:
+        raise ConfigError(f"--format {fmt} writes one translated fragment a line: not with {taken[0]}")
 
 
 def check_output_flags(

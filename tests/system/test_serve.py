@@ -24,13 +24,15 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from helpers import LINES, Hook, Served, call, load, ok
+from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok
 
 from mt.apps.serve.app import Limits, bind, build_app
 from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
+from mt.text.markup_translate import translate as markup_translate
+from mt.text.translate import translate as translate_text
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # the reference translations, here, on one thread
 
@@ -235,12 +237,27 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
     assert "alternatives" not in ok(url, {"q": LINES[0], "source": "de", "target": "en"})
 
 
+def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):
+    q = [f'<p>{LINES[0]} <b class="x">{LINES[1]}</b><!-- c --></p>', f"{LINES[2]}<br>{LINES[3]}", LINES[4],
+         "<p><!-- no text --><br></p>"]
+    answer = ok(f"{server.url}/translate", {"q": q, "source": "de", "target": "en", "format": "html"})
+    options = DecodeOptions(src_lang="de", tgt_lang="en")
+    assert answer == {"translatedText": markup_translate(reference, q, "html", options)}
+    for source, out in zip(q, answer["translatedText"]):
+        assert balanced(out) and markup_tags(out) == markup_tags(source), out
+    assert answer["translatedText"][2] == translate_text(reference, [LINES[4]], options)[0]  # no tags: plain text's
+    assert answer["translatedText"][3] == q[3]
+    one = ok(f"{server.url}/translate", form={"q": q[1], "source": "de", "target": "en", "format": "html",
+                                             "alternatives": "2"})
+    assert one == {"translatedText": answer["translatedText"][1], "alternatives": []}
+
+
 @pytest.mark.parametrize("body, message", [
     ({"source": "de", "target": "en"}, "Invalid request: missing q parameter"),
     ({"q": "Hallo.", "target": "en"}, "Invalid request: missing source parameter"),
     ({"q": "Hallo.", "source": "de", "target": "fr"}, "fr is not supported"),
     ({"q": "Hallo.", "source": "fr", "target": "en"}, "fr is not supported"),
-    ({"q": "<p>Hallo.</p>", "source": "de", "target": "en", "format": "html"}, "html format is not supported"),
+    ({"q": "Hallo.", "source": "de", "target": "en", "format": "markdown"}, "markdown format is not supported"),
     ({"q": "Hallo. " * 1000, "source": "de", "target": "en"}, "Invalid request: request (7000) exceeds text limit (6000)"),
     ({"q": ["Hallo."] * 21, "source": "de", "target": "en"}, "exceeds text limit (20)"),
     ({"q": "Hallo.", "source": "de", "target": "en", "api_key": ["k"]}, "api_key: expected a string"),

@@ -93,9 +93,9 @@ def test_fields_come_from_the_query_string_a_form_or_json_as_libretranslate_read
         "translatedText": expected[2],
         "detectedLanguage": {"confidence": 100.0, "language": "de"},
     }
-    status, _, data = call(f"{url}?{urlencode({'q': '<p>Hallo.</p>', 'source': 'de', 'target': 'en', 'format': 'html'})}",
+    status, _, data = call(f"{url}?{urlencode({'q': 'Hallo.', 'source': 'de', 'target': 'en', 'format': 'markdown'})}",
                            raw=b"")
-    assert status == 400 and data["error"].startswith("html format is not supported")
+    assert status == 400 and data["error"].startswith("markdown format is not supported")
     status, _, data = call(f"{url}?source=de&target=en", raw=b"")
     assert status == 400 and data == {"error": "Invalid request: missing q parameter"}
 

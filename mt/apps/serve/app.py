@@ -3,7 +3,7 @@
 Routes (docs/serving.md gives examples with curl):
 - POST /translate: LibreTranslate's. JSON, a form (its Python client posts forms) or the query string
   (deep-translator's), as LibreTranslate reads them: {"q": str | [str],
-  "source": SRC | "auto", "target": TGT, "format": "text", "alternatives": N, "api_key": KEY} ->
+  "source": SRC | "auto", "target": TGT, "format": "text" | "html", "alternatives": N, "api_key": KEY} ->
   {"translatedText": str | [str]} and, as asked, "alternatives" (a list of strings for a string q, a
   list of lists for a list q) and, for source auto, "detectedLanguage" ({"confidence": 0-100, "language":
   SRC}, or a list of them: each text identified among the model's sources; 400 for one it cannot read). Errors as LibreTranslate gives them: {"error": "..."} with 400 (bad request, limits), 403

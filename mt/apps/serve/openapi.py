@@ -67,7 +67,7 @@ def routes(
             "q": {"oneOf": [q, text_list]},
             "source": {"type": "string", "enum": sources},
             "target": {"type": "string", "enum": targets},
-            "format": {"type": "string", "enum": ["text"]},
+            "format": {"type": "string", "enum": ["text", "html"]},  # html: mt.text.markup_translate
             # As LibreTranslate, more than the beam holds is not an error: it gives what it has
             # (--max-beam - 1 at most).
             "alternatives": {

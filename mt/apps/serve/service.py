@@ -35,6 +35,8 @@ from mt.apps.serve.requests import (
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
+from mt.text.markup import Format, MarkupError
+from mt.text.markup_translate import aligned, finish, plan
 from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
@@ -85,9 +87,25 @@ class Service:
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
         detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
-        options = DecodeOptions(nbest=alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"]).resolved(
-            self.defaults
-        )
+        html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
+        options = DecodeOptions(nbest=1 if html else alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"])
+        options = options.resolved(self.defaults)
+        if html:
+            found = await self.translate_markup(request, texts, options, "html")
+            translated, others = [hyps[0][0] for hyps in found], [[] for _ in texts]
+        else:
+            translated, others = await self._libre_lines(request, split, options, alternatives)
+        answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
+        if asked:
+            answer["alternatives"] = others[0] if isinstance(q, str) else others
+        if source == "auto":
+            answer["detectedLanguage"] = detected[0] if isinstance(q, str) else detected
+        return answer
+
+    async def _libre_lines(
+        self, request: Request, split: list[tuple[list[str], list[str]]], options: DecodeOptions, alternatives: int
+    ) -> tuple[list[str], list[list[str]]]:
+        """Each text's translation, line by line between its own line breaks, and its alternatives."""
         results, _ = await self.translate(request, [line for lines, _ in split for line in lines], options)
         translated, others, at = [], [], 0
         for lines, breaks in split:
@@ -95,12 +113,7 @@ class Service:
             at += len(lines)
             translated.append("".join(h[0][0] + line_break for h, line_break in zip(hyps, breaks)))
             others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
-        answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
-        if asked:
-            answer["alternatives"] = others[0] if isinstance(q, str) else others
-        if source == "auto":
-            answer["detectedLanguage"] = detected[0] if isinstance(q, str) else detected
-        return answer
+        return translated, others
 
     def _libre_texts(self, fields: dict) -> list[str]:
         """q as a list of texts, once source, target and format are this server's."""
@@ -121,10 +134,24 @@ class Service:
             message = str(exc).replace("(--tgt-lang)", "(target)").replace("(--src-lang)", "(source)")
             raise ApiError(400, f"{bad} is not supported: {message}") from None
         fmt = fields.get("format") or "text"
-        if fmt != "text":
+        if fmt not in ("text", "html"):
             shown = fmt if isinstance(fmt, str) and re.fullmatch(r"[\w-]{1,20}", fmt) else json.dumps(fmt)[:40]
-            raise ApiError(400, f"{shown} format is not supported: this server translates plain text (format text)")
+            raise ApiError(400, f"{shown} format is not supported: this server translates text and html")
         return texts
+
+    async def translate_markup(
+        self, request: Request, texts: list[str], options: DecodeOptions, fmt: Format
+    ) -> list[list[tuple]]:
+        """Each text, an HTML or XML fragment, translated with its tags placed by word alignments
+        (mt.text.markup_translate), its sentences through the batcher as every request's; 400 for a
+        fragment that does not parse."""
+        options = aligned(self.translator, options)
+        try:
+            planned = plan(self.translator, texts, fmt, options)
+        except MarkupError as exc:
+            raise ApiError(400, str(exc).replace("input line", "text")) from None
+        results, _ = await self.translate(request, planned.sources, options)
+        return finish(planned, results)
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
         """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines."""

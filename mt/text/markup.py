@@ -1,0 +1,270 @@
+"""Markup (an HTML or XML fragment) as a tree, its translatable text as segments, and the tree written
+back: the format side of markup translation (`mt.text.markup_translate` translates, `mt.text.placement`
+puts the inline elements back around the target words).
+
+The parser is lxml's (libxml2's HTML parser, `lxml.html`; `lxml.etree` for XML), already installed with
+sacrebleu, chosen by measurement over html5lib, selectolax and BeautifulSoup (docs/translating.md,
+"Markup"). Its tree becomes mt's own (`Element`, `Raw`, text as `str`), which mt writes back itself: text
+escaped, attributes as parsed (values re-escaped, never changed), HTML's void elements without end tags.
+
+Block elements (p, div, li, td, h1 ...; in XML an element whose parent holds no text of its own) bound
+segments; within one, the text of the inline elements (b, i, a, span, br ...) is joined, and each inline
+element remembers the characters it covers (`Segment`). script, style, code and pre, and any element with
+translate="no" or class "notranslate", are kept verbatim (`Raw`): a block one bounds segments, an inline
+one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
+that the sentences break there.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Union
+
+from mt.errors import MtError
+
+Format = Literal["text", "html", "xml"]
+FORMATS: tuple[str, ...] = ("text", "html", "xml")
+
+BLOCK = frozenset(
+    "address article aside blockquote body caption center col colgroup dd details dialog dir div dl dt "
+    "fieldset figcaption figure footer form frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html iframe "
+    "legend li link main menu meta nav noscript ol optgroup option p pre section select summary table tbody "
+    "td template textarea tfoot th thead title tr ul".split()
+)
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+VERBATIM = frozenset("script style code pre".split())  # kept as they are, with translate="no" and notranslate
+RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is written unescaped
+# Characters libxml2 refuses and HTML does not allow: a form feed is a space, the rest U+FFFD (as a NUL in HTML).
+CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]} | {0x0C: " "}
+
+
+class MarkupError(MtError):
+    """A fragment the parser refuses (XML that is not well-formed)."""
+
+
+@dataclass
+class Element:
+    """An element: its name, attributes (in order, as parsed) and children; `block` bounds segments."""
+
+    tag: str
+    attrs: list[tuple[str, str]]
+    children: list[Node] = field(default_factory=list)
+    block: bool = False
+    void: bool = False  # written without children or end tag: HTML's void elements, an empty XML element
+
+
+@dataclass
+class Raw:
+    """Markup written back as it was: a comment, a processing instruction, an entity reference, an
+    element kept verbatim (`block`: one that bounds segments)."""
+
+    markup: str
+    block: bool = False
+
+
+Node = Union[Element, Raw, str]
+
+
+@dataclass
+class Inline:
+    """An inline element (or a comment, a verbatim element) within a segment: [start, end) are the
+    characters of the segment's text it covers (start == end: none); `parent` the index of the item it
+    is inside, None at the segment's top."""
+
+    node: Element | Raw
+    start: int
+    end: int
+    parent: int | None
+
+
+@dataclass
+class Segment:
+    """The text of a run of inline content between block boundaries, with its inline items in
+    document order (a parent before its children). A line break in the markup's text is a space
+    in `plain`, which is segmented and translated; `text`'s characters between sentences are kept."""
+
+    text: str
+    items: list[Inline]
+    plain: str = ""  # the text as the sentences are found in it: its line breaks spaces, but a <br>'s
+
+
+def parse(text: str, fmt: Format) -> list[Node]:
+    """The fragment's top-level nodes (a whole HTML document's: `document`); MarkupError for XML that
+    is not well-formed."""
+    import lxml.etree
+    import lxml.html
+
+    if fmt == "xml":
+        parser = lxml.etree.XMLParser(resolve_entities=False, strip_cdata=True, remove_blank_text=False)
+        try:
+            root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
+        except lxml.etree.XMLSyntaxError as exc:  # the wrapper's name and columns are mt's: left out
+            raise MarkupError(
+                f"not well-formed XML: {exc.msg.split(', line ')[0].replace(' and mt-fragment', '')}"
+            ) from None
+        except ValueError as exc:  # a control character
+            raise MarkupError(f"not well-formed XML: {exc}") from None
+    elif text.lstrip()[:9].lower() == "<!doctype" or text.lstrip()[:5].lower() == "<html":
+        return document(text.translate(CONTROLS))
+    else:  # libxml2 drops the spaces before a fragment's first element: kept here
+        text = text.translate(CONTROLS)
+        body = text.lstrip()
+        root = lxml.html.fragment_fromstring(body, create_parent="div")
+        if len(body) != len(text):
+            root.text = text[: len(text) - len(body)] + (root.text or "")
+    top = convert(root, fmt)
+    return top.children if isinstance(top, Element) else [top]
+
+
+def document(text: str) -> list[Node]:
+    """A whole HTML document (from `<!DOCTYPE` or `<html>`): its doctype, if it has one, and its html
+    element, head and title (translated) included."""
+    import lxml.html
+
+    root = lxml.html.document_fromstring(text)
+    doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
+    return [Raw(doctype, True), convert(root, "html")] if doctype else [convert(root, "html")]
+
+
+def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:
+    """lxml's element -> mt's node, its children converted with it."""
+    import lxml.etree as et
+
+    if isinstance(el, et._Comment):
+        return Raw(f"<!--{el.text or ''}-->")
+    if isinstance(el, et._ProcessingInstruction):
+        return Raw(f"<?{el.target} {el.text or ''}?>" if el.text else f"<?{el.target}?>")
+    if isinstance(el, et._Entity):
+        return Raw(el.text)  # "&name;", kept as written (XML parsed without resolving entities)
+    children: list[Node] = [el.text] if el.text else []
+    for child in el:
+        children.append(convert(child, fmt, el.nsmap))
+        if child.tail:
+            children.append(child.tail)
+    tag, attrs = names(el, parent_nsmap or {}) if fmt == "xml" else (el.tag, list(el.attrib.items()))
+    element = Element(tag, attrs, children)
+    mixed = any(isinstance(c, str) and c.strip() for c in children)
+    for child in children:
+        if isinstance(child, (Element, Raw)) and fmt == "xml" and not mixed:
+            child.block = True  # XML: an element beside which its parent holds no text
+    element.block = (fmt == "html" and tag in BLOCK) or any(isinstance(c, (Element, Raw)) and c.block for c in children)
+    element.void = (tag in VOID) if fmt == "html" else not children
+    if verbatim(element, fmt):
+        return Raw(write([element], fmt), element.block)
+    return element
+
+
+def names(el, parent_nsmap: dict) -> tuple[str, list[tuple[str, str]]]:
+    """An XML element's qualified name and attributes with their prefixes, the namespaces it declares first."""
+    prefixes = {uri: prefix for prefix, uri in el.nsmap.items()}
+    prefixes["http://www.w3.org/XML/1998/namespace"] = "xml"
+
+    def qualified(name: str) -> str:
+        if not name.startswith("{"):
+            return name
+        uri, local = name[1:].split("}", 1)
+        return f"{prefixes[uri]}:{local}" if prefixes.get(uri) else local
+
+    declared = [
+        ("xmlns" if prefix is None else f"xmlns:{prefix}", uri)
+        for prefix, uri in el.nsmap.items()
+        if parent_nsmap.get(prefix) != uri
+    ]
+    return qualified(el.tag), declared + [(qualified(k), v) for k, v in el.attrib.items()]
+
+
+def verbatim(element: Element, fmt: Format) -> bool:
+    """Whether an element is kept as it is: script, style, code, pre (HTML), translate="no", class notranslate."""
+    attrs = dict(element.attrs)
+    no = any(k.split(":")[-1] == "translate" and v.strip().lower() == "no" for k, v in element.attrs)
+    return (fmt == "html" and element.tag in VERBATIM) or no or "notranslate" in attrs.get("class", "").split()
+
+
+def write(nodes: list[Node], fmt: Format, raw_text: bool = False) -> str:
+    """The markup of `nodes`: text escaped (but a script's or style's), attribute values quoted."""
+    parts = []
+    for node in nodes:
+        if isinstance(node, str):
+            parts.append(node if raw_text else html.escape(node, quote=False))
+        elif isinstance(node, Raw):
+            parts.append(node.markup)
+        else:
+            parts.append(start_tag(node, fmt))
+            if not node.void:
+                parts += [write(node.children, fmt, fmt == "html" and node.tag in RAW_TEXT), f"</{node.tag}>"]
+    return "".join(parts)
+
+
+def start_tag(element: Element, fmt: Format) -> str:
+    """`<tag name="value" ...>` (`/>` for an empty XML element)."""
+    attrs = "".join(f' {name}="{html.escape(value, quote=True)}"' for name, value in element.attrs)
+    return f"<{element.tag}{attrs}{'/>' if element.void and fmt == 'xml' else '>'}"
+
+
+def runs(children: list[Node]) -> Iterator[tuple[bool, list[Node]]]:
+    """`children` in order as (is_run, nodes): each run of inline content (text, inline elements, inline
+    raw markup) as (True, run), each block node alone as (False, [node])."""
+    run: list[Node] = []
+    for child in children:
+        if isinstance(child, (Element, Raw)) and child.block:
+            if run:
+                yield True, run
+            run = []
+            yield False, [child]
+        else:
+            run.append(child)
+    if run:
+        yield True, run
+
+
+def translatable(run: list[Node]) -> bool:
+    """Whether a run holds text to translate (not only spaces, comments, verbatim elements)."""
+    return any((isinstance(n, str) and n.strip()) or (isinstance(n, Element) and translatable(n.children)) for n in run)
+
+
+def segments(nodes: list[Node]) -> list[Segment]:
+    """The segments of a fragment, in document order (`render` takes their translations in that order)."""
+    found = []
+    for is_run, part in runs(nodes):
+        if is_run and translatable(part):
+            segment = Segment("", [])
+            flatten(part, segment, None)
+            found.append(segment)
+        elif not is_run and isinstance(part[0], Element):
+            found += segments(part[0].children)
+    return found
+
+
+def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
+    """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup."""
+    for node in nodes:
+        if isinstance(node, str):
+            segment.text += node
+            segment.plain += node.replace("\r", " ").replace("\n", " ")
+            continue
+        index = len(segment.items)
+        segment.items.append(Inline(node, len(segment.text), len(segment.text), parent))
+        if isinstance(node, Element) and node.tag == "br":
+            segment.text += "\n"  # a line break: sentences break here, and it marks the place
+            segment.plain += "\n"
+        elif isinstance(node, Element):
+            flatten(node.children, segment, index)
+        segment.items[index].end = len(segment.text)
+
+
+def render(nodes: list[Node], fmt: Format, translated: Iterator[list[Node]]) -> str:
+    """The fragment written back, each segment's nodes replaced by its translation (`translated`, in
+    the order of `segments`)."""
+    parts = []
+    for is_run, part in runs(nodes):
+        if is_run and translatable(part):
+            parts.append(write(next(translated), fmt))
+        elif not is_run and isinstance(part[0], Element):
+            element = part[0]
+            parts.append(start_tag(element, fmt))
+            if not element.void:
+                parts += [render(element.children, fmt, translated), f"</{element.tag}>"]
+        else:
+            parts.append(write(part, fmt))
+    return "".join(parts)

@@ -1,0 +1,112 @@
+"""Markup translated: each text (an input line, a request's item) is an HTML or XML fragment
+(`mt.text.markup`); the text of each of its segments is cut into sentences and long sentences into
+pieces as plain text is (`mt.text.translate.segment`), every piece is searched with word alignments
+(the last decoder layer's), and the inline elements are put back around the aligned target words
+(`mt.text.placement`). `search` has `Translator.search`'s signature, for `mt.decoding.output.stream`;
+`plan` and `finish` are its two halves, for `mt serve`, which searches through its batcher.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from mt.config.values import coerce
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
+from mt.text.placement import place_segment
+from mt.text.sentences import Span
+from mt.text.translate import segment
+
+
+@dataclass
+class Plan:
+    """What to search for a list of fragments and how to put it back: each fragment's nodes, its
+    segments, each segment's pieces (spans of its text), and all pieces' texts in order."""
+
+    fmt: Format
+    fragments: list[list[Node]]
+    segments: list[list[Segment]]
+    pieces: list[list[list[Span]]]
+    sources: list[str]
+
+
+def aligned(translator: Translator, options: DecodeOptions | None) -> DecodeOptions:
+    """`options` for the pieces: one best translation each, aligned by the last decoder layer."""
+    from mt.decoding.alignment import check_layer
+
+    layer = check_layer(translator.model, None, "alignments")
+    return replace(options or DecodeOptions(), nbest=1, alignment_layer=layer)
+
+
+def plan(
+    translator: Translator, texts: list[str], fmt: Format, options: DecodeOptions | None = None, first_line: int = 0
+) -> Plan:
+    """Parse each text and cut its segments into pieces; MarkupError naming the text (counted from
+    `first_line` + 1) that does not parse."""
+    options = options or DecodeOptions()
+    fragments = []
+    for i, text in enumerate(texts):
+        try:
+            fragments.append(parse(text, fmt))
+        except MarkupError as exc:
+            raise MarkupError(f"input line {first_line + i + 1}: {exc}") from None
+    found = [segments(fragment) for fragment in fragments]
+    flat = [s.plain for fragment in found for s in fragment]
+    spans = iter(segment(translator, flat, options) if flat else [])
+    pieces = [[next(spans) for _ in fragment] for fragment in found]
+    sources = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
+    return Plan(fmt, fragments, found, pieces, sources)
+
+
+def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
+    """Each fragment's (translation, score) from its pieces' (translation, score, alignment) triples:
+    the score is the mean of its pieces' (0 without any)."""
+    results, at = [], 0
+    for fragment, segs, plans in zip(plan.fragments, plan.segments, plan.pieces):
+        translated, scores = [], []
+        for seg, spans in zip(segs, plans):
+            hyps = [h[0] for h in found[at : at + len(spans)]]
+            at += len(spans)
+            translated.append(place_segment(seg, spans, [h[0] for h in hyps], [h[2] for h in hyps]))
+            scores += [h[1] for h in hyps]
+        markup = render(fragment, plan.fmt, iter(translated))
+        results.append([(markup, sum(scores) / len(scores) if scores else 0.0)])
+    return results
+
+
+def search(
+    translator: Translator,
+    texts: list[str],
+    options: DecodeOptions | None = None,
+    first_line: int = 0,
+    progress: Callable[[int], None] | None = None,
+    fmt: Format = "html",
+) -> list[list[tuple]]:
+    """Each markup text's translation and score, as `Translator.search` gives them (module docstring)."""
+    options = aligned(translator, options)
+    planned = plan(translator, texts, fmt, options, first_line)
+    results = finish(planned, translator.search(planned.sources, options, first_line))
+    if progress is not None:
+        progress(len(texts))
+    return results
+
+
+def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
+    """`search` for texts in `fmt` (text, html, xml): markup's, or plain text's (`mt.text.translate.search`)."""
+    if fmt == "text":
+        from mt.text.translate import search as plain
+
+        return plain
+    markup_format = coerce(fmt, Format, "format")
+
+    def markup(translator, texts, options=None, first_line=0, progress=None):
+        return search(translator, texts, options, first_line, progress, markup_format)
+
+    return markup
+
+
+def translate(translator: Translator, texts: list[str], fmt: Format, options: DecodeOptions | None = None) -> list[str]:
+    """The translation of each markup text."""
+    return [hyps[0][0] for hyps in search(translator, texts, options, fmt=fmt)]

@@ -1,0 +1,156 @@
+"""A segment's inline elements placed around its translation's words, by the word alignment of each
+translated piece (Pharaoh `i-j` over whitespace-separated words, `mt.decoding.alignment`).
+
+The rule, for an inline item covering source characters [start, end):
+- its target is the contiguous hull of the target words aligned to the source words it covers (a word
+  it covers in part counts), and the whole translation of a piece it covers whole;
+- an end outside every piece (in the spaces between sentences, at a line break) maps exactly, since
+  those characters are copied to the output as they are;
+- an item that covers no aligned word, and an empty one (`<br>` between words, `<img>`, a comment, an
+  element kept verbatim), is placed after the target words aligned to the nearest aligned source word
+  before it in its piece (at the piece's start if there is none);
+- a child is clipped to its parent's target (nested stays nested), and of two siblings that would
+  overlap, the one later in the source gives way (it keeps the part outside the other, or becomes
+  empty at its end).
+The output's text is the pieces' translations between the source's own spaces, whatever the tags:
+tags only go between characters of it (an empty void element takes the place of the line break that
+stood for it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mt.text.markup import Element, Node, Raw, Segment
+from mt.text.sentences import Span, reassemble
+
+WORD = re.compile(r"\S+")
+
+
+class Mapping:
+    """Source offsets of a segment -> offsets into its output text, through its translated pieces."""
+
+    def __init__(self, source: str, spans: list[Span], translations: list[str], alignments: list[str]):
+        self.spans = spans
+        self.output = reassemble(source, spans, translations)
+        self.out: list[Span] = []  # each piece's translation in the output
+        at, previous = 0, 0
+        for (start, end), translation in zip(spans, translations):
+            at += start - previous
+            self.out.append((at, at + len(translation)))
+            at, previous = at + len(translation), end
+        self.words: list[list[tuple[int, int, list[Span]]]] = []  # per piece: (start, end, aligned targets)
+        for (start, _), (out_start, _), translation, pairs, text in zip(
+            spans, self.out, translations, alignments, (source[a:b] for a, b in spans)
+        ):
+            targets = [(out_start + m.start(), out_start + m.end()) for m in WORD.finditer(translation)]
+            words: list[tuple[int, int, list[Span]]] = [
+                (start + m.start(), start + m.end(), []) for m in WORD.finditer(text)
+            ]
+            for pair in pairs.split():
+                i, j = (int(x) for x in pair.split("-"))
+                if i < len(words) and j < len(targets):
+                    words[i][2].append(targets[j])
+            self.words.append(words)
+
+    def offset(self, k: int) -> int:
+        """The output offset of a source offset outside every piece (or at a piece's edge)."""
+        for (start, end), (out_start, out_end) in zip(reversed(self.spans), reversed(self.out)):
+            if end <= k:
+                return out_end + k - end
+            if start <= k:
+                return out_start
+        return k
+
+    def covered(self, start: int, end: int) -> list[Span]:
+        """The target spans of what [start, end) covers: whole pieces, aligned words."""
+        found = []
+        for (a, b), out, words in zip(self.spans, self.out, self.words):
+            if start <= a and b <= end:
+                found.append(out)
+            else:
+                found += [t for ws, we, targets in words if ws < end and start < we for t in targets]
+        return found
+
+    def anchor(self, k: int) -> int:
+        """Where an empty item at source offset k goes (module docstring)."""
+        for (a, b), (out_start, _), words in zip(self.spans, self.out, self.words):
+            if a < k < b:
+                before = [targets for _, we, targets in words if we <= k and targets]
+                return max(t[1] for t in before[-1]) if before else out_start
+        return self.offset(k)
+
+    def place(self, start: int, end: int) -> Span:
+        """The output span of an item covering source [start, end) (module docstring)."""
+        inside_start = any(a <= start < b for a, b in self.spans)
+        inside_end = any(a < end <= b for a, b in self.spans)
+        lo = None if inside_start else self.offset(start)
+        hi = None if inside_end else self.offset(end)
+        targets = self.covered(start, end)
+        if targets:
+            lo = min(t[0] for t in targets) if lo is None else lo
+            hi = max(t[1] for t in targets) if hi is None else hi
+            return lo, max(lo, hi)
+        if start < end and lo is not None and hi is not None:
+            return lo, hi
+        k = self.anchor(start)
+        return k, k
+
+
+def arrange(segment: Segment, places: list[Span]) -> list[Span]:
+    """The items' output spans nested as in the source and without overlapping siblings (module docstring)."""
+    spans: list[Span] = []
+    for index, item in enumerate(segment.items):
+        lo, hi = places[index]
+        if item.parent is not None:
+            top, bottom = spans[item.parent]
+            lo = min(max(lo, top), bottom)
+            hi = min(max(hi, lo), bottom)
+        siblings = [spans[k] for k in range(index) if segment.items[k].parent == item.parent]
+        changed = True
+        while changed:
+            changed = False
+            for s, e in siblings:
+                if s < e and lo < hi and lo < e and s < hi:
+                    new = (lo, s) if lo < s else (e, max(hi, e))
+                elif s < e and lo == hi and s < lo < e:
+                    new = (e, e)
+                else:
+                    continue
+                changed, (lo, hi) = new != (lo, hi), new
+        spans.append((lo, hi))
+    return spans
+
+
+def build(segment: Segment, spans: list[Span], output: str, parent: int | None, lo: int, hi: int) -> list[Node]:
+    """The nodes of output[lo:hi] with the items inside `parent` (None: the segment's top) around their spans."""
+    children = sorted(
+        (k for k, item in enumerate(segment.items) if item.parent == parent), key=lambda k: (spans[k][0], k)
+    )
+    nodes: list[Node] = []
+    at = lo
+    for k in children:
+        start = max(spans[k][0], at)
+        end = max(spans[k][1], start)
+        if start > at:
+            nodes.append(output[at:start])
+        node = segment.items[k].node
+        if isinstance(node, Raw):
+            nodes.append(node)
+            end = start
+        elif node.void:  # what it covers is the line break that stood for it
+            nodes.append(Element(node.tag, node.attrs, [], node.block, True))
+        else:
+            nodes.append(Element(node.tag, node.attrs, build(segment, spans, output, k, start, end), node.block))
+        at = end
+    if at < hi:
+        nodes.append(output[at:hi])
+    return nodes
+
+
+def place_segment(segment: Segment, spans: list[Span], translations: list[str], alignments: list[str]) -> list[Node]:
+    """The translated segment as nodes: the pieces' translations (`spans` of the segment's text) with the
+    segment's inline items placed by the pieces' `alignments`."""
+    mapping = Mapping(segment.text, spans, translations, alignments)
+    places = [mapping.place(item.start, item.end) for item in segment.items]
+    return build(segment, arrange(segment, places), mapping.output, None, 0, len(mapping.output))

@@ -1,0 +1,95 @@
+"""Markup translated by conftest's tiny trained experiment (mt.text.markup_translate): a fragment's text
+is the translation plain text gets, its tags all come back once with their attributes around the
+aligned words, the output parses; `mt translate --format html|xml`, one fragment a line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import balanced, markup_tags, markup_text, toy_corpus
+
+from mt.decoding.translator import Translator
+from mt.text.markup_translate import translate
+from mt.text.translate import translate as translate_text
+
+S1, S2, S3 = toy_corpus(3, seed=11)[0]
+W = S1.rstrip(".").split()  # 3 to 9 words
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+def mt_translate(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
+                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+
+
+def test_a_fragment_without_tags_is_translated_as_plain_text(translator):
+    line = f"{S1} {S2}  {S3}"
+    (plain,) = translate_text(translator, [line])
+    assert translate(translator, [line], "html") == [plain]
+    (t2,) = translate_text(translator, [S2])
+    assert translate(translator, [f"<p>{line}</p>", f"  {S2}"], "html") == [f"<p>{plain}</p>", f"  {t2}"]
+    assert translate(translator, [f"<doc><p>{line}</p></doc>"], "xml") == [f"<doc><p>{plain}</p></doc>"]
+
+
+# Each source's text without its tags (a <br> as a line break) is TEXT: what plain text gives for it.
+CASES = [
+    (f"{W[0]} <b>{W[1]}</b> {' '.join(W[2:])}.", S1),
+    (f'<p><a href="/p?a=1&amp;b=2" title="x">{W[0]} {W[1]}</a> <i>{" ".join(W[2:])}.</i></p>', S1),
+    (f'<span class="c" data-k="v">{S1}</span> <b>{S2} <i>{S3}</i></b>', f"{S1} {S2} {S3}"),
+    (f"{S1}<br>{S2}<br/>{S3}", f"{S1}\n{S2}\n{S3}"),
+    (f"{W[0]} <!-- note --> {' '.join(W[1:])}. <img src='a.png' alt='pic'>", f"{W[0]}  {' '.join(W[1:])}. "),
+    (f"<b>{W[0]} <i>{W[1]} <u>{' '.join(W[2:])}.</u></i></b>", S1),
+]
+
+
+@pytest.mark.parametrize("source, text", CASES)
+def test_tags_come_back_once_around_the_translation_plain_text_gets(translator, source, text):
+    (out,) = translate(translator, [source], "html")
+    assert balanced(out) and markup_tags(out) == markup_tags(source), out
+    assert markup_text(out) == translate_text(translator, [text])[0].replace("\n", ""), out
+
+
+def test_blocks_are_translated_apart_and_kept_elements_verbatim(translator):
+    source = (f"<div><p>{S1}</p><ul><li>{S2}</li><li>{S3}</li></ul></div><pre>{S1}</pre>"
+              f"<script>if (a < b && c) {{}}</script><p translate=\"no\">{S2}</p>"
+              f"<p>{S3} <code>{S1}</code> <span class=\"notranslate\">{S2}</span></p>")
+    (out,) = translate(translator, [source], "html")
+    t1, t2, t3 = translate_text(translator, [S1, S2, S3])
+    assert out.startswith(f"<div><p>{t1}</p><ul><li>{t2}</li><li>{t3}</li></ul></div><pre>{S1}</pre>"
+                          f"<script>if (a < b && c) {{}}</script><p translate=\"no\">{S2}</p><p>")
+    assert f"<code>{S1}</code>" in out and f'<span class="notranslate">{S2}</span>' in out
+    assert balanced(out) and markup_tags(out) == markup_tags(source)
+
+
+def test_entities_are_text_to_the_model_and_escaped_again(translator):
+    (out,) = translate(translator, [f"<p>{S1} &amp; &lt;{S2}&gt;</p>"], "html")
+    (plain,) = translate_text(translator, [f"{S1} & <{S2}>"])
+    assert out == "<p>" + plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</p>"
+
+
+def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment, translator):
+    lines = [f"<p>{S1} <b>{S2}</b></p>", "", f"  {S3}<br>{S1}"]
+    done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--format", "html")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split("\n") == [*translate(translator, lines, "html"), ""]
+    xml = [f'<s id="1">{S1} <g id="2">{S2}</g><x id="3"/></s>']
+    done = mt_translate(trained_experiment, xml[0] + "\n", "--format", "xml")
+    assert done.returncode == 0 and done.stdout.decode() == translate(translator, xml, "xml")[0] + "\n"
+
+
+@pytest.mark.parametrize("flags, code, words", [
+    (("--format", "html", "--nbest", "2"), 2, "--format html writes one translated fragment a line: not with --nbest"),
+    (("--format", "markdown"), 2, "--format markdown: expected text, html or xml"),
+    (("--format", "xml"), 1, "input line 2: not well-formed XML"),
+])
+def test_mt_translate_format_refusals(trained_experiment, flags, code, words):
+    done = mt_translate(trained_experiment, "<a>ok</a>\n<a>unclosed\n", *flags)
+    assert done.returncode == code and words in done.stderr.decode(), done.stderr.decode()

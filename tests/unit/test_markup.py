@@ -1,0 +1,128 @@
+"""Markup's format side and tag placement (mt.text.markup, mt.text.placement) without a model: each
+sentence "translated" by a stand-in that writes its words in capitals in reverse order and aligns them
+so, which moves every tag; the output read back by parsers (helpers.markup)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import balanced, markup_tags, markup_text
+
+from mt.text.markup import MarkupError, parse, render, segments, write
+from mt.text.placement import place_segment
+from mt.text.sentences import sentence_spans
+
+
+def reverse(text: str, fmt: str = "html", drop: frozenset[str] = frozenset()) -> str:
+    """`text` through the stand-in translation; source words in `drop` are left unaligned."""
+    fragment = parse(text, fmt)  # type: ignore[arg-type]
+    translated = []
+    for segment in segments(fragment):
+        spans = sentence_spans(segment.plain, "en")
+        outputs, alignments = [], []
+        for a, b in spans:
+            words = segment.plain[a:b].split()
+            n = len(words)
+            outputs.append(" ".join(w.upper() for w in reversed(words)))
+            alignments.append(" ".join(f"{i}-{n - 1 - i}" for i, w in enumerate(words) if w not in drop))
+        translated.append(place_segment(segment, spans, outputs, alignments))
+    return render(fragment, fmt, iter(translated))  # type: ignore[arg-type]
+
+
+def test_inline_tags_go_around_the_words_they_covered_wherever_those_move():
+    source = '<p>A <b>man</b> rides a <a href="/x?a=1&amp;b=2" title=\'say "hi"\'>bicycle</a>.</p>'
+    out = reverse(source)
+    assert out == '<p><a href="/x?a=1&amp;b=2" title="say &quot;hi&quot;">BICYCLE.</a> A RIDES <b>MAN</b> A</p>'
+    assert markup_tags(out) == markup_tags(source) and balanced(out)
+
+
+CASES = [
+    "Plain text. Two sentences here.",
+    "<p>A <b>man</b> and <i>a dog</i> run.</p>",
+    '<p>See <a href="https://example.org/?q=1&amp;r=2" target="_blank" data-x="">the park</a> now.</p>',
+    '<div>Red <span class="c" style="color: red">house</span> blue.</div>',
+    "One line<br>two line<br/>three <br> four",
+    "Cats &amp; dogs &lt;3 &gt; all, caf&eacute;&nbsp;ok.",
+    "A <!-- a comment --> man <!--x--> runs.",
+    "<b>Bold <i>and italic <u>deep</u></i> words</b> end.",
+    "<script>if (a < b && c) { x(); }</script><style>p > b { color: red }</style>Text.",
+    "Run <code>ls -l</code> here. <pre>  keep\n  this </pre> After.",
+    '<p>Say <span translate="no">Berlin</span> and <em class="x notranslate">Paris</em> twice.</p>',
+    "<div><p>First block.</p><ul><li>item one</li><li>item <b>two</b></li></ul>tail text</div>",
+    '<table><tr><td>Cell <img src="a.png" alt="An image"> one</td><th>Head</th></tr></table>',
+    "<b>broken <i>nesting</b> here</i>",
+    "  <i>spaces</i>  around  ",
+    "",
+    "   ",
+    "<br>",
+]
+
+
+@pytest.mark.parametrize("source", CASES)
+def test_every_tag_survives_once_with_its_attributes_and_the_output_parses(source):
+    out = reverse(source)
+    assert balanced(out), out
+    assert markup_tags(out) == markup_tags(source), out
+    assert write(parse(out, "html"), "html") == out  # read back as written: nothing the parser fixes
+
+
+def test_kept_elements_are_verbatim_and_untranslated():
+    out = reverse(CASES[8] + CASES[9] + CASES[10])
+    for kept in ("<script>if (a < b && c) { x(); }</script>", "<style>p > b { color: red }</style>",
+                 "<code>ls -l</code>", "<pre>  keep\n  this </pre>", '<span translate="no">Berlin</span>',
+                 '<em class="x notranslate">Paris</em>'):
+        assert kept in out
+    assert "TEXT." in out and "HERE. RUN" in out and "AFTER." in out
+
+
+def test_block_elements_bound_segments_inline_ones_do_not():
+    fragment = parse(CASES[11] + CASES[3], "html")
+    assert [s.text for s in segments(fragment)] == ["First block.", "item one", "item two", "tail text",
+                                                     "Red house blue."]
+
+
+def test_a_br_ends_a_sentence_and_stays_in_place_a_line_break_in_the_text_does_not():
+    (segment,) = segments(parse("a b<br>c d", "html"))
+    assert segment.plain == "a b\nc d" and sentence_spans(segment.plain, "en") == [(0, 3), (4, 7)]
+    assert reverse("a b<br>c d") == "B A<br>D C"
+    (segment,) = segments(parse("a b\nc d", "html"))
+    assert segment.plain == "a b c d" and sentence_spans(segment.plain, "en") == [(0, 7)]
+    assert reverse("<p>\n  a b\nc d\n</p>") == "<p>\n  D C B A\n</p>"  # the spaces around kept
+
+
+def test_text_is_escaped_again_and_entities_are_translated_as_characters():
+    (segment,) = segments(parse("Cats &amp; dogs &lt;3", "html"))
+    assert segment.text == "Cats & dogs <3"
+    assert reverse("Cats &amp; dogs &lt;3") == "&lt;3 DOGS &amp; CATS"
+
+
+def test_nested_elements_stay_nested_and_a_tag_crossing_others_is_clipped():
+    assert reverse("<b>x <i>y</i></b> z.") == "Z. <b><i>Y</i> X</b>"
+    out = reverse("<b>one</b> <i>two</i>", drop=frozenset({"two"}))  # i's word aligned to nothing
+    assert out == "TWO <b>ONE</b><i></i>"  # after the word before it, empty
+
+
+def test_empty_elements_follow_the_target_word_of_the_word_before_them():
+    assert reverse("one <img src=x> two three") == "THREE TWO ONE<img src=\"x\">"
+    assert reverse("<!--c-->one two") == "<!--c-->TWO ONE"
+
+
+def test_without_tags_the_text_is_the_plain_translation():
+    assert reverse("A man. A dog  runs.") == "MAN. A RUNS. DOG A"
+
+
+def test_xml_keeps_namespaces_empty_elements_and_refuses_what_is_not_well_formed():
+    source = ('<p xmlns:its="http://www.w3.org/2005/11/its" xml:lang="de">Say <its:x its:translate="no">Kept</its:x> '
+              'and <g id="1">this word</g><ph id="2"/> too.</p>')
+    out = reverse(source, "xml")
+    assert markup_tags(out, "xml") == markup_tags(source, "xml")
+    assert '<its:x its:translate="no">Kept</its:x>' in out and '<g id="1">' in out and '<ph id="2"/>' in out
+    assert markup_text(out, "xml") == "TOO. WORD THIS AND SAYKept"  # the kept element: after its word before
+    with pytest.raises(MarkupError, match="not well-formed XML"):
+        parse("<a>unclosed", "xml")
+
+
+def test_a_whole_document_keeps_its_doctype_html_head_and_body_and_its_title_is_translated():
+    source = ('<!DOCTYPE html><html lang="de"><head><meta charset="utf-8"><title>A title</title></head>'
+              '<body><p>A <b>man</b>.</p></body></html>')
+    assert reverse(source) == ('<!DOCTYPE html><html lang="de"><head><meta charset="utf-8"><title>TITLE A</title>'
+                               '</head><body><p>MAN. A</p></body></html>').replace("MAN.", "<b>MAN.</b>")
