@@ -255,6 +255,16 @@ def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_
 
 
 # -- serving ------------------------------------------------------------------------------------------
+def stop_process(process: subprocess.Popen) -> None:
+    """Ask a server to stop (SIGTERM), and kill it if it has not within 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -315,12 +325,7 @@ class Server:
         return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 # -- a raw HTTP/1.1 client ----------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.common import Server, closed_loop, get
+from bench.common import Server, closed_loop, get, stop_process
 from mt.hardware import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,12 +194,7 @@ class LibreServer:
         sys.exit(f"libretranslate did not answer /languages in {args.start_seconds:.0f} s")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 # -- the loads -------------------------------------------------------------------------------------------
