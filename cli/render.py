@@ -140,3 +140,28 @@ def write_translations(
         stream(
             translator, counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format, search
         )
+
+
+def write_document(translator, source: Path, output: Path | None, force: bool, fmt, options, auto: bool) -> None:
+    """Translate the document `source` (`mt.documents.translate`) into `output`, or to stdout (a text
+    format), with a progress bar over its units on stderr when it is a terminal."""
+    from mt.documents.translate import translate_file
+    from mt.documents.units import TranslatorUnits
+
+    identifier = None
+    if auto:
+        from mt.text.language import LanguageIdentifier
+
+        identifier = LanguageIdentifier(translator.directions.sources())
+    _, target = translator.directions.resolve(options.src_lang, options.tgt_lang)
+    with log.make_progress() as progress:
+        task = progress.add_task("translate", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        units = TranslatorUnits(translator, options, advance, identifier=identifier)
+        translated = translate_file(source, output, fmt, units, target, force)
+    if translated is not None:
+        sys.stdout.buffer.write(translated)
+        sys.stdout.flush()

@@ -112,13 +112,13 @@ def translate(
         ),
     ] = SEGMENT_TOKENS,
     text_format: Annotated[
-        str,
+        Optional[str],
         typer.Option(
             "--format",
-            metavar="text|html|xml",
-            help='text: plain lines. html or xml: each input line is a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are (docs/translating.md, Markup).',
+            metavar="FORMAT",
+            help='Lines (stdin or a file of another extension): text (plain), html or xml: each line a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are. Documents (--input FILE, the format by its extension unless named here): txt (docs/translating.md, Documents).',
         ),
-    ] = "text",
+    ] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -136,7 +136,26 @@ def translate(
     from mt.text.markup_translate import searcher
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
-    check_format(text_format, nbest, alignments, constraints)
+    document = document_format(input, text_format)
+    line_outputs = [
+        name
+        for name, on in (
+            ("--nbest", nbest),
+            ("--scores", scores),
+            ("--alignments", alignments),
+            ("--constraints", constraints),
+        )
+        if on
+    ]
+    if document is not None and line_outputs:
+        if document.name != "txt" or text_format is not None:
+            raise ConfigError(
+                f"a {document.name} document is written back as a {document.name} document: not with {line_outputs[0]}"
+            )
+        document = None  # a .txt file with line outputs asked for: its lines, as any other file's
+    if document is None:
+        text_format = text_format or "text"
+        check_format(text_format, nbest, alignments, constraints)
     auto = src_lang == "auto"
     src_lang = None if auto else src_lang  # a multilingual model's tag is its target's: the source steers nothing
     options = replace(
@@ -151,6 +170,12 @@ def translate(
         segment_tokens=segment_tokens,
     )
     experiment, cfg = read_experiment(exp)
+    if document is not None:
+        assert input is not None
+        set_threads(threads)
+        translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
+        render.write_document(translator, input, output, force, document, options, auto)
+        return
     source = input_lines(input)
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
@@ -172,6 +197,28 @@ def translate(
         total,
         searcher(text_format),
     )
+
+
+def document_format(input: Path | None, fmt: str | None):
+    """The document format `--input` is translated as (--format's, else its extension's), or None for
+    lines: --format text, html or xml translates lines, except that html names the document format for
+    a file with an html extension."""
+    from mt.documents.formats import FORMATS, by_extension
+    from mt.text.markup import FORMATS as LINE_FORMATS
+
+    path = input if input is not None and str(input) != "-" else None
+    if fmt is None:
+        return by_extension(path) if path is not None else None
+    if fmt in LINE_FORMATS:
+        found = by_extension(path) if path is not None else None
+        return found if found is not None and found.name == fmt else None
+    if fmt not in FORMATS:
+        raise ConfigError(
+            f"--format {fmt}: expected {', '.join(LINE_FORMATS)} (lines) or {', '.join(FORMATS)} (documents)"
+        )
+    if path is None:
+        raise ConfigError(f"--format {fmt}: a document is read from a file; name it with --input")
+    return FORMATS[fmt]
 
 
 def check_format(fmt: str, nbest: int, alignments: bool, constraints: bool) -> None:

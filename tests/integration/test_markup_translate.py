@@ -87,7 +87,7 @@ def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment
 
 @pytest.mark.parametrize("flags, code, words", [
     (("--format", "html", "--nbest", "2"), 2, "--format html writes one translated fragment a line: not with --nbest"),
-    (("--format", "markdown"), 2, "--format markdown: expected text, html or xml"),
+    (("--format", "markdown"), 2, "--format markdown: expected text, html, xml (lines) or"),
     (("--format", "xml"), 1, "input line 2: not well-formed XML"),
 ])
 def test_mt_translate_format_refusals(trained_experiment, flags, code, words):

@@ -20,6 +20,7 @@ LAYERS = [
     ("mt.data",),
     ("mt.training", "mt.decoding"),
     ("mt.text",),  # sentences, long segments and languages around Translator: the commands and mt serve
+    ("mt.documents",),  # files in their formats, found and written back around the text layer
     ("mt.apps",),
     ("mt.cli",),
 ]

@@ -1,0 +1,61 @@
+"""The document formats mt translates, how a file's is recognised (its extension, or `--format`), and
+what each needs installed: the format's library comes with an extra, and a format without it says which.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from mt.errors import MtError
+
+
+class DocumentError(MtError):
+    """A document mt cannot read or translate: the message names the file (and the line where known)."""
+
+
+@dataclass(frozen=True)
+class DocumentFormat:
+    """A format: its name (as --format takes it), the extensions that mean it, the module under
+    mt.documents that translates it, whether its content is bytes (else text in its own encoding),
+    and the import names of what it needs with the extra that installs them."""
+
+    name: str
+    extensions: tuple[str, ...]
+    module: str
+    binary: bool = False
+    requires: tuple[str, ...] = ()
+    extra: str = "documents"
+    description: str = ""
+
+
+FORMATS: dict[str, DocumentFormat] = {
+    f.name: f
+    for f in (DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),)
+}
+
+
+def by_extension(path: Path | str) -> DocumentFormat | None:
+    """The format a file's extension names (case-insensitive), None for any other."""
+    suffix = Path(path).suffix.lower()
+    return next((f for f in FORMATS.values() if suffix in f.extensions), None)
+
+
+def named(name: str, flag: str = "--format") -> DocumentFormat:
+    """The format called `name`; a one-line error listing the formats for any other."""
+    if name not in FORMATS:
+        raise DocumentError(f"{flag} {name}: not a document format; expected one of {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def load(fmt: DocumentFormat) -> ModuleType:
+    """The format's module, once what it needs is installed; else a one-line error saying how to install it."""
+    missing = [name for name in fmt.requires if importlib.util.find_spec(name) is None]
+    if missing:
+        raise DocumentError(
+            f"{fmt.name} documents need {', '.join(missing)}: pip install 'mt[{fmt.extra}]' (or the package itself)"
+        )
+    return importlib.import_module(f"mt.documents.{fmt.module}")

@@ -1,0 +1,61 @@
+"""A document translated whole: its bytes read, its format's module given its content (text in the
+file's own encoding, or bytes) and the units to translate with, and the result written atomically, never
+over the input and never over another file without `force`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.atomic_files import check_output, write_bytes_atomic
+from mt.documents.encoding import decode, encode
+from mt.documents.formats import DocumentError, DocumentFormat, by_extension, load, named
+from mt.documents.units import Units
+from mt.errors import MtError
+
+
+def format_of(path: Path | str, name: str | None = None) -> DocumentFormat:
+    """The document format of `path`: `name` if given (--format), else its extension's."""
+    if name is not None:
+        return named(name)
+    found = by_extension(path)
+    if found is None:
+        raise DocumentError(f"{path}: not a document mt knows by its extension; name one with --format")
+    return found
+
+
+def translate_content(data: bytes, fmt: DocumentFormat, units: Units, target: str) -> bytes:
+    """The translated document of `data` in `fmt`, into the language `target`."""
+    module = load(fmt)
+    if fmt.binary:
+        return module.translate(data, units, target)
+    text, encoding = decode(data)
+    return encode(module.translate(text, units, target), encoding)
+
+
+def translate_file(
+    source: Path, output: Path | None, fmt: DocumentFormat, units: Units, target: str, force: bool = False
+) -> bytes | None:
+    """Translate the file `source` into `output` (written atomically), or return its bytes when
+    `output` is None (for stdout: text formats only). Errors name the file."""
+    source = Path(source)
+    if output is not None:
+        if output.exists() and source.exists() and output.resolve() == source.resolve():
+            raise DocumentError(f"--output {output}: is the input; write the translation to another file")
+        check_output(output, force)
+    elif fmt.binary:
+        raise DocumentError(f"{source}: a {fmt.name} document is not text; name the file to write with --output")
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise DocumentError(f"{source}: {exc.strerror}") from None
+    try:
+        translated = translate_content(data, fmt, units, target)
+    except MtError as exc:
+        if str(exc).startswith(f"{source}:"):
+            raise
+        raise type(exc)(f"{source}: {exc}") from None
+    if output is None:
+        return translated
+    write_bytes_atomic(output, translated)
+    return None

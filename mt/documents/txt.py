@@ -1,0 +1,64 @@
+"""Plain text documents: paragraphs (separated by blank lines) and line breaks kept.
+
+Each line is translated as a text (its sentences found in it) and keeps its indentation, except in a
+hard-wrapped paragraph: one whose every line break falls where the next line's first word would not
+have fitted on the line (the mark of a wrap at a fixed width, as `fmt` and mail clients do), and where
+some line ends inside a sentence (without . ! ? : ; or a closing quote). Such a paragraph is translated
+as one text and wrapped again at its own width, so that a sentence wrapped over two lines is translated
+whole. A list of short lines, or of lines that each end a sentence, is translated line by line;
+`--format text` translates every line as itself.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from mt.documents.units import Units
+
+BLANK = re.compile(r"(\n[ \t]*(?:\n|$))")  # a line break that ends a paragraph
+MIN_WIDTH = 30  # narrower lines are a list or verse, not wrapped prose
+SENTENCE_END = tuple(".!?:;\"'”’»)…。！？")
+
+
+def wrapped(lines: list[str]) -> bool:
+    """Whether a paragraph's lines look wrapped at a fixed width (module docstring)."""
+    if len(lines) < 2:
+        return False
+    width = max(len(line) for line in lines)
+    if width < MIN_WIDTH:
+        return False
+    for line, following in zip(lines, lines[1:]):
+        words = following.split()
+        if not words or len(line.rstrip()) + 1 + len(words[0]) <= width:
+            return False
+    return any(not line.rstrip().endswith(SENTENCE_END) for line in lines[:-1])
+
+
+def translate(text: str, units: Units, target: str) -> str:
+    """The translated text, paragraph by paragraph (module docstring)."""
+    parts = BLANK.split(text)  # paragraphs at even indices, the blank lines between them at odd
+    plans: list[tuple[int, list[str], bool]] = []
+    asked: list[str] = []
+    for index in range(0, len(parts), 2):
+        lines = parts[index].split("\n")
+        joined = wrapped(lines)
+        todo = [" ".join(line.strip() for line in lines)] if joined else lines
+        plans.append((index, lines, joined))
+        asked += todo
+    answers = iter(units(asked))
+    for index, lines, joined in plans:
+        if joined:
+            indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+            width = max(len(line) for line in lines)
+            parts[index] = textwrap.fill(
+                next(answers),
+                width=width,
+                initial_indent=indent,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        else:
+            parts[index] = "\n".join(next(answers) for _ in lines)
+    return "".join(parts)

@@ -1,0 +1,68 @@
+"""What a document format asks to translate: a list of units, each a plain text (its sentences found and
+translated, `mt.text.translate`) or a markup fragment (html or xml: its inline elements placed around
+the aligned target words, `mt.text.markup_translate`). A format gathers all of its file's units and asks
+once (or once per kind), so that they are searched in the usual batches; blank units come back as they are.
+
+`Units` is the protocol the formats see; `TranslatorUnits` answers it with a loaded `Translator`, and
+`mt serve` answers it through its batcher.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from mt import log
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.text.language import LanguageIdentifier
+from mt.text.markup import Format
+
+Progress = Callable[[int, int], None]  # (units done, units asked) of the current request
+
+
+class Units(Protocol):
+    def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
+        """The translation of each text (fmt "text") or fragment ("html", "xml"), in order."""
+        ...
+
+
+class TranslatorUnits:
+    """`Units` with a Translator under DecodeOptions, `chunk` units a search, reporting progress."""
+
+    def __init__(
+        self,
+        translator: Translator,
+        options: DecodeOptions,
+        progress: Progress | None = None,
+        chunk: int = 256,
+        identifier: LanguageIdentifier | None = None,
+    ):
+        self.translator, self.options, self.progress, self.chunk = translator, options, progress, chunk
+        self.identifier = identifier  # --src-lang auto: a unit the model cannot read is kept as it is
+
+    def readable(self, text: str) -> bool:
+        """Whether to translate a unit: it has text, in a language the model reads (a warning if not)."""
+        if not text.strip():
+            return False
+        if self.identifier is None:
+            return True
+        found = self.identifier.identify(text)
+        if found.foreign is not None:
+            shown = text.strip()[:40]
+            log.warn(f"not translated: {shown!r}: {found.message(self.identifier.sources)} (--src-lang)")
+        return found.foreign is None
+
+    def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
+        from mt.text.markup_translate import searcher
+
+        search = searcher(fmt)
+        out = list(texts)
+        todo = [i for i, text in enumerate(texts) if self.readable(text)]
+        for start in range(0, len(todo), self.chunk):
+            chunk = todo[start : start + self.chunk]
+            found = search(self.translator, [texts[i] for i in chunk], self.options)
+            for i, hyps in zip(chunk, found):
+                out[i] = hyps[0][0]
+            if self.progress is not None:
+                self.progress(min(start + self.chunk, len(todo)), len(todo))
+        return out

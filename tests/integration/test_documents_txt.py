@@ -1,0 +1,157 @@
+"""Plain text documents (mt.documents.txt) and the document driver (mt.documents.translate) with
+conftest's tiny trained experiment: paragraphs, blank lines, indentation, line endings and encodings
+come back as they were; a hard-wrapped paragraph is translated whole and wrapped again; every line of
+a list is translated as itself; the output is never the input or another file without --force."""
+
+from __future__ import annotations
+
+import codecs
+
+import pytest
+from helpers import mt, one_line, toy_corpus
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.documents.encoding import decode, encode
+from mt.documents.formats import FORMATS, DocumentError, by_extension
+from mt.documents.translate import translate_content, translate_file
+from mt.documents.txt import wrapped
+from mt.documents.units import TranslatorUnits
+from mt.text.translate import translate as translate_text
+
+LINES = toy_corpus(6, seed=23)[0]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    return TranslatorUnits(translator, DecodeOptions())
+
+
+def test_a_list_of_lines_is_translated_line_by_line_with_paragraphs_and_indents_kept(translator, units):
+    text = f"{LINES[0]}\n  {LINES[1]}\n\n\n{LINES[2]}\n \n{LINES[3]}\n"
+    out = translate_content(text.encode(), FORMATS["txt"], units, "en").decode()
+    plain = translate_text(translator, LINES[:4])
+    assert out == f"{plain[0]}\n  {plain[1]}\n\n\n{plain[2]}\n \n{plain[3]}\n"
+
+
+def test_a_hard_wrapped_paragraph_is_translated_whole_and_wrapped_at_its_width(translator, units):
+    paragraph = " ".join(LINES * 2)
+    import textwrap
+
+    lines = textwrap.wrap(paragraph, width=40)
+    assert wrapped(lines) and not wrapped(LINES[:3])
+    out = translate_content(("\n".join(lines) + "\n").encode(), FORMATS["txt"], units, "en").decode()
+    expected = translate_text(translator, [paragraph])[0]
+    assert " ".join(out.split()) == " ".join(expected.split())
+    assert all(len(line) <= 40 or " " not in line for line in out.splitlines())
+    assert len(out.splitlines()) > 1
+
+
+@pytest.mark.parametrize("codec, bom", [("utf-8", b""), ("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE)])
+def test_line_endings_and_encodings_are_kept(units, codec, bom):
+    data = bom + f"{LINES[0]}\r\n\r\n{LINES[1]}\r\n".encode(codec)
+    out = translate_content(data, FORMATS["txt"], units, "en")
+    assert out.startswith(bom)
+    text = out[len(bom) :].decode(codec)
+    assert text.count("\r\n") == 3 and "\n" not in text.replace("\r\n", "")
+
+
+def test_a_legacy_encoding_is_read_and_written_back_in_it():
+    data = "Grüße aus Köln, schöne Straße. Ähnliche Öfen, übliche Größe.\n".encode("cp1252")
+    text, encoding = decode(data)
+    assert text == data.decode("cp1252") and encoding.codec != "utf-8"  # cp1250 or cp1252: the same bytes here
+    assert encode(text, encoding) == data
+
+
+def test_formats_are_known_by_extension():
+    assert by_extension("a/b.TXT") is FORMATS["txt"] and by_extension("a.de") is None
+
+
+def test_the_output_is_never_the_input_nor_an_existing_file_without_force(tmp_path, units):
+    source = tmp_path / "in.txt"
+    source.write_text(LINES[0] + "\n", encoding="utf-8")
+    with pytest.raises(DocumentError) as exc:
+        translate_file(source, source, FORMATS["txt"], units, "en", force=True)
+    one_line(exc, "is the input")
+    other = tmp_path / "out.txt"
+    other.write_text("mine\n", encoding="utf-8")
+    with pytest.raises(Exception) as exc:
+        translate_file(source, other, FORMATS["txt"], units, "en")
+    one_line(exc, "exists", "--force")
+    assert other.read_text(encoding="utf-8") == "mine\n"
+    translate_file(source, other, FORMATS["txt"], units, "en", force=True)
+    assert other.read_text(encoding="utf-8") != "mine\n"
+
+
+def test_mt_translate_reads_a_txt_document_by_its_extension(
+    trained_experiment, translator, tmp_path, capsys, monkeypatch
+):
+    source = tmp_path / "story.txt"
+    source.write_text(f"{LINES[0]}\n\n{LINES[1]} {LINES[2]}\n", encoding="utf-8")
+    code, out, err = mt(
+        capsys,
+        monkeypatch,
+        "translate",
+        "--exp",
+        trained_experiment.root,
+        "--input",
+        source,
+        "--output",
+        tmp_path / "story.en.txt",
+        "--threads",
+        "1",
+    )
+    assert code == 0, err
+    plain = translate_text(translator, [LINES[0], f"{LINES[1]} {LINES[2]}"])
+    assert (tmp_path / "story.en.txt").read_text(encoding="utf-8") == f"{plain[0]}\n\n{plain[1]}\n"
+    code, out, err = mt(
+        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1"
+    )
+    assert code == 0 and out == f"{plain[0]}\n\n{plain[1]}\n"
+    code, out, err = mt(
+        capsys,
+        monkeypatch,
+        "translate",
+        "--exp",
+        trained_experiment.root,
+        "--input",
+        source,
+        "--format",
+        "text",
+        "--threads",
+        "1",
+    )  # lines, as before documents
+    assert code == 0 and out.splitlines() == [plain[0], "", plain[1]]
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--format", "odt"], "--format odt: expected text, html, xml (lines) or txt"),
+        (["--format", "txt"], "--format txt: a document is read from a file"),
+    ],
+)
+def test_document_flags_are_refused_in_one_line(trained_experiment, capsys, monkeypatch, flags, needle):
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, *flags)
+    assert code != 0 and needle in err and out == ""
+
+
+def test_line_outputs_read_a_txt_file_as_lines_unless_format_names_the_document(
+    trained_experiment, translator, tmp_path, capsys, monkeypatch
+):
+    source = tmp_path / "a.txt"
+    source.write_text(f"{LINES[0]}\n\n{LINES[1]}\n", encoding="utf-8")
+    args = ("translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1", "--scores")
+    code, out, err = mt(capsys, monkeypatch, *args)
+    assert (
+        code == 0
+        and len(out.splitlines()) == 3
+        and out.splitlines()[0].split("\t")[1] == translate_text(translator, [LINES[0]])[0]
+    )
+    code, out, err = mt(capsys, monkeypatch, *args, "--format", "txt")
+    assert code != 0 and "a txt document is written back as a txt document: not with --scores" in err
