@@ -142,9 +142,12 @@ def write_translations(
         )
 
 
-def write_document(translator, source: Path, output: Path | None, force: bool, fmt, options, auto: bool) -> None:
+def write_document(
+    translator, source: Path, output: Path | None, force: bool, fmt, options, auto: bool, retranslate: bool = False
+) -> None:
     """Translate the document `source` (`mt.documents.translate`) into `output`, or to stdout (a text
     format), with a progress bar over its units on stderr when it is a terminal."""
+    from mt.documents.formats import DocumentOptions
     from mt.documents.translate import translate_file
     from mt.documents.units import TranslatorUnits
 
@@ -161,7 +164,7 @@ def write_document(translator, source: Path, output: Path | None, force: bool, f
             progress.update(task, completed=done, total=total)
 
         units = TranslatorUnits(translator, options, advance, identifier=identifier)
-        translated = translate_file(source, output, fmt, units, target, force)
+        translated = translate_file(source, output, fmt, units, DocumentOptions(target, retranslate), force)
     if translated is not None:
         sys.stdout.buffer.write(translated)
         sys.stdout.flush()

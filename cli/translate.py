@@ -119,6 +119,12 @@ def translate(
             help='Lines (stdin or a file of another extension): text (plain), html or xml: each line a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are. Documents (--input FILE, the format by its extension unless named here): txt (docs/translating.md, Documents).',
         ),
     ] = None,
+    retranslate: Annotated[
+        bool,
+        typer.Option(
+            help="XLIFF and PO documents: translate again the units that already have a translation (else kept)."
+        ),
+    ] = False,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -174,7 +180,7 @@ def translate(
         assert input is not None
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-        render.write_document(translator, input, output, force, document, options, auto)
+        render.write_document(translator, input, output, force, document, options, auto, retranslate)
         return
     source = input_lines(input)
     set_threads(threads)

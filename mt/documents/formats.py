@@ -13,6 +13,16 @@ from types import ModuleType
 from mt.errors import MtError
 
 
+@dataclass(frozen=True)
+class DocumentOptions:
+    """What a format needs to know besides the units: the language it translates into (an HTML page's
+    lang, an XLIFF file's target-language, a PO file's Language) and whether units that already have a
+    translation (XLIFF, PO) are translated again."""
+
+    target: str
+    retranslate: bool = False
+
+
 class DocumentError(MtError):
     """A document mt cannot read or translate: the message names the file (and the line where known)."""
 

@@ -1,5 +1,5 @@
 """A document translated whole: its bytes read, its format's module given its content (text in the
-file's own encoding, or bytes) and the units to translate with, and the result written atomically, never
+file's own encoding, or bytes), the units to translate with and the `DocumentOptions`, and the result written atomically, never
 over the input and never over another file without `force`.
 """
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from mt.atomic_files import check_output, write_bytes_atomic
 from mt.documents.encoding import decode, encode
-from mt.documents.formats import DocumentError, DocumentFormat, by_extension, load, named
+from mt.documents.formats import DocumentError, DocumentFormat, DocumentOptions, by_extension, load, named
 from mt.documents.units import Units
 from mt.errors import MtError
 
@@ -24,17 +24,17 @@ def format_of(path: Path | str, name: str | None = None) -> DocumentFormat:
     return found
 
 
-def translate_content(data: bytes, fmt: DocumentFormat, units: Units, target: str) -> bytes:
-    """The translated document of `data` in `fmt`, into the language `target`."""
+def translate_content(data: bytes, fmt: DocumentFormat, units: Units, options: DocumentOptions) -> bytes:
+    """The translated document of `data` in `fmt`."""
     module = load(fmt)
     if fmt.binary:
-        return module.translate(data, units, target)
+        return module.translate(data, units, options)
     text, encoding = decode(data)
-    return encode(module.translate(text, units, target), encoding)
+    return encode(module.translate(text, units, options), encoding)
 
 
 def translate_file(
-    source: Path, output: Path | None, fmt: DocumentFormat, units: Units, target: str, force: bool = False
+    source: Path, output: Path | None, fmt: DocumentFormat, units: Units, options: DocumentOptions, force: bool = False
 ) -> bytes | None:
     """Translate the file `source` into `output` (written atomically), or return its bytes when
     `output` is None (for stdout: text formats only). Errors name the file."""
@@ -50,7 +50,7 @@ def translate_file(
     except OSError as exc:
         raise DocumentError(f"{source}: {exc.strerror}") from None
     try:
-        translated = translate_content(data, fmt, units, target)
+        translated = translate_content(data, fmt, units, options)
     except MtError as exc:
         if str(exc).startswith(f"{source}:"):
             raise

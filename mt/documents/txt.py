@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from mt.documents.formats import DocumentOptions
 from mt.documents.units import Units
 
 BLANK = re.compile(r"(\n[ \t]*(?:\n|$))")  # a line break that ends a paragraph
@@ -35,7 +36,7 @@ def wrapped(lines: list[str]) -> bool:
     return any(not line.rstrip().endswith(SENTENCE_END) for line in lines[:-1])
 
 
-def translate(text: str, units: Units, target: str) -> str:
+def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated text, paragraph by paragraph (module docstring)."""
     parts = BLANK.split(text)  # paragraphs at even indices, the blank lines between them at odd
     plans: list[tuple[int, list[str], bool]] = []

@@ -13,13 +13,14 @@ from helpers import mt, one_line, toy_corpus
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.documents.encoding import decode, encode
-from mt.documents.formats import FORMATS, DocumentError, by_extension
+from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content, translate_file
 from mt.documents.txt import wrapped
 from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 LINES = toy_corpus(6, seed=23)[0]
+EN = DocumentOptions("en")
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def units(translator):
 
 def test_a_list_of_lines_is_translated_line_by_line_with_paragraphs_and_indents_kept(translator, units):
     text = f"{LINES[0]}\n  {LINES[1]}\n\n\n{LINES[2]}\n \n{LINES[3]}\n"
-    out = translate_content(text.encode(), FORMATS["txt"], units, "en").decode()
+    out = translate_content(text.encode(), FORMATS["txt"], units, EN).decode()
     plain = translate_text(translator, LINES[:4])
     assert out == f"{plain[0]}\n  {plain[1]}\n\n\n{plain[2]}\n \n{plain[3]}\n"
 
@@ -45,7 +46,7 @@ def test_a_hard_wrapped_paragraph_is_translated_whole_and_wrapped_at_its_width(t
 
     lines = textwrap.wrap(paragraph, width=40)
     assert wrapped(lines) and not wrapped(LINES[:3])
-    out = translate_content(("\n".join(lines) + "\n").encode(), FORMATS["txt"], units, "en").decode()
+    out = translate_content(("\n".join(lines) + "\n").encode(), FORMATS["txt"], units, EN).decode()
     expected = translate_text(translator, [paragraph])[0]
     assert " ".join(out.split()) == " ".join(expected.split())
     assert all(len(line) <= 40 or " " not in line for line in out.splitlines())
@@ -55,7 +56,7 @@ def test_a_hard_wrapped_paragraph_is_translated_whole_and_wrapped_at_its_width(t
 @pytest.mark.parametrize("codec, bom", [("utf-8", b""), ("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE)])
 def test_line_endings_and_encodings_are_kept(units, codec, bom):
     data = bom + f"{LINES[0]}\r\n\r\n{LINES[1]}\r\n".encode(codec)
-    out = translate_content(data, FORMATS["txt"], units, "en")
+    out = translate_content(data, FORMATS["txt"], units, EN)
     assert out.startswith(bom)
     text = out[len(bom) :].decode(codec)
     assert text.count("\r\n") == 3 and "\n" not in text.replace("\r\n", "")
@@ -76,15 +77,15 @@ def test_the_output_is_never_the_input_nor_an_existing_file_without_force(tmp_pa
     source = tmp_path / "in.txt"
     source.write_text(LINES[0] + "\n", encoding="utf-8")
     with pytest.raises(DocumentError) as exc:
-        translate_file(source, source, FORMATS["txt"], units, "en", force=True)
+        translate_file(source, source, FORMATS["txt"], units, EN, force=True)
     one_line(exc, "is the input")
     other = tmp_path / "out.txt"
     other.write_text("mine\n", encoding="utf-8")
     with pytest.raises(Exception) as exc:
-        translate_file(source, other, FORMATS["txt"], units, "en")
+        translate_file(source, other, FORMATS["txt"], units, EN)
     one_line(exc, "exists", "--force")
     assert other.read_text(encoding="utf-8") == "mine\n"
-    translate_file(source, other, FORMATS["txt"], units, "en", force=True)
+    translate_file(source, other, FORMATS["txt"], units, EN, force=True)
     assert other.read_text(encoding="utf-8") != "mine\n"
 
 
