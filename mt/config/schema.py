@@ -28,6 +28,7 @@ from mt.errors import ConfigError, MtError
 # Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
 LengthPenalty = Literal["gnmt", "length", "none"]
 StopRule = Literal["exact", "early"]
+Parallel = Literal["threads", "processes"]
 InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
 # Bounds of the checks in `validate`: past each a value fails later, and worse (a beam of 100,000 is
@@ -214,6 +215,10 @@ class DecodeConfig:
     # (fairseq's and CTranslate2's no_repeat_ngram_size), in beam, greedy and sampling; 0: off.
     no_repeat_ngram: int = 0
     workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread, up to 4
+    # How the workers search side by side: "threads" in this process (mt/search/parallel.py), or
+    # "processes" of their own, each loading the model once (mt/decoding/processes.py): faster on
+    # files, a start of about 2 s; where workers is 1, or for alignments, sampling and constraints, threads.
+    parallel: Parallel = "threads"
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 

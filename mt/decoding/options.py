@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mt.config.schema import MAX_BEAM, DecodeConfig, LengthPenalty, StopRule, decode_checks
+from mt.config.schema import MAX_BEAM, DecodeConfig, LengthPenalty, Parallel, StopRule, decode_checks
 from mt.config.values import coerce
 from mt.errors import ConfigError
 
@@ -32,6 +32,7 @@ SEARCH_FIELDS = (
     "no_repeat_ngram",
     "max_tokens",
     "workers",
+    "parallel",
 )
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
@@ -71,6 +72,7 @@ class DecodeOptions:
     no_repeat_ngram: int | None = None  # the repetition guard: no n-gram twice (0: off)
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
+    parallel: Parallel | None = None  # the workers as threads or processes (mt.decoding.processes)
     # The call.
     nbest: int = 1  # hypotheses per line, best first
     sampling: Sampling | None = None  # draw one translation per line instead of searching
@@ -111,6 +113,8 @@ class DecodeOptions:
             coerce(self.length_penalty, LengthPenalty, "--length-penalty")
         if "stop" in given:
             coerce(self.stop, StopRule, "--stop")
+        if "parallel" in given:
+            coerce(self.parallel, Parallel, "--parallel")
         for ok, message in decode_checks(DecodeConfig(**given)):
             if not ok:
                 raise ConfigError(message)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -20,6 +20,7 @@ from mt.decoding.alignment import word_alignments
 from mt.decoding.directions import Directions
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
+from mt.decoding.processes import SearchProcesses
 from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
@@ -59,6 +60,8 @@ class Translator:
         self.checkpoint_paths = list(checkpoint_paths or [])
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
         self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
+        self.load_args: dict | None = None  # how `Translator.load` made it: search processes load the same
+        self._processes: SearchProcesses | None = None  # started by the first search that asks for them
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -83,7 +86,24 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
+        translator.load_args = dict(
+            exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
+        )
         return translator
+
+    def close(self) -> None:
+        """Stop the search processes, if any ran (decode.parallel: processes)."""
+        if self._processes is not None:
+            self._processes.close()
+            self._processes = None
+
+    def _search_processes(self, workers: int) -> SearchProcesses:
+        """`workers` search processes over this Translator's model, on a share of the threads each."""
+        if self._processes is None or self._processes.count != workers:
+            self.close()
+            threads = max(1, torch.get_num_threads() // workers)
+            self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
+        return self._processes
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
@@ -198,7 +218,13 @@ class Translator:
             if generator is not None or options.alignment_layer is not None
             else workers_for(options.workers, self.device)
         )
-        for (is_constrained, group), (src_ids, found) in zip(batches, search_batches(batches, search, workers)):
+        if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
+            one = replace(options, workers=1)
+            batched = self._search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
+            searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
+        else:
+            searched = search_batches(batches, search, workers)
+        for (is_constrained, group), (src_ids, found) in zip(batches, searched):
             if is_constrained:
                 if unmet is not None:
                     unmet += [k for k, result in zip(group, found) if not result.all_met]
