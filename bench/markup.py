@@ -2,7 +2,7 @@
 placement by alignments (mt.text.placement) against three baselines, all with the same model.
 
     python -m bench.markup --exp EXP [--data data/multi30k] [--split test_2016_flickr] [--th-venv DIR]
-        [--seed 1] [--threads 2] [--out FILE] [--dump FILE]
+        [--seed 1] [--threads 2] [--repeats 3] [--out FILE] [--dump FILE]
 
 The tagged set: every source sentence of the split gets inline elements over runs of 1-3 consecutive
 words (drawn with --seed): one element (45%), two apart (35%), or one of 2-4 words with one of 1-2
@@ -32,7 +32,10 @@ inside it. Exact: it covers exactly the gold words; F1: of the covered words aga
 element missing, twice, or in an output that does not parse as XML scores 0 for both.
 Text: BLEU and chrF (sacreBLEU) of each output without tags against the references and against mt's
 translation of the sentences as plain text. Seconds: the whole set, translation included (the model
-loaded before). Prints a table, and as its last line one JSON object.
+loaded before), the median of --repeats runs (edges and fuzzy: mt's plain translation's time added).
+Prints a table, and as its last line one JSON object. Needs eflomal and rapidfuzz (the markup-bench
+extra); --th-venv: a virtual environment with argos-translate-lt 1.12.1, beautifulsoup4 4.9.3 and
+translatehtml 1.5.3 installed without its dependencies (docs/benchmarks.md, "Markup").
 """
 
 from __future__ import annotations
