@@ -6,7 +6,8 @@ another script. Run the scripts from the repository's root as modules (`python -
 - decoding side by side: `run_interleaved`, each mode in its own process (mt's modes, CTranslate2's,
   transformers' and ONNX Runtime's), for bench/translate.py and bench/distill.py;
 - serving: `Server` (`python -m mt serve` on a loopback port), `Connection` (a raw HTTP/1.1 client),
-  `closed_loop` and `test_lines`, for bench/serve.py, bench/serve_hostile.py and bench/libretranslate.py.
+  `closed_loop` and `test_lines`, for bench/serve.py, bench/serve_hostile.py and bench/libretranslate.py;
+- Argos Translate in a process of its own: `sealed_argos_env`, for bench/argos_parity.py and bench/markup.py.
 
 Nothing from mt is imported at the top: a spawned decoding worker of a mode "M@old" (bench/translate.py
 --old) puts the other checkout first on its path before it imports mt.
@@ -18,6 +19,7 @@ import asyncio
 import importlib
 import json
 import multiprocessing
+import os
 import resource
 import socket
 import statistics
@@ -454,3 +456,30 @@ def test_lines(exp_dir: str, limit: int) -> list[str]:
     src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
     lines = [line for line in src if line.strip()]
     return lines[:limit] if limit else lines
+
+
+# -- Argos Translate -----------------------------------------------------------------------------------
+CLOSED = "http://127.0.0.1:9/"  # the discard port: nothing listens there
+
+
+def sealed_argos_env(home: Path, beam: int, threads: int = 1) -> dict[str, str]:
+    """The environment of a process that runs Argos Translate on the CPU with an Argos home of its own
+    under `home` (HOME, XDG_*, the packages directory) and its package index and MiniSBD's download
+    address at a closed loopback port, so that a download fails instead of passing unnoticed; beam
+    `beam`, one translation at a time on `threads` threads."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOS_", "XDG_", "MINISBD_"))}
+    env.update(
+        HOME=str(home),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        ARGOS_PACKAGES_DIR=str(home / "packages"),
+        ARGOS_PACKAGE_INDEX=CLOSED,
+        MINISBD_REPO_URL=CLOSED,
+        ARGOS_DEVICE_TYPE="cpu",
+        ARGOS_BEAM_SIZE=str(beam),
+        ARGOS_INTRA_THREADS=str(threads),
+        ARGOS_INTER_THREADS="1",
+        OMP_NUM_THREADS=str(threads),
+    )
+    return env
