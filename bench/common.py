@@ -66,7 +66,9 @@ MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", N
             "constrained": ("fp32", None),  # fp32 with one constraint per sentence (not a default mode)
             # one batch at a time on all the threads (decode.workers 1), where the modes above search
             # one batch per thread side by side (decode.workers 0, the default)
-            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None)}
+            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None),
+            # one batch per search process of one thread (decode.parallel: processes), as ct2_M_inter
+            "fp32_proc": ("fp32", None), "int8_proc": ("fp32", "int8"), "bf16_proc": ("bf16", None)}
 # ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
 # side by side (inter_threads), as mt's default.
 CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8"}
@@ -92,6 +94,8 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
     if mode.endswith("_1w"):
         translator.decode_cfg.workers = 1
+    if mode.endswith("_proc"):  # the processes start on the warm-up call, before timing; RSS is this process's
+        translator.decode_cfg.parallel = "processes"
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]

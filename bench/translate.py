@@ -6,7 +6,8 @@ Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
 mt's modes (fp32, int8 = --quantize int8, bf16, and on request `constrained`: fp32 with each
 sentence's reference's longest word as a constraint, `mt translate --constraints`; M_1w: mode M one
-batch at a time, --workers 1) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint exported by
+batch at a time, --workers 1; M_proc: mode M with its workers in processes of one thread each,
+--parallel processes, started by the warm-up, whose peak RSS is not counted) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint exported by
 `mt export` into a temporary directory, compute_type float32 or int8, on intra_threads; on request
 ct2_M_inter: on inter_threads, one batch per thread as mt's default --workers) run each in its own
 process (so peak RSS is its own), all loaded first and then timed in turn, run 1 of every mode, then
@@ -39,7 +40,8 @@ from bench.common import CT2_MODES, HF_MODES, MT_MODES, run_interleaved
 REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
-KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "ct2_fp32_inter", "ct2_int8_inter",
+KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "fp32_proc", "int8_proc", "bf16_proc",
+               "ct2_fp32_inter", "ct2_int8_inter",
                *HF_MODES)
 
 
