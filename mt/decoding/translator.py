@@ -219,6 +219,7 @@ class Translator:
             else workers_for(options.workers, self.device)
         )
         if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
+            batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
             one = replace(options, workers=1)
             batched = self._search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
             searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
@@ -317,3 +318,12 @@ class Translator:
             src_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
+
+
+def split_for(group: list[int], batches: int, workers: int) -> list[list[int]]:
+    """A batch cut into sorted halves (parts of one length group: their lengths are alike) when there
+    are fewer batches than search processes, so that a lone batch (a server's, a short file's) keeps
+    them all busy; a batch of one sentence stays whole."""
+    parts = max(1, min(len(group), workers // batches if batches < workers else 1))
+    size = -(-len(group) // parts)
+    return [group[i : i + size] for i in range(0, len(group), size)]

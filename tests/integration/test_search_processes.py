@@ -29,6 +29,8 @@ def test_processes_translate_as_this_process_does_and_are_kept(translator):
     assert processes is not None and processes.count == 2 and all(p.is_alive() for p in processes.processes)
     assert translator.search(LINES[:7], DecodeOptions(max_tokens=60, workers=2, parallel="processes")) == alone[:7]
     assert translator._processes is processes  # the same processes, not started again
+    one_batch = translator.search(LINES[:9], DecodeOptions(workers=2, parallel="processes"))  # cut in halves
+    assert one_batch == translator.search(LINES[:9])
     translator.close()
     assert translator._processes is None and not any(p.is_alive() for p in processes.processes)
 
