@@ -71,7 +71,8 @@ def routes(
             "q": {"oneOf": [q, text_list]},
             "source": {"type": "string", "enum": sources},
             "target": {"type": "string", "enum": targets},
-            "format": {"type": "string", "enum": ["text", "html"]},  # html: mt.text.markup_translate
+            # html: mt.text.markup_translate; "" is text, as LibreTranslate reads an empty field
+            "format": {"type": "string", "enum": ["text", "html", ""]},
             # As LibreTranslate, more than the beam holds is not an error: it gives what it has
             # (--max-beam - 1 at most).
             "alternatives": {
@@ -268,7 +269,27 @@ def _file_routes(sources: list[str], targets: list[str], max_file_bytes: int, fo
     return {
         "/translate_file": {
             "openapi_extra": {
-                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload}}},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": upload,
+                            # The file's name says its format: a part as LibreTranslate's page sends it.
+                            "encoding": {
+                                "file": {
+                                    "headers": {
+                                        "Content-Disposition": {
+                                            "schema": {
+                                                "type": "string",
+                                                "example": 'form-data; name="file"; filename="document.txt"',
+                                            }
+                                        }
+                                    }
+                                }
+                            },
+                        }
+                    },
+                },
             },
             "responses": {
                 200: {

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 from xml.parsers import expat
 
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
@@ -88,8 +89,9 @@ async def read_upload(request, max_bytes: int) -> Upload:
     del chunks
     try:
         form = await request.form(max_files=1, max_fields=16)
-    except MultiPartException as exc:
-        raise ApiError(400, f"the multipart form is not valid: {exc.message}") from None
+    except (MultiPartException, HTTPException) as exc:  # starlette's refusal (as an HTTPException in an app)
+        message = exc.message if isinstance(exc, MultiPartException) else exc.detail
+        raise ApiError(400, f"the multipart form is not valid: {message}") from None
     try:
         fields = {name: value for name, value in form.multi_items() if isinstance(value, str)}
         upload = form.get("file")
