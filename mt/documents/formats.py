@@ -44,7 +44,10 @@ class DocumentFormat:
 
 FORMATS: dict[str, DocumentFormat] = {
     f.name: f
-    for f in (DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),)
+    for f in (
+        DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
+        DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page"),
+    )
 }
 
 

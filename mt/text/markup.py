@@ -124,7 +124,11 @@ def document(text: str) -> list[Node]:
 
     root = lxml.html.document_fromstring(text)
     doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
-    return [Raw(doctype, True), convert(root, "html")] if doctype else [convert(root, "html")]
+    if not doctype:
+        return [convert(root, "html")]
+    end = text.index(">", text.lower().index("<!doctype")) + 1
+    gap = text[end : len(text) - len(text[end:].lstrip())]  # the line break after the doctype, kept
+    return [Raw(doctype + gap, True), convert(root, "html")]
 
 
 def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:

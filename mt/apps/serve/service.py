@@ -64,7 +64,7 @@ class Service:
         into the sources: sentences of every direction may then share a batch. Each line is translated
         sentence by sentence, long sentences in pieces (mt.text.translate), and put back together."""
         texts = lines
-        lines, plans = pieces(self.translator, texts, options)
+        lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = replace(options, src_lang=None, tgt_lang=None)
@@ -73,7 +73,7 @@ class Service:
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
-        return join(texts, plans, results), cuts
+        return join(texts, plans, results, kept), cuts
 
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""
