@@ -112,6 +112,16 @@ def test_every_registered_format_is_listed_and_translated_markup_and_all(servers
     assert ".toyhtml" not in ok(f"{plain.url}/frontend/settings")["supportedFilesFormat"]
 
 
+def test_a_web_page_comes_back_as_mt_translate_writes_it(servers, units):
+    plain, _ = servers
+    page = (f'<!DOCTYPE html>\n<html lang="de"><head><meta charset="utf-8"><title>{LINES[0]}</title></head>\n'
+            f'<body><p>{LINES[1]} <b>{LINES[2]}</b></p><p><img src="a.png" alt="{LINES[3]}"></p></body></html>\n')
+    download = translated(plain.url, "seite.html", page.encode())
+    assert download.content == expected(units, "seite.html", page.encode())
+    assert '<html lang="en">' in download.text and download.headers["content-type"] == "text/html; charset=utf-8"
+    assert ".html" in ok(f"{plain.url}/frontend/settings")["supportedFilesFormat"]
+
+
 def test_the_key_is_asked_for_as_on_translate(servers, units):
     _, keyed = servers
     data = LINES[0].encode()

@@ -45,6 +45,7 @@ from mt.text.translate import join, pieces
 
 MEDIA_TYPES = {  # where the system's mime.types has none, or another
     ".txt": "text/plain",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".srt": "application/x-subrip",
     ".vtt": "text/vtt",
     ".po": "text/x-gettext-translation",
@@ -164,8 +165,8 @@ class BatcherUnits:
                 413, f"file: {self.spent} characters to translate, more than --max-file-chars {self.max_chars}"
             )
         if fmt == "text":
-            lines, plans = pieces(translator, asked, self.options)
-            found = join(asked, plans, self.search(lines, self.options))
+            lines, plans, kept = pieces(translator, asked, self.options)  # kept: unreadable, copied
+            found = join(asked, plans, self.search(lines, self.options), kept)
         else:
             options = aligned(translator, self.options)
             try:
