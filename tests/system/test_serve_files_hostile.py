@@ -204,3 +204,35 @@ def test_uploads_past_the_job_limit_are_503_and_a_client_that_leaves_frees_its_s
             time.sleep(0.1)
         assert answer.status_code == 200
     assert "POST /translate_file 499" in capfd.readouterr().err
+
+
+def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(trained_experiment):
+    limits = Limits(max_wait_ms=0, max_queue=4)  # a document's chunks: 1 sentence, two in flight
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    with Served(build_app(translator, limits, threads=1)) as served:
+        text = "\n".join(LINES[:10]).encode()
+        plain = upload(served.url, "ten.txt", text)  # in chunks of one sentence
+        assert plain.status_code == 200, plain.text
+        hook.gate.clear()
+        hook.entered.clear()
+        held = threading.Thread(target=lambda: call(f"{served.url}/v1/translate", {"text": LINES[0]}))
+        held.start()
+        assert hook.entered.wait(30)  # the worker is in a search; the queue is empty
+        filling = threading.Thread(target=lambda: call(f"{served.url}/v1/translate", {"text": LINES[1:5]}))
+        filling.start()
+        deadline = time.monotonic() + 10
+        while served.app.state.batcher.queued() < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        answers: list[httpx.Response] = []
+        document = threading.Thread(target=lambda: answers.append(upload(served.url, "ten.txt", text)))
+        document.start()
+        time.sleep(0.5)  # the document finds the queue full, and waits
+        assert call(f"{served.url}/v1/translate", {"text": LINES[5]})[0] == 503  # a request is refused at once
+        hook.gate.set()
+        for thread in (held, filling, document):
+            thread.join(60)
+        assert answers[0].status_code == 200
+        assert httpx.get(answers[0].json()["translatedFileUrl"]).content == httpx.get(
+            plain.json()["translatedFileUrl"]).content

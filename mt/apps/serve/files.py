@@ -33,8 +33,9 @@ from fastapi.responses import StreamingResponse
 
 from mt import log
 from mt.apps.serve.languages import name_of
+from mt.apps.serve.queue import QueueFull
 from mt.apps.serve.requests import ApiError, check_key, field_key, header_key
-from mt.apps.serve.service import Service, _disconnected, refusal
+from mt.apps.serve.service import Service, disconnected, refusal
 from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
 from mt.documents.formats import DocumentError, DocumentOptions
@@ -54,6 +55,7 @@ MEDIA_TYPES = {  # where the system's mime.types has none, or another
     ".md": "text/markdown",
 }
 CHUNK = 256  # sentences a document puts in the batcher's queue at once (two chunks in flight)
+PATIENCE = 30.0  # seconds a document's chunk waits for room in a full queue before the document gets 503
 SAMPLE = 2000  # characters of a document that `source: auto` identifies
 POLL = 0.1  # seconds between a worker thread's looks at whether its document was abandoned
 
@@ -144,8 +146,10 @@ class Abandoned(Exception):
 class BatcherUnits:
     """`mt.documents.units.Units` for a format module running in a worker thread: each call's texts cut
     into sentences (or planned as markup) here, their sentences searched by the server's batcher in
-    chunks of CHUNK, two in flight (so that one document neither fills the queue nor waits between
-    chunks), within the file's budget of `max_chars` characters (413 before any is searched past it).
+    chunks of CHUNK (at most a quarter of --max-queue), two in flight (so that one document neither
+    fills the queue nor waits between chunks); a chunk that finds the queue full waits for room, up to
+    PATIENCE seconds, as the other requests are refused at once. Within the file's budget of
+    `max_chars` characters (413 before any is searched past it).
     With `identify` (`source: auto`) the first texts are identified first (400 for a language the
     model cannot read). Blank texts come back as they are."""
 
@@ -200,9 +204,10 @@ class BatcherUnits:
         options = replace(options, src_lang=None, tgt_lang=None)  # the tag says the direction
         found: list = []
         pending: deque[Future] = deque()
+        chunk = max(1, min(CHUNK, self.service.batcher.max_queue // 4))
         try:
-            for start in range(0, len(encoded), CHUNK):
-                pending.append(self._submit(encoded[start : start + CHUNK], options))
+            for start in range(0, len(encoded), chunk):
+                pending.append(self._submit(encoded[start : start + chunk], options, pending, found))
                 if len(pending) > 1:
                     found += self._wait(pending.popleft())
             while pending:
@@ -218,13 +223,24 @@ class BatcherUnits:
             results[i] = hyps
         return results
 
-    def _submit(self, encoded: list[list[int]], options: DecodeOptions) -> Future:
-        if self.abandoned.is_set():
-            raise Abandoned()
-        try:
-            return self.service.batcher.submit(encoded, options)
-        except Exception as exc:
-            raise refusal(exc) from None
+    def _submit(self, encoded: list[list[int]], options: DecodeOptions, pending: deque[Future], found: list) -> Future:
+        """The chunk in the batcher's queue; while the queue is full, this document's chunk before it is
+        waited for first, then room (class docstring)."""
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            if self.abandoned.is_set():
+                raise Abandoned()
+            try:
+                return self.service.batcher.submit(encoded, options)
+            except QueueFull as exc:
+                if pending:
+                    found += self._wait(pending.popleft())
+                elif time.monotonic() < deadline:
+                    time.sleep(POLL)
+                else:
+                    raise refusal(exc) from None
+            except Exception as exc:
+                raise refusal(exc) from None
 
     def _wait(self, future: Future) -> list:
         while True:
@@ -304,7 +320,7 @@ class Documents:
     async def _until_done(self, request: Request, job: asyncio.Future, units: BatcherUnits) -> str:
         """The job's answer; 499 (logged) when the client leaves first, its work then abandoned."""
         self.running.add(units)
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone = asyncio.ensure_future(disconnected(request))
         try:
             await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:  # also when this task is cancelled (a server stopping)

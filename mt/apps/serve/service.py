@@ -283,7 +283,7 @@ async def wait_for(submit, request: Request):
     except (QueueFull, Closed, WorkerFailed) as exc:
         raise refusal(exc) from None
     answer = asyncio.wrap_future(future)
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request))
     try:
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when this task is cancelled (a server stopping): the worker drops what is left of it
@@ -311,7 +311,7 @@ def refusal(exc: Exception, answered: bool = False) -> ApiError:
     return ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split()))
 
 
-async def _disconnected(request: Request) -> None:
+async def disconnected(request: Request) -> None:
     """Returns once the client has closed the connection (the body is read: what comes now is that)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
