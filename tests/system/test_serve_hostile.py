@@ -317,7 +317,10 @@ def test_connections_past_the_limit_are_closed_as_they_open(trained_experiment):
 
 @pytest.mark.parametrize("change, needle", [({"max_wait_ms": math.inf}, "--max-wait-ms"),
                                             ({"read_timeout": 0}, "--read-timeout"),
-                                            ({"max_connections": 0}, "--max-connections")])
+                                            ({"max_connections": 0}, "--max-connections"),
+                                            ({"max_file_bytes": 0}, "--max-file-bytes"),
+                                            ({"max_file_jobs": 0}, "--max-file-jobs"),
+                                            ({"file_ttl": math.nan}, "--file-ttl")])
 def test_server_limits_out_of_range_are_one_line(change, needle):
     from mt.errors import ConfigError
 

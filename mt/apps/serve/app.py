@@ -22,6 +22,10 @@ Routes (docs/serving.md gives examples with curl):
   tgt_tokens (subword pieces, "</s>" last), cross_attention [layer][head][output token][source token],
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
   i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
+- POST /translate_file: LibreTranslate's, a multipart form: `file` (a document of a format of
+  mt.documents, by its extension), `source`, `target`, `api_key` -> {"translatedFileUrl": URL};
+  GET /download_file/UUID.NAME: the translated document; GET /frontend/settings: LibreTranslate's page
+  settings with the file formats (mt.apps.serve.files; the upload's checks: mt.apps.serve.uploads).
 - GET /: the page (mt/apps/serve/page.html).
 /v1 answers bad JSON or fields (a wrong type too: "4" or 4.5 for a whole number) with 422 naming the
 field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
