@@ -6,7 +6,7 @@ upload, the kept file and its download) as fast as `mt translate --input FILE`?
                                 [--sentences 1000] [--repeats 3] [--threads 2] [--out FILE]
 
 Each format's document is bench.documents' (the first --sentences test2016 sentences, in paragraphs
-of 3). Three ways, interleaved (plain, in-process, served, plain, ...), medians of --repeats after
+of 3; built here again: a benchmark imports only bench.common). Three ways, interleaved (plain, in-process, served, plain, ...), medians of --repeats after
 one untimed round:
 - plain: the sentences as lines through mt.text.translate (what `mt translate` does with a text file);
 - in-process: the document through mt.documents with the translator called directly
@@ -19,6 +19,7 @@ The served file must be byte for byte the in-process one. Prints a table, then o
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import statistics
 import tempfile
@@ -26,7 +27,34 @@ import time
 from pathlib import Path
 
 from bench.common import Server
-from bench.documents import CASES, read
+
+
+def read(data: Path, split: str, lang: str) -> list[str]:
+    return (data / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+
+
+def txt_document(sentences: list[str]) -> bytes:
+    """bench.documents' .txt: one sentence a line, a blank line between paragraphs of 3."""
+    return "\n\n".join("\n".join(sentences[i : i + 3]) for i in range(0, len(sentences), 3)).encode() + b"\n"
+
+
+def html_document(sentences: list[str]) -> bytes:
+    """bench.documents' page: a <p> a paragraph of 3, its second word bold, its last sentence a link."""
+    body = []
+    for k in range(0, len(sentences), 3):
+        first, *rest = sentences[k : k + 3]
+        words = [html.escape(w) for w in first.split()]
+        if len(words) > 2:
+            words[1] = f"<b>{words[1]}</b>"
+        parts = [" ".join(words)] + [html.escape(s) for s in rest[:-1]]
+        if rest:
+            parts.append(f'<a href="/p/{k // 3}">{html.escape(rest[-1])}</a>')
+        body.append(f"<p>{' '.join(parts)}</p>")
+    page = '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>test2016</title></head>\n<body>\n'
+    return (page + "\n".join(body) + "\n</body></html>\n").encode()
+
+
+CASES = {"txt": txt_document, "html": html_document}
 
 
 def main() -> None:
@@ -70,7 +98,7 @@ def main() -> None:
             client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=600)
             rows = []
             for name in args.formats:
-                document = CASES[name].build(src)
+                document = CASES[name](src)
                 filename = f"test2016.{FORMATS[name].extensions[0].lstrip('.')}"
                 times: dict[str, list[float]] = {"plain": [], "in-process": [], "served": []}
                 local = served = b""

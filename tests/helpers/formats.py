@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import html
 import io
-import re
 import sys
 import types
 import zipfile
@@ -98,6 +97,3 @@ def escape_lines(lines: list[str]) -> str:
         out.append(f"<b>{first}</b> {rest}")
     return "\n".join(out)
 
-
-def xml_units(text: str) -> list[str]:
-    return re.findall(r"<source>(.*?)</source>", text)

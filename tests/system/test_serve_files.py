@@ -12,8 +12,7 @@ import re
 
 import httpx
 import pytest
-from helpers import LINES, Served, load, ok
-from helpers.formats import escape_lines, registered
+from helpers import LINES, Served, escape_lines, load, ok, registered
 
 from mt.apps.serve.app import Limits, build_app
 from mt.decoding.options import DecodeOptions

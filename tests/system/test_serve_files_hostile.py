@@ -19,8 +19,7 @@ import zipfile
 
 import httpx
 import pytest
-from helpers import LINES, Hook, Served, call, load, raw_http
-from helpers.formats import stand_in
+from helpers import LINES, Hook, Served, call, load, raw_http, stand_in
 
 from mt.apps.serve.app import Limits, build_app
 
