@@ -126,6 +126,13 @@ Workers = Annotated[
         help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread, up to 4).",
     ),
 ]
+Shortlist = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Score only the lexical shortlist's candidates (EXP/shortlist, `mt shortlist`): faster, approximate; default: the experiment's decode.shortlist.",
+    ),
+]
 Checkpoint = Annotated[
     Optional[str],
     typer.Option(
@@ -152,6 +159,7 @@ DECODE_FLAGS = {
     "no_repeat_ngram": (NoRepeat, "no_repeat_ngram"),
     "batch_tokens": (DecodeTokens, "max_tokens"),
     "workers": (Workers, "workers"),
+    "shortlist": (Shortlist, "shortlist"),
 }
 
 

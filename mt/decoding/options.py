@@ -32,6 +32,7 @@ SEARCH_FIELDS = (
     "no_repeat_ngram",
     "max_tokens",
     "workers",
+    "shortlist",
 )
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
@@ -71,6 +72,7 @@ class DecodeOptions:
     no_repeat_ngram: int | None = None  # the repetition guard: no n-gram twice (0: off)
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
+    shortlist: bool | None = None  # score only the lexical shortlist's candidates (mt.decoding.shortlist)
     # The call.
     nbest: int = 1  # hypotheses per line, best first
     sampling: Sampling | None = None  # draw one translation per line instead of searching
@@ -136,6 +138,8 @@ class DecodeOptions:
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
         if self.no_repeat_ngram:  # recorded where it is on: the records of before it are unchanged
             lengths["no_repeat_ngram"] = self.no_repeat_ngram
+        if self.shortlist:  # the same
+            lengths["shortlist"] = True
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {
