@@ -353,7 +353,8 @@ def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt);
-    from average.pt, only while it averages what it is to average now (`_average_fresh`)."""
+    from average.pt, only while it averages what it is to average now (`_average_fresh`); with
+    decode.shortlist, after the shortlist was built."""
     from mt.apps.evaluate import decode_record
     from mt.decoding.options import DecodeOptions
 
@@ -376,6 +377,10 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         and score_path.stat().st_mtime > last.stat().st_mtime
         and score_path.stat().st_mtime > chosen.stat().st_mtime
         and (not average or _average_fresh(exp, cfg))
+        and (
+            not cfg.decode.shortlist
+            or (exp.shortlist_path.exists() and score_path.stat().st_mtime > exp.shortlist_path.stat().st_mtime)
+        )
     )
 
 

@@ -220,7 +220,7 @@ class DecodeConfig:
     shortlist: bool = False
     # The table `mt shortlist` builds (mt/data/shortlist.py): each source token's `top` most probable target
     # tokens (IBM Model 1 on the training split), and the `frequent` most frequent target tokens for every batch.
-    shortlist_top: int = 20
+    shortlist_top: int = 10
     shortlist_frequent: int = 100
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt

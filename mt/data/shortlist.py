@@ -228,8 +228,13 @@ def build_shortlist(exp: Experiment, cfg: ExperimentConfig, src_vocab: int, tgt_
 
 
 def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]) -> Iterator[str]:
-    """CTranslate2's vocabulary map: a line of the frequent pieces after an empty source (candidates of
-    every batch), then SOURCE<TAB>TARGET TARGET ... for each source piece with candidates."""
+    """CTranslate2's vocabulary map (its vocabulary_map.cc reads it): a line of the frequent pieces after
+    an empty source (candidates of every batch), then SOURCE<TAB>TARGET TARGET ... for each source
+    piece with candidates; CTranslate2 adds unk, bos and eos itself."""
+    for pieces in (src_pieces, tgt_pieces):
+        spaced = [piece for piece in pieces if not piece or any(c.isspace() for c in piece)]
+        if spaced:  # SentencePiece writes spaces as U+2581: a piece with one is not SentencePiece's
+            raise MtError(f"the vocabulary holds a piece with a space or none ({spaced[0]!r}): no vocabulary map")
     yield "\t" + " ".join(tgt_pieces[i] for i in table.frequent) + "\n"
     for source, row in enumerate(table.candidates):
         row = row[row >= 0]
