@@ -68,10 +68,17 @@ MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", N
             # one batch per thread side by side (decode.workers 0, the default)
             "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None),
             # one batch per search process of one thread (decode.parallel: processes), as ct2_M_inter
-            "fp32_proc": ("fp32", None), "int8_proc": ("fp32", "int8"), "bf16_proc": ("bf16", None)}
+            "fp32_proc": ("fp32", None), "int8_proc": ("fp32", "int8"), "bf16_proc": ("bf16", None),
+            # with the experiment's lexical shortlist (--shortlist; `mt shortlist` builds it first)
+            "fp32_sl": ("fp32", None), "int8_sl": ("fp32", "int8"), "bf16_sl": ("bf16", None),
+            # both: mt's fastest path on a CPU
+            "fp32_sl_proc": ("fp32", None), "int8_sl_proc": ("fp32", "int8"), "bf16_sl_proc": ("bf16", None)}
 # ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
 # side by side (inter_threads), as mt's default.
-CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8"}
+# ct2_M_vmap: with the export's vmap.txt (the experiment's shortlist), translate_batch(use_vmap=True).
+CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8",
+             "ct2_fp32_vmap": "float32", "ct2_int8_vmap": "int8", "ct2_fp32_inter_vmap": "float32",
+             "ct2_int8_inter_vmap": "int8"}
 HF_MODES = ("hf_fp32", "ort_fp32")  # transformers' generate(), and Optimum's ONNX Runtime model
 
 
@@ -94,8 +101,10 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
     if mode.endswith("_1w"):
         translator.decode_cfg.workers = 1
-    if mode.endswith("_proc"):  # the processes start on the warm-up call, before timing; RSS is this process's
+    if "_proc" in mode:  # the processes start on the warm-up call, before timing; RSS is this process's
         translator.decode_cfg.parallel = "processes"
+    if "_sl" in mode:
+        translator.decode_cfg.shortlist = True
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]
@@ -112,7 +121,7 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
 
 
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
-    inter = threads if mode.endswith("_inter") else 1
+    inter = threads if "_inter" in mode else 1
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
                                         intra_threads=threads // inter, inter_threads=inter)
     piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
@@ -126,7 +135,7 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
         results = translator.translate_batch(
             pieces, beam_size=decode.beam, length_penalty=decode.alpha, return_end_token=False,
             min_decoding_length=0, max_decoding_length=min(limit, positions), max_input_length=positions,
-            max_batch_size=decode.max_tokens, batch_type="tokens")
+            max_batch_size=decode.max_tokens, batch_type="tokens", use_vmap=mode.endswith("_vmap"))
         return tgt_tok.decode([[piece_ids[p] for p in r.hypotheses[0]] for r in results])
 
     return translate, tgt_tok

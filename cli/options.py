@@ -134,6 +134,13 @@ ParallelKind = Annotated[
         help="How --workers search side by side: threads in this process, or processes of one model each (faster on files, about 2 s to start; decode.parallel).",
     ),
 ]
+Shortlist = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Score only the lexical shortlist's candidates (EXP/shortlist, `mt shortlist`): faster, approximate; default: the experiment's decode.shortlist.",
+    ),
+]
 Checkpoint = Annotated[
     Optional[str],
     typer.Option(
@@ -161,6 +168,7 @@ DECODE_FLAGS = {
     "batch_tokens": (DecodeTokens, "max_tokens"),
     "workers": (Workers, "workers"),
     "parallel": (ParallelKind, "parallel"),
+    "shortlist": (Shortlist, "shortlist"),
 }
 
 

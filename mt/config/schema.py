@@ -219,6 +219,14 @@ class DecodeConfig:
     # "processes" of their own, each loading the model once (mt/decoding/processes.py): faster on
     # files, a start of about 2 s; where workers is 1, or for alignments, sampling and constraints, threads.
     parallel: Parallel = "threads"
+    # The lexical shortlist (mt/decoding/shortlist.py): each batch's decoder steps score only the target
+    # tokens that its source tokens suggest (EXP/shortlist/, built by `mt shortlist` or the recipe step
+    # shortlist), the frequent ones and the special ones, not the whole vocabulary: faster, approximate.
+    shortlist: bool = False
+    # The table `mt shortlist` builds (mt/data/shortlist.py): each source token's `top` most probable target
+    # tokens (IBM Model 1 on the training split), and the `frequent` most frequent target tokens for every batch.
+    shortlist_top: int = 10
+    shortlist_frequent: int = 100
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 
@@ -338,6 +346,10 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
         (d.no_repeat_ngram >= 0, "decode.no_repeat_ngram (--no-repeat-ngram) must be 0 (off) or more"),
         (d.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
+        (
+            1 <= d.shortlist_top <= MAX_VOCAB and 0 <= d.shortlist_frequent <= MAX_VOCAB,
+            f"decode.shortlist_top must be from 1 and decode.shortlist_frequent from 0, both to {MAX_VOCAB:,}",
+        ),
         (d.average_last >= 1, "decode.average_last must be at least 1"),
     ]
 

@@ -33,6 +33,7 @@ SEARCH_FIELDS = (
     "max_tokens",
     "workers",
     "parallel",
+    "shortlist",
 )
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
@@ -73,6 +74,7 @@ class DecodeOptions:
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
     parallel: Parallel | None = None  # the workers as threads or processes (mt.decoding.processes)
+    shortlist: bool | None = None  # score only the lexical shortlist's candidates (mt.decoding.shortlist)
     # The call.
     nbest: int = 1  # hypotheses per line, best first
     sampling: Sampling | None = None  # draw one translation per line instead of searching
@@ -140,6 +142,8 @@ class DecodeOptions:
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
         if self.no_repeat_ngram:  # recorded where it is on: the records of before it are unchanged
             lengths["no_repeat_ngram"] = self.no_repeat_ngram
+        if self.shortlist:  # the same
+            lengths["shortlist"] = True
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {

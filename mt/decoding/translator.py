@@ -16,11 +16,14 @@ import torch
 from mt import log
 from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.batching import length_groups
+from mt.data.shortlist import load_table
 from mt.decoding.alignment import word_alignments
 from mt.decoding.directions import Directions
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
 from mt.decoding.processes import SearchProcesses
+from mt.decoding.shortlist import Shortlist, shortlisted, to_indices, to_tokens
+from mt.errors import MtError
 from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
@@ -51,8 +54,13 @@ class Translator:
         precision: str = "fp32",
         quantize: str | None = None,
         directions: Directions | None = None,
+        shortlist: Shortlist | None = None,
     ):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
+        # The lexical shortlist that decode.shortlist decodes with: given, or the experiment's
+        # (`Translator.load`), read when a search first asks for it.
+        self.shortlist = shortlist
+        self.shortlist_exp: Experiment | None = None
         self.directions = directions or Directions((("src", "tgt"),))  # what it translates; tags if multilingual
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
@@ -89,6 +97,7 @@ class Translator:
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
         )
+        translator.shortlist_exp = exp
         return translator
 
     def close(self) -> None:
@@ -191,6 +200,8 @@ class Translator:
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
         whose constraints did not all fit are appended to `unmet`."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
+        if options.shortlist:
+            self._shortlist()  # read here, once, before batches are searched side by side
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if options.sampling is not None:
@@ -265,11 +276,34 @@ class Translator:
         self, src_ids: torch.Tensor, options: DecodeOptions, generator: torch.Generator | None = None
     ) -> list[list[Hypothesis]]:
         """One padded batch (sentences, src_len) searched as `options` (resolved) ask: sampling, greedy
-        (beam 1) or beam search; each sentence's hypotheses, best first."""
+        (beam 1) or beam search; each sentence's hypotheses, best first. With `options.shortlist`, over
+        the batch's candidates (mt.decoding.shortlist)."""
         o = options
+        if o.shortlist:
+            vocab = self._shortlist().batch_vocabulary(src_ids)
+            found = self._search(shortlisted(self.model, vocab), src_ids, o, generator)
+            return to_tokens(vocab, found)
+        return self._search(self.model, src_ids, o, generator)
+
+    def _shortlist(self) -> Shortlist:
+        """The shortlist a search with decode.shortlist uses: the experiment's, read the first time."""
+        if self.shortlist is None:
+            exp = self.shortlist_exp
+            if exp is None:
+                raise MtError("--shortlist (decode.shortlist): this Translator was given no shortlist")
+            table = load_table(exp)
+            if table.meta.get("tokenizer_sha256") != {"src": self.src_tok.sha256, "tgt": self.tgt_tok.sha256}:
+                raise MtError(
+                    f"{exp.shortlist_path}: built with another tokenizer; build it again with "
+                    f"`mt shortlist --exp {exp.root} --force`"
+                )
+            self.shortlist = Shortlist(table, self.tgt_tok.vocab_size, self.device)
+        return self.shortlist
+
+    def _search(self, model, src_ids: torch.Tensor, o: DecodeOptions, generator) -> list[list[Hypothesis]]:
         if o.sampling is not None:
             hyps = sample_search(
-                self.model,
+                model,
                 src_ids,
                 o.max_len_a,
                 o.max_len_b,
@@ -281,9 +315,9 @@ class Translator:
             )
             return [[h] for h in hyps]
         if o.beam == 1:
-            return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b, o.no_repeat_ngram)]
+            return [[h] for h in greedy_search(model, src_ids, o.max_len_a, o.max_len_b, o.no_repeat_ngram)]
         return beam_search(
-            self.model,
+            model,
             src_ids,
             o.beam,
             o.alpha,
@@ -297,8 +331,13 @@ class Translator:
 
     def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:
         o = options
-        return constrained_beam_search(
-            self.model,
+        model, vocab = self.model, None
+        if o.shortlist:  # the constraints' tokens are candidates too, as indices among them
+            vocab = self._shortlist().batch_vocabulary(src_ids, [t for c in constraints for p in c for t in p])
+            model = shortlisted(self.model, vocab)
+            constraints = [[to_indices(vocab, phrase) for phrase in c] for c in constraints]
+        found = constrained_beam_search(
+            model,
             src_ids,
             constraints,
             o.beam,
@@ -309,6 +348,10 @@ class Translator:
             nbest=o.nbest,
             stop=o.stop,
         )
+        if vocab is not None:
+            for result in found:
+                result.hypotheses = to_tokens(vocab, [result.hypotheses])[0]
+        return found
 
     def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
         """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""

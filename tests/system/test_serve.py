@@ -129,6 +129,27 @@ def test_other_options_and_the_token_budget_make_other_batches(trained_experimen
     assert batcher.batches == (3 if batching == "static" else 2) and batcher.widest == 2
 
 
+def test_requests_with_the_shortlist_are_searched_in_static_batches_over_its_candidates(trained_experiment):
+    """Continuous batching changes a search's sentences from step to step, and a shortlist's candidates
+    are a batch's: with decode.shortlist the batcher searches static batches, each with its candidates."""
+    from mt.data.shortlist import build_table
+    from mt.decoding.shortlist import Shortlist
+
+    translator = load(trained_experiment)
+    vocab = translator.tgt_tok.vocab_size
+    translator.shortlist = Shortlist(build_table(trained_experiment, 1, 0, translator.src_tok.vocab_size, vocab), vocab)
+    translator.decode_cfg.shortlist = True
+    lines = LINES[:6]
+    expected = [hyps[0][0] for hyps in translator.search(lines)]
+    assert expected != [hyps[0][0] for hyps in translator.search(lines, DecodeOptions(shortlist=False))]
+    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=0, batching="continuous")
+    futures = [batcher.submit(translator.encode_lines(lines[i : i + 3])[1], DecodeOptions()) for i in (0, 3)]
+    batcher.start()
+    batcher.close(60)
+    assert [hyps[0][0] for future in futures for hyps in future.result()] == expected
+    assert batcher.batches == 1 and batcher.sentences == 6
+
+
 @BOTH
 def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_experiment, reference, batching):
     translator = load(trained_experiment)
