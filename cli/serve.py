@@ -75,6 +75,13 @@ def serve(
             help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured)."
         ),
     ] = "static",
+    parallel: Annotated[
+        str,
+        typer.Option(
+            metavar="threads|processes",
+            help="processes: static batches are searched by processes of their own, one a thread, each with the model (faster on a CPU, measured; decode.parallel).",
+        ),
+    ] = "threads",
     api_key: Annotated[
         Optional[str],
         typer.Option(
@@ -117,4 +124,6 @@ def serve(
         max_file_jobs=max_file_jobs,
     )
     experiment, cfg = read_experiment(exp)
-    run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)
+    run_serve(
+        experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize, parallel
+    )

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok
@@ -545,3 +546,40 @@ def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finis
     log_text = log_path.read_text()
     assert "mt serve de -> en" in log_text and f"http://127.0.0.1:{port}" in log_text, log_text
     assert "POST /v1/translate 200 2 lines" in log_text and "GET /health 200" in log_text, log_text
+
+
+@pytest.mark.slow
+def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(trained_experiment, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
+                                    "--port", str(port), "--threads", "2", "--parallel", "processes"],
+                                   stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the search processes start before the server answers
+            assert process.poll() is None, log_path.read_text()
+            try:
+                if call(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        children = [int(p) for p in (Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
+        assert len(children) >= 2, children  # the two search processes (and multiprocessing's tracker)
+        status, _, data = call(f"{url}/v1/translate", {"text": LINES[:9]})
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stock = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert status == 200 and [t["text"] for t in data["translations"]] == stock.translate(LINES[:9])
+    time.sleep(1.0)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "search processes left behind"

@@ -382,12 +382,19 @@ def serve(
     device: str = "cpu",
     precision: str = "fp32",
     quantize: str | None = None,
+    parallel: str = "threads",
 ) -> None:
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
-    quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
+    quantize), serve it until SIGTERM or Ctrl-C, then drain and return. `parallel` "processes": the
+    worker's static batches are searched by processes of their own (mt.decoding.processes), started
+    here, before the first request."""
     import torch
 
+    from mt.config.schema import Parallel
+    from mt.config.values import coerce
+    from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
+    from mt.search.parallel import AUTO_WORKERS
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
     worker_threads = threads or torch.get_num_threads()
@@ -395,7 +402,10 @@ def serve(
     # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
+    cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
+    if parallel == "processes":  # started now: the first request should not wait for them
+        translator.search(["."], DecodeOptions(workers=min(worker_threads, AUTO_WORKERS)))
     names = ", ".join(path.name for path in translator.checkpoint_paths)
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
@@ -412,4 +422,5 @@ def serve(
     )
     with signals_end_quietly():
         server.run(sockets=[sock])
+    translator.close()
     log.info("mt serve: stopped")
