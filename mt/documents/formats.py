@@ -44,7 +44,31 @@ class DocumentFormat:
 
 FORMATS: dict[str, DocumentFormat] = {
     f.name: f
-    for f in (DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),)
+    for f in (
+        DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
+        DocumentFormat(
+            "docx",
+            (".docx",),
+            "word",
+            binary=True,
+            requires=("docx",),
+            description="Word: paragraphs with their runs' formatting and links, tables, headers, footers, footnotes",
+        ),
+        DocumentFormat(
+            "xliff",
+            (".xlf", ".xliff"),
+            "localisation",
+            requires=("translate.storage",),
+            description="XLIFF 1.2 and 2.0: each unit's source into its target, inline tags and placeholders kept",
+        ),
+        DocumentFormat(
+            "po",
+            (".po",),
+            "localisation",
+            requires=("translate.storage",),
+            description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",
+        ),
+    )
 }
 
 
