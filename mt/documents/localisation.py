@@ -144,8 +144,10 @@ class Protected:
                     out.placeholder(*self.kept[number])
             else:
                 number = inline.number(piece.attrs, "data-wrap")
-                wrap = self.wraps.get(number) if number not in used else None  # type: ignore[arg-type]
-                used.add(number)  # type: ignore[arg-type]
+                wrap = None
+                if number is not None and number not in used:
+                    wrap = self.wraps.get(number)
+                    used.add(number)
                 if isinstance(wrap, tuple):
                     out.code(wrap[0])
                     self._restore(piece.children, out, used)
