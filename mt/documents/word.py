@@ -10,9 +10,10 @@ w:rPr, compared as XML) is its plain text; each group of adjacent runs with anot
 a break, a footnote reference, a bookmark, a field with its result, a deletion) an empty marker that
 moves with its neighbour word. The paragraph is then written again: a run for each piece of
 translated text, with a copy of the w:rPr its wrapper stood for, each hyperlink with its attributes,
-each marker's elements where the marker landed. Spelling marks (w:proofErr) and rendered page breaks
-(w:lastRenderedPageBreak), which Word recomputes, are left out. A field's result (a page number, a
-cross-reference, a table of contents' first line) is kept as it is.
+each marker's elements where the marker landed. A span the text layer left empty (its words aligned
+to none) is an empty run: its formatting kept once, as an html page keeps `<b></b>`. Spelling marks
+(w:proofErr) and rendered page breaks (w:lastRenderedPageBreak), which Word recomputes, are left out.
+A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is.
 
 A .docx is a zip: `check_zip` refuses, before python-docx opens it, a package that unpacks to more
 than MAX_UNPACKED bytes or more than MAX_RATIO times its packed size (a zip bomb), so that a server can
@@ -310,7 +311,10 @@ def put(pieces: list[inline.Piece], parent, rpr, p: Paragraph, used: set[int]) -
             run, link = (inline.number(piece.attrs, name) for name in ("data-run", "data-link"))
             link = link if link is not None else inline.number(piece.attrs, "data-wrap")
             if run in p.formats:
+                written = len(parent)
                 put(piece.children, parent, p.formats[run], p, used)
+                if len(parent) == written:  # its words aligned to none: kept empty, as html keeps <b></b>
+                    parent.append(text_run("", p.formats[run]))
             elif link in p.wraps and link not in used:
                 used.add(link)
                 wrapper, content = copy_wrapper(p.wraps[link])

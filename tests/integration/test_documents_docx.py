@@ -200,6 +200,52 @@ def test_runs_of_other_formatting_become_spans_and_the_dominant_one_plain_text(u
     assert paragraph(d.add_paragraph("   ")._p) is None
 
 
+def test_text_boxes_are_translated_and_fields_kept(translator, units):
+    d = docx.Document()
+    p = d.add_paragraph(f"{S[0]} ")
+    vml = 'xmlns:v="urn:schemas-microsoft-com:vml"'
+    box = (
+        f"<w:r {nsdecls('w')} {vml}><w:pict><v:shape><v:textbox><w:txbxContent><w:p><w:r><w:t>{S[1]}</w:t>"
+        "</w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></w:r>"
+    )
+    p._p.append(parse_xml(box))
+    field = [
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="begin"/></w:r>',
+        f'<w:r {nsdecls("w")}><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r>',
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="separate"/></w:r>',
+        f"<w:r {nsdecls('w')}><w:t>7</w:t></w:r>",
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="end"/></w:r>',
+    ]
+    footer = d.sections[0].footer.paragraphs[0]
+    footer.text = f"{S[2]} "
+    for run in field:
+        footer._p.append(parse_xml(run))
+    data = io.BytesIO()
+    d.save(data)
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    t0, t1, t2 = translate_text(translator, S[:3])
+    outer = out.paragraphs[0]._p
+    (inner,) = outer.findall(f".//{qn('w:txbxContent')}/{qn('w:p')}")
+    assert "".join(t.text for t in inner.iter(qn("w:t"))) == t1 and outer.xpath("string(w:r/w:t)") == t0 + " "
+    runs = out.sections[0].footer.paragraphs[0]._p.findall(qn("w:r"))
+    assert runs[0].find(qn("w:t")).text == t2 + " "
+    assert [r.xpath("string(.)") for r in runs[1:]] == ["", " PAGE ", "", "7", ""]
+
+
+def test_a_span_whose_words_were_aligned_to_none_comes_back_as_an_empty_run():
+    d = docx.Document()
+    p = d.add_paragraph("eins zwei ")
+    p.add_run("drei").italic = True
+    data = io.BytesIO()
+    d.save(data)
+
+    def units(texts, fmt="text"):
+        return [t.replace('<span data-run="0">drei</span>', 'three <span data-run="0"></span>') for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    assert [(r.text, bool(r.italic)) for r in out.paragraphs[0].runs] == [("eins zwei three ", False), ("", True)]
+
+
 def test_a_paragraph_the_translation_does_not_change_is_left_as_it_was(tmp_path):
     data = build()
     out = translate_content(data, DOCX, lambda texts, fmt="text": list(texts), EN)
