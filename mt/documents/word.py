@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import io
+import re
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -144,7 +145,8 @@ def open_document(content: bytes):
     except lxml.etree.XMLSyntaxError as exc:
         raise DocumentError(f"{broken_part(content)}: not well-formed XML: {exc.msg}") from None
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        reason = str(exc).strip("'\"").splitlines()[0] if str(exc) else type(exc).__name__
+        reason = str(exc.args[0]).splitlines()[0] if exc.args else type(exc).__name__  # KeyError's str(): a repr
+        reason = re.sub(r"file '<[^>]*>' is not a Word file, content", "its main part's content", reason)
         raise DocumentError(f"not a Word document: {reason}") from None
 
 

@@ -267,6 +267,9 @@ def zipped(files: dict[str, bytes]) -> bytes:
 def test_hostile_and_broken_packages_are_refused_in_one_line(units):
     data = build()
     good = entries(data)
+    macros = good["[Content_Types].xml"].replace(
+        b"openxmlformats-officedocument.wordprocessingml.document.main+xml", b"ms-word.document.macroEnabled.main+xml"
+    )
     cases = [
         (b"PK\x03\x04 not really", "not a zip package"),
         (b"Hallo Welt", "not a zip package"),
@@ -274,6 +277,7 @@ def test_hostile_and_broken_packages_are_refused_in_one_line(units):
         (zipped({**good, "word/document.xml": b"<w:document><w:body>"}), "word/document.xml: not well-formed XML"),
         (zipped({"[Content_Types].xml": good["[Content_Types].xml"]}), "not a Word document"),
         (zipped({**good, "word/media/bomb.bin": bytes(8 * 2**20)}), "times its packed size"),
+        (zipped({**good, "[Content_Types].xml": macros}), "its main part's content type is 'application/vnd.ms-word"),
     ]
     for content, needle in cases:
         with pytest.raises(DocumentError) as exc:
