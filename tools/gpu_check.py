@@ -281,10 +281,12 @@ def throughput_sweep(exp, cfg, device, models: dict, budgets: tuple[int, ...], p
         try:
             trainer = build_training(exp, run_cfg, str(device)).trainer
             encoder_params, decoder_params = model_flops_per_token(trainer.model)
+            out_of_memory = False
             for size in sizes:
                 row = {**base_row, "max_tokens": size, "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 1)}
-                if time.monotonic() > deadline:
-                    rows.append({**row, "status": "not run: out of --sweep-seconds"})
+                if time.monotonic() > deadline or out_of_memory:
+                    why = "a smaller budget ran out of memory" if out_of_memory else "out of --sweep-seconds"
+                    rows.append({**row, "status": f"not run: {why}"})
                     continue
                 trainer.stream.seek(0, 0)  # the stream's batches, cut to this budget from the epoch's start
                 trainer.stream.stream.max_tokens = size
@@ -293,8 +295,7 @@ def throughput_sweep(exp, cfg, device, models: dict, budgets: tuple[int, ...], p
                     timed = time_updates(trainer, device, SWEEP_WARMUP[mode] if device.type == "cuda" else 1, steps)
                 except torch_oom() as exc:
                     rows.append({**row, "status": f"out of memory ({type(exc).__name__})"})
-                    trainer.optimizer.zero_grad(set_to_none=True)
-                    reset_peak_memory(device)
+                    out_of_memory = True  # the budgets grow: the next would too
                     continue
                 flops = 6 * (encoder_params * timed["src"] + decoder_params * timed["tgt"]) / timed["seconds"]
                 rows.append({
