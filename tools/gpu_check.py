@@ -32,6 +32,8 @@ Dropout is 0 in (b), so that the device's losses can be set beside the CPU's on 
     timed as training runs them (Trainer.update, no read of the device until the end), MFU against
     (a)'s bf16 peak, peak memory. Eager rows first, then compiled ones, as long as --sweep-seconds
     last; (b) then leaves out its compiled rows. --small: tiny models at 256-1024 tokens, no graphs.
+    Before the rows: five updates of each model under torch.cuda.set_sync_debug_mode("error") (an
+    update must never wait for the GPU), and the budget train.max_tokens auto decides for each.
 Prints a table per part and, as its last line, one JSON object (also written to --json); exits 1 if
 a check failed (a sweep row that runs out of memory is reported, not failed).
 """
@@ -258,6 +260,44 @@ def time_updates(trainer, device, warmup: int, steps: int) -> dict:
     seconds = time.perf_counter() - start
     last = trainer.read()["last_loss"] / max(done["tgt_tokens"], 1)
     return {"seconds": seconds, "tgt": tgt, "src": src, "first_loss": first["loss"], "last_loss": last}
+
+
+def readiness(exp, cfg, device, models: dict) -> dict:
+    """(g)'s first part: per model, whether five bf16 updates ran without a synchronisation of the
+    GPU (CUDA's sync debug mode raises at one; None on the CPU), and train.max_tokens auto's budget."""
+    import torch
+
+    from mt.training.setup import build_training
+
+    result = {}
+    for name, fields in models.items():
+        entry: dict = {}
+        run = build_training(exp, variant(cfg, fields, precision="bf16", max_tokens="auto"), str(device))
+        entry["max_tokens_auto"] = run.cfg.train.max_tokens
+        trainer = run.trainer
+        try:
+            trainer.step()  # the optimizer's state is made at the first update
+            entry["sync_free"] = None
+            if device.type == "cuda":
+                sync(device)
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    for _ in range(5):
+                        trainer.update()
+                    entry["sync_free"] = True
+                except RuntimeError as exc:
+                    entry["sync_free"], entry["sync"] = False, str(exc).strip().splitlines()[0][:300]
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+        except torch_oom():
+            entry["sync_free"], entry["sync"] = None, "out of memory at auto's budget"
+        trainer.stream.close()
+        del trainer, run
+        gc.collect()
+        reset_peak_memory(device)
+        log(f"  ready {name}: max_tokens auto {entry['max_tokens_auto']}, sync-free updates {entry['sync_free']}")
+        result[name] = entry
+    return result
 
 
 def throughput_sweep(exp, cfg, device, models: dict, budgets: tuple[int, ...], peak: dict[str, float],
@@ -570,6 +610,8 @@ def main() -> None:
     log(f"  ddp: backend {ddp['backend']}, params diff {ddp['params_max_diff_ddp_vs_plain']:.3g}")
     resume = resume_check(exp.root, cfg, device, first_model, before=ref_steps + 1, after=ref_steps + 1)
     log(f"  resume: ok {resume['ok']}, bitwise {resume['bitwise']}")
+    # Before (f), whose checkpoint a max_tokens auto would keep the budget of.
+    ready = readiness(exp, cfg, device, SMALL_SWEEP_MODELS if small else SWEEP_MODELS) if args.sweep else {}
     trained, decode_rows = decoding_rows(exp, cfg, device, first_model, args.train_seconds,
                                          max_steps=20 if small else 10**9, precisions=decode_precisions)
     sweep = []
@@ -594,6 +636,8 @@ def main() -> None:
                                             "loss_scale_restored", "loss_rel_diff", "bitwise", "ok"])
     table(f"(f) beam 5, GNMT 0.6, on the test set; model: {trained}", decode_rows, ["precision", "sentences", "sent_per_s", "bleu", "chrf"])
     if args.sweep:
+        table("(g) before the sweep: train.max_tokens auto's budget (bf16), and five updates under CUDA's sync debug mode",
+              [{"model": k, **v} for k, v in ready.items()], ["model", "max_tokens_auto", "sync_free", "sync"])
         table("(g) throughput sweep: tokens per update (max_tokens), eager or compiled; MFU against (a)'s bf16 peak",
               sweep, ["model", "precision", "compile", "max_tokens", "tgt_tokens_per_update", "tgt_tokens_per_s",
                       "step_ms", "mfu_vs_bf16_peak", "peak_memory_mb", "last_loss", "status"])
@@ -606,10 +650,11 @@ def main() -> None:
     # A sweep row that fails (not one out of memory or out of time) is a failed check: compile or graphs broke.
     failed += [f"sweep {r['model']} {r['precision']} {r['compile']} {r['max_tokens']}" for r in sweep
                if r["status"].startswith("failed")]
+    failed += [f"sync-free updates {name}" for name, r in ready.items() if r["sync_free"] is False]
     print(f"\nchecks failed: {', '.join(failed) or 'none'}")
     result = {"device": gpu or device.type, "torch": torch.__version__, "cuda": torch.version.cuda, "data": args.data,
               "small": small, "matmul_gflops": peak, "train": train_rows, "attention": attention, "ddp": ddp,
-              "resume": resume, "decode_model": trained, "decode": decode_rows, "sweep": sweep, "failed": failed,
+              "resume": resume, "decode_model": trained, "decode": decode_rows, "ready": ready, "sweep": sweep, "failed": failed,
               "ok": not failed, "seconds": round(time.perf_counter() - started, 1)}
     print(json.dumps(result))
     if args.json:
