@@ -42,19 +42,20 @@ def model_flops_per_token(model) -> tuple[int, int]:
 
 def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
     """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
-    all precisions see the same machine load; seconds of every step and the tokens."""
+    all precisions see the same machine load; seconds of every step and the tokens. Each step is an
+    update as the training loop makes it (`Trainer.update`: nothing read back from the device)."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
         trainer.precision = precision
         for _ in range(warmup):
             start = time.perf_counter()
-            trainer.step()
+            trainer.update()
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
         for precision in precisions:
             trainer.precision = precision
             start = time.perf_counter()
-            stats = trainer.step()
+            stats = trainer.update()
             measured[precision]["seconds"].append(time.perf_counter() - start)
             measured[precision]["tgt"] += stats["tgt_tokens"]
             measured[precision]["src"] += stats["src_tokens"]
