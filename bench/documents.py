@@ -6,7 +6,8 @@ back with the format's own library, against plain sentence-by-sentence translati
 
 Inputs: a trained experiment (nothing is written into it) and Multi30k's raw text files. Each format's
 document is made from the first --sentences test sentences, in paragraphs of 3 (txt: one sentence a
-line; html: a page of <p> paragraphs with a link and bold words; ...). For each format:
+line; html: a page of <p> paragraphs with a link and bold words; docx: paragraphs with a bold run and a
+hyperlink, every fifth in a table; xliff and po: a unit per paragraph). For each format:
 - structure: the output parsed with the format's library has the input's structure (same elements,
   cues and timings, units and IDs: `same` per format below);
 - BLEU: the translation read back from the output, per paragraph, against the references, beside the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import io
 import json
 import statistics
 import time
@@ -92,9 +94,154 @@ def html_structure(data: bytes) -> object:
     return [(el.tag, sorted((k, v) for k, v in el.attrib.items() if k != "lang")) for el in root.iter()]
 
 
+# --- docx: a paragraph per group (every fifth in a table's cell), its second word bold, its last
+# sentence a hyperlink
+def docx_build(sentences):
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.oxml.ns import qn
+    from docx.oxml.parser import OxmlElement
+
+    d = docx.Document()
+    table = None
+    for k, (first, *rest) in enumerate(groups(sentences)):
+        if k % 5 == 4:  # every fifth paragraph in a table's cell, two a row
+            if table is None or len(table.rows[-1].cells[1].paragraphs[0].text):
+                table = d.add_table(rows=1, cols=2) if table is None else table
+                if table.rows[-1].cells[0].paragraphs[0].text:
+                    table.add_row()
+            cell = table.rows[-1].cells[0 if not table.rows[-1].cells[0].paragraphs[0].text else 1]
+            p = cell.paragraphs[0]
+        else:
+            table = None
+            p = d.add_paragraph()
+        words = first.split()
+        if len(words) > 2:
+            p.add_run(words[0] + " ")
+            p.add_run(words[1]).bold = True
+            p.add_run(" " + " ".join(words[2:]))
+        else:
+            p.add_run(first)
+        if rest:
+            p.add_run(" " + " ".join(rest[:-1]) + (" " if len(rest) > 1 else " "))
+            rid = p.part.relate_to(f"https://example.org/{k}", RT.HYPERLINK, is_external=True)
+            link = OxmlElement("w:hyperlink")
+            link.set(qn("r:id"), rid)
+            run = OxmlElement("w:r")
+            t = OxmlElement("w:t")
+            t.text = rest[-1]
+            run.append(t)
+            link.append(run)
+            p._p.append(link)
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def docx_paragraphs(data):
+    import docx
+    from docx.oxml.ns import qn
+
+    body = docx.Document(io.BytesIO(data)).element.body
+    texts = ["".join(t.text or "" for t in p.iter(qn("w:t"))) for p in body.iter(qn("w:p"))]
+    return [t for t in texts if t.strip()]
+
+
+def docx_structure(data):
+    import docx
+    from docx.oxml.ns import qn
+
+    d = docx.Document(io.BytesIO(data))
+    body = d.element.body
+    shape = [(child.tag.split("}")[1]) for child in body]
+    paragraphs = [
+        (
+            len(p.findall(qn("w:hyperlink"))),
+            [h.get(qn("r:id")) for h in p.findall(qn("w:hyperlink"))],
+            any(
+                r.find(qn("w:rPr")) is not None and r.find(qn("w:rPr")).find(qn("w:b")) is not None
+                for r in p.iter(qn("w:r"))
+            ),
+        )
+        for p in body.iter(qn("w:p"))
+    ]
+    tables = [(len(t.rows), len(t.columns)) for t in d.tables]
+    return shape, paragraphs, tables
+
+
+# --- xliff: a unit per paragraph, its second word in <g>, a note each
+def xliff_build(sentences):
+    units = []
+    for k, (first, *rest) in enumerate(groups(sentences)):
+        words = [html.escape(w, quote=False) for w in first.split()]
+        if len(words) > 2:
+            words[1] = f'<g id="{k}b">{words[1]}</g>'
+        text = " ".join([" ".join(words)] + [html.escape(s, quote=False) for s in rest])
+        units.append(f'<trans-unit id="u{k}"><source>{text}</source><note>paragraph {k}</note></trans-unit>')
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+        '<file original="test2016" source-language="en" datatype="plaintext"><body>'
+        + "\n".join(units)
+        + "</body></file></xliff>\n"
+    ).encode()
+
+
+def xliff_paragraphs(data):
+    from translate.storage import xliff
+
+    return [
+        "".join(t.itertext()) if (t := u.get_target_dom()) is not None else ""
+        for u in xliff.xlifffile.parsestring(data).units
+    ]
+
+
+def xliff_structure(data):
+    from lxml import etree
+    from translate.storage import xliff
+
+    units = xliff.xlifffile.parsestring(data).units
+    return [
+        (
+            u.getid(),
+            u.getnotes(),
+            etree.tostring(u.get_source_dom(), with_tail=False),
+            sorted((etree.QName(e).localname, sorted(e.attrib.items())) for e in u.get_source_dom().iterdescendants()),
+        )
+        for u in units
+    ]
+
+
+# --- po: an entry per paragraph, with a context and a location
+def po_build(sentences):
+    from translate.storage import pypo
+
+    store = pypo.pofile()
+    store.init_headers(charset="UTF-8")
+    for k, group in enumerate(groups(sentences)):
+        unit = store.addsourceunit(" ".join(group))
+        unit.setcontext(f"p{k}")
+        unit.addlocation(f"test2016:{k}")
+    return bytes(store)
+
+
+def po_paragraphs(data):
+    from translate.storage import pypo
+
+    return [str(u.target) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
+
+
+def po_structure(data):
+    from translate.storage import pypo
+
+    return [(u.getid(), u.getlocations()) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
+
+
 CASES = {
     "txt": Case("txt", txt_build, txt_paragraphs, txt_structure, per_sentence=True),
     "html": Case("html", html_build, html_paragraphs, html_structure),
+    "docx": Case("docx", docx_build, docx_paragraphs, docx_structure),
+    "xliff": Case("xliff", xliff_build, xliff_paragraphs, xliff_structure),
+    "po": Case("po", po_build, po_paragraphs, po_structure),
 }
 
 
