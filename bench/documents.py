@@ -169,6 +169,13 @@ def docx_structure(data):
     return shape, paragraphs, tables
 
 
+def toolkit(name: str):
+    """translate-toolkit's storage module `name` (its package is `translate`, a name bench/ also has)."""
+    import importlib
+
+    return importlib.import_module(f"translate.storage.{name}")
+
+
 # --- xliff: a unit per paragraph, its second word in <g>, a note each
 def xliff_build(sentences):
     units = []
@@ -187,7 +194,7 @@ def xliff_build(sentences):
 
 
 def xliff_paragraphs(data):
-    from translate.storage import xliff
+    xliff = toolkit("xliff")
 
     return [
         "".join(t.itertext()) if (t := u.get_target_dom()) is not None else ""
@@ -197,7 +204,8 @@ def xliff_paragraphs(data):
 
 def xliff_structure(data):
     from lxml import etree
-    from translate.storage import xliff
+
+    xliff = toolkit("xliff")
 
     units = xliff.xlifffile.parsestring(data).units
     return [
@@ -213,7 +221,7 @@ def xliff_structure(data):
 
 # --- po: an entry per paragraph, with a context and a location
 def po_build(sentences):
-    from translate.storage import pypo
+    pypo = toolkit("pypo")
 
     store = pypo.pofile()
     store.init_headers(charset="UTF-8")
@@ -225,13 +233,13 @@ def po_build(sentences):
 
 
 def po_paragraphs(data):
-    from translate.storage import pypo
+    pypo = toolkit("pypo")
 
     return [str(u.target) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
 
 
 def po_structure(data):
-    from translate.storage import pypo
+    pypo = toolkit("pypo")
 
     return [(u.getid(), u.getlocations()) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
 
