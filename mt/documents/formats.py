@@ -47,6 +47,11 @@ FORMATS: dict[str, DocumentFormat] = {
     for f in (
         DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
         DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page"),
+        DocumentFormat("srt", (".srt",), "subtitles", requires=("srt",), description="SubRip subtitles"),
+        DocumentFormat("vtt", (".vtt",), "subtitles", requires=("webvtt",), description="WebVTT subtitles"),
+        DocumentFormat(
+            "md", (".md", ".markdown"), "markdown", requires=("markdown_it", "mdit_py_plugins"), description="Markdown"
+        ),
     )
 }
 
