@@ -11,7 +11,7 @@ markers. A cue that would come out without a word (the markers out of place, or 
 and its group with it, is cut instead at the word boundaries nearest the source cues' proportions of
 the group's characters, each cue at least one word while the translation has words enough.
 A cue that is a dialogue (every line opens with a dash, or with a voice tag `<v Name>`) keeps its lines:
-each is translated alone. A cue without text is left as it is.
+each is translated alone. A cue without a letter or digit (blank, ♪) is left as it is.
 
 Inline tags (<i>, <b>, <u>, <font ...>, VTT's <c.class>, <v Speaker>, <lang>, <ruby>) are inline
 markup placed around the aligned target words; a tag around a cue's whole text (an italic cue, a
@@ -213,7 +213,7 @@ def proportional(tokens: list[Token], weights: list[int]) -> list[Token]:
     total, cuts, at = sum(weights) or 1, [], 0
     for j in range(1, len(weights)):
         target = chars * sum(weights[:j]) / total
-        room = boundaries[at : len(boundaries) - (len(weights) - 1 - j)]
+        room = boundaries[at : max(at + 1, len(boundaries) - (len(weights) - 1 - j))]  # room left for later cuts
         if not room:
             break
         best = min(range(len(room)), key=lambda r: abs(room[r][1] - target))
@@ -374,6 +374,8 @@ def grouped(cues: list[Cue], vtt: bool) -> list[list[int]]:
     chars = 0
     for i, cue in enumerate(cues):
         seen = " ".join(visible(cue.text, vtt).split())
+        if not any(c.isalnum() for c in seen):
+            seen = ""  # blank, or only "♪": kept as it is
         if current and (not seen or dialogue(cue.text, vtt) or cue.start - cues[current[-1]].end > GAP):
             groups.append(current)
             current, chars = [], 0

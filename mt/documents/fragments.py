@@ -1,6 +1,6 @@
 """Translated fragments made ready to write back into a document: an inline element that came back
-around no word (none of its source words aligned to a target word) takes the word before it, else the
-word after it, within its parent. An emphasis or a link around nothing would be lost to the reader:
+around no word (none of its source words aligned to a target word) moves around the nearest word
+before it among its siblings, else the nearest after it. An emphasis or a link around nothing would be lost to the reader:
 Markdown cannot write an empty `**`, and a subtitle's empty `<i></i>` shows nothing.
 """
 
@@ -21,8 +21,9 @@ def has_text(nodes: list[Node]) -> bool:
 
 
 def embrace(nodes: list[Node], empty: Callable[[Element], bool]) -> list[Node]:
-    """`nodes` with each element around no text given the word before or after it (module docstring);
-    elements for which `empty(element)` holds (literals, markers) stay as they are."""
+    """`nodes` with each element around no text moved around the nearest word before it among its
+    siblings, else the nearest after it (module docstring); elements for which `empty(element)` holds
+    (literals, markers) stay as they are."""
     out: list[Node] = []
     for i, node in enumerate(nodes):
         if not isinstance(node, Element) or node.void or empty(node):
@@ -32,16 +33,22 @@ def embrace(nodes: list[Node], empty: Callable[[Element], bool]) -> list[Node]:
         if has_text(node.children):
             out.append(node)
             continue
-        before = out[-1] if out and isinstance(out[-1], str) else ""
-        after = nodes[i + 1] if i + 1 < len(nodes) and isinstance(nodes[i + 1], str) else ""
-        if (last := LAST_WORD.search(before)) is not None:
-            out[-1] = before[: last.start()]
+        before = next((j for j in range(len(out) - 1, -1, -1) if isinstance(out[j], str) and out[j].strip()), None)
+        after = next((j for j in range(i + 1, len(nodes)) if isinstance(nodes[j], str) and nodes[j].strip()), None)
+        if before is not None:
+            text = str(out[before])
+            last = LAST_WORD.search(text)
+            assert last is not None
             node.children = [last.group(1), *node.children]
-            out += [node, last.group(2)]
-        elif (first := FIRST_WORD.search(after)) is not None:
-            out += [first.group(1), node]
+            out[before : before + 1] = [text[: last.start()], node, last.group(2)]
+        elif after is not None:
+            text = str(nodes[after])
+            first = FIRST_WORD.search(text)
+            assert first is not None
             node.children = [*node.children, first.group(2)]
-            nodes[i + 1] = after[first.end() :]
+            nodes[after] = text[first.end() :]
+            nodes.insert(after, node)
+            nodes.insert(after, first.group(1))
         else:
             out.append(node)
     return [n for n in out if not (isinstance(n, str) and not n)]

@@ -181,7 +181,7 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
 
 def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
     """Each inline text of the document with its place (module docstring); one whose lines are not
-    found as they were read (tabs expanded, say) is left as it is."""
+    found in the file as the parser read them is left as it is."""
     found: list[Place] = []
     parent, cell_at = None, (-1, 0)  # a row's cells are found left to right
     for token in tokens:

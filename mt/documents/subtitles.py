@@ -40,7 +40,7 @@ def read_srt(text: str) -> tuple[list[Cue], list[Span]]:
     except srt.SRTParseError as exc:
         unread = exc.unmatched_content
         at = exc.expected_start + len(unread) - len(unread.lstrip())
-        shown = unread.strip().split("\n")[0][:60]
+        shown = " / ".join(unread.strip().split("\n")[:2])[:80]
         raise DocumentError(
             f"line {line_of(text, at)}: not a SubRip cue: {shown!r} (a cue is its number, a timing line "
             "such as 00:00:01,000 --> 00:00:02,500, its text and a blank line; a WebVTT file begins with WEBVTT)"
