@@ -6,10 +6,10 @@ paragraph and table cell has its inline text; only that text is replaced, so lis
 prefixes, indentation, `#`s, tables' pipes, blank lines and all else stay as written. Fenced and
 indented code, link reference definitions and front matter are not inline text: they are kept.
 
-Each inline text becomes an HTML unit (`mt.text.markup`): emphasis, strong, strikethrough, links and
-images are elements that remember their Markdown as written (the `**` or `__`, a link's `](url "title")`
-or `][ref]`), placed around the aligned target words and written back with it; link text and images'
-alt text are translated, their URLs kept. Inline code, autolinks, inline HTML tags (a start and end tag
+An inline text with markup becomes an HTML unit (`mt.text.markup`; one without is translated as plain
+text): emphasis, strong, strikethrough, links and images are elements that remember their Markdown as
+written (the `**` or `__`, a link's `](url "title")` or `][ref]`), placed around the aligned target
+words and written back with it; link text and images' alt text are translated, their URLs kept. Inline code, autolinks, inline HTML tags (a start and end tag
 pair around text is an element) are kept as written, placed as empty elements are. A hard line break
 stays a line break. A paragraph of several lines is translated whole and written on one line (with
 its first line's prefix): re-wrapping could start a line with a character that Markdown reads as a
@@ -238,7 +238,13 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
     found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens), key=lambda p: p.start)
-    translated = units([p.fragment for p in found], "html") if found else []
+    plain = [i for i, p in enumerate(found) if not p.marks and p.kind != "html"]  # no markup: searched as text
+    marked = [i for i in range(len(found)) if i not in set(plain)]
+    translated: list[str] = [""] * len(found)
+    for indices, fmt in ((plain, "text"), (marked, "html")):
+        sources = [html.unescape(found[i].fragment) if fmt == "text" else found[i].fragment for i in indices]
+        for i, out in zip(indices, units(sources, fmt) if indices else []):
+            translated[i] = html.escape(out, quote=False) if fmt == "text" else out
     parts, at = [], 0
     for place, out in zip(found, translated):
         if place.kind == "html":
