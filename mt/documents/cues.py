@@ -31,7 +31,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from mt.documents.fragments import embrace
+from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse
 
@@ -181,11 +181,6 @@ def flat(nodes: list[Node], tags: list[Tag]) -> list[Token]:
             else:
                 tokens += flat(node.children, tags)
     return tokens
-
-
-def literal(element: Element, tags: list[Tag]) -> bool:
-    """Whether a translated fragment's element is a tag kept as written (a timestamp, a code)."""
-    return tags[int(dict(element.attrs)["data-t"])].literal
 
 
 def words(tokens: list[Token]) -> int:
@@ -420,10 +415,11 @@ def translate_cues(cues: list[Cue], units: Units, vtt: bool) -> list[str | None]
         )
         for k in marked
     ]
-    for k, translated in zip(marked, units(sources, "html") if marked else []):
+    for k, source, translated in zip(marked, sources, units(sources, "html") if marked else []):
         _, tags, pieces = planned[k]
         weights = [len("".join(v for kind, v in p.tokens if kind == "text").strip()) for p in pieces]
-        nodes = embrace(parse(translated, "html"), lambda e: "data-t" not in dict(e.attrs) or literal(e, tags))
+        empty = empty_in(source)  # literals, markers, tags around nothing: none takes a word
+        nodes = embrace(parse(translated, "html"), lambda e: dict(e.attrs).get("data-t") in empty | {None})
         results[k] = spread(flat(nodes, tags), tags, weights)
     out: dict[int, list[str]] = defaultdict(list)
     for k, (indices, tags, pieces) in enumerate(planned):

@@ -1,5 +1,6 @@
 """Translated fragments made ready to write back into a document: an inline element that came back
-around no word (none of its source words aligned to a target word) moves around the nearest word
+around no word (none of its source words aligned to a target word), but held some in the source,
+moves around the nearest word
 before it among its siblings, else the nearest after it. An emphasis or a link around nothing would be lost to the reader:
 Markdown cannot write an empty `**`, and a subtitle's empty `<i></i>` shows nothing.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from mt.text.markup import Element, Node
+from mt.text.markup import Element, Node, parse
 
 LAST_WORD = re.compile(r"(\S+)(\s*)$")
 FIRST_WORD = re.compile(r"^(\s*)(\S+)")
@@ -18,6 +19,21 @@ FIRST_WORD = re.compile(r"^(\s*)(\S+)")
 def has_text(nodes: list[Node]) -> bool:
     """Whether any text under `nodes` is more than spaces."""
     return any((isinstance(n, str) and n.strip()) or (isinstance(n, Element) and has_text(n.children)) for n in nodes)
+
+
+def empty_in(fragment: str) -> set[str]:
+    """The `data-t` of the elements of a source fragment that hold no text: they stay empty."""
+    found: set[str] = set()
+
+    def walk(nodes: list[Node]) -> None:
+        for node in nodes:
+            if isinstance(node, Element):
+                if "data-t" in dict(node.attrs) and not has_text(node.children):
+                    found.add(dict(node.attrs)["data-t"])
+                walk(node.children)
+
+    walk(parse(fragment, "html"))
+    return found
 
 
 def embrace(nodes: list[Node], empty: Callable[[Element], bool]) -> list[Node]:

@@ -24,13 +24,14 @@ import re
 from dataclasses import dataclass
 
 from mt.documents.formats import DocumentOptions
-from mt.documents.fragments import embrace
+from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse, segments, write
 
-ESCAPE = re.compile(r"([\\`*_\[\]<])")  # characters of translated text that Markdown would read as markup
-BLOCK_START = re.compile(r"[#>+=-]|\d+[.)]")  # a paragraph's text that would start a block: escaped
+ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
+BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
 OPENING = re.compile(r"<([A-Za-z][\w-]*)[^>]*(?<!/)>$")
+SPANNED = ("link_open", "image", "code_inline", "hardbreak")  # the tokens whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
 
 
@@ -60,28 +61,30 @@ def parser():
     """CommonMark with tables and strikethrough, front matter, and the source span of each link,
     image and code span (`spanned`)."""
     from markdown_it import MarkdownIt
-    from markdown_it.rules_inline import autolink, backtick, image, link
+    from markdown_it.rules_inline import autolink, backtick, escape, image, link, newline
     from mdit_py_plugins.front_matter import front_matter_plugin
 
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
-    for name, rule in (("link", link), ("image", image), ("backticks", backtick), ("autolink", autolink)):
+    rules = (("link", link), ("image", image), ("backticks", backtick), ("autolink", autolink), ("newline", newline))
+    for name, rule in (*rules, ("escape", escape)):
         md.inline.ruler.at(name, spanned(rule))
     return md
 
 
 def spanned(rule):
     """An inline rule that records in its token's meta the source it consumed (`span`) and, for a
-    link or image, where its label ends (`label`): the Markdown to write back around the translation."""
+    link or image, where its label ends (`label`): the Markdown to write back around the translation
+    (and, for a hard break, the line it ends)."""
 
     def recorded(state, silent: bool) -> bool:
         start, count = state.pos, len(state.tokens)
         found = rule(state, silent)
-        if found and not silent:
-            token = next(t for t in state.tokens[count:] if t.type in ("link_open", "image", "code_inline"))
+        token = next((t for t in state.tokens[count:] if t.type in SPANNED), None)
+        if found and not silent and token is not None:  # (an unmatched backtick run is text: no token)
             token.meta["span"] = (start, state.pos)
             if token.type == "image":
                 token.meta["label"] = state.md.helpers.parseLinkLabel(state, start + 1, False)
-            elif token.markup != "autolink":
+            elif token.type == "link_open" and token.markup != "autolink":
                 token.meta["label"] = state.md.helpers.parseLinkLabel(state, start, True)
         return found
 
@@ -98,7 +101,7 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
 
     pairs = paired(children)
     parts: list[str] = []
-    skip, line = 0, 0
+    skip = 0
     for i, token in enumerate(children):
         if skip:
             skip -= token.type == "link_close"
@@ -108,11 +111,10 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
             parts.append(html.escape(token.content, quote=False))
         elif kind == "softbreak":
             parts.append(" ")
-            line += 1
-        elif kind == "hardbreak":
+        elif kind == "hardbreak":  # written as it was, with the next line's prefix
+            line = src.count("\n", 0, token.meta["span"][0]) if "span" in token.meta else len(breaks)
             written = breaks[line] if line < len(breaks) else "\\\n"
             parts.append(f'<br data-t="{mark(Mark(written))}">')
-            line += 1
         elif kind == "code_inline" or (kind == "link_open" and token.markup == "autolink"):
             start, end = token.meta["span"]
             parts.append(f'<span data-t="{mark(Mark(src[start:end], literal=True))}"></span>')
@@ -157,12 +159,20 @@ def paired(children: list) -> dict[int, int]:
     return pairs
 
 
+def unblock(text: str) -> str:
+    """A line's text escaped where Markdown would read its start as a block: `\\#`, `1986\\.`."""
+    return BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) or "") + "\\", text, count=1)
+
+
 def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
-    """A translated fragment written back as Markdown: its elements with their marks, its text escaped."""
+    """A translated fragment written back as Markdown: its elements with their marks, its text escaped
+    (and, after a hard break, the start of the line)."""
     parts = []
-    for node in nodes:
+    for i, node in enumerate(nodes):
         if isinstance(node, str):
-            text = ESCAPE.sub(r"\\\1", node)
+            text = ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", node)
+            after_break = i and isinstance(nodes[i - 1], Element) and nodes[i - 1].tag == "br"
+            text = unblock(text) if after_break else text
             parts.append(text.replace("|", "\\|") if cell else text)
         elif isinstance(node, Element) and "data-t" in dict(node.attrs):
             m = marks[int(dict(node.attrs)["data-t"])]
@@ -172,8 +182,11 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
             inner = markdown(node.children, marks, cell)
             if not inner.strip() and m.open == m.close:  # an emphasis around nothing: no `****`
                 continue
-            lead, trail = inner[: len(inner) - len(inner.lstrip())], inner[len(inner.rstrip()) :]
-            parts.append(lead + m.open + inner.strip() + m.close + trail)  # `** a**` is no emphasis
+            if m.open == m.close:  # a delimiter: `** a**` is no emphasis, so the spaces go outside
+                lead, trail = inner[: len(inner) - len(inner.lstrip(" "))], inner[len(inner.rstrip(" ")) :]
+                parts.append(lead + m.open + inner.strip(" ") + m.close + trail)
+            else:
+                parts.append(m.open + inner + m.close)
         elif isinstance(node, Element):
             parts.append(markdown(node.children, marks, cell))
     return "".join(parts)
@@ -203,7 +216,8 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
             cell_at = (first, col + len(written))
             start, end = offsets[first] + col, offsets[first] + col + len(written)
         else:
-            cols = [lines[first + i].find(part) if first + i < len(lines) else -1 for i, part in enumerate(content)]
+            content = [part.lstrip() for part in content]  # a line's indent is its prefix's; the text ends it
+            cols = [lines[first + i].rfind(part) if first + i < len(lines) else -1 for i, part in enumerate(content)]
             if min(cols) < 0:
                 continue
             start, end = offsets[first] + cols[0], offsets[first + len(content) - 1] + cols[-1] + len(content[-1])
@@ -250,11 +264,11 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
         if place.kind == "html":
             written = out
         else:
-            marks = place.marks
-            nodes = embrace(parse(out, "html"), lambda e: e.tag == "br" or marks[int(dict(e.attrs)["data-t"])].literal)
+            marks, empty = place.marks, empty_in(place.fragment)
+            nodes = embrace(parse(out, "html"), lambda e: e.tag == "br" or dict(e.attrs).get("data-t", "") in empty)
             written = markdown(nodes, marks, place.kind == "cell").strip()
-        if place.kind == "paragraph" and BLOCK_START.match(written):
-            written = "\\" + written
+        if place.kind == "paragraph":
+            written = unblock(written)
         parts += [text[at : place.start], written]
         at = place.end
     return "".join(parts) + text[at:]
