@@ -31,7 +31,7 @@ from mt.text.markup import Element, Node, parse, segments, write
 ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
 BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
 OPENING = re.compile(r"<([A-Za-z][\w-]*)[^>]*(?<!/)>$")
-SPANNED = ("link_open", "image", "code_inline", "hardbreak")  # the tokens whose source `spanned` records
+SPANNED = ("link_open", "image", "code_inline", "html_inline", "hardbreak")  # the tokens whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
 
 
@@ -42,6 +42,7 @@ class Mark:
     open: str
     close: str = ""
     literal: bool = False
+    spaced: tuple[bool, bool] = (False, False)  # a literal's spaces before and after it in the source
 
 
 @dataclass
@@ -61,12 +62,12 @@ def parser():
     """CommonMark with tables and strikethrough, front matter, and the source span of each link,
     image and code span (`spanned`)."""
     from markdown_it import MarkdownIt
-    from markdown_it.rules_inline import autolink, backtick, escape, image, link, newline
+    from markdown_it.rules_inline import autolink, backtick, escape, html_inline, image, link, newline
     from mdit_py_plugins.front_matter import front_matter_plugin
 
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
     rules = (("link", link), ("image", image), ("backticks", backtick), ("autolink", autolink), ("newline", newline))
-    for name, rule in (*rules, ("escape", escape)):
+    for name, rule in (*rules, ("escape", escape), ("html_inline", html_inline)):
         md.inline.ruler.at(name, spanned(rule))
     return md
 
@@ -117,7 +118,8 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
             parts.append(f'<br data-t="{mark(Mark(written))}">')
         elif kind == "code_inline" or (kind == "link_open" and token.markup == "autolink"):
             start, end = token.meta["span"]
-            parts.append(f'<span data-t="{mark(Mark(src[start:end], literal=True))}"></span>')
+            literal = Mark(src[start:end], literal=True, spaced=spaced(src, start, end))
+            parts.append(f'<span data-t="{mark(literal)}"></span>')
             skip = kind == "link_open"
         elif kind == "image":
             (start, end), label = token.meta["span"], token.meta["label"]
@@ -137,8 +139,15 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
         elif kind == "html_inline" and i in pairs.values():
             parts.append("</span>")
         else:  # inline HTML not paired, anything else: kept as written
-            parts.append(f'<span data-t="{mark(Mark(token.content, literal=True))}"></span>')
+            start, end = token.meta.get("span", (0, 0))
+            literal = Mark(token.content, literal=True, spaced=spaced(src, start, end) if end else (False, False))
+            parts.append(f'<span data-t="{mark(literal)}"></span>')
     return "".join(parts)
+
+
+def spaced(src: str, start: int, end: int) -> tuple[bool, bool]:
+    """Whether the source has a space before [start, end), and after it."""
+    return start > 0 and src[start - 1].isspace(), end < len(src) and src[end].isspace()
 
 
 def paired(children: list) -> dict[int, int]:
@@ -167,17 +176,21 @@ def unblock(text: str) -> str:
 def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
     """A translated fragment written back as Markdown: its elements with their marks, its text escaped
     (and, after a hard break, the start of the line)."""
-    parts = []
+    parts: list[str] = []
+    pad = False  # a literal spaced from the word after it in the source: so in the translation
     for i, node in enumerate(nodes):
         if isinstance(node, str):
             text = ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", node)
             after_break = i and isinstance(nodes[i - 1], Element) and nodes[i - 1].tag == "br"
-            text = unblock(text) if after_break else text
+            text = unblock(text) if after_break else " " + text if pad and text[:1].isalnum() else text
             parts.append(text.replace("|", "\\|") if cell else text)
+            pad = False
         elif isinstance(node, Element) and "data-t" in dict(node.attrs):
             m = marks[int(dict(node.attrs)["data-t"])]
             if node.tag == "br" or m.literal:
-                parts.append(m.open)
+                glued = m.spaced[0] and parts and parts[-1][-1:].isalnum()
+                parts.append(" " + m.open if glued else m.open)
+                pad = m.spaced[1]
                 continue
             inner = markdown(node.children, marks, cell)
             if not inner.strip() and m.open == m.close:  # an emphasis around nothing: no `****`
