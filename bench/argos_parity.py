@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from datetime import date
 from pathlib import Path
 
-CLOSED = "http://127.0.0.1:9/"  # the discard port: nothing listens there
+from bench.common import sealed_argos_env
+
 ARGOS = r"""
 import json, sys
 request = json.load(sys.stdin)
@@ -40,21 +40,7 @@ print(json.dumps([translation.translate(line) for line in request["lines"]]))
 
 def argos_translations(package: Path, home: Path, src: str, tgt: str, lines: list[str]) -> list[str]:
     """`lines` translated by Argos at beam 1 with `package` installed into a sealed home."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOS_", "XDG_", "MINISBD_"))}
-    env.update(
-        HOME=str(home),
-        XDG_DATA_HOME=str(home / "data"),
-        XDG_CONFIG_HOME=str(home / "config"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        ARGOS_PACKAGES_DIR=str(home / "packages"),
-        ARGOS_PACKAGE_INDEX=CLOSED,
-        MINISBD_REPO_URL=CLOSED,
-        ARGOS_DEVICE_TYPE="cpu",
-        ARGOS_BEAM_SIZE="1",
-        ARGOS_INTRA_THREADS="1",
-        ARGOS_INTER_THREADS="1",
-        OMP_NUM_THREADS="1",
-    )
+    env = sealed_argos_env(home, beam=1)
     request = json.dumps({"package": str(package), "src": src, "tgt": tgt, "lines": lines})
     done = subprocess.run([sys.executable, "-c", ARGOS], input=request, capture_output=True, text=True, env=env)
     if done.returncode != 0:

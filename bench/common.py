@@ -6,7 +6,8 @@ another script. Run the scripts from the repository's root as modules (`python -
 - decoding side by side: `run_interleaved`, each mode in its own process (mt's modes, CTranslate2's,
   transformers' and ONNX Runtime's), for bench/translate.py and bench/distill.py;
 - serving: `Server` (`python -m mt serve` on a loopback port), `Connection` (a raw HTTP/1.1 client),
-  `closed_loop` and `test_lines`, for bench/serve.py, bench/serve_hostile.py and bench/libretranslate.py.
+  `closed_loop` and `test_lines`, for bench/serve.py, bench/serve_hostile.py and bench/libretranslate.py;
+- Argos Translate in a process of its own: `sealed_argos_env`, for bench/argos_parity.py and bench/markup.py.
 
 Nothing from mt is imported at the top: a spawned decoding worker of a mode "M@old" (bench/translate.py
 --old) puts the other checkout first on its path before it imports mt.
@@ -18,6 +19,7 @@ import asyncio
 import importlib
 import json
 import multiprocessing
+import os
 import resource
 import socket
 import statistics
@@ -40,19 +42,20 @@ def model_flops_per_token(model) -> tuple[int, int]:
 
 def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
     """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
-    all precisions see the same machine load; seconds of every step and the tokens."""
+    all precisions see the same machine load; seconds of every step and the tokens. Each step is an
+    update as the training loop makes it (`Trainer.update`: nothing read back from the device)."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
         trainer.precision = precision
         for _ in range(warmup):
             start = time.perf_counter()
-            trainer.step()
+            trainer.update()
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
         for precision in precisions:
             trainer.precision = precision
             start = time.perf_counter()
-            stats = trainer.step()
+            stats = trainer.update()
             measured[precision]["seconds"].append(time.perf_counter() - start)
             measured[precision]["tgt"] += stats["tgt_tokens"]
             measured[precision]["src"] += stats["src_tokens"]
@@ -64,10 +67,19 @@ MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", N
             "constrained": ("fp32", None),  # fp32 with one constraint per sentence (not a default mode)
             # one batch at a time on all the threads (decode.workers 1), where the modes above search
             # one batch per thread side by side (decode.workers 0, the default)
-            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None)}
+            "fp32_1w": ("fp32", None), "int8_1w": ("fp32", "int8"), "bf16_1w": ("bf16", None),
+            # one batch per search process of one thread (decode.parallel: processes), as ct2_M_inter
+            "fp32_proc": ("fp32", None), "int8_proc": ("fp32", "int8"), "bf16_proc": ("bf16", None),
+            # with the experiment's lexical shortlist (--shortlist; `mt shortlist` builds it first)
+            "fp32_sl": ("fp32", None), "int8_sl": ("fp32", "int8"), "bf16_sl": ("bf16", None),
+            # both: mt's fastest path on a CPU
+            "fp32_sl_proc": ("fp32", None), "int8_sl_proc": ("fp32", "int8"), "bf16_sl_proc": ("bf16", None)}
 # ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
 # side by side (inter_threads), as mt's default.
-CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8"}
+# ct2_M_vmap: with the export's vmap.txt (the experiment's shortlist), translate_batch(use_vmap=True).
+CT2_MODES = {"ct2_fp32": "float32", "ct2_int8": "int8", "ct2_fp32_inter": "float32", "ct2_int8_inter": "int8",
+             "ct2_fp32_vmap": "float32", "ct2_int8_vmap": "int8", "ct2_fp32_inter_vmap": "float32",
+             "ct2_int8_inter_vmap": "int8"}
 HF_MODES = ("hf_fp32", "ort_fp32")  # transformers' generate(), and Optimum's ONNX Runtime model
 
 
@@ -90,6 +102,10 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
     if mode.endswith("_1w"):
         translator.decode_cfg.workers = 1
+    if "_proc" in mode:  # the processes start on the warm-up call, before timing; RSS is this process's
+        translator.decode_cfg.parallel = "processes"
+    if "_sl" in mode:
+        translator.decode_cfg.shortlist = True
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]
@@ -106,7 +122,7 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
 
 
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
-    inter = threads if mode.endswith("_inter") else 1
+    inter = threads if "_inter" in mode else 1
     translator = ctranslate2.Translator(model_dir, device="cpu", compute_type=CT2_MODES[mode],
                                         intra_threads=threads // inter, inter_threads=inter)
     piece_ids = {p: i for i, p in enumerate(tgt_tok.pieces(list(range(tgt_tok.vocab_size))))}
@@ -120,7 +136,7 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
         results = translator.translate_batch(
             pieces, beam_size=decode.beam, length_penalty=decode.alpha, return_end_token=False,
             min_decoding_length=0, max_decoding_length=min(limit, positions), max_input_length=positions,
-            max_batch_size=decode.max_tokens, batch_type="tokens")
+            max_batch_size=decode.max_tokens, batch_type="tokens", use_vmap=mode.endswith("_vmap"))
         return tgt_tok.decode([[piece_ids[p] for p in r.hypotheses[0]] for r in results])
 
     return translate, tgt_tok
@@ -454,3 +470,30 @@ def test_lines(exp_dir: str, limit: int) -> list[str]:
     src, _ = load_split(Experiment(exp_dir).load_config().data.sources("test"))
     lines = [line for line in src if line.strip()]
     return lines[:limit] if limit else lines
+
+
+# -- Argos Translate -----------------------------------------------------------------------------------
+CLOSED = "http://127.0.0.1:9/"  # the discard port: nothing listens there
+
+
+def sealed_argos_env(home: Path, beam: int, threads: int = 1) -> dict[str, str]:
+    """The environment of a process that runs Argos Translate on the CPU with an Argos home of its own
+    under `home` (HOME, XDG_*, the packages directory) and its package index and MiniSBD's download
+    address at a closed loopback port, so that a download fails instead of passing unnoticed; beam
+    `beam`, one translation at a time on `threads` threads."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOS_", "XDG_", "MINISBD_"))}
+    env.update(
+        HOME=str(home),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_CACHE_HOME=str(home / "cache"),
+        ARGOS_PACKAGES_DIR=str(home / "packages"),
+        ARGOS_PACKAGE_INDEX=CLOSED,
+        MINISBD_REPO_URL=CLOSED,
+        ARGOS_DEVICE_TYPE="cpu",
+        ARGOS_BEAM_SIZE=str(beam),
+        ARGOS_INTRA_THREADS=str(threads),
+        ARGOS_INTER_THREADS="1",
+        OMP_NUM_THREADS=str(threads),
+    )
+    return env

@@ -9,7 +9,9 @@ mt.allocator.keep_freed_memory() (process-wide: measured in that order; the atte
 as in training); (d) the output layer and smoothed loss, forward + backward under bf16 autocast, for
 3,500 target tokens, vocabulary 8000, d_model 128 and 256: F.linear + log_softmax + the smoothed
 target under autocast against mt.training.loss.label_smoothed_loss (projection and loss in row chunks, the
-gradient written out), at several chunk sizes. Medians of repeated runs.
+gradient written out), at several chunk sizes; (e) one AdamW step over the benchmark preset's
+parameters (7.6M, with gradients): torch's CPU default (a loop over the tensors) and foreach=True
+against fused=True (mt.training.optimizer). Medians of repeated runs.
 Prints a table, and as its last line one JSON object.
 """
 
@@ -69,6 +71,26 @@ def output_and_loss_rows(torch, F) -> list[tuple[str, float, float]]:
     return rows
 
 
+def optimizer_rows(torch) -> list[tuple[str, float, float]]:
+    """(e): AdamW steps over the preset's parameters, torch's CPU default and foreach against fused."""
+    from mt.config.recipes import MODEL_PRESETS
+    from mt.config.schema import ModelConfig
+    from mt.model.transformer import build_model
+
+    model = build_model(ModelConfig(**MODEL_PRESETS["small"]), 8000, 8000, True)
+    for param in model.parameters():
+        param.grad = torch.randn_like(param)
+
+    def steps(**how):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, **how)
+        return median_ms(optimizer.step, 10)
+
+    fused = steps(fused=True)
+    params = sum(p.numel() for p in model.parameters()) / 1e6
+    return [(f"AdamW step, {params:.1f}M params: default (for-loop)", steps(foreach=False), fused),
+            (f"AdamW step, {params:.1f}M params: foreach", steps(foreach=True), fused)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
@@ -112,6 +134,7 @@ def main() -> None:
     rows.append(("allocate + fill 4096x8000 fp32", before[0], after[0]))
     rows.append(("log_softmax 4096x8000 fp32", before[1], after[1]))
     rows.extend(output_and_loss_rows(torch, F))
+    rows.extend(optimizer_rows(torch))
 
     table = Table(title=f"CPU kernels, {args.threads} threads, median ms")
     for column in ("kernel", "torch default", "mt", "speed-up"):

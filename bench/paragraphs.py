@@ -11,7 +11,9 @@ Inputs: a trained experiment (nothing is written into it) and Multi30k's raw tex
   common Chinese characters, which an EN->DE model's tokenizer cuts into byte pieces): seconds and
   output characters, as `Translator.search` takes it whole (before) and through mt.text (after).
 With --no-repeat N ...: val and test2016 (splitting on) and the long lines (after) again with the
-repetition guard (decode.no_repeat_ngram N) for each N.
+repetition guard (decode.no_repeat_ngram N) for each N. With --serve: the two long lines also through
+a real `mt serve` (LibreTranslate's /translate, one request each): seconds to the answer, characters
+out, and the worker's busy seconds for it (GET /health before and after).
 BLEU and chrF are sacreBLEU's defaults (deterministic); times are one run on a shared machine, noisy.
 Prints a table, and as its last line one JSON object.
 """
@@ -57,6 +59,36 @@ def long_lines(translator, best, text: str, args) -> list[dict]:
     return long_rows
 
 
+def served(args, lines: dict[str, str]) -> list[dict]:
+    """Each long line through `mt serve`'s /translate (module docstring)."""
+    import asyncio
+    import tempfile
+    from types import SimpleNamespace
+
+    from bench.common import Connection, Server, post, stop_process
+
+    options = SimpleNamespace(exp=str(args.exp), threads=args.threads, precision="fp32", serve_arg=[],
+                              checkpoint=None, quantize=None, start_seconds=120)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(options, Path(tmp) / "serve.log")
+        try:
+            for name, line in lines.items():
+                before = server.worker()
+                body = json.dumps({"q": line, "source": args.src, "target": args.tgt}).encode()
+                start = time.perf_counter()
+                answer = asyncio.run(post(Connection(server.port), "/translate", body, 600))
+                seconds = time.perf_counter() - start
+                after = server.worker()
+                text = json.loads(answer)["translatedText"] if answer else ""
+                rows.append({"line": name, "when": "mt serve /translate", "chars_in": len(line), "src_tokens": 0,
+                             "seconds": round(seconds, 2), "chars_out": len(text), "words_out": len(text.split()),
+                             "worker_busy_s": round(after["busy_seconds"] - before["busy_seconds"], 2)})
+        finally:
+            stop_process(server.process)
+    return rows
+
+
 def print_tables(args, rows: list[dict], long_rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -69,11 +101,11 @@ def print_tables(args, rows: list[dict], long_rows: list[dict]) -> None:
         table.add_row(r["set"], f"{r['bleu']:.2f}", f"{r['chrf']:.2f}")
     console.print(table)
     table = Table(title=f"one long line of {args.long_chars:,} characters")
-    for column in ("line", "when", "source tokens", "seconds", "chars out", "words out"):
+    for column in ("line", "when", "source tokens", "seconds", "chars out", "words out", "worker s"):
         table.add_column(column)
     for r in long_rows:
         table.add_row(r["line"], r["when"], f"{r['src_tokens']:,}", f"{r['seconds']:.2f}", f"{r['chars_out']:,}",
-                      f"{r['words_out']:,}")
+                      f"{r['words_out']:,}", f"{r['worker_busy_s']:.2f}" if "worker_busy_s" in r else "")
     console.print(table)
 
 
@@ -87,6 +119,8 @@ def main() -> None:
     parser.add_argument("--long-chars", type=int, default=20_000, help="characters of the long lines")
     parser.add_argument("--no-repeat", type=int, nargs="*", default=[], help="repetition guards to measure too")
     parser.add_argument("--skip-before", action="store_true", help="leave out the long lines' before (slow)")
+    parser.add_argument("--serve", action="store_true", help="the long lines through mt serve too")
+    parser.add_argument("--long-only", action="store_true", help="only the long lines (no BLEU rows)")
     parser.add_argument("--out", type=Path, help="also write the JSON object here")
     args = parser.parse_args()
 
@@ -111,14 +145,16 @@ def main() -> None:
         s = score(hyps, refs)
         rows.append({"set": name, "bleu": round(s["bleu"], 2), "chrf": round(s["chrf"], 2)})
 
-    for split in ("val", "test_2016_flickr"):
+    for split in () if args.long_only else ("val", "test_2016_flickr"):
         src, ref = read(args.data, split, args.src), read(args.data, split, args.tgt)
         sentence_level = best(src, off)
         add(f"{split} split off", sentence_level, ref)
         add(f"{split} split on", best(src, on), ref)
-    add("test2016 paragraphs of 3, as lines (split off)", best(grouped(src), off), grouped(ref))
-    add("test2016 paragraphs of 3, split on", best(grouped(src), on), grouped(ref))
-    add("test2016 paragraphs of 3, sentence-level joined", grouped(sentence_level), grouped(ref))
+    if not args.long_only:
+        add("test2016 paragraphs of 3, as lines (split off)", best(grouped(src), off), grouped(ref))
+        add("test2016 paragraphs of 3, split on", best(grouped(src), on), grouped(ref))
+        add("test2016 paragraphs of 3, sentence-level joined", grouped(sentence_level), grouped(ref))
+    src = read(args.data, "test_2016_flickr", args.src)
     for n in args.no_repeat:
         for split in ("val", "test_2016_flickr"):
             guarded = DecodeOptions(no_repeat_ngram=n)
@@ -126,6 +162,10 @@ def main() -> None:
                 read(args.data, split, args.tgt))
 
     long_rows = long_lines(translator, best, " ".join(src), args)
+    if args.serve:
+        latin = " ".join(src)[: args.long_chars]
+        cjk = (CJK * (args.long_chars // len(CJK) + 1))[: args.long_chars]
+        long_rows += served(args, {"latin": latin, "cjk": cjk})
     print_tables(args, rows, long_rows)
     result = {"exp": str(args.exp), "cpu": cpu_name(), "threads": args.threads, "scores": rows, "long": long_rows}
     if args.out:

@@ -6,12 +6,15 @@ Inputs: a trained experiment (e.g. the one `bench/multi30k.py` leaves), its test
 for Multi30k test2016: 1000 sentences), the checkpoint named by --checkpoint (default: last).
 mt's modes (fp32, int8 = --quantize int8, bf16, and on request `constrained`: fp32 with each
 sentence's reference's longest word as a constraint, `mt translate --constraints`; M_1w: mode M one
-batch at a time, --workers 1) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint exported by
+batch at a time, --workers 1; M_proc: mode M with its workers in processes of one thread each,
+--parallel processes, started by the warm-up, whose peak RSS is not counted) and CTranslate2's (ct2_fp32, ct2_int8: the checkpoint exported by
 `mt export` into a temporary directory, compute_type float32 or int8, on intra_threads; on request
 ct2_M_inter: on inter_threads, one batch per thread as mt's default --workers) run each in its own
 process (so peak RSS is its own), all loaded first and then timed in turn, run 1 of every mode, then
 run 2, and so on, so that the machine's drift touches every mode alike; sentences/s is from the median
-run. Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
+run. With the experiment's lexical shortlist (`mt shortlist --exp EXP` first), on request: M_sl, mt's mode M
+with --shortlist; ct2_M_vmap (and ct2_M_inter_vmap), CTranslate2 with the export's vmap.txt (the same
+shortlist) and translate_batch(use_vmap=True). Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
 counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
 cut. mt's modes batch by its own source-token budget (decode.max_tokens); CTranslate2 gets the same
 budget as max_batch_size in tokens. Timing covers tokenizing, searching and detokenizing for both.
@@ -39,8 +42,9 @@ from bench.common import CT2_MODES, HF_MODES, MT_MODES, run_interleaved
 REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
-KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "ct2_fp32_inter", "ct2_int8_inter",
-               *HF_MODES)
+KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "fp32_proc", "int8_proc", "bf16_proc",
+               "ct2_fp32_inter", "ct2_int8_inter", "fp32_sl", "int8_sl", "bf16_sl", "ct2_fp32_vmap", "ct2_int8_vmap",
+               "ct2_fp32_inter_vmap", "ct2_int8_inter_vmap", "fp32_sl_proc", "int8_sl_proc", "bf16_sl_proc", *HF_MODES)
 
 
 
@@ -108,7 +112,7 @@ def main() -> None:
         modes.insert(0, "fp32")
     if args.old:
         args.old = str(Path(args.old).resolve())
-        modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained" and not m.endswith("_1w")]
+        modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained" and not m.endswith(("_1w", "_sl"))]
     print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-export-") as directory:
@@ -156,7 +160,9 @@ def main() -> None:
     fast_mode = max((m for m in ours if m != "constrained"), key=lambda m: results[m]["sent_per_s"])
     for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32"),
                          ("fp32", "hf_fp32"), ("fp32", "ort_fp32"), (fast_mode, "ct2_int8_inter"),
-                         *((m, f"{m}_1w") for m in ("fp32", "int8", "bf16"))):
+                         *((m, f"{m}_1w") for m in ("fp32", "int8", "bf16")),
+                         *((f"{m}_sl", m) for m in ("fp32", "int8", "bf16")), (fast_mode, "ct2_int8_inter_vmap"),
+                         *((f"{m}_vmap", m) for m in CT2_MODES if not m.endswith("_vmap"))):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
     for name, ratio in ratios.items():

@@ -126,6 +126,21 @@ Workers = Annotated[
         help="Batches searched side by side on the CPU, each on a share of --threads (decode.workers; 0 = one per thread, up to 4).",
     ),
 ]
+ParallelKind = Annotated[
+    Optional[str],
+    typer.Option(
+        "--parallel",
+        metavar="threads|processes",
+        help="How --workers search side by side: threads in this process, or processes of one model each (faster on files, about 2 s to start; decode.parallel).",
+    ),
+]
+Shortlist = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Score only the lexical shortlist's candidates (EXP/shortlist, `mt shortlist`): faster, approximate; default: the experiment's decode.shortlist.",
+    ),
+]
 Checkpoint = Annotated[
     Optional[str],
     typer.Option(
@@ -152,6 +167,8 @@ DECODE_FLAGS = {
     "no_repeat_ngram": (NoRepeat, "no_repeat_ngram"),
     "batch_tokens": (DecodeTokens, "max_tokens"),
     "workers": (Workers, "workers"),
+    "parallel": (ParallelKind, "parallel"),
+    "shortlist": (Shortlist, "shortlist"),
 }
 
 
@@ -159,7 +176,7 @@ def decode_flags(*, batch_tokens: bool = True) -> Callable:
     """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens, --workers where one sentence is
     translated). The command takes them as one parameter, `decode`: a DecodeOptions, checked, with
     None where a flag is not given (the experiment's own value)."""
-    names = [name for name in DECODE_FLAGS if batch_tokens or name not in ("batch_tokens", "workers")]
+    names = [name for name in DECODE_FLAGS if batch_tokens or name not in ("batch_tokens", "workers", "parallel")]
 
     def wrap(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)

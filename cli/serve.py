@@ -50,12 +50,38 @@ def serve(
             help="Seconds a client has to send a whole request (after connecting or its last answer) before it is cut off."
         ),
     ] = 30.0,
+    max_file_bytes: Annotated[
+        int,
+        typer.Option(
+            help="Bytes of a document uploaded to /translate_file; a larger one is refused (413) as it is read."
+        ),
+    ] = 10_000_000,
+    max_file_chars: Annotated[
+        int,
+        typer.Option(
+            help="Characters a document may ask to translate; more is refused (413) before any is translated."
+        ),
+    ] = 200_000,
+    file_ttl: Annotated[float, typer.Option(help="Seconds a translated document is kept for download.")] = 600.0,
+    max_files: Annotated[
+        int, typer.Option(help="Translated documents kept at once; past that the oldest is removed.")
+    ] = 100,
+    max_file_jobs: Annotated[
+        int, typer.Option(help="Documents translated at once; one more is refused (503 with Retry-After).")
+    ] = 4,
     batching: Annotated[
         str,
         typer.Option(
             help="continuous: sentences join a running search and leave it as they finish; static: each batch is searched to its end (faster on a CPU, measured)."
         ),
     ] = "static",
+    parallel: Annotated[
+        str,
+        typer.Option(
+            metavar="threads|processes",
+            help="processes: static batches are searched by processes of their own, one a thread, each with the model (faster on a CPU, measured; decode.parallel).",
+        ),
+    ] = "threads",
     api_key: Annotated[
         Optional[str],
         typer.Option(
@@ -69,7 +95,7 @@ def serve(
     threads: Threads = 2,
     device: Device = "cpu",
 ) -> None:
-    """Serve translations over HTTP: LibreTranslate's POST /translate, mt's /v1/translate and /v1/attention, a page at /.
+    """Serve translations over HTTP: LibreTranslate's POST /translate and /translate_file, mt's /v1/translate and /v1/attention, a page at /.
 
     Then (docs/serving.md):
 
@@ -91,6 +117,13 @@ def serve(
         max_attention_tokens,
         max_connections,
         read_timeout,
+        max_file_bytes=max_file_bytes,
+        max_file_chars=max_file_chars,
+        file_ttl=file_ttl,
+        max_files=max_files,
+        max_file_jobs=max_file_jobs,
     )
     experiment, cfg = read_experiment(exp)
-    run_serve(experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize)
+    run_serve(
+        experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize, parallel
+    )

@@ -26,8 +26,10 @@ def train(
         ),
     ] = None,
     max_tokens: Annotated[
-        Optional[int],
-        typer.Option(help="Tokens per batch (and process) [default: the config's; 4096 in a new experiment]."),
+        Optional[str],
+        typer.Option(
+            help="Tokens per batch (and process), or auto: as many as the GPU's memory holds (4096 on the CPU) [default: the config's; 4096 in a new experiment]."
+        ),
     ] = None,
     max_steps: Annotated[
         Optional[int],

@@ -2,4 +2,5 @@
 
 from mt.cli.main import entry_point
 
-entry_point()
+if __name__ == "__main__":  # not when a search process (mt.decoding.processes) imports it
+    entry_point()

@@ -99,6 +99,13 @@ class Tokenizer:
             _check_unicode(lines)
             raise
 
+    def unknown_pieces(self, ids: list[int]) -> int:
+        """How many of `ids` stand for characters the vocabulary does not hold: byte_fallback's pieces
+        (spelling them byte by byte) and <unk> (without byte fallback). A script the tokenizer never
+        saw is nothing but these."""
+        unk = self._sp.unk_id()
+        return sum(1 for i in ids if i in self._bytes or i == unk)
+
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Text per id sequence, one line each; PAD/BOS/EOS are dropped, UNK shows as sentencepiece's
         ' ⁇ ', control characters spelt by byte pieces become a space. Leading and trailing whitespace

@@ -1,7 +1,8 @@
 """The GPU paths, checked in one short run: training, mixed precision, SDPA, DDP over NCCL, resume, decoding.
 
-    python tools/gpu_check.py --data data/multi30k                    # on a GPU: about 5 minutes on an H200
-    python tools/gpu_check.py --data DIR --device cpu --small         # the same checks, tiny, on the CPU (tests)
+    python tools/gpu_check.py --data data/multi30k                    # on a GPU: about 2-3 minutes on an H200
+    python tools/gpu_check.py --data data/multi30k --train-seconds 30 --sweep --json OUT.json   # (g) too: 8 minutes
+    python tools/gpu_check.py --data DIR --device cpu --small --sweep # the same checks, tiny, on the CPU (tests)
 
 Inputs: `--data DIR` holds Multi30k as data/multi30k/prepare.py writes it (train, val, test_2016_flickr,
 each .en and .de; EN->DE), or any corpus laid out the same way. Everything is written under `--out`
@@ -25,13 +26,23 @@ Dropout is 0 in (b), so that the device's losses can be set beside the CPU's on 
     the run that never stopped.
 (f) beam search (beam 5, GNMT 0.6) of the test set with --device in fp32 and half precision, on a
     benchmark-preset model trained here for --train-seconds: sentences/s and sacreBLEU.
-Prints a table per part and, as its last line, one JSON object; exits 1 if a check failed.
+(g) with --sweep, the throughput sweep: the paper's base and big models (their dropout) in bf16 at
+    8k, 32k and 64k tokens per update, eager, compiled (train.compile) and compiled with CUDA graphs
+    (compile_mode reduce-overhead), and fp32 eager at 32k: target tokens/s over --sweep-steps updates
+    timed as training runs them (Trainer.update, no read of the device until the end), MFU against
+    (a)'s bf16 peak, peak memory. Eager rows first, then compiled ones, as long as --sweep-seconds
+    last; (b) then leaves out its compiled rows. --small: tiny models at 256-1024 tokens, no graphs.
+    Before the rows: five updates of each model under torch.cuda.set_sync_debug_mode("error") (an
+    update must never wait for the GPU), and the budget train.max_tokens auto decides for each.
+Prints a table per part and, as its last line, one JSON object (also written to --json); exits 1 if
+a check failed (a sweep row that runs out of memory is reported, not failed).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import json
 import os
 import resource
@@ -54,6 +65,16 @@ SMALL_MODELS = {
     "tiny-a": dict(enc_layers=1, dec_layers=1, d_model=32, d_ff=64, n_heads=2),
     "tiny-b": dict(enc_layers=2, dec_layers=1, d_model=48, d_ff=96, n_heads=4),
 }
+# (g): the paper's two models with their dropout (Table 3), the budgets per update, and the same tiny.
+SWEEP_MODELS = {
+    "base": {**MODELS["base"], "dropout": 0.1},
+    "big": dict(enc_layers=6, dec_layers=6, d_model=1024, d_ff=4096, n_heads=16, dropout=0.3),
+}
+SMALL_SWEEP_MODELS = {name: {**fields, "dropout": 0.1} for name, fields in SMALL_MODELS.items()}
+SWEEP_TOKENS, SMALL_SWEEP_TOKENS = (8192, 32768, 65536), (256, 512, 1024)
+# Compile's warm-up: each new shape of a compiled step with CUDA graphs is run, then recorded.
+SWEEP_WARMUP = {"eager": 2, "default": 4, "reduce-overhead": 10}
+COMPILE_SECONDS = 150  # a compiled row is not started with less of --sweep-seconds left (its compilation)
 
 
 def log(message: str) -> None:
@@ -180,23 +201,26 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
     for name, fields in models.items():
         model_cfg = {**fields, "dropout": 0.0}
         reference = build_training(exp, variant(cfg, model_cfg, precision="fp32"), "cpu").trainer
-        cpu_losses = [reference.step()["loss"] for _ in range(ref_steps)]
+        # The same batches for every run (a compiled run's own stream pads them to a few shapes).
+        batches = [reference.stream.next_batch() for _ in range(ref_steps)]
+        cpu_losses = [reference.step([batch])["loss"] for batch in batches]
         del reference
         runs = [(p, False) for p in precisions] + [(p, True) for p in compiled if name == next(iter(models))]
         for precision, compile in runs:
             reset_peak_memory(device)
             trainer = build_training(exp, variant(cfg, model_cfg, precision=precision, compile=compile), str(device)).trainer
             encoder_params, decoder_params = model_flops_per_token(trainer.model)
-            losses = [trainer.step()["loss"] for _ in range(ref_steps)]
+            losses = [trainer.step([batch])["loss"] for batch in batches]
             for _ in range(6 if compile else 2):
-                trainer.step()  # warm-up beyond the compared steps: kernel choice, allocator, recompiles
+                trainer.update()  # warm-up beyond the compared steps: kernel choice, allocator, recompiles
             sync(device)
             start, tgt, src = time.perf_counter(), 0, 0
-            for _ in range(steps):
-                stats = trainer.step()
+            for _ in range(steps):  # as the training loop runs them: nothing read back until the end
+                stats = trainer.update()
                 tgt, src = tgt + stats["tgt_tokens"], src + stats["src_tokens"]
             sync(device)
             seconds = time.perf_counter() - start
+            trainer.read()  # state.skipped: the updates the device skipped
             flops = 6 * (encoder_params * src + decoder_params * tgt) / seconds
             worst = max(relative(a, b) for a, b in zip(losses, cpu_losses))
             rows.append({
@@ -212,6 +236,137 @@ def training_rows(exp, cfg, device, models: dict, precisions: list[str], steps: 
             log(f"  train {name} {precision}{' compiled' if compile else ''}: {rows[-1]['tgt_tokens_per_s']:,.0f} tgt tokens/s, loss rel diff {worst:.2e}")
             del trainer
     return rows
+
+
+def sweep_plan(models: dict, device) -> list[tuple[str, str, str]]:
+    """(model, mode, precision) in the order (g) runs them: bf16 eager, fp32 eager, then compiled."""
+    modes = ["default", "reduce-overhead"] if device.type == "cuda" else ["default"]
+    plan = [(name, "eager", "bf16") for name in models] + [(name, "eager", "fp32") for name in models]
+    return plan + [(name, mode, "bf16") for mode in modes for name in models]
+
+
+def time_updates(trainer, device, warmup: int, steps: int) -> dict:
+    """Warm-up updates, then `steps` timed as the training loop runs them: no read of the device until
+    the end (one synchronisation there); the first and last losses, read once each."""
+    first = trainer.step()  # a read: the loss is real, and the first shapes are made
+    for _ in range(warmup):
+        trainer.update()
+    sync(device)
+    start, tgt, src = time.perf_counter(), 0, 0
+    for _ in range(steps):
+        done = trainer.update()
+        tgt, src = tgt + done["tgt_tokens"], src + done["src_tokens"]
+    sync(device)
+    seconds = time.perf_counter() - start
+    last = trainer.read()["last_loss"] / max(done["tgt_tokens"], 1)
+    return {"seconds": seconds, "tgt": tgt, "src": src, "first_loss": first["loss"], "last_loss": last}
+
+
+def readiness(exp, cfg, device, models: dict) -> dict:
+    """(g)'s first part: per model, whether five bf16 updates ran without a synchronisation of the
+    GPU (CUDA's sync debug mode raises at one; None on the CPU), and train.max_tokens auto's budget."""
+    import torch
+
+    from mt.training.setup import build_training
+
+    result = {}
+    for name, fields in models.items():
+        entry: dict = {}
+        run = build_training(exp, variant(cfg, fields, precision="bf16", max_tokens="auto"), str(device))
+        entry["max_tokens_auto"] = run.cfg.train.max_tokens
+        trainer = run.trainer
+        try:
+            trainer.step()  # the optimizer's state is made at the first update
+            entry["sync_free"] = None
+            if device.type == "cuda":
+                sync(device)
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    for _ in range(5):
+                        trainer.update()
+                    entry["sync_free"] = True
+                except RuntimeError as exc:
+                    entry["sync_free"], entry["sync"] = False, str(exc).strip().splitlines()[0][:300]
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+        except torch_oom():
+            entry["sync_free"], entry["sync"] = None, "out of memory at auto's budget"
+        trainer.stream.close()
+        del trainer, run
+        gc.collect()
+        reset_peak_memory(device)
+        log(f"  ready {name}: max_tokens auto {entry['max_tokens_auto']}, sync-free updates {entry['sync_free']}")
+        result[name] = entry
+    return result
+
+
+def throughput_sweep(exp, cfg, device, models: dict, budgets: tuple[int, ...], peak: dict[str, float],
+                     steps: int, seconds: float) -> list[dict]:
+    """(g): each (model, mode, precision) of `sweep_plan` at each budget (fp32 at the middle one), one
+    Trainer per (model, mode) whose batches change budget; rows not reached in `seconds` say so."""
+    from mt.training.setup import build_training
+
+    deadline = time.monotonic() + seconds
+    rows = []
+    for name, mode, precision in sweep_plan(models, device):
+        sizes = budgets if precision == "bf16" else budgets[1:2]
+        base_row = {"model": name, "compile": mode, "precision": precision}
+        need = COMPILE_SECONDS if mode != "eager" and device.type == "cuda" else 0
+        if deadline - time.monotonic() < need:
+            rows += [{**base_row, "max_tokens": size, "status": "not run: out of --sweep-seconds"} for size in sizes]
+            continue
+        run_cfg = variant(cfg, models[name], precision=precision, compile=mode != "eager",
+                          compile_mode="default" if mode == "eager" else mode, max_tokens=sizes[0], clip_norm=0.0)
+        trainer = None
+        try:
+            trainer = build_training(exp, run_cfg, str(device)).trainer
+            encoder_params, decoder_params = model_flops_per_token(trainer.model)
+            out_of_memory = False
+            for size in sizes:
+                row = {**base_row, "max_tokens": size, "params_m": round(sum(p.numel() for p in trainer.model.parameters()) / 1e6, 1)}
+                if time.monotonic() > deadline or out_of_memory:
+                    why = "a smaller budget ran out of memory" if out_of_memory else "out of --sweep-seconds"
+                    rows.append({**row, "status": f"not run: {why}"})
+                    continue
+                trainer.stream.seek(0, 0)  # the stream's batches, cut to this budget from the epoch's start
+                trainer.stream.stream.max_tokens = size
+                reset_peak_memory(device)
+                try:
+                    timed = time_updates(trainer, device, SWEEP_WARMUP[mode] if device.type == "cuda" else 1, steps)
+                except torch_oom() as exc:
+                    rows.append({**row, "status": f"out of memory ({type(exc).__name__})"})
+                    out_of_memory = True  # the budgets grow: the next would too
+                    continue
+                flops = 6 * (encoder_params * timed["src"] + decoder_params * timed["tgt"]) / timed["seconds"]
+                rows.append({
+                    **row, "status": "ok",
+                    "tgt_tokens_per_s": round(timed["tgt"] / timed["seconds"], 1),
+                    "tgt_tokens_per_update": round(timed["tgt"] / steps),
+                    "step_ms": round(1000 * timed["seconds"] / steps, 2),
+                    "mfu_vs_bf16_peak": round(flops / 1e9 / peak["bf16"], 4) if "bf16" in peak else None,
+                    "peak_memory_mb": round(peak_memory_mb(device), 1),
+                    "first_loss": round(timed["first_loss"], 4), "last_loss": round(timed["last_loss"], 4),
+                })
+                log(f"  sweep {name} {precision} {mode} {size}: {rows[-1]['tgt_tokens_per_s']:,.0f} tgt tokens/s, "
+                    f"MFU {rows[-1]['mfu_vs_bf16_peak']}, {rows[-1]['peak_memory_mb']:,.0f} MB")
+        except Exception as exc:  # noqa: BLE001 - a compiler's or a kernel's failure is a result to report
+            message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+            log(f"  sweep {name} {precision} {mode}: failed: {message}")
+            done = {row["max_tokens"] for row in rows if (row["model"], row["compile"], row["precision"]) == (name, mode, precision)}
+            rows += [{**base_row, "max_tokens": size, "status": f"failed: {message}"} for size in sizes if size not in done]
+        finally:
+            if trainer is not None:
+                trainer.stream.close()
+            del trainer
+            gc.collect()
+            reset_peak_memory(device)
+    return rows
+
+
+def torch_oom() -> type[BaseException]:
+    import torch
+
+    return torch.cuda.OutOfMemoryError
 
 
 def attention_check(device, vocab: int, fields: dict) -> dict:
@@ -412,6 +567,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="timed updates per training row (default 30; --small 3)")
     parser.add_argument("--ref-steps", type=int, help="updates compared with the CPU's (default 4; --small 2)")
     parser.add_argument("--train-seconds", type=float, default=90.0, help="training budget of (f)'s model")
+    parser.add_argument("--sweep", action="store_true", help="(g): the throughput sweep of base and big")
+    parser.add_argument("--sweep-steps", type=int, help="timed updates per sweep row (default 10; --small 2)")
+    parser.add_argument("--sweep-seconds", type=float, default=300.0, help="(g)'s time: rows past it are not run")
+    parser.add_argument("--json", help="also write the result (the last line's JSON object) to this file")
     args = parser.parse_args()
 
     import torch
@@ -443,7 +602,7 @@ def main() -> None:
 
     # train.compile where it should pay: GPUs, whose steps of a small model are many small kernels
     # (tests/integration/test_compile_and_phases.py runs it on the CPU).
-    compiled = ["fp32", "bf16"] if device.type == "cuda" else []
+    compiled = ["fp32", "bf16"] if device.type == "cuda" and not args.sweep else []  # (g) compiles base and big
     train_rows = training_rows(exp, cfg, device, models, precisions, steps, ref_steps, peak, compiled)
     attention = attention_check(device, vocab, first_model)
     log(f"  attention: {json.dumps(attention)}")
@@ -451,8 +610,15 @@ def main() -> None:
     log(f"  ddp: backend {ddp['backend']}, params diff {ddp['params_max_diff_ddp_vs_plain']:.3g}")
     resume = resume_check(exp.root, cfg, device, first_model, before=ref_steps + 1, after=ref_steps + 1)
     log(f"  resume: ok {resume['ok']}, bitwise {resume['bitwise']}")
+    # Before (f), whose checkpoint a max_tokens auto would keep the budget of.
+    ready = readiness(exp, cfg, device, SMALL_SWEEP_MODELS if small else SWEEP_MODELS) if args.sweep else {}
     trained, decode_rows = decoding_rows(exp, cfg, device, first_model, args.train_seconds,
                                          max_steps=20 if small else 10**9, precisions=decode_precisions)
+    sweep = []
+    if args.sweep:
+        sweep = throughput_sweep(exp, cfg, device, SMALL_SWEEP_MODELS if small else SWEEP_MODELS,
+                                 SMALL_SWEEP_TOKENS if small else SWEEP_TOKENS, peak,
+                                 args.sweep_steps or (2 if small else 10), args.sweep_seconds)
 
     print(f"gpu_check: {gpu or device.type}, torch {torch.__version__}, CUDA {torch.version.cuda}, data {args.data}")
     table("(a) matmul peak", [{"precision": k, "gflops": round(v, 1)} for k, v in peak.items()], ["precision", "gflops"])
@@ -469,18 +635,30 @@ def main() -> None:
     table("(e) save and resume", [resume], ["precision", "saved_at", "restored_step", "optimizer_restored",
                                             "loss_scale_restored", "loss_rel_diff", "bitwise", "ok"])
     table(f"(f) beam 5, GNMT 0.6, on the test set; model: {trained}", decode_rows, ["precision", "sentences", "sent_per_s", "bleu", "chrf"])
+    if args.sweep:
+        table("(g) before the sweep: train.max_tokens auto's budget (bf16), and five updates under CUDA's sync debug mode",
+              [{"model": k, **v} for k, v in ready.items()], ["model", "max_tokens_auto", "sync_free", "sync"])
+        table("(g) throughput sweep: tokens per update (max_tokens), eager or compiled; MFU against (a)'s bf16 peak",
+              sweep, ["model", "precision", "compile", "max_tokens", "tgt_tokens_per_update", "tgt_tokens_per_s",
+                      "step_ms", "mfu_vs_bf16_peak", "peak_memory_mb", "last_loss", "status"])
 
     failed = [f"train {r['model']} {r['precision']}{' compiled' if r['compiled'] else ''}" for r in train_rows if not r["loss_ok"]]
     failed += [f"attention {k}" for k, v in attention.items() if not v["ok"]]
     failed += ["ddp"] if not ddp["ok"] else []
     failed += ["resume"] if not resume["ok"] else []
     failed += [f"decode {r['precision']}" for r in decode_rows if not r["sentences"]]
+    # A sweep row that fails (not one out of memory or out of time) is a failed check: compile or graphs broke.
+    failed += [f"sweep {r['model']} {r['precision']} {r['compile']} {r['max_tokens']}" for r in sweep
+               if r["status"].startswith("failed")]
+    failed += [f"sync-free updates {name}" for name, r in ready.items() if r["sync_free"] is False]
     print(f"\nchecks failed: {', '.join(failed) or 'none'}")
     result = {"device": gpu or device.type, "torch": torch.__version__, "cuda": torch.version.cuda, "data": args.data,
               "small": small, "matmul_gflops": peak, "train": train_rows, "attention": attention, "ddp": ddp,
-              "resume": resume, "decode_model": trained, "decode": decode_rows, "failed": failed,
+              "resume": resume, "decode_model": trained, "decode": decode_rows, "ready": ready, "sweep": sweep, "failed": failed,
               "ok": not failed, "seconds": round(time.perf_counter() - started, 1)}
     print(json.dumps(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if temporary is not None:
         temporary.cleanup()
     sys.exit(1 if failed else 0)

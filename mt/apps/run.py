@@ -41,7 +41,10 @@ def run_recipe(
     cfg = change.resolve(
         overrides, recipe=recipe, origins={key: "--set" for key in overrides}, persist=not dry_run, record=not dry_run
     )
-    steps = run.get("steps") or [s for s in STEPS if s not in ("distill", "backtranslate")]
+    # By default every step but distill and backtranslate (which need their run keys), and shortlist
+    # only where decode.shortlist decodes with it.
+    skipped = ("distill", "backtranslate", *(() if cfg.decode.shortlist else ("shortlist",)))
+    steps = run.get("steps") or [s for s in STEPS if s not in skipped]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result, run)
         return exp
@@ -85,6 +88,8 @@ def _run_step(
         stats = binarize(exp, cfg)
         if print_data is not None:
             print_data(stats)
+    elif step == "shortlist":
+        shortlist_step(exp, cfg)
     elif step == "train":
         from mt.training.launch import report_stop
         from mt.training.loop import train
@@ -99,6 +104,20 @@ def _run_step(
         average_step(exp, cfg)
     elif step == "evaluate":
         _evaluate(exp, cfg, device, print_result)
+
+
+def shortlist_step(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """EXP/shortlist from the training split (mt.data.shortlist), unless the one there was built from
+    the same data and tokenizer with the same decode.shortlist_top and shortlist_frequent."""
+    from mt.data.shortlist import build_shortlist, stale_reason
+
+    reason = stale_reason(exp, cfg)
+    if reason is None:
+        log.info(f"shortlist: done already ({exp.shortlist_path})")
+        return
+    log.info(f"[bold]shortlist[/bold]{'' if reason == 'not built' else f' (again: {reason})'}")
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    build_shortlist(exp, cfg, src_tok.vocab_size, tgt_tok.vocab_size)
 
 
 def distill_step(
@@ -227,6 +246,7 @@ def _dry_run(
     from mt.apps.backtranslate import backtranslate_dir
     from mt.apps.distill import distill_dir
     from mt.config.schema import save_yaml
+    from mt.data.shortlist import stale_reason
 
     print_result(save_yaml(cfg).rstrip("\n"))
     done = {
@@ -234,6 +254,7 @@ def _dry_run(
         "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(),
         "train-tokenizer": exp.has_tokenizer(),
         "binarize": exp.has_data(),
+        "shortlist": exp.has_data() and stale_reason(exp, cfg) is None,
         "train": bool(_training_done(exp, cfg)),
         "average": _average_fresh(exp, cfg),
         "evaluate": exp.checkpoint_path("last").exists()
@@ -332,7 +353,8 @@ def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:
 def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt);
-    from average.pt, only while it averages what it is to average now (`_average_fresh`)."""
+    from average.pt, only while it averages what it is to average now (`_average_fresh`); with
+    decode.shortlist, after the shortlist was built."""
     from mt.apps.evaluate import decode_record
     from mt.decoding.options import DecodeOptions
 
@@ -355,6 +377,10 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         and score_path.stat().st_mtime > last.stat().st_mtime
         and score_path.stat().st_mtime > chosen.stat().st_mtime
         and (not average or _average_fresh(exp, cfg))
+        and (
+            not cfg.decode.shortlist
+            or (exp.shortlist_path.exists() and score_path.stat().st_mtime > exp.shortlist_path.stat().st_mtime)
+        )
     )
 
 

@@ -34,7 +34,7 @@ RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher", "rever
 # distill: a student recipe's first step (`teacher:` names the teacher's recipe or experiment); backtranslate:
 # `reverse:` (a recipe or experiment of the reverse direction) translates `mono:` (specs) with `bt_search`
 # (beam, sample or noise) into this experiment's synthetic pairs (see mt.apps.run).
-STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "train", "average", "evaluate")
+STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "shortlist", "train", "average", "evaluate")
 BT_SEARCHES = ("beam", "sample", "noise")
 
 

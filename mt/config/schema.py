@@ -28,6 +28,7 @@ from mt.errors import ConfigError, MtError
 # Choices other modules name too; the last two are flags of `mt translate`/`evaluate`, not fields.
 LengthPenalty = Literal["gnmt", "length", "none"]
 StopRule = Literal["exact", "early"]
+Parallel = Literal["threads", "processes"]
 InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
 # Bounds of the checks in `validate`: past each a value fails later, and worse (a beam of 100,000 is
@@ -139,8 +140,17 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    max_tokens: int = 4096  # per batch and process, padded source or target tokens, whichever is larger
+    # Per batch and process, padded source or target tokens, whichever is larger. auto: on a GPU the
+    # most its free memory holds, measured at the start on the longest pairs (up to 65,536); 4096 on
+    # the CPU (mt.training.token_budget).
+    max_tokens: int | Literal["auto"] = 4096
     update_freq: int = 1  # batches per update (per process): the effective batch is update_freq * processes
+    # How lr and warmup follow a batch other than the one they were set for (lr_reference_tokens):
+    # "sqrt" multiplies the peak lr by sqrt(k), "linear" by k, k = (max_tokens * update_freq *
+    # processes) / lr_reference_tokens; either divides warmup_steps by k (the same warmup in tokens).
+    # "none" leaves them as set. sqrt is Adam's rule (Malladi et al., 2022); linear is SGD's (Goyal et al., 2017).
+    lr_scaling: Literal["none", "sqrt", "linear"] = "none"
+    lr_reference_tokens: int | None = None  # the tokens per update lr and warmup were set for (a recipe's batch)
     max_steps: int = 100_000
     max_time: float | None = None  # seconds of training over all runs (flags accept "12m", "2h"); 0 or null = off
     # In the last fraction of the budget (max_time, else max_steps) the lr falls to 0 from where it is; 0 = off.
@@ -187,7 +197,11 @@ class TrainConfig:
     max_bad_steps: int = 5  # updates in a row with a non-finite loss or gradient norm before stopping
     # torch.compile the encoder and decoder (once, dynamic shapes; the loss runs as written): for GPUs,
     # slower on the CPU. The first steps pay the compilation; checkpoints are the same as without it.
+    # Batches are then padded to a few shapes (mt.data.batching.bucket_width), which changes their cuts.
     compile: bool = False
+    # torch.compile's mode: "default", or "reduce-overhead", which replays each shape's step as a
+    # CUDA graph (one launch instead of hundreds; CUDA only, more memory).
+    compile_mode: Literal["default", "reduce-overhead"] = "default"
     # An exponential moving average of the weights, updated after every update (fairseq --store-ema,
     # Marian --exponential-smoothing; see mt.training.ema); saved as checkpoints/ema.pt, decoded with
     # `--checkpoint ema`. 0 = off; 0.999 or 0.9999 are usual.
@@ -214,6 +228,18 @@ class DecodeConfig:
     # (fairseq's and CTranslate2's no_repeat_ngram_size), in beam, greedy and sampling; 0: off.
     no_repeat_ngram: int = 0
     workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread, up to 4
+    # How the workers search side by side: "threads" in this process (mt/search/parallel.py), or
+    # "processes" of their own, each loading the model once (mt/decoding/processes.py): faster on
+    # files, a start of about 2 s; where workers is 1, or for alignments, sampling and constraints, threads.
+    parallel: Parallel = "threads"
+    # The lexical shortlist (mt/decoding/shortlist.py): each batch's decoder steps score only the target
+    # tokens that its source tokens suggest (EXP/shortlist/, built by `mt shortlist` or the recipe step
+    # shortlist), the frequent ones and the special ones, not the whole vocabulary: faster, approximate.
+    shortlist: bool = False
+    # The table `mt shortlist` builds (mt/data/shortlist.py): each source token's `top` most probable target
+    # tokens (IBM Model 1 on the training split), and the `frequent` most frequent target tokens for every batch.
+    shortlist_top: int = 10
+    shortlist_frequent: int = 100
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 
@@ -333,6 +359,10 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
         (d.no_repeat_ngram >= 0, "decode.no_repeat_ngram (--no-repeat-ngram) must be 0 (off) or more"),
         (d.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
+        (
+            1 <= d.shortlist_top <= MAX_VOCAB and 0 <= d.shortlist_frequent <= MAX_VOCAB,
+            f"decode.shortlist_top must be from 1 and decode.shortlist_frequent from 0, both to {MAX_VOCAB:,}",
+        ),
         (d.average_last >= 1, "decode.average_last must be at least 1"),
     ]
 
@@ -340,10 +370,19 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
 def _train(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
     t = cfg.train
     return [
-        (t.max_tokens > 0, "train.max_tokens must be positive"),
+        (t.max_tokens == "auto" or int(t.max_tokens) > 0, "train.max_tokens must be positive, or auto"),
         (t.max_steps >= 0, "train.max_steps must be 0 or more"),
         (t.max_time is None or t.max_time >= 0, "train.max_time must be 0 (off) or more"),
         (t.update_freq >= 1, "train.update_freq must be at least 1"),
+        (
+            t.lr_scaling == "none" or (t.lr_reference_tokens or 0) >= 1,
+            f"train.lr_scaling {t.lr_scaling} needs train.lr_reference_tokens: the tokens per update lr and "
+            f"warmup_steps were set for",
+        ),
+        (
+            t.lr_reference_tokens is None or t.lr_reference_tokens >= 1,
+            "train.lr_reference_tokens must be at least 1, or null",
+        ),
         (
             t.lr_peak is None or t.lr_peak > 0,
             f"train.lr_peak must be more than 0, or null (the paper's schedule), not {t.lr_peak}",

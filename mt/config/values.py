@@ -1,7 +1,8 @@
 """Values from YAML or flags turned into a config field's type, with one-line errors naming the field.
 
-A choice field is a `Literal[...]`; numbers come as YAML numbers or as text from `--set`; a list as
-a YAML list, "[a, b]" or "a,b". No field takes NaN or an infinity: each would fail later, or worse.
+A choice field is a `Literal[...]`, or `int | Literal["auto"]` for a number or a word; numbers come
+as YAML numbers or as text from `--set`; a list as a YAML list, "[a, b]" or "a,b". No field takes
+NaN or an infinity: each would fail later, or worse.
 """
 
 from __future__ import annotations
@@ -30,7 +31,19 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
         if "None" in text or type(None) in get_args(hint):
             return None
         raise ConfigError(f"{where}: must not be empty")
+    present = [h for h in get_args(hint) if h is not type(None)]
+    if len(present) == 1 and len(get_args(hint)) == 2:  # Optional[X] with a value: an X
+        hint, text = present[0], str(present[0])
     choices = literal_choices(hint)
+    numbers = [h for h in get_args(hint) if h in (int, float)]  # int | Literal["auto"]: a number or a word
+    if choices and numbers:
+        if str(value) in choices:
+            return str(value)
+        try:
+            return coerce(value, numbers[0], where)
+        except ConfigError:
+            kind = "an integer" if numbers[0] is int else "a number"
+            raise ConfigError(f"{where} must be {kind} or {' or '.join(choices)}, not {value!r}") from None
     if choices:
         if str(value) not in choices:
             either = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]

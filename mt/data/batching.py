@@ -4,6 +4,11 @@ Sec. 5.1: "Sentence pairs were batched together by approximate sequence length. 
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target
 tokens." As in fairseq, the budget bounds the padded size of the larger of the two tensors.
 Training reads them through a `BatchStream`: epoch after epoch, shared out among processes.
+
+With `bucketed` (train.compile), every batch is padded to one of a few shapes: both sides to the
+rung of `bucket_width` that holds its longest pair, and to the rows a full batch of that rung has,
+so that a compiled step sees a handful of shapes (CUDA graphs record one graph per shape) instead
+of a new one at nearly every step. The padding is masked: it changes no loss and no gradient.
 """
 
 from __future__ import annotations
@@ -25,27 +30,55 @@ class Batch:
     src_ids: torch.Tensor  # (batch, src_len) long: tokens + EOS, right-padded with PAD_ID
     tgt_in: torch.Tensor  # (batch, tgt_len) long: BOS + tokens, padded (decoder input)
     tgt_out: torch.Tensor  # (batch, tgt_len) long: tokens + EOS, padded (what the decoder predicts)
-    indices: np.ndarray  # (batch,) dataset indices of the rows
+    indices: np.ndarray  # (batch,) dataset indices of the rows (padding rows have none)
+    # Counted on the host by `collate`, so that nothing is read back from a GPU to learn them:
+    tokens: tuple[int, int] | None = None  # (source, target) non-pad tokens
+    targets: torch.Tensor | None = None  # (target tokens,) long: flat positions of tgt_out's non-pad tokens
 
     @property
     def n_src_tokens(self) -> int:
-        return int((self.src_ids != PAD_ID).sum())
+        return self.tokens[0] if self.tokens is not None else int((self.src_ids != PAD_ID).sum())
 
     @property
     def n_tgt_tokens(self) -> int:
-        return int((self.tgt_out != PAD_ID).sum())
+        return self.tokens[1] if self.tokens is not None else int((self.tgt_out != PAD_ID).sum())
 
     @property
     def size(self) -> int:
         return self.src_ids.shape[0]
 
+    def tensors(self) -> list[torch.Tensor]:
+        return [t for t in (self.src_ids, self.tgt_in, self.tgt_out, self.targets) if t is not None]
+
+    def _with(self, tensors: list[torch.Tensor]) -> "Batch":
+        src_ids, tgt_in, tgt_out, *targets = tensors
+        return Batch(src_ids, tgt_in, tgt_out, self.indices, self.tokens, targets[0] if targets else None)
+
     def to(self, device: torch.device) -> "Batch":
-        """The same batch with its tensors on `device` (itself on the CPU)."""
-        if device.type == "cpu":
+        """The same batch with its tensors on `device` (itself where they are already), copied
+        without waiting for the copy (from pinned memory, the copy runs beside the host)."""
+        if all(t.device == device or (device.type == "cpu" and t.device.type == "cpu") for t in self.tensors()):
             return self
-        return Batch(
-            *(t.to(device, non_blocking=True) for t in (self.src_ids, self.tgt_in, self.tgt_out)), self.indices
-        )  # type: ignore[call-arg]
+        return self._with([t.to(device, non_blocking=True) for t in self.tensors()])
+
+    def pinned(self) -> "Batch":
+        """The same batch in page-locked host memory, which a GPU copies from asynchronously."""
+        return self._with([t.pin_memory() for t in self.tensors()])
+
+
+def bucket_width(width: int) -> int:
+    """The rung of the shape ladder that holds `width`: multiples of 8 up to 64, of 16 up to 128, of
+    32 up to 256, of 64 up to 512, of 128 beyond. Past 32, under a fifth of a rung is padding, and
+    widths up to 256 fall on 16 rungs."""
+    step = 8 if width <= 64 else 16 if width <= 128 else 32 if width <= 256 else 64 if width <= 512 else 128
+    return -(-width // step) * step
+
+
+def bucket_rows(width: int, max_tokens: int) -> int:
+    """The rows of a full batch of rung `width` (as `make_batches` cuts them, in multiples of
+    ROWS_MULTIPLE): every batch of that rung is padded to it."""
+    rows = max(1, max_tokens // width)
+    return rows - rows % ROWS_MULTIPLE if rows >= ROWS_MULTIPLE else rows
 
 
 def _length_order(src_lens: np.ndarray, tgt_lens: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
@@ -85,12 +118,14 @@ def make_batches(
     seed: int,
     epoch: int,
     shuffle: bool = True,
+    bucketed: bool = False,
 ) -> list[np.ndarray]:
     """Index arrays, one per batch, covering every pair once; deterministic in (seed, epoch).
 
     Pairs are sorted by (tgt_len, src_len) and cut greedily so that a batch's padded size, rows *
     max(src_len + 1, tgt_len + 1) (EOS on the source; BOS or EOS on the target), stays within
-    max_tokens. With shuffle, length ties are broken at random and the batch order is shuffled.
+    max_tokens; `bucketed`: with each width taken up to its `bucket_width` rung, as `collate` pads
+    it. With shuffle, length ties are broken at random and the batch order is shuffled.
     """
     src_lens = np.asarray(src_lens, dtype=np.int64)
     tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
@@ -100,40 +135,56 @@ def make_batches(
         return []
     rng = np.random.default_rng((seed, epoch)) if shuffle else None
     order = _length_order(src_lens, tgt_lens, rng)
-    ends = _batch_ends(src_lens[order] + 1, tgt_lens[order] + 1, max_tokens)
+    src_width, tgt_width = src_lens[order] + 1, tgt_lens[order] + 1
+    if bucketed:  # both sides padded to one rung; the target's rung alone still rises in this order
+        rung = np.vectorize(bucket_width, otypes=[np.int64])
+        src_width, tgt_width = rung(np.maximum(src_width, tgt_width)), rung(tgt_width)
+    ends = _batch_ends(src_width, tgt_width, max_tokens)
     batches = np.split(order, ends[:-1])
     if rng is not None:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
 
 
-def _fill(lens: np.ndarray, tokens: np.ndarray, width: int, first: int | None, last: int | None) -> np.ndarray:
-    """(rows, width) array of PAD with each row's tokens, optionally after `first` and before `last`."""
-    rows = len(lens)
+def _fill(
+    lens: np.ndarray, tokens: np.ndarray, width: int, first: int | None, last: int | None, rows: int
+) -> np.ndarray:
+    """(rows, width) array of PAD with each row's tokens, optionally after `first` and before `last`;
+    rows past len(lens) stay all PAD."""
     out = np.full((rows, width), PAD_ID, dtype=np.int64)
+    filled = out[: len(lens)]  # a view: writes go to `out`
     shift = 0 if first is None else 1
     if first is not None:
-        out[:, 0] = first
+        filled[:, 0] = first
     cols = np.arange(width)
     # Row-major boolean assignment fills rows in order, matching the concatenated tokens.
-    out[(cols >= shift) & (cols < lens[:, None] + shift)] = tokens
+    filled[(cols >= shift) & (cols < lens[:, None] + shift)] = tokens
     if last is not None:
-        out[np.arange(rows), lens + shift] = last
+        filled[np.arange(len(lens)), lens + shift] = last
     return out
 
 
-def collate(data: ParallelData, indices: np.ndarray) -> Batch:
-    """Padded tensors for the pairs `indices`: source + EOS; BOS + target; target + EOS."""
+def collate(data: ParallelData, indices: np.ndarray, bucket_tokens: int | None = None) -> Batch:
+    """Padded tensors for the pairs `indices`: source + EOS; BOS + target; target + EOS. With
+    `bucket_tokens` (the budget `make_batches` cut them to, `bucketed`), both sides are padded to
+    the batch's `bucket_width` rung and the rows to that rung's `bucket_rows` (rows of PAD only,
+    which the attention masks and the loss leave out)."""
     indices = np.asarray(indices, dtype=np.int64)
     src_lens, tgt_lens = data.src_lens[indices], data.tgt_lens[indices]
     src_tokens = np.concatenate([data.src(i) for i in indices]).astype(np.int64)
     tgt_tokens = np.concatenate([data.tgt(i) for i in indices]).astype(np.int64)
-    src_width, tgt_width = int(src_lens.max()) + 1, int(tgt_lens.max()) + 1
+    src_width, tgt_width, rows = int(src_lens.max()) + 1, int(tgt_lens.max()) + 1, len(indices)
+    if bucket_tokens is not None:
+        src_width = tgt_width = bucket_width(max(src_width, tgt_width))
+        rows = max(rows, bucket_rows(src_width, bucket_tokens))
+    tgt_out = _fill(tgt_lens, tgt_tokens, tgt_width, None, EOS_ID, rows)
     return Batch(
-        src_ids=torch.from_numpy(_fill(src_lens, src_tokens, src_width, None, EOS_ID)),
-        tgt_in=torch.from_numpy(_fill(tgt_lens, tgt_tokens, tgt_width, BOS_ID, None)),
-        tgt_out=torch.from_numpy(_fill(tgt_lens, tgt_tokens, tgt_width, None, EOS_ID)),
+        src_ids=torch.from_numpy(_fill(src_lens, src_tokens, src_width, None, EOS_ID, rows)),
+        tgt_in=torch.from_numpy(_fill(tgt_lens, tgt_tokens, tgt_width, BOS_ID, None, rows)),
+        tgt_out=torch.from_numpy(tgt_out),
         indices=indices,
+        tokens=(int(src_lens.sum()) + len(indices), int(tgt_lens.sum()) + len(indices)),
+        targets=torch.from_numpy(np.flatnonzero(tgt_out != PAD_ID)),
     )
 
 
@@ -197,6 +248,8 @@ class BatchStream:
     and the epoch), process `rank` taking batch batch_in_epoch + rank; a last round short of one
     batch per process is left out, and the next epoch reshuffles. (epoch, batch_in_epoch) is what a
     checkpoint saves: the order is a function of them, so a resumed run reads what it would have.
+    `bucketed` pads every batch to one of a few shapes (see the module's docstring); the cuts differ,
+    so it is part of the order.
     """
 
     def __init__(
@@ -207,8 +260,9 @@ class BatchStream:
         rank: int = 0,
         world_size: int = 1,
         direction_temperature: float = 1.0,
+        bucketed: bool = False,
     ):
-        self.data, self.max_tokens, self.seed = data, max_tokens, seed
+        self.data, self.max_tokens, self.seed, self.bucketed = data, max_tokens, seed, bucketed
         self.direction_temperature = direction_temperature  # `balanced_epoch`'s T
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
@@ -223,15 +277,11 @@ class BatchStream:
         """This process's next batch."""
         if self._order is None:
             pairs = balanced_epoch(self.data.directions, self.direction_temperature, self.seed, self.epoch)
-            if pairs is None:
-                self._order = make_batches(
-                    self.data.src_lens, self.data.tgt_lens, self.max_tokens, self.seed, self.epoch
-                )
-            else:
-                batches = make_batches(
-                    self.data.src_lens[pairs], self.data.tgt_lens[pairs], self.max_tokens, self.seed, self.epoch
-                )
-                self._order = [pairs[batch] for batch in batches]
+            src_lens, tgt_lens = self.data.src_lens, self.data.tgt_lens
+            if pairs is not None:
+                src_lens, tgt_lens = src_lens[pairs], tgt_lens[pairs]
+            batches = make_batches(src_lens, tgt_lens, self.max_tokens, self.seed, self.epoch, bucketed=self.bucketed)
+            self._order = batches if pairs is None else [pairs[batch] for batch in batches]
             if len(self._order) < self.world_size:
                 raise MtError(
                     f"{len(self._order)} training batches for {self.world_size} processes: use a smaller max_tokens"
@@ -241,4 +291,4 @@ class BatchStream:
             return self.next_batch()
         indices = self._order[self.batch_in_epoch + self.rank]
         self.batch_in_epoch += self.world_size
-        return collate(self.data, indices)
+        return collate(self.data, indices, self.max_tokens if self.bucketed else None)

@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mt.config.schema import MAX_BEAM, DecodeConfig, LengthPenalty, StopRule, decode_checks
+from mt.config.schema import MAX_BEAM, DecodeConfig, LengthPenalty, Parallel, StopRule, decode_checks
 from mt.config.values import coerce
 from mt.errors import ConfigError
 
@@ -32,6 +32,8 @@ SEARCH_FIELDS = (
     "no_repeat_ngram",
     "max_tokens",
     "workers",
+    "parallel",
+    "shortlist",
 )
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
@@ -71,6 +73,8 @@ class DecodeOptions:
     no_repeat_ngram: int | None = None  # the repetition guard: no n-gram twice (0: off)
     max_tokens: int | None = None  # source tokens per batch
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
+    parallel: Parallel | None = None  # the workers as threads or processes (mt.decoding.processes)
+    shortlist: bool | None = None  # score only the lexical shortlist's candidates (mt.decoding.shortlist)
     # The call.
     nbest: int = 1  # hypotheses per line, best first
     sampling: Sampling | None = None  # draw one translation per line instead of searching
@@ -111,6 +115,8 @@ class DecodeOptions:
             coerce(self.length_penalty, LengthPenalty, "--length-penalty")
         if "stop" in given:
             coerce(self.stop, StopRule, "--stop")
+        if "parallel" in given:
+            coerce(self.parallel, Parallel, "--parallel")
         for ok, message in decode_checks(DecodeConfig(**given)):
             if not ok:
                 raise ConfigError(message)
@@ -136,6 +142,8 @@ class DecodeOptions:
         lengths = {"max_len_a": self.max_len_a, "max_len_b": self.max_len_b}
         if self.no_repeat_ngram:  # recorded where it is on: the records of before it are unchanged
             lengths["no_repeat_ngram"] = self.no_repeat_ngram
+        if self.shortlist:  # the same
+            lengths["shortlist"] = True
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {

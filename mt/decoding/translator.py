@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
 from mt import log
 from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.batching import length_groups
+from mt.data.shortlist import load_table
 from mt.decoding.alignment import word_alignments
 from mt.decoding.directions import Directions
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
+from mt.decoding.processes import SearchProcesses
+from mt.decoding.shortlist import Shortlist, shortlisted, to_indices, to_tokens
+from mt.errors import MtError
 from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
@@ -50,8 +54,13 @@ class Translator:
         precision: str = "fp32",
         quantize: str | None = None,
         directions: Directions | None = None,
+        shortlist: Shortlist | None = None,
     ):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
+        # The lexical shortlist that decode.shortlist decodes with: given, or the experiment's
+        # (`Translator.load`), read when a search first asks for it.
+        self.shortlist = shortlist
+        self.shortlist_exp: Experiment | None = None
         self.directions = directions or Directions((("src", "tgt"),))  # what it translates; tags if multilingual
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
@@ -59,6 +68,8 @@ class Translator:
         self.checkpoint_paths = list(checkpoint_paths or [])
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
         self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
+        self.load_args: dict | None = None  # how `Translator.load` made it: search processes load the same
+        self._processes: SearchProcesses | None = None  # started by the first search that asks for them
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -83,7 +94,25 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
+        translator.load_args = dict(
+            exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
+        )
+        translator.shortlist_exp = exp
         return translator
+
+    def close(self) -> None:
+        """Stop the search processes, if any ran (decode.parallel: processes)."""
+        if self._processes is not None:
+            self._processes.close()
+            self._processes = None
+
+    def _search_processes(self, workers: int) -> SearchProcesses:
+        """`workers` search processes over this Translator's model, on a share of the threads each."""
+        if self._processes is None or self._processes.count != workers:
+            self.close()
+            threads = max(1, torch.get_num_threads() // workers)
+            self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
+        return self._processes
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""
@@ -171,6 +200,8 @@ class Translator:
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
         whose constraints did not all fit are appended to `unmet`."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
+        if options.shortlist:
+            self._shortlist()  # read here, once, before batches are searched side by side
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if options.sampling is not None:
@@ -198,7 +229,14 @@ class Translator:
             if generator is not None or options.alignment_layer is not None
             else workers_for(options.workers, self.device)
         )
-        for (is_constrained, group), (src_ids, found) in zip(batches, search_batches(batches, search, workers)):
+        if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
+            batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
+            one = replace(options, workers=1)
+            batched = self._search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
+            searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
+        else:
+            searched = search_batches(batches, search, workers)
+        for (is_constrained, group), (src_ids, found) in zip(batches, searched):
             if is_constrained:
                 if unmet is not None:
                     unmet += [k for k, result in zip(group, found) if not result.all_met]
@@ -238,11 +276,34 @@ class Translator:
         self, src_ids: torch.Tensor, options: DecodeOptions, generator: torch.Generator | None = None
     ) -> list[list[Hypothesis]]:
         """One padded batch (sentences, src_len) searched as `options` (resolved) ask: sampling, greedy
-        (beam 1) or beam search; each sentence's hypotheses, best first."""
+        (beam 1) or beam search; each sentence's hypotheses, best first. With `options.shortlist`, over
+        the batch's candidates (mt.decoding.shortlist)."""
         o = options
+        if o.shortlist:
+            vocab = self._shortlist().batch_vocabulary(src_ids)
+            found = self._search(shortlisted(self.model, vocab), src_ids, o, generator)
+            return to_tokens(vocab, found)
+        return self._search(self.model, src_ids, o, generator)
+
+    def _shortlist(self) -> Shortlist:
+        """The shortlist a search with decode.shortlist uses: the experiment's, read the first time."""
+        if self.shortlist is None:
+            exp = self.shortlist_exp
+            if exp is None:
+                raise MtError("--shortlist (decode.shortlist): this Translator was given no shortlist")
+            table = load_table(exp)
+            if table.meta.get("tokenizer_sha256") != {"src": self.src_tok.sha256, "tgt": self.tgt_tok.sha256}:
+                raise MtError(
+                    f"{exp.shortlist_path}: built with another tokenizer; build it again with "
+                    f"`mt shortlist --exp {exp.root} --force`"
+                )
+            self.shortlist = Shortlist(table, self.tgt_tok.vocab_size, self.device)
+        return self.shortlist
+
+    def _search(self, model, src_ids: torch.Tensor, o: DecodeOptions, generator) -> list[list[Hypothesis]]:
         if o.sampling is not None:
             hyps = sample_search(
-                self.model,
+                model,
                 src_ids,
                 o.max_len_a,
                 o.max_len_b,
@@ -254,9 +315,9 @@ class Translator:
             )
             return [[h] for h in hyps]
         if o.beam == 1:
-            return [[h] for h in greedy_search(self.model, src_ids, o.max_len_a, o.max_len_b, o.no_repeat_ngram)]
+            return [[h] for h in greedy_search(model, src_ids, o.max_len_a, o.max_len_b, o.no_repeat_ngram)]
         return beam_search(
-            self.model,
+            model,
             src_ids,
             o.beam,
             o.alpha,
@@ -270,8 +331,13 @@ class Translator:
 
     def _search_constrained(self, src_ids, constraints: list[list[list[int]]], options: DecodeOptions) -> list:
         o = options
-        return constrained_beam_search(
-            self.model,
+        model, vocab = self.model, None
+        if o.shortlist:  # the constraints' tokens are candidates too, as indices among them
+            vocab = self._shortlist().batch_vocabulary(src_ids, [t for c in constraints for p in c for t in p])
+            model = shortlisted(self.model, vocab)
+            constraints = [[to_indices(vocab, phrase) for phrase in c] for c in constraints]
+        found = constrained_beam_search(
+            model,
             src_ids,
             constraints,
             o.beam,
@@ -282,6 +348,10 @@ class Translator:
             nbest=o.nbest,
             stop=o.stop,
         )
+        if vocab is not None:
+            for result in found:
+                result.hypotheses = to_tokens(vocab, [result.hypotheses])[0]
+        return found
 
     def pad_sources(self, sequences: list[list[int]]) -> torch.Tensor:
         """Source ids (no EOS) as one right-padded (sentences, longest + 1) tensor, each ending in EOS."""
@@ -291,3 +361,12 @@ class Translator:
             src_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
+
+
+def split_for(group: list[int], batches: int, workers: int) -> list[list[int]]:
+    """A batch cut into sorted halves (parts of one length group: their lengths are alike) when there
+    are fewer batches than search processes, so that a lone batch (a server's, a short file's) keeps
+    them all busy; a batch of one sentence stays whole."""
+    parts = max(1, min(len(group), workers // batches if batches < workers else 1))
+    size = -(-len(group) // parts)
+    return [group[i : i + size] for i in range(0, len(group), size)]

@@ -47,6 +47,28 @@ FORMATS: dict[str, DocumentFormat] = {
     for f in (
         DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
         DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page"),
+        DocumentFormat(
+            "docx",
+            (".docx",),
+            "word",
+            binary=True,
+            requires=("docx",),
+            description="Word: paragraphs with their runs' formatting and links, tables, headers, footers, footnotes",
+        ),
+        DocumentFormat(
+            "xliff",
+            (".xlf", ".xliff"),
+            "localisation",
+            requires=("translate.storage",),
+            description="XLIFF 1.2 and 2.0: each unit's source into its target, inline tags and placeholders kept",
+        ),
+        DocumentFormat(
+            "po",
+            (".po",),
+            "localisation",
+            requires=("translate.storage",),
+            description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",
+        ),
         DocumentFormat("srt", (".srt",), "subtitles", requires=("srt",), description="SubRip subtitles"),
         DocumentFormat("vtt", (".vtt",), "subtitles", requires=("webvtt",), description="WebVTT subtitles"),
         DocumentFormat(

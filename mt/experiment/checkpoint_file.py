@@ -106,6 +106,19 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return state
 
 
+def peek_checkpoint(path: Path) -> dict[str, Any] | None:
+    """Checkpoint `path` read with its tensors memory-mapped, not loaded nor checked: for its counters
+    before anything else is loaded. None when it cannot be read so (the full load, in training,
+    says what is wrong with it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # damaged or foreign: load_checkpoint's one-line error comes with the resume
+        return None
+    return state if isinstance(state, dict) and state.get("format") == FORMAT else None
+
+
 def _damaged_entry(path: Path) -> str | None:
     """The first entry of a zip archive whose bytes fail their CRC-32, or None if all pass."""
     try:

@@ -14,6 +14,7 @@ Layout (documented in the README):
     EXP/data/stats.json        pairs kept/dropped per reason, tokens, mean lengths, tokenizer hash
     EXP/data/manifest.json     size and sha256 of every data file, the tokenizer hash: checked by train
     EXP/checkpoints/           step_XXXXXXX.pt, last.pt, best.pt, average.pt
+    EXP/shortlist/shortlist.npz  the lexical shortlist (`mt shortlist`): each source token's likely target tokens
     EXP/train.jsonl            training log: step, loss, lr, tokens/s, validation metrics
     EXP/tensorboard/           TensorBoard event files of the same numbers (train.tensorboard: true)
     EXP/train.lock             held (flock) while a trainer runs; holds its pid
@@ -110,6 +111,11 @@ class Experiment:
     @property
     def manifest_path(self) -> Path:
         return self.data_dir / "manifest.json"
+
+    @property
+    def shortlist_path(self) -> Path:
+        """The lexical shortlist (mt.data.shortlist), which decode.shortlist decodes with."""
+        return self.root / "shortlist" / "shortlist.npz"
 
     @property
     def checkpoints_dir(self) -> Path:

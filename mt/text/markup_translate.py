@@ -17,7 +17,7 @@ from mt.decoding.translator import Translator
 from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span
-from mt.text.translate import segment
+from mt.text.translate import segment, unreadable
 
 
 @dataclass
@@ -29,7 +29,8 @@ class Plan:
     fragments: list[list[Node]]
     segments: list[list[Segment]]
     pieces: list[list[list[Span]]]
-    sources: list[str]
+    sources: list[str]  # the pieces searched: all but `kept`
+    kept: dict[int, str]  # pieces copied as they are (mt.text.translate.unreadable), by index among all
 
 
 def aligned(translator: Translator, options: DecodeOptions | None) -> DecodeOptions:
@@ -56,13 +57,23 @@ def plan(
     flat = [s.plain for fragment in found for s in fragment]
     spans = iter(segment(translator, flat, options) if flat else [])
     pieces = [[next(spans) for _ in fragment] for fragment in found]
-    sources = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
-    return Plan(fmt, fragments, found, pieces, sources)
+    every = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
+    kept = {i: piece for i, piece in enumerate(every) if unreadable(translator, piece)}
+    return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept)
 
 
 def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
-    """Each fragment's (translation, score) from its pieces' (translation, score, alignment) triples:
-    the score is the mean of its pieces' (0 without any)."""
+    """Each fragment's (translation, score) from its searched pieces' (translation, score, alignment)
+    triples, a kept piece being itself aligned word for word: the score is the mean of its pieces'
+    (0 without any)."""
+    searched = iter(found)
+    total = sum(len(spans) for plans in plan.pieces for spans in plans)
+    found = [
+        [(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))]
+        if i in plan.kept
+        else next(searched)
+        for i in range(total)
+    ]
     results, at = [], 0
     for fragment, segs, plans in zip(plan.fragments, plan.segments, plan.pieces):
         translated, scores = [], []
@@ -87,7 +98,7 @@ def search(
     """Each markup text's translation and score, as `Translator.search` gives them (module docstring)."""
     options = aligned(translator, options)
     planned = plan(translator, texts, fmt, options, first_line)
-    results = finish(planned, translator.search(planned.sources, options, first_line))
+    results = finish(planned, translator.search(planned.sources, options, first_line) if planned.sources else [])
     if progress is not None:
         progress(len(texts))
     return results

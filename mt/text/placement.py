@@ -3,12 +3,20 @@ translated piece (Pharaoh `i-j` over whitespace-separated words, `mt.decoding.al
 
 The rule, for an inline item covering source characters [start, end):
 - its target is the contiguous hull of the target words aligned to the source words it covers (a word
-  it covers in part counts), and the whole translation of a piece it covers whole;
+  it covers in part counts), and the whole translation of a piece it covers whole; where those target
+  words fall apart into runs, split by target words aligned only to source words outside it (attention
+  that aligns a word with a repeated word far away too), the hull of the longest run, of equals the
+  one nearest the target words of its aligned neighbours (the nearest aligned source words before
+  and after it);
+- an item that covers words of a piece, none of them aligned, takes the target words between those
+  of its aligned neighbours (the piece's edge where there is none: the whole piece if nothing in it
+  is aligned), if any lie there;
 - an end outside every piece (in the spaces between sentences, at a line break) maps exactly, since
   those characters are copied to the output as they are;
-- an item that covers no aligned word, and an empty one (`<br>` between words, `<img>`, a comment, an
-  element kept verbatim), is placed after the target words aligned to the nearest aligned source word
-  before it in its piece (at the piece's start if there is none);
+- an item that covers no aligned word and has no target words between its neighbours', and an empty
+  one (`<br>` between words, `<img>`, a comment, an element kept verbatim), is placed after the target
+  words aligned to the nearest aligned source word before it in its piece (at the piece's start if
+  there is none);
 - a child is clipped to its parent's target (nested stays nested), and of two siblings that would
   overlap, the one later in the source gives way (it keeps the part outside the other, or becomes
   empty at its end).
@@ -40,10 +48,12 @@ class Mapping:
             self.out.append((at, at + len(translation)))
             at, previous = at + len(translation), end
         self.words: list[list[tuple[int, int, list[Span]]]] = []  # per piece: (start, end, aligned targets)
+        self.targets: list[list[Span]] = []  # per piece: the words of its translation
         for (start, _), (out_start, _), translation, pairs, text in zip(
             spans, self.out, translations, alignments, (source[a:b] for a, b in spans)
         ):
             targets = [(out_start + m.start(), out_start + m.end()) for m in WORD.finditer(translation)]
+            self.targets.append(targets)
             words: list[tuple[int, int, list[Span]]] = [
                 (start + m.start(), start + m.end(), []) for m in WORD.finditer(text)
             ]
@@ -72,6 +82,58 @@ class Mapping:
                 found += [t for ws, we, targets in words if ws < end and start < we for t in targets]
         return found
 
+    def piece(self, start: int, end: int) -> int | None:
+        """The index of the piece that holds [start, end), None if none does."""
+        return next((i for i, (a, b) in enumerate(self.spans) if a <= start and end <= b), None)
+
+    def neighbours(self, index: int, start: int, end: int) -> tuple[Span | None, Span | None]:
+        """The hulls of the target words of the nearest aligned source words before and after [start, end)
+        in piece `index` (None: no aligned word there)."""
+        words = self.words[index]
+        before = [targets for _, we, targets in words if we <= start and targets]
+        after = [targets for ws, _, targets in words if ws >= end and targets]
+
+        def hull(targets: list[Span]) -> Span:
+            return min(t[0] for t in targets), max(t[1] for t in targets)
+
+        return (hull(before[-1]) if before else None), (hull(after[0]) if after else None)
+
+    def cluster(self, start: int, end: int, targets: list[Span]) -> list[Span]:
+        """Of an item's `targets` within one piece, the run it goes around (module docstring)."""
+        index = self.piece(start, end)
+        if index is None:
+            return targets
+        mine = set(targets)
+        outside = {t for ws, we, aligned in self.words[index] if not (ws < end and start < we) for t in aligned}
+        runs: list[list[Span]] = [[]]
+        for word in self.targets[index]:
+            if word in mine:
+                runs[-1].append(word)
+            elif word in outside and runs[-1]:
+                runs.append([])
+        runs = [run for run in runs if run]
+        if len(runs) < 2:
+            return targets
+        left, right = self.neighbours(index, start, end)
+
+        def rank(run: list[Span]) -> tuple[int, int]:
+            distance = (abs(run[0][0] - left[1]) if left else 0) + (abs(right[0] - run[-1][1]) if right else 0)
+            return -len(run), distance
+
+        return min(runs, key=rank)
+
+    def gap(self, start: int, end: int) -> Span | None:
+        """The target words between those of the aligned neighbours of [start, end) (module docstring)."""
+        index = self.piece(start, end)
+        if index is None:
+            return None
+        left, right = self.neighbours(index, start, end)
+        lo, hi = left[1] if left else self.out[index][0], right[0] if right else self.out[index][1]
+        if left and right and right[1] <= left[0]:  # the neighbours' translations in the other order
+            lo, hi = right[1], left[0]
+        inside = [t for t in self.targets[index] if lo <= t[0] and t[1] <= hi]
+        return (inside[0][0], inside[-1][1]) if inside else None
+
     def anchor(self, k: int) -> int:
         """Where an empty item at source offset k goes (module docstring)."""
         for (a, b), (out_start, _), words in zip(self.spans, self.out, self.words):
@@ -87,12 +149,17 @@ class Mapping:
         lo = None if inside_start else self.offset(start)
         hi = None if inside_end else self.offset(end)
         targets = self.covered(start, end)
+        if targets and lo is None and hi is None:
+            targets = self.cluster(start, end, targets)
         if targets:
             lo = min(t[0] for t in targets) if lo is None else lo
             hi = max(t[1] for t in targets) if hi is None else hi
             return lo, max(lo, hi)
         if start < end and lo is not None and hi is not None:
             return lo, hi
+        between = self.gap(start, end) if start < end else None
+        if between is not None:
+            return between
         k = self.anchor(start)
         return k, k
 

@@ -9,6 +9,11 @@ Segmenting applies to one-best translation without alignments or constraints; wi
 `alignment_layer` or `constraints`, each text is one segment (an n-best list or an alignment of a
 joined paragraph would mean nothing), and the model's position limit cuts it as before. A joined
 text's score is the mean of its pieces' scores.
+
+A piece whose source tokens are mostly byte pieces or <unk> (`UNREADABLE`: text in a script the
+model's vocabulary never held, which it can only turn into a runaway of guesses, 200,000 characters for a
+20,000-character Chinese line into an EN->DE model) is not searched: it is copied into the
+translation as it is (score 0), with a warning where the caller shows them (`kept`).
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_spans
+
+UNREADABLE = 0.5  # a piece with at least this share of unknown pieces is copied, not searched
 
 
 def segments_apply(options: DecodeOptions) -> bool:
@@ -42,21 +50,38 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
     return plans
 
 
-def pieces(translator: Translator, texts: list[str], options: DecodeOptions) -> tuple[list[str], list[list[Span]]]:
-    """The pieces to search, all texts' in order, and each text's plan (`segment`) for `join`. Under
-    options that segmenting does not apply to, each text is its one piece."""
+def unreadable(translator: Translator, piece: str) -> bool:
+    """Whether a piece is mostly characters the source vocabulary does not hold (module docstring)."""
+    ids = translator.src_tok.encode([piece])[0]
+    return bool(ids) and translator.src_tok.unknown_pieces(ids) >= UNREADABLE * len(ids)
+
+
+def pieces(
+    translator: Translator, texts: list[str], options: DecodeOptions
+) -> tuple[list[str], list[list[Span]], dict[int, str]]:
+    """The pieces to search, all texts' in order; each text's plan (`segment`) for `join`; and the
+    pieces copied instead (`unreadable`), by their index among all texts' pieces. Under options that
+    segmenting does not apply to, each text is its one piece."""
     if not segments_apply(options):
-        return list(texts), [[(0, len(text))] for text in texts]
+        return list(texts), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
-    return [text[a:b] for text, plan in zip(texts, plans) for a, b in plan], plans
+    every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
+    kept = {i: piece for i, piece in enumerate(every) if unreadable(translator, piece)}
+    return [piece for i, piece in enumerate(every) if i not in kept], plans, kept
 
 
-def join(texts: list[str], plans: list[list[Span]], found: list[list[tuple]]) -> list[list[tuple]]:
-    """Each text's result from its pieces' (`found`, `Translator.search`'s): a plan of one piece that
-    is the whole text keeps its hypotheses as they are; else one (translation, mean score)."""
+def join(
+    texts: list[str], plans: list[list[Span]], found: list[list[tuple]], kept: dict[int, str] | None = None
+) -> list[list[tuple]]:
+    """Each text's result from its pieces' (`found`, `Translator.search`'s, for the pieces searched;
+    `kept` pieces as they are): a plan of one piece that is the whole text keeps its hypotheses as they
+    are; else one (translation, mean score)."""
+    kept = kept or {}
+    searched = iter(found)
+    every = [[(kept[i], 0.0)] if i in kept else next(searched) for i in range(sum(len(p) for p in plans))]
     results, at = [], 0
     for text, plan in zip(texts, plans):
-        hyps = found[at : at + len(plan)]
+        hyps = every[at : at + len(plan)]
         at += len(plan)
         if plan == [(0, len(text))]:
             results.append(hyps[0])
@@ -65,6 +90,19 @@ def join(texts: list[str], plans: list[list[Span]], found: list[list[tuple]]) ->
         joined = reassemble(text, plan, [h[0][0] for h in hyps]) if plan else ""  # a blank text: ""
         results.append([(joined, score)])
     return results
+
+
+def warn_kept(plans: list[list[Span]], kept: dict[int, str], first_line: int) -> None:
+    """One warning per text with pieces copied untranslated, naming its line."""
+    at = 0
+    for number, plan in enumerate(plans, first_line + 1):
+        chars = sum(len(kept[i]) for i in range(at, at + len(plan)) if i in kept)
+        at += len(plan)
+        if chars:
+            log.warn(
+                f"input line {number}: {chars} characters in a script the model cannot read (not in its "
+                "vocabulary) copied untranslated"
+            )
 
 
 def search(
@@ -79,8 +117,9 @@ def search(
     options = options or DecodeOptions()
     if not segments_apply(options):
         return translator.search(texts, options, first_line, progress)
-    todo, plans = pieces(translator, texts, options)
-    results = join(texts, plans, translator.search(todo, options, first_line))
+    todo, plans, kept = pieces(translator, texts, options)
+    warn_kept(plans, kept, first_line)
+    results = join(texts, plans, translator.search(todo, options, first_line) if todo else [], kept)
     if progress is not None:
         progress(len(texts))
     return results

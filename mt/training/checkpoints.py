@@ -8,7 +8,6 @@ uninterrupted one would (`resume_training`), and starting from another experimen
 from __future__ import annotations
 
 import random
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +18,11 @@ from mt import log
 from mt.config.schema import ModelConfig
 from mt.errors import MtError
 from mt.experiment.checkpoint_file import (
-    FORMAT,
     check_model_config,
     check_tokenizer,
     load_checkpoint,
     model_differences,
+    peek_checkpoint,
     save_checkpoint,
     tokenizer_difference,
 )
@@ -37,16 +36,12 @@ if TYPE_CHECKING:
 
 
 def saved_world_size(path: Path) -> int | None:
-    """How many training processes saved checkpoint `path` (1 before the field), read with its tensors
-    memory-mapped, not loaded nor checked: `mt train` compares it with --nproc before it starts a process.
-    None when it cannot be read so (the full load, in training, says what is wrong with it)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # damaged or foreign: load_checkpoint's one-line error comes with the resume
+    """How many training processes saved checkpoint `path` (1 before the field): `mt train` compares
+    it with --nproc before it starts a process. None when it cannot be peeked at."""
+    state = peek_checkpoint(path)
+    if state is None:
         return None
-    return int(state.get("world_size", 1)) if isinstance(state, dict) and state.get("format") == FORMAT else None
+    return int(state.get("world_size", 1))
 
 
 def check_world_size(path: Path, saved_world: int, world: int) -> None:
@@ -230,6 +225,7 @@ def resume_training(run: Training) -> bool:
             log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
             trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
     trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
+    trainer.state.max_tokens = int(tcfg.max_tokens)  # this run's (auto keeps the saved one: mt.training.token_budget)
     trainer.stream.seek(int(saved["epoch"]), int(saved["batch_in_epoch"]))
     rng = saved["rng"][trainer.group.rank] if "rng" in saved else {"torch": saved["torch_rng"]}
     set_rng_state(rng, trainer.device)

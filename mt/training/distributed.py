@@ -36,6 +36,8 @@ class Distributed:
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     joined: bool = False  # in a process group (`setup` under torchrun, one rank included): DDP, collectives
+    # Host numbers' group: gloo beside NCCL, so that summing them never waits on the GPU (None: the default group).
+    host_group: Any = None
 
     @property
     def is_main(self) -> bool:
@@ -43,12 +45,20 @@ class Distributed:
         return self.rank == 0
 
     def all_sum(self, values: list[float]) -> list[float]:
-        """Element-wise sums over all processes (float64, so token counts stay exact)."""
+        """Element-wise sums of host numbers over all processes (float64, so token counts stay exact),
+        through the host's group: with NCCL, a gloo group of its own, so no GPU is waited for."""
         if not self.joined:
             return [float(v) for v in values]
-        totals = torch.tensor(values, dtype=torch.float64, device=self.device)  # NCCL: on the GPU
-        dist.all_reduce(totals)
+        totals = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(totals, group=self.host_group)
         return totals.tolist()
+
+    def sum_on_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`tensor` summed over all processes where it lies (NCCL on GPUs), queued, never read here."""
+        if self.joined:
+            tensor = tensor.clone()
+            dist.all_reduce(tensor)
+        return tensor
 
     def all_gather(self, obj: Any) -> list[Any]:
         """Every process's `obj`, in rank order (pickled; for small things such as RNG states)."""
@@ -106,7 +116,10 @@ def setup(device: str = "cpu") -> Distributed:
             dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=target)
         else:
             dist.init_process_group("gloo", rank=rank, world_size=world_size)
-    return Distributed(rank, world_size, local_rank, target, joined=True)
+    # Host numbers (tokens, the clock, a wish to stop) are summed every update: over NCCL they would
+    # go through the GPU and be read back, a wait for its whole queue.
+    host_group = dist.new_group(backend="gloo") if dist.get_backend() == "nccl" else None
+    return Distributed(rank, world_size, local_rank, target, joined=True, host_group=host_group)
 
 
 def shutdown(group: Distributed) -> None:

@@ -29,10 +29,16 @@ class WeightAverage:
         return min(self.decay, (1 + step) / (10 + step))
 
     @torch.no_grad()
-    def update(self, model: nn.Module, step: int) -> None:
-        """Move the average towards the weights after update `step` (from 1)."""
+    def update(self, model: nn.Module, step: int, made: torch.Tensor | None = None) -> None:
+        """Move the average towards the weights after update `step` (from 1); where `made` (a bool
+        tensor on the device, not read) is false the update was skipped and the average stays."""
         weights = [p.detach().float() for _, p in model.named_parameters() if p.is_floating_point()]
-        torch._foreach_lerp_(self.average, weights, 1.0 - self.decay_at(step))
+        weight = 1.0 - self.decay_at(step)
+        if made is None:
+            torch._foreach_lerp_(self.average, weights, weight)
+        else:  # one 0-dim weight per tensor: a single tensor weight would be read as a Python number
+            weight_made = made.to(self.average[0].dtype) * weight
+            torch._foreach_lerp_(self.average, weights, [weight_made] * len(weights))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """name -> averaged tensor (what a checkpoint's "ema" holds)."""

@@ -9,6 +9,11 @@ resuming mt.training.checkpoints; validation mt.training.validate.
 Beyond the paper: a cooldown at the end of the budget, validation loss and greedy BLEU with
 patience, SIGINT/SIGTERM saving at a step boundary, and checkpoints from which a run resumes
 bitwise as if never interrupted.
+
+The loop reads the device's counters (Trainer.read) only where it needs them: every train.log_every
+updates, before a validation or a checkpoint, and at the end of the budget. In between, updates run
+without the host waiting for the device; a run of non-finite updates (which change nothing) is found
+at the next read, and train.max_bad_steps judged there.
 """
 
 from __future__ import annotations
@@ -136,7 +141,7 @@ def _log_start(run: Training, resumed: bool) -> None:
     log.info(
         f"{'resuming at step ' + str(trainer.state.step) if resumed else 'training'}: "
         f"{count_parameters(trainer.model) / 1e6:.2f}M parameters, {len(run.train_data)} training pairs, "
-        f"peak lr {trainer.schedule.peak_lr:.2e} at step {tcfg.warmup_steps}, {trainer.precision}"
+        f"peak lr {trainer.schedule.peak_lr:.2e} at step {trainer.schedule.warmup_steps}, {trainer.precision}"
         + (
             f", {world} processes"
             if world > 1
@@ -146,9 +151,10 @@ def _log_start(run: Training, resumed: bool) -> None:
         )
         + (f", {tcfg.update_freq} batches per update" if tcfg.update_freq > 1 else "")
     )
-    if tcfg.warmup_steps >= tcfg.max_steps and trainer.group.is_main:  # a short trial run with the paper's warmup
+    warmup = trainer.schedule.warmup_steps  # train.warmup_steps, or as train.lr_scaling scaled it
+    if warmup >= tcfg.max_steps and trainer.group.is_main:  # a short trial run with the paper's warmup
         log.warn(
-            f"train.warmup_steps {tcfg.warmup_steps} >= train.max_steps {tcfg.max_steps}: the learning rate "
+            f"train.warmup_steps {warmup} >= train.max_steps {tcfg.max_steps}: the learning rate "
             f"never reaches its peak; lower --warmup-steps"
         )
     if trainer.ema is None and run.exp.checkpoint_path("ema").exists() and trainer.group.is_main:
@@ -238,9 +244,10 @@ class _Loop:
         trainer = run.trainer
         self.task = progress.add_task("train", total=self.tcfg.max_steps, completed=trainer.state.step)
         self.saved_at = saved_at  # the step of the newest checkpoint, -1 if none
+        self.handled_at = trainer.state.step  # the last step whose log, validation and saving were done
         self.start_elapsed = trainer.state.elapsed
         self.last_valid: dict[str, float] = {}
-        self.window = _Window()
+        self.window = _Window(trainer.read())
         trainer.start_clock()
 
     def run(self) -> str:
@@ -250,20 +257,18 @@ class _Loop:
             stopped_by = self._spent()
             if stopped_by:
                 break
-            stats = self.trainer.step(stop=self.stop.received is not None)
-            self.window.add(stats)
-            if stats["skipped"]:
-                self._check_bad_steps()
-            else:
-                self.progress.update(self.task, completed=self.trainer.state.step)
-                self._after_update(stats)
-            if stats["stop"]:
+            done = self.trainer.update(stop=self.stop.received is not None)
+            self.progress.update(self.task, completed=self.trainer.state.step)
+            self._after_update(done)
+            if done["stop"]:
                 stopped_by = self.stop.received or "signal"
         self._finish(validated=stopped_by not in ("SIGINT", "SIGTERM", "signal"))
         return stopped_by
 
     def _spent(self) -> str | None:
         state = self.trainer.state
+        if state.step >= self.tcfg.max_steps:
+            self._read()  # updates skipped on the device do not count
         if state.step >= self.tcfg.max_steps:
             return "max_steps"
         if self.tcfg.max_time and state.elapsed >= self.tcfg.max_time:  # None or 0: off
@@ -272,16 +277,35 @@ class _Loop:
             return "patience"
         return None
 
-    def _after_update(self, stats: dict[str, Any]) -> None:
-        step = self.trainer.state.step
-        record = self.window.record(self.trainer, stats) if step % self.tcfg.log_every == 0 else None
-        validated, is_best = False, False
-        if self.training.valid_data is not None and step % self.tcfg.valid_every == 0:
-            validated, (metrics, is_best) = True, self._validate()
-            record = {**(record or self.window.record(self.trainer, stats)), **metrics}
+    def _due(self, step: int) -> tuple[bool, bool, bool]:
+        """Whether update `step` logs, validates and saves."""
+        tcfg = self.tcfg
+        validates = self.training.valid_data is not None and step % tcfg.valid_every == 0
+        return step % tcfg.log_every == 0, validates, step % tcfg.save_every == 0 or validates
+
+    def _read(self) -> None:
+        """The device's counters into the window (state.step corrected), and max_bad_steps judged."""
+        counts = self.trainer.read()
+        self.window.add(counts)
+        self._check_bad_steps(counts)
+
+    def _after_update(self, done: dict[str, Any]) -> None:
+        if not any(self._due(self.trainer.state.step)):
+            return
+        self._read()
+        step = self.trainer.state.step  # less the updates the device skipped
+        logs, validates, saves = self._due(step)
+        if step <= self.handled_at or not (logs or saves):
+            return
+        self.handled_at = step
+        record = self.window.record(self.trainer, done) if logs else None
+        is_best = False
+        if validates:
+            metrics, is_best = self._validate()
+            record = {**(record or self.window.record(self.trainer, done)), **metrics}
         if record is not None:
             self._write(record)
-        if step % self.tcfg.save_every == 0 or validated:
+        if saves:
             save_training(self.training, is_best)
             self.saved_at = step
 
@@ -299,9 +323,10 @@ class _Loop:
         self.log_file.write(record)
         _report(record, self.progress, self.task)
 
-    def _check_bad_steps(self) -> None:
+    def _check_bad_steps(self, counts: dict[str, float]) -> None:
         trainer = self.trainer
-        if trainer.bad_in_row < self.tcfg.max_bad_steps:
+        worst = int(counts["most_bad_in_row"])
+        if worst < self.tcfg.max_bad_steps:
             return
         last = (
             f"{self.training.exp.checkpoint_path('last')} (step {self.saved_at})"
@@ -309,8 +334,8 @@ class _Loop:
             else "none saved yet"
         )
         raise MtError(
-            f"step {trainer.state.step + 1}: {trainer.bad_in_row} updates in a row had a non-finite loss or "
-            f"gradient norm and were skipped (train.max_bad_steps); last good checkpoint: {last}; "
+            f"step {trainer.state.step + 1}: {worst} updates in a row had a non-finite loss or gradient norm "
+            f"and were skipped (train.max_bad_steps {self.tcfg.max_bad_steps}); last good checkpoint: {last}; "
             f"lower the learning rate or set --clip-norm, then run `mt train` again"
         )
 
@@ -318,6 +343,7 @@ class _Loop:
         """The final checkpoint, unless the last update just saved one; `validated` at the end of the
         budget, not at a signal: a validation off the valid_every grid would move best.pt and
         patience, and the resumed run would then differ from one never stopped."""
+        self._read()
         state = self.trainer.state
         if self.saved_at == state.step:
             return
@@ -330,27 +356,28 @@ class _Loop:
 
 
 class _Window:
-    """Sums over the updates since the previous log record."""
+    """Sums over the updates since the previous log record, from the differences of the Trainer's
+    counters (mt.training.counters) between reads."""
 
-    def __init__(self):
+    def __init__(self, counts: dict[str, float]):
+        self.counts = counts  # the counters at the latest read
         self.reset(time.perf_counter())
 
     def reset(self, now: float) -> None:
         self.loss = self.nll = 0.0
-        self.tgt = self.src = self.steps = self.skipped = 0
+        self.tgt = self.src = self.skipped = 0
         self.time = now
 
-    def add(self, stats: dict[str, Any]) -> None:
-        if stats["skipped"]:
-            self.skipped += 1
-            return
-        self.loss += stats["loss"] * stats["tgt_tokens"]
-        self.nll += stats["nll"] * stats["tgt_tokens"]
-        self.tgt += stats["tgt_tokens"]
-        self.src += stats["src_tokens"]
-        self.steps += 1
+    def add(self, counts: dict[str, float]) -> None:
+        """The updates between the latest read and this one (`counts`)."""
+        before, self.counts = self.counts, counts
+        self.loss += counts["loss"] - before["loss"]
+        self.nll += counts["nll"] - before["nll"]
+        self.tgt += int(counts["tgt_tokens"] - before["tgt_tokens"])
+        self.src += int(counts["src_tokens"] - before["src_tokens"])
+        self.skipped += int(counts["skipped"] - before["skipped"])
 
-    def record(self, trainer: Trainer, stats: dict[str, Any]) -> dict[str, Any]:
+    def record(self, trainer: Trainer, done: dict[str, Any]) -> dict[str, Any]:
         """Averages since the previous record; then start a new window."""
         now = time.perf_counter()
         seconds = max(now - self.time, 1e-9)
@@ -361,8 +388,8 @@ class _Window:
             "loss": round(self.loss / tgt, 4),
             "nll": round(self.nll / tgt, 4),
             "ppl": round(math.exp(min(self.nll / tgt, 50.0)), 2),
-            "lr": stats["lr"],
-            "grad_norm": round(stats["grad_norm"], 4),
+            "lr": done["lr"],
+            "grad_norm": round(self.counts["grad_norm"], 4),
             "tgt_tokens_per_s": round(self.tgt / seconds, 1),
             "tokens_per_s": round((self.tgt + self.src) / seconds, 1),
             "skipped": self.skipped,

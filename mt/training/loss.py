@@ -101,7 +101,8 @@ def label_smoothed_loss(
 
 def batch_loss(model: Transformer, batch: Batch, epsilon: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Forward pass and loss of one batch."""
-    return output_loss(model, decoder_states(model, batch.src_ids, batch.tgt_in), batch.tgt_out, epsilon)
+    hidden = decoder_states(model, batch.src_ids, batch.tgt_in)
+    return output_loss(model, hidden, batch.tgt_out, epsilon, batch.targets)
 
 
 def decoder_states(model: Transformer, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -111,11 +112,20 @@ def decoder_states(model: Transformer, src_ids: torch.Tensor, tgt_in: torch.Tens
 
 
 def output_loss(
-    model: Transformer, hidden: torch.Tensor, tgt_out: torch.Tensor, epsilon: float
+    model: Transformer,
+    hidden: torch.Tensor,
+    tgt_out: torch.Tensor,
+    epsilon: float,
+    targets: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The output layer and the loss of the decoder's `hidden` states, on non-pad target positions only."""
-    keep = tgt_out != PAD_ID
-    return label_smoothed_loss(hidden[keep], model.output.weight, tgt_out[keep], epsilon)
+    """The output layer and the loss of the decoder's `hidden` states, on non-pad target positions only.
+
+    `targets`, the flat positions of those (Batch.targets, found on the host), picks them without a
+    boolean mask: a mask's row count is data the host would have to read back from a GPU."""
+    if targets is None:
+        targets = (tgt_out != PAD_ID).flatten().nonzero().squeeze(1)
+    picked = hidden.flatten(0, 1).index_select(0, targets)
+    return label_smoothed_loss(picked, model.output.weight, tgt_out.flatten().index_select(0, targets), epsilon)
 
 
 def autocast(precision: str, device: torch.device):

@@ -2,8 +2,9 @@
 
 The tokenizers and the binarized data are checked against each other, the model is initialised
 from the seed (the same on every process) and the random number generators seeded, the loss module
-compiled (train.compile) and wrapped for several processes, the optimizer made, and
-`train.precision: auto` decided by timing on this machine.
+compiled (train.compile) and wrapped for several processes, the optimizer made,
+`train.precision: auto` decided by timing on this machine, `train.max_tokens: auto` by the device's
+memory and the lr and warmup scaled to the batch when asked (mt.training.token_budget).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from torch import nn
 from mt import log
 from mt.allocator import keep_freed_memory
 from mt.config.schema import ExperimentConfig, ModelConfig
-from mt.data.batching import BatchStream
+from mt.data.batching import Batch, BatchStream
 from mt.data.dataset import ParallelData, check_data
+from mt.data.prefetch import PrefetchingStream
 from mt.experiment.paths import Experiment
 from mt.hardware import fastest_precision
 from mt.model.layers import Embedding, Residual
@@ -33,6 +35,7 @@ from mt.training.loss import decoder_states, output_loss
 from mt.training.optimizer import build_optimizer
 from mt.training.schedule import Schedule, peak_lr
 from mt.training.state import TrainingState
+from mt.training.token_budget import decided_max_tokens, lr_scaling
 from mt.training.trainer import Trainer
 from mt.training.validate import BleuSample
 
@@ -43,18 +46,20 @@ class LossModule(nn.Module):
     With `compile`, torch.compile takes the encoder and decoder stacks (dynamic shapes: token-budget
     batches change both sizes every step) and the loss stays as written: its chunk loop over a
     data-dependent number of target rows would recompile at every new size, and it is already one
-    fused pass (mt.training.loss)."""
+    fused pass (mt.training.loss). `mode` is torch.compile's (train.compile_mode)."""
 
-    def __init__(self, model: Transformer, epsilon: float, compile: bool = False):
+    def __init__(self, model: Transformer, epsilon: float, compile: bool = False, mode: str = "default"):
         super().__init__()
         self.model, self.epsilon = model, epsilon
-        self.hidden = torch.compile(self._hidden, dynamic=True) if compile else self._hidden
+        self.hidden = torch.compile(self._hidden, dynamic=True, mode=mode) if compile else self._hidden
 
     def _hidden(self, src_ids: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         return decoder_states(self.model, src_ids, tgt_in)
 
-    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
-        loss, nll, _ = output_loss(self.model, self.hidden(src_ids, tgt_in), tgt_out, self.epsilon)
+    def forward(
+        self, src_ids: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, targets: torch.Tensor | None = None
+    ):
+        loss, nll, _ = output_loss(self.model, self.hidden(src_ids, tgt_in), tgt_out, self.epsilon, targets)
         return loss, nll
 
 
@@ -63,7 +68,7 @@ class Training:
     """One run's parts, as `build_training` makes them: the Trainer and what the loop around it needs."""
 
     exp: Experiment
-    cfg: ExperimentConfig  # with train.precision auto's choice
+    cfg: ExperimentConfig  # with train.precision's and train.max_tokens's auto decided
     trainer: Trainer
     train_data: ParallelData
     valid_data: ParallelData | None  # None without a validation set
@@ -94,16 +99,40 @@ def build_training(
     train_data = ParallelData(exp, "train")
     valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None
     model = seeded_model(cfg.model, vocab, tcfg.seed, group)
+    probe = LossModule(model, tcfg.label_smoothing)  # plain: not compiled for the probe's shapes
+    max_tokens, why = decided_max_tokens(exp, tcfg, train_data, model, lambda b: _summed_loss(probe, b), group)
+    if tcfg.max_tokens == "auto" and group.is_main:
+        log.info(f"max_tokens auto: {max_tokens} ({why})")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(tcfg, max_tokens=max_tokens))
+    tcfg = cfg.train
+    lr_factor, warmup_steps = lr_scaling(tcfg, max_tokens, group.world_size)
+    if tcfg.lr_scaling != "none" and group.is_main:
+        batch = max_tokens * tcfg.update_freq * group.world_size
+        log.info(
+            f"lr_scaling {tcfg.lr_scaling}: {batch} tokens an update, {batch / tcfg.lr_reference_tokens:.2f}x "
+            f"lr_reference_tokens: peak lr x{lr_factor:.3f}, warmup {warmup_steps} updates"
+        )
     # Compiled inside (the model, which checkpoints save, stays the plain model) and before DDP wraps it.
-    loss_module = LossModule(model, tcfg.label_smoothing, tcfg.compile)
+    loss_module = LossModule(model, tcfg.label_smoothing, tcfg.compile, tcfg.compile_mode)
+    stream = BatchStream(
+        train_data,
+        max_tokens,
+        tcfg.seed,
+        group.rank,
+        group.world_size,
+        tcfg.direction_temperature,
+        bucketed=tcfg.compile,  # a few shapes for the compiled step (and its CUDA graphs)
+    )
+    state = TrainingState.fresh(tcfg.best_metric)
+    state.max_tokens = max_tokens
     trainer = Trainer(
         model,
         group.wrap(loss_module),
         build_optimizer(model, tcfg.weight_decay, (tcfg.adam_beta1, tcfg.adam_beta2), tcfg.adam_eps),
-        BatchStream(train_data, tcfg.max_tokens, tcfg.seed, group.rank, group.world_size, tcfg.direction_temperature),
+        PrefetchingStream(stream, group.device),
         Schedule(
-            peak_lr(tcfg.lr_peak, tcfg.lr_scale, tcfg.warmup_steps, cfg.model.d_model),
-            tcfg.warmup_steps,
+            peak_lr(tcfg.lr_peak, tcfg.lr_scale, tcfg.warmup_steps, cfg.model.d_model) * lr_factor,
+            warmup_steps,
             tcfg.max_steps,
             tcfg.max_time,
             tcfg.cooldown,
@@ -113,16 +142,21 @@ def build_training(
             tcfg.early_dropout,
             tcfg.early_dropout_until,
         ),
-        TrainingState.fresh(tcfg.best_metric),
+        state,
         group,
         scheduled_dropouts(model),
         precision=tcfg.precision,
         update_freq=tcfg.update_freq,
         clip_norm=tcfg.clip_norm,
         ema=WeightAverage(model, tcfg.ema_decay) if tcfg.ema_decay > 0 else None,
+        graphed=tcfg.compile and tcfg.compile_mode == "reduce-overhead" and group.device.type == "cuda",
     )
     metadata = {"model_config": dataclasses.asdict(cfg.model), "vocab": vocab, "tokenizer_sha256": tokenizer_sha256}
     return Training(exp, cfg, trainer, train_data, valid_data, tgt_tok, metadata)
+
+
+def _summed_loss(module: LossModule, batch: Batch) -> torch.Tensor:
+    return module(batch.src_ids, batch.tgt_in, batch.tgt_out, batch.targets)[0]
 
 
 def decided_precision(cfg: ExperimentConfig, group: Distributed) -> ExperimentConfig:

@@ -21,6 +21,7 @@ class TrainingState:
     elapsed: float = 0.0  # training seconds over all runs of this experiment
     init_from: str | None = None  # the checkpoint a new run took its starting weights from
     device: str | None = None  # the device type the last run trained on ("cpu", "cuda"): a resume names a change
+    max_tokens: int | None = None  # the batch budget trained with (train.max_tokens auto's choice is kept on resume)
 
     @classmethod
     def fresh(cls, best_metric: str) -> TrainingState:
@@ -43,6 +44,7 @@ class TrainingState:
         state.skipped = int(saved.get("skipped", 0))
         state.init_from = saved.get("init_from")
         state.device = saved.get("device")
+        state.max_tokens = saved.get("max_tokens")
         return state
 
     def record_validation(self, metrics: dict[str, float]) -> bool:

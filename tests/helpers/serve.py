@@ -1,10 +1,11 @@
 """`mt serve` in the tests: uvicorn serving an app in a thread of this process on a loopback port
-(Served), requests to it (call, ok), the translator it serves (load) and a hook around the model's
+(Served), requests to it (call, ok; raw_http on a socket of its own), the translator it serves (load) and a hook around the model's
 decode (Hook)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -68,6 +69,34 @@ def ok(url: str, body=None, **kwargs) -> dict:
     status, _, data = call(url, body, **kwargs)
     assert status == 200, (status, data)
     return data
+
+
+def raw_http(url: str, head: str, parts: list[bytes], timeout: float = 20) -> tuple[int, dict]:
+    """Send `head` and then `parts` one by one (without ending a chunked body) on a socket of its own;
+    (status, JSON) of the answer, which must come before `timeout`."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        try:
+            for part in parts:
+                sock.sendall(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed while we were still sending: what a limit should do
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head_text, body = data.split(b"\r\n\r\n", 1)
+    return int(head_text.split()[1]), json.loads(body[: _length(data)])
+
+
+def _length(data: bytes) -> int:
+    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":")[1])
+    return 0
 
 
 class Hook:

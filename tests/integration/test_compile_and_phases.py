@@ -30,19 +30,17 @@ def _experiment(root: Path, dropout: float):
                            dict(max_tokens=200, warmup_steps=5, save_every=1000), {})
 
 
-def _saved_keys(exp: Experiment, cfg, compile: bool) -> tuple[list[str], list[float], set]:
-    """Three updates on batches of different shapes, then save: the keys, the losses and the shapes."""
+def _saved_keys(exp: Experiment, cfg, compile: bool, batches=None) -> tuple[list[str], list[float], list]:
+    """Three updates on batches of different shapes (the plain run's own, or `batches`), then save:
+    the keys, the losses and the batches. (A compiled run's own batches are padded to a few shapes.)"""
     cfg.train.compile = compile
     run = build_training(exp, cfg)
     trainer = run.trainer
-    losses, shapes = [], set()
-    for _ in range(3):
-        batch = trainer.stream.next_batch()
-        shapes.add((*batch.src_ids.shape, *batch.tgt_in.shape))
-        losses.append(trainer.step([batch])["loss"])
+    batches = batches or [trainer.stream.next_batch() for _ in range(3)]
+    losses = [trainer.step([batch])["loss"] for batch in batches]
     save_training(run)
     state = torch.load(exp.checkpoint_path("last"), map_location="cpu", weights_only=True)
-    return list(state["model"]), losses, shapes
+    return list(state["model"]), losses, batches
 
 
 @pytest.mark.slow
@@ -51,10 +49,11 @@ def test_compiled_training_is_one_graph_for_every_shape_and_saves_the_same_check
 
     # No dropout: compiled and plain runs would draw different masks, and the losses must agree.
     exp, cfg = _experiment(tmp_path, dropout=0.0)
-    plain_keys, plain_losses, shapes = _saved_keys(exp, cfg, compile=False)
+    plain_keys, plain_losses, batches = _saved_keys(exp, cfg, compile=False)
     torch._dynamo.reset()
     counters.clear()
-    compiled_keys, compiled_losses, _ = _saved_keys(exp, cfg, compile=True)
+    compiled_keys, compiled_losses, _ = _saved_keys(exp, cfg, compile=True, batches=batches)
+    shapes = {(*batch.src_ids.shape, *batch.tgt_in.shape) for batch in batches}
     assert len(shapes) == 3  # token-budget batches: a new shape at every step
     assert not counters["graph_break"], dict(counters["graph_break"])  # e.g. a Python int read off a tensor
     assert counters["stats"]["unique_graphs"] == 1  # dynamic shapes: compiled once, not once per shape

@@ -20,8 +20,13 @@ S1, S2, S3 = toy_corpus(3, seed=11)[0]
 
 def mt_translate(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
-                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
+        input=stdin.encode(),
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_a_paragraphs_sentences_are_each_translated_as_alone(trained_experiment):
@@ -68,3 +73,28 @@ def test_a_long_line_is_translated_in_bounded_pieces(trained_experiment):
     assert time.perf_counter() - start < 60
     bound = len(plan) * (translator.decode_cfg.max_len_a * 40 + translator.decode_cfg.max_len_b)
     assert 0 < len(translator.tgt_tok.encode([out])[0]) <= bound
+
+
+CJK = "我们今天去公园散步看见很多人在湖边钓鱼。"
+
+
+def test_a_sentence_in_a_script_the_model_cannot_read_is_copied_with_a_warning(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert translator.src_tok.unknown_pieces(translator.src_tok.encode([CJK])[0]) >= 1  # <unk>: no byte fallback here
+    t1, t3 = translator.translate([S1, S3])
+    assert translate(translator, [f"{S1} {CJK} {S3}", CJK * 50]) == [f"{t1} {CJK} {t3}", CJK * 50]
+    result = mt_translate(trained_experiment, f"{S1}\n{S1} {CJK}\n")
+    assert result.returncode == 0
+    assert result.stdout.decode().splitlines() == [t1, f"{t1} {CJK}"]
+    warning = result.stderr.decode()
+    assert f"input line 2: {len(CJK)} characters in a script the model cannot read" in warning
+    assert "input line 1" not in warning
+
+
+def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
+    from mt.text.markup_translate import translate as translate_markup
+
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    (out,) = translate_markup(translator, [f"<p>{S1} <b>{CJK[:4]}</b>{CJK[4:]}</p>"], "html")
+    # copied word for word: the tag goes round the (space-less) word it was in, as for any partial word
+    assert out == f"<p>{translator.translate([S1])[0]} <b>{CJK}</b></p>"

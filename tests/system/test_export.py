@@ -196,6 +196,48 @@ def test_beam_5_under_the_parity_settings(post_norm):
     _check_scores(results)
 
 
+def test_the_shortlist_is_exported_as_a_vmap_that_ctranslate2_decodes_as_mt_does(post_norm, tmp_path):
+    """vmap.txt is the shortlist: CTranslate2 with use_vmap=True scores the same candidates as mt's
+    --shortlist, so greedy search gives the same tokens, sentence for sentence, on batches of one length."""
+    from mt.data.shortlist import build_shortlist
+    from mt.decoding.options import DecodeOptions
+    from mt.experiment.paths import Experiment
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(post_norm.root, exp.root)
+    cfg = exp.load_config()
+    cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 2, 3
+    tok = exp.load_tokenizers(True)[0]
+    build_shortlist(exp, cfg, tok.vocab_size, tok.vocab_size)
+    files = export(exp, cfg, tmp_path / "ct2")["files"]
+    assert "vmap.txt" in files and "use_vmap=True" in (tmp_path / "ct2" / "README.txt").read_text()
+    vmap = (tmp_path / "ct2" / "vmap.txt").read_text(encoding="utf-8").splitlines()
+    assert vmap[0].startswith("\t") and len(vmap[0].split()) == 3 and all(len(line.split("\t")) == 2 for line in vmap)
+    ours = Translator.load(exp, cfg)
+    options = DecodeOptions(beam=1, shortlist=True).resolved(cfg.decode)
+    ct2 = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
+    lines = toy_corpus(120, seed=321)[0]
+    encoded = ours.src_tok.encode(lines)
+    same = total = 0
+    with one_thread():
+        for length in sorted({len(ids) for ids in encoded}):
+            group = [encoded[i] for i, ids in enumerate(encoded) if len(ids) == length]
+            src_ids = ours.pad_sources(group)
+            limit = int(max_lengths(src_ids, cfg.decode.max_len_a, cfg.decode.max_len_b, 1023)[0])
+            mine = [hyps[0].tokens for hyps in ours.search_batch(src_ids, options)]
+            theirs = ct2.translate_batch([ours.src_tok.pieces(ids) for ids in group], beam_size=1, use_vmap=True,
+                                         min_decoding_length=0, max_decoding_length=limit, max_input_length=1024)
+            for tokens, result in zip(mine, theirs):
+                if len(tokens) + 1 < limit:  # ended before the limit, which each runtime applies its own way
+                    total += 1
+                    same += tokens == ours.tgt_tok.piece_ids(result.hypotheses[0])
+    assert total >= 100 and same == total, f"{total - same} of {total} greedy outputs differ"
+    plain = ct2.translate_batch([ours.src_tok.pieces(ids) for ids in encoded[:20]], beam_size=1, max_input_length=1024)
+    restricted = ct2.translate_batch([ours.src_tok.pieces(ids) for ids in encoded[:20]], beam_size=1, use_vmap=True,
+                                     max_input_length=1024)
+    assert [r.hypotheses for r in plain] != [r.hypotheses for r in restricted], "the vmap must restrict something"
+
+
 # -- refusals and the command line ----------------------------------------------------------------------
 def test_an_unknown_model_field_is_refused_and_nothing_is_written(post_norm, tmp_path):
     state = load_checkpoint(post_norm.find_checkpoint("last"))

@@ -25,9 +25,11 @@ def test_gpu_check_small_on_the_cpu_runs_every_part_and_passes(tmp_path):
         (data / f"{prefix}.en").write_text("\n".join(en) + "\n", encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_check.py"), "--data", str(data), "--device", "cpu",
-                           "--small", "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=300)
+                           "--small", "--sweep", "--out", str(tmp_path / "out"), "--json", str(tmp_path / "check.json")],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert json.loads((tmp_path / "check.json").read_text()) == result
     assert result["ok"] and result["failed"] == []
     assert {(r["model"], r["precision"]) for r in result["train"]} == {
         ("tiny-a", "fp32"), ("tiny-a", "bf16"), ("tiny-b", "fp32"), ("tiny-b", "bf16")}
@@ -39,6 +41,17 @@ def test_gpu_check_small_on_the_cpu_runs_every_part_and_passes(tmp_path):
     assert resume["restored_step"] == resume["saved_at"] and resume["optimizer_restored"] and resume["bitwise"]
     assert result["decode"][0]["sentences"] == 30 and result["decode_model"]["steps"] == 20
     assert "| fp32 |" in done.stdout and "checks failed: none" in done.stdout
+    # (g) on tiny models: bf16 at three budgets and fp32 at the middle one, eager then compiled (no CUDA
+    # graphs on the CPU), each row timed, with a finite loss and tokens near its budget.
+    sweep = result["sweep"]
+    assert {(r["model"], r["precision"], r["compile"], r["max_tokens"]) for r in sweep} == {
+        *((m, "bf16", mode, t) for m in ("tiny-a", "tiny-b") for mode in ("eager", "default") for t in (256, 512, 1024)),
+        ("tiny-a", "fp32", "eager", 512), ("tiny-b", "fp32", "eager", 512)}
+    assert all(r["status"] == "ok" and r["tgt_tokens_per_s"] > 0 and r["peak_memory_mb"] > 0 for r in sweep)
+    assert all(0 < r["tgt_tokens_per_update"] <= r["max_tokens"] and r["last_loss"] < 20 for r in sweep)
+    assert "(g) throughput sweep" in done.stdout
+    # auto on the CPU is its fixed budget; CUDA's sync debug mode has nothing to check here.
+    assert result["ready"] == {name: {"max_tokens_auto": 4096, "sync_free": None} for name in ("tiny-a", "tiny-b")}
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok
@@ -127,6 +128,27 @@ def test_other_options_and_the_token_budget_make_other_batches(trained_experimen
     # static: two batches of two, then the greedy one; continuous: the last two join the first search
     # as soon as the first two have left it, then the greedy search; never more than two at once
     assert batcher.batches == (3 if batching == "static" else 2) and batcher.widest == 2
+
+
+def test_requests_with_the_shortlist_are_searched_in_static_batches_over_its_candidates(trained_experiment):
+    """Continuous batching changes a search's sentences from step to step, and a shortlist's candidates
+    are a batch's: with decode.shortlist the batcher searches static batches, each with its candidates."""
+    from mt.data.shortlist import build_table
+    from mt.decoding.shortlist import Shortlist
+
+    translator = load(trained_experiment)
+    vocab = translator.tgt_tok.vocab_size
+    translator.shortlist = Shortlist(build_table(trained_experiment, 1, 0, translator.src_tok.vocab_size, vocab), vocab)
+    translator.decode_cfg.shortlist = True
+    lines = LINES[:6]
+    expected = [hyps[0][0] for hyps in translator.search(lines)]
+    assert expected != [hyps[0][0] for hyps in translator.search(lines, DecodeOptions(shortlist=False))]
+    batcher = Batcher(translator, max_batch_tokens=10_000, max_wait_ms=0, batching="continuous")
+    futures = [batcher.submit(translator.encode_lines(lines[i : i + 3])[1], DecodeOptions()) for i in (0, 3)]
+    batcher.start()
+    batcher.close(60)
+    assert [hyps[0][0] for future in futures for hyps in future.result()] == expected
+    assert batcher.batches == 1 and batcher.sentences == 6
 
 
 @BOTH
@@ -524,3 +546,40 @@ def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finis
     log_text = log_path.read_text()
     assert "mt serve de -> en" in log_text and f"http://127.0.0.1:{port}" in log_text, log_text
     assert "POST /v1/translate 200 2 lines" in log_text and "GET /health 200" in log_text, log_text
+
+
+@pytest.mark.slow
+def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(trained_experiment, tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MT_DEBUG", None)
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
+                                    "--port", str(port), "--threads", "2", "--parallel", "processes"],
+                                   stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the search processes start before the server answers
+            assert process.poll() is None, log_path.read_text()
+            try:
+                if call(f"{url}/health")[0] == 200:
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.1)
+        children = [int(p) for p in (Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
+        assert len(children) >= 2, children  # the two search processes (and multiprocessing's tracker)
+        status, _, data = call(f"{url}/v1/translate", {"text": LINES[:9]})
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    stock = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert status == 200 and [t["text"] for t in data["translations"]] == stock.translate(LINES[:9])
+    time.sleep(1.0)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "search processes left behind"

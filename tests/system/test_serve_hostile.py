@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from helpers import LINES, Hook, Served, call, load, ok
+from helpers import LINES, Hook, Served, call, load, ok, raw_http
 
 from mt.apps.serve.app import Limits, build_app
 from mt.apps.serve.queue import Batcher
@@ -30,34 +30,6 @@ BODY_LIMIT = 12 * LIMITS.max_chars + 65536
 def server(trained_experiment):
     with Served(build_app(load(trained_experiment), LIMITS, threads=1)) as served:
         yield served
-
-
-def raw_http(url: str, head: str, parts: list[bytes], timeout: float = 20) -> tuple[int, dict]:
-    """Send `head` and then `parts` one by one (without ending a chunked body) on a socket of its own;
-    (status, JSON) of the answer, which must come before `timeout`."""
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(head.encode())
-        try:
-            for part in parts:
-                sock.sendall(part)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server answered and closed while we were still sending: what a limit should do
-        data = b""
-        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < _length(data):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    head_text, body = data.split(b"\r\n\r\n", 1)
-    return int(head_text.split()[1]), json.loads(body[: _length(data)])
-
-
-def _length(data: bytes) -> int:
-    for line in data.split(b"\r\n\r\n", 1)[0].split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            return int(line.split(b":")[1])
-    return 0
 
 
 # -- 1. a chunked body is read up to the limit, not whole ----------------------------------------
@@ -345,7 +317,10 @@ def test_connections_past_the_limit_are_closed_as_they_open(trained_experiment):
 
 @pytest.mark.parametrize("change, needle", [({"max_wait_ms": math.inf}, "--max-wait-ms"),
                                             ({"read_timeout": 0}, "--read-timeout"),
-                                            ({"max_connections": 0}, "--max-connections")])
+                                            ({"max_connections": 0}, "--max-connections"),
+                                            ({"max_file_bytes": 0}, "--max-file-bytes"),
+                                            ({"max_file_jobs": 0}, "--max-file-jobs"),
+                                            ({"file_ttl": math.nan}, "--file-ttl")])
 def test_server_limits_out_of_range_are_one_line(change, needle):
     from mt.errors import ConfigError
 

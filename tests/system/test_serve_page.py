@@ -226,6 +226,41 @@ def test_page_shows_the_servers_errors(page, server):
     page.locator("[data-testid=error]", has_text="no answer from the server").wait_for()
 
 
+def test_page_translates_a_chosen_or_dropped_file_and_offers_it_for_download(page, server, tmp_path):
+    text = "\n".join(LINES) + "\n"
+    translations = [post(server + "/translate", {"q": line, "source": "de", "target": "en"})["translatedText"]
+                    for line in LINES]
+    expected = "".join(f"{line}\n" for line in translations)  # a .txt file of short lines: line by line
+    page.locator("[data-testid=formats]", has_text=".txt").wait_for()
+    assert ".txt" in page.locator("[data-testid=file]").get_attribute("accept").split(",")  # /frontend/settings
+    link = page.locator("[data-testid=download]")
+
+    def downloaded(name: str) -> str:
+        page.locator("[data-testid=download]", has_text=name).wait_for()
+        with page.expect_download() as info:
+            link.click()
+        assert info.value.suggested_filename == name
+        return Path(info.value.path()).read_text(encoding="utf-8")
+
+    path = tmp_path / "Hunde und Katzen.txt"
+    path.write_text(text, encoding="utf-8")
+    page.set_input_files("[data-testid=file]", str(path))
+    assert downloaded("Hunde und Katzen.txt") == expected
+    dropped = page.evaluate_handle("""(text) => {
+        const transfer = new DataTransfer();
+        transfer.items.add(new File([text], "katzen.txt", {type: "text/plain"}));
+        return transfer;
+    }""", LINES[1])
+    page.dispatch_event("[data-testid=drop]", "drop", {"dataTransfer": dropped})
+    assert downloaded("katzen.txt") == translations[1]
+    assert page.locator("[data-testid=error]").inner_text() == ""
+
+    page.set_input_files("[data-testid=file]", files=[{"name": "bild.png", "mimeType": "image/png",
+                                                       "buffer": b"\x89PNG\r\n\x1a\n"}])
+    page.locator("[data-testid=error]", has_text="bild.png: Invalid request: file format not supported").wait_for()
+    assert link.is_hidden()
+
+
 @pytest.mark.slow
 def test_page_shows_only_answers_to_what_was_asked_last(page, server):
     """A second Ctrl+Enter while a translation runs is not sent (its older answer replaced the

@@ -2,9 +2,11 @@
 port, every route, requests that fit the schema and requests that break it. No answer may be a 5xx,
 every answer must match the schema (its status among the documented ones, a 4xx as {"error": ...}),
 and what breaks the schema must be refused. Bounded: a few dozen examples per route and kind.
-`source: auto` is the one refusal of a schema-valid request that the schema cannot describe: a text
+Two refusals of schema-valid requests are what the schema cannot describe. `source: auto`: a text
 in a language the model cannot read (the fuzzer's strings are often Greek, Cyrillic or Chinese) is
-400, "xx is not supported" (docs/serving.md); that answer, and no other 4xx, is let through there."""
+400, "xx is not supported" (docs/serving.md); that answer, and no other 4xx, is let through there.
+/translate_file: the file's content (the fuzzer's bytes, named document.txt, are seldom text) is
+400 or 413 naming the file, and only that is let through there."""
 
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ def test_no_request_crashes_the_server_or_breaks_its_schema(live, mode, single_t
         {"negative_data_rejection": {"expected-statuses": [400, 403, 413, 422]}}).negative_data_rejection
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
-        "POST /translate", "POST /detect", "POST /v1/translate", "POST /v1/attention", "GET /languages", "GET /health"}
+        "POST /translate", "POST /detect", "POST /v1/translate", "POST /v1/attention", "GET /languages", "GET /health",
+        "POST /translate_file", "GET /download_file/{filename}", "GET /frontend/settings"}
     for operation in operations:
         if mode is GenerationMode.NEGATIVE and operation.method.upper() == "GET":
             continue  # no body, no parameters: nothing to break
@@ -48,9 +51,14 @@ def test_no_request_crashes_the_server_or_breaks_its_schema(live, mode, single_t
         @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True,
                   database=None)
         def fuzz(case):
-            auto = mode is GenerationMode.POSITIVE and isinstance(case.body, dict) and case.body.get("source") == "auto"
-            response = case.call_and_validate(base_url=live.url, excluded_checks=[positive_data_acceptance] if auto else None)
-            if auto and response.status_code != 200:
+            positive = mode is GenerationMode.POSITIVE
+            auto = positive and isinstance(case.body, dict) and case.body.get("source") == "auto"
+            upload = positive and case.path == "/translate_file"
+            response = case.call_and_validate(base_url=live.url,
+                                              excluded_checks=[positive_data_acceptance] if auto or upload else None)
+            if upload and response.status_code != 200:
+                assert response.status_code in (400, 413) and response.json()["error"].startswith("file")
+            elif auto and response.status_code != 200:
                 assert response.status_code == 400 and "is not supported: the text looks like" in response.json()["error"]
 
         fuzz()

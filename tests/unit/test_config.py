@@ -98,7 +98,7 @@ def test_recipe_in_tmp_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg, run = load_recipe(write(tmp_path / "recipe.yaml", RECIPE))
     assert {k: run[k] for k in ("exp", "steps", "translate_examples")} == {
-        "exp": "experiments/demo", "steps": [s for s in STEPS if s not in ("distill", "backtranslate")], "translate_examples": ["Ein Hund.", "Zwei Katzen."]}
+        "exp": "experiments/demo", "steps": [s for s in STEPS if s not in ("distill", "backtranslate", "shortlist")], "translate_examples": ["Ein Hund.", "Zwei Katzen."]}
     assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.tokenizer.vocab_size) == ("en", "de", 500)
     assert cfg.model.d_model == MODEL_PRESETS["tiny"]["d_model"] and cfg.model.dropout == 0.2  # recipe beats preset
     assert cfg.train.max_time == 720.0 and cfg.train.lr_peak == 1.0 and isinstance(cfg.train.lr_peak, float)

@@ -101,6 +101,35 @@ def test_nested_elements_stay_nested_and_a_tag_crossing_others_is_clipped():
     assert out == "TWO <b>ONE</b><i></i>"  # after the word before it, empty
 
 
+def test_an_element_whose_words_are_aligned_to_nothing_takes_the_words_between_its_neighbours():
+    out = reverse("one <b>two</b> three", drop=frozenset({"two"}))
+    assert out == "THREE <b>TWO</b> ONE"  # between THREE (three's) and ONE (one's), whichever order they are in
+
+
+def aligned(source: str, output: str, alignment: str) -> str:
+    """`source`, one sentence, translated as `output` with the word alignment `alignment`."""
+    fragment = parse(source, "html")
+    [segment] = segments(fragment)
+    placed = place_segment(segment, [(0, len(segment.plain))], [output], [alignment])
+    return render(fragment, "html", iter([placed]))
+
+
+def test_an_element_aligned_to_nothing_at_a_sentence_edge_takes_the_words_up_to_the_edge():
+    assert aligned("<b>a</b> man runs", "ein Mann läuft", "1-1 2-2") == "<b>ein</b> Mann läuft"
+    assert aligned("a man <b>runs</b>", "ein Mann läuft schnell", "0-0 1-1") == "ein Mann <b>läuft schnell</b>"
+    assert aligned("<b>a</b> man", "Mann", "1-0") == "<b></b>Mann"  # nothing there: empty, as before
+
+
+def test_an_element_aligned_to_words_far_apart_goes_around_one_run_of_them():
+    # busy -> both Straße; und (between them) -> street: the run nearest a's and street's words
+    assert aligned("a <b>busy</b> street", "eine Straße und Straße", "0-0 1-1 1-3 2-2") == "eine <b>Straße</b> und Straße"
+    # the longest run, wherever it is
+    out = aligned("a <b>busy</b> street", "eine Straße und sehr Straße", "0-0 1-1 1-3 1-4 2-2")
+    assert out == "eine Straße und <b>sehr Straße</b>"
+    # words between that are aligned to nothing, or to the element's words too, do not split it
+    assert aligned("a <b>busy</b> street", "eine Straße und Straße", "0-0 1-1 1-3 2-1") == "eine <b>Straße und Straße</b>"
+
+
 def test_empty_elements_follow_the_target_word_of_the_word_before_them():
     assert reverse("one <img src=x> two three") == "THREE TWO ONE<img src=\"x\">"
     assert reverse("<!--c-->one two") == "<!--c-->TWO ONE"

@@ -15,6 +15,9 @@ The mapping:
   target vocabularies are saved once (shared_vocabulary.json);
 - mt's special ids pad 0, unk 1, bos 2, eos 3 are the pieces at those ids, named in the config; the
   source gets </s> appended (add_source_eos), as `Translator` does.
+The experiment's lexical shortlist, when it has one (`mt shortlist`), becomes vmap.txt, CTranslate2's
+vocabulary map: a line of the frequent target pieces after an empty key, then each source piece and
+its candidates, which `translate_batch(use_vmap=True)` reads as mt's `--shortlist` does.
 The one addition: mt's search never emits <pad> or <s> (mt/search/steps.py); CTranslate2 has no such rule,
 so the output projection gets a bias of -1e4 on those two tokens (0 elsewhere). Their probability is
 then left out of the softmax normaliser, which mt's search keeps: CTranslate2's log-probabilities are
@@ -31,8 +34,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from mt import log
 from mt.apps.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
 from mt.config.schema import ExperimentConfig
+from mt.data.shortlist import load_table, vmap_lines
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.model.layers import sinusoid_table
@@ -40,6 +45,7 @@ from mt.model.transformer import Transformer
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
+VMAP = "vmap.txt"  # CTranslate2's vocabulary map, read with translate_batch(use_vmap=True)
 NEVER_EMITTED = -1e4  # bias of <pad> and <s>: exp(-1e4) is 0 in every precision CTranslate2 computes in
 
 
@@ -182,18 +188,42 @@ def writer(source: Exported, quantize: str | None, license: str | None = None) -
         else {"spm.src.model": source.src_tok, "spm.tgt.model": source.tgt_tok}
     )
 
+    vmap = vocabulary_map(source)
+
     def write(directory: Path) -> None:
         spec.save(str(directory))
         for name, tokenizer in spm_files.items():
             (directory / name).write_bytes(tokenizer.proto)
+        if vmap is not None:
+            (directory / VMAP).write_text(vmap, encoding="utf-8")
         (directory / "README.txt").write_text(
             readme(
-                source.exp, source.cfg, source.path, source.state, quantize, list(spm_files), source.model.max_positions
+                source.exp,
+                source.cfg,
+                source.path,
+                source.state,
+                quantize,
+                list(spm_files),
+                source.model.max_positions,
+                vmap is not None,
             ),
             encoding="utf-8",
         )
 
     return write
+
+
+def vocabulary_map(source: Exported) -> str | None:
+    """The experiment's lexical shortlist (mt.data.shortlist) as CTranslate2's vocabulary map, when it
+    has one built with these tokenizers (else None, with a warning for one built with others)."""
+    exp = source.exp
+    if not exp.shortlist_path.exists():
+        return None
+    table = load_table(exp)
+    if table.meta.get("tokenizer_sha256") != {"src": source.src_tok.sha256, "tgt": source.tgt_tok.sha256}:
+        log.warn(f"{exp.shortlist_path}: built with another tokenizer; no {VMAP} exported (`mt shortlist --force`)")
+        return None
+    return "".join(vmap_lines(table, _pieces(source.src_tok), _pieces(source.tgt_tok)))
 
 
 def readme(
@@ -204,6 +234,7 @@ def readme(
     quantize: str | None,
     spm_files: list[str],
     max_positions: int,
+    vmap: bool = False,
 ) -> str:
     """README.txt: where the model came from, how to run it, and the settings that match `mt translate`."""
     d = cfg.decode
@@ -218,6 +249,11 @@ def readme(
     }[d.length_penalty]
     alpha = 0 if d.length_penalty == "none" else d.alpha
     languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
+    vmap_note = (
+        f"\n{VMAP} is mt's lexical shortlist (`mt translate --shortlist`): with use_vmap=True in\n"
+        "translate_batch, each batch's decoder scores only its source tokens' likely translations and the\n"
+        "frequent words: faster, approximate (docs/translating.md in mt).\n"
+    )
     stop_note = (
         "patience=1 (the default) is mt's decode.stop early: stop once beam_size hypotheses have finished."
         if d.stop == "early"
@@ -243,7 +279,7 @@ Run it from this directory (pip install ctranslate2 sentencepiece):
         pieces, beam_size={d.beam}, length_penalty={alpha}, return_end_token=True,
         min_decoding_length=0, max_decoding_length=limit, max_input_length={max_positions})
     print([tgt_sp.decode(r.hypotheses[0]).strip() for r in results])
-
+{vmap_note if vmap else ""}
 The model appends </s> to each source itself (config.json: add_source_eos); give it the pieces only.
 {tags}
 To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.beam}"}, docs/exporting.md in mt):

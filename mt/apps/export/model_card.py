@@ -13,6 +13,7 @@ from mt import __version__
 from mt.apps.export.mapping import Exported
 from mt.model.transformer import count_parameters
 from mt.training.schedule import peak_lr
+from mt.training.token_budget import lr_scaling
 
 
 def model_card(source: Exported, license: str, gap: float) -> str:
@@ -205,12 +206,19 @@ def _training(source: Exported) -> str:
         pairs = ", ".join(f"{split} {s['pairs_kept']:,} pairs" for split, s in splits.items() if "pairs_kept" in s)
     m, t = cfg.model, cfg.train
     hours = source.state.get("elapsed")
+    budget = source.state.get("max_tokens") or t.max_tokens  # auto's choice, where the checkpoint has it
+    lr_factor, warmup = (
+        lr_scaling(t, budget, int(source.state.get("world_size", 1)))
+        if isinstance(budget, int)
+        else (1.0, t.warmup_steps)
+    )
+    peak = peak_lr(t.lr_peak, t.lr_scale, t.warmup_steps, m.d_model) * lr_factor
     return f"""- Data: {", ".join(f"`{spec}`" for spec in cfg.data.train)}{f" ({pairs}, after cleaning)" if pairs else ""};
   SentencePiece {cfg.tokenizer.model_type}, {"one joint vocabulary" if cfg.tokenizer.joint else "two vocabularies"} of {cfg.tokenizer.vocab_size:,}.
 - Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, post-norm,
   {"tied" if m.tie_embeddings else "untied"} embeddings, {count_parameters(model) / 1e6:.1f}M parameters.
-- Training: {source.state.get("step", "?")} updates{f" in {hours / 3600:.2f} h" if hours else ""}, batches of {t.max_tokens:,} tokens,
-  peak learning rate {peak_lr(t.lr_peak, t.lr_scale, t.warmup_steps, m.d_model):.3g}{"" if t.lr_peak is not None else " (the paper's schedule)"} after {t.warmup_steps:,} warm-up updates, label smoothing {t.label_smoothing:g},
+- Training: {source.state.get("step", "?")} updates{f" in {hours / 3600:.2f} h" if hours else ""}, batches of {f"{budget:,}" if isinstance(budget, int) else budget} tokens,
+  peak learning rate {peak:.3g}{"" if t.lr_peak is not None else " (the paper's schedule)"} after {warmup:,} warm-up updates, label smoothing {t.label_smoothing:g},
   dropout {m.dropout:g}, precision {t.precision}.
 
 <details><summary>The experiment's config.yaml</summary>

@@ -22,6 +22,10 @@ Routes (docs/serving.md gives examples with curl):
   tgt_tokens (subword pieces, "</s>" last), cross_attention [layer][head][output token][source token],
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh
   i-j over words), encoder_self_attention (with "encoder"); plus "warnings".
+- POST /translate_file: LibreTranslate's, a multipart form: `file` (a document of a format of
+  mt.documents, by its extension), `source`, `target`, `api_key` -> {"translatedFileUrl": URL};
+  GET /download_file/UUID.NAME: the translated document; GET /frontend/settings: LibreTranslate's page
+  settings with the file formats (mt.apps.serve.files; the upload's checks: mt.apps.serve.uploads).
 - GET /: the page (mt/apps/serve/page.html).
 /v1 answers bad JSON or fields (a wrong type too: "4" or 4.5 for a whole number) with 422 naming the
 field, an unknown language pair with 400, a request over --max-chars or --max-lines with 413, invalid
@@ -49,9 +53,11 @@ from starlette.exceptions import HTTPException
 
 from mt import log
 from mt.apps.serve import openapi
+from mt.apps.serve.files import Documents
 from mt.apps.serve.queue import Batcher
 from mt.apps.serve.requests import ApiError
 from mt.apps.serve.service import Service
+from mt.apps.serve.uploads import extensions
 from mt.decoding.alignment import check_layer
 from mt.errors import ConfigError, MtError
 
@@ -72,6 +78,11 @@ class Limits:
     max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square
     max_connections: int = 512  # open at once; one more is closed as it opens (each holds a file descriptor)
     read_timeout: float = 30.0  # seconds a client has to send a whole request, from connecting or its last answer
+    max_file_bytes: int = 10_000_000  # an uploaded document's bytes (/translate_file); refused while it is read
+    max_file_chars: int = 200_000  # characters a document may ask to translate (about 2,000 sentences)
+    file_ttl: float = 600.0  # seconds a translated document is kept for download
+    max_files: int = 100  # translated documents kept at once; the oldest goes first
+    max_file_jobs: int = 4  # documents read and translated at once; one more gets 503 with Retry-After
 
     def __post_init__(self) -> None:
         from mt.apps.serve.queue import BATCHING
@@ -86,6 +97,10 @@ class Limits:
             "max_beam",
             "max_attention_tokens",
             "max_connections",
+            "max_file_bytes",
+            "max_file_chars",
+            "max_files",
+            "max_file_jobs",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
@@ -93,6 +108,8 @@ class Limits:
             raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be from 0 to 60000 (a minute)")
         if not 0 < self.read_timeout <= 3600:
             raise ConfigError(f"--read-timeout {self.read_timeout}: must be more than 0 and at most 3600 seconds")
+        if not 0 < self.file_ttl <= 7 * 24 * 3600:
+            raise ConfigError(f"--file-ttl {self.file_ttl}: must be more than 0 and at most 604800 seconds (a week)")
 
 
 def build_app(
@@ -109,17 +126,22 @@ def build_app(
         translator, limits.max_batch_tokens, limits.max_wait_ms, limits.max_queue, threads, limits.batching
     )
     service = Service(translator, batcher, limits, api_key, checkpoint)
+    documents = Documents(service, limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         batcher.start()
-        yield
-        await asyncio.to_thread(batcher.close)  # uvicorn has let the requests in flight finish
+        documents.start()
+        try:
+            yield
+        finally:  # uvicorn has let the requests in flight finish
+            await asyncio.to_thread(documents.close)  # the kept files are removed
+            await asyncio.to_thread(batcher.close)
 
     app = FastAPI(
         title="mt", version=_version(), lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json"
     )
-    app.state.batcher, app.state.limits = batcher, limits
+    app.state.batcher, app.state.limits, app.state.documents = batcher, limits, documents
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -153,7 +175,7 @@ def build_app(
         )
         return response
 
-    _routes(app, service, translator, limits)
+    _routes(app, service, documents, translator, limits)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -164,7 +186,7 @@ def build_app(
     return app
 
 
-def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
+def _routes(app: FastAPI, service: Service, documents: Documents, translator, limits: Limits) -> None:
     """The API's routes, each with its part of the OpenAPI schema (mt.apps.serve.openapi)."""
     layers = check_layer(translator.model, None, "layer") + 1
     directions = translator.directions
@@ -180,6 +202,8 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
         limits.max_attention_tokens,
         layers,
         v1_sources=known + ["auto"],
+        max_file_bytes=limits.max_file_bytes,
+        file_formats=extensions(),
     )  # /v1: auto = identified, each line
     app.post("/translate", **spec["/translate"])(service.libre_translate)
     app.post("/detect", **spec["/detect"])(service.detect)
@@ -187,6 +211,9 @@ def _routes(app: FastAPI, service: Service, translator, limits: Limits) -> None:
     app.get("/health", **spec["/health"])(service.health)
     app.post("/v1/translate", **spec["/v1/translate"])(service.v1_translate)
     app.post("/v1/attention", **spec["/v1/attention"])(service.v1_attention)
+    app.post("/translate_file", **spec["/translate_file"])(documents.translate_file)
+    app.get("/download_file/{filename}", **spec["/download_file/{filename}"])(documents.download_file)
+    app.get("/frontend/settings", **spec["/frontend/settings"])(documents.frontend_settings)
 
 
 def _version() -> str:
@@ -203,8 +230,8 @@ def route_message(request: Request, exc: HTTPException) -> str:
     path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
     if exc.status_code == 404:
         return (
-            f"{path}: no such route; the API is POST /translate, POST /detect, GET /languages, GET /health, "
-            "POST /v1/translate, POST /v1/attention"
+            f"{path}: no such route; the API is POST /translate, POST /translate_file, POST /detect, "
+            "GET /languages, GET /health, POST /v1/translate, POST /v1/attention"
         )
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
@@ -355,12 +382,19 @@ def serve(
     device: str = "cpu",
     precision: str = "fp32",
     quantize: str | None = None,
+    parallel: str = "threads",
 ) -> None:
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
-    quantize), serve it until SIGTERM or Ctrl-C, then drain and return."""
+    quantize), serve it until SIGTERM or Ctrl-C, then drain and return. `parallel` "processes": the
+    worker's static batches are searched by processes of their own (mt.decoding.processes), started
+    here, before the first request."""
     import torch
 
+    from mt.config.schema import Parallel
+    from mt.config.values import coerce
+    from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
+    from mt.search.parallel import AUTO_WORKERS
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
     worker_threads = threads or torch.get_num_threads()
@@ -368,7 +402,10 @@ def serve(
     # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
+    cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
+    if parallel == "processes":  # started now: the first request should not wait for them
+        translator.search(["."], DecodeOptions(workers=min(worker_threads, AUTO_WORKERS)))
     names = ", ".join(path.name for path in translator.checkpoint_paths)
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
@@ -385,4 +422,5 @@ def serve(
     )
     with signals_end_quietly():
         server.run(sockets=[sock])
+    translator.close()
     log.info("mt serve: stopped")

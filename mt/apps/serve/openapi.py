@@ -33,6 +33,7 @@ def _errors(*statuses: int) -> dict[int, dict]:
     reasons = {
         400: "a bad request (LibreTranslate's shape: also its limits)",
         403: "no API key, or the wrong one",
+        404: "no such file",
         413: "over a size limit",
         422: "a field of the wrong type or out of range",
         499: "the client left before its answer",
@@ -51,10 +52,13 @@ def routes(
     max_attention_tokens: int,
     layers: int,
     v1_sources: list[str] | None = None,
+    max_file_bytes: int = 10_000_000,
+    file_formats: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """FastAPI's `openapi_extra` and `responses` of each route, for the source languages /translate takes
     ("auto" among them: identified) and /v1's (`v1_sources`, default the same: zero-shot
-    sources and "auto", which /v1 reads as not given), its targets, its decoder's `layers` and these limits."""
+    sources and "auto", which /v1 reads as not given), its targets, its decoder's `layers`, the
+    extensions of the documents /translate_file takes (`file_formats`) and these limits."""
     # The limits are on the whole request (characters, lines); the schema promises what always fits.
     item = {**LINE, "maxLength": max_chars // max_lines}
     text_list = {"type": "array", "items": item, "minItems": 1, "maxItems": max_lines}
@@ -67,7 +71,8 @@ def routes(
             "q": {"oneOf": [q, text_list]},
             "source": {"type": "string", "enum": sources},
             "target": {"type": "string", "enum": targets},
-            "format": {"type": "string", "enum": ["text", "html"]},  # html: mt.text.markup_translate
+            # html: mt.text.markup_translate; "" is text, as LibreTranslate reads an empty field
+            "format": {"type": "string", "enum": ["text", "html", ""]},
             # As LibreTranslate, more than the beam holds is not an error: it gives what it has
             # (--max-beam - 1 at most).
             "alternatives": {
@@ -156,6 +161,7 @@ def routes(
             },
         },
         "/detect": _detect_route(q, text_list, detection),
+        **_file_routes(sources, targets, max_file_bytes, file_formats or []),
         "/v1/translate": {
             "openapi_extra": {"requestBody": {"required": True, **_json(v1)}},
             "responses": {
@@ -225,5 +231,92 @@ def _detect_route(q: dict, text_list: dict, detection: dict) -> dict[str, Any]:
                 **_json({"type": "array", "items": detection}),
             },
             **_errors(400, 403, 413, 499, 500, 503),
+        },
+    }
+
+
+def _file_routes(sources: list[str], targets: list[str], max_file_bytes: int, formats: list[str]) -> dict[str, Any]:
+    """/translate_file, /download_file/{filename} and /frontend/settings: LibreTranslate's documents."""
+    upload = {
+        "type": "object",
+        "required": ["file", "source", "target"],
+        "properties": {
+            "file": {
+                "type": "string",
+                "format": "binary",
+                "description": f"the document, named with its extension ({', '.join(formats) or 'none'}); "
+                f"at most {max_file_bytes} bytes",
+            },
+            "source": {"type": "string", "enum": sources},
+            "target": {"type": "string", "enum": targets},
+            "api_key": {"type": "string"},
+        },
+    }
+    language = {"type": "object", "required": ["code", "name"]}
+    settings = {
+        "type": "object",
+        "required": ["charLimit", "apiKeys", "keyRequired", "suggestions", "supportedFilesFormat", "language"],
+        "properties": {
+            "charLimit": {"type": "integer"},
+            "apiKeys": {"type": "boolean"},
+            "keyRequired": {"type": "boolean"},
+            "suggestions": {"type": "boolean"},
+            "filesTranslation": {"type": "boolean"},
+            "supportedFilesFormat": {"type": "array", "items": {"type": "string"}},
+            "language": {"type": "object", "properties": {"source": language, "target": language}},
+        },
+    }
+    return {
+        "/translate_file": {
+            "openapi_extra": {
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": upload,
+                            # The file's name says its format: a part as LibreTranslate's page sends it.
+                            "encoding": {
+                                "file": {
+                                    "headers": {
+                                        "Content-Disposition": {
+                                            "schema": {
+                                                "type": "string",
+                                                "example": 'form-data; name="file"; filename="document.txt"',
+                                            }
+                                        }
+                                    }
+                                }
+                            },
+                        }
+                    },
+                },
+            },
+            "responses": {
+                200: {
+                    "description": "where to download the translated document, as LibreTranslate answers",
+                    **_json(
+                        {
+                            "type": "object",
+                            "required": ["translatedFileUrl"],
+                            "properties": {"translatedFileUrl": {"type": "string"}},
+                        }
+                    ),
+                },
+                **_errors(400, 403, 413, 499, 500, 503),
+            },
+        },
+        "/download_file/{filename}": {
+            "responses": {
+                200: {
+                    "description": "the translated document, as an attachment named as the upload was",
+                    "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+                },
+                404: {"description": "no such file, or no longer kept (--file-ttl, --max-files)", **_json(ERROR)},
+            },
+        },
+        "/frontend/settings": {
+            "responses": {
+                200: {"description": "LibreTranslate's page settings: limits and file formats", **_json(settings)}
+            }
         },
     }

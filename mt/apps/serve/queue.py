@@ -294,6 +294,7 @@ class Batcher:
             and first.options.alignment_layer is None
             and first.options.beam > 1
             and not first.options.no_repeat_ngram  # the repetition guard: static batches (mt.search.beam)
+            and not first.options.shortlist  # a shortlist's candidates are a batch's: static batches
             and isinstance(self.translator.model, Transformer)
         )
 

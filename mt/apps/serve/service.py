@@ -64,7 +64,7 @@ class Service:
         into the sources: sentences of every direction may then share a batch. Each line is translated
         sentence by sentence, long sentences in pieces (mt.text.translate), and put back together."""
         texts = lines
-        lines, plans = pieces(self.translator, texts, options)
+        lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = replace(options, src_lang=None, tgt_lang=None)
@@ -73,7 +73,7 @@ class Service:
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
-        return join(texts, plans, results), cuts
+        return join(texts, plans, results, kept), cuts
 
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""
@@ -117,9 +117,9 @@ class Service:
 
     def _libre_texts(self, fields: dict) -> list[str]:
         """q as a list of texts, once source, target and format are this server's."""
-        q, source, target = fields.get("q"), fields.get("source"), fields.get("target")
-        for name, value in (("q", q), ("source", source), ("target", target)):
-            if value in (None, "", []):
+        q = fields.get("q")
+        for name in ("q", "source", "target"):
+            if fields.get(name) in (None, "", []):
                 raise ApiError(400, f"Invalid request: missing {name} parameter")
         check_pair(fields, 400)
         texts = [q] if isinstance(q, str) else q
@@ -127,17 +127,28 @@ class Service:
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
         for text in texts:
             unicode_text(text, "q", 400)
-        try:  # LibreTranslate's words: "fr is not supported"
-            self.directions.tag(None if source == "auto" else source, target)
-        except ConfigError as exc:
-            bad = source if source != "auto" and not self.directions.knows_source(source) else target
-            message = str(exc).replace("(--tgt-lang)", "(target)").replace("(--src-lang)", "(source)")
-            raise ApiError(400, f"{bad} is not supported: {message}") from None
+        self.libre_pair(fields)
         fmt = fields.get("format") or "text"
         if fmt not in ("text", "html"):
             shown = fmt if isinstance(fmt, str) and re.fullmatch(r"[\w-]{1,20}", fmt) else json.dumps(fmt)[:40]
             raise ApiError(400, f"{shown} format is not supported: this server translates text and html")
         return texts
+
+    def libre_pair(self, fields: dict) -> tuple[str | None, str]:
+        """(source, None for auto; target) of a LibreTranslate request, once this server translates them:
+        400 in LibreTranslate's words otherwise ("fr is not supported")."""
+        source, target = fields.get("source"), fields.get("target")
+        for name, value in (("source", source), ("target", target)):
+            if value in (None, "", []):
+                raise ApiError(400, f"Invalid request: missing {name} parameter")
+        check_pair(fields, 400)
+        try:
+            self.directions.tag(None if source == "auto" else source, target)
+        except ConfigError as exc:
+            bad = source if source != "auto" and not self.directions.knows_source(source) else target
+            message = str(exc).replace("(--tgt-lang)", "(target)").replace("(--src-lang)", "(source)")
+            raise ApiError(400, f"{bad} is not supported: {message}") from None
+        return (None if source == "auto" else source), target
 
     async def translate_markup(
         self, request: Request, texts: list[str], options: DecodeOptions, fmt: Format
@@ -269,12 +280,10 @@ async def wait_for(submit, request: Request):
     work is called off (its sentences leave the queue and a running search) and 499 is logged."""
     try:
         future = submit()
-    except (QueueFull, Closed) as exc:
-        raise ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"}) from None
-    except WorkerFailed as exc:
-        raise ApiError(503, f"{exc}; restart mt serve") from None
+    except (QueueFull, Closed, WorkerFailed) as exc:
+        raise refusal(exc) from None
     answer = asyncio.wrap_future(future)
-    gone = asyncio.ensure_future(_disconnected(request))
+    gone = asyncio.ensure_future(disconnected(request))
     try:
         await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:  # also when this task is cancelled (a server stopping): the worker drops what is left of it
@@ -285,15 +294,24 @@ async def wait_for(submit, request: Request):
         raise ApiError(499, "the client closed the connection before its answer")
     try:
         return answer.result()
-    except Closed:  # not answered before the server ran out of time to stop (Batcher.stop_waiting)
-        raise ApiError(503, "the server is shutting down; retry in a second", {"Retry-After": "1"}) from None
-    except WorkerFailed as exc:
-        raise ApiError(503, f"{exc}; restart mt serve") from None
     except Exception as exc:
-        raise ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split())) from None
+        raise refusal(exc, answered=True) from None
 
 
-async def _disconnected(request: Request) -> None:
+def refusal(exc: Exception, answered: bool = False) -> ApiError:
+    """The answer to the batcher's refusal of work (`answered` False: at submit) or to the failure of
+    work it took (True): 503 when busy or stopping (with Retry-After: retrying helps), 503 when its
+    worker has died (without: it will not), 500 when the batch failed."""
+    if isinstance(exc, Closed) and answered:  # not answered before the server ran out of time to stop
+        return ApiError(503, "the server is shutting down; retry in a second", {"Retry-After": "1"})
+    if isinstance(exc, (QueueFull, Closed)):
+        return ApiError(503, f"the server is busy: {exc}; retry in a second", {"Retry-After": "1"})
+    if isinstance(exc, WorkerFailed):
+        return ApiError(503, f"{exc}; restart mt serve")
+    return ApiError(500, " ".join(f"Cannot translate text: {type(exc).__name__}: {exc}".split()))
+
+
+async def disconnected(request: Request) -> None:
     """Returns once the client has closed the connection (the body is read: what comes now is that)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass

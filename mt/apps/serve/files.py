@@ -1,0 +1,401 @@
+"""Documents through `mt serve`: LibreTranslate's POST /translate_file and GET /download_file/NAME, and
+the formats GET /frontend/settings lists (`mt.apps.serve.app` wires them to HTTP).
+
+An upload is read and checked by `mt.apps.serve.uploads` (its size, its format, its content). Its
+format's module (`mt.documents`, any format registered in `FORMATS` whose library is installed) then
+runs in a worker thread of this module's pool (--max-file-jobs threads; one more upload is refused
+with 503 at once), never on the event loop; the units it asks are translated by `BatcherUnits`, in
+that thread as far as sentences and markup go, their sentences searched by the server's one batcher
+beside every other request's. The translation is kept in a private temporary directory for
+--file-ttl seconds, at most --max-files at once (the oldest goes first), and all are removed when the
+server stops. A client that leaves before its answer ends its document's work at its next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import mimetypes
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections import OrderedDict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from mt import log
+from mt.apps.serve.languages import name_of
+from mt.apps.serve.queue import QueueFull
+from mt.apps.serve.requests import ApiError, check_key, field_key, header_key
+from mt.apps.serve.service import Service, disconnected, refusal
+from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
+from mt.decoding.options import DecodeOptions
+from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.translate import translate_content
+from mt.text.markup import Format, MarkupError
+from mt.text.markup_translate import aligned, finish, plan
+from mt.text.translate import join, pieces
+
+MEDIA_TYPES = {  # where the system's mime.types has none, or another
+    ".txt": "text/plain",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".srt": "application/x-subrip",
+    ".vtt": "text/vtt",
+    ".po": "text/x-gettext-translation",
+    ".xlf": "application/xliff+xml",
+    ".xliff": "application/xliff+xml",
+    ".md": "text/markdown",
+}
+CHUNK = 256  # sentences a document puts in the batcher's queue at once (two chunks in flight)
+PATIENCE = 30.0  # seconds a document's chunk waits for room in a full queue before the document gets 503
+SAMPLE = 2000  # characters of a document that `source: auto` identifies
+POLL = 0.1  # seconds between a worker thread's looks at whether its document was abandoned
+
+
+@dataclass
+class Kept:
+    """A translated file kept for download: where it is, the name it is downloaded as, its media type
+    and when it expires (time.monotonic)."""
+
+    path: Path
+    name: str
+    media_type: str
+    expires: float
+
+
+class Results:
+    """Translated files kept for `ttl` seconds in a private temporary directory, at most `most` at once
+    (the oldest removed first), all removed at `close`. Called from the event loop and worker threads."""
+
+    def __init__(self, ttl: float, most: int):
+        self.ttl, self.most = ttl, most
+        self.root = Path(tempfile.mkdtemp(prefix="mt-serve-files-"))  # mode 0700: this user's only
+        self.kept: OrderedDict[str, Kept] = OrderedDict()  # by key, oldest first
+        self.lock = threading.Lock()
+
+    def put(self, name: str, data: bytes) -> str:
+        """Keep `data`, downloaded as `name`; its key ("UUID.NAME", LibreTranslate's)."""
+        key = f"{uuid.uuid4()}.{url_name(name)}"
+        path = self.root / key
+        path.write_bytes(data)
+        with self.lock:
+            self._sweep()
+            while len(self.kept) >= self.most:
+                self._drop(next(iter(self.kept)))
+            self.kept[key] = Kept(path, name, media_type(name, data), time.monotonic() + self.ttl)
+        return key
+
+    def open(self, key: str) -> tuple[Kept, BinaryIO] | None:
+        """The kept file of `key`, opened (it can then be read whole even if it expires meanwhile), or None."""
+        with self.lock:
+            self._sweep()
+            kept = self.kept.get(key)
+            return None if kept is None else (kept, kept.path.open("rb"))
+
+    def sweep(self) -> None:
+        with self.lock:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for key in [key for key, kept in self.kept.items() if kept.expires <= now]:
+            self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        self.kept.pop(key).path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self.lock:
+            self.kept.clear()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def media_type(name: str, data: bytes) -> str:
+    """The download's Content-Type: the extension's, with charset=utf-8 for text that is UTF-8."""
+    suffix = Path(name).suffix.lower()
+    kind = MEDIA_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if kind.startswith("text/") or kind.endswith("+xml"):
+        try:
+            data.decode("utf-8")
+            kind += "; charset=utf-8"
+        except UnicodeDecodeError:
+            pass
+    return kind
+
+
+def disposition(name: str) -> str:
+    """Content-Disposition for a download named `name`: an ASCII name for old clients, and the name
+    itself (RFC 6266's filename*) for the others."""
+    from urllib.parse import quote
+
+    return f"attachment; filename=\"{url_name(name)}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+class Abandoned(Exception):
+    """The document's request is gone (its client left, or the server is stopping): stop its work."""
+
+
+class BatcherUnits:
+    """`mt.documents.units.Units` for a format module running in a worker thread: each call's texts cut
+    into sentences (or planned as markup) here, their sentences searched by the server's batcher in
+    chunks of CHUNK (at most a quarter of --max-queue), two in flight (so that one document neither
+    fills the queue nor waits between chunks); a chunk that finds the queue full waits for room, up to
+    PATIENCE seconds, as the other requests are refused at once. Within the file's budget of
+    `max_chars` characters (413 before any is searched past it).
+    With `identify` (`source: auto`) the first texts are identified first (400 for a language the
+    model cannot read). Blank texts come back as they are."""
+
+    def __init__(self, service: Service, options: DecodeOptions, tag: int | None, max_chars: int, identify: bool):
+        self.service, self.options, self.tag, self.max_chars = service, options, tag, max_chars
+        self.identify, self.spent = identify, 0
+        self.abandoned = threading.Event()
+        self.sentences = self.tokens = 0  # searched for this document, for the request's log line
+
+    def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
+        translator = self.service.translator
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        asked = [texts[i] for i in todo]
+        self.spent += sum(len(text) for text in asked)
+        if self.spent > self.max_chars:
+            raise ApiError(
+                413, f"file: {self.spent} characters to translate, more than --max-file-chars {self.max_chars}"
+            )
+        if fmt == "text":
+            lines, plans, kept = pieces(translator, asked, self.options)  # kept: unreadable, copied
+            found = join(asked, plans, self.search(lines, self.options), kept)
+        else:
+            options = aligned(translator, self.options)
+            try:
+                planned = plan(translator, asked, fmt, options)
+            except MarkupError as exc:
+                raise DocumentError(str(exc).replace("input line", "unit")) from None
+            found = finish(planned, self.search(planned.sources, options))
+        out = list(texts)
+        for i, hyps in zip(todo, found):
+            out[i] = hyps[0][0]
+        return out
+
+    def _identify(self, lines: list[str]) -> None:
+        """400 unless the document's first SAMPLE characters are in a language the model reads."""
+        from mt.text.language import Unidentifiable
+
+        self.identify = False
+        langs = self.service.langs
+        try:
+            found = langs.identifier.identify(" ".join(" ".join(lines)[:SAMPLE].split()))
+        except Unidentifiable as exc:
+            raise ApiError(400, str(exc)) from None
+        if found.foreign is not None:
+            raise ApiError(400, f"file: {found.foreign} is not supported: {found.message(langs.readable)}")
+
+    def search(self, lines: list[str], options: DecodeOptions) -> list[list[tuple]]:
+        """Each line's hypotheses (`Translator.search`'s), through the batcher (class docstring)."""
+        if self.identify and any(line.strip() for line in lines):
+            self._identify(lines)
+        todo, encoded, _ = self.service.translator.encode_lines(lines, tag=self.tag)
+        options = replace(options, src_lang=None, tgt_lang=None)  # the tag says the direction
+        found: list = []
+        pending: deque[Future] = deque()
+        chunk = max(1, min(CHUNK, self.service.batcher.max_queue // 4))
+        try:
+            for start in range(0, len(encoded), chunk):
+                pending.append(self._submit(encoded[start : start + chunk], options, pending, found))
+                if len(pending) > 1:
+                    found += self._wait(pending.popleft())
+            while pending:
+                found += self._wait(pending.popleft())
+        finally:
+            for future in pending:  # what is left when one failed or the client left: out of the queue
+                future.cancel()
+        self.sentences += len(encoded)
+        self.tokens += sum(len(ids) for ids in encoded)
+        empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
+        results = [[empty] for _ in lines]
+        for i, hyps in zip(todo, found):
+            results[i] = hyps
+        return results
+
+    def _submit(self, encoded: list[list[int]], options: DecodeOptions, pending: deque[Future], found: list) -> Future:
+        """The chunk in the batcher's queue; while the queue is full, this document's chunk before it is
+        waited for first, then room (class docstring)."""
+        deadline = time.monotonic() + PATIENCE
+        while True:
+            if self.abandoned.is_set():
+                raise Abandoned()
+            try:
+                return self.service.batcher.submit(encoded, options)
+            except QueueFull as exc:
+                if pending:
+                    found += self._wait(pending.popleft())
+                elif time.monotonic() < deadline:
+                    time.sleep(POLL)
+                else:
+                    raise refusal(exc) from None
+            except Exception as exc:
+                raise refusal(exc) from None
+
+    def _wait(self, future: Future) -> list:
+        while True:
+            if self.abandoned.is_set():
+                future.cancel()
+                raise Abandoned()
+            try:
+                return future.result(timeout=POLL)
+            except concurrent.futures.TimeoutError:
+                continue
+            except concurrent.futures.CancelledError:
+                raise Abandoned() from None
+            except Exception as exc:
+                raise refusal(exc, answered=True) from None
+
+
+class Documents:
+    """The work of /translate_file, /download_file and /frontend/settings over a `Service` (module
+    docstring); `start` and `close` with the server."""
+
+    def __init__(self, service: Service, limits):
+        self.service, self.limits = service, limits
+        self.results = Results(limits.file_ttl, limits.max_files)
+        self.pool = ThreadPoolExecutor(limits.max_file_jobs, thread_name_prefix="mt-documents")
+        self.jobs = 0  # uploads being read or translated (on the event loop: no lock)
+        self.running: set[BatcherUnits] = set()
+        self._sweeper: asyncio.Task | None = None
+
+    def start(self) -> None:
+        async def sweep() -> None:  # expired files leave the disk even when no one asks for files
+            while True:
+                await asyncio.sleep(min(self.limits.file_ttl, 60))
+                await asyncio.to_thread(self.results.sweep)
+
+        self._sweeper = asyncio.get_running_loop().create_task(sweep())
+
+    def close(self) -> None:
+        """Stop: the documents still in work are abandoned, and every kept file is removed."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for units in list(self.running):
+            units.abandoned.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.results.close()
+
+    async def translate_file(self, request: Request) -> dict[str, Any]:
+        """POST /translate_file, as LibreTranslate answers it: {"translatedFileUrl": URL}."""
+        if self.jobs >= self.limits.max_file_jobs:
+            raise ApiError(
+                503,
+                f"the server is translating {self.jobs} files (--max-file-jobs); retry in a second",
+                {"Retry-After": "1"},
+            )
+        self.jobs += 1
+        job: asyncio.Future | None = None
+        try:
+            upload = await read_upload(request, self.limits.max_file_bytes)
+            service = self.service
+            check_key(service.api_key, field_key(upload.fields, header_key(request)))
+            source, target = service.libre_pair(upload.fields)
+            tag = service.directions.tag(source, target)  # libre_pair has checked that there is one
+            options = DecodeOptions(nbest=1, src_lang=source, tgt_lang=target).resolved(service.defaults)
+            units = BatcherUnits(service, options, tag, self.limits.max_file_chars, identify=source is None)
+            job = asyncio.get_running_loop().run_in_executor(self.pool, self._translate, upload, units, target)
+            key = await self._until_done(request, job, units)
+            request.state.lines, request.state.tokens = units.sentences, units.tokens
+            return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{key}"}
+        finally:
+            if job is None or job.done():
+                self.jobs -= 1
+            else:  # the client left: the slot is free once the thread has stopped
+                job.add_done_callback(lambda _: self._job_done())
+
+    def _job_done(self) -> None:
+        self.jobs -= 1
+
+    async def _until_done(self, request: Request, job: asyncio.Future, units: BatcherUnits) -> str:
+        """The job's answer; 499 (logged) when the client leaves first, its work then abandoned."""
+        self.running.add(units)
+        gone = asyncio.ensure_future(disconnected(request))
+        try:
+            await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when this task is cancelled (a server stopping)
+            gone.cancel()
+            self.running.discard(units)
+            if not job.done():
+                units.abandoned.set()
+        if not job.done():
+            raise ApiError(499, "the client closed the connection before its answer")
+        try:
+            return job.result()
+        except Abandoned:
+            raise ApiError(499, "the client closed the connection before its answer") from None
+
+    def _translate(self, upload: Upload, units: BatcherUnits, target: str) -> str:
+        """In a worker thread: the upload checked, translated by its format's module, and kept; its key."""
+        name = upload.name
+        try:
+            check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes)
+            translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
+        except (ApiError, Abandoned):
+            raise
+        except DocumentError as exc:
+            raise ApiError(400, one_line(f"file: {name}: {exc}")) from None
+        except MemoryError:
+            raise
+        except Exception as exc:  # the format's library refusing what it cannot read: the file's fault
+            log.warn(one_line(f"/translate_file: {name}: {type(exc).__name__}: {exc}"))
+            raise ApiError(
+                400,
+                one_line(f"file: {name}: not a {upload.fmt.name} document it can read ({type(exc).__name__}: {exc})"),
+            ) from None
+        return self.results.put(name, translated)
+
+    async def download_file(self, filename: str) -> StreamingResponse:
+        """GET /download_file/NAME: the translated file, as an attachment named as the upload was."""
+        found = self.results.open(filename)
+        if found is None:
+            shown = filename if filename.isprintable() and len(filename) <= 300 else ascii(filename)[:300]
+            raise ApiError(
+                404,
+                f"{shown}: no such file; a translated file is kept for {self.limits.file_ttl:g} seconds "
+                f"(--file-ttl), the latest {self.limits.max_files} (--max-files)",
+            )
+        kept, handle = found
+        size = os.fstat(handle.fileno()).st_size
+        headers = {"Content-Disposition": disposition(kept.name), "Content-Length": str(size)}
+        return StreamingResponse(read_chunks(handle), media_type=kept.media_type, headers=headers)
+
+    async def frontend_settings(self) -> dict[str, Any]:
+        """GET /frontend/settings, LibreTranslate's: its page's limits, languages and file formats."""
+        directions = self.service.directions
+        source, target = directions.pairs[0]
+        keyed = self.service.api_key is not None
+        return {
+            "charLimit": self.limits.max_chars,
+            "frontendTimeout": 500,
+            "apiKeys": keyed,
+            "keyRequired": keyed,
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": extensions(),
+            "language": {
+                "source": {"code": source, "name": name_of(source)},
+                "target": {"code": target, "name": name_of(target)},
+            },
+        }
+
+
+def read_chunks(handle: BinaryIO, size: int = 1 << 16) -> Iterator[bytes]:
+    """An open file's bytes in chunks, closed at the end (starlette reads it in its thread pool)."""
+    with handle:
+        while chunk := handle.read(size):
+            yield chunk
+
+
+def one_line(message: str) -> str:
+    return " ".join(message.split())

@@ -1,0 +1,203 @@
+"""A document uploaded to `mt serve` (POST /translate_file), read and checked before any of it is
+parsed by its format's library: the multipart body read as it arrives and refused once it passes
+--max-file-bytes (nothing past the limit is held), the file's name made safe, its format chosen by
+its extension among those this server can translate, and its content sniffed to be what the
+extension says: a zip package (.docx and every binary format) that is a zip and no zip bomb, an XML
+file that is well-formed XML without entity declarations (entity expansion), a text file that is text.
+Each refusal is an ApiError naming the field `file` in one line.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from xml.parsers import expat
+
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import ClientDisconnect
+
+from mt.apps.serve.requests import ApiError
+from mt.documents.encoding import decode
+from mt.documents.formats import FORMATS, DocumentError, DocumentFormat, by_extension, load
+
+FORM_ROOM = 64 * 1024  # bytes of the body beside the file: the other fields, the parts' headers
+ZIP_EXTENSIONS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods", ".epub")  # packages, whatever the format
+XML_EXTENSIONS = (".xlf", ".xliff", ".xml", ".tmx", ".svg")
+MAX_ZIP_RATIO = 100  # unzipped bytes per zipped byte, overall: Word's XML packs about 10:1
+MAX_ZIP_GROWTH = 10  # a package may unzip to 10x --max-file-bytes, at most
+MAX_ZIP_ENTRIES = 10_000
+
+
+@dataclass
+class Upload:
+    """What /translate_file was sent: the form's text fields, the file's safe name, its format and bytes."""
+
+    fields: dict[str, str]
+    name: str
+    fmt: DocumentFormat
+    data: bytes
+
+
+def available() -> list[DocumentFormat]:
+    """The formats this server translates: those whose libraries are installed."""
+    usable = []
+    for fmt in FORMATS.values():
+        try:
+            load(fmt)
+        except DocumentError:
+            continue
+        usable.append(fmt)
+    return usable
+
+
+def extensions() -> list[str]:
+    """The extensions of `available` formats, as LibreTranslate lists them (".txt", ...)."""
+    return [ext for fmt in available() for ext in fmt.extensions]
+
+
+async def read_upload(request, max_bytes: int) -> Upload:
+    """The multipart form of /translate_file (LibreTranslate's: `file`, `source`, `target`, `api_key`),
+    read within `max_bytes` for the file (413 past it, while reading), its file named and of a format
+    this server translates (400 otherwise)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "multipart/form-data":
+        raise ApiError(
+            400, "Invalid request: send the file as a multipart form (multipart/form-data) with a file field"
+        )
+    limit = max_bytes + FORM_ROOM
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(
+            413, f"file: the request has {declared} bytes; a file may have at most {max_bytes} (--max-file-bytes)"
+        )
+    chunks, size = [], 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, f"file: more than {max_bytes} bytes (--max-file-bytes)")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ApiError(499, "the client closed the connection before it sent the whole request") from None
+    request._body = b"".join(chunks)  # starlette's request.form() parses it from here
+    del chunks
+    try:
+        form = await request.form(max_files=1, max_fields=16)
+    except (MultiPartException, HTTPException) as exc:  # starlette's refusal (as an HTTPException in an app)
+        message = exc.message if isinstance(exc, MultiPartException) else exc.detail
+        raise ApiError(400, f"the multipart form is not valid: {message}") from None
+    try:
+        fields = {name: value for name, value in form.multi_items() if isinstance(value, str)}
+        upload = form.get("file")
+        if upload is None or upload == "":
+            raise ApiError(400, "Invalid request: missing file parameter")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(400, "Invalid request: file must be a file (a part with a filename)")
+        data = await upload.read()
+        filename = upload.filename or ""
+    finally:
+        await form.close()
+    request._body = b""  # the body is in `data` now: not held twice
+    if len(data) > max_bytes:
+        raise ApiError(413, f"file: {len(data)} bytes, more than {max_bytes} (--max-file-bytes)")
+    name = safe_name(filename)
+    if not name:
+        raise ApiError(400, "Invalid request: empty file (a file part needs a filename)")
+    return Upload(fields, name, format_of(name), data)
+
+
+def safe_name(filename: str) -> str:
+    """The file's own name, without any folder a client put before it, without control characters
+    and at most 200 characters (its extension kept); "" if nothing is left."""
+    name = re.split(r"[/\\]", filename)[-1]
+    name = "".join(c for c in name if unicodedata.category(c)[0] != "C").strip().lstrip(".")
+    if len(name) > 200:
+        suffix = PurePosixPath(name).suffix[:20]
+        name = name[: 200 - len(suffix)] + suffix
+    return name
+
+
+def url_name(name: str) -> str:
+    """`name` in ASCII letters, digits, ".", "_" and "-", as LibreTranslate (werkzeug's
+    secure_filename) puts it in the download's URL; its extension kept ("document.txt" for "報告.txt")."""
+
+    def ascii_only(text: str) -> str:
+        text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
+
+    path = PurePosixPath(name)
+    suffix = ascii_only(path.suffix)
+    return (ascii_only(path.stem) or "document") + (f".{suffix}" if suffix else "")
+
+
+def format_of(name: str) -> DocumentFormat:
+    """The format `name`'s extension means, if this server translates it; 400 naming the ones it does."""
+    fmt = by_extension(name)
+    if fmt is not None:
+        try:
+            load(fmt)
+            return fmt
+        except DocumentError as exc:  # its library is not installed here
+            raise ApiError(400, f"Invalid request: file format not supported: {exc}") from None
+    known = ", ".join(extensions()) or "none"
+    raise ApiError(400, f"Invalid request: file format not supported ({name}); this server translates {known}")
+
+
+# -- what the content is --------------------------------------------------------------------------
+def check_content(data: bytes, fmt: DocumentFormat, name: str, max_bytes: int) -> None:
+    """DocumentError unless the bytes are what `name`'s extension says (module docstring); run before
+    the format's library reads them."""
+    suffix = PurePosixPath(name).suffix.lower()
+    if fmt.binary or suffix in ZIP_EXTENSIONS:
+        check_zip(data, MAX_ZIP_GROWTH * max_bytes, suffix)
+        return
+    text, _ = decode(data)
+    if "\x00" in text:
+        raise DocumentError(
+            f"binary data (a NUL character at character {text.index(chr(0))}), not a {fmt.name} text file"
+        )
+    if suffix in XML_EXTENSIONS:
+        check_xml(data)
+
+
+def check_zip(data: bytes, max_unzipped: int, suffix: str = ".zip") -> None:
+    """DocumentError unless `data` is a zip archive whose entries, as its directory declares them (what
+    zipfile then reads at most), unzip to at most `max_unzipped` bytes and MAX_ZIP_RATIO times its size."""
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise DocumentError(f"not a zip archive, as a {suffix} file is")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise DocumentError(f"a damaged zip archive: {exc}") from None
+    if len(entries) > MAX_ZIP_ENTRIES:
+        raise DocumentError(f"{len(entries)} entries in the zip archive, more than {MAX_ZIP_ENTRIES}")
+    unzipped = sum(entry.file_size for entry in entries)
+    if unzipped > max_unzipped:
+        raise DocumentError(f"unzips to {unzipped} bytes, more than {max_unzipped} (10 times --max-file-bytes)")
+    if unzipped > MAX_ZIP_RATIO * max(len(data), 1):
+        raise DocumentError(
+            f"unzips to {unzipped} bytes from {len(data)}, more than {MAX_ZIP_RATIO} times its size (a zip bomb?)"
+        )
+
+
+def check_xml(data: bytes) -> None:
+    """DocumentError unless `data` is well-formed XML without entity declarations (expat, which
+    fetches nothing: an entity declared in the file could expand without bound)."""
+
+    def refuse_entities(name, *_):
+        raise DocumentError(f"declares the XML entity {name!r}: entity declarations are refused")
+
+    parser = expat.ParserCreate()
+    parser.EntityDeclHandler = refuse_entities
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as exc:
+        reason = expat.ErrorString(exc.code) if exc.code else str(exc)
+        raise DocumentError(f"not well-formed XML: {reason} at line {exc.lineno}, column {exc.offset + 1}") from None

@@ -1,0 +1,104 @@
+"""Searches in processes of their own (decode.parallel: processes): each process loads the model once
+and searches whole batches on its share of the threads, as CTranslate2's inter_threads does.
+
+Threads (`mt.search.parallel`) share one interpreter lock, and a small model's search is mostly the
+Python between its short operations: two threads on two cores buy 1.06-1.16x, where two processes
+of one thread each buy about 1.3x (docs/benchmarks.md, "Decoding speed"). A process costs its start
+(importing torch, loading the checkpoint: about 2 s, the processes starting together) and a copy of
+the model, so it pays on files, not on a line at a time: the processes start on the first search that
+asks for them and serve every later one until the Translator is closed or the program ends.
+
+Each batch goes to whichever process is free, as source ids with its resolved options, and comes back
+as the search's hypotheses; a batch's translations are those of the same batch searched in this
+process. A process that dies (killed, out of memory) fails the search with one line, not a hang.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+from typing import Any, Callable, Iterator
+
+from mt.errors import MtError
+
+START_SECONDS = 600  # the longest a process may take to load the model before it is given up on
+
+
+def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, results) -> None:
+    """A search process: load the Translator, then search each batch it is given until told to stop."""
+    import torch
+
+    from mt.hardware import set_threads
+
+    set_threads(threads)
+    try:
+        translator = load(**load_args)
+    except BaseException as exc:
+        results.put((-1, None, f"loading the model failed: {type(exc).__name__}: {exc}"))
+        return
+    with torch.inference_mode():
+        while (task := tasks.get()) is not None:
+            index, sources, options = task
+            try:
+                found = translator.search_batch(translator.pad_sources(sources), options)
+                results.put((index, found, None))
+            except BaseException as exc:  # the caller raises it; this process goes on
+                results.put((index, None, f"{type(exc).__name__}: {exc}"))
+
+
+class SearchProcesses:
+    """`count` search processes over the model `load(**load_args)` gives, `threads` torch threads each."""
+
+    def __init__(self, load: Callable, load_args: dict[str, Any], count: int, threads: int):
+        context = multiprocessing.get_context("spawn")  # never fork a process that runs OpenMP's threads
+        self.tasks, self.results = context.Queue(), context.Queue()
+        self.count = count
+        self.processes = [
+            context.Process(
+                target=_serve, args=(load, load_args, threads, self.tasks, self.results), daemon=True, name="mt-search"
+            )
+            for _ in range(count)
+        ]
+        for process in self.processes:
+            process.start()
+
+    def map(self, batches: list[tuple[list[list[int]], Any]]) -> Iterator[list]:
+        """Each batch's hypotheses (`Translator.search_batch`), in order, the batches searched side by
+        side: (source ids, resolved options) each."""
+        for index, batch in enumerate(batches):
+            self.tasks.put((index, *batch))
+        done: dict[int, list] = {}
+        for index in range(len(batches)):
+            while index not in done:
+                got, found, error = self._next()
+                if error is not None:
+                    raise MtError(f"a search process failed: {error}")
+                done[got] = found
+            yield done.pop(index)
+
+    def _next(self) -> tuple[int, Any, str | None]:
+        """The next answer of any process; MtError once one has died, instead of waiting for ever."""
+        while True:
+            try:
+                return self.results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p for p in self.processes if not p.is_alive()]
+                if dead:
+                    self.close()
+                    raise MtError(
+                        f"a search process stopped (exit code {dead[0].exitcode}); "
+                        "decode.parallel: threads searches in this process"
+                    ) from None
+
+    def close(self) -> None:
+        """Stop the processes (each finishes the batch in hand)."""
+        for _ in self.processes:
+            try:
+                self.tasks.put(None)
+            except (OSError, ValueError):
+                break
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.terminate()
+        self.processes = []

@@ -1,0 +1,182 @@
+"""Localisation files through translate-toolkit: XLIFF 1.2 and 2.0 (.xlf, .xliff) and Gettext PO (.po).
+
+Each unit's source is translated into its target; everything else (IDs, notes, contexts, flags,
+locations, the header, obsolete entries) is kept. A unit that already has a translation (a non-empty
+target or msgstr) is left alone unless `DocumentOptions.retranslate`; one that mt translated is marked
+for review: a PO entry `fuzzy` (msgfmt leaves fuzzy entries out of the compiled catalogue until a
+translator clears the flag), an XLIFF 1.2 target state="needs-review-translation" with
+state-qualifier="leveraged-mt", an XLIFF 2.0 segment state="translated" (translated, not reviewed).
+The target language (PO Language, XLIFF target-language or trgLang) is set where the file has none.
+
+A PO entry with a plural: msgid gives msgstr[0] and msgid_plural msgstr[1] to msgstr[nplurals-1],
+nplurals being the header's Plural-Forms (written from the target language's default, translate-toolkit's
+table, where the header has none); a language of one form takes msgid_plural's translation.
+
+Placeholders, tags and XLIFF's inline elements come back exactly once (`mt.documents.placeholders`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.placeholders import Protected, placeholders
+from mt.documents.units import Units
+
+REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}  # on an XLIFF 1.2 target
+REVIEW_2 = "translated"  # an XLIFF 2.0 segment's state
+DECLARED_ENCODING = re.compile(r"""\A\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+def ask(units: Units, protected: list[Protected]) -> list[str]:
+    """The translation of each protected source, all asked at once (each distinct one once)."""
+    unique = list(dict.fromkeys(p.html for p in protected))
+    answers = dict(zip(unique, units(unique, "html")))
+    return [answers[p.html] for p in protected]
+
+
+def translate(text: str, units: Units, options: DocumentOptions) -> str:
+    """The translated file: XLIFF if it is XML (it begins with "<"), else PO."""
+    if text.lstrip().startswith("<"):
+        return translate_xliff(text, units, options)
+    return translate_po(text, units, options)
+
+
+def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
+    """A PO file translated (module docstring)."""
+    from translate.misc.multistring import multistring
+
+    store = read_po(text)
+    pattern = placeholders()
+    nplurals, plural = plural_forms(store, options.target)
+    todo: list[tuple[Any, list[Protected]]] = []
+    for unit in store.units:
+        if unit.isheader() or unit.isobsolete() or not str(unit.source):
+            continue
+        if any(getattr(unit.target, "strings", [unit.target])) and not options.retranslate:
+            continue
+        sources = unit.source.strings[:2] if unit.hasplural() else [str(unit.source)]
+        protected = []
+        for source in sources:
+            p = Protected(pattern)
+            p.html = p.text(source)
+            protected.append(p)
+        todo.append((unit, protected))
+    answers = iter(ask(units, [p for _, protected in todo for p in protected]))
+    plurals_used = False
+    for unit, protected in todo:
+        found = [p.restore(next(answers)) for p in protected]
+        if unit.hasplural():
+            plurals_used = True
+            unit.target = multistring(found[:1] + found[1:] * (nplurals - 1) if nplurals > 1 else found[1:])
+        else:
+            unit.target = found[0]
+        unit.markfuzzy(True)
+    if todo and not store.parseheader().get("Language"):
+        store.updateheader(add=True, Language=options.target)
+    if plurals_used and plural is not None:
+        store.updateheaderplural(nplurals, plural)
+    return bytes(store).decode(store.encoding)
+
+
+def read_po(text: str):
+    """translate-toolkit's pofile of the text: its lines given as text, which the parser reads as they
+    are (given bytes, translate-toolkit 3.20 does not re-decode them by the header's charset)."""
+    from translate.storage import poparser, pypo
+
+    store = pypo.pofile()
+    store.units = []
+    lines = [line + "\n" for line in text.split("\n")]
+    try:
+        poparser.parse_units(poparser.PoParseState(lines, store.create_unit), store)
+    except (poparser.PoParseError, ValueError) as exc:
+        raise DocumentError(f"not a PO file: {str(exc).splitlines()[0][:200]}") from None
+    return store
+
+
+def plural_forms(store, target: str) -> tuple[int, str | None]:
+    """nplurals from the header, or the target language's (with its plural expression, to write)."""
+    from translate.lang import factory
+
+    nplurals, _ = store.getheaderplural()
+    if nplurals is not None and str(nplurals).isdigit() and int(nplurals) > 0:
+        return int(nplurals), None
+    language = factory.getlanguage(target)
+    return (language.nplurals or 2), (language.pluralequation or "(n != 1)")
+
+
+def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
+    """An XLIFF file translated (module docstring)."""
+    store, version = read_xliff(text)
+    pattern = placeholders()
+    todo: list[tuple[Any, Protected]] = []
+    for unit in store.units:
+        source, target = unit.get_source_dom(), unit.get_target_dom()
+        if not unit.istranslatable() or source is None or not "".join(source.itertext()).strip():
+            continue
+        if target is not None and (len(target) or (target.text or "").strip()) and not options.retranslate:
+            continue
+        p = Protected(pattern)
+        p.html = p.element(source)
+        todo.append((unit, p))
+    for (unit, p), translated in zip(todo, ask(units, [p for _, p in todo])):
+        target = unit.get_target_dom()
+        if target is None:
+            unit.settarget("")
+            target = unit.get_target_dom()
+        for child in list(target):
+            target.remove(child)
+        target.text = None
+        p.restore(translated, target)
+        if version == 2:
+            unit.xmlelement.set("state", REVIEW_2)
+        else:
+            for name, value in REVIEW_1.items():
+                target.set(name, value)
+            if unit.xmlelement.get("approved") == "yes":
+                unit.xmlelement.set("approved", "no")
+    if todo:
+        set_target_language(store, version, options.target)
+    return serialized(store)
+
+
+def serialized(store) -> str:
+    """The store's XML as text (the driver encodes it as the file was). translate-toolkit encodes the
+    declaration and the tree apart: in UTF-16 or UTF-32 each comes with a byte-order mark, left out."""
+    declaration, newline, tree = bytes(store).decode(store.encoding).lstrip("\ufeff").partition("\n")
+    return declaration + newline + tree.lstrip("\ufeff")
+
+
+def read_xliff(text: str) -> tuple[Any, int]:
+    """translate-toolkit's XLIFF store of the text (1.2, else 2.0) and its version's major number."""
+    from lxml import etree
+    from translate.storage import xliff, xliff2
+
+    declared = DECLARED_ENCODING.match(text)
+    data = text.encode(declared.group(1) if declared else "utf-8")
+    errors = []
+    for version, store_class in ((1, xliff.xlifffile), (2, xliff2.Xliff2File)):
+        try:
+            return store_class.parsestring(data), version
+        except etree.XMLSyntaxError as exc:
+            raise DocumentError(f"not well-formed XML: {exc.msg}") from None
+        except (ValueError, AssertionError, StopIteration, LookupError) as exc:
+            errors.append(str(exc).splitlines()[0] if str(exc) else "no <file> element")
+    root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True))
+    name = etree.QName(root).localname
+    if name != "xliff":
+        raise DocumentError(f"not an XLIFF file: its root element is <{name}>, not <xliff>")
+    two = root.get("version", "").startswith("2") or ":2." in (root.nsmap.get(None) or "")
+    raise DocumentError(f"an XLIFF file translate-toolkit cannot read: {errors[two]}")
+
+
+def set_target_language(store, version: int, target: str) -> None:
+    """The file's target language, where it names none (XLIFF 1.2: each <file>'s; 2.0: the root's)."""
+    if version == 2:
+        if not store.gettargetlanguage():
+            store.settargetlanguage(target)
+        return
+    for node in store.document.getroot().iterchildren(store.namespaced("file")):
+        if not node.get("target-language"):
+            node.set("target-language", target)

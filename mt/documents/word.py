@@ -1,0 +1,386 @@
+"""Word documents (.docx) through python-docx: every paragraph of the body, of tables (nested ones
+too), of text boxes, of every header and footer (each part once, however many sections link to it) and
+of footnotes and endnotes is translated with its runs' formatting as inline markup; styles, numbering,
+images, comments, sections and every other part of the package are saved as they were.
+
+A paragraph is one html unit (`mt.documents.inline`). The formatting of most of its characters (a run's
+w:rPr, compared as XML) is its plain text; each group of adjacent runs with another formatting is a
+`<span data-run="k">`, a hyperlink (or a tracked insertion, a content control, a smart tag) an
+`<a data-link="k">` (`<span data-wrap="k">`) around its runs, and what holds no text (a drawing, a tab,
+a break, a footnote reference, a bookmark, a field with its result, a deletion) an empty marker that
+moves with its neighbour word. The paragraph is then written again: a run for each piece of
+translated text, with a copy of the w:rPr its wrapper stood for, each hyperlink with its attributes,
+each marker's elements where the marker landed. A span the text layer left empty (its words aligned
+to none) is an empty run: its formatting kept once, as an html page keeps `<b></b>`. Spelling marks
+(w:proofErr) and rendered page breaks (w:lastRenderedPageBreak), which Word recomputes, are left out.
+A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is.
+
+A .docx is a zip: `check_zip` refuses, before python-docx opens it, a package that unpacks to more
+than MAX_UNPACKED bytes or more than MAX_RATIO times its packed size (a zip bomb), so that a server can
+check an upload the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from mt.documents import inline
+from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.units import Units
+
+MAX_UNPACKED = 256 * 2**20  # bytes a package may unpack to
+MAX_RATIO = 100  # unpacked / packed bytes, over the whole package; Word's own files are 5-20
+RATIO_FLOOR = 2**20  # a package that unpacks to less is not checked for its ratio: no bomb is that small
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+WRAPPERS = {W + tag for tag in ("hyperlink", "ins", "moveTo", "smartTag", "customXml", "dir", "bdo", "sdt")}
+DROPPED = {W + "proofErr", W + "lastRenderedPageBreak"}
+BREAKS = {W + "br", W + "cr"}
+RANGES = [(W + "bookmarkStart", W + "bookmarkEnd"), (W + "commentRangeStart", W + "commentRangeEnd")]
+
+
+def check_zip(data: bytes, max_unpacked: int = MAX_UNPACKED, max_ratio: float = MAX_RATIO) -> None:
+    """DocumentError unless `data` is a zip package (an Office file) of a safe size: the entries' sizes
+    as its directory declares them (which bound what zipfile will unpack) at most `max_unpacked` in
+    all, and at most `max_ratio` times their packed size."""
+    try:
+        infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as exc:
+        raise DocumentError(f"not a Word document: not a zip package ({exc})") from None
+    if not any(info.filename == "[Content_Types].xml" for info in infos):
+        raise DocumentError("not a Word document: a zip package without [Content_Types].xml")
+    unpacked = sum(info.file_size for info in infos)
+    packed = sum(info.compress_size for info in infos)
+    if unpacked > max_unpacked:
+        raise DocumentError(f"unpacks to {unpacked} bytes, more than the {max_unpacked} allowed (a zip bomb?)")
+    if unpacked > RATIO_FLOOR and unpacked > max_ratio * max(packed, 1):
+        raise DocumentError(
+            f"unpacks to {unpacked / max(packed, 1):.0f} times its packed size, more than the {max_ratio:g} "
+            "allowed (a zip bomb?)"
+        )
+
+
+@dataclass
+class Text:
+    """Text of a run (its w:t elements) with the run's w:rPr (None if it has none)."""
+
+    text: str
+    rpr: Any
+    key: bytes  # the w:rPr as XML, to compare formattings
+
+
+@dataclass
+class Code:
+    """Content that is no text, put back whole: runs and other elements as they are (`split`: one child
+    of a run that also held text, put back in a new run with that run's w:rPr)."""
+
+    elements: list[Any]
+    rpr: Any = None
+    split: bool = False
+    line_break: bool = False
+
+
+@dataclass
+class Wrap:
+    """A hyperlink (or another element around runs) and what it holds."""
+
+    element: Any
+    items: list[Text | Code | Wrap]
+
+
+@dataclass
+class Paragraph:
+    """A paragraph (w:p) as a unit: its html, and what each number in it stands for."""
+
+    element: Any
+    dominant: Any = None  # the w:rPr of its plain text
+    dominant_key: bytes = b""
+    formats: dict[int, Any] = field(default_factory=dict)  # a <span data-run>'s w:rPr
+    codes: dict[int, Code] = field(default_factory=dict)  # a marker's content
+    wraps: dict[int, Any] = field(default_factory=dict)  # an <a data-link> / <span data-wrap>'s element
+    html: str = ""
+
+
+def translate(content: bytes, units: Units, options: DocumentOptions) -> bytes:
+    """The translated .docx (module docstring)."""
+    from docx.opc.constants import CONTENT_TYPE as CT
+
+    document = open_document(content)
+    parts = {CT.WML_DOCUMENT_MAIN, CT.WML_HEADER, CT.WML_FOOTER, CT.WML_FOOTNOTES, CT.WML_ENDNOTES}
+    paragraphs = []
+    for part in document.part.package.iter_parts():
+        if part.content_type in parts:
+            paragraphs += [p for p in map(paragraph, part.element.iter(W + "p")) if p is not None]
+    unique = list(dict.fromkeys(p.html for p in paragraphs))  # a text box's fallback copy is asked once
+    translated = dict(zip(unique, units(unique, "html")))
+    for p in paragraphs:
+        if translated[p.html] != p.html:
+            rebuild(p, translated[p.html])
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def open_document(content: bytes):
+    """python-docx's Document of a checked package (`check_zip`), its footnotes and endnotes parsed as
+    XML parts; a one-line DocumentError for anything it cannot read."""
+    import docx
+    import lxml.etree
+    from docx.opc.constants import CONTENT_TYPE as CT
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.opc.part import PartFactory, XmlPart
+
+    check_zip(content)
+    for content_type in (CT.WML_FOOTNOTES, CT.WML_ENDNOTES):
+        PartFactory.part_type_for.setdefault(content_type, XmlPart)
+    try:
+        return docx.Document(io.BytesIO(content))
+    except lxml.etree.XMLSyntaxError as exc:
+        raise DocumentError(f"{broken_part(content)}: not well-formed XML: {exc.msg}") from None
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        reason = str(exc.args[0]).splitlines()[0] if exc.args else type(exc).__name__  # KeyError's str(): a repr
+        reason = re.sub(r"file '<[^>]*>' is not a Word file, content", "its main part's content", reason)
+        raise DocumentError(f"not a Word document: {reason}") from None
+
+
+def broken_part(content: bytes) -> str:
+    """The name of the package's first XML part that does not parse (for the error message)."""
+    import lxml.etree
+
+    package = zipfile.ZipFile(io.BytesIO(content))
+    for name in package.namelist():
+        if name.endswith((".xml", ".rels")):
+            try:
+                lxml.etree.fromstring(package.read(name), lxml.etree.XMLParser(resolve_entities=False))
+            except lxml.etree.XMLSyntaxError:
+                return name
+    return "a part"
+
+
+def paragraph(element) -> Paragraph | None:
+    """A paragraph as a unit, None if it holds no text to translate."""
+    items = walk(element)
+    counts: Counter[bytes] = Counter()
+    formats: dict[bytes, Any] = {}
+    for text in texts(items):
+        counts[text.key] += len(text.text.strip())
+        formats.setdefault(text.key, text.rpr)
+    if not counts or not sum(counts.values()):
+        return None
+    key = counts.most_common(1)[0][0]
+    p = Paragraph(element, formats[key], key)
+    p.html = encode(items, p)
+    return p
+
+
+def walk(container) -> list[Text | Code | Wrap]:
+    """A paragraph's (or a wrapper's) content as text, codes and wrappers. A complex field (w:fldChar
+    begin ... end) is one code, from its first run to its last."""
+    items: list[Text | Code | Wrap] = []
+    field_code: Code | None = None
+    depth = 0
+    for child in container:
+        tag = child.tag
+        if field_code is not None:
+            field_code.elements.append(child)
+            depth += field_depth(child)
+            if depth <= 0:
+                field_code, depth = None, 0
+        elif tag in DROPPED or not isinstance(tag, str) or properties(child):
+            continue  # w:pPr, a wrapper's properties (copied with it), comments in the XML
+        elif tag == W + "r" and (child.find(W + "fldChar") is not None or child.find(W + "instrText") is not None):
+            code = Code([child])
+            items.append(code)
+            depth = field_depth(child)
+            field_code = code if depth > 0 else None
+        elif tag == W + "r":
+            items += run_items(child)
+        elif tag in WRAPPERS:
+            content = child.find(W + "sdtContent") if tag == W + "sdt" else child
+            items.append(Wrap(child, walk(content) if content is not None else []))
+        else:
+            items.append(Code([child]))  # bookmarks, comment ranges, simple fields, math, deletions, ...
+    return items
+
+
+def properties(element) -> bool:
+    """Whether an element is a w:...Pr (a paragraph's or a wrapper's properties)."""
+    tag = element.tag
+    return isinstance(tag, str) and tag.startswith(W) and tag.endswith("Pr")
+
+
+def field_depth(element) -> int:
+    """Complex fields that `element` opens (w:fldChar begin) less those it closes (end)."""
+    kinds = [f.get(W + "fldCharType") for f in element.iter(W + "fldChar")]
+    return kinds.count("begin") - kinds.count("end")
+
+
+def run_items(run) -> list[Text | Code | Wrap]:
+    """A run as text (its w:t) and codes (each other child): a run without text is one code, kept whole."""
+    rpr = run.find(W + "rPr")
+    content = [c for c in run if c.tag != W + "rPr" and c.tag not in DROPPED]
+    if not any(c.tag == W + "t" and c.text for c in content):
+        return [Code([run], line_break=bool(content) and all(c.tag in BREAKS for c in content))]
+    import lxml.etree
+
+    key = lxml.etree.tostring(rpr) if rpr is not None else b""
+    items: list[Text | Code | Wrap] = []
+    for child in content:
+        if child.tag == W + "t":
+            if items and isinstance(items[-1], Text):
+                items[-1].text += child.text or ""
+            else:
+                items.append(Text(child.text or "", rpr, key))
+        else:
+            items.append(Code([child], rpr, split=True, line_break=child.tag in BREAKS))
+    return items
+
+
+def texts(items: list[Text | Code | Wrap]):
+    """The text items, wrappers' included, in order."""
+    for item in items:
+        if isinstance(item, Text):
+            yield item
+        elif isinstance(item, Wrap):
+            yield from texts(item.items)
+
+
+def encode(items: list[Text | Code | Wrap], p: Paragraph) -> str:
+    """The html of items: plain text in the dominant formatting, a span around each group of adjacent
+    text in another, a marker for each code, a link or wrap around a wrapper's items."""
+    parts: list[str] = []
+    open_key: bytes | None = None
+    for item in items:
+        number = len(p.formats) + len(p.codes) + len(p.wraps)
+        if isinstance(item, Text):
+            if item.key != open_key and open_key is not None:
+                parts.append("</span>")
+                open_key = None
+            if item.key != p.dominant_key and open_key is None:
+                p.formats[number] = item.rpr
+                parts.append(f'<span data-run="{number}">')
+                open_key = item.key
+            parts.append(inline.text(item.text))
+        elif isinstance(item, Code):
+            p.codes[number] = item
+            parts.append(inline.marker("data-run", number, item.line_break))
+        else:
+            if open_key is not None:
+                parts.append("</span>")
+                open_key = None
+            p.wraps[number] = item.element
+            hyperlink = item.element.tag == W + "hyperlink"
+            tag, name = ("a", "data-link") if hyperlink else ("span", "data-wrap")
+            parts.append(inline.wrapper(tag, name, number, encode(item.items, p)))
+    if open_key is not None:
+        parts.append("</span>")
+    return "".join(parts)
+
+
+def rebuild(p: Paragraph, translated: str) -> None:
+    """Write the paragraph again from its translated html (module docstring); a code the translation
+    lost (none should be) goes at the paragraph's end, so that no image or field is ever dropped."""
+    for child in list(p.element):
+        if child.tag != W + "pPr":
+            p.element.remove(child)
+    used: set[int] = set()
+    put(inline.read(translated), p.element, p.dominant, p, used)
+    for number, code in p.codes.items():
+        if number not in used:
+            put_code(code, p.element)
+    order_ranges(p.element)
+
+
+def put(pieces: list[inline.Piece], parent, rpr, p: Paragraph, used: set[int]) -> None:
+    """Append the pieces to `parent`: text as runs with `rpr`, spans with theirs, links, codes."""
+    for piece in pieces:
+        if isinstance(piece, str):
+            if piece:
+                parent.append(text_run(piece.replace("\n", " "), rpr))
+        elif isinstance(piece, inline.Marker):
+            number = inline.number(piece.attrs, "data-run")
+            if number in p.codes and number not in used:
+                used.add(number)
+                put_code(p.codes[number], parent)
+        else:
+            run, link = (inline.number(piece.attrs, name) for name in ("data-run", "data-link"))
+            link = link if link is not None else inline.number(piece.attrs, "data-wrap")
+            if run in p.formats:
+                written = len(parent)
+                put(piece.children, parent, p.formats[run], p, used)
+                if len(parent) == written:  # its words aligned to none: kept empty, as html keeps <b></b>
+                    parent.append(text_run("", p.formats[run]))
+            elif link in p.wraps and link not in used:
+                used.add(link)
+                wrapper, content = copy_wrapper(p.wraps[link])
+                parent.append(wrapper)
+                put(piece.children, content, p.dominant, p, used)
+            else:
+                put(piece.children, parent, rpr, p, used)
+
+
+def put_code(code: Code, parent) -> None:
+    """Append a code's elements to `parent` (a split one in a run of its own, with its w:rPr)."""
+    if not code.split:
+        parent.extend(code.elements)
+        return
+    run = new_element("r")
+    if code.rpr is not None:
+        run.append(copy.deepcopy(code.rpr))
+    run.extend(code.elements)
+    parent.append(run)
+
+
+def text_run(text: str, rpr):
+    """A w:r holding `text`, with a copy of `rpr`."""
+    run = new_element("r")
+    if rpr is not None:
+        run.append(copy.deepcopy(rpr))
+    t = new_element("t")
+    t.text = text
+    t.set(XML_SPACE, "preserve")
+    run.append(t)
+    return run
+
+
+def copy_wrapper(element) -> tuple[Any, Any]:
+    """An empty copy of a wrapper (its attributes and properties) and where its runs go in it."""
+    wrapper = new_element(element.tag)
+    for name, value in element.attrib.items():
+        wrapper.set(name, value)
+    for child in element:
+        if properties(child):
+            wrapper.append(copy.deepcopy(child))
+    if element.tag == W + "sdt":
+        content = new_element("sdtContent")
+        wrapper.append(content)
+        return wrapper, content
+    return wrapper, wrapper
+
+
+def new_element(tag: str):
+    """A new python-docx element in the w: namespace ("r", or a Clark name)."""
+    from docx.oxml.parser import OxmlElement
+
+    return OxmlElement("w:" + tag.removeprefix(W))
+
+
+def order_ranges(paragraph) -> None:
+    """A bookmark's (or comment range's) end that translation put before its start: moved after it."""
+    for start_tag, end_tag in RANGES:
+        starts = {el.get(W + "id"): el for el in paragraph.iter(start_tag)}
+        if not starts:
+            continue
+        elements = list(paragraph.iter())  # held, so that each element keeps its one proxy
+        for end in list(paragraph.iter(end_tag)):
+            start = starts.get(end.get(W + "id"))
+            if start is not None and elements.index(end) < elements.index(start):
+                start.addnext(end)
+                elements = list(paragraph.iter())

@@ -1,0 +1,300 @@
+"""Word documents (mt.documents.word) with conftest's tiny trained experiment, built in the tests with
+python-docx and read back with it: every paragraph of the body, tables (nested ones too), headers,
+footers and footnotes is translated as plain text would be, bold runs and hyperlinks come back once,
+images, tabs, breaks, footnote references and comments stay, every other part is saved as it was;
+what is not a safe Word document is a one-line error."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+import zlib
+
+import docx
+import pytest
+from docx.opc.constants import CONTENT_TYPE as CT
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.packuri import PackURI
+from docx.opc.part import XmlPart
+from docx.oxml import parse_xml
+from docx.oxml.ns import nsdecls, qn
+from docx.oxml.parser import OxmlElement
+from helpers import mt, one_line, toy_corpus
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
+from mt.documents.translate import translate_content
+from mt.documents.units import TranslatorUnits
+from mt.documents.word import check_zip
+from mt.text.translate import translate as translate_text
+
+S = toy_corpus(14, seed=31)[0]
+EN = DocumentOptions("en")
+URL = "https://example.org/a?b=1&c=2"
+DOCX = FORMATS["docx"]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    return TranslatorUnits(translator, DecodeOptions())
+
+
+def png() -> bytes:
+    """A 2x2 red PNG, written here."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def add_hyperlink(paragraph, text: str, url: str) -> None:
+    """A w:hyperlink to `url` (its relationship in the document part) around a run in the Hyperlink style."""
+    rid = paragraph.part.relate_to(url, RT.HYPERLINK, is_external=True)
+    link = OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), rid)
+    run = OxmlElement("w:r")
+    run.append(parse_xml(f'<w:rPr {nsdecls("w")}><w:u w:val="single"/><w:color w:val="0000FF"/></w:rPr>'))
+    t = OxmlElement("w:t")
+    t.text = text
+    run.append(t)
+    link.append(run)
+    paragraph._p.append(link)
+
+
+def add_footnotes(document, text: str) -> None:
+    """A footnotes part holding one footnote (python-docx writes none itself), referenced from the body."""
+    xml = (
+        f'<w:footnotes {nsdecls("w")}><w:footnote w:id="1"><w:p><w:r><w:t>{text}</w:t></w:r></w:p>'
+        "</w:footnote></w:footnotes>"
+    )
+    part = XmlPart(PackURI("/word/footnotes.xml"), CT.WML_FOOTNOTES, parse_xml(xml), document.part.package)
+    document.part.relate_to(part, RT.FOOTNOTES)
+
+
+def build() -> bytes:
+    """A document with each thing a .docx translates or keeps (the module docstring)."""
+    d = docx.Document()
+    d.add_heading(S[0], level=1)
+    p = d.add_paragraph(f"{S[1]} ")
+    words = S[2].rstrip(".").split()
+    p.add_run(" ".join(words[:2])).bold = True
+    p.add_run(" " + " ".join(words[2:]) + ".")
+    p = d.add_paragraph(f"{S[3]} ")
+    add_hyperlink(p, S[4], URL)
+    p = d.add_paragraph(S[5])
+    p.add_run().add_tab()
+    run = p.add_run(S[6])
+    run.add_break()
+    p.add_run(S[7]).add_picture(io.BytesIO(png()))
+    footnote = p.add_run()
+    footnote._r.append(parse_xml(f'<w:footnoteReference {nsdecls("w")} w:id="1"/>'))
+    table = d.add_table(rows=2, cols=2)
+    for cell, text in zip(table._cells, S[8:12]):
+        cell.text = text
+    inner = table.cell(1, 1).add_table(rows=1, cols=1)
+    inner.cell(0, 0).text = S[12]
+    commented = d.add_paragraph(S[13])
+    d.add_comment(commented.runs, text=S[0], author="A")
+    section = d.sections[0]
+    section.different_first_page_header_footer = True
+    section.header.paragraphs[0].text = S[1]
+    section.first_page_header.paragraphs[0].text = S[2]
+    section.footer.paragraphs[0].text = S[3]
+    d.add_section().header.is_linked_to_previous = True
+    add_footnotes(d, S[4])
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+def resaved(data: bytes) -> dict[str, bytes]:
+    """Each part of a package as python-docx saves it untouched."""
+    out = io.BytesIO()
+    docx.Document(io.BytesIO(data)).save(out)
+    return entries(out.getvalue())
+
+
+def entries(data: bytes) -> dict[str, bytes]:
+    package = zipfile.ZipFile(io.BytesIO(data))
+    return {name: package.read(name) for name in package.namelist()}
+
+
+def runs_text(paragraph) -> str:
+    """A paragraph's text from its w:t elements (tabs, breaks and images left out), links' included."""
+    return "".join(t.text or "" for t in paragraph._p.iter(qn("w:t")))
+
+
+def test_a_document_is_translated_with_its_structure_formatting_and_parts_kept(translator, units):
+    data = build()
+    out = translate_content(data, DOCX, units, EN)
+    source, result = docx.Document(io.BytesIO(data)), docx.Document(io.BytesIO(out))
+    plain = dict(zip(S, translate_text(translator, S)))
+
+    # the body: the same paragraphs with their styles, each translated as its text is
+    assert [p.style.name for p in result.paragraphs] == [p.style.name for p in source.paragraphs]
+    body = [runs_text(p) for p in result.paragraphs]
+    assert body[0] == plain[S[0]] and body[4] == plain[S[13]] and body[5] == ""
+    assert body[1] == translate_text(translator, [f"{S[1]} {S[2]}"])[0]
+    assert body[2] == translate_text(translator, [f"{S[3]} {S[4]}"])[0]
+    assert body[3] == translate_text(translator, [f"{S[5]}\t{S[6]}\n{S[7]}"])[0].replace("\t", "").replace("\n", "")
+
+    # bold and the hyperlink once, with their formatting and address
+    bold = [bool(r.bold) for r in result.paragraphs[1].runs]
+    assert bold.count(True) >= 1 and "".join("b" if b else "." for b in bold).strip(".").count(".") == 0
+    (link,) = result.paragraphs[2].hyperlinks
+    assert link.address == URL and link.runs[0].font.underline and link.text
+    assert link.runs[0].font.color.rgb == source.paragraphs[2].hyperlinks[0].runs[0].font.color.rgb
+
+    # what holds no text: the tab, the break, the image, the footnote reference, the comment
+    p3 = result.paragraphs[3]._p
+    for tag in ("w:tab", "w:br", "w:drawing", "w:footnoteReference"):
+        assert len(p3.findall(f".//{qn(tag)}")) == 1, tag
+    assert len(result.inline_shapes) == 1
+    assert [c.text for c in result.comments] == [S[0]]
+    assert result.paragraphs[4]._p.find(qn("w:commentRangeStart")) is not None
+
+    # tables, the nested one too
+    (table,) = result.tables
+    assert [c.paragraphs[0].text for c in table._cells] == [plain[s] for s in S[8:12]]
+    assert table.cell(1, 1).tables[0].cell(0, 0).text == plain[S[12]]
+
+    # headers and footers, the second section's still linked to the first's; the footnote
+    first, second = result.sections
+    assert first.header.paragraphs[0].text == plain[S[1]] and first.first_page_header.paragraphs[0].text == plain[S[2]]
+    assert first.footer.paragraphs[0].text == plain[S[3]] and second.header.is_linked_to_previous
+    notes = entries(out)["word/footnotes.xml"].decode()
+    assert plain[S[4]] in notes and S[4] not in notes
+
+    # every other part as python-docx saves it
+    before, after = resaved(data), entries(out)
+    assert before.keys() == after.keys()
+    changed = {"word/document.xml", "word/footnotes.xml"} | {n for n in after if "header" in n or "footer" in n}
+    assert all(after[name] == before[name] for name in after if name not in changed)
+
+
+def test_runs_of_other_formatting_become_spans_and_the_dominant_one_plain_text(units):
+    from mt.documents.word import paragraph
+
+    d = docx.Document()
+    p = d.add_paragraph("eins zwei drei ")
+    p.add_run("vier").italic = True
+    p.add_run(" fünf").italic = True
+    p.add_run(" <sechs> & ")
+    p.add_run().add_tab()
+    unit = paragraph(p._p)
+    assert unit is not None
+    assert unit.html == (
+        'eins zwei drei <span data-run="0">vier fünf</span> &lt;sechs&gt; &amp; '
+        '<span data-run="1" translate="no"></span>'
+    )
+    assert paragraph(d.add_paragraph("   ")._p) is None
+
+
+def test_text_boxes_are_translated_and_fields_kept(translator, units):
+    d = docx.Document()
+    p = d.add_paragraph(f"{S[0]} ")
+    vml = 'xmlns:v="urn:schemas-microsoft-com:vml"'
+    box = (
+        f"<w:r {nsdecls('w')} {vml}><w:pict><v:shape><v:textbox><w:txbxContent><w:p><w:r><w:t>{S[1]}</w:t>"
+        "</w:r></w:p></w:txbxContent></v:textbox></v:shape></w:pict></w:r>"
+    )
+    p._p.append(parse_xml(box))
+    field = [
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="begin"/></w:r>',
+        f'<w:r {nsdecls("w")}><w:instrText xml:space="preserve"> PAGE </w:instrText></w:r>',
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="separate"/></w:r>',
+        f"<w:r {nsdecls('w')}><w:t>7</w:t></w:r>",
+        f'<w:r {nsdecls("w")}><w:fldChar w:fldCharType="end"/></w:r>',
+    ]
+    footer = d.sections[0].footer.paragraphs[0]
+    footer.text = f"{S[2]} "
+    for run in field:
+        footer._p.append(parse_xml(run))
+    data = io.BytesIO()
+    d.save(data)
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    t0, t1, t2 = translate_text(translator, S[:3])
+    outer = out.paragraphs[0]._p
+    (inner,) = outer.findall(f".//{qn('w:txbxContent')}/{qn('w:p')}")
+    assert "".join(t.text for t in inner.iter(qn("w:t"))) == t1 and outer.xpath("string(w:r/w:t)") == t0 + " "
+    runs = out.sections[0].footer.paragraphs[0]._p.findall(qn("w:r"))
+    assert runs[0].find(qn("w:t")).text == t2 + " "
+    assert [r.xpath("string(.)") for r in runs[1:]] == ["", " PAGE ", "", "7", ""]
+
+
+def test_a_span_whose_words_were_aligned_to_none_comes_back_as_an_empty_run():
+    d = docx.Document()
+    p = d.add_paragraph("eins zwei ")
+    p.add_run("drei").italic = True
+    data = io.BytesIO()
+    d.save(data)
+
+    def units(texts, fmt="text"):
+        return [t.replace('<span data-run="0">drei</span>', 'three <span data-run="0"></span>') for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    assert [(r.text, bool(r.italic)) for r in out.paragraphs[0].runs] == [("eins zwei three ", False), ("", True)]
+
+
+def test_a_paragraph_the_translation_does_not_change_is_left_as_it_was(tmp_path):
+    data = build()
+    out = translate_content(data, DOCX, lambda texts, fmt="text": list(texts), EN)
+    assert entries(out) == resaved(data)
+
+
+def test_word_documents_are_known_by_extension():
+    assert by_extension("a/b.DOCX") is DOCX and DOCX.binary
+
+
+def zipped(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        for name, body in files.items():
+            package.writestr(name, body)
+    return out.getvalue()
+
+
+def test_hostile_and_broken_packages_are_refused_in_one_line(units):
+    data = build()
+    good = entries(data)
+    macros = good["[Content_Types].xml"].replace(
+        b"openxmlformats-officedocument.wordprocessingml.document.main+xml", b"ms-word.document.macroEnabled.main+xml"
+    )
+    cases = [
+        (b"PK\x03\x04 not really", "not a zip package"),
+        (b"Hallo Welt", "not a zip package"),
+        (zipped({"word/document.xml": good["word/document.xml"]}), "without [Content_Types].xml"),
+        (zipped({**good, "word/document.xml": b"<w:document><w:body>"}), "word/document.xml: not well-formed XML"),
+        (zipped({"[Content_Types].xml": good["[Content_Types].xml"]}), "not a Word document"),
+        (zipped({**good, "word/media/bomb.bin": bytes(8 * 2**20)}), "times its packed size"),
+        (zipped({**good, "[Content_Types].xml": macros}), "its main part's content type is 'application/vnd.ms-word"),
+    ]
+    for content, needle in cases:
+        with pytest.raises(DocumentError) as exc:
+            translate_content(content, DOCX, units, EN)
+        one_line(exc, needle)
+    with pytest.raises(DocumentError) as exc:
+        check_zip(data, max_unpacked=1000)
+    one_line(exc, "more than the 1000 allowed")
+    check_zip(data)
+
+
+def test_mt_translate_writes_a_docx_given_an_output(trained_experiment, tmp_path, capsys, monkeypatch):
+    source = tmp_path / "brief.docx"
+    source.write_bytes(build())
+    args = ("translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1")
+    code, out, err = mt(capsys, monkeypatch, *args)
+    assert code != 0 and "name the file to write with --output" in err and out == ""
+    code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "brief.en.docx")
+    assert code == 0 and out == "", err
+    assert len(docx.Document(str(tmp_path / "brief.en.docx")).paragraphs) == 6

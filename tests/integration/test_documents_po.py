@@ -1,0 +1,153 @@
+"""Gettext PO files (mt.documents.localisation) with conftest's tiny trained experiment, built in the
+tests with translate-toolkit and read back with it: each msgid is translated into its msgstr as plain
+text would be, plural forms fill the header's nplurals, placeholders and tags come back exactly once
+(translate-toolkit's own checks and msgfmt --check agree), IDs, contexts, locations, comments and flags
+are kept, translated entries are marked fuzzy, translated ones are left alone unless asked; encodings
+and line endings are kept; a file that is no PO file is a one-line error."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from helpers import mt, one_line, toy_corpus
+from translate.filters.checks import StandardChecker
+from translate.misc.multistring import multistring
+from translate.storage import pypo
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
+from mt.documents.translate import translate_content
+from mt.documents.units import TranslatorUnits
+from mt.text.translate import translate as translate_text
+
+S = toy_corpus(6, seed=41)[0]
+W = S[0].rstrip(".").split()
+PO = FORMATS["po"]
+EN = DocumentOptions("en")
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    return TranslatorUnits(translator, DecodeOptions())
+
+
+def build(plural_forms: str | None = "nplurals=3; plural=(n==1 ? 0 : n>=2 && n<=4 ? 1 : 2);", language: str = ""):
+    """A catalogue with a plain entry, one with placeholders and tags, a plural one, one translated
+    already and an obsolete one, as translate-toolkit writes it."""
+    store = pypo.pofile()
+    store.init_headers(charset="UTF-8", **({"Language": language} if language else {}))
+    if plural_forms:
+        store.updateheader(add=True, Plural_Forms=plural_forms)
+    plain = store.addsourceunit(S[1])
+    plain.addlocation("src/app.c:10")
+    plain.addnote("shown on the start page", origin="developer")
+    plain.setcontext("start")
+    marked = store.addsourceunit(f"{W[0]} %s {' '.join(W[1:3])} %(count)d {{name}} <b>{' '.join(W[3:])}</b>.\n")
+    marked.settypecomment("c-format")
+    marked.addlocation("src/app.c:20")
+    plural = store.addsourceunit(multistring([f"%d {S[2]}", f"%d {S[3]}"]))
+    plural.settypecomment("c-format")
+    plural.target = multistring(["", "", ""])
+    done = store.addsourceunit(S[4])
+    done.target = "Kept as the translator wrote it."
+    old = store.addsourceunit(S[5])
+    old.target = "old"
+    old.makeobsolete()
+    return store
+
+
+def result(store, units, options=EN) -> pypo.pofile:
+    out = translate_content(bytes(store), PO, units, options)
+    return pypo.pofile.parsestring(out)
+
+
+def test_entries_are_translated_with_their_ids_comments_and_flags_kept(translator, units):
+    source = build()
+    out = result(source, units)
+    assert [u.getid() for u in out.units] == [u.getid() for u in source.units]
+    for before, after in zip(source.units, out.units):
+        assert after.getlocations() == before.getlocations() and after.getnotes() == before.getnotes()
+        assert after.getcontext() == before.getcontext() and after.isobsolete() == before.isobsolete()
+    header, plain, marked, plural, done, old = out.units
+    assert plain.target == translate_text(translator, [S[1]])[0]
+    assert plain.isfuzzy() and marked.isfuzzy() and plural.isfuzzy() and not done.isfuzzy()
+    assert marked.hastypecomment("c-format") and marked.hastypecomment("fuzzy")
+    assert done.target == "Kept as the translator wrote it." and old.target == "old"
+    assert out.parseheader()["Language"] == "en"
+
+
+def test_placeholders_and_tags_come_back_once_and_translate_toolkit_checks_agree(units):
+    marked = result(build(), units).units[2]
+    target = str(marked.target)
+    for placeholder in ("%s", "%(count)d", "{name}", "<b>", "</b>"):
+        assert target.count(placeholder) == 1, target
+    assert target.index("<b>") < target.index("</b>") and target.endswith("\n")
+    failures = StandardChecker().run_filters(marked)
+    assert not {"printf", "pythonbraceformat", "xmltags", "newlines"} & failures.keys(), failures
+
+
+def test_plural_forms_fill_the_headers_nplurals_or_the_target_languages(translator, units):
+    plural = result(build(), units).units[3]
+    one, many = translate_text(translator, [S[2], S[3]])
+    assert [str(form) for form in plural.target.strings] == [f"%d {one}", f"%d {many}", f"%d {many}"]
+    out = result(build(plural_forms=None), units)
+    assert out.getheaderplural() == ("2", "(n != 1)") and len(out.units[3].target.strings) == 2
+
+
+def test_translated_entries_are_translated_again_only_when_asked(translator, units):
+    out = result(build(language="fr"), units, DocumentOptions("en", retranslate=True))
+    done = out.units[4]
+    assert done.target == translate_text(translator, [S[4]])[0] and done.isfuzzy()
+    assert out.parseheader()["Language"] == "fr"  # a language the file names is kept
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="gettext's msgfmt is not installed")
+def test_msgfmt_checks_the_translation(units, tmp_path):
+    path = tmp_path / "de.po"
+    path.write_bytes(translate_content(bytes(build()), PO, units, EN))
+    done = subprocess.run(
+        ["msgfmt", "--check", "--use-fuzzy", "-o", str(tmp_path / "de.mo"), str(path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_legacy_encoding_and_windows_line_endings_are_kept(units):
+    text = bytes(build()).decode().replace("charset=UTF-8", "charset=ISO-8859-1")
+    text = text.replace(S[4], f"{S[4]} Grüße")
+    data = text.replace("\n", "\r\n").encode("latin-1")
+    out = translate_content(data, PO, units, EN)
+    assert "Grüße".encode("latin-1") in out and out.count(b"\r\n") == out.count(b"\n") > 20
+    assert b"charset=ISO-8859-1" in out and b'msgstr "Kept as the translator wrote it."' in out
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('msgid "Haus\nmsgstr ""\n', "line 1"),
+        ("Hallo Welt\n", "Syntax error on line 1"),
+        ('msgid "a"\nmsgstr "b"\nmsgid', "line 3"),
+    ],
+)
+def test_a_file_that_is_no_po_file_is_refused_in_one_line(units, text, needle):
+    with pytest.raises(DocumentError) as exc:
+        translate_content(text.encode(), PO, units, EN)
+    one_line(exc, "not a PO file", needle)
+
+
+def test_mt_translate_writes_a_po_file_to_stdout(trained_experiment, translator, tmp_path, capsys, monkeypatch):
+    assert by_extension("de.po") is PO
+    source = tmp_path / "de.po"
+    source.write_bytes(bytes(build()))
+    code, out, err = mt(
+        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1"
+    )
+    assert code == 0, err
+    assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]

@@ -1,0 +1,160 @@
+"""XLIFF files (mt.documents.localisation) with conftest's tiny trained experiment, built in the tests
+with translate-toolkit and read back with it: each unit's source is translated into its target as plain
+text would be, with its inline elements (<g>, <x/>, <bpt>/<ept>, 2.0's <pc>, <ph/>) and placeholders
+back exactly once; IDs, notes and untranslatable units kept; targets marked for review, the target
+language set; translated units left alone unless asked; hostile or broken XML is a one-line error."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from helpers import one_line, toy_corpus
+from lxml import etree
+from translate.storage import xliff, xliff2
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
+from mt.documents.translate import translate_content
+from mt.documents.units import TranslatorUnits
+from mt.text.translate import translate as translate_text
+
+S = toy_corpus(5, seed=43)[0]
+W = S[1].rstrip(".").split()
+XLIFF = FORMATS["xliff"]
+EN = DocumentOptions("en")
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    return TranslatorUnits(translator, DecodeOptions())
+
+
+def inline(source, markup: str) -> None:
+    """Give a unit's <source> mixed content (parsed in the source's namespace)."""
+    ns = etree.QName(source).namespace
+    parsed = etree.fromstring(f'<source xmlns="{ns}">{markup}</source>')
+    source.text = parsed.text
+    source.extend(list(parsed))
+
+
+SKELETON_1_2 = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+    b'<file original="app" source-language="de" datatype="plaintext"><body/></file></xliff>\n'
+)
+
+
+def build_1() -> xliff.xlifffile:
+    """An XLIFF 1.2 file: a plain unit with a note, one with inline elements and placeholders, one
+    translated already, one not to translate."""
+    store = xliff.xlifffile.parsestring(SKELETON_1_2)
+    plain = store.addsourceunit(S[0], filename="app")
+    plain.setid("start.title")
+    plain.addnote("the page title", origin="developer")
+    marked = store.addsourceunit("x", filename="app")
+    marked.setid("start.body")
+    inline(
+        marked.get_source_dom(),
+        f'{W[0]} <g id="1">{" ".join(W[1:3])}</g> <x id="2"/> {{0}} %s '
+        f'<bpt id="3">&lt;b&gt;</bpt>{" ".join(W[3:])}<ept id="3">&lt;/b&gt;</ept>.',
+    )
+    done = store.addsourceunit(S[2], filename="app")
+    done.setid("done")
+    done.settarget("Kept.")
+    fixed = store.addsourceunit(S[3], filename="app")
+    fixed.setid("fixed")
+    fixed.marktranslatable(False)
+    return store
+
+
+def build_2() -> xliff2.Xliff2File:
+    """An XLIFF 2.0 file: a plain unit and one with <pc> and <ph/>."""
+    store = xliff2.Xliff2File(sourcelanguage="de")
+    store.addsourceunit(S[0]).setid("a")
+    marked = store.addsourceunit("x")
+    marked.setid("b")
+    inline(marked.get_source_dom(), f'{W[0]} <pc id="1">{" ".join(W[1:3])}</pc> <ph id="2"/> {" ".join(W[3:])}.')
+    return store
+
+
+def elements(node) -> Counter:
+    """The inline elements under a <source> or <target>: (name, attributes) -> count."""
+    return Counter((etree.QName(e).localname, tuple(sorted(e.attrib.items()))) for e in node.iterdescendants())
+
+
+def test_units_are_translated_with_inline_elements_ids_and_notes_kept(translator, units):
+    source = build_1()
+    out = xliff.xlifffile.parsestring(translate_content(bytes(source), XLIFF, units, EN))
+    assert [u.getid() for u in out.units] == [u.getid() for u in source.units]
+    assert [u.getnotes() for u in out.units] == [u.getnotes() for u in source.units]
+    plain, marked, done, fixed = out.units
+    assert plain.target == translate_text(translator, [S[0]])[0]
+    target = marked.get_target_dom()
+    assert elements(target) == elements(marked.get_source_dom())
+    text = "".join(target.itertext())
+    assert text.count("{0}") == 1 and text.count("%s") == 1 and "<b>" in text
+    for unit in (plain, marked):
+        assert unit.get_target_dom().get("state") == "needs-review-translation" and not unit.isapproved()
+    assert done.target == "Kept." and done.get_target_dom().attrib == source.units[2].get_target_dom().attrib
+    assert fixed.get_target_dom() is None
+    assert out.gettargetlanguage() == "en" and out.getsourcelanguage() == "de"
+
+
+def test_xliff_2_segments_are_translated_and_marked_translated(translator, units):
+    source = build_2()
+    out = xliff2.Xliff2File.parsestring(translate_content(bytes(source), XLIFF, units, EN))
+    assert [u.getid() for u in out.units] == ["a", "b"]
+    plain, marked = out.units
+    assert plain.target == translate_text(translator, [S[0]])[0]
+    assert elements(marked.get_target_dom()) == elements(marked.get_source_dom())
+    assert plain.xmlelement.get("state") == "translated" and out.gettargetlanguage() == "en"
+
+
+def test_translated_units_are_translated_again_only_when_asked(translator, units):
+    data = translate_content(bytes(build_1()), XLIFF, units, DocumentOptions("en", retranslate=True))
+    done = xliff.xlifffile.parsestring(data).units[2]
+    assert done.target == translate_text(translator, [S[2]])[0]
+    assert done.get_target_dom().get("state") == "needs-review-translation"
+
+
+def test_known_by_extension_and_encodings_kept(units):
+    assert by_extension("a.xlf") is XLIFF and by_extension("a.XLIFF") is XLIFF
+    text = bytes(build_1()).decode().replace('encoding="UTF-8"', 'encoding="UTF-16"').replace("\n", "\r\n")
+    out = translate_content(text.encode("utf-16"), XLIFF, units, EN)
+    assert out.startswith(b"\xff\xfe") and 'encoding="UTF-16"' in out.decode("utf-16")
+    assert xliff.xlifffile.parsestring(out).units[0].target
+
+
+ENTITY_FILE = (
+    '<?xml version="1.0"?><!DOCTYPE xliff [<!ENTITY e SYSTEM "file:///etc/hostname">'
+    '<!ENTITY a "aaaaaaaaaaaaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>'
+    '<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file original="a" '
+    'source-language="de" datatype="plaintext"><body><trans-unit id="1"><source>Haus &e; &b;</source>'
+    "</trans-unit></body></file></xliff>"
+)
+
+
+def test_entities_are_never_expanded(units):
+    out = translate_content(ENTITY_FILE.encode(), XLIFF, units, EN).decode()
+    target = out[out.index("<target") :]
+    assert "&e;" in target and "&b;" in target and "aaaa" not in target
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('<xliff version="1.2"><file><body>', "not well-formed XML"),
+        ("<html><body><p>Haus</p></body></html>", "not an XLIFF file: its root element is <html>"),
+        ('<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"/>', "no <file> element"),
+    ],
+)
+def test_broken_files_are_refused_in_one_line(units, text, needle):
+    with pytest.raises(DocumentError) as exc:
+        translate_content(text.encode(), XLIFF, units, EN)
+    one_line(exc, needle)

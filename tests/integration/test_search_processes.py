@@ -1,0 +1,85 @@
+"""Searches in processes of their own (decode.parallel: processes, mt.decoding.processes) with
+conftest's tiny trained experiment: the same translations as in this process, the processes kept for
+the next search, a process that dies is an error and not a hang, and the flag from the command line."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import mt, toy_corpus
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+
+LINES = toy_corpus(60, seed=41)[0]
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment):
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    yield translator
+    translator.close()
+
+
+def test_processes_translate_as_this_process_does_and_are_kept(translator):
+    small = DecodeOptions(max_tokens=60)  # several batches
+    alone = translator.search(LINES, small)
+    assert translator.search(LINES, DecodeOptions(max_tokens=60, workers=2, parallel="processes")) == alone
+    processes = translator._processes
+    assert processes is not None and processes.count == 2 and all(p.is_alive() for p in processes.processes)
+    assert translator.search(LINES[:7], DecodeOptions(max_tokens=60, workers=2, parallel="processes")) == alone[:7]
+    assert translator._processes is processes  # the same processes, not started again
+    one_batch = translator.search(LINES[:9], DecodeOptions(workers=2, parallel="processes"))  # cut in halves
+    assert one_batch == translator.search(LINES[:9])
+    translator.close()
+    assert translator._processes is None and not any(p.is_alive() for p in processes.processes)
+
+
+def test_alignments_and_one_worker_stay_in_this_process(translator):
+    translator.search(LINES[:3], DecodeOptions(workers=1, parallel="processes"))
+    translator.search(LINES[:3], DecodeOptions(workers=2, parallel="processes", alignment_layer=0))
+    assert translator._processes is None
+
+
+def test_a_process_that_dies_fails_the_search_in_one_line(translator):
+    options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
+    translator.search(LINES[:4], options)
+    for process in translator._processes.processes:  # none left to search: the batches would wait for ever
+        process.kill()
+        process.join()
+    with pytest.raises(MtError) as exc:
+        translator.search(LINES, options)
+    assert "a search process stopped" in str(exc.value) and "\n" not in str(exc.value)
+    translator.close()
+    assert translator.search(LINES[:4], options) == translator.search(LINES[:4], DecodeOptions(max_tokens=60))
+
+
+def test_parallel_is_checked_as_the_other_options():
+    with pytest.raises(ConfigError, match="--parallel"):
+        DecodeOptions(parallel="fibers")
+
+
+def test_mt_translate_parallel_processes(trained_experiment, tmp_path, capsys, monkeypatch, translator):
+    source = tmp_path / "in.de"
+    source.write_text("\n".join(LINES[:20]) + "\n", encoding="utf-8")
+    code, out, err = mt(
+        capsys,
+        monkeypatch,
+        "translate",
+        "--exp",
+        trained_experiment.root,
+        "--input",
+        source,
+        "--workers",
+        "2",
+        "--parallel",
+        "processes",
+        "--max-tokens",
+        "60",
+        "--threads",
+        "2",
+    )
+    assert code == 0, err
+    assert out.splitlines() == translator.translate(LINES[:20])
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--parallel", "fibers")
+    assert code != 0 and "--parallel" in err
