@@ -4,23 +4,25 @@ reads and writes the files).
 A sentence often runs over several cues; translated cue by cue it would come out as fragments. So
 consecutive cues are grouped until a cue's text ends a sentence (. ! ? … or ♪, a closing quote or
 bracket after them), the gap to the next cue is over 2 s, or the group has 5 cues or 300 characters.
-A group is one HTML unit: its cues' texts joined by spaces, with an empty marker
-`<span data-cue="k"></span>` at each cue boundary, which the markup translation places right after
-the target word aligned to the last source word before the boundary; the translation is cut at the
-markers. A cue that would come out without a word (the markers out of place, or the target shorter),
-and its group with it, is cut instead at the word boundaries nearest the source cues' proportions of
-the group's characters, each cue at least one word while the translation has words enough.
-A cue that is a dialogue (every line opens with a dash, or with a voice tag `<v Name>`) keeps its lines:
-each is translated alone. A cue without a letter or digit (blank, ♪) is left as it is.
+A group is one HTML unit (a cue alone without inline tags: plain text): its cues' texts joined by
+spaces, with an empty marker `<span data-cue="k"></span>` at each cue boundary, which the markup
+translation places right after the target word aligned to the last source word before the boundary;
+the translation is cut at the markers. A cue that would come out without a word (the markers out of
+place, or the target shorter), and its group with it, is cut instead at the word boundaries nearest
+the source cues' proportions of the group's characters, each cue at least one word while the
+translation has words enough. A dialogue cue (every line opens with a dash, or with a voice tag
+`<v Name>`) keeps its lines: each is translated alone. A cue without a letter or digit (blank, ♪) is
+left as it is.
 
 Inline tags (<i>, <b>, <u>, <font ...>, VTT's <c.class>, <v Speaker>, <lang>, <ruby>) are inline
 markup placed around the aligned target words; a tag around a cue's whole text (an italic cue, a
 voice) stays around the cue's whole translation, as do a leading {\\an8}-style code and a dialogue
 line's dash; VTT's timestamps, <rt> ruby text and stray end tags are kept as they are, placed as an
 empty element is. An element cut by a marker stays in the cue it came from (or where most of its
-translation went), so that each tag is written once. Each cue's translation is wrapped again to lines
-of at most 42 characters (or its longest source line, if longer), balanced, on at most as many lines
-as the source cue had, or 2: longer lines when the text would need more.
+translation went), so that each tag is written once; one the translation left around no word takes
+the nearest word (`mt.documents.fragments`). Each cue's translation is wrapped again to balanced
+lines of at most 42 characters (or its longest source line, if longer), on at most as many lines as
+the source cue had, or 2: longer lines when the text would need more.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ DASH = re.compile(r"[-–—]\s*")
 GAP, MAX_CUES, MAX_CHARS = 2.0, 5, 300  # a group ends past a 2 s gap, 5 cues or 300 characters
 WIDTH, MIN_LINES = 42, 2  # a cue's lines: at most 42 characters (or its longest), its count of lines or 2
 
-Token = tuple[str, Any]  # ("text", str), ("open" | "close" | "lit", tag index), ("mark", k), ("br", None)
+Token = tuple[str, Any]  # ("text", str), ("open" | "close" | "lit", tag index), ("mark", k)
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,6 @@ def flat(nodes: list[Node], tags: list[Tag]) -> list[Token]:
             attrs = dict(node.attrs)
             if "data-cue" in attrs:
                 tokens.append(("mark", int(attrs["data-cue"])))
-            elif node.tag == "br":
-                tokens.append(("br", None))
             elif "data-t" in attrs and tags[int(attrs["data-t"])].literal:
                 tokens.append(("lit", int(attrs["data-t"])))
             elif "data-t" in attrs:
@@ -287,30 +287,25 @@ def cut(tokens: list[Token]) -> list[list[Token]]:
     return parts
 
 
-def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> list[list[tuple[str, int]]]:
-    """A piece's translation as written, in words ((markup, visible length), tags attached to the word
-    they touch), a list of them per line break."""
+def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> list[tuple[str, int]]:
+    """A piece's translation as written, in words: (markup, visible length), tags attached to the word
+    they touch."""
     items: list[Token] = [("raw", p) for p in piece.prefix] + tokens + [("raw", s) for s in piece.suffix]
     more = [False] * (len(items) + 1)  # whether any text or literal follows item i
     for i in range(len(items) - 1, -1, -1):
         kind, value = items[i]
         more[i] = more[i + 1] or kind == "lit" or (kind == "text" and bool(value.strip()))
-    lines: list[list[tuple[str, int]]] = [[]]
+    words: list[tuple[str, int]] = []
     word, length = "", 0
     for i, (kind, value) in enumerate(items):
         if kind == "text":
             for part in re.split(r"(\s+)", value):
                 if part.isspace() and length:
-                    lines[-1].append((word, length))
+                    words.append((word, length))
                     word, length = "", 0
                 elif part and not part.isspace():
                     word += html.escape(part, quote=False) if vtt else part.replace("-->", "->")
                     length += len(part)
-        elif kind == "br":
-            if length:
-                lines[-1].append((word, length))
-                word, length = "", 0
-            lines.append([])
         elif kind == "raw":
             word += value
         else:
@@ -319,11 +314,11 @@ def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> lis
                 word += tag.close or (f"</{tag.name}>" if more[i + 1] else "")
             else:
                 word += tag.open
-    if word and not length and lines[-1]:  # end tags after the last word
-        lines[-1][-1] = (lines[-1][-1][0] + word, lines[-1][-1][1])
+    if word and not length and words:  # end tags after the last word
+        words[-1] = (words[-1][0] + word, words[-1][1])
     elif word:
-        lines[-1].append((word, length))
-    return lines
+        words.append((word, length))
+    return words
 
 
 def greedy(words: list[tuple[str, int]], width: int) -> list[list[str]]:
@@ -424,6 +419,5 @@ def translate_cues(cues: list[Cue], units: Units, vtt: bool) -> list[str | None]
     out: dict[int, list[str]] = defaultdict(list)
     for k, (indices, tags, pieces) in enumerate(planned):
         for i, p, tokens in zip(indices, pieces, results[k]):
-            for words in layout(p, tokens, tags, vtt):
-                out[i] += wrap(words, p.width, p.lines)
+            out[i] += wrap(layout(p, tokens, tags, vtt), p.width, p.lines)
     return [("\n".join(out[i]) if i in out else None) for i in range(len(cues))]
