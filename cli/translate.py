@@ -116,7 +116,7 @@ def translate(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help='Lines (stdin or a file of another extension): text (plain), html or xml: each line a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are. Documents (--input FILE, the format by its extension unless named here): txt, html, docx, xliff, po (docs/translating.md, Documents).',
+            help='Lines (stdin or a file of another extension): text (plain), html or xml: each line a markup fragment; the text outside the tags is translated sentence by sentence and the inline tags (b, i, a, span, br, comments) are placed around the aligned target words; script, style, code, pre, translate="no" and class="notranslate" are kept as they are. Documents (--input FILE, the format by its extension unless named here): txt, html, docx, xliff, po, srt, vtt, md (docs/translating.md, Documents).',
         ),
     ] = None,
     retranslate: Annotated[

@@ -69,6 +69,11 @@ FORMATS: dict[str, DocumentFormat] = {
             requires=("translate.storage",),
             description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",
         ),
+        DocumentFormat("srt", (".srt",), "subtitles", requires=("srt",), description="SubRip subtitles"),
+        DocumentFormat("vtt", (".vtt",), "subtitles", requires=("webvtt",), description="WebVTT subtitles"),
+        DocumentFormat(
+            "md", (".md", ".markdown"), "markdown", requires=("markdown_it", "mdit_py_plugins"), description="Markdown"
+        ),
     )
 }
 

@@ -1,0 +1,287 @@
+"""Markdown documents, read by markdown-it-py (CommonMark, with tables and ~~strikethrough~~; front
+matter found by mdit-py-plugins): the file comes back byte for byte but for the text people read.
+
+The block tokens' source maps say where each paragraph, heading (ATX or setext), list item, quoted
+paragraph and table cell has its inline text; only that text is replaced, so list markers, `>`
+prefixes, indentation, `#`s, tables' pipes, blank lines and all else stay as written. Fenced and
+indented code, link reference definitions and front matter are not inline text: they are kept.
+
+An inline text with markup becomes an HTML unit (`mt.text.markup`; one without is translated as plain
+text): emphasis, strong, strikethrough, links and images are elements that remember their Markdown as
+written (the `**` or `__`, a link's `](url "title")` or `][ref]`), placed around the aligned target
+words and written back with it; link text and images' alt text are translated, their URLs kept. Inline code, autolinks, inline HTML tags (a start and end tag
+pair around text is an element) are kept as written, placed as empty elements are. A hard line break
+stays a line break. A paragraph of several lines is translated whole and written on one line (with
+its first line's prefix): re-wrapping could start a line with a character that Markdown reads as a
+list or heading. An HTML block with text is translated as HTML when mt's markup writer gives it back
+unchanged (else, an unclosed `<details>` say, it is kept as it is).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from mt.documents.formats import DocumentOptions
+from mt.documents.fragments import embrace, empty_in
+from mt.documents.units import Units
+from mt.text.markup import Element, Node, parse, segments, write
+
+ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
+BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
+OPENING = re.compile(r"<([A-Za-z][\w-]*)[^>]*(?<!/)>$")
+SPANNED = ("link_open", "image", "code_inline", "html_inline", "hardbreak")  # the tokens whose source `spanned` records
+CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
+
+
+@dataclass
+class Mark:
+    """An inline element's Markdown as written: before and after its text (a literal's whole source)."""
+
+    open: str
+    close: str = ""
+    literal: bool = False
+    spaced: tuple[bool, bool] = (False, False)  # a literal's spaces before and after it in the source
+
+
+@dataclass
+class Place:
+    """A text to translate: where it is ([start, end) of the file), its HTML fragment and marks, and
+    what it is: "inline" text, a table "cell" (a pipe escaped), a "paragraph" (a character that would
+    start a block escaped), an "html" block."""
+
+    start: int
+    end: int
+    fragment: str
+    marks: list[Mark]
+    kind: str = "inline"
+
+
+def parser():
+    """CommonMark with tables and strikethrough, front matter, and the source span of each link,
+    image and code span (`spanned`)."""
+    from markdown_it import MarkdownIt
+    from markdown_it.rules_inline import autolink, backtick, escape, html_inline, image, link, newline
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
+    rules = (("link", link), ("image", image), ("backticks", backtick), ("autolink", autolink), ("newline", newline))
+    for name, rule in (*rules, ("escape", escape), ("html_inline", html_inline)):
+        md.inline.ruler.at(name, spanned(rule))
+    return md
+
+
+def spanned(rule):
+    """An inline rule that records in its token's meta the source it consumed (`span`) and, for a
+    link or image, where its label ends (`label`): the Markdown to write back around the translation
+    (and, for a hard break, the line it ends)."""
+
+    def recorded(state, silent: bool) -> bool:
+        start, count = state.pos, len(state.tokens)
+        found = rule(state, silent)
+        token = next((t for t in state.tokens[count:] if t.type in SPANNED), None)
+        if found and not silent and token is not None:  # (an unmatched backtick run is text: no token)
+            token.meta["span"] = (start, state.pos)
+            if token.type == "image":
+                token.meta["label"] = state.md.helpers.parseLinkLabel(state, start + 1, False)
+            elif token.type == "link_open" and token.markup != "autolink":
+                token.meta["label"] = state.md.helpers.parseLinkLabel(state, start, True)
+        return found
+
+    return recorded
+
+
+def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> str:
+    """An inline's tokens as an HTML fragment: each element a span naming its mark (`data-t`), each
+    literal an empty span, each hard break a `<br>` (whose mark is the break as it will be written)."""
+
+    def mark(m: Mark) -> int:
+        marks.append(m)
+        return len(marks) - 1
+
+    pairs = paired(children)
+    parts: list[str] = []
+    skip = 0
+    for i, token in enumerate(children):
+        if skip:
+            skip -= token.type == "link_close"
+            continue
+        kind = token.type
+        if kind in ("text", "text_special"):
+            parts.append(html.escape(token.content, quote=False))
+        elif kind == "softbreak":
+            parts.append(" ")
+        elif kind == "hardbreak":  # written as it was, with the next line's prefix
+            line = src.count("\n", 0, token.meta["span"][0]) if "span" in token.meta else len(breaks)
+            written = breaks[line] if line < len(breaks) else "\\\n"
+            parts.append(f'<br data-t="{mark(Mark(written))}">')
+        elif kind == "code_inline" or (kind == "link_open" and token.markup == "autolink"):
+            start, end = token.meta["span"]
+            literal = Mark(src[start:end], literal=True, spaced=spaced(src, start, end))
+            parts.append(f'<span data-t="{mark(literal)}"></span>')
+            skip = kind == "link_open"
+        elif kind == "image":
+            (start, end), label = token.meta["span"], token.meta["label"]
+            k = mark(Mark("![", src[label:end]))
+            parts.append(
+                f'<span data-t="{k}">{fragment(token.children or [], src[start + 2 : label], marks, [])}</span>'
+            )
+        elif kind == "link_open":
+            (start, end), label = token.meta["span"], token.meta["label"]
+            parts.append(f'<span data-t="{mark(Mark("[", src[label:end]))}">')
+        elif kind.endswith("_open"):
+            parts.append(f'<span data-t="{mark(Mark(token.markup, token.markup))}">')
+        elif kind.endswith("_close"):
+            parts.append("</span>")
+        elif kind == "html_inline" and i in pairs:
+            parts.append(f'<span data-t="{mark(Mark(token.content, children[pairs[i]].content))}">')
+        elif kind == "html_inline" and i in pairs.values():
+            parts.append("</span>")
+        else:  # inline HTML not paired, anything else: kept as written
+            start, end = token.meta.get("span", (0, 0))
+            literal = Mark(token.content, literal=True, spaced=spaced(src, start, end) if end else (False, False))
+            parts.append(f'<span data-t="{mark(literal)}"></span>')
+    return "".join(parts)
+
+
+def spaced(src: str, start: int, end: int) -> tuple[bool, bool]:
+    """Whether the source has a space before [start, end), and after it."""
+    return start > 0 and src[start - 1].isspace(), end < len(src) and src[end].isspace()
+
+
+def paired(children: list) -> dict[int, int]:
+    """Inline HTML start tags (index) and the end tags that close them at the same depth."""
+    pairs: dict[int, int] = {}
+    stack: list[tuple[int, str]] = []  # (index, tag name), "" for a Markdown element
+    for i, token in enumerate(children):
+        if token.type.endswith("_open"):
+            stack.append((i, ""))
+        elif token.type.endswith("_close"):
+            while stack and stack.pop()[1]:
+                pass
+        elif token.type == "html_inline" and (opening := OPENING.match(token.content)):
+            stack.append((i, opening.group(1).lower()))
+        elif token.type == "html_inline" and (closing := CLOSING.match(token.content)):
+            if stack and stack[-1][1] == closing.group(1).lower():
+                pairs[stack.pop()[0]] = i
+    return pairs
+
+
+def unblock(text: str) -> str:
+    """A line's text escaped where Markdown would read its start as a block: `\\#`, `1986\\.`."""
+    return BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) or "") + "\\", text, count=1)
+
+
+def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
+    """A translated fragment written back as Markdown: its elements with their marks, its text escaped
+    (and, after a hard break, the start of the line)."""
+    parts: list[str] = []
+    pad = False  # a literal spaced from the word after it in the source: so in the translation
+    for i, node in enumerate(nodes):
+        if isinstance(node, str):
+            text = ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", node)
+            after_break = i and isinstance(nodes[i - 1], Element) and nodes[i - 1].tag == "br"
+            text = unblock(text) if after_break else " " + text if pad and text[:1].isalnum() else text
+            parts.append(text.replace("|", "\\|") if cell else text)
+            pad = False
+        elif isinstance(node, Element) and "data-t" in dict(node.attrs):
+            m = marks[int(dict(node.attrs)["data-t"])]
+            if node.tag == "br" or m.literal:
+                glued = m.spaced[0] and parts and parts[-1][-1:].isalnum()
+                parts.append(" " + m.open if glued else m.open)
+                pad = m.spaced[1]
+                continue
+            inner = markdown(node.children, marks, cell)
+            if not inner.strip() and m.open == m.close:  # an emphasis around nothing: no `****`
+                continue
+            if m.open == m.close:  # a delimiter: `** a**` is no emphasis, so the spaces go outside
+                lead, trail = inner[: len(inner) - len(inner.lstrip(" "))], inner[len(inner.rstrip(" ")) :]
+                parts.append(lead + m.open + inner.strip(" ") + m.close + trail)
+            else:
+                parts.append(m.open + inner + m.close)
+        elif isinstance(node, Element):
+            parts.append(markdown(node.children, marks, cell))
+    return "".join(parts)
+
+
+def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
+    """Each inline text of the document with its place (module docstring); one whose lines are not
+    found in the file as the parser read them is left as it is."""
+    found: list[Place] = []
+    parent, cell_at = None, (-1, 0)  # a row's cells are found left to right
+    for token in tokens:
+        if token.type != "inline":
+            parent = token
+            continue
+        if not token.content.strip() or token.map is None:
+            continue
+        first, content = token.map[0], token.content.split("\n")
+        kind = {"th_open": "cell", "td_open": "cell", "paragraph_open": "paragraph"}.get(parent.type if parent else "")
+        breaks: list[str] = []
+        if kind == "cell":
+            line = lines[first]
+            since = cell_at[1] if cell_at[0] == first else 0
+            spots = [(line.find(c, since), c) for c in (content[0], content[0].replace("|", "\\|"))]
+            col, written = next(((s, c) for s, c in spots if s >= 0), (-1, ""))
+            if col < 0:
+                continue
+            cell_at = (first, col + len(written))
+            start, end = offsets[first] + col, offsets[first] + col + len(written)
+        else:
+            content = [part.lstrip() for part in content]  # a line's indent is its prefix's; the text ends it
+            cols = [lines[first + i].rfind(part) if first + i < len(lines) else -1 for i, part in enumerate(content)]
+            if min(cols) < 0:
+                continue
+            start, end = offsets[first] + cols[0], offsets[first + len(content) - 1] + cols[-1] + len(content[-1])
+            for i, part in enumerate(content[:-1]):  # a hard break written as it was, the next line's prefix after it
+                written = part[len(part.rstrip(" ")) :] if part.endswith("  ") else "\\"
+                breaks.append(written + "\n" + lines[first + i + 1][: cols[i + 1]])
+        marks: list[Mark] = []
+        unit = fragment(token.children or [], token.content, marks, breaks)
+        found.append(Place(start, end, unit, marks, kind or "inline"))
+    return found
+
+
+def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
+    """The top-level HTML blocks with text that mt's markup writer gives back as they were."""
+    found = []
+    for token in tokens:
+        if token.type != "html_block" or token.level or token.map is None:
+            continue
+        start, end = offsets[token.map[0]], offsets[token.map[1]] - 1
+        block = text[start:end]
+        nodes = parse(block, "html")
+        if segments(nodes) and write(nodes, "html") == block and token.content.rstrip("\n") == block:
+            found.append(Place(start, end, block, [], "html"))
+    return found
+
+
+def translate(text: str, units: Units, options: DocumentOptions) -> str:
+    """The translated Markdown (module docstring)."""
+    tokens = parser().parse(text)
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens), key=lambda p: p.start)
+    plain = [i for i, p in enumerate(found) if not p.marks and p.kind != "html"]  # no markup: searched as text
+    marked = [i for i in range(len(found)) if i not in set(plain)]
+    translated: list[str] = [""] * len(found)
+    for indices, fmt in ((plain, "text"), (marked, "html")):
+        sources = [html.unescape(found[i].fragment) if fmt == "text" else found[i].fragment for i in indices]
+        for i, out in zip(indices, units(sources, fmt) if indices else []):
+            translated[i] = html.escape(out, quote=False) if fmt == "text" else out
+    parts, at = [], 0
+    for place, out in zip(found, translated):
+        if place.kind == "html":
+            written = out
+        else:
+            marks, empty = place.marks, empty_in(place.fragment)
+            nodes = embrace(parse(out, "html"), lambda e: e.tag == "br" or dict(e.attrs).get("data-t", "") in empty)
+            written = markdown(nodes, marks, place.kind == "cell").strip()
+        if place.kind == "paragraph":
+            written = unblock(written)
+        parts += [text[at : place.start], written]
+        at = place.end
+    return "".join(parts) + text[at:]

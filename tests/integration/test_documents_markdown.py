@@ -1,0 +1,184 @@
+"""Markdown documents (mt.documents.markdown) with conftest's tiny trained experiment: the translation
+parses to the same blocks, the same emphasis, links, images and code (each once, URLs and code as
+they were), front matter, code blocks and reference definitions untouched; headings, list items,
+quotes and table cells carry the plain translation of their text; with a translation that changes
+nothing the file comes back byte for byte (a paragraph of several lines on one line)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from helpers import mt, toy_corpus
+
+from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.documents.formats import FORMATS, DocumentOptions
+from mt.documents.markdown import parser
+from mt.documents.translate import translate_content
+from mt.documents.units import TranslatorUnits
+from mt.text.translate import translate as translate_text
+
+EN = DocumentOptions("en")
+S = toy_corpus(12, seed=37)[0]
+W = [s.rstrip(".").split() for s in S]
+DOC = f"""---
+title: {S[0]}
+---
+
+# {W[0][0]} *{W[0][1]}* {" ".join(W[0][2:])}
+
+{W[1][0]} **{W[1][1]}** {" ".join(W[1][2:])} [{S[2]}](https://example.com/a_b "Titel").
+{S[3]} `code_x` ![{S[4]}](bild.png)
+
+- {S[5]}
+- {W[6][0]} __{W[6][1]}__ {" ".join(W[6][2:])}
+  1. {S[7]}
+
+> {" ".join(W[8][:2])}
+> {" ".join(W[8][2:])}.
+
+{S[9]}  
+{S[10]}
+
+| {W[11][0]} | {W[11][1]} |
+|---|:---:|
+| {S[0]} | {S[1]} |
+
+```python
+print("{S[0]}")
+```
+
+    {S[1]}
+
+<div class="box">{S[2]}</div>
+
+Siehe [{S[3]}][ref] und <https://example.com/auto>.
+
+[ref]: https://example.com/ref "Ref"
+
+{W[4][0]} ~~{W[4][1]}~~ {" ".join(W[4][2:])}
+===
+"""
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment) -> Translator:
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    return TranslatorUnits(translator, DecodeOptions())
+
+
+@pytest.fixture(scope="module")
+def translated(units) -> str:
+    return translate_content(DOC.encode(), FORMATS["md"], units, EN).decode()
+
+
+def blocks(text: str) -> list[tuple]:
+    """The block tokens as (type, tag, markup, info, level), with what must come back as it was: front
+    matter, code and HTML blocks' content."""
+    keep = ("front_matter", "fence", "code_block")
+    return [
+        (t.type, t.tag, t.markup, t.info, t.level, t.content if t.type in keep else "") for t in parser().parse(text)
+    ]
+
+
+def marks(text: str) -> Counter:
+    """Every inline element but text, with its markup and attributes (URLs, titles, code)."""
+    found: Counter = Counter()
+    for token in parser().parse(text):
+        for child in token.children or []:
+            if child.type not in ("text", "softbreak"):
+                attrs = {k: v for k, v in child.attrs.items() if k != "alt"}
+                found[(child.type, child.markup, child.content if child.type == "code_inline" else "", str(attrs))] += 1
+    return found
+
+
+def texts(text: str) -> list[str]:
+    """Each inline's text as a reader sees it."""
+    return [
+        " ".join(
+            "".join(
+                c.content if c.type == "text" else " " for c in t.children or [] if c.type in ("text", "softbreak")
+            ).split()
+        )
+        for t in parser().parse(text)
+        if t.type == "inline"
+    ]
+
+
+def test_blocks_front_matter_code_and_references_come_back_as_they_were(translated):
+    assert blocks(translated) == blocks(DOC)
+    assert translated.startswith(f"---\ntitle: {S[0]}\n---\n")
+    assert f'```python\nprint("{S[0]}")\n```\n\n    {S[1]}\n' in translated
+    assert '[ref]: https://example.com/ref "Ref"\n' in translated
+    env_out: dict = {}
+    env_in: dict = {}
+    parser().parse(translated, env_out)
+    parser().parse(DOC, env_in)
+    unmapped = [{k: {**v, "map": None} for k, v in env["references"].items()} for env in (env_out, env_in)]
+    assert unmapped[0] == unmapped[1]
+
+
+def test_emphasis_links_images_and_code_come_back_once_with_their_urls(translated):
+    assert marks(translated) == marks(DOC)
+    assert '](https://example.com/a_b "Titel")' in translated and "][ref]" in translated
+    assert "`code_x`" in translated and "<https://example.com/auto>" in translated and "](bild.png)" in translated
+
+
+def test_headings_list_items_quotes_and_cells_carry_the_plain_translation(translator, translated):
+    plain = [" ".join(t.split()) for t in translate_text(translator, S)]
+    found = texts(translated)
+    source = texts(DOC)
+    for i, text in enumerate(source):
+        if text in S:  # an inline of one plain sentence: a list item, a table cell
+            assert found[i] == plain[S.index(text)], text
+    quote = source.index(" ".join(W[8]) + ".")
+    assert found[quote] == " ".join(translate_text(translator, [source[quote]])[0].split())  # two lines, one sentence
+    assert found[0] == " ".join(translate_text(translator, [" ".join(W[0])])[0].split())  # the heading, its em placed
+
+
+def test_a_hard_line_break_and_the_table_are_kept(translated):
+    tokens = parser().parse(translated)
+    assert sum(c.type == "hardbreak" for t in tokens for c in t.children or []) == 1
+    rows = [line for line in translated.split("\n") if line.startswith("|")]
+    assert len(rows) == 3 and rows[1] == "|---|:---:|" and all(row.count("|") == 3 for row in rows)
+
+
+def same(fragments: list[str], fmt: str = "text") -> list[str]:
+    """Units that translate nothing: each fragment back as it is."""
+    return list(fragments)
+
+
+def test_a_translation_that_changes_nothing_gives_the_file_back_byte_for_byte():
+    out = translate_content(DOC.encode(), FORMATS["md"], same, EN).decode()
+    joined = DOC.replace(f".\n{S[3]} `code_x`", f". {S[3]} `code_x`").replace(
+        f"> {' '.join(W[8][:2])}\n> ", f"> {' '.join(W[8][:2])} "
+    )
+    assert out == joined
+
+
+def test_line_endings_are_kept(units):
+    out = translate_content(DOC.replace("\n", "\r\n").encode(), FORMATS["md"], units, EN).decode()
+    assert out.count("\n") == out.count("\r\n") > 20
+
+
+def test_pathological_nesting_translates_in_seconds(units):
+    hostile = "> " * 500 + "[" * 3000 + "*" * 3000 + "`" * 3000 + "\n\n" + "- " * 500 + "x\n"
+    started = time.perf_counter()
+    out = translate_content(hostile.encode(), FORMATS["md"], same, EN).decode()
+    assert time.perf_counter() - started < 10 and out.count("[") >= 3000
+
+
+def test_mt_translate_writes_markdown_to_stdout(trained_experiment, units, tmp_path, capsys, monkeypatch):
+    source = tmp_path / "liesmich.md"
+    source.write_text(DOC, encoding="utf-8")
+    code, out, err = mt(
+        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1"
+    )
+    assert code == 0, err
+    assert out == translate_content(DOC.encode(), FORMATS["md"], units, EN).decode()
