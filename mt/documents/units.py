@@ -34,7 +34,7 @@ class TranslatorUnits:
         translator: Translator,
         options: DecodeOptions,
         progress: Progress | None = None,
-        chunk: int = 256,
+        chunk: int = 2048,
         identifier: LanguageIdentifier | None = None,
     ):
         self.translator, self.options, self.progress, self.chunk = translator, options, progress, chunk

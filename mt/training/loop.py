@@ -116,7 +116,10 @@ def train(
             open_train_log(exp, group, cfg.train.tensorboard) as log_file,
         ):
             loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
-            stopped_by = loop.run()
+            try:
+                stopped_by = loop.run()
+            finally:  # the batches' thread ends with the run: one left in a torch op aborts the exit
+                trainer.stream.close()
         if stopped_by in ("SIGINT", "SIGTERM", "signal"):
             again = f" with {group.world_size} processes" if group.world_size > 1 else ""
             log.info(

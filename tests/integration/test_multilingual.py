@@ -227,7 +227,7 @@ def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path
     mixed = tmp_path / "mixed.txt"  # --src-lang auto: each line identified; Spanish is not translated
     mixed.write_text(f"{toy['de'][0]}\n{toy['fr'][1]}\n{SPANISH}\n", encoding="utf-8")
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", multi.root, "-i", mixed, "--src-lang", "auto",
-                        "--tgt-lang", "en")
+                        "--tgt-lang", "en", "--format", "text")  # lines (a .txt is a document by default)
     translator = Translator.load(multi, multi.load_config())
     found = translator.search([toy["de"][0], toy["fr"][1]], DecodeOptions(tgt_lang="en"))
     assert code == 0 and out.splitlines() == [found[0][0][0], found[1][0][0], ""], err
@@ -416,12 +416,17 @@ def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_onl
     english = "A man in a blue shirt is riding his bicycle down a busy street."
     text.write_text(f"{LINES[0]}\n{english}\n{LINES[1]}\n", encoding="utf-8")
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
-                        "--src-lang", "auto")
+                        "--src-lang", "auto", "--format", "text")
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     found = translator.search([LINES[0], LINES[1]], DecodeOptions())
     assert code == 0 and out.splitlines() == [found[0][0][0], "", found[1][0][0]], err
     assert "line 2: not translated: the text looks like English (en), which this model does not read" in \
         " ".join(err.split())
+    # As a document (a .txt by default), the line it cannot read stays as it was, with the warning.
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
+                        "--src-lang", "auto")
+    assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0]], err
+    assert "not translated: 'A man in a blue shirt" in " ".join(err.split())
 
 
 def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
