@@ -7,7 +7,10 @@ back with the format's own library, against plain sentence-by-sentence translati
 Inputs: a trained experiment (nothing is written into it) and Multi30k's raw text files. Each format's
 document is made from the first --sentences test sentences, in paragraphs of 3 (txt: one sentence a
 line; html: a page of <p> paragraphs with a link and bold words; docx: paragraphs with a bold run and a
-hyperlink, every fifth in a table; xliff and po: a unit per paragraph). For each format:
+hyperlink, every fifth in a table; xliff and po: a unit per paragraph; srt and vtt: each sentence over
+1-3 cues with italics and bold; md: a paragraph, list item or heading per sentence with bold, links and
+inline code). Every source sentence is given a final stop where it has none (5% of test2016), in the
+plain baseline too.. For each format:
 - structure: the output parsed with the format's library has the input's structure (same elements,
   cues and timings, units and IDs: `same` per format below);
 - BLEU: the translation read back from the output, per paragraph, against the references, beside the
@@ -26,9 +29,11 @@ import argparse
 import html
 import io
 import json
+import re
 import statistics
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
@@ -48,7 +53,7 @@ class Case:
 
     name: str
     build: Callable[[list[str]], bytes]
-    paragraphs: Callable[[bytes], list[str]]  # one per group of 3 sentences (txt: one per sentence)
+    paragraphs: Callable[[bytes, list[str]], list[str]]  # per group of 3 sentences, or per sentence
     structure: Callable[[bytes], object]
     per_sentence: bool = False
 
@@ -58,7 +63,7 @@ def txt_build(sentences: list[str]) -> bytes:
     return "\n\n".join("\n".join(g) for g in groups(sentences)).encode() + b"\n"
 
 
-def txt_paragraphs(data: bytes) -> list[str]:
+def txt_paragraphs(data: bytes, sentences: list[str]) -> list[str]:
     return [line for line in data.decode().splitlines() if line.strip()]
 
 
@@ -81,7 +86,7 @@ def html_build(sentences: list[str]) -> bytes:
     return (page + "\n".join(body) + "\n</body></html>\n").encode()
 
 
-def html_paragraphs(data: bytes) -> list[str]:
+def html_paragraphs(data: bytes, sentences: list[str]) -> list[str]:
     import lxml.html
 
     return [p.text_content() for p in lxml.html.document_fromstring(data.decode()).iter("p")]
@@ -138,7 +143,7 @@ def docx_build(sentences):
     return out.getvalue()
 
 
-def docx_paragraphs(data):
+def docx_paragraphs(data, sentences):
     import docx
     from docx.oxml.ns import qn
 
@@ -193,7 +198,7 @@ def xliff_build(sentences):
     ).encode()
 
 
-def xliff_paragraphs(data):
+def xliff_paragraphs(data, sentences):
     xliff = toolkit("xliff")
 
     return [
@@ -232,7 +237,7 @@ def po_build(sentences):
     return bytes(store)
 
 
-def po_paragraphs(data):
+def po_paragraphs(data, sentences):
     pypo = toolkit("pypo")
 
     return [str(u.target) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
@@ -244,12 +249,134 @@ def po_structure(data):
     return [(u.getid(), u.getlocations()) for u in pypo.pofile.parsestring(data).units if not u.isheader()]
 
 
+# --- srt and vtt: each sentence over 1-3 cues by its length, every 4th cue in italics, a word in bold
+# every 5th sentence; read back per sentence by its cues
+TAG = re.compile(r"<[^>]*>|\{\\[^}]*\}")
+
+
+def cues_of(i: int, sentence: str) -> list[str]:
+    words = sentence.split()
+    k = 1 if len(words) < 8 else 2 if len(words) < 14 else 3
+    cut = [round(j * len(words) / k) for j in range(k + 1)]
+    parts = [" ".join(words[a:b]) for a, b in zip(cut, cut[1:])]
+    if i % 5 == 0 and len(parts[0].split()) > 2:
+        first = parts[0].split()
+        first[1] = f"<b>{first[1]}</b>"
+        parts[0] = " ".join(first)
+    return [f"<i>{p}</i>" if (i + j) % 4 == 0 else p for j, p in enumerate(parts)]
+
+
+def seen(text: str) -> str:
+    return " ".join(html.unescape(TAG.sub("", text)).split())
+
+
+def per_sentence(cues: list[str], sentences: list[str]) -> list[str]:
+    out, at = [], 0
+    for i, sentence in enumerate(sentences):
+        n = len(cues_of(i, sentence))
+        out.append(" ".join(cues[at : at + n]))
+        at += n
+    return out
+
+
+def srt_build(sentences: list[str]) -> bytes:
+    import srt
+
+    subs, t = [], 1.0
+    for i, sentence in enumerate(sentences):
+        for part in cues_of(i, sentence):
+            subs.append(srt.Subtitle(len(subs) + 1, timedelta(seconds=t), timedelta(seconds=t + 1.5), part))
+            t += 1.6
+        t += 0.5
+    return srt.compose(subs, reindex=False).encode()
+
+
+def srt_paragraphs(data: bytes, sentences: list[str]) -> list[str]:
+    import srt
+
+    return per_sentence([seen(c.content) for c in srt.parse(data.decode())], sentences)
+
+
+def srt_structure(data: bytes) -> object:
+    import srt
+
+    return [(c.index, c.start, c.end) for c in srt.parse(data.decode())]
+
+
+def vtt_time(seconds: float) -> str:
+    ms = round(seconds * 1000)
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
+
+
+def vtt_build(sentences: list[str]) -> bytes:
+    import webvtt
+
+    captions, t = [], 1.0
+    for i, sentence in enumerate(sentences):
+        for part in cues_of(i, sentence):
+            text = part.replace("<i>", "<c.it>").replace("</i>", "</c>")
+            captions.append(webvtt.Caption(vtt_time(t), vtt_time(t + 1.5), text))
+            t += 1.6
+        t += 0.5
+    return webvtt.WebVTT(captions=captions).content.encode()
+
+
+def vtt_paragraphs(data: bytes, sentences: list[str]) -> list[str]:
+    import webvtt
+
+    return per_sentence([seen(c.raw_text) for c in webvtt.from_string(data.decode()).captions], sentences)
+
+
+def vtt_structure(data: bytes) -> object:
+    import webvtt
+
+    return [(c.start, c.end, c.identifier) for c in webvtt.from_string(data.decode()).captions]
+
+
+# --- md: a paragraph per sentence, some bold, some with a link, inline code, list items and headings
+def md_build(sentences: list[str]) -> bytes:
+    out = ["# Test 2016", ""]
+    for i, sentence in enumerate(sentences):
+        words = sentence.split()
+        if i % 3 == 0 and len(words) > 3:
+            words[1] = f"**{words[1]}**"
+        if i % 4 == 1 and len(words) > 4:
+            words[-2] = f'[{words[-2]}](https://example.com/{i} "t")'
+        line = " ".join(words) + (" `mt --help`" if i % 6 == 2 else "")
+        out += [f"- {line}" if i % 5 == 4 else f"## {line}" if i % 7 == 6 else line, ""]
+    return "\n".join(out).encode()
+
+
+def md_inline(data: bytes) -> list:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").parse(data.decode())
+
+
+def md_paragraphs(data: bytes, sentences: list[str]) -> list[str]:
+    found = []
+    for token in md_inline(data):
+        if token.type == "inline":
+            text = "".join(
+                c.content if c.type == "text" else " " if c.type == "softbreak" else "" for c in token.children
+            )
+            found.append(" ".join(text.split()))
+    return found[1:]
+
+
+def md_structure(data: bytes) -> object:
+    return [(t.type, t.tag, t.markup) for t in md_inline(data) if t.type != "inline"]
+
+
 CASES = {
     "txt": Case("txt", txt_build, txt_paragraphs, txt_structure, per_sentence=True),
     "html": Case("html", html_build, html_paragraphs, html_structure),
     "docx": Case("docx", docx_build, docx_paragraphs, docx_structure),
     "xliff": Case("xliff", xliff_build, xliff_paragraphs, xliff_structure),
     "po": Case("po", po_build, po_paragraphs, po_structure),
+    "srt": Case("srt", srt_build, srt_paragraphs, srt_structure, per_sentence=True),
+    "vtt": Case("vtt", vtt_build, vtt_paragraphs, vtt_structure, per_sentence=True),
+    "md": Case("md", md_build, md_paragraphs, md_structure, per_sentence=True),
 }
 
 
@@ -280,6 +407,9 @@ def main() -> None:
     exp, cfg = read_experiment(args.exp)
     translator = Translator.load(exp, cfg)
     src = read(args.data, "test_2016_flickr", args.src)[: args.sentences]
+    # Every sentence ends with a stop (5% of test2016's do not), for the plain baseline too: paragraphs
+    # and cue groups are then cut where the sentences end, so that what differs is the format's doing.
+    src = [s if s.rstrip()[-1:] in ".!?" else s.rstrip() + "." for s in src]
     ref = read(args.data, "test_2016_flickr", args.tgt)[: args.sentences]
     units = TranslatorUnits(translator, DecodeOptions())
     options = DocumentOptions(args.tgt)
@@ -304,7 +434,7 @@ def main() -> None:
             translated = translate_content(document, FORMATS[name], units, options)
             times.append(time.perf_counter() - start)
         same = case.structure(translated) == case.structure(document)
-        got = case.paragraphs(translated)
+        got = case.paragraphs(translated, src)
         if case.per_sentence:
             hyps, refs, base = got, ref, sentence_level
         else:
