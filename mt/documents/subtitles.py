@@ -58,6 +58,12 @@ def read_srt(text: str) -> tuple[list[Cue], list[Span]]:
                 f"line {line_of(text, inside.start())}: a timing line srt cannot read, or a cue without its "
                 f"number (read as the text of cue {subtitle.index}): {inside.group().strip()!r}"
             )
+        blank = re.search(r"\n[ \t]*\n\s*(\S[^\n]*)", text[start:end])
+        if blank is not None:  # srt reads on past a blank line to the next timing: not a cue of its own
+            raise DocumentError(
+                f"line {line_of(text, start + blank.start(1))}: text after cue {subtitle.index} that is not a "
+                f"cue (no number and timing line): {blank.group(1).strip()[:80]!r}"
+            )
         cues.append(Cue(text[start:end], subtitle.start.total_seconds(), subtitle.end.total_seconds()))
         spans.append((start, end))
     return cues, spans

@@ -171,6 +171,7 @@ CUE = "00:00:01,000 --> 00:00:02,000"
             ["line 5:", "not a SubRip cue", "'2 / 00:00:03,000 -> 00:00:04,000'"],
         ),
         ("srt", "Hallo Welt\n", ["line 1:", "not a SubRip cue", "WEBVTT"]),
+        ("srt", f"1\n{CUE}\nA\n\n2\nB\n", ["line 5:", "after cue 1", "not a cue", "'2'"]),
         ("vtt", "WEBVTT\n\n1\n00:00:01.000 --> 00:00:0x.000\nHallo\n", ["line 4:", "webvtt-py cannot read"]),
         ("vtt", "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nA\n00:00:02,000 --> 00:00:03,000\nB\n", ["line 5:"]),
     ],
