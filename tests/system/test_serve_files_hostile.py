@@ -83,6 +83,10 @@ def test_a_file_asking_more_than_the_character_limit_is_refused_before_any_is_se
     cues = "\n".join("a" for _ in range(3001)).encode()  # a huge count of tiny units, within the byte limit
     refused(upload(server.url, "cues.txt", cues), 413, "file: 3001 characters to translate", "--max-file-chars 3000")
     refused(upload(server.url, "long.txt", (LINES[0] + "\n").encode() * 200), 413, "--max-file-chars")
+    # Markdown asks twice (its plain paragraphs, then those with markup): the first ask alone is within
+    # the limit, both are not; nothing is searched either way.
+    markdown = ("Der Hund läuft im Park.\n\n" * 80 + "Der **Hund** läuft im Park.\n\n" * 60).encode()
+    refused(upload(server.url, "page.md", markdown), 413, "--max-file-chars 3000")
     assert searched(server) == before
 
 

@@ -143,6 +143,18 @@ class Abandoned(Exception):
     """The document's request is gone (its client left, or the server is stopping): stop its work."""
 
 
+class CountingUnits:
+    """`Units` that translate nothing (each text comes back as it is) and count the characters asked:
+    a document's budget, checked before any of it is searched."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+
+    def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
+        self.chars += sum(len(text) for text in texts if text.strip())
+        return list(texts)
+
+
 class BatcherUnits:
     """`mt.documents.units.Units` for a format module running in a worker thread: each call's texts cut
     into sentences (or planned as markup) here, their sentences searched by the server's batcher in
@@ -340,6 +352,14 @@ class Documents:
         name = upload.name
         try:
             check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes)
+            # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
+            # before its first units are translated, not after.
+            counted = CountingUnits()
+            translate_content(upload.data, upload.fmt, counted, DocumentOptions(target))
+            if counted.chars > units.max_chars:
+                raise ApiError(
+                    413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
+                )
             translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
         except (ApiError, Abandoned):
             raise
