@@ -58,9 +58,8 @@ class Translator:
     ):
         self.model, self.src_tok, self.tgt_tok = model, src_tok, tgt_tok
         # The lexical shortlist that decode.shortlist decodes with: given, or the experiment's
-        # (`Translator.load`), read when a search first asks for it.
+        # (`Translator.load`'s, in load_args), read when a search first asks for it.
         self.shortlist = shortlist
-        self.shortlist_exp: Experiment | None = None
         self.directions = directions or Directions((("src", "tgt"),))  # what it translates; tags if multilingual
         self.decode_cfg = decode_cfg
         self.device = torch.device(device)
@@ -97,7 +96,6 @@ class Translator:
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
         )
-        translator.shortlist_exp = exp
         return translator
 
     def close(self) -> None:
@@ -106,11 +104,12 @@ class Translator:
             self._processes.close()
             self._processes = None
 
-    def _search_processes(self, workers: int) -> SearchProcesses:
-        """`workers` search processes over this Translator's model, on a share of the threads each."""
+    def search_processes(self, workers: int, threads: int | None = None) -> SearchProcesses:
+        """`workers` search processes over this Translator's model, `threads` each (default: a share of
+        the calling thread's); started once, then kept until `close` or another count is asked for."""
         if self._processes is None or self._processes.count != workers:
             self.close()
-            threads = max(1, torch.get_num_threads() // workers)
+            threads = threads or max(1, torch.get_num_threads() // workers)
             self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
         return self._processes
 
@@ -232,7 +231,7 @@ class Translator:
         if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
             batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
             one = replace(options, workers=1)
-            batched = self._search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
+            batched = self.search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
             searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
         else:
             searched = search_batches(batches, search, workers)
@@ -288,7 +287,7 @@ class Translator:
     def _shortlist(self) -> Shortlist:
         """The shortlist a search with decode.shortlist uses: the experiment's, read the first time."""
         if self.shortlist is None:
-            exp = self.shortlist_exp
+            exp = (self.load_args or {}).get("exp")
             if exp is None:
                 raise MtError("--shortlist (decode.shortlist): this Translator was given no shortlist")
             table = load_table(exp)

@@ -21,13 +21,13 @@ Result = TypeVar("Result")
 AUTO_WORKERS = 4  # the most decode.workers 0 gives: the searches' Python shares one interpreter lock
 
 
-def workers_for(setting: int, device: torch.device) -> int:
-    """decode.workers: 0 gives one per torch thread on a CPU, up to AUTO_WORKERS (measured on 2 cores
-    only: with many more, the searches' Python between their ops would queue for the interpreter lock),
-    and one on a GPU (one stream of kernels)."""
+def workers_for(setting: int, device: torch.device, threads: int | None = None) -> int:
+    """decode.workers: 0 gives one per torch thread (`threads`, default the calling thread's) on a CPU,
+    up to AUTO_WORKERS (measured on 2 cores only: with many more, the searches' Python between their
+    ops would queue for the interpreter lock), and one on a GPU (one stream of kernels)."""
     if setting > 0:
         return setting
-    return min(torch.get_num_threads(), AUTO_WORKERS) if device.type == "cpu" else 1
+    return min(threads or torch.get_num_threads(), AUTO_WORKERS) if device.type == "cpu" else 1
 
 
 def search_batches(batches: list[Batch], search: Callable[[Batch], Result], workers: int) -> Iterator[Result]:

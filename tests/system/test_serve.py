@@ -502,31 +502,41 @@ def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
         taken.close()
 
 
-@pytest.mark.slow
-def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finish(trained_experiment, reference,
-                                                                                    tmp_path):
+def start_serve(experiment, log_path: Path, *flags: str) -> tuple[subprocess.Popen, str]:
+    """`python -m mt serve` on a free loopback port with `flags`, its stderr into `log_path`, once its
+    /health answers (the caller stops it): the process and its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("MT_DEBUG", None)
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(experiment.root),
+                                    "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=log_file, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        if process.poll() is not None:
+            return process, url  # the caller's assertions show the log
+        try:
+            if call(f"{url}/health")[0] == 200:
+                return process, url
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(log_path.read_text()) from None
+            time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finish(trained_experiment, reference,
+                                                                                    tmp_path):
     log_path = tmp_path / "serve.log"
     # A request waits up to --max-wait-ms for company: long enough to be in flight at SIGTERM.
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
-                                    "--port", str(port), "--threads", "1", "--max-wait-ms", "3000"],
-                                   stdout=subprocess.DEVNULL, stderr=log_file, env=env)
-    url = f"http://127.0.0.1:{port}"
+    process, url = start_serve(trained_experiment, log_path, "--threads", "1", "--max-wait-ms", "3000")
     try:
+        assert process.poll() is None, log_path.read_text()
         deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, log_path.read_text()
-            try:
-                if call(f"{url}/health")[0] == 200:
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
         with ThreadPoolExecutor(1) as pool:
             in_flight = pool.submit(call, f"{url}/v1/translate", {"text": LINES[:2]})
             while call(f"{url}/health")[2]["queued"] < 2:
@@ -544,33 +554,17 @@ def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finis
     stock = Translator.load(trained_experiment, trained_experiment.load_config())
     assert status == 200 and [t["text"] for t in data["translations"]] == stock.translate(LINES[:2])
     log_text = log_path.read_text()
-    assert "mt serve de -> en" in log_text and f"http://127.0.0.1:{port}" in log_text, log_text
+    assert "mt serve de -> en" in log_text and url in log_text, log_text
     assert "POST /v1/translate 200 2 lines" in log_text and "GET /health 200" in log_text, log_text
 
 
 @pytest.mark.slow
 def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(trained_experiment, tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("MT_DEBUG", None)
     log_path = tmp_path / "serve.log"
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
-                                    "--port", str(port), "--threads", "2", "--parallel", "processes"],
-                                   stdout=subprocess.DEVNULL, stderr=log_file, env=env)
-    url = f"http://127.0.0.1:{port}"
+    # The search processes start before the server answers.
+    process, url = start_serve(trained_experiment, log_path, "--threads", "2", "--parallel", "processes")
     try:
-        deadline = time.monotonic() + 120
-        while True:  # the search processes start before the server answers
-            assert process.poll() is None, log_path.read_text()
-            try:
-                if call(f"{url}/health")[0] == 200:
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.1)
+        assert process.poll() is None, log_path.read_text()
         children = [int(p) for p in (Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
         # The two search processes (spawned), beside multiprocessing's resource tracker, which ends on its own.
         children = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]

@@ -392,9 +392,8 @@ def serve(
 
     from mt.config.schema import Parallel
     from mt.config.values import coerce
-    from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
-    from mt.search.parallel import AUTO_WORKERS
+    from mt.search.parallel import workers_for
 
     sock = bind(host, port)  # first: a taken port fails before the model loads
     worker_threads = threads or torch.get_num_threads()
@@ -404,8 +403,9 @@ def serve(
     torch.set_num_threads(1)
     cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
-    if parallel == "processes":  # started now: the first request should not wait for them
-        translator.search(["."], DecodeOptions(workers=min(worker_threads, AUTO_WORKERS)))
+    if parallel == "processes":  # started now, as the worker will ask for them: no request waits for them
+        workers = workers_for(0, translator.device, worker_threads)
+        translator.search_processes(workers, max(1, worker_threads // workers))
     names = ", ".join(path.name for path in translator.checkpoint_paths)
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
