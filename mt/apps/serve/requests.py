@@ -34,24 +34,36 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-async def body_text(request, limit: int) -> str:
-    """The body as text: 413 once it passes `limit` bytes, read as it arrives (a chunked body too, which
-    declares no length: nothing past the limit is held), 400 when it is not UTF-8, 499 (logged only)
-    when the client leaves before it has sent it all (or is cut off: `mt.apps.serve.app.guarded_protocol`)."""
+async def bounded_body(request, limit: int, declared_too_big: str, too_big: str) -> bytes:
+    """The body, read as it arrives (a chunked body too, which declares no length: nothing past the
+    limit is held): 413 with `declared_too_big` (formatted with `declared`, the Content-Length) or
+    `too_big` once it passes `limit` bytes, 499 (logged only) when the client leaves before it has sent
+    it all (or is cut off: `mt.apps.serve.app.guarded_protocol`). Kept as the request's body, where
+    starlette's request.form() reads it."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"the request body has {declared} bytes: at most {limit}")
+        raise ApiError(413, declared_too_big.format(declared=declared))
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                raise ApiError(413, f"the request body has more than {limit} bytes: at most {limit}")
+                raise ApiError(413, too_big)
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(499, "the client closed the connection before it sent the whole request") from None
-    raw = b"".join(chunks)
-    request._body = raw  # starlette's request.form() reads the body from here once it has been read
+    request._body = b"".join(chunks)
+    return request._body
+
+
+async def body_text(request, limit: int) -> str:
+    """The body as text (`bounded_body`), 400 when it is not UTF-8."""
+    raw = await bounded_body(
+        request,
+        limit,
+        f"the request body has {{declared}} bytes: at most {limit}",
+        f"the request body has more than {limit} bytes: at most {limit}",
+    )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -20,9 +20,8 @@ from xml.parsers import expat
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
-from starlette.requests import ClientDisconnect
 
-from mt.apps.serve.requests import ApiError
+from mt.apps.serve.requests import ApiError, bounded_body
 from mt.documents.encoding import decode
 from mt.documents.formats import FORMATS, DocumentError, DocumentFormat, by_extension, load
 
@@ -71,22 +70,12 @@ async def read_upload(request, max_bytes: int) -> Upload:
             400, "Invalid request: send the file as a multipart form (multipart/form-data) with a file field"
         )
     limit = max_bytes + FORM_ROOM
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(
-            413, f"file: the request has {declared} bytes; a file may have at most {max_bytes} (--max-file-bytes)"
-        )
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ApiError(413, f"file: more than {max_bytes} bytes (--max-file-bytes)")
-            chunks.append(chunk)
-    except ClientDisconnect:
-        raise ApiError(499, "the client closed the connection before it sent the whole request") from None
-    request._body = b"".join(chunks)  # starlette's request.form() parses it from here
-    del chunks
+    await bounded_body(
+        request,
+        limit,
+        f"file: the request has {{declared}} bytes; a file may have at most {max_bytes} (--max-file-bytes)",
+        f"file: more than {max_bytes} bytes (--max-file-bytes)",
+    )
     try:
         form = await request.form(max_files=1, max_fields=16)
     except (MultiPartException, HTTPException) as exc:  # starlette's refusal (as an HTTPException in an app)
