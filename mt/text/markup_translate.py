@@ -58,7 +58,7 @@ def plan(
     spans = iter(segment(translator, flat, options) if flat else [])
     pieces = [[next(spans) for _ in fragment] for fragment in found]
     every = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
-    kept = {i: piece for i, piece in enumerate(every) if unreadable(translator, piece)}
+    kept = unreadable(translator, every)
     return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept)
 
 

@@ -50,10 +50,15 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
     return plans
 
 
-def unreadable(translator: Translator, piece: str) -> bool:
-    """Whether a piece is mostly characters the source vocabulary does not hold (module docstring)."""
-    ids = translator.src_tok.encode([piece])[0]
-    return bool(ids) and translator.src_tok.unknown_pieces(ids) >= UNREADABLE * len(ids)
+def unreadable(translator: Translator, pieces: list[str]) -> dict[int, str]:
+    """The pieces that are mostly characters the source vocabulary does not hold (module docstring),
+    by index: all encoded in one call."""
+    tok = translator.src_tok
+    return {
+        i: piece
+        for i, (piece, ids) in enumerate(zip(pieces, tok.encode(pieces) if pieces else []))
+        if ids and tok.unknown_pieces(ids) >= UNREADABLE * len(ids)
+    }
 
 
 def pieces(
@@ -66,7 +71,7 @@ def pieces(
         return list(texts), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
-    kept = {i: piece for i, piece in enumerate(every) if unreadable(translator, piece)}
+    kept = unreadable(translator, every)
     return [piece for i, piece in enumerate(every) if i not in kept], plans, kept
 
 
