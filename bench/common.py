@@ -73,7 +73,11 @@ MT_MODES = {"fp32": ("fp32", None), "int8": ("fp32", "int8"), "bf16": ("bf16", N
             # with the experiment's lexical shortlist (--shortlist; `mt shortlist` builds it first)
             "fp32_sl": ("fp32", None), "int8_sl": ("fp32", "int8"), "bf16_sl": ("bf16", None),
             # both: mt's fastest path on a CPU
-            "fp32_sl_proc": ("fp32", None), "int8_sl_proc": ("fp32", "int8"), "bf16_sl_proc": ("bf16", None)}
+            "fp32_sl_proc": ("fp32", None), "int8_sl_proc": ("fp32", "int8"), "bf16_sl_proc": ("bf16", None),
+            # decode.engine ctranslate2: mt translating through the CTranslate2 model it builds in the
+            # experiment (mt.decoding.engine), with the shortlist as its vmap in M_sl_engine
+            "fp32_engine": ("fp32", None), "int8_engine": ("fp32", "int8"),
+            "fp32_sl_engine": ("fp32", None), "int8_sl_engine": ("fp32", "int8")}
 # ct2_M: one batch at a time on all the threads (intra_threads); ct2_M_inter: one batch per thread
 # side by side (inter_threads), as mt's default.
 # ct2_M_vmap: with the export's vmap.txt (the experiment's shortlist), translate_batch(use_vmap=True).
@@ -106,6 +110,8 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
         translator.decode_cfg.parallel = "processes"
     if "_sl" in mode:
         translator.decode_cfg.shortlist = True
+    if mode.endswith("_engine"):
+        translator.decode_cfg.engine = "ctranslate2"
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]

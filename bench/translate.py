@@ -14,7 +14,9 @@ process (so peak RSS is its own), all loaded first and then timed in turn, run 1
 run 2, and so on, so that the machine's drift touches every mode alike; sentences/s is from the median
 run. With the experiment's lexical shortlist (`mt shortlist --exp EXP` first), on request: M_sl, mt's mode M
 with --shortlist; ct2_M_vmap (and ct2_M_inter_vmap), CTranslate2 with the export's vmap.txt (the same
-shortlist) and translate_batch(use_vmap=True). Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
+shortlist) and translate_batch(use_vmap=True). M_engine (and M_sl_engine): mt's mode M decoding through
+decode.engine ctranslate2, the CTranslate2 model mt builds in the experiment itself (mt.decoding.engine:
+inter_threads, mt's batches, with the shortlist as its vmap). Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
 counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
 cut. mt's modes batch by its own source-token budget (decode.max_tokens); CTranslate2 gets the same
 budget as max_batch_size in tokens. Timing covers tokenizing, searching and detokenizing for both.
@@ -44,7 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
 KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "fp32_proc", "int8_proc", "bf16_proc",
                "ct2_fp32_inter", "ct2_int8_inter", "fp32_sl", "int8_sl", "bf16_sl", "ct2_fp32_vmap", "ct2_int8_vmap",
-               "ct2_fp32_inter_vmap", "ct2_int8_inter_vmap", "fp32_sl_proc", "int8_sl_proc", "bf16_sl_proc", *HF_MODES)
+               "ct2_fp32_inter_vmap", "ct2_int8_inter_vmap", "fp32_sl_proc", "int8_sl_proc", "bf16_sl_proc", "fp32_engine", "int8_engine",
+               "fp32_sl_engine", "int8_sl_engine", *HF_MODES)
 
 
 
@@ -162,6 +165,8 @@ def main() -> None:
                          ("fp32", "hf_fp32"), ("fp32", "ort_fp32"), (fast_mode, "ct2_int8_inter"),
                          *((m, f"{m}_1w") for m in ("fp32", "int8", "bf16")),
                          *((f"{m}_sl", m) for m in ("fp32", "int8", "bf16")), (fast_mode, "ct2_int8_inter_vmap"),
+                         ("int8_engine", "ct2_int8_inter"), ("int8_sl_engine", "ct2_int8_inter"),
+                         ("int8_sl_proc", "ct2_int8_inter"),
                          *((f"{m}_vmap", m) for m in CT2_MODES if not m.endswith("_vmap"))):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)

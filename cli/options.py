@@ -141,6 +141,14 @@ Shortlist = Annotated[
         help="Score only the lexical shortlist's candidates (EXP/shortlist, `mt shortlist`): faster, approximate; default: the experiment's decode.shortlist.",
     ),
 ]
+EngineKind = Annotated[
+    Optional[str],
+    typer.Option(
+        "--engine",
+        metavar="mt|ctranslate2|auto",
+        help="What decodes: mt's search; ctranslate2, the same weights in CTranslate2 (built once into EXP/engines/, faster on a CPU; refuses what it cannot decode as mt would); auto, CTranslate2 where it can (decode.engine).",
+    ),
+]
 Checkpoint = Annotated[
     Optional[str],
     typer.Option(
@@ -169,6 +177,7 @@ DECODE_FLAGS = {
     "workers": (Workers, "workers"),
     "parallel": (ParallelKind, "parallel"),
     "shortlist": (Shortlist, "shortlist"),
+    "engine": (EngineKind, "engine"),
 }
 
 

@@ -82,6 +82,13 @@ def serve(
             help="processes: static batches are searched by processes of their own, one a thread, each with the model (faster on a CPU, measured; decode.parallel).",
         ),
     ] = "threads",
+    engine: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="mt|ctranslate2|auto",
+            help="What decodes: mt's search, CTranslate2 over the same weights (faster on a CPU), or auto: CTranslate2 where it can decode a request as mt would; default: the experiment's decode.engine.",
+        ),
+    ] = None,
     api_key: Annotated[
         Optional[str],
         typer.Option(
@@ -125,5 +132,17 @@ def serve(
     )
     experiment, cfg = read_experiment(exp)
     run_serve(
-        experiment, cfg, host, port, limits, api_key or None, threads, checkpoint, device, precision, quantize, parallel
+        experiment,
+        cfg,
+        host,
+        port,
+        limits,
+        api_key or None,
+        threads,
+        checkpoint,
+        device,
+        precision,
+        quantize,
+        parallel,
+        engine,
     )

@@ -29,6 +29,7 @@ from mt.errors import ConfigError, MtError
 LengthPenalty = Literal["gnmt", "length", "none"]
 StopRule = Literal["exact", "early"]
 Parallel = Literal["threads", "processes"]
+Engine = Literal["mt", "ctranslate2", "auto"]
 InferencePrecision = Literal["fp32", "bf16", "fp16"]
 Quantize = Optional[Literal["int8"]]
 # Bounds of the checks in `validate`: past each a value fails later, and worse (a beam of 100,000 is
@@ -240,6 +241,10 @@ class DecodeConfig:
     # tokens (IBM Model 1 on the training split), and the `frequent` most frequent target tokens for every batch.
     shortlist_top: int = 10
     shortlist_frequent: int = 100
+    # What decodes (mt/decoding/engine.py): "mt", mt's own search; "ctranslate2", the same weights in
+    # CTranslate2 (built once into EXP/engines/; a call it cannot decode as mt would is refused);
+    # "auto", CTranslate2 where it can, mt's search for the rest (gnmt penalty, constraints, ensembles...).
+    engine: Engine = "mt"
     checkpoint: str = "best"  # "best", "last", "average", "ema" (train.ema_decay) or a file name under checkpoints/
     average_last: int = 5  # recipe step "average": checkpoints/average.pt = mean of the last N step_N.pt
 

@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mt.config.schema import MAX_BEAM, DecodeConfig, LengthPenalty, Parallel, StopRule, decode_checks
+from mt.config.schema import MAX_BEAM, DecodeConfig, Engine, LengthPenalty, Parallel, StopRule, decode_checks
 from mt.config.values import coerce
 from mt.errors import ConfigError
 
@@ -34,6 +34,7 @@ SEARCH_FIELDS = (
     "workers",
     "parallel",
     "shortlist",
+    "engine",
 )
 SEGMENT_TOKENS = 100  # source tokens of a piece at most (mt.text): bounds the time and the output of one
 BEAM_ONLY = ("beam", "alpha", "length_penalty", "stop")  # what sampling has no use for
@@ -75,6 +76,7 @@ class DecodeOptions:
     workers: int | None = None  # batches searched side by side on the CPU (mt.search.parallel)
     parallel: Parallel | None = None  # the workers as threads or processes (mt.decoding.processes)
     shortlist: bool | None = None  # score only the lexical shortlist's candidates (mt.decoding.shortlist)
+    engine: Engine | None = None  # mt's search, CTranslate2, or auto (mt.decoding.engine)
     # The call.
     nbest: int = 1  # hypotheses per line, best first
     sampling: Sampling | None = None  # draw one translation per line instead of searching
@@ -117,6 +119,8 @@ class DecodeOptions:
             coerce(self.stop, StopRule, "--stop")
         if "parallel" in given:
             coerce(self.parallel, Parallel, "--parallel")
+        if "engine" in given:
+            coerce(self.engine, Engine, "--engine")
         for ok, message in decode_checks(DecodeConfig(**given)):
             if not ok:
                 raise ConfigError(message)
@@ -144,6 +148,8 @@ class DecodeOptions:
             lengths["no_repeat_ngram"] = self.no_repeat_ngram
         if self.shortlist:  # the same
             lengths["shortlist"] = True
+        if self.engine not in (None, "mt"):  # the same
+            lengths["engine"] = self.engine
         if self.sampling is not None:
             return {**dataclasses.asdict(self.sampling), **lengths, "max_tokens": self.max_tokens}
         return {

@@ -19,6 +19,7 @@ from mt.data.batching import length_groups
 from mt.data.shortlist import load_table
 from mt.decoding.alignment import word_alignments
 from mt.decoding.directions import Directions
+from mt.decoding.engine import CTranslate2Engine, engine
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
 from mt.decoding.processes import SearchProcesses
@@ -27,7 +28,7 @@ from mt.errors import MtError
 from mt.experiment.paths import Experiment
 from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
-from mt.search.parallel import search_batches, workers_for
+from mt.search.parallel import search_batches, split_for, workers_for
 from mt.search.single_path import greedy_search, sample_search
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
@@ -69,6 +70,8 @@ class Translator:
         self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
         self.load_args: dict | None = None  # how `Translator.load` made it: search processes load the same
         self._processes: SearchProcesses | None = None  # started by the first search that asks for them
+        self.engine: CTranslate2Engine | None = None  # CTranslate2 (decode.engine), loaded by the first call for it
+        self._said: set[str] = set()
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -103,6 +106,12 @@ class Translator:
         if self._processes is not None:
             self._processes.close()
             self._processes = None
+
+    def say(self, message: str) -> None:
+        """Log `message` once per Translator (which engine decodes, and why)."""
+        if message not in self._said:
+            self._said.add(message)
+            log.info(message)
 
     def search_processes(self, workers: int, threads: int | None = None) -> SearchProcesses:
         """`workers` search processes over this Translator's model, `threads` each (default: a share of
@@ -199,8 +208,17 @@ class Translator:
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
         whose constraints did not all fit are appended to `unmet`."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
+        if constraints and any(constraints):
+            options = replace(options, constraints=True)
         if options.shortlist:
             self._shortlist()  # read here, once, before batches are searched side by side
+        fast = engine(self, options)
+        if fast is not None:
+            found = fast.search(self, encoded, options, progress)
+            return [
+                [(text, score) for text, (_, score) in zip(self.tgt_tok.decode([ids for ids, _ in hyps]), hyps)]
+                for hyps in found
+            ]
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if options.sampling is not None:
@@ -360,12 +378,3 @@ class Translator:
             src_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
-
-
-def split_for(group: list[int], batches: int, workers: int) -> list[list[int]]:
-    """A batch cut into sorted halves (parts of one length group: their lengths are alike) when there
-    are fewer batches than search processes, so that a lone batch (a server's, a short file's) keeps
-    them all busy; a batch of one sentence stays whole."""
-    parts = max(1, min(len(group), workers // batches if batches < workers else 1))
-    size = -(-len(group) // parts)
-    return [group[i : i + size] for i in range(0, len(group), size)]

@@ -46,3 +46,12 @@ def search_batches(batches: list[Batch], search: Callable[[Batch], Result], work
     finally:  # a failed batch, or a caller that stopped reading: the batches not started never start
         pool.shutdown(wait=True, cancel_futures=True)
         torch.set_num_threads(threads)
+
+
+def split_for(group: list[int], batches: int, workers: int) -> list[list[int]]:
+    """A batch cut into sorted halves (parts of one length group: their lengths are alike) when there
+    are fewer batches than workers (search processes, CTranslate2's inter_threads), so that a lone
+    batch (a server's, a short file's) keeps them all busy; a batch of one sentence stays whole."""
+    parts = max(1, min(len(group), workers // batches if batches < workers else 1))
+    size = -(-len(group) // parts)
+    return [group[i : i + size] for i in range(0, len(group), size)]

@@ -22,11 +22,11 @@ import sacrebleu
 import torch
 from helpers import one_thread, tiny_experiment, toy_corpus
 
-from mt.apps.export.ctranslate2 import build_spec
 from mt.apps.export.directory import export
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.model.ctranslate2_spec import build_spec
 from mt.model.transformer import Transformer
 from mt.search.beam import beam_search
 from mt.search.single_path import greedy_search
@@ -56,7 +56,7 @@ def _vocab(size: int, prefix: str) -> list[str]:
 
 def _logprobs(model: Transformer, src: list[int], tgt: list[int]) -> torch.Tensor:
     """mt's log-probability of each token of tgt + EOS given src, with <pad> and <s> out of the softmax
-    as the export's bias on them puts them (mt/apps/export/ctranslate2.py): what CTranslate2 should compute."""
+    as the export's bias on them puts them (mt/model/ctranslate2_spec.py): what CTranslate2 should compute."""
     with torch.no_grad():
         logits = model(torch.tensor([src + [EOS_ID]]), torch.tensor([[BOS_ID] + tgt]))[0]
     logits[:, [PAD_ID, BOS_ID]] = -torch.inf

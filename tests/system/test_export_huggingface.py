@@ -211,8 +211,8 @@ def test_the_tokenizer_gives_mts_ids(tmp_path, joint):
     fallback included."""
     from types import SimpleNamespace
 
+    from mt.apps.export.exported import Exported
     from mt.apps.export.huggingface import write_tokenizer
-    from mt.apps.export.mapping import Exported
     from mt.config.schema import ExperimentConfig, TokenizerConfig
     from mt.data.train_tokenizer import train_spm
     from mt.tokenizer import Tokenizer, model_path

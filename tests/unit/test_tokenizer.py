@@ -71,6 +71,19 @@ def test_encode_decode_round_trip(tokenizer):
     assert tokenizer.decode([]) == []
 
 
+def test_a_few_lines_one_at_a_time_are_what_the_batched_call_gives(tokenizer):
+    """Fewer than BATCH_CALL_LINES lines go to SentencePiece one by one (its list call starts a thread pool)."""
+    from mt.tokenizer import BATCH_CALL_LINES
+
+    src, tgt = sentence_pairs(BATCH_CALL_LINES * 2, seed=3)
+    lines = src + tgt + ["", "ünseen ✓ 字"]
+    batched = tokenizer.encode(lines)
+    assert [tokenizer.encode([line])[0] for line in lines] == batched
+    assert tokenizer.encode(lines[:3]) == batched[:3]
+    assert [tokenizer.decode([ids])[0] for ids in batched] == tokenizer.decode(batched)
+    assert tokenizer.decode([[], [EOS_ID]]) == ["", ""]
+
+
 def test_decode_drops_special_ids(tokenizer):
     ids = tokenizer.encode(["Ein Hund spielt im Park."])[0]
     assert tokenizer.decode([[BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]]) == ["Ein Hund spielt im Park."]

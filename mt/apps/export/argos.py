@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mt.apps.export import argos_sbd, ctranslate2
-from mt.apps.export.mapping import Exported, check_exportable
+from mt.apps.export.exported import Exported
 from mt.errors import ConfigError, MtError
+from mt.model.mapping import check_exportable
 from mt.tokenizer import language_tag
 
 PACKAGE_VERSION = "1.0"

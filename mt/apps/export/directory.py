@@ -3,7 +3,7 @@
 Three formats, one module each: CTranslate2 (`mt.apps.export.ctranslate2`), Hugging Face transformers
 (`mt.apps.export.huggingface`, which Optimum turns into ONNX) and Argos Translate packages
 (`mt.apps.export.argos`: the CTranslate2 model zipped with what Argos and LibreTranslate need). All map every weight by name and refuse,
-in one line, a model they cannot express exactly (`mt.apps.export.mapping`). Here: what both share --
+in one line, a model they cannot express exactly (`mt.model.mapping`). Here: what both share --
 loading and checking the checkpoint, and writing the directory so that a failed export leaves the
 previous one whole. The directory's MANIFEST lists the files the export wrote: `--force` replaces
 those and keeps every other file (a Hub clone's .git/, notes), and refuses one it would overwrite.
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from mt.apps.export.mapping import Exported
+from mt.apps.export.exported import Exported
 from mt.atomic_files import write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError

@@ -32,10 +32,11 @@ from typing import Any, Callable
 
 import torch
 
-from mt.apps.export.mapping import Exported, Weights, check_exportable, layer_norm_epsilon
+from mt.apps.export.exported import Exported
 from mt.apps.export.model_card import model_card
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
+from mt.model.mapping import Weights, check_exportable, layer_norm_epsilon
 from mt.model.transformer import Transformer
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, language_tag
 

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from mt import __version__
-from mt.apps.export.mapping import Exported
+from mt.apps.export.exported import Exported
 from mt.model.transformer import count_parameters
 from mt.training.schedule import peak_lr
 from mt.training.token_budget import lr_scaling

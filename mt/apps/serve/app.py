@@ -383,15 +383,18 @@ def serve(
     precision: str = "fp32",
     quantize: str | None = None,
     parallel: str = "threads",
+    engine: str | None = None,
 ) -> None:
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
     quantize), serve it until SIGTERM or Ctrl-C, then drain and return. `parallel` "processes": the
     worker's static batches are searched by processes of their own (mt.decoding.processes), started
-    here, before the first request."""
+    here, before the first request. `engine` (decode.engine; None: the experiment's): CTranslate2 is built and loaded here too."""
     import torch
 
-    from mt.config.schema import Parallel
+    from mt.config.schema import Engine, Parallel
     from mt.config.values import coerce
+    from mt.decoding.engine import engine as decoding_engine
+    from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
     from mt.search.parallel import workers_for
 
@@ -402,7 +405,10 @@ def serve(
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
     cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
+    if engine is not None:
+        cfg.decode.engine = coerce(engine, Engine, "--engine")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
+    decoding_engine(translator, DecodeOptions().resolved(cfg.decode), worker_threads)  # refused or loaded now
     if parallel == "processes":  # started now, as the worker will ask for them: no request waits for them
         workers = workers_for(0, translator.device, worker_threads)
         translator.search_processes(workers, max(1, worker_threads // workers))

@@ -295,6 +295,7 @@ class Batcher:
             and first.options.beam > 1
             and not first.options.no_repeat_ngram  # the repetition guard: static batches (mt.search.beam)
             and not first.options.shortlist  # a shortlist's candidates are a batch's: static batches
+            and first.options.engine == "mt"  # CTranslate2 (mt.decoding.engine) takes static batches
             and isinstance(self.translator.model, Transformer)
         )
 

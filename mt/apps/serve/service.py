@@ -32,6 +32,7 @@ from mt.apps.serve.requests import (
     v1_options,
     whole_number,
 )
+from mt.decoding.engine import refused
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
@@ -234,6 +235,9 @@ class Service:
             src_lang=src_lang,
             tgt_lang=tgt_lang,
         )
+        refusal_reason = refused(self.translator, options)  # a search CTranslate2 cannot decode as mt would
+        if refusal_reason is not None:
+            raise ApiError(422, re.sub(r"--([\w-]+)", lambda m: m.group(1).replace("-", "_"), refusal_reason))
         results, warnings = await self.translate(request, texts, options)
         return {"translations": [v1_translation(hyps, options) for hyps in results], "warnings": warnings}
 

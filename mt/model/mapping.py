@@ -1,22 +1,17 @@
-"""What both exports map from, and the discipline they follow: every field of the model config is
-known, and every tensor of the checkpoint is taken exactly once, so that what a later mt adds is
-refused rather than dropped."""
+"""What every mapping of the model onto another runtime (CTranslate2, Hugging Face) follows: every
+field of the model config is known, and every tensor of the checkpoint is taken exactly once, so that
+what a later mt adds is refused rather than dropped."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from mt.config.schema import ExperimentConfig, ModelConfig
+from mt.config.schema import ModelConfig
 from mt.errors import MtError
-from mt.experiment.paths import Experiment
-from mt.model.transformer import Transformer
-from mt.tokenizer import Tokenizer
 
 # Every ModelConfig field and how an export treats it. A field not listed (one a later mt adds, or a
 # checkpoint from one) is refused, not guessed: it may change what the network computes.
@@ -31,23 +26,6 @@ MAPPED_FIELDS = (
     "max_positions",
 )
 INFERENCE_FREE_FIELDS = ("dropout", "attention_dropout", "activation_dropout")  # no effect when translating
-
-
-@dataclass
-class Exported:
-    """What a format's writer gets: the checked checkpoint, its model (eval mode) and tokenizers."""
-
-    exp: Experiment
-    cfg: ExperimentConfig
-    path: Path  # the checkpoint file
-    state: dict[str, Any]
-    model: Transformer
-    src_tok: Tokenizer
-    tgt_tok: Tokenizer  # the same object as src_tok when the vocabulary is joint
-
-    @property
-    def joint(self) -> bool:
-        return self.src_tok is self.tgt_tok
 
 
 def check_exportable(model_config: dict[str, Any], where: str, runtime: str) -> None:

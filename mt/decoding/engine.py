@@ -1,0 +1,265 @@
+"""CTranslate2 as a second engine over the same weights: what decode.engine chooses between.
+
+mt's own search (mt.search) decodes everything mt offers. CTranslate2 decodes the plain beam and
+greedy searches faster on a CPU (its C++ steps, int8 kernels, and inter_threads: one batch per
+thread with no interpreter between steps), so `mt translate`, `mt evaluate` and `mt serve` can hand
+it what it can decode as mt's search would: decode.engine "ctranslate2" (refused, in one line, for a
+call it cannot), or "auto" (CTranslate2 where it can, mt's search for the rest, each said once).
+
+What CTranslate2 cannot decode as mt does (`unsupported`): the gnmt length penalty and the exact stop
+rule (it has |Y|^alpha and stops once `beam` hypotheses finished), sampling (another generator),
+constraints, alignments from one layer's attention, ensembles, a precision it lacks on the device.
+What it decodes the same: greedy and beam search with the length or no penalty, n-best lists and
+their scores, the repetition guard, the lexical shortlist (exported as its vocabulary map), a
+multilingual model's target tags, int8 on a CPU. Two differences are left, both documented: its
+log-probabilities leave <pad> and <s> out of the softmax (mt.model.ctranslate2_spec), and it takes
+one length limit per batch, so a hypothesis that runs to that limit is cut back to its own sentence's
+limit here (greedy: the tokens mt gives; beam: what the beam held, without mt's forced </s>).
+
+The model is built once per checkpoint into EXP/engines/ctranslate2-<name>-<hash>/ (float32 weights,
+quantized when loaded; vmap.txt when the experiment has a shortlist), and built again when the
+checkpoint, the tokenizers, the shortlist or the ctranslate2 version changed (engine.json records
+them; it is written last, so a directory without it was never finished).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from mt import log
+from mt.data.batching import length_groups
+from mt.data.shortlist import load_table, vmap_lines
+from mt.decoding.options import DecodeOptions
+from mt.errors import MtError
+from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint
+from mt.search.parallel import split_for, workers_for
+from mt.tokenizer import EOS_ID
+
+# `translator` below is a mt.decoding.translator.Translator (not imported: it imports this module).
+FORMAT = 1  # of EXP/engines/*/engine.json: a change rebuilds every engine
+VMAP = "vmap.txt"
+# mt's precision -> CTranslate2's compute type (quantize int8 is mt's int8 on a CPU)
+COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:
+        return None
+    return ctranslate2
+
+
+def unsupported(translator, options: DecodeOptions) -> str | None:
+    """Why CTranslate2 cannot decode this call (resolved options) as mt's search would; None if it can."""
+    o = options
+    beam = o.sampling is None and o.beam > 1
+    ctranslate2 = _ctranslate2()
+    if ctranslate2 is None:
+        return "the ctranslate2 package is not installed (pip install 'mt[export]')"
+    if translator.load_args is None:
+        return "this Translator was not loaded from an experiment (Translator.load)"
+    if len(translator.checkpoint_paths) != 1:
+        return "an ensemble (several --checkpoint) is decoded by mt's search only"
+    if o.sampling is not None:
+        return "--sample draws with mt's generator"
+    if o.constraints:
+        return "--constraints (constrained beam search) is mt's own"
+    if o.alignment_layer is not None:
+        return "--alignments read one decoder layer's attention in mt's search"
+    if beam and o.length_penalty == "gnmt":
+        return "CTranslate2 has no gnmt length penalty (--length-penalty length or none)"
+    if beam and o.stop == "exact":
+        return "CTranslate2 has no exact stop rule (--stop early)"
+    compute = compute_type(translator)
+    device = translator.device.type
+    if device not in ("cpu", "cuda"):
+        return f"CTranslate2 runs on cpu or cuda, not {device}"
+    supported = ctranslate2.get_supported_compute_types(device, translator.device.index or 0)
+    if compute not in supported:
+        return f"CTranslate2 has no {compute} on this {device} (it has {', '.join(sorted(supported))})"
+    return None
+
+
+def refused(translator, options: DecodeOptions) -> str | None:
+    """The one-line refusal of a call that asks for CTranslate2 (decode.engine ctranslate2) and that it
+    cannot decode as mt would; None otherwise (`mt serve` answers it with 422 before queueing it)."""
+    if options.engine != "ctranslate2":
+        return None
+    reason = unsupported(translator, options)
+    return None if reason is None else f"--engine ctranslate2: {reason}; --engine auto decodes it with mt's search"
+
+
+def compute_type(translator) -> str:
+    return COMPUTE_TYPES[translator.quantize or translator.precision]
+
+
+class CTranslate2Engine:
+    """One experiment checkpoint's CTranslate2 model, loaded with `inter` batches side by side of
+    `intra` threads each; `search` decodes encoded sources as `Translator.search_encoded` does."""
+
+    def __init__(self, directory: Path, translator, inter: int, intra: int):
+        import ctranslate2
+
+        self.directory, self.inter, self.intra = directory, inter, intra
+        self.compute_type = compute_type(translator)
+        self.vmap = (directory / VMAP).exists()
+        device = translator.device
+        threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
+        self.model = ctranslate2.Translator(
+            str(directory),
+            device=device.type,
+            device_index=device.index or 0,
+            compute_type=self.compute_type,
+            inter_threads=inter,
+            intra_threads=intra,
+        )
+        torch.set_num_threads(threads)
+        self.version = ctranslate2.__version__
+        self.max_positions = translator.model.max_positions
+
+    def describe(self) -> str:
+        side = f"{self.inter} batch{'es' if self.inter > 1 else ''} side by side x {self.intra} thread{'s' * (self.intra > 1)}"
+        return f"CTranslate2 {self.version} ({self.compute_type}, {side})"
+
+    def search(
+        self,
+        translator,
+        encoded: list[list[int]],
+        options: DecodeOptions,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[list[tuple[list[int], float]]]:
+        """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
+        first. mt's batches (decode.max_tokens), each cut for the side-by-side workers when there are
+        fewer batches than workers, all queued at once; answered in order."""
+        o = options
+        if o.shortlist and not self.vmap:
+            raise MtError(f"--shortlist: {self.directory} has no {VMAP}; build the shortlist (`mt shortlist`)")
+        a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
+        groups = length_groups([len(ids) for ids in encoded], o.max_tokens)
+        parts = [part for group in groups for part in split_for(group, len(groups), self.inter)]
+        pending = []
+        for part in parts:
+            limits = [min(max(int(len(encoded[k]) * a + b), 1), room) for k in part]
+            found = self.model.translate_batch(
+                [translator.src_tok.pieces(encoded[k]) for k in part],
+                beam_size=o.beam,
+                num_hypotheses=o.nbest,
+                length_penalty=0.0 if o.beam == 1 or o.length_penalty == "none" else o.alpha,
+                no_repeat_ngram_size=o.no_repeat_ngram,
+                min_decoding_length=0,  # mt allows an empty translation
+                max_decoding_length=max(limits),
+                max_input_length=self.max_positions,
+                return_end_token=True,
+                return_scores=True,
+                use_vmap=bool(o.shortlist),
+                asynchronous=True,
+            )
+            pending.append((part, limits, found))
+        results: list[list[tuple[list[int], float]]] = [[] for _ in encoded]
+        for part, limits, found in pending:
+            for k, limit, result in zip(part, limits, found):
+                hyps = result.result()
+                for pieces, score in zip(hyps.hypotheses, hyps.scores):
+                    ids = translator.tgt_tok.piece_ids(pieces)
+                    if ids[-1:] == [EOS_ID]:
+                        ids = ids[:-1]
+                    results[k].append((ids[: limit - 1] if len(ids) >= limit else ids, score))
+            if progress is not None:
+                progress(len(part))
+        return results
+
+
+def engine(translator, options: DecodeOptions, threads: int | None = None) -> CTranslate2Engine | None:
+    """The engine this call (resolved options) decodes with: CTranslate2's (loaded once, and again
+    when the workers asked for change), or None for mt's search. decode.engine ctranslate2 refuses
+    what CTranslate2 cannot decode; auto says once why mt's search decodes it instead. `threads`: all
+    its workers' threads (default: the calling thread's torch threads)."""
+    if options.engine == "mt":
+        return None
+    reason = refused(translator, options)
+    if reason is not None:
+        raise MtError(reason)
+    reason = unsupported(translator, options)
+    if reason is not None:
+        translator.say(f"engine: mt's search ({reason})")
+        return None
+    threads = threads or torch.get_num_threads()
+    inter = min(workers_for(options.workers, translator.device, threads), threads)
+    intra = max(1, threads // inter)
+    current = translator.engine
+    if current is None or (current.inter, current.intra) != (inter, intra):
+        exp = translator.load_args["exp"]
+        directory = prepared(exp, translator.checkpoint_paths[0], translator.src_tok, translator.tgt_tok)
+        translator.engine = current = CTranslate2Engine(directory, translator, inter, intra)
+    translator.say(f"engine: {current.describe()}")
+    return current
+
+
+def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
+    """EXP/engines/ctranslate2-<checkpoint>-<hash>/, built unless what it records is what it would be
+    built from now (module docstring)."""
+    import ctranslate2
+
+    from mt.model.ctranslate2_spec import build_spec
+
+    checkpoint = checkpoint.resolve()
+    stat = checkpoint.stat()
+    shortlist = exp.shortlist_path
+    source = {
+        "format": FORMAT,
+        "ctranslate2": ctranslate2.__version__,
+        "checkpoint": str(checkpoint),
+        "checkpoint_stat": [stat.st_size, stat.st_mtime_ns],
+        "tokenizer_sha256": {"src": src_tok.sha256, "tgt": tgt_tok.sha256},
+        "shortlist_stat": [shortlist.stat().st_size, shortlist.stat().st_mtime_ns] if shortlist.exists() else None,
+    }
+    root = exp.root / "engines"
+    name = hashlib.sha256(str(checkpoint).encode()).hexdigest()[:8]
+    directory = root / f"ctranslate2-{checkpoint.stem}-{name}"
+    if _recorded(directory) == source:
+        return directory
+    log.info(f"engine: building the CTranslate2 model of {checkpoint.name} in {directory} (once)")
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
+    try:
+        src_pieces = src_tok.pieces(list(range(src_tok.vocab_size)))
+        tgt_pieces = tgt_tok.pieces(list(range(tgt_tok.vocab_size)))
+        model = model_from_checkpoint(load_checkpoint(checkpoint)).eval()
+        spec = build_spec(model, src_pieces, tgt_pieces)
+        spec.optimize(quantization=None)  # float32: the compute type is chosen when it is loaded
+        spec.save(str(building))
+        if shortlist.exists():
+            table = load_table(exp)
+            if table.meta.get("tokenizer_sha256") == source["tokenizer_sha256"]:
+                (building / VMAP).write_text("".join(vmap_lines(table, src_pieces, tgt_pieces)), encoding="utf-8")
+        (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+        if directory.exists():
+            if _recorded(directory) is None:  # engine.json is written last: without it, mt did not build it
+                raise MtError(f"{directory}: exists and is not an engine mt built; move it away")
+            old = Path(tempfile.mkdtemp(prefix=".old-", dir=root))
+            os.replace(directory, old / "engine")
+            shutil.rmtree(old)
+        try:
+            os.replace(building, directory)
+        except OSError:  # another process built it meanwhile
+            if _recorded(directory) != source:
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return directory
+
+
+def _recorded(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / "engine.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

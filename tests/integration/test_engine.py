@@ -1,0 +1,200 @@
+"""decode.engine (mt.decoding.engine): CTranslate2 decoding through the model mt builds in the
+experiment gives mt's translations and scores; it is built once and again only when what it was built
+from changed; auto falls back to mt's search and says why; ctranslate2 refuses what it cannot decode in
+one line; the flag on `mt translate` and `mt serve`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from helpers import mt, one_line, one_thread, toy_corpus
+from helpers.serve import Served, call, ok
+
+from mt.decoding.options import DecodeOptions, Sampling
+from mt.decoding.translator import Translator
+from mt.errors import ConfigError, MtError
+from mt.experiment.paths import Experiment
+
+pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed: pip install -e '.[test,export]'")
+
+LINES = toy_corpus(80, seed=52)[0]
+
+
+@pytest.fixture(scope="module")
+def experiment(trained_experiment, tmp_path_factory) -> Experiment:
+    """A copy of conftest's trained experiment (the engine writes EXP/engines/ into it)."""
+    exp = Experiment(tmp_path_factory.mktemp("engine") / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    return exp
+
+
+@pytest.fixture(scope="module")
+def translator(experiment):
+    return Translator.load(experiment, experiment.load_config())
+
+
+def _engine_dirs(exp: Experiment) -> list:
+    return sorted(p for p in (exp.root / "engines").glob("ctranslate2-*"))
+
+
+@pytest.mark.parametrize("beam, penalty", [(1, "gnmt"), (4, "length"), (4, "none")])
+def test_ctranslate2_translates_and_scores_as_mt_does(translator, beam, penalty):
+    options = dict(beam=beam, length_penalty=penalty, alpha=0.8, nbest=min(beam, 2), max_tokens=100)
+    with one_thread():
+        ours = translator.search(LINES, DecodeOptions(**options))
+        theirs = translator.search(LINES, DecodeOptions(engine="ctranslate2", **options))
+    assert translator.engine is not None and translator.engine.inter == 1
+    assert len({hyps[0][0] for hyps in ours}) >= 20, "the model must tell its inputs apart"
+    same = [a[0][0] == b[0][0] for a, b in zip(ours, theirs)]
+    assert sum(same) >= 0.97 * len(LINES), f"{len(LINES) - sum(same)} of {len(LINES)} translations differ"
+    assert [len(hyps) for hyps in theirs] == [len(hyps) for hyps in ours]
+    # CTranslate2 leaves <pad> and <s> out of its softmax (mt.model.ctranslate2_spec): scores a little higher
+    gaps = [b[0][1] - a[0][1] for a, b, s in zip(ours, theirs, same) if s]
+    assert all(-1e-3 < gap < 0.2 for gap in gaps), max(gaps, key=abs)
+
+
+def test_the_repetition_guard_and_a_multi_batch_two_worker_call_too(translator):
+    options = dict(beam=1, no_repeat_ngram=2, max_tokens=60)
+    ours = translator.search(LINES, DecodeOptions(**options))
+    theirs = translator.search(LINES, DecodeOptions(engine="ctranslate2", workers=2, **options))
+    assert translator.engine.inter == 2
+    assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
+    greedy = DecodeOptions(engine="ctranslate2", beam=1)
+    assert translator.search(["", LINES[0], " "], greedy) == [
+        [("", 0.0)],
+        translator.search([LINES[0]], greedy)[0],
+        [("", 0.0)],
+    ]
+
+
+def test_auto_falls_back_to_mt_and_says_why_once(experiment, capsys):
+    translator = Translator.load(experiment, experiment.load_config())
+    capsys.readouterr()
+    gnmt = DecodeOptions(engine="auto", beam=4, length_penalty="gnmt")
+    assert translator.search(LINES[:5], gnmt) == translator.search(
+        LINES[:5], DecodeOptions(beam=4, length_penalty="gnmt")
+    )
+    translator.search(LINES[5:9], gnmt)
+    err = capsys.readouterr().err
+    assert err.count("engine: mt's search (CTranslate2 has no gnmt length penalty") == 1
+    constrained = [f"{line}\t{line.split()[0]}" for line in LINES[:3]]
+    assert translator.search(constrained, DecodeOptions(engine="auto", constraints=True)) == translator.search(
+        constrained, DecodeOptions(constraints=True)
+    )
+    assert "--constraints" in capsys.readouterr().err
+    translator.search(LINES[:3], DecodeOptions(engine="auto", beam=4, length_penalty="length"))
+    assert "engine: CTranslate2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        (dict(sampling=Sampling()), "--sample"),
+        (dict(alignment_layer=0), "--alignments"),
+        (dict(beam=4, length_penalty="length", stop="exact"), "exact stop rule"),
+        (dict(beam=4, length_penalty="gnmt"), "no gnmt length penalty"),
+    ],
+)
+def test_ctranslate2_refuses_what_it_cannot_decode_as_mt_would(translator, options, needle):
+    with pytest.raises(MtError) as exc:
+        translator.search(LINES[:2], DecodeOptions(engine="ctranslate2", **options))
+    one_line(exc, "--engine ctranslate2", needle, "--engine auto")
+    with pytest.raises(ConfigError, match="--engine"):
+        DecodeOptions(engine="fast")
+
+
+def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign_directory(experiment, capsys):
+    cfg = experiment.load_config()
+    first = Translator.load(experiment, cfg)
+    options = DecodeOptions(engine="ctranslate2", beam=1)
+    first.search(LINES[:2], options)
+    [built] = _engine_dirs(experiment)
+    stamp = (built / "engine.json").stat().st_mtime_ns
+    Translator.load(experiment, cfg).search(LINES[:2], options)
+    assert (built / "engine.json").stat().st_mtime_ns == stamp and "building" not in capsys.readouterr().err
+    checkpoint = experiment.find_checkpoint(cfg.decode.checkpoint)
+    os.utime(checkpoint, ns=(stamp + 10**9, stamp + 10**9))  # a checkpoint written again
+    Translator.load(experiment, cfg).search(LINES[:2], options)
+    assert "building the CTranslate2 model" in capsys.readouterr().err
+    assert json.loads((built / "engine.json").read_text())["checkpoint_stat"][1] == stamp + 10**9
+    assert not [p for p in (experiment.root / "engines").iterdir() if p.name.startswith(".")]
+    shutil.rmtree(built)
+    built.mkdir()
+    (built / "notes.txt").write_text("mine")
+    with pytest.raises(MtError) as exc:
+        Translator.load(experiment, cfg).search(LINES[:2], options)
+    one_line(exc, str(built), "not an engine mt built")
+    assert (built / "notes.txt").read_text() == "mine"
+    shutil.rmtree(built)
+
+
+def test_the_shortlist_is_decoded_as_its_vmap(experiment, translator):
+    from mt.data.shortlist import build_shortlist
+
+    cfg = experiment.load_config()
+    cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 2, 3
+    tok = translator.tgt_tok
+    build_shortlist(experiment, cfg, tok.vocab_size, tok.vocab_size)
+    fresh = Translator.load(experiment, cfg)
+    with one_thread():
+        ours = fresh.search(LINES, DecodeOptions(beam=1, shortlist=True, max_tokens=100))
+        theirs = fresh.search(LINES, DecodeOptions(beam=1, shortlist=True, engine="ctranslate2", max_tokens=100))
+        plain = fresh.search(LINES, DecodeOptions(beam=1, engine="ctranslate2", max_tokens=100))
+    assert (fresh.engine.directory / "vmap.txt").exists()
+    assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
+    assert [h[0][0] for h in theirs] != [h[0][0] for h in plain], "the vmap must restrict something"
+    experiment.shortlist_path.unlink()
+
+
+def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
+    source = experiment.root.parent / "in.txt"
+    source.write_text("\n".join(LINES[:6]) + "\n", encoding="utf-8")
+    code, out, err = mt(
+        capsys,
+        monkeypatch,
+        "translate",
+        "--exp",
+        experiment.root,
+        "--input",
+        source,
+        "--engine",
+        "ctranslate2",
+        "--length-penalty",
+        "length",
+    )
+    assert code == 0 and "engine: CTranslate2" in err
+    code, same, _ = mt(
+        capsys, monkeypatch, "translate", "--exp", experiment.root, "--input", source, "--length-penalty", "length"
+    )
+    assert same == out and len(out.splitlines()) == 6
+    code, _, err = mt(
+        capsys,
+        monkeypatch,
+        "translate",
+        "--exp",
+        experiment.root,
+        "--input",
+        source,
+        "--engine",
+        "ctranslate2",
+        "--constraints",
+    )
+    assert code != 0 and "--engine ctranslate2: --constraints" in err
+
+    from mt.apps.serve.app import build_app
+    from mt.decoding.engine import engine
+
+    served = Translator.load(experiment, experiment.load_config())
+    served.decode_cfg.engine, served.decode_cfg.length_penalty = "ctranslate2", "length"
+    engine(served, DecodeOptions().resolved(served.decode_cfg), 1)
+    engine(served, DecodeOptions(workers=2).resolved(served.decode_cfg), 2)  # two batches side by side
+    with Served(build_app(served, threads=2)) as server:
+        answer = ok(f"{server.url}/translate", {"q": LINES[:6], "source": "de", "target": "en"})
+        many = [ok(f"{server.url}/v1/translate", {"text": line}) for line in LINES[:4]]
+        status, _, refusal = call(f"{server.url}/v1/translate", {"text": LINES[0], "length_penalty": "gnmt", "beam": 3})
+    assert [text for text in answer["translatedText"]] == out.splitlines()
+    assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
+    assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
