@@ -214,10 +214,10 @@ class Translator:
             self._shortlist()  # read here, once, before batches are searched side by side
         fast = engine(self, options)
         if fast is not None:
-            found = fast.search(self, encoded, options, progress)
+            decoded = fast.search(self, encoded, options, progress)
             return [
                 [(text, score) for text, (_, score) in zip(self.tgt_tok.decode([ids for ids, _ in hyps]), hyps)]
-                for hyps in found
+                for hyps in decoded
             ]
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
