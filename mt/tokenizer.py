@@ -87,7 +87,7 @@ class Tokenizer:
             if len(lines) < BATCH_CALL_LINES:
                 return [self._sp.encode(line, out_type=int) for line in lines]
             return self._sp.encode(lines, out_type=int, num_threads=self.threads)
-        except (TypeError, UnicodeEncodeError):  # sentencepiece's answer to a str that is not text
+        except (TypeError, UnicodeEncodeError, RuntimeError):  # sentencepiece's answers to a str that is not text
             _check_unicode(lines)
             raise
 

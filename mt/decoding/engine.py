@@ -193,7 +193,7 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
         translator.say(f"engine: mt's search ({reason})")
         return None
     threads = threads or torch.get_num_threads()
-    inter = min(workers_for(options.workers, translator.device, threads), threads)
+    inter = workers_for(options.workers, translator.device, threads)  # as mt's own workers: given, or one a thread
     intra = max(1, threads // inter)
     current = translator.engine
     if current is None or (current.inter, current.intra) != (inter, intra):

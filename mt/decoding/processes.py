@@ -10,7 +10,8 @@ asks for them and serve every later one until the Translator is closed or the pr
 
 Each batch goes to whichever process is free, as source ids with its resolved options, and comes back
 as the search's hypotheses; a batch's translations are those of the same batch searched in this
-process. A process that dies (killed, out of memory) fails the search with one line, not a hang.
+process. A process that dies (killed, out of memory) fails the search with one line, not a hang; and
+the processes end when the process that started them does, however it ends.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterator
 from mt.errors import MtError
 
 START_SECONDS = 600  # the longest a process may take to load the model before it is given up on
+PARENT_CHECK_SECONDS = 1.0  # how often an idle search process looks whether the process that started it lives
 
 
 def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, results) -> None:
@@ -36,8 +38,17 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
     except BaseException as exc:
         results.put((-1, None, f"loading the model failed: {type(exc).__name__}: {exc}"))
         return
+    parent = multiprocessing.parent_process()
     with torch.inference_mode():
-        while (task := tasks.get()) is not None:
+        while True:
+            try:
+                task = tasks.get(timeout=PARENT_CHECK_SECONDS)
+            except queue.Empty:  # a parent killed (SIGKILL, SIGTERM) never says stop: its end is the sign
+                if parent is not None and not parent.is_alive():
+                    return
+                continue
+            if task is None:
+                return
             index, sources, options = task
             try:
                 found = translator.search_batch(translator.pad_sources(sources), options)

@@ -83,3 +83,54 @@ def test_mt_translate_parallel_processes(trained_experiment, tmp_path, capsys, m
     assert out.splitlines() == translator.translate(LINES[:20])
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--parallel", "fibers")
     assert code != 0 and "--parallel" in err
+
+
+def test_the_processes_end_when_the_process_that_started_them_is_killed(trained_experiment, tmp_path):
+    """A parent killed with SIGKILL cannot tell its search processes to stop: they notice it is gone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import time\n"
+        "from mt.decoding.options import DecodeOptions\n"
+        "from mt.decoding.translator import Translator\n"
+        "from mt.experiment.paths import Experiment\n"
+        "if __name__ == '__main__':\n"
+        f"    exp = Experiment({str(trained_experiment.root)!r})\n"
+        "    translator = Translator.load(exp, exp.load_config())\n"
+        "    processes = translator.search_processes(2, 1)\n"
+        "    list(processes.map([([[5, 6, 7]], DecodeOptions(beam=1).resolved(translator.decode_cfg))]))\n"
+        "    print(' '.join(str(p.pid) for p in processes.processes), flush=True)\n"
+        "    time.sleep(600)\n",
+        encoding="utf-8",
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        children = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(children) == 2
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 20
+    try:
+        while any(_state(pid) == "running" for pid in children):
+            assert time.monotonic() < deadline, "the search processes outlived their parent"
+            time.sleep(0.1)
+    finally:  # a failure leaves none behind
+        for pid in children:
+            if _state(pid) == "running":
+                os.kill(pid, signal.SIGKILL)
+
+
+def _state(pid: int) -> str:
+    """"running", or "gone" (no such process, or a zombie that only waits for its parent to read it)."""
+    try:
+        status = open(f"/proc/{pid}/status", encoding="ascii").read()
+    except OSError:
+        return "gone"
+    return "gone" if "\nState:\tZ" in status else "running"

@@ -164,16 +164,7 @@ def build_app(
         traceback.print_exception(exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"}, 500)
 
-    @app.middleware("http")
-    async def log_request(request: Request, call_next):
-        start = time.perf_counter()
-        response = await call_next(request)
-        lines, tokens = getattr(request.state, "lines", 0), getattr(request.state, "tokens", 0)
-        log.info(
-            f"{time.strftime('%H:%M:%S')} {request.method} {request.url.path} {response.status_code} "
-            f"{lines} lines {tokens} tokens {(time.perf_counter() - start) * 1000:.0f} ms"
-        )
-        return response
+    app.add_middleware(AccessLog)
 
     _routes(app, service, documents, translator, limits)
 
@@ -184,6 +175,37 @@ def build_app(
         return HTMLResponse(PAGE.read_text(encoding="utf-8"))
 
     return app
+
+
+class AccessLog:
+    """One log line a request: time, method, path, status, its lines and tokens (request.state, which
+    the routes set), milliseconds. Plain ASGI: Starlette's @app.middleware("http") runs every request
+    through a task group and a streaming response, a cost each one-sentence request paid."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), 500
+
+        async def sending(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            state = scope.get("state") or {}
+            log.info(
+                f"{time.strftime('%H:%M:%S')} {scope['method']} {escape(scope['path'])} {status} "
+                f"{state.get('lines', 0)} lines {state.get('tokens', 0)} tokens "
+                f"{(time.perf_counter() - start) * 1000:.0f} ms"
+            )
 
 
 def _routes(app: FastAPI, service: Service, documents: Documents, translator, limits: Limits) -> None:
