@@ -21,6 +21,10 @@ from mt.tokenizer import PAD_ID
 CHUNK_ELEMENTS = (
     1 << 22
 )  # logits per chunk: 16 MB in fp32; smaller chunks lose more in the matmuls (bench/cpu_kernels.py)
+# Rows are padded to a multiple of this (pad targets, no loss, no gradient), and chunks hold a multiple of
+# it: oneDNN builds a bf16 matmul kernel for each new shape, and the last chunk's rows, the count of a
+# batch's target tokens, would otherwise be new at nearly every step (~20 ms a kernel on a CPU with AMX).
+ROWS_MULTIPLE = 64
 
 
 def _compute_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
@@ -42,10 +46,15 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
         spread = epsilon / (vocab - 1)  # q's mass on each non-pad class; the target gets 1 - eps more
         with torch.autocast(hidden.device.type, enabled=False):
             h, w = hidden.to(dtype), weight.to(dtype)
+            count = h.size(0)
+            extra = -count % min(ROWS_MULTIPLE, chunk_rows)
+            if extra:
+                h = torch.nn.functional.pad(h, (0, 0, 0, extra))
+                target = torch.nn.functional.pad(target, (0, extra), value=pad_id)
             loss = torch.zeros((), dtype=acc, device=hidden.device)
             nll = torch.zeros((), dtype=acc, device=hidden.device)
             if need_grad:
-                grad_hidden = torch.empty_like(hidden)
+                grad_hidden = hidden.new_empty((h.size(0), hidden.size(1)))
                 grad_weight = torch.zeros_like(weight, dtype=torch.promote_types(weight.dtype, torch.float32))
             for start in range(0, h.size(0), chunk_rows):
                 rows = slice(start, start + chunk_rows)
@@ -68,7 +77,7 @@ class _ProjectedSmoothedCrossEntropy(torch.autograd.Function):
                     grad_weight += grad.t() @ (h_c * row_keep)
         ctx.mark_non_differentiable(nll)
         if need_grad:
-            ctx.save_for_backward(grad_hidden, grad_weight)
+            ctx.save_for_backward(grad_hidden[:count], grad_weight)
         return loss, nll
 
     @staticmethod
@@ -93,7 +102,7 @@ def label_smoothed_loss(
     positions are not scored. The NLL is for reporting: it carries no gradient.
     """
     if chunk_rows is None:
-        chunk_rows = max(1, CHUNK_ELEMENTS // weight.size(0))
+        chunk_rows = max(ROWS_MULTIPLE, CHUNK_ELEMENTS // weight.size(0) // ROWS_MULTIPLE * ROWS_MULTIPLE)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     loss, nll = _ProjectedSmoothedCrossEntropy.apply(hidden, weight, target, epsilon, pad_id, need_grad, chunk_rows)
     return loss, nll, (target != pad_id).sum()

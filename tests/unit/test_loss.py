@@ -106,9 +106,10 @@ def test_loss_gradient_matches_numerical_differences(eps):
                                     (hidden, weight))
 
 
-@pytest.mark.parametrize("chunk_rows", [1, 4, 100])
+@pytest.mark.parametrize("chunk_rows", [1, 4, 100, None])
 def test_loss_and_gradients_match_autograd_of_the_reference(chunk_rows):
-    """Any chunking (one row, uneven chunks, all at once) gives the reference's loss and gradients."""
+    """Any chunking (one row, uneven chunks, all at once, the default) gives the reference's loss and
+    gradients, the rows padded to whole chunks (ROWS_MULTIPLE) or not."""
     torch.manual_seed(2)
     hidden = torch.randn(9, 5, requires_grad=True)
     weight = torch.randn(7, 5, requires_grad=True)
