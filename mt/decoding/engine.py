@@ -14,7 +14,8 @@ their scores, the repetition guard, the lexical shortlist (exported as its vocab
 multilingual model's target tags, int8 on a CPU. Two differences are left, both documented: its
 log-probabilities leave <pad> and <s> out of the softmax (mt.model.ctranslate2_spec), and it takes
 one length limit per batch, so a hypothesis that runs to that limit is cut back to its own sentence's
-limit here (greedy: the tokens mt gives; beam: what the beam held, without mt's forced </s>).
+limit here (greedy: the tokens mt gives; beam: what the beam held, without mt's forced </s>; its score
+stays CTranslate2's for the longer hypothesis, and n-best entries that the cut made equal are one).
 
 The model is built once per checkpoint into EXP/engines/ctranslate2-<name>-<hash>/ (float32 weights,
 quantized when loaded; vmap.txt when the experiment has a shortlist), and built again when the
@@ -76,14 +77,17 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
     if o.alignment_layer is not None:
         return "--alignments read one decoder layer's attention in mt's search"
     if beam and o.length_penalty == "gnmt":
-        return "CTranslate2 has no gnmt length penalty (--length-penalty length or none)"
+        return "CTranslate2 has no gnmt length penalty (--length-penalty or decode.length_penalty: length or none)"
     if beam and o.stop == "exact":
-        return "CTranslate2 has no exact stop rule (--stop early)"
+        return "CTranslate2 has no exact stop rule (--stop or decode.stop: early)"
     compute = compute_type(translator)
     device = translator.device.type
     if device not in ("cpu", "cuda"):
         return f"CTranslate2 runs on cpu or cuda, not {device}"
-    supported = ctranslate2.get_supported_compute_types(device, translator.device.index or 0)
+    try:
+        supported = ctranslate2.get_supported_compute_types(device, translator.device.index or 0)
+    except RuntimeError as exc:  # no CUDA runtime for CTranslate2, say
+        return f"CTranslate2 cannot use {device} here: {' '.join(str(exc).split())}"
     if compute not in supported:
         return f"CTranslate2 has no {compute} on this {device} (it has {', '.join(sorted(supported))})"
     return None
@@ -114,15 +118,17 @@ class CTranslate2Engine:
         self.vmap = (directory / VMAP).exists()
         device = translator.device
         threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
-        self.model = ctranslate2.Translator(
-            str(directory),
-            device=device.type,
-            device_index=device.index or 0,
-            compute_type=self.compute_type,
-            inter_threads=inter,
-            intra_threads=intra,
-        )
-        torch.set_num_threads(threads)
+        try:
+            self.model = ctranslate2.Translator(
+                str(directory),
+                device=device.type,
+                device_index=device.index or 0,
+                compute_type=self.compute_type,
+                inter_threads=inter,
+                intra_threads=intra,
+            )
+        finally:
+            torch.set_num_threads(threads)
         self.version = ctranslate2.__version__
         self.max_positions = translator.model.max_positions
 
@@ -172,7 +178,9 @@ class CTranslate2Engine:
                     ids = translator.tgt_tok.piece_ids(pieces)
                     if ids[-1:] == [EOS_ID]:
                         ids = ids[:-1]
-                    results[k].append((ids[: limit - 1] if len(ids) >= limit else ids, score))
+                    ids = ids[: limit - 1]  # past this sentence's own limit (module docstring)
+                    if all(ids != seen for seen, _ in results[k]):  # cut back, two may now be one
+                        results[k].append((ids, score))
             if progress is not None:
                 progress(len(part))
         return results
@@ -188,20 +196,40 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     reason = refused(translator, options)
     if reason is not None:
         raise MtError(reason)
-    reason = unsupported(translator, options)
-    if reason is not None:
-        translator.say(f"engine: mt's search ({reason})")
-        return None
+    reason = unsupported(translator, options) or translator.engine_failure
+    if reason is None:
+        current = load(translator, options.workers, threads, strict=options.engine == "ctranslate2")
+        if current is not None:
+            translator.say(f"engine: {current.describe()}")
+            return current
+        reason = translator.engine_failure
+    translator.say(f"engine: mt's search ({reason})")
+    return None
+
+
+def load(translator, workers: int, threads: int | None = None, strict: bool = True) -> CTranslate2Engine | None:
+    """The Translator's CTranslate2 engine for `workers` (decode.workers) over `threads` (default: the
+    calling thread's torch threads), built (`prepared`) and loaded unless it is already. A failure
+    (an experiment it cannot write into, CTranslate2 refusing the model) is one MtError where `strict`
+    (engine ctranslate2); otherwise (auto) it is kept in translator.engine_failure, and None returned:
+    mt's search decodes from then on, without trying again."""
     threads = threads or torch.get_num_threads()
-    inter = workers_for(options.workers, translator.device, threads)  # as mt's own workers: given, or one a thread
+    inter = workers_for(workers, translator.device, threads)  # as mt's own workers: given, or one a thread
     intra = max(1, threads // inter)
     current = translator.engine
-    if current is None or (current.inter, current.intra) != (inter, intra):
+    if current is not None and (current.inter, current.intra) == (inter, intra):
+        return current
+    try:
         exp = translator.load_args["exp"]
         directory = prepared(exp, translator.checkpoint_paths[0], translator.src_tok, translator.tgt_tok)
-        translator.engine = current = CTranslate2Engine(directory, translator, inter, intra)
-    translator.say(f"engine: {current.describe()}")
-    return current
+        translator.engine = CTranslate2Engine(directory, translator, inter, intra)
+    except (OSError, RuntimeError, ValueError, MtError) as exc:
+        message = f"{type(exc).__name__ + ': ' if not isinstance(exc, MtError) else ''}{' '.join(str(exc).split())}"
+        if strict:
+            raise MtError(f"--engine ctranslate2: {message}") from None
+        translator.engine_failure = f"CTranslate2 could not be built or loaded: {message}"
+        return None
+    return translator.engine
 
 
 def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
@@ -231,6 +259,7 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
+        building.chmod(0o755)  # mkdtemp's 0700 would hide it from the experiment's other users
         src_pieces = src_tok.pieces(list(range(src_tok.vocab_size)))
         tgt_pieces = tgt_tok.pieces(list(range(tgt_tok.vocab_size)))
         model = model_from_checkpoint(load_checkpoint(checkpoint)).eval()
@@ -242,6 +271,8 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
             if table.meta.get("tokenizer_sha256") == source["tokenizer_sha256"]:
                 (building / VMAP).write_text("".join(vmap_lines(table, src_pieces, tgt_pieces)), encoding="utf-8")
         (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+        if _recorded(directory) == source:  # another process built the same meanwhile: keep its copy
+            return directory
         if directory.exists():
             if _recorded(directory) is None:  # engine.json is written last: without it, mt did not build it
                 raise MtError(f"{directory}: exists and is not an engine mt built; move it away")

@@ -71,6 +71,7 @@ class Translator:
         self.load_args: dict | None = None  # how `Translator.load` made it: search processes load the same
         self._processes: SearchProcesses | None = None  # started by the first search that asks for them
         self.engine: CTranslate2Engine | None = None  # CTranslate2 (decode.engine), loaded by the first call for it
+        self.engine_failure: str | None = None  # why CTranslate2 could not be built or loaded (engine auto)
         self._said: set[str] = set()
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1

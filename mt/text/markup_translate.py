@@ -34,11 +34,15 @@ class Plan:
 
 
 def aligned(translator: Translator, options: DecodeOptions | None) -> DecodeOptions:
-    """`options` for the pieces: one best translation each, aligned by the last decoder layer."""
+    """`options` for the pieces: one best translation each, aligned by the last decoder layer. The
+    alignments are mt's search's: where CTranslate2 decodes the rest (decode.engine ctranslate2), markup
+    goes to mt's search, as engine auto sends it (mt.decoding.engine), rather than being refused."""
     from mt.decoding.alignment import check_layer
 
     layer = check_layer(translator.model, None, "alignments")
-    return replace(options or DecodeOptions(), nbest=1, alignment_layer=layer)
+    options = options or DecodeOptions()
+    engine = options.engine or translator.decode_cfg.engine
+    return replace(options, nbest=1, alignment_layer=layer, engine="auto" if engine == "ctranslate2" else engine)
 
 
 def plan(

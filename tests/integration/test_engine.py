@@ -89,6 +89,37 @@ def test_auto_falls_back_to_mt_and_says_why_once(experiment, capsys):
     assert "engine: CTranslate2" in capsys.readouterr().err
 
 
+def test_a_cut_hypothesis_is_cut_to_its_own_limit_and_the_n_best_stay_distinct(translator):
+    options = dict(beam=4, nbest=4, length_penalty="length", max_len_a=0.0, max_len_b=3, max_tokens=100)
+    greedy = dict(options, beam=1, nbest=1)  # greedy: cut back, the tokens mt's forced </s> leaves
+    with one_thread():
+        ours = translator.search(LINES, DecodeOptions(**greedy))
+        theirs = translator.search(LINES, DecodeOptions(engine="ctranslate2", **greedy))
+    assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
+    resolved = DecodeOptions(engine="ctranslate2", **options).resolved(translator.decode_cfg)
+    with one_thread():
+        found = translator.engine.search(translator, translator.encode_lines(LINES)[1], resolved)
+    for hyps in found:  # token ids: within the limit of 3 (</s> included, so 2 tokens), none twice
+        ids = [tuple(tokens) for tokens, _ in hyps]
+        assert len(set(ids)) == len(ids) and all(len(tokens) <= 2 for tokens in ids)
+
+
+def test_auto_falls_back_when_the_engine_cannot_be_built_and_ctranslate2_says_why(experiment, tmp_path, capsys):
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, exp.root, ignore=shutil.ignore_patterns("engines"))
+    (exp.root / "engines").write_text("not a directory")  # where the engine would be built
+    translator = Translator.load(exp, exp.load_config())
+    options = dict(beam=1, max_tokens=100)
+    assert translator.search(LINES[:4], DecodeOptions(engine="auto", **options)) == translator.search(
+        LINES[:4], DecodeOptions(**options))
+    assert "engine: mt's search (CTranslate2 could not be built or loaded" in capsys.readouterr().err
+    translator.search(LINES[:4], DecodeOptions(engine="auto", **options))  # not tried again, not said again
+    assert "could not be built" not in capsys.readouterr().err
+    with pytest.raises(MtError) as exc:
+        Translator.load(exp, exp.load_config()).search(LINES[:2], DecodeOptions(engine="ctranslate2", **options))
+    one_line(exc, "--engine ctranslate2:", "engines")
+
+
 @pytest.mark.parametrize(
     "options, needle",
     [
@@ -195,6 +226,9 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
         answer = ok(f"{server.url}/translate", {"q": LINES[:6], "source": "de", "target": "en"})
         many = [ok(f"{server.url}/v1/translate", {"text": line}) for line in LINES[:4]]
         status, _, refusal = call(f"{server.url}/v1/translate", {"text": LINES[0], "length_penalty": "gnmt", "beam": 3})
+        html = ok(f"{server.url}/translate", {"q": f"<b>{LINES[0]}</b>", "source": "de", "target": "en",
+                                               "format": "html"})  # aligned by mt's search: not refused
     assert [text for text in answer["translatedText"]] == out.splitlines()
     assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
+    assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")

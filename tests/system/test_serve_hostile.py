@@ -235,7 +235,10 @@ def test_continuous_search_remove_leaves_the_others_as_they_would_be(trained_exp
     assert search.remove(lambda key: key in (1, 2)) == 2 and search.active == 2 - len(got)
     while search.active:
         got.update(dict(search.step()))
-    assert set(got) <= {0, 3} and {key: got[key] for key in got} == {key: expected[key] for key in got}
+    assert set(got) <= {0, 3}
+    for key, hyps in got.items():  # the same translations; scores to float rounding (fewer rows, other kernels)
+        assert [h.tokens for h in hyps] == [h.tokens for h in expected[key]]
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in expected[key]], abs=1e-5)
 
 
 # -- 9. a form's repeated q is read in linear time -----------------------------------------------

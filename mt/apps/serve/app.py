@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -416,6 +416,7 @@ def serve(
     from mt.config.schema import Engine, Parallel
     from mt.config.values import coerce
     from mt.decoding.engine import engine as decoding_engine
+    from mt.decoding.engine import load, unsupported
     from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
     from mt.search.parallel import workers_for
@@ -430,8 +431,12 @@ def serve(
     if engine is not None:
         cfg.decode.engine = coerce(engine, Engine, "--engine")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
-    decoding_engine(translator, DecodeOptions().resolved(cfg.decode), worker_threads)  # refused or loaded now
-    if parallel == "processes":  # started now, as the worker will ask for them: no request waits for them
+    defaults = DecodeOptions().resolved(cfg.decode)
+    decoding_engine(translator, defaults, worker_threads)  # refused or loaded now
+    if cfg.decode.engine == "auto" and unsupported(translator, replace(defaults, beam=1)) is None:
+        load(translator, cfg.decode.workers, worker_threads, strict=False)  # now, not in a request's batch
+    processes_used = not (cfg.decode.engine == "ctranslate2" and translator.engine is not None)
+    if parallel == "processes" and processes_used:  # started now, as the worker will ask for them
         workers = workers_for(0, translator.device, worker_threads)
         translator.search_processes(workers, max(1, worker_threads // workers))
     names = ", ".join(path.name for path in translator.checkpoint_paths)

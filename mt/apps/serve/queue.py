@@ -284,6 +284,7 @@ class Batcher:
         return batch
 
     def _continuous(self, first: _Entry) -> bool:
+        from mt.decoding.engine import unsupported
         from mt.model.transformer import Transformer
 
         # Beam 1 is greedy search, static: its score is the log-probability, as `mt translate` defines
@@ -295,7 +296,11 @@ class Batcher:
             and first.options.beam > 1
             and not first.options.no_repeat_ngram  # the repetition guard: static batches (mt.search.beam)
             and not first.options.shortlist  # a shortlist's candidates are a batch's: static batches
-            and first.options.engine == "mt"  # CTranslate2 (mt.decoding.engine) takes static batches
+            and (  # CTranslate2 (mt.decoding.engine) decodes static batches
+                first.options.engine == "mt"
+                or unsupported(self.translator, first.options) is not None
+                or self.translator.engine_failure is not None
+            )
             and isinstance(self.translator.model, Transformer)
         )
 
