@@ -218,7 +218,17 @@ class Service:
             "widest": batcher.widest,
             "sentences": batcher.sentences,
             "busy_seconds": round(batcher.busy_seconds, 3),
+            "engine": self._engine(),
         }
+
+    def _engine(self) -> str:
+        """decode.engine, and what decodes under it (mt.decoding.engine): "mt", "ctranslate2: CTranslate2
+        4.8.5 (int8, ...)", "auto: mt's search (why)"."""
+        setting, engine = self.translator.decode_cfg.engine, self.translator.engine
+        if engine is not None:
+            return f"{setting}: {engine.describe()}"
+        failure = self.translator.engine_failure
+        return setting if failure is None else f"{setting}: mt's search ({failure})"
 
     async def v1_translate(self, request: Request) -> dict[str, Any]:
         """POST /v1/translate: one translation per text item, its score, n best and alignments as asked."""
