@@ -469,6 +469,19 @@ def summary(latencies: list[float], errors: int, seconds: float) -> dict:
             "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "p99_ms": percentile(ms, 99)}
 
 
+def read_split(data: Path, split: str, lang: str) -> list[str]:
+    """One language's lines of a split as prepared corpora hold them (DATA/SPLIT.LANG, one sentence a line)."""
+    return (data / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+
+
+def report(result: dict, out: Path | None) -> None:
+    """A bench's JSON object: written to `out` too when given (indented), then printed as the last line."""
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(result, ensure_ascii=False))
+
+
 def test_lines(exp_dir: str, limit: int) -> list[str]:
     from mt.data.corpus import load_split
     from mt.experiment.paths import Experiment

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import html
 import io
-import json
 import re
 import statistics
 import time
@@ -37,9 +36,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-
-def read(data: Path, split: str, lang: str) -> list[str]:
-    return (data / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+from bench.common import read_split, report
 
 
 def groups(lines: list[str], size: int = 3) -> list[list[str]]:
@@ -406,11 +403,11 @@ def main() -> None:
     set_threads(args.threads)
     exp, cfg = read_experiment(args.exp)
     translator = Translator.load(exp, cfg)
-    src = read(args.data, "test_2016_flickr", args.src)[: args.sentences]
+    src = read_split(args.data, "test_2016_flickr", args.src)[: args.sentences]
     # Every sentence ends with a stop (5% of test2016's do not), for the plain baseline too: paragraphs
     # and cue groups are then cut where the sentences end, so that what differs is the format's doing.
     src = [s if s.rstrip()[-1:] in ".!?" else s.rstrip() + "." for s in src]
-    ref = read(args.data, "test_2016_flickr", args.tgt)[: args.sentences]
+    ref = read_split(args.data, "test_2016_flickr", args.tgt)[: args.sentences]
     units = TranslatorUnits(translator, DecodeOptions())
     options = DocumentOptions(args.tgt)
 
@@ -492,10 +489,7 @@ def main() -> None:
         )
     Console(stderr=True).print(table)
     result = {"exp": str(args.exp), "cpu": cpu_name(), "threads": args.threads, "sentences": len(src), "rows": rows}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(result, ensure_ascii=False))
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,9 @@ import json
 import time
 from pathlib import Path
 
+from bench.common import read_split, report
+
 CJK = "我们今天去公园散步看见很多人在湖边钓鱼孩子们在草地上玩耍老人坐在长椅上聊天"
-
-
-def read(data: Path, split: str, lang: str) -> list[str]:
-    return [line.rstrip("\n") for line in (data / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()]
 
 
 def grouped(lines: list[str], size: int = 3) -> list[str]:
@@ -146,7 +144,7 @@ def main() -> None:
         rows.append({"set": name, "bleu": round(s["bleu"], 2), "chrf": round(s["chrf"], 2)})
 
     for split in () if args.long_only else ("val", "test_2016_flickr"):
-        src, ref = read(args.data, split, args.src), read(args.data, split, args.tgt)
+        src, ref = read_split(args.data, split, args.src), read_split(args.data, split, args.tgt)
         sentence_level = best(src, off)
         add(f"{split} split off", sentence_level, ref)
         add(f"{split} split on", best(src, on), ref)
@@ -154,12 +152,12 @@ def main() -> None:
         add("test2016 paragraphs of 3, as lines (split off)", best(grouped(src), off), grouped(ref))
         add("test2016 paragraphs of 3, split on", best(grouped(src), on), grouped(ref))
         add("test2016 paragraphs of 3, sentence-level joined", grouped(sentence_level), grouped(ref))
-    src = read(args.data, "test_2016_flickr", args.src)
+    src = read_split(args.data, "test_2016_flickr", args.src)
     for n in args.no_repeat:
         for split in ("val", "test_2016_flickr"):
             guarded = DecodeOptions(no_repeat_ngram=n)
-            add(f"{split} split on, no_repeat_ngram {n}", best(read(args.data, split, args.src), guarded),
-                read(args.data, split, args.tgt))
+            add(f"{split} split on, no_repeat_ngram {n}", best(read_split(args.data, split, args.src), guarded),
+                read_split(args.data, split, args.tgt))
 
     long_rows = long_lines(translator, best, " ".join(src), args)
     if args.serve:
@@ -168,10 +166,7 @@ def main() -> None:
         long_rows += served(args, {"latin": latin, "cjk": cjk})
     print_tables(args, rows, long_rows)
     result = {"exp": str(args.exp), "cpu": cpu_name(), "threads": args.threads, "scores": rows, "long": long_rows}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(result, ensure_ascii=False))
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Server
-
-
-def read(data: Path, split: str, lang: str) -> list[str]:
-    return (data / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+from bench.common import Server, read_split, report
 
 
 def txt_document(sentences: list[str]) -> bytes:
@@ -84,7 +79,7 @@ def main() -> None:
     set_threads(args.threads)
     exp, cfg = read_experiment(Path(args.exp))
     translator = Translator.load(exp, cfg)
-    src = read(args.data, "test_2016_flickr", args.src)[: args.sentences]
+    src = read_split(args.data, "test_2016_flickr", args.src)[: args.sentences]
     units = TranslatorUnits(translator, DecodeOptions())
     options = DocumentOptions(args.tgt)
     translate(translator, src[:16])  # warm-up
@@ -147,10 +142,7 @@ def main() -> None:
     Console(stderr=True).print(table)
     result = {"exp": args.exp, "cpu": cpu_name(), "threads": args.threads, "sentences": len(src),
               "server_rss_mb": round(rss, 1), "rows": rows}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps(result, ensure_ascii=False))
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ TAG = re.compile(r"<2[A-Za-z]\w*>")  # any language's tag, as a piece
 BACK_TRANSLATION_TAG = "<BT>"
 NOISE_FILLER = "<blank>"
 _DROPPED_ON_DECODE = frozenset((PAD_ID, BOS_ID, EOS_ID))
-# SentencePiece's list calls start a thread pool each time (~65-110 us); one line at a time costs ~4 us
-# a line, the list ~2.6 (2 threads): fewer lines than this go one at a time (`mt serve`'s one-sentence requests).
+# SentencePiece's list calls start a thread pool each time, which costs many times one short line's
+# encoding: fewer lines than this go one at a time (`mt serve`'s one-sentence requests).
 BATCH_CALL_LINES = 32
 # Control characters and line/paragraph separators (with the spaces around them) in a decoded
 # translation: byte pieces can spell them (a sampled <0x0A> is a newline), and one would split one

@@ -85,3 +85,20 @@ def trained_experiment(tmp_path_factory) -> Experiment:
     with one_thread():
         train(exp, cfg)
     return exp
+
+
+@pytest.fixture(scope="module")
+def translator(trained_experiment):
+    """The trained experiment's Translator, loaded once a module (a module that needs another defines its own)."""
+    from mt.decoding.translator import Translator
+
+    return Translator.load(trained_experiment, trained_experiment.load_config())
+
+
+@pytest.fixture(scope="module")
+def units(translator):
+    """The text layer's units over `translator` (mt.documents.units), as `mt translate --input` asks for them."""
+    from mt.decoding.options import DecodeOptions
+    from mt.documents.units import TranslatorUnits
+
+    return TranslatorUnits(translator, DecodeOptions())

@@ -46,6 +46,7 @@ ITERATIONS = 5  # EM iterations of IBM Model 1: the candidates change little aft
 MAX_PAIRS = 1_000_000  # sentence pairs read at most: the lexical table of frequent pieces settles long before
 CHUNK_PAIRS = 8192  # sentence pairs whose (source, target) token pairs are held at once
 SPECIALS = EOS_ID + 1  # ids 0..3 (pad, unk, bos, eos): always candidates, never in a row of the table
+VMAP_FILE = "vmap.txt"  # CTranslate2's vocabulary map, read with translate_batch(use_vmap=True)
 TRAIN_FILES = ("train.src.ids.npy", "train.src.offsets.npy", "train.tgt.ids.npy", "train.tgt.offsets.npy")
 
 
@@ -225,6 +226,20 @@ def build_shortlist(exp: Experiment, cfg: ExperimentConfig, src_vocab: int, tgt_
         f"shortlist: {table.meta['sentence_pairs']:,} sentence pairs in {table.meta['seconds']}s; written to {exp.shortlist_path}"
     )
     return table
+
+
+def vocabulary_map(exp: Experiment, src_tok, tgt_tok) -> str | None:
+    """The experiment's table as CTranslate2's vocabulary map (VMAP_FILE's text: `vmap_lines`), for `mt
+    export` and the CTranslate2 engine; None without a table, or (with a warning) for one built with other
+    tokenizers than `src_tok` and `tgt_tok`."""
+    if not exp.shortlist_path.exists():
+        return None
+    table = load_table(exp)
+    if table.meta.get("tokenizer_sha256") != {"src": src_tok.sha256, "tgt": tgt_tok.sha256}:
+        log.warn(f"{exp.shortlist_path}: built with another tokenizer; no {VMAP_FILE} (`mt shortlist --force`)")
+        return None
+    pieces = (tok.pieces(list(range(tok.vocab_size))) for tok in (src_tok, tgt_tok))
+    return "".join(vmap_lines(table, *pieces))
 
 
 def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]) -> Iterator[str]:

@@ -25,6 +25,7 @@ them; it is written last, so a directory without it was never finished).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,7 +38,7 @@ import torch
 
 from mt import log
 from mt.data.batching import length_groups
-from mt.data.shortlist import load_table, vmap_lines
+from mt.data.shortlist import VMAP_FILE, vocabulary_map
 from mt.decoding.options import DecodeOptions
 from mt.errors import MtError
 from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint
@@ -46,7 +47,6 @@ from mt.tokenizer import EOS_ID
 
 # `translator` below is a mt.decoding.translator.Translator (not imported: it imports this module).
 FORMAT = 1  # of EXP/engines/*/engine.json: a change rebuilds every engine
-VMAP = "vmap.txt"
 # mt's precision -> CTranslate2's compute type (quantize int8 is mt's int8 on a CPU)
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
 
@@ -85,7 +85,7 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
     if device not in ("cpu", "cuda"):
         return f"CTranslate2 runs on cpu or cuda, not {device}"
     try:
-        supported = ctranslate2.get_supported_compute_types(device, translator.device.index or 0)
+        supported = _compute_types(device, translator.device.index or 0)
     except RuntimeError as exc:  # no CUDA runtime for CTranslate2, say
         return f"CTranslate2 cannot use {device} here: {' '.join(str(exc).split())}"
     if compute not in supported:
@@ -93,12 +93,21 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
     return None
 
 
+@functools.cache
+def _compute_types(device: str, index: int) -> frozenset[str]:
+    """What CTranslate2 computes in on the device: asked once (each search asks whether it can decode it)."""
+    return frozenset(_ctranslate2().get_supported_compute_types(device, index))
+
+
 def refused(translator, options: DecodeOptions) -> str | None:
     """The one-line refusal of a call that asks for CTranslate2 (decode.engine ctranslate2) and that it
     cannot decode as mt would; None otherwise (`mt serve` answers it with 422 before queueing it)."""
     if options.engine != "ctranslate2":
         return None
-    reason = unsupported(translator, options)
+    return _refusal(unsupported(translator, options))
+
+
+def _refusal(reason: str | None) -> str | None:
     return None if reason is None else f"--engine ctranslate2: {reason}; --engine auto decodes it with mt's search"
 
 
@@ -115,7 +124,7 @@ class CTranslate2Engine:
 
         self.directory, self.inter, self.intra = directory, inter, intra
         self.compute_type = compute_type(translator)
-        self.vmap = (directory / VMAP).exists()
+        self.vmap = (directory / VMAP_FILE).exists()
         device = translator.device
         threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
         try:
@@ -148,7 +157,7 @@ class CTranslate2Engine:
         fewer batches than workers, all queued at once; answered in order."""
         o = options
         if o.shortlist and not self.vmap:
-            raise MtError(f"--shortlist: {self.directory} has no {VMAP}; build the shortlist (`mt shortlist`)")
+            raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")
         a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
         groups = length_groups([len(ids) for ids in encoded], o.max_tokens)
         parts = [part for group in groups for part in split_for(group, len(groups), self.inter)]
@@ -193,10 +202,10 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     its workers' threads (default: the calling thread's torch threads)."""
     if options.engine == "mt":
         return None
-    reason = refused(translator, options)
-    if reason is not None:
-        raise MtError(reason)
-    reason = unsupported(translator, options) or translator.engine_failure
+    reason = unsupported(translator, options)
+    if reason is not None and options.engine == "ctranslate2":
+        raise MtError(_refusal(reason))
+    reason = reason or translator.engine_failure
     if reason is None:
         current = load(translator, options.workers, threads, strict=options.engine == "ctranslate2")
         if current is not None:
@@ -266,10 +275,9 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
         spec = build_spec(model, src_pieces, tgt_pieces)
         spec.optimize(quantization=None)  # float32: the compute type is chosen when it is loaded
         spec.save(str(building))
-        if shortlist.exists():
-            table = load_table(exp)
-            if table.meta.get("tokenizer_sha256") == source["tokenizer_sha256"]:
-                (building / VMAP).write_text("".join(vmap_lines(table, src_pieces, tgt_pieces)), encoding="utf-8")
+        vmap = vocabulary_map(exp, src_tok, tgt_tok)
+        if vmap is not None:
+            (building / VMAP_FILE).write_text(vmap, encoding="utf-8")
         (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
         if _recorded(directory) == source:  # another process built the same meanwhile: keep its copy
             return directory

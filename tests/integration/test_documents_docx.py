@@ -22,11 +22,8 @@ from docx.oxml.ns import nsdecls, qn
 from docx.oxml.parser import OxmlElement
 from helpers import mt, one_line, toy_corpus
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content
-from mt.documents.units import TranslatorUnits
 from mt.documents.word import check_zip
 from mt.text.translate import translate as translate_text
 
@@ -34,16 +31,6 @@ S = toy_corpus(14, seed=31)[0]
 EN = DocumentOptions("en")
 URL = "https://example.org/a?b=1&c=2"
 DOCX = FORMATS["docx"]
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 def png() -> bytes:

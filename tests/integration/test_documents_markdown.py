@@ -12,12 +12,9 @@ from collections import Counter
 import pytest
 from helpers import mt, toy_corpus
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentOptions
 from mt.documents.markdown import parser
 from mt.documents.translate import translate_content
-from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 EN = DocumentOptions("en")
@@ -61,16 +58,6 @@ Siehe [{S[3]}][ref] und <https://example.com/auto>.
 {W[4][0]} ~~{W[4][1]}~~ {" ".join(W[4][2:])}
 ===
 """
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import pytest
 from helpers import mt, toy_corpus
 
 from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentOptions
 from mt.documents.translate import translate_content
 from mt.documents.units import TranslatorUnits
@@ -34,11 +33,6 @@ PAGE = f"""<!DOCTYPE html>
 </body>
 </html>
 """
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
 
 
 @pytest.fixture(scope="module")

@@ -16,27 +16,14 @@ from translate.filters.checks import StandardChecker
 from translate.misc.multistring import multistring
 from translate.storage import pypo
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content
-from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 S = toy_corpus(6, seed=41)[0]
 W = S[0].rstrip(".").split()
 PO = FORMATS["po"]
 EN = DocumentOptions("en")
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 def build(plural_forms: str | None = "nplurals=3; plural=(n==1 ? 0 : n>=2 && n<=4 ? 1 : 2);", language: str = ""):

@@ -17,25 +17,12 @@ import webvtt
 from helpers import mt, one_line, toy_corpus
 from webvtt.models import Style
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions
 from mt.documents.translate import translate_content
-from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 EN = DocumentOptions("en")
 TAG = re.compile(r"<[^>]*>|\{\\[^}]*\}")
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 @pytest.fixture(scope="module")

@@ -10,27 +10,14 @@ import codecs
 import pytest
 from helpers import mt, one_line, toy_corpus
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.encoding import decode, encode
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content, translate_file
 from mt.documents.txt import wrapped
-from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 LINES = toy_corpus(6, seed=23)[0]
 EN = DocumentOptions("en")
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 def test_a_list_of_lines_is_translated_line_by_line_with_paragraphs_and_indents_kept(translator, units):

@@ -13,27 +13,14 @@ from helpers import one_line, toy_corpus
 from lxml import etree
 from translate.storage import xliff, xliff2
 
-from mt.decoding.options import DecodeOptions
-from mt.decoding.translator import Translator
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content
-from mt.documents.units import TranslatorUnits
 from mt.text.translate import translate as translate_text
 
 S = toy_corpus(5, seed=43)[0]
 W = S[1].rstrip(".").split()
 XLIFF = FORMATS["xliff"]
 EN = DocumentOptions("en")
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
-
-
-@pytest.fixture(scope="module")
-def units(translator):
-    return TranslatorUnits(translator, DecodeOptions())
 
 
 def inline(source, markup: str) -> None:

@@ -183,36 +183,12 @@ def test_the_shortlist_is_decoded_as_its_vmap(experiment, translator):
 def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     source = experiment.root.parent / "in.txt"
     source.write_text("\n".join(LINES[:6]) + "\n", encoding="utf-8")
-    code, out, err = mt(
-        capsys,
-        monkeypatch,
-        "translate",
-        "--exp",
-        experiment.root,
-        "--input",
-        source,
-        "--engine",
-        "ctranslate2",
-        "--length-penalty",
-        "length",
-    )
+    translate = ("translate", "--exp", experiment.root, "--input", source)
+    code, out, err = mt(capsys, monkeypatch, *translate, "--engine", "ctranslate2", "--length-penalty", "length")
     assert code == 0 and "engine: CTranslate2" in err
-    code, same, _ = mt(
-        capsys, monkeypatch, "translate", "--exp", experiment.root, "--input", source, "--length-penalty", "length"
-    )
+    code, same, _ = mt(capsys, monkeypatch, *translate, "--length-penalty", "length")
     assert same == out and len(out.splitlines()) == 6
-    code, _, err = mt(
-        capsys,
-        monkeypatch,
-        "translate",
-        "--exp",
-        experiment.root,
-        "--input",
-        source,
-        "--engine",
-        "ctranslate2",
-        "--constraints",
-    )
+    code, _, err = mt(capsys, monkeypatch, *translate, "--engine", "ctranslate2", "--constraints")
     assert code != 0 and "--engine ctranslate2: --constraints" in err
 
     from mt.apps.serve.app import build_app

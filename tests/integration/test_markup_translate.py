@@ -11,17 +11,11 @@ import sys
 import pytest
 from helpers import balanced, markup_tags, markup_text, toy_corpus
 
-from mt.decoding.translator import Translator
 from mt.text.markup_translate import translate
 from mt.text.translate import translate as translate_text
 
 S1, S2, S3 = toy_corpus(3, seed=11)[0]
 W = S1.rstrip(".").split()  # 3 to 9 words
-
-
-@pytest.fixture(scope="module")
-def translator(trained_experiment) -> Translator:
-    return Translator.load(trained_experiment, trained_experiment.load_config())
 
 
 def mt_translate(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:

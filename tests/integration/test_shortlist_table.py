@@ -117,36 +117,15 @@ def trained_copy(trained_experiment, tmp_path) -> Experiment:
 def test_the_command_line_builds_it_and_translate_decodes_with_it(trained_copy, tmp_path, capsys, monkeypatch):
     lines = toy_corpus(12, seed=5)[0]
     (tmp_path / "in.de").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    code, out, err = mt(
-        capsys,
-        monkeypatch,
-        "translate",
-        "--exp",
-        trained_copy.root,
-        "--input",
-        tmp_path / "in.de",
-        "--shortlist",
-        "--threads",
-        "1",
-    )
+    translate = ("translate", "--exp", trained_copy.root, "--input", tmp_path / "in.de", "--shortlist", "--threads", "1")
+    code, out, err = mt(capsys, monkeypatch, *translate)
     assert code == 1 and "no shortlist yet" in err and f"mt shortlist --exp {trained_copy.root}" in err
     code, out, err = mt(capsys, monkeypatch, "shortlist", "--exp", trained_copy.root, "--top", "2", "--frequent", "3")
     assert code == 0 and out.strip() == str(trained_copy.shortlist_path), err
     assert trained_copy.load_config().decode.shortlist_top == 2  # saved: `mt run` finds it fresh
     code, out, err = mt(capsys, monkeypatch, "shortlist", "--exp", trained_copy.root, "--top", "4")
     assert code == 1 and "add --force" in err and trained_copy.load_config().decode.shortlist_top == 2
-    code, out, _ = mt(
-        capsys,
-        monkeypatch,
-        "translate",
-        "--exp",
-        trained_copy.root,
-        "--input",
-        tmp_path / "in.de",
-        "--shortlist",
-        "--threads",
-        "1",
-    )
+    code, out, _ = mt(capsys, monkeypatch, *translate)
     cfg = trained_copy.load_config()
     translator = Translator.load(trained_copy, cfg)
     expected = [hyps[0][0] for hyps in translator.search(lines, DecodeOptions(shortlist=True))]

@@ -13,10 +13,9 @@ import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from mt import log
 from mt.apps.export.exported import Exported
 from mt.config.schema import ExperimentConfig
-from mt.data.shortlist import load_table, vmap_lines
+from mt.data.shortlist import VMAP_FILE, vocabulary_map
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.model.ctranslate2_spec import build_spec
@@ -24,7 +23,6 @@ from mt.model.mapping import check_exportable
 from mt.tokenizer import Tokenizer, language_tag
 
 QUANTIZE = ("int8", "int8_float32", "float16")  # None: float32 weights
-VMAP = "vmap.txt"  # CTranslate2's vocabulary map, read with translate_batch(use_vmap=True)
 
 
 def _ctranslate2():
@@ -65,14 +63,14 @@ def writer(source: Exported, quantize: str | None, license: str | None = None) -
         else {"spm.src.model": source.src_tok, "spm.tgt.model": source.tgt_tok}
     )
 
-    vmap = vocabulary_map(source)
+    vmap = vocabulary_map(source.exp, source.src_tok, source.tgt_tok)
 
     def write(directory: Path) -> None:
         spec.save(str(directory))
         for name, tokenizer in spm_files.items():
             (directory / name).write_bytes(tokenizer.proto)
         if vmap is not None:
-            (directory / VMAP).write_text(vmap, encoding="utf-8")
+            (directory / VMAP_FILE).write_text(vmap, encoding="utf-8")
         (directory / "README.txt").write_text(
             readme(
                 source.exp,
@@ -88,19 +86,6 @@ def writer(source: Exported, quantize: str | None, license: str | None = None) -
         )
 
     return write
-
-
-def vocabulary_map(source: Exported) -> str | None:
-    """The experiment's lexical shortlist (mt.data.shortlist) as CTranslate2's vocabulary map, when it
-    has one built with these tokenizers (else None, with a warning for one built with others)."""
-    exp = source.exp
-    if not exp.shortlist_path.exists():
-        return None
-    table = load_table(exp)
-    if table.meta.get("tokenizer_sha256") != {"src": source.src_tok.sha256, "tgt": source.tgt_tok.sha256}:
-        log.warn(f"{exp.shortlist_path}: built with another tokenizer; no {VMAP} exported (`mt shortlist --force`)")
-        return None
-    return "".join(vmap_lines(table, _pieces(source.src_tok), _pieces(source.tgt_tok)))
 
 
 def readme(
@@ -127,7 +112,7 @@ def readme(
     alpha = 0 if d.length_penalty == "none" else d.alpha
     languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
     vmap_note = (
-        f"\n{VMAP} is mt's lexical shortlist (`mt translate --shortlist`): with use_vmap=True in\n"
+        f"\n{VMAP_FILE} is mt's lexical shortlist (`mt translate --shortlist`): with use_vmap=True in\n"
         "translate_batch, each batch's decoder scores only its source tokens' likely translations and the\n"
         "frequent words: faster, approximate (docs/translating.md in mt).\n"
     )
