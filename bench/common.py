@@ -123,7 +123,7 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     return translate, translator.tgt_tok
 
 
-def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
+def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int, max_tokens: int | None):
     import ctranslate2
 
 
@@ -142,7 +142,7 @@ def _ct2_decoder(exp, cfg, mode: str, model_dir: str, threads: int):
         results = translator.translate_batch(
             pieces, beam_size=decode.beam, length_penalty=decode.alpha, return_end_token=False,
             min_decoding_length=0, max_decoding_length=min(limit, positions), max_input_length=positions,
-            max_batch_size=decode.max_tokens, batch_type="tokens", use_vmap=mode.endswith("_vmap"))
+            max_batch_size=max_tokens or decode.max_tokens, batch_type="tokens", use_vmap=mode.endswith("_vmap"))
         return tgt_tok.decode([[piece_ids[p] for p in r.hypotheses[0]] for r in results])
 
     return translate, tgt_tok
@@ -225,7 +225,7 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], com
     cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty = args["beam"], args["alpha"], "length"
     src, refs = load_split(cfg.data.sources("test"))
     if mode in CT2_MODES:
-        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dirs["ct2"], args["threads"])
+        translate, tgt_tok = _ct2_decoder(exp, cfg, mode, model_dirs["ct2"], args["threads"], args.get("ct2_max_tokens"))
     elif mode in HF_MODES:
         translate, tgt_tok = _hf_decoder(exp, cfg, mode, model_dirs, args["threads"])
     else:

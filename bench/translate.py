@@ -18,8 +18,9 @@ shortlist) and translate_batch(use_vmap=True). M_engine (and M_sl_engine): mt's 
 decode.engine ctranslate2, the CTranslate2 model mt builds in the experiment itself (mt.decoding.engine:
 inter_threads, mt's batches, with the shortlist as its vmap). Every mode decodes with the same search: beam 5, the `length` penalty (score / |Y|^alpha, |Y|
 counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
-cut. mt's modes batch by its own source-token budget (decode.max_tokens); CTranslate2 gets the same
-budget as max_batch_size in tokens. Timing covers tokenizing, searching and detokenizing for both.
+cut. mt's modes batch by its own source-token budget (decode.max_tokens; its engine modes cut that
+to a few hundred tokens on a CPU, mt.decoding.engine); CTranslate2 gets --ct2-max-tokens as
+max_batch_size in tokens (default 256, its fastest on these CPUs: docs/benchmarks.md; 0: mt's own budget). Timing covers tokenizing, searching and detokenizing for both.
 On request, the same checkpoint exported by `mt export --format huggingface` runs
 in transformers (hf_fp32: `generate()`) and, converted by Optimum, in ONNX Runtime (ort_fp32), under
 the same search settings, batched by mt's budget, with one length limit per batch as CTranslate2 has (pip install -e '.[huggingface,onnx]').
@@ -94,6 +95,8 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.0, help="length penalty exponent, the same for every mode")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--ct2-max-tokens", type=int, default=256,
+                        help="CTranslate2's max_batch_size in tokens (0: the experiment's decode.max_tokens)")
     parser.add_argument("--old", default=None, metavar="CHECKOUT",
                         help="Another checkout of mt (git worktree add /tmp/old COMMIT): each of mt's modes also "
                              "runs from it, as M@old, interleaved with this one's, to measure a change before/after")
@@ -120,7 +123,7 @@ def main() -> None:
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-export-") as directory:
         model_dirs = export_once(args, directory, modes)
-        settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old")}
+        settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old", "ct2_max_tokens")}
         results = run_interleaved({m: (args.exp, m, settings) for m in modes}, args.repeats, model_dirs)
 
     from rich.console import Console
@@ -187,7 +190,7 @@ def main() -> None:
         **{f"peak_rss_mb_{m}": round(r["peak_rss_mb"]) for m, r in results.items()},
         **{f"reference_word_in_output_{m}": round(r["reference_word_in_output"], 4) for m, r in results.items()},
         **ratios,
-        "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads,
+        "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads, "ct2_max_tokens": args.ct2_max_tokens,
         "repeats": args.repeats, "versions": versions, "signature": results["fp32"]["signature"],
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         **({"skipped": skipped} if skipped else {}),

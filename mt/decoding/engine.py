@@ -49,6 +49,10 @@ from mt.tokenizer import EOS_ID
 FORMAT = 1  # of EXP/engines/*/engine.json: a change rebuilds every engine
 # mt's precision -> CTranslate2's compute type (quantize int8 is mt's int8 on a CPU)
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
+# The padded source tokens of one CTranslate2 batch at most on a CPU: there its batches run fastest at
+# a few hundred tokens (a beam's state that stays in the core's caches), 1.4x its speed at mt's 2,000
+# (docs/benchmarks.md, "Decoding speed"); a GPU takes decode.max_tokens whole.
+CPU_BATCH_TOKENS = 256
 
 
 def _ctranslate2():
@@ -126,6 +130,7 @@ class CTranslate2Engine:
         self.compute_type = compute_type(translator)
         self.vmap = (directory / VMAP_FILE).exists()
         device = translator.device
+        self.batch_tokens = CPU_BATCH_TOKENS if device.type == "cpu" else None
         threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
         try:
             self.model = ctranslate2.Translator(
@@ -153,13 +158,15 @@ class CTranslate2Engine:
         progress: Callable[[int], None] | None = None,
     ) -> list[list[tuple[list[int], float]]]:
         """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
-        first. mt's batches (decode.max_tokens), each cut for the side-by-side workers when there are
-        fewer batches than workers, all queued at once; answered in order."""
+        first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), each cut for the
+        side-by-side workers when there are fewer batches than workers, all queued at once; answered
+        in order."""
         o = options
         if o.shortlist and not self.vmap:
             raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")
         a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
-        groups = length_groups([len(ids) for ids in encoded], o.max_tokens)
+        budget = min(o.max_tokens, self.batch_tokens or o.max_tokens)
+        groups = length_groups([len(ids) for ids in encoded], budget)
         parts = [part for group in groups for part in split_for(group, len(groups), self.inter)]
         pending = []
         for part in parts:

@@ -70,6 +70,17 @@ def test_the_repetition_guard_and_a_multi_batch_two_worker_call_too(translator):
     ]
 
 
+def test_on_a_cpu_a_large_budget_is_decoded_in_small_batches_in_order(translator):
+    from mt.decoding import engine as engines
+
+    lines = LINES * 2
+    assert sum(len(t.split()) for t in lines) > 2 * engines.CPU_BATCH_TOKENS, "the lines must need several batches"
+    ours = translator.search(lines, DecodeOptions(beam=1, max_tokens=4000))
+    theirs = translator.search(lines, DecodeOptions(engine="ctranslate2", beam=1, max_tokens=4000))
+    assert translator.engine.batch_tokens == engines.CPU_BATCH_TOKENS
+    assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
+
+
 def test_auto_falls_back_to_mt_and_says_why_once(experiment, capsys):
     translator = Translator.load(experiment, experiment.load_config())
     capsys.readouterr()
