@@ -18,6 +18,13 @@ def info(message: str) -> None:
         console.print(message, soft_wrap=True)
 
 
+def line(text: str) -> None:
+    """One plain line on stderr, no markup (silenced by --quiet): `mt serve`'s access log, where
+    rich's print per request cost more than the request's own work on the event loop."""
+    if not quiet:
+        console.file.write(text + "\n")
+
+
 def warn(message: str) -> None:
     console.print(f"[yellow]warning:[/yellow] {message}", soft_wrap=True)
 

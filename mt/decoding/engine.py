@@ -42,7 +42,7 @@ from mt.data.shortlist import VMAP_FILE, vocabulary_map
 from mt.decoding.options import DecodeOptions
 from mt.errors import MtError
 from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint
-from mt.search.parallel import split_for, workers_for
+from mt.search.parallel import balanced_for, workers_for
 from mt.tokenizer import EOS_ID
 
 # `translator` below is a mt.decoding.translator.Translator (not imported: it imports this module).
@@ -158,16 +158,16 @@ class CTranslate2Engine:
         progress: Callable[[int], None] | None = None,
     ) -> list[list[tuple[list[int], float]]]:
         """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
-        first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), each cut for the
-        side-by-side workers when there are fewer batches than workers, all queued at once; answered
-        in order."""
+        first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), cut again so that
+        the side-by-side workers end together when they are few (`balanced_for`), all queued at once;
+        answered in order."""
         o = options
         if o.shortlist and not self.vmap:
             raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")
         a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
         budget = min(o.max_tokens, self.batch_tokens or o.max_tokens)
-        groups = length_groups([len(ids) for ids in encoded], budget)
-        parts = [part for group in groups for part in split_for(group, len(groups), self.inter)]
+        lengths = [len(ids) for ids in encoded]
+        parts = balanced_for(length_groups(lengths, budget), lengths, self.inter, o.max_tokens)
         pending = []
         for part in parts:
             limits = [min(max(int(len(encoded[k]) * a + b), 1), room) for k in part]

@@ -14,6 +14,7 @@ sentences of requests whose options are equal.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,19 +112,14 @@ class DecodeOptions:
             raise ConfigError(f"--pivot {self.pivot}: the pivot is a third language, not the source or target")
 
     def _check_search(self) -> None:
-        """The given search fields, by the config's own rules (mt.config.schema.decode_checks)."""
-        given = self.search_overrides()
-        if "length_penalty" in given:
-            coerce(self.length_penalty, LengthPenalty, "--length-penalty")
-        if "stop" in given:
-            coerce(self.stop, StopRule, "--stop")
-        if "parallel" in given:
-            coerce(self.parallel, Parallel, "--parallel")
-        if "engine" in given:
-            coerce(self.engine, Engine, "--engine")
-        for ok, message in decode_checks(DecodeConfig(**given)):
-            if not ok:
-                raise ConfigError(message)
+        """The given search fields, by the config's own rules (mt.config.schema.decode_checks); each
+        set of values once (`mt serve` makes several options a request, all alike)."""
+        fields = tuple((name, type(value), value) for name, value in self.search_overrides().items())
+        try:
+            hash(fields)
+        except TypeError:  # a value of no type a flag has (a list, say): checked, and refused, uncached
+            _checked_search.__wrapped__(fields)
+        _checked_search(fields)
 
     def search_overrides(self) -> dict[str, Any]:
         """The search fields this call sets (field -> value), the rest left to the experiment."""
@@ -159,3 +155,20 @@ class DecodeOptions:
             "stop": self.stop,
             **lengths,
         }
+
+
+@functools.lru_cache(maxsize=256)  # an error is not cached: a bad set is checked, and refused, every time
+def _checked_search(fields: tuple[tuple[str, type, Any], ...]) -> None:
+    """DecodeOptions' search fields (name, type, value), by the config's rules; raises ConfigError."""
+    given = {name: value for name, _, value in fields}
+    for name, kind, flag in (
+        ("length_penalty", LengthPenalty, "--length-penalty"),
+        ("stop", StopRule, "--stop"),
+        ("parallel", Parallel, "--parallel"),
+        ("engine", Engine, "--engine"),
+    ):
+        if name in given:
+            coerce(given[name], kind, flag)
+    for ok, message in decode_checks(DecodeConfig(**given)):
+        if not ok:
+            raise ConfigError(message)

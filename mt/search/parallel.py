@@ -18,6 +18,7 @@ Batch = TypeVar("Batch")
 Result = TypeVar("Result")
 
 
+BALANCED_GROUPS = 4  # length groups per worker from which a call's batches are left as they are (`balanced_for`)
 AUTO_WORKERS = 4  # the most decode.workers 0 gives: the searches' Python shares one interpreter lock
 
 
@@ -55,3 +56,28 @@ def split_for(group: list[int], batches: int, workers: int) -> list[list[int]]:
     parts = max(1, min(len(group), workers // batches if batches < workers else 1))
     size = -(-len(group) // parts)
     return [group[i : i + size] for i in range(0, len(group), size)]
+
+
+def balanced_for(groups: list[list[int]], lengths: list[int], workers: int, limit: int) -> list[list[int]]:
+    """Batches for `workers` side-by-side searches that all end together: when a call has few length
+    groups (a server's batch, a short file), its sentences, in the groups' length order, cut into a
+    multiple of `workers` runs of equal source tokens (a search's cost grows with them); else the
+    groups as they are (many batches share the workers out). The groups are kept where a run would
+    pad to more than `limit` tokens (rows x (longest + 1))."""
+    if len(groups) >= BALANCED_GROUPS * workers:
+        return groups
+    order = [i for group in groups for i in group]
+    parts = min(len(order), -(-len(groups) // workers) * workers)
+    total, runs, run, filled = sum(lengths[i] + 1 for i in order), [], [], 0
+    for position, i in enumerate(order):
+        run.append(i)
+        filled += lengths[i] + 1
+        left = parts - len(runs) - 1  # runs still to start after this one
+        boundary = total * (len(runs) + 1) / parts  # where this run should end, in tokens
+        if left and (filled >= boundary - (lengths[i] + 1) / 2 or len(order) - position - 1 == left):
+            runs.append(run)
+            run = []
+    runs.append(run)
+    if any(len(r) * (max(lengths[i] for i in r) + 1) > limit for r in runs):
+        return [part for group in groups for part in split_for(group, len(groups), workers)]
+    return runs

@@ -296,7 +296,12 @@ def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
             schema = paths[route]["post"]["requestBody"]["content"]["application/json"]["schema"]
             taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")
                      if call(f"{served.url}{route}", {field: "Hallo.", "source": lang, "target": "en"})[0] == 200]
-            assert sorted(schema["properties"]["source"]["enum"]) == sorted(taken) == ["auto", "de", "en", "fr"], route
+            listed = [lang for lang in schema["properties"]["source"]["enum"] if lang is not None]  # /v1: null, not given
+            assert sorted(listed) == sorted(taken) == ["auto", "de", "en", "fr"], route
+            assert (None in schema["properties"]["source"]["enum"]) == route.startswith("/v1")
+            assert call(f"{served.url}{route}", {field: "Hallo.", "source": None, "target": "en"})[0] == (
+                200 if route.startswith("/v1") else 400
+            ), route
 
 
 @pytest.mark.slow

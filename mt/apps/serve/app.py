@@ -201,8 +201,9 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             state = scope.get("state") or {}
-            log.info(
-                f"{time.strftime('%H:%M:%S')} {scope['method']} {escape(scope['path'])} {status} "
+            path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])
+            log.line(
+                f"{time.strftime('%H:%M:%S')} {scope['method']} {path} {status} "
                 f"{state.get('lines', 0)} lines {state.get('tokens', 0)} tokens "
                 f"{(time.perf_counter() - start) * 1000:.0f} ms"
             )

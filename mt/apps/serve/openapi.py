@@ -25,6 +25,12 @@ QUERY_TOO = (
 LINE = {"type": "string", "pattern": "^[^\\n]*$"}  # one line, as `mt translate` reads lines
 
 
+def _or_null(schema: dict) -> dict:
+    """A /v1 field that may also be null, which the server reads as not given (OpenAPI 3.1)."""
+    enum = {"enum": [*schema["enum"], None]} if "enum" in schema else {}
+    return {**schema, "type": [schema["type"], "null"], **enum}
+
+
 def _json(schema: dict) -> dict:
     return {"content": {"application/json": {"schema": schema}}}
 
@@ -92,7 +98,10 @@ def routes(
             "language": {"type": "string", "enum": [lang for lang in sources if lang != "auto"]},
         },
     }
-    pair = {"source": {"type": "string", "enum": v1_sources or sources}, "target": {"type": "string", "enum": targets}}
+    pair = {
+        "source": _or_null({"type": "string", "enum": v1_sources or sources}),
+        "target": _or_null({"type": "string", "enum": targets}),
+    }
     v1 = {
         "type": "object",
         "required": ["text"],
@@ -100,10 +109,10 @@ def routes(
         "properties": {
             "text": {"oneOf": [{**LINE, "maxLength": max_chars}, text_list]},
             **pair,
-            "beam": {"type": "integer", "minimum": 1, "maximum": max_beam},
+            "beam": _or_null({"type": "integer", "minimum": 1, "maximum": max_beam}),
             "alpha": {"type": "number", "minimum": 0, "maximum": MAX_ALPHA},
             "length_penalty": {"type": "string", "enum": list(get_args(LengthPenalty))},
-            "nbest": {"type": "integer", "minimum": 1, "maximum": max_beam},
+            "nbest": _or_null({"type": "integer", "minimum": 1, "maximum": max_beam}),
             "alignments": {"type": "boolean"},
         },
     }
@@ -116,7 +125,7 @@ def routes(
             # make a shorter text too long (413).
             "text": {**LINE, "minLength": 1, "maxLength": max_attention_tokens, "pattern": "^[^\\n]*\\S[^\\n]*$"},
             **pair,
-            "layer": {"type": "integer", "minimum": 1, "maximum": layers},
+            "layer": _or_null({"type": "integer", "minimum": 1, "maximum": layers}),
             "encoder": {"type": "boolean"},
         },
     }
