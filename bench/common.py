@@ -346,6 +346,11 @@ class Server:
     def rss_mb(self) -> float:
         return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
 
+    def cpu_seconds(self) -> float:
+        """The server's CPU time so far, all its threads (user + system, /proc/PID/stat)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         stop_process(self.process)
 

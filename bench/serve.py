@@ -28,7 +28,10 @@ The batch run and the server load the same checkpoint in the same mode (--checkp
 --quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
 and failed connections. Each closed-loop row also profiles the server's worker from its /health
 counters: the share of the level it spent searching, the mean sentences a batch, and its rate while
-searching (served rate = busy share x search rate). RSS is VmRSS of the server process
+searching (served rate = busy share x search rate), and the server's CPU (all its threads, from
+/proc/PID/stat): cores in use and CPU milliseconds an answer. With --http-only, a last level of the
+largest --clients sends blank lines (answered at once, nothing searched): the CPU the HTTP path alone
+costs an answer, which a batch run never pays. RSS is VmRSS of the server process
 (/proc/PID/status). Prints a table, then one JSON line. Nothing leaves the loopback interface.
 """
 
@@ -78,6 +81,13 @@ async def open_loop(port: int, lines: list[str], rate: float, seconds: float, ti
     for connection in idle:
         connection.close()
     return {**summary(latencies, errors, time.perf_counter() - start), "rate": rate}
+
+
+def server_cpu(before: float, after: float, level: dict) -> dict:
+    """A level's server CPU: cores in use on average, and CPU milliseconds an answer."""
+    used = after - before
+    return {"server_cores": used / level["seconds"] if level["seconds"] else 0.0,
+            "cpu_ms_per_answer": 1000 * used / level["answers"] if level["answers"] else 0.0}
 
 
 def worker_profile(before: dict, after: dict, seconds: float) -> dict:
@@ -143,6 +153,8 @@ def main() -> None:
     parser.add_argument("--start-seconds", type=float, default=180, help="Seconds the server may take to start.")
     parser.add_argument("--batching", default="static", help="`mt serve --batching` modes, comma-separated: "
                         "a server each, compared level by level (the first takes the open loop and the soak).")
+    parser.add_argument("--http-only", action="store_true", help="Also a level of blank lines at the largest "
+                        "--clients: what the HTTP path alone costs an answer.")
     parser.add_argument("--serve-arg", action="append", default=[], help="Passed on to `mt serve` (repeatable).")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
@@ -173,14 +185,20 @@ def main() -> None:
             others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
                 for mode, each in servers.items():
-                    before = each.worker()
+                    before, cpu = each.worker(), each.cpu_seconds()
                     r = asyncio.run(closed_loop(each.port, lines, clients, args.requests, args.max_seconds,
                                                 args.timeout))
-                    r["rss_mb"] = each.rss_mb()
+                    r.update(server_cpu(cpu, each.cpu_seconds(), r), rss_mb=each.rss_mb())
                     r.update(worker_profile(before, each.worker(), r["seconds"]))
                     (closed if mode == modes[0] else others[mode])[clients] = r
                     print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
                           f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
+            http_only = None
+            if args.http_only:
+                cpu = server.cpu_seconds()
+                http_only = asyncio.run(closed_loop(server.port, [" "], max(levels), args.requests * 4,
+                                                    args.max_seconds, args.timeout))
+                http_only.update(server_cpu(cpu, server.cpu_seconds(), http_only), rss_mb=server.rss_mb())
             if rate > 0:
                 opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
                                                args.max_pending))
@@ -210,29 +228,32 @@ def main() -> None:
 
     table = Table(title=f"mt serve, {args.exp}: {len(lines)} test sentences, one a request; {args.threads} threads")
     for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB",
-                   "worker busy", "sent/search", "search sent/s"):
+                   "worker busy", "sent/search", "search sent/s", "server cores", "CPU ms/answer"):
         table.add_column(column, justify="left" if column == "load" else "right")
 
     def row(name: str, r: dict) -> None:
         profile = [f"{r['busy']:.0%}", f"{r['mean_batch']:.1f}", f"{r['search_sent_per_s']:.1f}"] if "busy" in r \
             else ["-"] * 3
+        profile += [f"{r['server_cores']:.2f}", f"{r['cpu_ms_per_answer']:.2f}"] if "server_cores" in r else ["-"] * 2
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{r['p99_ms']:.0f}",
                       str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}", *profile)
 
     table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
-                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-")
+                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-")
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
-                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-")
+                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-")
     for clients, r in closed.items():
         for mode in modes:
             row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
                 r if mode == modes[0] else others[mode][clients])
+    if http_only:
+        row(f"{max(levels)} clients, blank lines (HTTP only)", http_only)
     if opened:
         row(f"open loop, {opened['rate']:.1f}/s", opened)
     if soak:
         soak["rss_mb"] = rss_end
         row(f"soak, {max(levels)} clients, {args.seconds:.0f} s", soak)
-    Console(width=170).print(table)
+    Console(width=200).print(table)
     print(f"{cpu_model()}; decoding: {batch.decoding}; server RSS MB: start {rss_start:.0f}, end {rss_end:.0f}"
           + (f"; soak samples {' '.join(f'{mb:.0f}' for _, mb in rss_samples[1:-1])}" if soak else ""))
 
@@ -252,6 +273,9 @@ def main() -> None:
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
         **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("busy", "mean_batch", "search_sent_per_s")},
+        **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("server_cores", "cpu_ms_per_answer")},
+        **({f"{key}_http_only": round(http_only[key], 3) for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer")}
+           if http_only else {}),
         **{f"sent_per_s_serve_{c}_{mode}": round(r["sent_per_s"], 2) for mode in modes[1:]
            for c, r in others[mode].items()},
         **{f"{q}_ms_{c}_{mode}": round(r[f"{q}_ms"], 1) for mode in modes[1:] for c, r in others[mode].items()
