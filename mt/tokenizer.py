@@ -7,6 +7,7 @@ so that the embeddings can be shared (Sec. 3.4): `mt.data.train_tokenizer`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -172,11 +173,23 @@ class Tokenizer:
         return None if piece_id == UNK_ID else int(piece_id)
 
     def pieces(self, ids: list[int]) -> list[str]:
-        return [self._sp.id_to_piece(int(i)) for i in ids]
+        table = self._piece_of
+        return [table[i] for i in ids]
 
     def piece_ids(self, pieces: list[str]) -> list[int]:
         """The ids of SentencePiece pieces (another runtime's output, say); an unknown piece is UNK's."""
-        return [self._sp.piece_to_id(piece) for piece in pieces]
+        get = self._id_of.get
+        return [get(piece, UNK_ID) for piece in pieces]
+
+    # The vocabulary as Python tables: a lookup per token (CTranslate2's input and output, per batch)
+    # costs a fraction of a call into sentencepiece.
+    @functools.cached_property
+    def _piece_of(self) -> list[str]:
+        return [self._sp.id_to_piece(i) for i in range(self.vocab_size)]
+
+    @functools.cached_property
+    def _id_of(self) -> dict[str, int]:
+        return {piece: i for i, piece in enumerate(self._piece_of)}
 
     def __repr__(self) -> str:
         return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"
