@@ -10,7 +10,10 @@ sentences at once, timed after a warm-up, before the server starts and again aft
 batch throughput is the faster of the two (a busy shared machine slows one or both; the two runs
 bracket the serving figures and both are printed); and the same in consecutive calls of as many
 lines as the largest --clients level (in test order, unsorted across calls): the most that many
-one-sentence clients can give the server's batches, so the ceiling of its closed loop. Then `python -m mt serve` starts on
+one-sentence clients can give the server's batches, so the ceiling of its closed loop; and the
+server's batcher (mt.apps.serve.queue) over the same Translator with no HTTP at all, as many client
+threads in this process each submitting its next sentence as its last comes back: what the server's
+worker gives that many clients, the HTTP path aside. Then `python -m mt serve` starts on
 a free loopback port (a subprocess, its log in a temporary file) and light clients in this process
 (asyncio, raw HTTP/1.1 over one keep-alive connection each; they share the cores with the server)
 send one sentence per request to POST /v1/translate, cycling through the sentences:
@@ -123,6 +126,45 @@ class BatchRun:
         self.decoding = (f"beam {decode.beam}, alpha {decode.alpha}, {decode.length_penalty} penalty, stop {decode.stop}, "
                          f"{args.quantize or args.precision}, checkpoint {args.checkpoint or decode.checkpoint}")
 
+    def batcher(self, clients: int, requests: int) -> dict:
+        """`mt serve`'s batcher over this Translator, with no HTTP: `clients` threads in this process,
+        each submitting its next sentence (already encoded) as its last comes back, for `requests`
+        answers. The most the server's worker can give that many one-sentence clients."""
+        import threading
+
+        import torch
+
+        from mt.apps.serve.queue import Batcher
+        from mt.decoding.options import DecodeOptions
+
+        _, encoded, _ = self.translator.encode_lines(self.lines)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the server's HTTP thread
+        batcher = Batcher(self.translator, threads=threads)
+        batcher.start()
+        answered, lock = [0], threading.Lock()
+
+        def client(k: int) -> None:
+            while True:
+                with lock:
+                    if answered[0] >= requests:
+                        return
+                    answered[0] += 1
+                batcher.submit([encoded[k % len(encoded)]], DecodeOptions()).result()
+                k += clients
+
+        workers = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        start = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        seconds = time.perf_counter() - start
+        batcher.close()
+        torch.set_num_threads(threads)
+        return {"sent_per_s": requests / seconds, "mean_batch": batcher.sentences / max(batcher.batches, 1),
+                "search_sent_per_s": batcher.sentences / batcher.busy_seconds if batcher.busy_seconds else 0.0}
+
     def time(self, chunk: int = 0) -> float:
         """Sentences/s over all the lines at once, or (chunk > 0) in consecutive calls of `chunk` lines:
         the largest batches that `chunk` clients with one sentence each can give the server."""
@@ -171,6 +213,8 @@ def main() -> None:
     chunk = max(levels)
     chunk_runs = [batch.time(chunk)]
     print(f"batch in calls of {chunk} lines: {chunk_runs[0]:.1f} sent/s", file=sys.stderr)
+    in_process = batch.batcher(chunk, args.requests)
+    print(f"the batcher alone, {chunk} client threads: {in_process['sent_per_s']:.1f} sent/s", file=sys.stderr)
     rate = batch_runs[0] / 2 if args.rate is None else args.rate
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -242,6 +286,9 @@ def main() -> None:
                   "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-")
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
                   f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-")
+    table.add_row(f"the batcher alone, {chunk} client threads (no HTTP)", f"{in_process['sent_per_s']:.1f}", "-", "-",
+                  "-", str(args.requests), "-", "-", "-", f"{in_process['mean_batch']:.1f}",
+                  f"{in_process['search_sent_per_s']:.1f}", "-", "-")
     for clients, r in closed.items():
         for mode in modes:
             row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
@@ -270,6 +317,7 @@ def main() -> None:
         "sent_per_s_batch_runs": [round(r, 2) for r in batch_runs],  # before the server, after it
         f"sent_per_s_batch_{chunk}": round(chunk_per_s, 2),  # the best batches `chunk` one-line clients allow
         f"sent_per_s_batch_{chunk}_runs": [round(r, 2) for r in chunk_runs],
+        f"sent_per_s_batcher_{chunk}": round(in_process["sent_per_s"], 2),  # the server's worker, no HTTP
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
         **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("busy", "mean_batch", "search_sent_per_s")},
