@@ -191,6 +191,30 @@ def test_the_shortlist_is_decoded_as_its_vmap(experiment, translator):
     experiment.shortlist_path.unlink()
 
 
+def test_the_server_hands_ctranslate2_batches_side_by_side_and_answers_each_request_its_own(experiment):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mt.apps.serve.queue import Batcher
+
+    fresh = Translator.load(experiment, experiment.load_config())
+    options = DecodeOptions(engine="ctranslate2", workers=2, beam=2, length_penalty="length").resolved(fresh.decode_cfg)
+    with one_thread():
+        alone = [fresh.search([line], options)[0][0] for line in LINES]  # each sentence in a batch of its own
+    _, encoded, _ = fresh.encode_lines(LINES)
+    batcher = Batcher(fresh, max_wait_ms=0, threads=1)
+    batcher.start()
+    try:
+        with ThreadPoolExecutor(16) as clients:
+            found = list(clients.map(lambda ids: batcher.submit([ids], options).result(timeout=120)[0][0], encoded))
+        mixed = batcher.submit(encoded[:3], DecodeOptions(engine="mt", beam=2).resolved(fresh.decode_cfg))  # waits its turn
+        assert [hyps[0][0] for hyps in mixed.result(timeout=120)] == [h[0][0] for h in fresh.search(LINES[:3], DecodeOptions(beam=2))]
+    finally:
+        batcher.close()
+    assert fresh.engine.inter == 2 and batcher.most_beside == 2, batcher.most_beside
+    assert [text for text, _ in found] == [text for text, _ in alone]
+    assert batcher.sentences == len(LINES) + 3 and batcher.taken == [] and batcher.busy_seconds > 0
+
+
 def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     source = experiment.root.parent / "in.txt"
     source.write_text("\n".join(LINES[:6]) + "\n", encoding="utf-8")

@@ -12,6 +12,10 @@ its request the step it finishes, so a batch never waits for its longest sentenc
 translates, sorted by length and cut by padded size (`mt.data.batching.length_groups`), and answered when
 all of it is done. On a 2-core CPU static was measured faster (docs/serving.md#measured): a decoder
 step's cost there grows with its rows, so fuller steps buy nothing while joining costs copies.
+Batches that CTranslate2 decodes (mt.decoding.engine) are handed to it from helper threads, as many
+at once as it has side-by-side workers: each batch then runs on its own, where one batch cut across
+the workers would end with its slower half, held up whenever the event loop takes that half's core
+(docs/benchmarks.md, "Decoding speed"); other work waits for them to finish.
 Hands each request its own results, in its own order. Neither changes a translation: a sentence's
 output does not depend on what it is searched with.
 The worker should be the one thread that runs torch ops in parallel (`mt.apps.serve.app.serve` keeps the HTTP
@@ -32,7 +36,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -127,6 +131,10 @@ class Batcher:
         self.taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
         self._cond = threading.Condition()
         self._closing = False
+        self.most_beside = 0  # the most batches CTranslate2 decoded at once, for /health
+        self._beside = 0  # batches CTranslate2 is decoding on helper threads now
+        self._busy_since = 0.0  # when the first of them started
+        self._helpers: ThreadPoolExecutor | None = None
         self._thread = threading.Thread(target=self._work, name="mt-batcher", daemon=True)
 
     def start(self) -> None:
@@ -221,20 +229,33 @@ class Batcher:
         from mt.hardware import set_threads
 
         set_threads(self.threads)  # in this thread too: OpenMP's thread count is per thread
-        with torch.inference_mode():
-            while (batch := self._next_batch()) is not None:
-                start = time.perf_counter()
-                if self._continuous(batch[0]):
-                    self._run_continuous(batch)
-                else:
-                    self._run(batch)
-                self.busy_seconds += time.perf_counter() - start
+        try:
+            with torch.inference_mode():
+                while True:
+                    if self._beside:  # a free helper first: the next batch holds what arrives meanwhile
+                        self._wait_beside(self.translator.engine.inter - 1)
+                    if (batch := self._next_batch()) is None:
+                        break
+                    if (workers := self._engine_workers(batch[0])) > 1:
+                        self._start_beside(batch, workers)
+                        continue
+                    self._wait_beside(0)
+                    start = time.perf_counter()
+                    if self._continuous(batch[0]):
+                        self._run_continuous(batch)
+                    else:
+                        self._run(batch)
+                    self.busy_seconds += time.perf_counter() - start
+                    with self._cond:  # nothing runs beside: all taken (joiners too) is answered
+                        self.taken = []
+        finally:
+            if self._helpers is not None:
+                self._helpers.shutdown(wait=True)
 
     def _next_batch(self) -> list[_Entry] | None:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
         its wait is over; None once closed with nothing left."""
         with self._cond:
-            self.taken = []  # the work before has answered all it took
             while True:
                 self._drop_abandoned()
                 if self._queue:
@@ -244,8 +265,8 @@ class Batcher:
                 self._cond.wait()
             first = self._queue[0]
             if first.call is not None:
-                self.taken = [self._queue.popleft()]
-                return self.taken[:]
+                self.taken.append(self._queue.popleft())
+                return self.taken[-1:]
             deadline = first.arrived + self.max_wait
             while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
                 left = deadline - time.monotonic()
@@ -282,6 +303,64 @@ class Batcher:
         self._queue = rest
         self.taken.extend(batch)
         return batch
+
+    def _engine_workers(self, first: _Entry) -> int:
+        """CTranslate2's side-by-side workers when it decodes this batch (module docstring), else 0."""
+        from mt.decoding.engine import unsupported
+
+        translator = self.translator
+        if (
+            first.call is not None
+            or translator.engine is None
+            or first.options.engine == "mt"
+            or translator.engine_failure is not None
+            or unsupported(translator, first.options) is not None
+        ):
+            return 0
+        return translator.engine.inter
+
+    def _start_beside(self, batch: list[_Entry], workers: int) -> None:
+        """Hand `batch` to a helper thread once fewer than `workers` batches are being decoded: the next
+        batch is formed meanwhile, so it holds what arrived while the others ran."""
+        self._wait_beside(workers - 1)
+        if self._helpers is None:
+            import torch
+
+            # the worker's torch threads, which the engine is loaded for (mt.decoding.engine.load)
+            self._helpers = ThreadPoolExecutor(
+                workers, "mt-engine", initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)
+            )
+        with self._cond:
+            if self._beside == 0:
+                self._busy_since = time.perf_counter()
+            self._beside += 1
+            self.most_beside = max(self.most_beside, self._beside)
+        self._helpers.submit(self._run_beside, batch)
+
+    def _run_beside(self, batch: list[_Entry]) -> None:
+        try:
+            self._run(batch)
+        except BaseException as exc:  # as the worker's own death: every request hears of it
+            self._fail_all(exc)
+        finally:
+            self._done(batch)
+            with self._cond:
+                self._beside -= 1
+                if self._beside == 0:
+                    self.busy_seconds += time.perf_counter() - self._busy_since
+                self._cond.notify_all()
+
+    def _wait_beside(self, most: int) -> None:
+        """Until at most `most` batches are being decoded on helper threads."""
+        with self._cond:
+            while self._beside > most:
+                self._cond.wait()
+
+    def _done(self, batch: list[_Entry]) -> None:
+        """The work of `batch` has answered all it took."""
+        finished = {id(entry) for entry in batch}
+        with self._cond:
+            self.taken = [entry for entry in self.taken if id(entry) not in finished]
 
     def _continuous(self, first: _Entry) -> bool:
         from mt.decoding.engine import unsupported
@@ -362,8 +441,9 @@ class Batcher:
             if batch[0].call is not None:
                 batch[0].request.settle(batch[0].call(self.translator))
                 return
-            self.widest = max(self.widest, len(batch))
-            self.sentences += len(batch)
+            with self._cond:  # helper threads count too
+                self.widest = max(self.widest, len(batch))
+                self.sentences += len(batch)
             # Searched in batches of the server's size, whatever the experiment's decode.max_tokens.
             options = replace(batch[0].options, max_tokens=self.max_batch_tokens)
             found = self.translator.search_encoded([entry.ids for entry in batch], options)
@@ -373,6 +453,7 @@ class Batcher:
                 entry.request.fail(exc)
             return
         finally:
-            self.batches += 1
+            with self._cond:
+                self.batches += 1
         for entry, hyps in zip(batch, found):
             entry.request.deliver(entry.index, hyps)

@@ -216,6 +216,7 @@ class Service:
             "batches": batcher.batches,
             "batching": batcher.batching,
             "widest": batcher.widest,
+            "most_at_once": batcher.most_beside,
             "sentences": batcher.sentences,
             "busy_seconds": round(batcher.busy_seconds, 3),
             "engine": self._engine(),
