@@ -29,7 +29,7 @@ class Served:
     """uvicorn serving `app` in a thread of this process, on a free loopback port."""
 
     def __init__(self, app):
-        from mt.apps.serve.app import bind, uvicorn_server  # here: only the tests that serve import the server
+        from mt.apps.serve.http import bind, uvicorn_server  # here: only the tests that serve import the server
 
         self.app = app
         self.sock = bind("127.0.0.1", 0)

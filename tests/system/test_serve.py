@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok
 
-from mt.apps.serve.app import Limits, bind, build_app
+from mt.apps.serve.app import Limits, build_app
+from mt.apps.serve.http import bind
 from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator

@@ -38,29 +38,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import socket
-import threading
-import time
 import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from fastapi.routing import APIRoute
+from fastapi.responses import HTMLResponse, JSONResponse
 from rich.markup import escape
 from starlette.exceptions import HTTPException
 
 from mt import log
 from mt.apps.serve import openapi
 from mt.apps.serve.files import Documents
+from mt.apps.serve.http import AccessLog, PlainRoute, allow_descriptors, bind, signals_end_quietly, uvicorn_server
 from mt.apps.serve.queue import Batcher
 from mt.apps.serve.requests import ApiError
 from mt.apps.serve.service import Service
 from mt.apps.serve.uploads import extensions
 from mt.decoding.alignment import check_layer
-from mt.errors import ConfigError, MtError
+from mt.errors import ConfigError
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -178,54 +174,6 @@ def build_app(
     return app
 
 
-class AccessLog:
-    """One log line a request: time, method, path, status, its lines and tokens (request.state, which
-    the routes set), milliseconds. Plain ASGI: Starlette's @app.middleware("http") runs every request
-    through a task group and a streaming response, a cost each one-sentence request paid."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start, status = time.perf_counter(), 500
-
-        async def sending(message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        finally:
-            state = scope.get("state") or {}
-            path = scope["path"] if scope["path"].isprintable() else ascii(scope["path"])
-            log.line(
-                f"{time.strftime('%H:%M:%S')} {scope['method']} {path} {status} "
-                f"{state.get('lines', 0)} lines {state.get('tokens', 0)} tokens "
-                f"{(time.perf_counter() - start) * 1000:.0f} ms"
-            )
-
-
-class PlainRoute(APIRoute):
-    """A route whose endpoint reads the request itself (`endpoint(request)`) and returns JSON data or a
-    Response: FastAPI's dependency solving and response validation, which such an endpoint has no use
-    for, are left out (they were a third of the event loop's time on a one-sentence request); the
-    route's OpenAPI schema stays as given."""
-
-    def get_route_handler(self):
-        endpoint = self.endpoint
-
-        async def handler(request: Request) -> Response:
-            result = await endpoint(request)
-            return result if isinstance(result, Response) else JSONResponse(result)
-
-        return handler
-
-
 def _routes(app: FastAPI, service: Service, documents: Documents, translator, limits: Limits) -> None:
     """The API's routes, each with its part of the OpenAPI schema (mt.apps.serve.openapi)."""
     layers = check_layer(translator.model, None, "layer") + 1
@@ -279,138 +227,6 @@ def route_message(request: Request, exc: HTTPException) -> str:
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"
     return " ".join(str(exc.detail).split())
-
-
-# -- running it ---------------------------------------------------------------------------------
-GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C
-
-
-def uvicorn_server(app):
-    """A uvicorn Server for an app of `build_app`. On SIGTERM or Ctrl-C the requests in flight are
-    translated for up to GRACE - 2 s; then every one not answered gets 503 with Retry-After, before
-    uvicorn cancels what is left at GRACE (its answer would be a plain-text 500)."""
-    import asyncio
-
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        async def shutdown(self, sockets=None) -> None:
-            out_of_time = asyncio.get_running_loop().call_later(GRACE - 2, app.state.batcher.stop_waiting)
-            try:
-                await super().shutdown(sockets)
-            finally:
-                out_of_time.cancel()
-
-    return Server(uvicorn_config(app))
-
-
-def uvicorn_config(app):
-    """uvicorn's settings for an app of `build_app`: its limits on connections (`guarded_protocol`), and
-    a request still in flight GRACE seconds after SIGTERM is cut off, so that no client can hold a stop."""
-    import uvicorn
-
-    limits = app.state.limits
-    return uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=GRACE,
-        http=guarded_protocol(limits.max_connections, limits.read_timeout),
-    )
-
-
-def guarded_protocol(max_connections: int, read_timeout: float):
-    """uvicorn's h11 protocol, bounded against clients that connect and wait: past `max_connections`
-    open at once a new one is closed as it opens; a client that has not sent a whole request
-    `read_timeout` seconds after connecting (or after its last answer) is cut off, in its headers or
-    its body (the app then logs 499); and one that stops reading its answer (the socket's buffer
-    full) for `read_timeout` seconds is cut off too, its unsent answer dropped. uvicorn bounds none of
-    these, and its close() waits for a write buffer to empty: abort() is what frees the connection."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class GuardedProtocol(H11Protocol):
-        read_deadline = write_deadline = None
-
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            if len(self.connections) > max_connections:
-                transport.abort()
-                return
-            self._arm("read_deadline", self._read_deadline_passed)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            self._arm("read_deadline", self._read_deadline_passed)
-
-        def pause_writing(self) -> None:  # the client is not taking the answer as fast as it is written
-            super().pause_writing()
-            self._arm("write_deadline", self.transport.abort)
-
-        def resume_writing(self) -> None:
-            super().resume_writing()
-            self._cancel("write_deadline")
-
-        def connection_lost(self, exc) -> None:
-            self._cancel("read_deadline")
-            self._cancel("write_deadline")
-            super().connection_lost(exc)
-
-        def _arm(self, name: str, callback) -> None:
-            self._cancel(name)
-            setattr(self, name, self.loop.call_later(read_timeout, callback))
-
-        def _cancel(self, name: str) -> None:
-            if getattr(self, name) is not None:
-                getattr(self, name).cancel()
-                setattr(self, name, None)
-
-        def _read_deadline_passed(self) -> None:
-            if self.cycle is None or self.cycle.response_complete or self.cycle.more_body:  # not while answering
-                self.transport.abort()
-
-    return GuardedProtocol
-
-
-def allow_descriptors(count: int) -> None:
-    """Raise this process's limit on open files to `count` where the hard limit allows (many
-    systems start servers at 1,024), so that --max-connections is what bounds the connections."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < count:
-        wanted = count if hard == resource.RLIM_INFINITY else min(count, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that a taken port is one line naming the flags (port 0:
-    a free one)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise MtError(f"--host {host} --port {port}: {exc.strerror or exc}; choose another --port") from None
-    return sock
-
-
-@contextlib.contextmanager
-def signals_end_quietly():
-    """uvicorn stops on SIGINT/SIGTERM, lets the requests in flight finish, then raises the signal
-    again: ignored here, so a graceful stop exits 0 (a second Ctrl-C still forces the stop)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def serve(

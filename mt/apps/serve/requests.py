@@ -38,7 +38,7 @@ async def bounded_body(request, limit: int, declared_too_big: str, too_big: str)
     """The body, read as it arrives (a chunked body too, which declares no length: nothing past the
     limit is held): 413 with `declared_too_big` (formatted with `declared`, the Content-Length) or
     `too_big` once it passes `limit` bytes, 499 (logged only) when the client leaves before it has sent
-    it all (or is cut off: `mt.apps.serve.app.guarded_protocol`). Kept as the request's body, where
+    it all (or is cut off: `mt.apps.serve.http.guarded_protocol`). Kept as the request's body, where
     starlette's request.form() reads it."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
