@@ -202,6 +202,12 @@ class CTranslate2Engine:
         return results
 
 
+def decodes(translator, options: DecodeOptions) -> bool:
+    """Whether CTranslate2 decodes a call with these (resolved) options, as `engine` decides it, asked
+    without building or loading it (`mt serve`'s batcher, which batches for the engine that runs)."""
+    return options.engine != "mt" and translator.engine_failure is None and unsupported(translator, options) is None
+
+
 def engine(translator, options: DecodeOptions, threads: int | None = None) -> CTranslate2Engine | None:
     """The engine this call (resolved options) decodes with: CTranslate2's (loaded once, and again
     when the workers asked for change), or None for mt's search. decode.engine ctranslate2 refuses

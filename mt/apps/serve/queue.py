@@ -306,18 +306,12 @@ class Batcher:
 
     def _engine_workers(self, first: _Entry) -> int:
         """CTranslate2's side-by-side workers when it decodes this batch (module docstring), else 0."""
-        from mt.decoding.engine import unsupported
+        from mt.decoding.engine import decodes
 
-        translator = self.translator
-        if (
-            first.call is not None
-            or translator.engine is None
-            or first.options.engine == "mt"
-            or translator.engine_failure is not None
-            or unsupported(translator, first.options) is not None
-        ):
+        engine = self.translator.engine
+        if first.call is not None or engine is None or not decodes(self.translator, first.options):
             return 0
-        return translator.engine.inter
+        return engine.inter
 
     def _start_beside(self, batch: list[_Entry], workers: int) -> None:
         """Hand `batch` to a helper thread once fewer than `workers` batches are being decoded: the next
@@ -363,7 +357,7 @@ class Batcher:
             self.taken = [entry for entry in self.taken if id(entry) not in finished]
 
     def _continuous(self, first: _Entry) -> bool:
-        from mt.decoding.engine import unsupported
+        from mt.decoding.engine import decodes
         from mt.model.transformer import Transformer
 
         # Beam 1 is greedy search, static: its score is the log-probability, as `mt translate` defines
@@ -375,11 +369,7 @@ class Batcher:
             and first.options.beam > 1
             and not first.options.no_repeat_ngram  # the repetition guard: static batches (mt.search.beam)
             and not first.options.shortlist  # a shortlist's candidates are a batch's: static batches
-            and (  # CTranslate2 (mt.decoding.engine) decodes static batches
-                first.options.engine == "mt"
-                or unsupported(self.translator, first.options) is not None
-                or self.translator.engine_failure is not None
-            )
+            and not decodes(self.translator, first.options)  # CTranslate2 decodes static batches
             and isinstance(self.translator.model, Transformer)
         )
 
