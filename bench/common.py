@@ -110,8 +110,9 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
         translator.decode_cfg.parallel = "processes"
     if "_sl" in mode:
         translator.decode_cfg.shortlist = True
-    if mode.endswith("_engine"):
-        translator.decode_cfg.engine = "ctranslate2"
+    if hasattr(translator.decode_cfg, "engine"):  # an --old checkout may predate the engine
+        # M_engine through CTranslate2; every other mode mt's own search, whatever EXP's decode.engine says
+        translator.decode_cfg.engine = "ctranslate2" if mode.endswith("_engine") else "mt"
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]

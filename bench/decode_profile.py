@@ -4,13 +4,15 @@
 
 Inputs: a trained experiment and its test split (the first --sentences lines), decoded as
 bench/translate.py decodes it (beam 5, `length` penalty at --alpha, 2 threads, the checkpoint named by
---checkpoint). Prints the ops by self CPU time, the share of the pass spent inside torch ops against
-Python between them (the per-step overhead), the pass split into phases (the encoder, the decoder's
-layers and output projection, ranking each step's candidates over the vocabulary, and the search's
-own bookkeeping with tokenizing), and the vocabulary-wide ops on the logits of the step with the
-most rows (log_softmax; torch's topk against mt's `row_topk`), each against one plain read of the
-same logits (`amax`, the floor a fused pass would approach). The last line is one JSON object: wall seconds, op seconds, the top ops' self seconds,
-decoder steps (calls of the model's decode), the phases and those timings.
+--checkpoint; mt's own search, with the experiment's decode.shortlist). Prints the ops by self CPU
+time, the share of the pass spent inside torch ops against Python between them (the per-step
+overhead), the pass split into phases (the encoder, the decoder's layers, its output projection,
+ranking each step's candidates, and the search's own bookkeeping with tokenizing), the
+vocabulary-wide ops on the logits of the step with the most rows (log_softmax; torch's topk against
+mt's `row_topk`), each against one plain read of the same logits (`amax`, the floor a fused pass would
+approach), and attention's softmax over rows of a few keys, torch's against mt's `softmax_rows`. The
+last line is one JSON object: wall seconds, op seconds, the top ops' self seconds, decoder steps
+(calls of the decoder's layers), the phases and those timings.
 """
 
 from __future__ import annotations
@@ -55,16 +57,17 @@ def main() -> None:
     translator = Translator.load(exp, cfg, args.checkpoint, "cpu", "bf16" if args.mode == "bf16" else "fp32",
                                  "int8" if args.mode == "int8" else None)
     translator.decode_cfg.workers = 1  # one search at a time: a step's ops, not two searches interleaved
+    translator.decode_cfg.engine = "mt"  # what is profiled is mt's own search, whatever EXP's decode.engine
     translator.translate(src[:16])
     steps = 0
-    decode = translator.model.decode
+    decode_hidden = translator.model.decode_hidden  # every step passes here, with a shortlist or without
 
     def counted(*a, **k):
         nonlocal steps
         steps += 1
-        return decode(*a, **k)
+        return decode_hidden(*a, **k)
 
-    translator.model.decode = counted
+    translator.model.decode_hidden = counted
     start = time.perf_counter()
     translator.translate(src)
     plain = time.perf_counter() - start
@@ -75,6 +78,7 @@ def main() -> None:
         profiled = time.perf_counter() - start
     phases, largest = phase_split(translator, src)
     vocab_ops = vocabulary_ops(largest)
+    softmax_ms = attention_softmax()
     events = prof.key_averages()
     # Top-level ops only: an op's self time excludes its children, so the sum is the time spent in ops.
     op_seconds = sum(e.self_cpu_time_total for e in events) / 1e6
@@ -87,10 +91,12 @@ def main() -> None:
     print("phases (s): " + ", ".join(f"{name} {seconds:.2f} ({seconds / total:.0%})" for name, seconds in phases.items()))
     print(f"vocabulary ops on {largest.size(0)} x {largest.size(1)} logits (ms): "
           + ", ".join(f"{name} {ms:.2f}" for name, ms in vocab_ops.items()))
+    print("attention softmax over 2000 rows (ms), torch / mt's softmax_rows: " + ", ".join(
+        f"{keys} keys {ms['torch']:.3f} / {ms['mt']:.3f}" for keys, ms in softmax_ms.items()))
     print(json.dumps({
         "phases_seconds": {name: round(seconds, 3) for name, seconds in phases.items()},
         "vocabulary_ops_ms": {name: round(ms, 3) for name, ms in vocab_ops.items()},
-        "largest_step_rows": largest.size(0), "vocab": largest.size(1),
+        "attention_softmax_ms": softmax_ms, "largest_step_rows": largest.size(0), "vocab": largest.size(1),
         "wall_seconds": round(plain, 3), "profiled_seconds": round(profiled, 3), "op_seconds": round(op_seconds, 3),
         "decoder_steps": steps_plain, "ms_per_step": round(plain / steps_plain * 1e3, 3),
         "top_ops": {e.key: round(e.self_cpu_time_total / 1e6, 3) for e in top}, "calls": {e.key: e.count for e in top},
@@ -106,8 +112,10 @@ def phase_split(translator, src):
     import torch
 
     import mt.search.steps as steps
+    from mt.decoding.shortlist import Shortlisted
 
-    seconds = {"encoder": 0.0, "decoder layers + output projection": 0.0, "ranking candidates (vocabulary-wide)": 0.0}
+    seconds = {"encoder": 0.0, "decoder layers": 0.0, "output projection": 0.0,
+               "ranking candidates (vocabulary-wide)": 0.0}
     largest = [torch.empty(0, 0)]
     model, rank = translator.model, steps.top_candidates
 
@@ -124,17 +132,32 @@ def phase_split(translator, src):
             largest[0] = logits.detach().clone()
         return rank(logits, *args)
 
-    saved = model.encode, model.decode
+    # The decoder's calls, whole (the model's own, or a shortlist's over its candidates), and its layers
+    # apart: the output projection is the difference.
+    whole = {"decoder": 0.0}
+    saved = model.encode, model.decode, model.decode_hidden, Shortlisted.decode
     model.encode = timed("encoder", saved[0])
-    model.decode = timed("decoder layers + output projection", saved[1])
+    model.decode_hidden = timed("decoder layers", saved[2])
+
+    def decoder(fn):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            result = fn(*args, **kwargs)
+            whole["decoder"] += time.perf_counter() - start
+            return result
+        return call
+
+    model.decode = decoder(saved[1])
+    Shortlisted.decode = decoder(saved[3])
     steps.top_candidates = timed("ranking candidates (vocabulary-wide)", rank_and_keep)
     try:
         start = time.perf_counter()
         translator.translate(src)
         wall = time.perf_counter() - start
     finally:
-        model.encode, model.decode = saved
+        model.encode, model.decode, model.decode_hidden, Shortlisted.decode = saved
         steps.top_candidates = rank
+    seconds["output projection"] = whole["decoder"] - seconds["decoder layers"]
     seconds["search bookkeeping + tokenizing"] = wall - sum(seconds.values())
     return seconds, largest[0].float()
 
@@ -159,6 +182,31 @@ def vocabulary_ops(logits, repeats: int = 20) -> dict[str, float]:
             op()
             times.append(time.perf_counter() - start)
         result[name] = statistics.median(times) * 1e3
+    return result
+
+
+def attention_softmax(rows: int = 2000, repeats: int = 50) -> dict[int, dict[str, float]]:
+    """Median ms of torch's softmax and mt's softmax_rows over the last dimension of (rows, 1, keys)
+    scores, at key lengths below and above one vector of floats: a decoder step's attention shapes."""
+    import statistics
+
+    import torch
+
+    from mt.model.attention import softmax_rows
+
+    result = {}
+    for keys in (8, 15, 16, 31):
+        scores = torch.randn(rows, 1, keys)
+        timings = {}
+        for name, op in (("torch", lambda s: s.softmax(dim=-1)), ("mt", softmax_rows)):
+            times = []
+            for _ in range(repeats):
+                fresh = scores.clone()  # softmax_rows writes over its input
+                start = time.perf_counter()
+                op(fresh)
+                times.append(time.perf_counter() - start)
+            timings[name] = round(statistics.median(times) * 1e3, 4)
+        result[keys] = timings
     return result
 
 

@@ -155,7 +155,7 @@ class MultiHeadAttention(nn.Module):
         mask = attention_mask(key_mask, causal, length, key_len, scores.device)
         if mask is not None:
             scores = scores.masked_fill(~mask, -torch.inf)
-        weights = scores.softmax(dim=-1)
+        weights = softmax_rows(scores)
         if key_mask is not None:  # a query whose keys are all masked: zeros instead of softmax's NaN
             empty = ~mask.any(dim=-1, keepdim=True)
             if torch.compiler.is_compiling() or empty.any():  # no branch on data in a compiled graph
@@ -164,6 +164,21 @@ class MultiHeadAttention(nn.Module):
             self.weights = weights
         weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)
         return torch.bmm(weights.view(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
+
+
+# torch's CPU softmax runs rows shorter than one vector of floats (16 with AVX-512) in a scalar loop:
+# at decoding's shapes (thousands of rows of a few keys: the first steps' self-attention, short
+# sources' cross-attention) 5-10x slower than five vectorised ops (bench/decode_profile.py prints both).
+SHORT_ROWS = 16
+
+
+def softmax_rows(scores: torch.Tensor) -> torch.Tensor:
+    """softmax over the last dimension, written over `scores` where its rows are short on the CPU
+    outside autograd (SHORT_ROWS); a row of -inf alone gives NaN, as torch's softmax does."""
+    if scores.size(-1) >= SHORT_ROWS or not scores.is_cpu or scores.requires_grad:
+        return scores.softmax(dim=-1)
+    weights = scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
+    return weights.div_(weights.sum(dim=-1, keepdim=True))
 
 
 def reorder_self_cache(cache: LayerCache, order: torch.Tensor) -> None:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from helpers import tiny_model
 from torch import nn
 
-from mt.model.attention import MultiHeadAttention, capture_attention
+from mt.model.attention import SHORT_ROWS, MultiHeadAttention, capture_attention, softmax_rows
 from mt.model.dropout import dropout
 from mt.model.layers import Residual, sinusoid_table
 from mt.model.transformer import Transformer, count_parameters
@@ -445,6 +445,33 @@ def test_a_query_with_every_key_masked_gets_zeros_not_nan(use_sdpa):
         assert torch.isfinite(x.grad).all() and all(torch.isfinite(p.grad).all() for p in attn.parameters())
         x.grad = None
         attn.zero_grad()
+
+
+@pytest.mark.parametrize("keys", [1, 7, SHORT_ROWS - 1, SHORT_ROWS, 40])
+def test_softmax_rows_equals_torch_softmax_at_every_row_length(keys):
+    torch.manual_seed(7)
+    scores = torch.randn(300, 4, 1, keys) * 5
+    scores[0, 0, 0, : keys // 2] = -torch.inf  # masked keys
+    expected = scores.softmax(dim=-1)
+    torch.testing.assert_close(softmax_rows(scores.clone()), expected, atol=1e-6, rtol=1e-6)
+    scores[1, 2, 0] = -torch.inf  # a row with every key masked: NaN, as torch's softmax gives it
+    assert softmax_rows(scores.clone())[1, 2].isnan().all() and scores.softmax(dim=-1)[1, 2].isnan().all()
+    grad_scores = torch.randn(2, 1, keys, requires_grad=True)  # in training torch's own, with its backward
+    softmax_rows(grad_scores).sum().backward()
+    assert grad_scores.grad is not None
+
+
+def test_incremental_attention_over_a_few_keys_equals_the_batched_pass():
+    """The first decoder steps attend over fewer keys than SHORT_ROWS: the step-by-step pass (softmax_rows'
+    own path) equals one causal pass over the whole prefix."""
+    torch.manual_seed(8)
+    attn = MultiHeadAttention(32, 4, 0.0, self_attention=True).eval()
+    x = torch.randn(6, 5, 32)
+    with torch.no_grad():
+        whole = attn(x, causal=True)
+        cache: dict = {}
+        steps = [attn(x[:, i : i + 1], causal=True, cache=cache) for i in range(5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), whole, atol=1e-5, rtol=1e-5)
 
 
 # -- bf16 inference keeps the fp32 position table ------------------------------------------------------
