@@ -163,22 +163,24 @@ class MultiHeadAttention(nn.Module):
         if self.store_weights:
             self.weights = weights
         weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)
-        return torch.bmm(weights.view(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
+        return torch.bmm(weights.reshape(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
 
 
 # torch's CPU softmax runs rows shorter than one vector of floats (16 with AVX-512) in a scalar loop:
 # at decoding's shapes (thousands of rows of a few keys: the first steps' self-attention, short
-# sources' cross-attention) 5-10x slower than five vectorised ops (bench/decode_profile.py prints both).
+# sources' cross-attention) 5-10x slower than its vectorised path (bench/decode_profile.py prints both).
 SHORT_ROWS = 16
 
 
 def softmax_rows(scores: torch.Tensor) -> torch.Tensor:
-    """softmax over the last dimension, written over `scores` where its rows are short on the CPU
-    outside autograd (SHORT_ROWS); a row of -inf alone gives NaN, as torch's softmax does."""
-    if scores.size(-1) >= SHORT_ROWS or not scores.is_cpu or scores.requires_grad:
+    """softmax over the last dimension; on the CPU a row shorter than SHORT_ROWS is padded with -inf
+    keys to that length first, so that torch takes its vectorised path. The result may be a strided
+    view. A row's weights do not depend on how many masked keys its batch padded it with, as with
+    longer rows (a sentence translates the same in any batch); a row of -inf alone gives NaN."""
+    keys = scores.size(-1)
+    if keys >= SHORT_ROWS or not scores.is_cpu:
         return scores.softmax(dim=-1)
-    weights = scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()
-    return weights.div_(weights.sum(dim=-1, keepdim=True))
+    return F.pad(scores, (0, SHORT_ROWS - keys), value=-torch.inf).softmax(dim=-1)[..., :keys]
 
 
 def reorder_self_cache(cache: LayerCache, order: torch.Tensor) -> None:

@@ -219,7 +219,9 @@ def test_page_shows_the_servers_errors(page, server):
 
     page.fill("#beam", "")  # the server's beam
     page.click("#translate")
-    page.locator("[data-testid=result]").first.wait_for()
+    # The answer drawn (the button is disabled until then): the results above are the last request's,
+    # and a sentence of the earlier results clicked meanwhile would have its answer dropped, as it should.
+    page.locator("#translate:enabled").wait_for()
     assert page.locator("[data-testid=error]").inner_text() == ""
     page.route("**/v1/attention", lambda route: route.abort())  # the server gone
     page.locator("[data-testid=result-source]").first.click()

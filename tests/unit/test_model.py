@@ -452,13 +452,16 @@ def test_softmax_rows_equals_torch_softmax_at_every_row_length(keys):
     torch.manual_seed(7)
     scores = torch.randn(300, 4, 1, keys) * 5
     scores[0, 0, 0, : keys // 2] = -torch.inf  # masked keys
-    expected = scores.softmax(dim=-1)
-    torch.testing.assert_close(softmax_rows(scores.clone()), expected, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(softmax_rows(scores), scores.softmax(dim=-1), atol=1e-6, rtol=1e-6)
+    # A row's weights are the same whatever masked keys pad it and wherever it sits in its batch.
+    padded = torch.cat([scores, torch.full((300, 4, 1, 20), -torch.inf)], dim=-1)
+    assert torch.equal(softmax_rows(padded)[..., :keys], softmax_rows(scores))
+    assert torch.equal(softmax_rows(scores[37:41]), softmax_rows(scores)[37:41])
     scores[1, 2, 0] = -torch.inf  # a row with every key masked: NaN, as torch's softmax gives it
-    assert softmax_rows(scores.clone())[1, 2].isnan().all() and scores.softmax(dim=-1)[1, 2].isnan().all()
-    grad_scores = torch.randn(2, 1, keys, requires_grad=True)  # in training torch's own, with its backward
+    assert softmax_rows(scores)[1, 2].isnan().all() and scores.softmax(dim=-1)[1, 2].isnan().all()
+    grad_scores = torch.randn(2, 1, keys, requires_grad=True)
     softmax_rows(grad_scores).sum().backward()
-    assert grad_scores.grad is not None
+    torch.testing.assert_close(grad_scores.grad, torch.zeros(2, 1, keys), atol=1e-6, rtol=0)  # rows sum to 1
 
 
 def test_incremental_attention_over_a_few_keys_equals_the_batched_pass():
