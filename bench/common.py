@@ -110,9 +110,11 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
         translator.decode_cfg.parallel = "processes"
     if "_sl" in mode:
         translator.decode_cfg.shortlist = True
-    if hasattr(translator.decode_cfg, "engine"):  # an --old checkout may predate the engine
-        # M_engine through CTranslate2; every other mode mt's own search, whatever EXP's decode.engine says
+    # M_engine through CTranslate2; every other mode mt's own search, whatever EXP's decode.engine says
+    if hasattr(translator.decode_cfg, "engine"):
         translator.decode_cfg.engine = "ctranslate2" if mode.endswith("_engine") else "mt"
+    elif mode.endswith("_engine"):  # an --old checkout from before the engine
+        raise SystemExit(f"{mode}: this checkout of mt has no decode.engine")
     if mode != "constrained":
         return translator.translate, translator.tgt_tok
     phrases = [[reference_constraint(ref)] for ref in refs]

@@ -35,6 +35,7 @@ def load(exp_dir: str, mode: str, threads: int, workers: int):
     exp = Experiment(exp_dir)
     cfg = exp.load_config()
     cfg.decode.beam, cfg.decode.alpha, cfg.decode.length_penalty, cfg.decode.workers = 5, 1.0, "length", workers
+    cfg.decode.engine = "mt"  # mt's own search, whatever EXP's decode.engine
     return Translator.load(exp, cfg, "last", "cpu", *PRECISIONS[mode])
 
 

@@ -70,6 +70,7 @@ def main() -> None:
     exp = Experiment(args.exp)
     cfg = exp.load_config()
     cfg.decode.beam = args.beam
+    cfg.decode.engine = "mt"  # the stopping rules of mt's own search, whatever EXP's decode.engine
     splits = {split: load_split(cfg.data.sources(split)) for split in ("valid", "test")}
     translator = Translator.load(exp, cfg, args.checkpoint, "cpu")
     src_len = [len(ids) for ids in translator.src_tok.encode(splits["test"][0])]

@@ -60,6 +60,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     exp = Experiment(args.exp)
     cfg = exp.load_config()
+    cfg.decode.engine = "mt"  # the shortlist in mt's own search, whatever EXP's decode.engine
     src, refs = load_split(cfg.data.sources(args.split))
     modes = [m.strip() for m in args.modes.split(",")]
     translators = {m: Translator.load(exp, cfg, quantize="int8" if m == "int8" else None) for m in modes}

@@ -166,19 +166,22 @@ class MultiHeadAttention(nn.Module):
         return torch.bmm(weights.reshape(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
 
 
-# torch's CPU softmax runs rows shorter than one vector of floats (16 with AVX-512) in a scalar loop:
-# at decoding's shapes (thousands of rows of a few keys: the first steps' self-attention, short
-# sources' cross-attention) 5-10x slower than its vectorised path (bench/decode_profile.py prints both).
-SHORT_ROWS = 16
+# torch's CPU softmax runs rows shorter than one of its vectors of floats (16 with AVX-512, 8 with AVX2
+# or NEON) in a scalar loop: at decoding's shapes (thousands of rows of a few keys: the first steps'
+# self-attention, short sources' cross-attention) 5-10x slower than its vectorised path
+# (bench/decode_profile.py prints both).
+SHORT_ROWS = 16 if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else 8
 
 
 def softmax_rows(scores: torch.Tensor) -> torch.Tensor:
     """softmax over the last dimension; on the CPU a row shorter than SHORT_ROWS is padded with -inf
-    keys to that length first, so that torch takes its vectorised path. The result may be a strided
-    view. A row's weights do not depend on how many masked keys its batch padded it with, as with
-    longer rows (a sentence translates the same in any batch); a row of -inf alone gives NaN."""
+    keys to that length first, so that torch takes its vectorised path (not in a compiled graph: it
+    fuses its own softmax, and the length test would recompile it on each side of SHORT_ROWS). The
+    result may be a strided view. A row's weights do not depend on how many masked keys its batch
+    padded it with, as with longer rows (a sentence translates the same in any batch); a row of -inf
+    alone gives NaN."""
     keys = scores.size(-1)
-    if keys >= SHORT_ROWS or not scores.is_cpu:
+    if keys >= SHORT_ROWS or not scores.is_cpu or torch.compiler.is_compiling():  # compiled: its own softmax
         return scores.softmax(dim=-1)
     return F.pad(scores, (0, SHORT_ROWS - keys), value=-torch.inf).softmax(dim=-1)[..., :keys]
 

@@ -459,9 +459,11 @@ def test_softmax_rows_equals_torch_softmax_at_every_row_length(keys):
     assert torch.equal(softmax_rows(scores[37:41]), softmax_rows(scores)[37:41])
     scores[1, 2, 0] = -torch.inf  # a row with every key masked: NaN, as torch's softmax gives it
     assert softmax_rows(scores)[1, 2].isnan().all() and scores.softmax(dim=-1)[1, 2].isnan().all()
-    grad_scores = torch.randn(2, 1, keys, requires_grad=True)
-    softmax_rows(grad_scores).sum().backward()
-    torch.testing.assert_close(grad_scores.grad, torch.zeros(2, 1, keys), atol=1e-6, rtol=0)  # rows sum to 1
+    grad_scores, upstream = torch.randn(2, 3, keys, requires_grad=True), torch.randn(2, 3, keys)
+    (softmax_rows(grad_scores) * upstream).sum().backward()
+    ours, grad_scores.grad = grad_scores.grad, None
+    (grad_scores.softmax(dim=-1) * upstream).sum().backward()
+    torch.testing.assert_close(ours, grad_scores.grad, atol=1e-6, rtol=1e-6)
 
 
 def test_incremental_attention_over_a_few_keys_equals_the_batched_pass():
