@@ -32,7 +32,8 @@ The batch run and the server load the same checkpoint in the same mode (--checkp
 and failed connections. Each closed-loop row also profiles the server's worker from its /health
 counters: the share of the level it spent searching, the mean sentences a batch, and its rate while
 searching (served rate = busy share x search rate), and the server's CPU (all its threads, from
-/proc/PID/stat): cores in use and CPU milliseconds an answer. With --http-only, a last level of the
+/proc/PID/stat): cores in use and CPU milliseconds an answer, beside the cores the load generator (this
+process) used meanwhile: on a small machine the two share the cores. With --http-only, a last level of the
 largest --clients sends blank lines (answered at once, nothing searched): the CPU the HTTP path alone
 costs an answer, which a batch run never pays. RSS is VmRSS of the server process
 (/proc/PID/status). Prints a table, then one JSON line. Nothing leaves the loopback interface.
@@ -229,20 +230,22 @@ def main() -> None:
             others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
                 for mode, each in servers.items():
-                    before, cpu = each.worker(), each.cpu_seconds()
+                    before, cpu, mine = each.worker(), each.cpu_seconds(), time.process_time()
                     r = asyncio.run(closed_loop(each.port, lines, clients, args.requests, args.max_seconds,
                                                 args.timeout))
-                    r.update(server_cpu(cpu, each.cpu_seconds(), r), rss_mb=each.rss_mb())
+                    r.update(server_cpu(cpu, each.cpu_seconds(), r), rss_mb=each.rss_mb(),
+                             client_cores=(time.process_time() - mine) / r["seconds"] if r["seconds"] else 0.0)
                     r.update(worker_profile(before, each.worker(), r["seconds"]))
                     (closed if mode == modes[0] else others[mode])[clients] = r
                     print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
                           f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
             http_only = None
             if args.http_only:
-                cpu = server.cpu_seconds()
+                cpu, mine = server.cpu_seconds(), time.process_time()
                 http_only = asyncio.run(closed_loop(server.port, [" "], max(levels), args.requests * 4,
                                                     args.max_seconds, args.timeout))
                 http_only.update(server_cpu(cpu, server.cpu_seconds(), http_only), rss_mb=server.rss_mb())
+                http_only["client_cores"] = (time.process_time() - mine) / http_only["seconds"] if http_only["seconds"] else 0.0
             if rate > 0:
                 opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
                                                args.max_pending))
@@ -272,23 +275,24 @@ def main() -> None:
 
     table = Table(title=f"mt serve, {args.exp}: {len(lines)} test sentences, one a request; {args.threads} threads")
     for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB",
-                   "worker busy", "sent/search", "search sent/s", "server cores", "CPU ms/answer"):
+                   "worker busy", "sent/search", "search sent/s", "server cores", "CPU ms/answer", "client cores"):
         table.add_column(column, justify="left" if column == "load" else "right")
 
     def row(name: str, r: dict) -> None:
         profile = [f"{r['busy']:.0%}", f"{r['mean_batch']:.1f}", f"{r['search_sent_per_s']:.1f}"] if "busy" in r \
             else ["-"] * 3
         profile += [f"{r['server_cores']:.2f}", f"{r['cpu_ms_per_answer']:.2f}"] if "server_cores" in r else ["-"] * 2
+        profile += [f"{r['client_cores']:.2f}"] if "client_cores" in r else ["-"]
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{r['p99_ms']:.0f}",
                       str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}", *profile)
 
     table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
-                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-")
+                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-", "-")
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
-                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-")
+                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-", "-")
     table.add_row(f"the batcher alone, {chunk} client threads (no HTTP)", f"{in_process['sent_per_s']:.1f}", "-", "-",
                   "-", str(args.requests), "-", "-", "-", f"{in_process['mean_batch']:.1f}",
-                  f"{in_process['search_sent_per_s']:.1f}", "-", "-")
+                  f"{in_process['search_sent_per_s']:.1f}", "-", "-", "-")
     for clients, r in closed.items():
         for mode in modes:
             row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
@@ -321,8 +325,10 @@ def main() -> None:
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
         **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("busy", "mean_batch", "search_sent_per_s")},
-        **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("server_cores", "cpu_ms_per_answer")},
-        **({f"{key}_http_only": round(http_only[key], 3) for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer")}
+        **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items()
+           for key in ("server_cores", "cpu_ms_per_answer", "client_cores")},
+        **({f"{key}_http_only": round(http_only[key], 3)
+            for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer", "client_cores")}
            if http_only else {}),
         **{f"sent_per_s_serve_{c}_{mode}": round(r["sent_per_s"], 2) for mode in modes[1:]
            for c, r in others[mode].items()},
