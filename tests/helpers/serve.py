@@ -1,15 +1,20 @@
 """`mt serve` in the tests: uvicorn serving an app in a thread of this process on a loopback port
-(Served), requests to it (call, ok; raw_http on a socket of its own), the translator it serves (load) and a hook around the model's
+(Served), `python -m mt serve` in a process of its own on the port it chose (serve_process), requests to it (call, ok; raw_http on a socket of its own), the translator it serves (load) and a hook around the model's
 decode (Hook)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from urllib.parse import urlencode
 
 from helpers.toy import toy_corpus
@@ -118,3 +123,34 @@ class Hook:
             fail, self.fail = self.fail, False
             raise fail if isinstance(fail, BaseException) else RuntimeError("injected failure")
         return self.decode(*args, **kwargs)
+
+
+def serve_process(cwd: Path, log_path: Path, *args: str, env: dict | None = None,
+                  timeout: float = 120) -> tuple[subprocess.Popen, str | None]:
+    """`python -m mt serve ARGS --host 127.0.0.1 --port 0` in a process of its own, its stdout and stderr
+    into `log_path`, once its /health answers: the process and its URL, read from its start line (port
+    0: the port the server bound itself, which no other test process can take first, where a port
+    probed free beforehand could be). The URL is None when the process exited first (its log says
+    why); a server that never answers fails the test. The caller stops the process."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
+    for name in ("MT_DEBUG", "MT_API_KEY"):  # a key only where ARGS give one
+        env.pop(name, None)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", *args, "--host", "127.0.0.1", "--port", "0"],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+    deadline, url = time.monotonic() + timeout, None
+    while True:
+        if process.poll() is not None:
+            return process, None
+        if url is None and (started := re.search(r"http://127\.0\.0\.1:(\d+)", log_path.read_text(errors="replace"))):
+            url = f"http://127.0.0.1:{started[1]}"
+        try:
+            if url is not None and call(f"{url}/health", timeout=10)[0] == 200:
+                return process, url
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise AssertionError(f"mt serve did not answer /health in {timeout:.0f} s:\n{log_path.read_text()}")
+        time.sleep(0.1)

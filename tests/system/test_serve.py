@@ -12,12 +12,9 @@ with both kinds of batching.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok
+from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok, serve_process
 
 from mt.apps.serve.app import Limits, build_app
 from mt.apps.serve.http import bind
@@ -504,29 +501,10 @@ def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
 
 
 def start_serve(experiment, log_path: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`python -m mt serve` on a free loopback port with `flags`, its stderr into `log_path`, once its
-    /health answers (the caller stops it): the process and its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("MT_DEBUG", None)
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(experiment.root),
-                                    "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=log_file, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if process.poll() is not None:
-            return process, url  # the caller's assertions show the log
-        try:
-            if call(f"{url}/health")[0] == 200:
-                return process, url
-        except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise AssertionError(log_path.read_text()) from None
-            time.sleep(0.1)
+    """`python -m mt serve` on a loopback port of its choosing with `flags`, its output into `log_path`,
+    once its /health answers (the caller stops it): the process and its URL ("" if it exited first)."""
+    process, url = serve_process(experiment.root.parent, log_path, "--exp", str(experiment.root), *flags)
+    return process, url or ""
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 """The page `mt serve` gives at GET /, in a real headless Chromium (playwright) against a real server.
 
 A tiny trained experiment (conftest's trained_experiment) is served by `python -m mt serve` on a
-free loopback port. The page must show what POST /v1/translate returns for the typed lines (the
+loopback port it chooses (helpers.serve_process). The page must show what POST /v1/translate returns for the typed lines (the
 translation and its n-best list, in order), draw the cross-attention of a clicked sentence as a
 grid of output tokens x source tokens with the weights POST /v1/attention returns, follow the
 layer and head choice, and show the server's errors. Debian's chromium is the browser
@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import serve_process
 
 import mt
 
@@ -36,12 +33,6 @@ def alpha(css_color: str) -> float:
     """The alpha of a computed CSS colour: "rgba(36, 87, 197, 0.42)" or "rgb(36, 87, 197)" (opaque)."""
     numbers = re.findall(r"[\d.]+", css_color)
     return float(numbers[3]) if len(numbers) == 4 else 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def request(url: str, body: dict | None = None) -> tuple[int, bytes]:
@@ -74,29 +65,12 @@ def keyed_server(trained_experiment, tmp_path_factory):
 
 
 def serving(trained_experiment, tmp_path_factory, *flags: str):
-    port = free_port()
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    env.pop("MT_DEBUG", None)
-    env.pop("MT_API_KEY", None)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "mt", "serve", "--exp", str(trained_experiment.root),
-                                    "--host", "127.0.0.1", "--port", str(port), *flags],
-                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=trained_experiment.root.parent)
-    url = f"http://127.0.0.1:{port}"
+    process, url = serve_process(trained_experiment.root.parent, log_path, "--exp", str(trained_experiment.root),
+                                 *flags)
+    if url is None:
+        pytest.fail(f"mt serve exited with {process.returncode}:\n{log_path.read_text()}")
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"mt serve exited with {process.returncode}:\n{log_path.read_text()}")
-            try:
-                if request(f"{url}/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"mt serve did not answer /health in 120 s:\n{log_path.read_text()}")
-            time.sleep(0.2)
         yield url
     finally:
         process.terminate()
