@@ -33,6 +33,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 # -- training steps -----------------------------------------------------------------------------------
 
+def median_ms(fn, repeats: int = 20, warmup: int = 3) -> float:
+    """Median milliseconds of `repeats` calls of `fn`, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
 def model_flops_per_token(model) -> tuple[int, int]:
     """(encoder matmul params, decoder matmul params incl. output projection) for the 6N rule."""
     encoder = sum(p.numel() for layer in model.encoder for p in layer.parameters())

@@ -19,22 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
+from bench.common import median_ms
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def median_ms(fn, repeats: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def output_and_loss_rows(torch, F) -> list[tuple[str, float, float]]:

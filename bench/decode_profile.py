@@ -134,21 +134,12 @@ def phase_split(translator, src):
 
     # The decoder's calls, whole (the model's own, or a shortlist's over its candidates), and its layers
     # apart: the output projection is the difference.
-    whole = {"decoder": 0.0}
     saved = model.encode, model.decode, model.decode_hidden, Shortlisted.decode
     model.encode = timed("encoder", saved[0])
     model.decode_hidden = timed("decoder layers", saved[2])
-
-    def decoder(fn):
-        def call(*args, **kwargs):
-            start = time.perf_counter()
-            result = fn(*args, **kwargs)
-            whole["decoder"] += time.perf_counter() - start
-            return result
-        return call
-
-    model.decode = decoder(saved[1])
-    Shortlisted.decode = decoder(saved[3])
+    seconds["decoder"] = 0.0
+    model.decode = timed("decoder", saved[1])
+    Shortlisted.decode = timed("decoder", saved[3])
     steps.top_candidates = timed("ranking candidates (vocabulary-wide)", rank_and_keep)
     try:
         start = time.perf_counter()
@@ -157,55 +148,37 @@ def phase_split(translator, src):
     finally:
         model.encode, model.decode, model.decode_hidden, Shortlisted.decode = saved
         steps.top_candidates = rank
-    seconds["output projection"] = whole["decoder"] - seconds["decoder layers"]
+    seconds["output projection"] = seconds.pop("decoder") - seconds["decoder layers"]
     seconds["search bookkeeping + tokenizing"] = wall - sum(seconds.values())
     return seconds, largest[0].float()
 
 
 def vocabulary_ops(logits, repeats: int = 20) -> dict[str, float]:
     """Median ms of each vocabulary-wide op of a step on these logits, and of one plain read (amax)."""
-    import statistics
-
     import torch
 
+    from bench.common import median_ms
     from mt.search.steps import row_topk
 
     logprobs = torch.log_softmax(logits, dim=-1)
     ops = {"log_softmax": lambda: torch.log_softmax(logits, dim=-1), "topk 10 per row": lambda: logprobs.topk(10, dim=1),
            "row_topk 10 (blocks)": lambda: row_topk(logprobs, 10), "one read (amax)": lambda: logits.amax(dim=-1)}
-    result = {}
-    for name, op in ops.items():
-        op()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            op()
-            times.append(time.perf_counter() - start)
-        result[name] = statistics.median(times) * 1e3
-    return result
+    return {name: median_ms(op, repeats, warmup=1) for name, op in ops.items()}
 
 
 def attention_softmax(rows: int = 2000, repeats: int = 50) -> dict[int, dict[str, float]]:
     """Median ms of torch's softmax and mt's softmax_rows over the last dimension of (rows, 1, keys)
     scores, at key lengths below and above one vector of floats: a decoder step's attention shapes."""
-    import statistics
-
     import torch
 
+    from bench.common import median_ms
     from mt.model.attention import softmax_rows
 
     result = {}
     for keys in (8, 15, 16, 31):
         scores = torch.randn(rows, 1, keys)
-        timings = {}
-        for name, op in (("torch", lambda s: s.softmax(dim=-1)), ("mt", softmax_rows)):
-            times = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                op(scores)
-                times.append(time.perf_counter() - start)
-            timings[name] = round(statistics.median(times) * 1e3, 4)
-        result[keys] = timings
+        result[keys] = {name: round(median_ms(lambda: op(scores), repeats, warmup=0), 4)  # noqa: B023 (called at once)
+                        for name, op in (("torch", lambda s: s.softmax(dim=-1)), ("mt", softmax_rows))}
     return result
 
 

@@ -87,11 +87,16 @@ async def open_loop(port: int, lines: list[str], rate: float, seconds: float, ti
     return {**summary(latencies, errors, time.perf_counter() - start), "rate": rate}
 
 
-def server_cpu(before: float, after: float, level: dict) -> dict:
-    """A level's server CPU: cores in use on average, and CPU milliseconds an answer."""
-    used = after - before
-    return {"server_cores": used / level["seconds"] if level["seconds"] else 0.0,
-            "cpu_ms_per_answer": 1000 * used / level["answers"] if level["answers"] else 0.0}
+def closed_level(server, lines: list[str], clients: int, requests: int, args) -> dict:
+    """One closed-loop level against `server`, with its CPU: the server's cores in use on average and
+    CPU milliseconds an answer, the load generator's (this process's) cores, and the server's RSS."""
+    cpu, mine = server.cpu_seconds(), time.process_time()
+    level = asyncio.run(closed_loop(server.port, lines, clients, requests, args.max_seconds, args.timeout))
+    used, seconds = server.cpu_seconds() - cpu, level["seconds"]
+    level.update(server_cores=used / seconds if seconds else 0.0,
+                 cpu_ms_per_answer=1000 * used / level["answers"] if level["answers"] else 0.0,
+                 client_cores=(time.process_time() - mine) / seconds if seconds else 0.0, rss_mb=server.rss_mb())
+    return level
 
 
 def worker_profile(before: dict, after: dict, seconds: float) -> dict:
@@ -230,22 +235,15 @@ def main() -> None:
             others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
                 for mode, each in servers.items():
-                    before, cpu, mine = each.worker(), each.cpu_seconds(), time.process_time()
-                    r = asyncio.run(closed_loop(each.port, lines, clients, args.requests, args.max_seconds,
-                                                args.timeout))
-                    r.update(server_cpu(cpu, each.cpu_seconds(), r), rss_mb=each.rss_mb(),
-                             client_cores=(time.process_time() - mine) / r["seconds"] if r["seconds"] else 0.0)
+                    before = each.worker()
+                    r = closed_level(each, lines, clients, args.requests, args)
                     r.update(worker_profile(before, each.worker(), r["seconds"]))
                     (closed if mode == modes[0] else others[mode])[clients] = r
                     print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
                           f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
             http_only = None
             if args.http_only:
-                cpu, mine = server.cpu_seconds(), time.process_time()
-                http_only = asyncio.run(closed_loop(server.port, [" "], max(levels), args.requests * 4,
-                                                    args.max_seconds, args.timeout))
-                http_only.update(server_cpu(cpu, server.cpu_seconds(), http_only), rss_mb=server.rss_mb())
-                http_only["client_cores"] = (time.process_time() - mine) / http_only["seconds"] if http_only["seconds"] else 0.0
+                http_only = closed_level(server, [" "], max(levels), args.requests * 4, args)
             if rate > 0:
                 opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
                                                args.max_pending))

@@ -119,6 +119,7 @@ class DecodeOptions:
             hash(fields)
         except TypeError:  # a value of no type a flag has (a list, say): checked, and refused, uncached
             _checked_search.__wrapped__(fields)
+            return
         _checked_search(fields)
 
     def search_overrides(self) -> dict[str, Any]:

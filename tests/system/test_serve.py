@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -500,19 +499,13 @@ def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
         taken.close()
 
 
-def start_serve(experiment, log_path: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`python -m mt serve` on a loopback port of its choosing with `flags`, its output into `log_path`,
-    once its /health answers (the caller stops it): the process and its URL ("" if it exited first)."""
-    process, url = serve_process(experiment.root.parent, log_path, "--exp", str(experiment.root), *flags)
-    return process, url or ""
-
-
 @pytest.mark.slow
 def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finish(trained_experiment, reference,
                                                                                     tmp_path):
     log_path = tmp_path / "serve.log"
     # A request waits up to --max-wait-ms for company: long enough to be in flight at SIGTERM.
-    process, url = start_serve(trained_experiment, log_path, "--threads", "1", "--max-wait-ms", "3000")
+    process, url = serve_process(trained_experiment.root.parent, log_path, "--exp", str(trained_experiment.root),
+                                 "--threads", "1", "--max-wait-ms", "3000")
     try:
         assert process.poll() is None, log_path.read_text()
         deadline = time.monotonic() + 120
@@ -541,7 +534,8 @@ def test_mt_serve_logs_each_request_and_sigterm_lets_the_request_in_flight_finis
 def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(trained_experiment, tmp_path):
     log_path = tmp_path / "serve.log"
     # The search processes start before the server answers.
-    process, url = start_serve(trained_experiment, log_path, "--threads", "2", "--parallel", "processes")
+    process, url = serve_process(trained_experiment.root.parent, log_path, "--exp", str(trained_experiment.root),
+                                 "--threads", "2", "--parallel", "processes")
     try:
         assert process.poll() is None, log_path.read_text()
         children = [int(p) for p in (Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]

@@ -314,9 +314,8 @@ class Batcher:
         return engine.inter
 
     def _start_beside(self, batch: list[_Entry], workers: int) -> None:
-        """Hand `batch` to a helper thread once fewer than `workers` batches are being decoded: the next
-        batch is formed meanwhile, so it holds what arrived while the others ran."""
-        self._wait_beside(workers - 1)
+        """Hand `batch` to a helper thread of `workers`; the loop has waited for one to be free
+        (`_loop`), and forms the next batch meanwhile, so it holds what arrived while the others ran."""
         if self._helpers is None:
             import torch
 
