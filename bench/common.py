@@ -319,9 +319,10 @@ def percentile(values: list[float], q: float) -> float:
 
 # -- the server -------------------------------------------------------------------------------------
 class Server:
-    """`python -m mt serve` on a free loopback port, started and stopped by this process."""
+    """`python -m mt serve` on a free loopback port, started and stopped by this process (this
+    checkout's mt, or `checkout`'s)."""
 
-    def __init__(self, args, log_path: Path, batching: str = "static"):
+    def __init__(self, args, log_path: Path, batching: str = "static", checkout: Path = REPO):
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -334,7 +335,7 @@ class Server:
             command += ["--quantize", args.quantize]
         self.log_path = log_path
         with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=checkout)
         self.health = self._wait(args.start_seconds)
 
     def _wait(self, seconds: float) -> dict:
@@ -361,9 +362,11 @@ class Server:
     def rss_mb(self) -> float:
         return rss_mb(self.process.pid)  # `mt` may re-exec itself with tcmalloc: the same pid
 
-    def cpu_seconds(self) -> float:
-        """The server's CPU time so far, all its threads (user + system, /proc/PID/stat)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    def cpu_seconds(self, loop: bool = False) -> float:
+        """The server's CPU time so far, all its threads (user + system, /proc/PID/stat), or with
+        `loop` its main thread's alone: the event loop's (/proc/PID/task/PID/stat)."""
+        path = f"/proc/{self.process.pid}/task/{self.process.pid}/stat" if loop else f"/proc/{self.process.pid}/stat"
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:

@@ -26,16 +26,20 @@ send one sentence per request to POST /v1/translate, cycling through the sentenc
   --rss-every seconds; flat RSS means no leak.
 With several --batching modes (`mt serve --batching`), a server of each runs at once and each load
 level runs on each in turn, so the modes are compared side by side; the open loop and the soak run
-on the first. The JSON's keys are the first mode's; the others' closed-loop keys end in _MODE.
+on the first. With --old CHECKOUT, a server of that checkout of mt (the first mode) runs beside them
+the same way: a change measured against the code before it. --rounds N runs each closed-loop level N
+times on each server in turn and keeps each server's median run (by sent/s). The JSON's keys are the
+first mode's; the others' closed-loop keys end in _MODE (_old for the old checkout).
 The batch run and the server load the same checkpoint in the same mode (--checkpoint, --precision,
 --quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
 and failed connections. Each closed-loop row also profiles the server's worker from its /health
 counters: the share of the level it spent searching, the mean sentences a batch, and its rate while
 searching (served rate = busy share x search rate), and the server's CPU (all its threads, from
-/proc/PID/stat): cores in use and CPU milliseconds an answer, beside the cores the load generator (this
-process) used meanwhile: on a small machine the two share the cores. With --http-only, a last level of the
-largest --clients sends blank lines (answered at once, nothing searched): the CPU the HTTP path alone
-costs an answer, which a batch run never pays. RSS is VmRSS of the server process
+/proc/PID/stat): cores in use and CPU milliseconds an answer, and its main thread's alone (the event
+loop: HTTP, sentences, tokenizing), beside the cores the load generator (this process) used
+meanwhile: on a small machine the two share the cores. With --http-only, a last level of the largest
+--clients sends blank lines (answered at once, nothing searched), on each server: the CPU the HTTP
+path alone costs an answer, which a batch run never pays. RSS is VmRSS of the server process
 (/proc/PID/status). Prints a table, then one JSON line. Nothing leaves the loopback interface.
 """
 
@@ -89,12 +93,15 @@ async def open_loop(port: int, lines: list[str], rate: float, seconds: float, ti
 
 def closed_level(server, lines: list[str], clients: int, requests: int, args) -> dict:
     """One closed-loop level against `server`, with its CPU: the server's cores in use on average and
-    CPU milliseconds an answer, the load generator's (this process's) cores, and the server's RSS."""
-    cpu, mine = server.cpu_seconds(), time.process_time()
+    CPU milliseconds an answer (all its threads, and its event loop's alone), the load generator's
+    (this process's) cores, and the server's RSS."""
+    cpu, loop, mine = server.cpu_seconds(), server.cpu_seconds(loop=True), time.process_time()
     level = asyncio.run(closed_loop(server.port, lines, clients, requests, args.max_seconds, args.timeout))
     used, seconds = server.cpu_seconds() - cpu, level["seconds"]
+    per_answer = 1000 / level["answers"] if level["answers"] else 0.0
     level.update(server_cores=used / seconds if seconds else 0.0,
-                 cpu_ms_per_answer=1000 * used / level["answers"] if level["answers"] else 0.0,
+                 cpu_ms_per_answer=used * per_answer,
+                 loop_ms_per_answer=(server.cpu_seconds(loop=True) - loop) * per_answer,
                  client_cores=(time.process_time() - mine) / seconds if seconds else 0.0, rss_mb=server.rss_mb())
     return level
 
@@ -204,9 +211,15 @@ def main() -> None:
     parser.add_argument("--http-only", action="store_true", help="Also a level of blank lines at the largest "
                         "--clients: what the HTTP path alone costs an answer.")
     parser.add_argument("--serve-arg", action="append", default=[], help="Passed on to `mt serve` (repeatable).")
+    parser.add_argument("--old", default=None, help="A checkout of mt whose `mt serve` runs each closed-loop "
+                        "level beside this one's.")
+    parser.add_argument("--rounds", type=int, default=1, help="Each closed-loop level this many times on each "
+                        "server in turn; the median run is kept.")
     args = parser.parse_args()
     levels = [int(c) for c in args.clients.split(",")]
     modes = args.batching.split(",")
+    if args.old:
+        modes.append("old")  # the old checkout's server, in the first batching mode
 
     from mt.allocator import allocator_name, use_tcmalloc
 
@@ -224,7 +237,9 @@ def main() -> None:
     rate = batch_runs[0] / 2 if args.rate is None else args.rate
 
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {mode: Server(args, Path(tmp) / f"serve-{mode}.log", mode) for mode in modes}
+        servers = {mode: Server(args, Path(tmp) / f"serve-{mode}.log", mode) for mode in modes if mode != "old"}
+        if args.old:
+            servers["old"] = Server(args, Path(tmp) / "serve-old.log", modes[0], Path(args.old).resolve())
         server = servers[modes[0]]
         try:
             rss_start = server.rss_mb()
@@ -234,16 +249,24 @@ def main() -> None:
             closed, soak, opened = {}, None, None
             others: dict[str, dict[int, dict]] = {mode: {} for mode in modes[1:]}
             for clients in levels:
-                for mode, each in servers.items():
-                    before = each.worker()
-                    r = closed_level(each, lines, clients, args.requests, args)
-                    r.update(worker_profile(before, each.worker(), r["seconds"]))
-                    (closed if mode == modes[0] else others[mode])[clients] = r
-                    print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
-                          f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
-            http_only = None
+                runs: dict[str, list[dict]] = {mode: [] for mode in servers}
+                for _ in range(args.rounds):
+                    for mode, each in servers.items():
+                        before = each.worker()
+                        r = closed_level(each, lines, clients, args.requests, args)
+                        r.update(worker_profile(before, each.worker(), r["seconds"]))
+                        runs[mode].append(r)
+                        print(f"{mode}, {clients} client{'s' if clients > 1 else ''}: {r['sent_per_s']:.1f} sent/s, "
+                              f"p50 {r['p50_ms']:.0f} ms", file=sys.stderr)
+                for mode, each_runs in runs.items():
+                    median = sorted(each_runs, key=lambda r: r["sent_per_s"])[(len(each_runs) - 1) // 2]
+                    median["runs_sent_per_s"] = [round(r["sent_per_s"], 2) for r in each_runs]
+                    (closed if mode == modes[0] else others[mode])[clients] = median
+            http_only, http_others = None, {}
             if args.http_only:
                 http_only = closed_level(server, [" "], max(levels), args.requests * 4, args)
+                for mode in modes[1:]:
+                    http_others[mode] = closed_level(servers[mode], [" "], max(levels), args.requests * 4, args)
             if rate > 0:
                 opened = asyncio.run(open_loop(server.port, lines, rate, args.open_seconds, args.timeout,
                                                args.max_pending))
@@ -273,30 +296,36 @@ def main() -> None:
 
     table = Table(title=f"mt serve, {args.exp}: {len(lines)} test sentences, one a request; {args.threads} threads")
     for column in ("load", "sent/s", "p50 ms", "p95 ms", "p99 ms", "answers", "errors", "server RSS MB",
-                   "worker busy", "sent/search", "search sent/s", "server cores", "CPU ms/answer", "client cores"):
+                   "worker busy", "sent/search", "search sent/s", "server cores", "CPU ms/answer", "loop ms/answer", "client cores"):
         table.add_column(column, justify="left" if column == "load" else "right")
 
     def row(name: str, r: dict) -> None:
         profile = [f"{r['busy']:.0%}", f"{r['mean_batch']:.1f}", f"{r['search_sent_per_s']:.1f}"] if "busy" in r \
             else ["-"] * 3
-        profile += [f"{r['server_cores']:.2f}", f"{r['cpu_ms_per_answer']:.2f}"] if "server_cores" in r else ["-"] * 2
+        profile += [f"{r['server_cores']:.2f}", f"{r['cpu_ms_per_answer']:.2f}", f"{r['loop_ms_per_answer']:.2f}"] \
+            if "server_cores" in r else ["-"] * 3
         profile += [f"{r['client_cores']:.2f}"] if "client_cores" in r else ["-"]
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}", f"{r['p99_ms']:.0f}",
                       str(r["answers"]), str(r["errors"]), f"{r['rss_mb']:.0f}", *profile)
 
     table.add_row(f"mt translate (batch; runs {' and '.join(f'{r:.1f}' for r in batch_runs)})", f"{batch_per_s:.1f}",
-                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-", "-")
+                  "-", "-", "-", str(len(lines)), "-", "-", "-", "-", "-", "-", "-", "-", "-")
     table.add_row(f"mt translate, {chunk} lines a call (runs {' and '.join(f'{r:.1f}' for r in chunk_runs)})",
-                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-", "-")
+                  f"{chunk_per_s:.1f}", "-", "-", "-", str(len(lines)), "-", "-", "-", f"{chunk}", "-", "-", "-", "-", "-")
     table.add_row(f"the batcher alone, {chunk} client threads (no HTTP)", f"{in_process['sent_per_s']:.1f}", "-", "-",
                   "-", str(args.requests), "-", "-", "-", f"{in_process['mean_batch']:.1f}",
-                  f"{in_process['search_sent_per_s']:.1f}", "-", "-", "-")
+                  f"{in_process['search_sent_per_s']:.1f}", "-", "-", "-", "-")
     for clients, r in closed.items():
         for mode in modes:
-            row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {mode} batching" if len(modes) > 1 else ""),
+            label = "the old checkout" if mode == "old" else f"{mode} batching"
+            row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {label}" if len(modes) > 1 else "")
+                + (f" (median of {args.rounds})" if args.rounds > 1 else ""),
                 r if mode == modes[0] else others[mode][clients])
     if http_only:
         row(f"{max(levels)} clients, blank lines (HTTP only)", http_only)
+    for mode, r in http_others.items():
+        label = "the old checkout" if mode == "old" else f"{mode} batching"
+        row(f"{max(levels)} clients, blank lines (HTTP only), {label}", r)
     if opened:
         row(f"open loop, {opened['rate']:.1f}/s", opened)
     if soak:
@@ -321,19 +350,25 @@ def main() -> None:
         f"sent_per_s_batch_{chunk}_runs": [round(r, 2) for r in chunk_runs],
         f"sent_per_s_batcher_{chunk}": round(in_process["sent_per_s"], 2),  # the server's worker, no HTTP
         **{f"sent_per_s_serve_{c}": round(r["sent_per_s"], 2) for c, r in closed.items()},
+        **({f"sent_per_s_serve_{c}_runs": r["runs_sent_per_s"] for c, r in closed.items()} if args.rounds > 1 else {}),
         **{f"{q}_ms_{c}": round(r[f"{q}_ms"], 1) for c, r in closed.items() for q in ("p50", "p95", "p99")},
         **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items() for key in ("busy", "mean_batch", "search_sent_per_s")},
         **{f"{key}_{c}": round(r[key], 3) for c, r in closed.items()
-           for key in ("server_cores", "cpu_ms_per_answer", "client_cores")},
+           for key in ("server_cores", "cpu_ms_per_answer", "loop_ms_per_answer", "client_cores")},
         **({f"{key}_http_only": round(http_only[key], 3)
-            for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer", "client_cores")}
+            for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer", "loop_ms_per_answer", "client_cores")}
            if http_only else {}),
+        **{f"{key}_http_only_{mode}": round(r[key], 3) for mode, r in http_others.items()
+           for key in ("sent_per_s", "server_cores", "cpu_ms_per_answer", "loop_ms_per_answer", "client_cores")},
         **{f"sent_per_s_serve_{c}_{mode}": round(r["sent_per_s"], 2) for mode in modes[1:]
            for c, r in others[mode].items()},
         **{f"{q}_ms_{c}_{mode}": round(r[f"{q}_ms"], 1) for mode in modes[1:] for c, r in others[mode].items()
            for q in ("p50", "p99")},
         **{f"{key}_{c}_{mode}": round(r[key], 3) for mode in modes[1:] for c, r in others[mode].items()
-           for key in ("busy", "mean_batch", "search_sent_per_s")},
+           for key in ("busy", "mean_batch", "search_sent_per_s", "server_cores", "cpu_ms_per_answer",
+                       "loop_ms_per_answer")},
+        **({f"sent_per_s_serve_{c}_{mode}_runs": r["runs_sent_per_s"] for mode in modes[1:]
+            for c, r in others[mode].items()} if args.rounds > 1 else {}),
         **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),
             **{f"{q}_ms_open": round(opened[f"{q}_ms"], 1) for q in ("p50", "p95", "p99")}} if opened else {}),
         **({"soak_seconds": args.seconds, "sent_per_s_soak": round(soak["sent_per_s"], 2),

@@ -36,6 +36,10 @@ _DROPPED_ON_DECODE = frozenset((PAD_ID, BOS_ID, EOS_ID))
 # SentencePiece's list calls start a thread pool each time, which costs many times one short line's
 # encoding: fewer lines than this go one at a time (`mt serve`'s one-sentence requests).
 BATCH_CALL_LINES = 32
+# The lines of the last few calls of fewer lines than that, remembered: `mt serve` encodes a request's
+# sentence three times (to cut it, to check it is readable, to search it), each costing its event loop
+# a trip out of the interpreter; most lines of batch calls are met once. Lines up to RECENT_CHARS long.
+RECENT_LINES, RECENT_CHARS = 256, 1000
 # Control characters and line/paragraph separators (with the spaces around them) in a decoded
 # translation: byte pieces can spell them (a sampled <0x0A> is a newline), and one would split one
 # translation over two output lines, or a TAB-separated output line in two fields.
@@ -55,6 +59,7 @@ class Tokenizer:
         self.proto = proto  # the model file's bytes: binarize's worker processes load it from these
         self.sha256 = hashlib.sha256(proto).hexdigest()
         self.threads = threads  # for encode()
+        self._recent: dict[str, tuple[int, ...]] = {}  # line -> ids, of short calls (RECENT_LINES)
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(proto)
@@ -86,11 +91,22 @@ class Tokenizer:
         lines = list(lines)
         try:
             if len(lines) < BATCH_CALL_LINES:
-                return [self._sp.encode(line, out_type=int) for line in lines]
+                return [self._recalled(line) for line in lines]
             return self._sp.encode(lines, out_type=int, num_threads=self.threads)
         except (TypeError, UnicodeEncodeError, RuntimeError):  # sentencepiece's answers to a str that is not text
             _check_unicode(lines)
             raise
+
+    def _recalled(self, line: str) -> list[int]:
+        """One line's ids, from the lines of recent short calls where it is one of them (RECENT_LINES)."""
+        ids = self._recent.get(line)
+        if ids is None:
+            ids = tuple(self._sp.encode(line, out_type=int))
+            if len(line) <= RECENT_CHARS:
+                if len(self._recent) >= RECENT_LINES:
+                    self._recent.clear()
+                self._recent[line] = ids
+        return list(ids)
 
     def sample(self, lines: list[str], alpha: float) -> list[list[int]]:
         """A segmentation per line drawn at random from all of them (subword regularization; BPE-dropout

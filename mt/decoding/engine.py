@@ -156,10 +156,12 @@ class CTranslate2Engine:
         encoded: list[list[int]],
         options: DecodeOptions,
         progress: Callable[[int], None] | None = None,
+        split: bool = True,
     ) -> list[list[tuple[list[int], float]]]:
         """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
         first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), cut again so that
-        the side-by-side workers end together when they are few (`balanced_for`), all queued at once;
+        the side-by-side workers end together when they are few (`balanced_for`; not with `split`
+        False: `mt serve` hands it several calls at once, one a worker), all queued at once;
         answered in order."""
         o = options
         if o.shortlist and not self.vmap:
@@ -167,7 +169,9 @@ class CTranslate2Engine:
         a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
         budget = min(o.max_tokens, self.batch_tokens or o.max_tokens)
         lengths = [len(ids) for ids in encoded]
-        parts = balanced_for(length_groups(lengths, budget), lengths, self.inter, o.max_tokens)
+        parts = length_groups(lengths, budget)
+        if split:
+            parts = balanced_for(parts, lengths, self.inter, o.max_tokens)
         pending = []
         for part in parts:
             limits = [min(max(int(len(encoded[k]) * a + b), 1), room) for k in part]

@@ -135,7 +135,7 @@ class DecodeOptions:
             filled = {name: value for name, value in filled.items() if name not in BEAM_ONLY}
         elif self.beam is None:
             filled["beam"] = max(decode.beam, self.nbest)
-        return replace(self, **filled)
+        return replace(self, **filled) if filled else self  # resolved already: `mt serve` asks again
 
     def record(self) -> dict[str, Any]:
         """How a translation was made, for the files that keep it (resolved options): the beam's

@@ -203,11 +203,13 @@ class Translator:
         constraints: list[list[list[int]]] | None = None,
         unmet: list[int] | None = None,
         progress: Callable[[int], None] | None = None,
+        split: bool = True,
     ) -> list[list[tuple]]:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
         their tokens to form its batches before it searches. Lines with `constraints` (target ids per
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
-        whose constraints did not all fit are appended to `unmet`."""
+        whose constraints did not all fit are appended to `unmet`. `split` False: CTranslate2 decodes
+        the call on one of its side-by-side workers (`mt serve` hands it one call a worker)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         if constraints and any(constraints):
             options = replace(options, constraints=True)
@@ -215,7 +217,7 @@ class Translator:
             self._shortlist()  # read here, once, before batches are searched side by side
         fast = engine(self, options)
         if fast is not None:
-            decoded = fast.search(self, encoded, options, progress)
+            decoded = fast.search(self, encoded, options, progress, split)
             return [
                 [(text, score) for text, (_, score) in zip(self.tgt_tok.decode([ids for ids, _ in hyps]), hyps)]
                 for hyps in decoded

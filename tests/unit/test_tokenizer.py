@@ -84,6 +84,25 @@ def test_a_few_lines_one_at_a_time_are_what_the_batched_call_gives(tokenizer):
     assert tokenizer.decode([[], [EOS_ID]]) == ["", ""]
 
 
+def test_lines_of_short_calls_are_remembered_and_each_call_gets_its_own_lists(tokenizer):
+    """Short calls' lines are kept (RECENT_LINES: `mt serve` encodes a sentence three times); a kept
+    line gives what SentencePiece gives, in a list the caller may change, and more lines than are kept
+    (or than RECENT_CHARS long) are encoded anew, the same."""
+    from mt.tokenizer import RECENT_CHARS, RECENT_LINES
+
+    src, _ = sentence_pairs(RECENT_LINES + 40, seed=5)
+    long = " ".join(src[:40])
+    assert len(long) > RECENT_CHARS
+    fresh = Tokenizer(tokenizer.path, tokenizer.proto)
+    expected = fresh.encode(src + [long])  # one batched call: nothing kept
+    first = [fresh.encode([line])[0] for line in [*src, long]]
+    assert first == expected and len(fresh._recent) <= RECENT_LINES and long not in fresh._recent
+    first[-2].append(EOS_ID)  # the caller's list: what is kept does not change
+    again = [fresh.encode([line])[0] for line in [*src, long]]
+    assert again == expected
+    assert fresh.encode([src[-1], src[-1]]) == [expected[-2], expected[-2]]
+
+
 def test_decode_drops_special_ids(tokenizer):
     ids = tokenizer.encode(["Ein Hund spielt im Park."])[0]
     assert tokenizer.decode([[BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]]) == ["Ein Hund spielt im Park."]

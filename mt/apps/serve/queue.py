@@ -332,7 +332,7 @@ class Batcher:
 
     def _run_beside(self, batch: list[_Entry]) -> None:
         try:
-            self._run(batch)
+            self._run(batch, split=False)
         except BaseException as exc:  # as the worker's own death: every request hears of it
             self._fail_all(exc)
         finally:
@@ -424,8 +424,9 @@ class Batcher:
                 return []
             return self._take(options, self.max_batch_tokens - tokens)
 
-    def _run(self, batch: list[_Entry]) -> None:
-        """Translate one batch (or run one call); any failure goes to its requests, never further."""
+    def _run(self, batch: list[_Entry], split: bool = True) -> None:
+        """Translate one batch (or run one call); any failure goes to its requests, never further.
+        `split` False: on one of CTranslate2's side-by-side workers, whole (`_start_beside`)."""
         try:
             if batch[0].call is not None:
                 batch[0].request.settle(batch[0].call(self.translator))
@@ -435,7 +436,7 @@ class Batcher:
                 self.sentences += len(batch)
             # Searched in batches of the server's size, whatever the experiment's decode.max_tokens.
             options = replace(batch[0].options, max_tokens=self.max_batch_tokens)
-            found = self.translator.search_encoded([entry.ids for entry in batch], options)
+            found = self.translator.search_encoded([entry.ids for entry in batch], options, split=split)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
             log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
             for entry in batch:
