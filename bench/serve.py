@@ -28,8 +28,9 @@ With several --batching modes (`mt serve --batching`), a server of each runs at 
 level runs on each in turn, so the modes are compared side by side; the open loop and the soak run
 on the first. With --old CHECKOUT, a server of that checkout of mt (the first mode) runs beside them
 the same way: a change measured against the code before it. --rounds N runs each closed-loop level N
-times on each server in turn and keeps each server's median run (by sent/s). The JSON's keys are the
-first mode's; the others' closed-loop keys end in _MODE (_old for the old checkout).
+times on each server in turn and keeps each server's median run (by sent/s; the HTTP-only level runs
+once). The JSON's keys are the first mode's; the others' closed-loop keys end in _MODE (_old for the
+old checkout).
 The batch run and the server load the same checkpoint in the same mode (--checkpoint, --precision,
 --quantize) and decode with the experiment's decode.* options. Errors are answers other than 200
 and failed connections. Each closed-loop row also profiles the server's worker from its /health
@@ -214,8 +215,13 @@ def main() -> None:
     parser.add_argument("--old", default=None, help="A checkout of mt whose `mt serve` runs each closed-loop "
                         "level beside this one's.")
     parser.add_argument("--rounds", type=int, default=1, help="Each closed-loop level this many times on each "
-                        "server in turn; the median run is kept.")
+                        "server in turn; the median run is kept (of an even number, the slower middle one).")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    args.exp = str(Path(args.exp).resolve())  # the old checkout's server runs from its own directory
+    if args.checkpoint and Path(args.checkpoint).exists():
+        args.checkpoint = str(Path(args.checkpoint).resolve())
     levels = [int(c) for c in args.clients.split(",")]
     modes = args.batching.split(",")
     if args.old:
@@ -366,7 +372,7 @@ def main() -> None:
            for q in ("p50", "p99")},
         **{f"{key}_{c}_{mode}": round(r[key], 3) for mode in modes[1:] for c, r in others[mode].items()
            for key in ("busy", "mean_batch", "search_sent_per_s", "server_cores", "cpu_ms_per_answer",
-                       "loop_ms_per_answer")},
+                       "loop_ms_per_answer", "client_cores")},
         **({f"sent_per_s_serve_{c}_{mode}_runs": r["runs_sent_per_s"] for mode in modes[1:]
             for c, r in others[mode].items()} if args.rounds > 1 else {}),
         **({"open_rate": round(opened["rate"], 2), "sent_per_s_open": round(opened["sent_per_s"], 2),

@@ -161,8 +161,7 @@ class CTranslate2Engine:
         """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
         first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), cut again so that
         the side-by-side workers end together when they are few (`balanced_for`; not with `split`
-        False: `mt serve` hands it several calls at once, one a worker), all queued at once;
-        answered in order."""
+        False: `mt serve` runs several calls at once), all queued at once; answered in order."""
         o = options
         if o.shortlist and not self.vmap:
             raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")

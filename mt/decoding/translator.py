@@ -208,8 +208,8 @@ class Translator:
         """`search` over lines already encoded (`encode_lines`: non-empty, cut): `mt serve` counts
         their tokens to form its batches before it searches. Lines with `constraints` (target ids per
         phrase) are searched by mt.search.constrained, in batches of their own; the indices of those
-        whose constraints did not all fit are appended to `unmet`. `split` False: CTranslate2 decodes
-        the call on one of its side-by-side workers (`mt serve` hands it one call a worker)."""
+        whose constraints did not all fit are appended to `unmet`. `split` False: CTranslate2's batches
+        of the call are not re-balanced across its workers (`mt serve` runs calls side by side)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         if constraints and any(constraints):
             options = replace(options, constraints=True)

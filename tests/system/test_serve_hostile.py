@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -373,3 +374,52 @@ def test_requests_a_stopping_server_has_no_time_left_for_get_503_with_retry_afte
         app.state.batcher.stop_waiting()  # as the server does GRACE - 2 s after SIGTERM
         status, headers, data = waiting.result(30)
     assert status == 503 and headers.get("Retry-After") == "1" and "shutting down" in data["error"]
+
+
+def _answers_then_closed(url: str, data: bytes, seconds: float = 10) -> list[int]:
+    """Send `data` on a socket of its own; the statuses of the answers read until the server closes it
+    (within `seconds`: else the test fails)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        try:
+            sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused while it was still sending: what a limit should do
+        sock.settimeout(seconds)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except ConnectionResetError:
+            pass
+    return [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]  # answers follow bodies directly
+
+
+@pytest.mark.parametrize("head", [
+    "GET /health?q=" + "x" * 300_000 + " HTTP/1.1\r\nHost: x\r\n\r\n",  # a URL joined read by read
+    "GET /health HTTP/1.1\r\nHost: x\r\nX-Long: " + "y" * 300_000 + "\r\n\r\n",
+    "GET /health HTTP/1.1\r\nHost: x\r\n" + "X-Many: z\r\n" * 30_000 + "\r\n",
+])
+def test_a_head_past_its_bound_gets_400_and_its_connection_closed(server, head):
+    """Was (under httptools' parser): no bound at all; a 20 MB URL held the event loop for 20 s."""
+    from mt.apps.serve.http import MAX_HEAD_BYTES
+
+    assert len(head) > 10 * MAX_HEAD_BYTES
+    start = time.monotonic()
+    assert _answers_then_closed(server.url, head.encode()) == [400]
+    assert time.monotonic() - start < 5
+    assert ok(f"{server.url}/health")["status"] == "ok"
+    assert ok(f"{server.url}/health", headers={"X-Fits": "f" * (MAX_HEAD_BYTES // 2)})["status"] == "ok"
+
+
+def test_pipelined_requests_past_the_bound_get_400_and_their_connection_closed(server):
+    """Was (under httptools' parser): one read of pipelined requests queued thousands of them, a 28 MB
+    queue from a 256 KiB read; answers for the first of them, then 400 and the connection closed."""
+    from mt.apps.serve.http import MAX_PIPELINED
+
+    statuses = _answers_then_closed(server.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000)
+    assert statuses[-1] == 400 and statuses[:-1] == [200] * (len(statuses) - 1), statuses[:5]
+    assert len(statuses) <= MAX_PIPELINED + 2
+    few = _answers_then_closed(server.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 4
+                               + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert few == [200] * 5  # a few pipelined requests are answered, in order

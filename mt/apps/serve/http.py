@@ -104,19 +104,44 @@ def uvicorn_config(app):
     )
 
 
+MAX_HEAD_BYTES = 16384  # a request's line and headers, at most (h11's bound, which uvicorn kept before)
+MAX_PIPELINED = 16  # requests a connection may queue behind the one being answered
+
+
 def guarded_protocol(max_connections: int, read_timeout: float):
-    """uvicorn's httptools protocol (a C parser: h11's, in Python, cost the event loop 0.41 ms a
-    request against 0.29, docs/benchmarks.md "Decoding speed"), bounded against clients that
-    connect and wait: past `max_connections`
-    open at once a new one is closed as it opens; a client that has not sent a whole request
-    `read_timeout` seconds after connecting (or after its last answer) is cut off, in its headers or
-    its body (the app then logs 499); and one that stops reading its answer (the socket's buffer
-    full) for `read_timeout` seconds is cut off too, its unsent answer dropped. uvicorn bounds none of
-    these, and its close() waits for a write buffer to empty: abort() is what frees the connection."""
+    """uvicorn's httptools protocol (a C parser: h11's, in Python, cost the event loop 0.40 ms a
+    request against 0.30, docs/benchmarks.md "Decoding speed"), bounded against clients that
+    connect and wait, or send more than a request: past `max_connections` open at once a new one is
+    closed as it opens; a client that has not sent a whole request `read_timeout` seconds after
+    connecting (or after its last answer) is cut off, in its headers or its body (the app then logs
+    499); one that stops reading its answer (the socket's buffer full) for `read_timeout` seconds is
+    cut off too, its unsent answer dropped; a head over MAX_HEAD_BYTES (uvicorn would join a URL
+    read by read, in time that grows with its square) and more than MAX_PIPELINED requests queued
+    on one connection (httptools parses a whole read: thousands of queued requests) get a 400 and
+    the connection closed. uvicorn bounds none of these, and its close() waits for a write buffer to
+    empty: abort() is what frees the connection."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class GuardedProtocol(HttpToolsProtocol):
         read_deadline = write_deadline = None
+        head_bytes, in_body = 0, False  # bytes read since the last head ended; between a head and its end
+
+        def data_received(self, data: bytes) -> None:
+            if not self.in_body:  # a head not yet complete (with whatever follows it in this read)
+                self.head_bytes += len(data)
+            super().data_received(data)
+            if not self.in_body and self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                self.send_400_response(f"Request line and headers over {MAX_HEAD_BYTES} bytes.")
+
+        def on_headers_complete(self) -> None:
+            if len(self.pipeline) >= MAX_PIPELINED:  # raised through httptools: uvicorn answers 400, closes
+                raise ValueError(f"more than {MAX_PIPELINED} requests pipelined")
+            self.head_bytes, self.in_body = 0, True
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self.in_body = False
+            super().on_message_complete()
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)

@@ -13,9 +13,9 @@ translates, sorted by length and cut by padded size (`mt.data.batching.length_gr
 all of it is done. On a 2-core CPU static was measured faster (docs/serving.md#measured): a decoder
 step's cost there grows with its rows, so fuller steps buy nothing while joining costs copies.
 Batches that CTranslate2 decodes (mt.decoding.engine) are handed to it from helper threads, as many
-at once as it has side-by-side workers: each batch then runs on its own, where one batch cut across
-the workers would end with its slower half, held up whenever the event loop takes that half's core
-(docs/benchmarks.md, "Decoding speed"); other work waits for them to finish.
+at once as it has side-by-side workers: a batch beside another is not re-balanced across the workers
+(a batch cut in equal halves ends with its slower half, held up whenever the event loop takes that
+half's core: docs/benchmarks.md, "Decoding speed"), a batch alone is; other work waits for them to finish.
 Hands each request its own results, in its own order. Neither changes a translation: a sentence's
 output does not depend on what it is searched with.
 The worker should be the one thread that runs torch ops in parallel (`mt.apps.serve.app.serve` keeps the HTTP
@@ -324,15 +324,16 @@ class Batcher:
                 workers, "mt-engine", initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)
             )
         with self._cond:
-            if self._beside == 0:
+            alone = self._beside == 0
+            if alone:
                 self._busy_since = time.perf_counter()
             self._beside += 1
             self.most_beside = max(self.most_beside, self._beside)
-        self._helpers.submit(self._run_beside, batch)
+        self._helpers.submit(self._run_beside, batch, alone)
 
-    def _run_beside(self, batch: list[_Entry]) -> None:
-        try:
-            self._run(batch, split=False)
+    def _run_beside(self, batch: list[_Entry], alone: bool) -> None:
+        try:  # alone, its runs share CTranslate2's workers out; beside another, that one has a worker
+            self._run(batch, split=alone)
         except BaseException as exc:  # as the worker's own death: every request hears of it
             self._fail_all(exc)
         finally:
@@ -426,7 +427,7 @@ class Batcher:
 
     def _run(self, batch: list[_Entry], split: bool = True) -> None:
         """Translate one batch (or run one call); any failure goes to its requests, never further.
-        `split` False: on one of CTranslate2's side-by-side workers, whole (`_start_beside`)."""
+        `split` False: CTranslate2 does not re-balance it across its workers (another batch has one)."""
         try:
             if batch[0].call is not None:
                 batch[0].request.settle(batch[0].call(self.translator))
