@@ -110,7 +110,7 @@ MAX_PIPELINED = 16  # requests a connection may queue behind the one being answe
 
 def guarded_protocol(max_connections: int, read_timeout: float):
     """uvicorn's httptools protocol (a C parser: h11's, in Python, cost the event loop 0.40 ms a
-    request against 0.30, docs/benchmarks.md "Decoding speed"), bounded against clients that
+    request against 0.29, docs/benchmarks.md "Decoding speed"), bounded against clients that
     connect and wait, or send more than a request: past `max_connections` open at once a new one is
     closed as it opens; a client that has not sent a whole request `read_timeout` seconds after
     connecting (or after its last answer) is cut off, in its headers or its body (the app then logs
