@@ -92,6 +92,11 @@ async def open_loop(port: int, lines: list[str], rate: float, seconds: float, ti
     return {**summary(latencies, errors, time.perf_counter() - start), "rate": rate}
 
 
+def server_label(mode: str) -> str:
+    """A server's name in the table: its batching mode, or the old checkout's."""
+    return "the old checkout" if mode == "old" else f"{mode} batching"
+
+
 def closed_level(server, lines: list[str], clients: int, requests: int, args) -> dict:
     """One closed-loop level against `server`, with its CPU: the server's cores in use on average and
     CPU milliseconds an answer (all its threads, and its event loop's alone), the load generator's
@@ -323,15 +328,13 @@ def main() -> None:
                   f"{in_process['search_sent_per_s']:.1f}", "-", "-", "-", "-")
     for clients, r in closed.items():
         for mode in modes:
-            label = "the old checkout" if mode == "old" else f"{mode} batching"
-            row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {label}" if len(modes) > 1 else "")
+            row(f"{clients} client{'s' if clients > 1 else ''}" + (f", {server_label(mode)}" if len(modes) > 1 else "")
                 + (f" (median of {args.rounds})" if args.rounds > 1 else ""),
                 r if mode == modes[0] else others[mode][clients])
     if http_only:
         row(f"{max(levels)} clients, blank lines (HTTP only)", http_only)
     for mode, r in http_others.items():
-        label = "the old checkout" if mode == "old" else f"{mode} batching"
-        row(f"{max(levels)} clients, blank lines (HTTP only), {label}", r)
+        row(f"{max(levels)} clients, blank lines (HTTP only), {server_label(mode)}", r)
     if opened:
         row(f"open loop, {opened['rate']:.1f}/s", opened)
     if soak:

@@ -401,7 +401,7 @@ def _answers_then_closed(url: str, data: bytes, seconds: float = 10) -> list[int
     "GET /health HTTP/1.1\r\nHost: x\r\n" + "X-Many: z\r\n" * 30_000 + "\r\n",
 ])
 def test_a_head_past_its_bound_gets_400_and_its_connection_closed(server, head):
-    """Was (under httptools' parser): no bound at all; a 20 MB URL held the event loop for 20 s."""
+    """Was (under httptools' parser): no bound at all; a long URL, joined read by read, held the event loop."""
     from mt.apps.serve.http import MAX_HEAD_BYTES
 
     assert len(head) > 10 * MAX_HEAD_BYTES
@@ -413,8 +413,8 @@ def test_a_head_past_its_bound_gets_400_and_its_connection_closed(server, head):
 
 
 def test_pipelined_requests_past_the_bound_get_400_and_their_connection_closed(server):
-    """Was (under httptools' parser): one read of pipelined requests queued thousands of them, a 28 MB
-    queue from a 256 KiB read; answers for the first of them, then 400 and the connection closed."""
+    """Was (under httptools' parser): one read of pipelined requests queued thousands of them; now
+    answers for the first of them, then 400 and the connection closed."""
     from mt.apps.serve.http import MAX_PIPELINED
 
     statuses = _answers_then_closed(server.url, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" * 20_000)
