@@ -170,7 +170,7 @@ class CTranslate2Engine:
         lengths = [len(ids) for ids in encoded]
         parts = length_groups(lengths, budget)
         if split:
-            parts = balanced_for(parts, lengths, self.inter, o.max_tokens)
+            parts = balanced_for(parts, lengths, self.inter, budget)  # runs no larger than the groups
         pending = []
         for part in parts:
             limits = [min(max(int(len(encoded[k]) * a + b), 1), room) for k in part]

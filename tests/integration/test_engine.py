@@ -81,6 +81,37 @@ def test_on_a_cpu_a_large_budget_is_decoded_in_small_batches_in_order(translator
     assert [h[0][0] for h in theirs] == [h[0][0] for h in ours]
 
 
+def test_a_call_of_few_batches_is_shared_out_in_runs_within_the_cpu_budget(translator):
+    """Few length groups are re-cut so that CTranslate2's two workers end together; a run that would
+    take a long sentence with short ones (padded past the CPU's batch budget, though well within
+    decode.max_tokens) is not made: every batch CTranslate2 gets stays within CPU_BATCH_TOKENS."""
+    from mt.data.batching import length_groups
+    from mt.decoding import engine as engines
+    from mt.search.parallel import balanced_for
+
+    word = min((line.split()[0] for line in LINES), key=len)
+    lines = [word] * 50 + [" ".join(LINES[40:52])]  # one length group of short sentences, and a long one
+    lengths = [len(ids) for ids in translator.encode_lines(lines)[1]]
+    budget = engines.CPU_BATCH_TOKENS
+    loose = balanced_for(length_groups(lengths, budget), lengths, 2, 2000)
+    assert any(len(run) * (max(lengths[i] for i in run) + 1) > budget for run in loose), "no run to refuse"
+    translator.search(lines[:1], DecodeOptions(engine="ctranslate2", workers=2, beam=1))  # loaded, 2 workers
+    model, padded = translator.engine.model, []
+
+    class Counted:  # CTranslate2's own translator, each batch's padded size noted
+        def translate_batch(self, sources, **kwargs):
+            padded.append(len(sources) * (max(len(s) for s in sources) + 1))
+            return model.translate_batch(sources, **kwargs)
+
+    translator.engine.model = Counted()
+    try:
+        found = translator.search(lines, DecodeOptions(engine="ctranslate2", workers=2, beam=1, max_tokens=2000))
+    finally:
+        translator.engine.model = model
+    assert len(padded) >= 2 and max(padded) <= budget, padded
+    assert [h[0][0] for h in found] == [h[0][0] for h in translator.search(lines, DecodeOptions(beam=1))]
+
+
 def test_auto_falls_back_to_mt_and_says_why_once(experiment, capsys):
     translator = Translator.load(experiment, experiment.load_config())
     capsys.readouterr()

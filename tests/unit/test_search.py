@@ -491,3 +491,31 @@ def test_a_failed_batch_stops_the_batches_not_started_and_gives_the_threads_back
         assert len(started) <= 10, started
     finally:
         torch.set_num_threads(before)
+
+
+def test_balanced_runs_keep_every_sentence_once_in_length_order_and_never_pad_past_the_budget():
+    """mt.search.parallel.balanced_for: a call of few length groups is cut into a multiple of the
+    workers of about equal source tokens; a call of many groups is left as it is; where a run would
+    pad past the limit (one long sentence among short ones), the groups are kept, halved."""
+    from mt.data.batching import length_groups
+    from mt.search.parallel import BALANCED_GROUPS, balanced_for
+
+    def padded(run, lengths):
+        return len(run) * (max(lengths[i] for i in run) + 1)
+
+    lengths = [12, 9, 14, 11, 10, 13, 12, 8, 15, 11, 9, 10]
+    groups = length_groups(lengths, 256)
+    assert len(groups) == 1
+    runs = balanced_for(groups, lengths, 2, 256)
+    assert len(runs) == 2 and [i for run in runs for i in run] == groups[0]
+    tokens = [sum(lengths[i] + 1 for i in run) for run in runs]
+    assert abs(tokens[0] - tokens[1]) <= max(lengths) + 1, tokens
+    many = [[i] for i in range(BALANCED_GROUPS * 2)]
+    assert balanced_for(many, [5] * len(many), 2, 256) == many
+    uneven = [3] * 40 + [100]  # one long sentence: a run that takes it with short ones pads past 256
+    groups = length_groups(uneven, 256)
+    runs = balanced_for(groups, uneven, 2, 256)
+    assert sorted(i for run in runs for i in run) == list(range(len(uneven)))
+    assert all(padded(run, uneven) <= 256 for run in runs), [(len(r), padded(r, uneven)) for r in runs]
+    loose = balanced_for(groups, uneven, 2, 2000)  # the same call checked against a budget of 2,000
+    assert any(padded(run, uneven) > 256 for run in loose)
