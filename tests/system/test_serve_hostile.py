@@ -16,7 +16,9 @@ import pytest
 from helpers import LINES, Hook, Served, call, load, ok, raw_http
 
 from mt.apps.serve.app import Limits, build_app
+from mt.apps.serve.http import PlainRoute
 from mt.apps.serve.queue import Batcher
+from mt.apps.serve.requests import ApiError
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.translate import translate
@@ -90,10 +92,22 @@ def test_a_fault_of_the_server_is_500_in_the_same_shape_with_the_traceback_in_it
     async def fault():
         raise ZeroDivisionError("a bug")
 
+    async def plain_fault(request):  # a route called past FastAPI's stack (mt.apps.serve.http.PlainRoutes)
+        if (await request.json()).get("refuse"):
+            raise ApiError(418, "refused")
+        raise ZeroDivisionError("a bug")
+
+    app.router.add_api_route("/v1/fault", plain_fault, methods=["POST"], route_class_override=PlainRoute)
     with Served(app) as served:
-        got, _, data = call(f"{served.url}/fault")
-    assert got == 500 and data == {"error": "internal error (ZeroDivisionError); the server's log has the details"}
-    assert "Traceback" in capfd.readouterr().err
+        answers = [call(f"{served.url}/fault"), call(f"{served.url}/v1/fault", {"text": "x"}),
+                   call(f"{served.url}/v1/fault", {"refuse": True}), call(f"{served.url}/v1/fault")]
+    internal = {"error": "internal error (ZeroDivisionError); the server's log has the details"}
+    assert [(got, data) for got, _, data in answers] == [
+        (500, internal), (500, internal), (418, {"error": "refused"}),
+        (405, {"error": "GET /v1/fault: this route takes POST"})]
+    err = capfd.readouterr().err
+    assert "error: POST /v1/fault: ZeroDivisionError: a bug\nTraceback" in err and "error: GET /fault: Zero" in err
+    assert err.count("POST /v1/fault 500") == 1 and "POST /v1/fault 418" in err  # one access-log line each
 
 
 def test_the_library_refuses_text_that_is_not_unicode_in_one_line(trained_experiment):

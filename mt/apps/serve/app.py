@@ -50,7 +50,7 @@ from starlette.exceptions import HTTPException
 from mt import log
 from mt.apps.serve import openapi
 from mt.apps.serve.files import Documents
-from mt.apps.serve.http import AccessLog, PlainRoute, allow_descriptors, bind, signals_end_quietly, uvicorn_server
+from mt.apps.serve.http import PlainRoute, allow_descriptors, bind, signals_end_quietly, uvicorn_server
 from mt.apps.serve.queue import Batcher
 from mt.apps.serve.requests import ApiError
 from mt.apps.serve.service import Service
@@ -160,8 +160,6 @@ def build_app(
         )
         traceback.print_exception(exc)
         return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"}, 500)
-
-    app.add_middleware(AccessLog)
 
     _routes(app, service, documents, translator, limits)
 
