@@ -13,7 +13,9 @@ import threading
 import time
 
 import pytest
+from fastapi.responses import JSONResponse
 from helpers import LINES, Hook, Served, call, load, ok, raw_http
+from starlette.exceptions import HTTPException
 
 from mt.apps.serve.app import Limits, build_app
 from mt.apps.serve.http import PlainRoute
@@ -92,22 +94,44 @@ def test_a_fault_of_the_server_is_500_in_the_same_shape_with_the_traceback_in_it
     async def fault():
         raise ZeroDivisionError("a bug")
 
+    class Unsendable(JSONResponse):
+        async def __call__(self, scope, receive, send):
+            raise ZeroDivisionError("a bug while answering")
+
+    class Teapot(Exception):
+        pass
+
+    def teapot(request, exc):  # a handler that is not a coroutine, as Starlette allows
+        return JSONResponse({"error": "a teapot"}, 418)
+
     async def plain_fault(request):  # a route called past FastAPI's stack (mt.apps.serve.http.PlainRoutes)
-        if (await request.json()).get("refuse"):
+        asked = (await request.json()).get("fault")
+        if asked == "refuse":
             raise ApiError(418, "refused")
+        if asked == "unsendable":
+            return Unsendable({})
+        if asked == "teapot":
+            raise Teapot()
+        if asked == "conflict":
+            raise HTTPException(409, "a conflict")
         raise ZeroDivisionError("a bug")
 
+    app.add_exception_handler(Teapot, teapot)
+    app.add_exception_handler(409, lambda request, exc: JSONResponse({"error": "by status"}, 409))
     app.router.add_api_route("/v1/fault", plain_fault, methods=["POST"], route_class_override=PlainRoute)
     with Served(app) as served:
-        answers = [call(f"{served.url}/fault"), call(f"{served.url}/v1/fault", {"text": "x"}),
-                   call(f"{served.url}/v1/fault", {"refuse": True}), call(f"{served.url}/v1/fault")]
+        answers = [call(f"{served.url}/fault"), call(f"{served.url}/v1/fault", {"fault": "bug"}),
+                   call(f"{served.url}/v1/fault", {"fault": "refuse"}), call(f"{served.url}/v1/fault"),
+                   *(call(f"{served.url}/v1/fault", {"fault": f}) for f in ("unsendable", "teapot", "conflict"))]
     internal = {"error": "internal error (ZeroDivisionError); the server's log has the details"}
     assert [(got, data) for got, _, data in answers] == [
         (500, internal), (500, internal), (418, {"error": "refused"}),
-        (405, {"error": "GET /v1/fault: this route takes POST"})]
+        (405, {"error": "GET /v1/fault: this route takes POST"}),
+        (500, internal), (418, {"error": "a teapot"}), (409, {"error": "by status"})]
     err = capfd.readouterr().err
     assert "error: POST /v1/fault: ZeroDivisionError: a bug\nTraceback" in err and "error: GET /fault: Zero" in err
-    assert err.count("POST /v1/fault 500") == 1 and "POST /v1/fault 418" in err  # one access-log line each
+    assert "a bug while answering" in err
+    assert err.count("POST /v1/fault 500") == 2 and "POST /v1/fault 418" in err  # one access-log line each
 
 
 def test_the_library_refuses_text_that_is_not_unicode_in_one_line(trained_experiment):

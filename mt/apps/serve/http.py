@@ -5,6 +5,7 @@ socket bound before the model loads, and a stop that lets the requests in flight
 from __future__ import annotations
 
 import contextlib
+import inspect
 import signal
 import socket
 import threading
@@ -68,19 +69,20 @@ class PlainRoute(APIRoute):
 
 
 class PlainRoutes:
-    """The ASGI app uvicorn runs: a POST to a PlainRoute goes straight to its endpoint, whatever it
-    raises answered by the app's own exception handler for it; anything else (other methods, other
-    routes, the lifespan) goes to the app. The stack in between (FastAPI's and Starlette's middleware,
-    router and request wrappers) cost the event loop as much as the rest of the HTTP path: on blank
-    one-line requests, 0.32 ms of CPU an answer with it, 0.21 without (docs/benchmarks.md)."""
+    """ASGI in front of the app: a POST to a PlainRoute goes straight to its endpoint, whatever it
+    raises answered by the app's own exception handler for it (looked up as Starlette does); anything
+    else (other methods, other routes, the lifespan) goes to the app. The stack in between (FastAPI's
+    and Starlette's middleware, router and request wrappers) cost the event loop as much as the rest of
+    the HTTP path: on blank one-line requests, 0.32 ms of CPU an answer with it, 0.21 without
+    (docs/benchmarks.md). A fault answered here is logged once (the handler's traceback), and the
+    connection stays open."""
 
     def __init__(self, app):
         self.app, self.state = app, app.state
-        self.endpoints = {
-            route.path: route.endpoint
-            for route in app.routes
-            if isinstance(route, PlainRoute) and "POST" in route.methods
-        }
+        self.endpoints: dict[str, object] = {}
+        for route in app.routes:  # the first route of a path, as the router picks it
+            if isinstance(route, PlainRoute) and "POST" in route.methods:
+                self.endpoints.setdefault(route.path, route.endpoint)
 
     async def __call__(self, scope, receive, send) -> None:
         endpoint = self.endpoints.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
@@ -88,21 +90,44 @@ class PlainRoutes:
             await self.app(scope, receive, send)
             return
         scope["app"] = self.app  # as Starlette sets it: request.app
-        request = Request(scope, receive)
+        request, started = Request(scope, receive), False
+
+        async def sending(message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
         try:
             result = await endpoint(request)
             response = result if isinstance(result, Response) else JSONResponse(result)
+            await response(scope, receive, sending)
         except Exception as exc:
-            response = await self._handler(exc)(request, exc)
-        await response(scope, receive, send)
+            if started:  # too late for another answer: uvicorn closes the connection
+                raise
+            response = await self._handled(request, exc)
+            await response(scope, receive, send)
 
-    def _handler(self, exc: Exception):
-        """The app's exception handler for `exc`: the one registered for its nearest class (build_app
-        registers one for Exception: a fault of the server is a 500 in the API's shape)."""
-        for kind in type(exc).__mro__:
-            if kind in self.app.exception_handlers:
-                return self.app.exception_handlers[kind]
-        raise exc
+    async def _handled(self, request: Request, exc: Exception) -> Response:
+        """The app's answer to `exc`: its handler for the status of an HTTPException, else for the
+        nearest class of `exc`, else for 500; a handler that is not a coroutine runs in a thread."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.exceptions import HTTPException
+
+        handlers = self.app.exception_handlers
+        handler = handlers.get(exc.status_code) if isinstance(exc, HTTPException) else None
+        handler = handler or next((handlers[kind] for kind in type(exc).__mro__ if kind in handlers), None)
+        handler = handler or handlers.get(500)
+        if handler is None:
+            raise exc
+        if inspect.iscoroutinefunction(handler):
+            return await handler(request, exc)
+        return await run_in_threadpool(handler, request, exc)
+
+
+def asgi(app):
+    """What a server runs for an app of `build_app`: its plain routes called directly (`PlainRoutes`)
+    and every request logged (`AccessLog`)."""
+    return AccessLog(PlainRoutes(app))
 
 
 GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C
@@ -135,7 +160,7 @@ def uvicorn_config(app):
 
     limits = app.state.limits
     return uvicorn.Config(
-        AccessLog(PlainRoutes(app)),
+        asgi(app),
         log_level="warning",
         access_log=False,
         lifespan="on",
