@@ -12,6 +12,7 @@ with both kinds of batching.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import signal
 import time
@@ -554,3 +555,29 @@ def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(train
     while [pid for pid in children if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "search processes left behind"
+
+
+def test_the_server_moves_what_it_loaded_out_of_the_collectors_passes_and_collects_less_often():
+    """mt.apps.serve.http.tune_collector, as `mt serve` calls it once loaded (in a process of its own:
+    the collector's settings are the process's): the objects that exist are frozen, later ones are not,
+    and the young generation waits for COLLECTOR_THRESHOLDS[0] new objects; cyclic garbage is still
+    collected."""
+    import subprocess
+    import sys
+
+    code = (
+        "import gc, json\n"
+        "from mt.apps.serve.http import COLLECTOR_THRESHOLDS, tune_collector\n"
+        "before = gc.get_freeze_count()\n"
+        "tune_collector()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node(); a.other, b.other = b, a; del a, b\n"
+        "found = gc.collect()\n"
+        "print(json.dumps([before, frozen, list(gc.get_threshold()), list(COLLECTOR_THRESHOLDS), found]))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120, cwd=root)
+    before, frozen, threshold, wanted, found = json.loads(out.stdout)
+    assert before == 0 and frozen > 1000 and threshold == wanted and wanted[0] > 700
+    assert found >= 2  # the two objects of the cycle, made after the freeze

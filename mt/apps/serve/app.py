@@ -50,7 +50,7 @@ from starlette.exceptions import HTTPException
 from mt import log
 from mt.apps.serve import openapi
 from mt.apps.serve.files import Documents
-from mt.apps.serve.http import PlainRoute, allow_descriptors, bind, signals_end_quietly, uvicorn_server
+from mt.apps.serve.http import PlainRoute, allow_descriptors, bind, signals_end_quietly, tune_collector, uvicorn_server
 from mt.apps.serve.queue import Batcher
 from mt.apps.serve.requests import ApiError
 from mt.apps.serve.service import Service
@@ -278,6 +278,7 @@ def serve(
     limits = limits or Limits()
     app = build_app(translator, limits, api_key, worker_threads, names)
     allow_descriptors(limits.max_connections + 256)  # the model's files, the batcher, logs: room beside them
+    tune_collector()  # last: everything loaded so far stays for the process's life
     server = uvicorn_server(app)
     address = f"[{host}]" if ":" in host else host
     mode = quantize or precision

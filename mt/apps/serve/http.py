@@ -5,6 +5,7 @@ socket bound before the model loads, and a stop that lets the requests in flight
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 import signal
 import socket
@@ -246,6 +247,20 @@ def guarded_protocol(max_connections: int, read_timeout: float):
                 self.transport.abort()
 
     return GuardedProtocol
+
+
+COLLECTOR_THRESHOLDS = (50_000, 20, 20)  # Python's default: (700, 10, 10)
+
+
+def tune_collector() -> None:
+    """Python's cyclic garbage collector set for a server, once the model and the app are loaded:
+    what exists by then moves out of its passes (`gc.freeze`: the model's, the libraries' and the
+    app's objects, which live as long as the process), and a young-generation pass waits for 50,000
+    net new objects instead of 700. A request makes thousands of short-lived objects, nearly all
+    freed as soon as they are dropped; with the defaults the collector ran often, on the event loop,
+    and its full passes walked the whole heap (docs/benchmarks.md: 1.07x the sentences served)."""
+    gc.freeze()
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 
 def allow_descriptors(count: int) -> None:
