@@ -1,6 +1,7 @@
 """The HTTP side of `mt serve` under the app (mt.apps.serve.app): its access log, the plain routes of
 the endpoints that read their own request, and uvicorn run with bounds on connections, a listening
-socket bound before the model loads, and a stop that lets the requests in flight finish."""
+socket bound before the model loads, and a stop that lets the requests in flight finish; and
+Python's garbage collector set for a server."""
 
 from __future__ import annotations
 
@@ -258,7 +259,7 @@ def tune_collector() -> None:
     app's objects, which live as long as the process), and a young-generation pass waits for 50,000
     net new objects instead of 700. A request makes thousands of short-lived objects, nearly all
     freed as soon as they are dropped; with the defaults the collector ran often, on the event loop,
-    and its full passes walked the whole heap (docs/benchmarks.md: 1.07x the sentences served)."""
+    and its full passes walked the whole heap (docs/benchmarks.md: 1.06x the sentences served)."""
     gc.freeze()
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
