@@ -260,6 +260,7 @@ def tune_collector() -> None:
     net new objects instead of 700. A request makes thousands of short-lived objects, nearly all
     freed as soon as they are dropped; with the defaults the collector ran often, on the event loop,
     and its full passes walked the whole heap (docs/benchmarks.md: 1.06x the sentences served)."""
+    gc.collect()  # first: what is garbage already is freed, not kept frozen for the process's life
     gc.freeze()
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
