@@ -28,7 +28,14 @@ def serve(
             help="Source tokens a decoding batch may hold, from all the requests waiting (as decode.max_tokens).",
         ),
     ] = 2000,
-    max_wait_ms: Annotated[float, typer.Option(help="How long a sentence waits for others to share its batch.")] = 10.0,
+    max_wait_ms: Annotated[
+        Optional[float],
+        typer.Option(
+            help="How long a sentence waits for others to share its batch. Default: 10 for mt's search, "
+            "0 for CTranslate2's side-by-side workers (a free one starts at once).",
+            show_default=False,
+        ),
+    ] = None,
     max_queue: Annotated[
         int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")
     ] = 1024,

@@ -276,3 +276,36 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
     assert health["engine"].startswith("ctranslate2: CTranslate2 ") and "2 batches side by side" in health["engine"]
     assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")
+
+
+def test_a_free_ctranslate2_worker_starts_at_once_where_mts_search_would_wait_for_company(experiment, monkeypatch):
+    """mt.apps.serve.queue: with no --max-wait-ms, a batch for CTranslate2's side-by-side workers
+    starts as soon as a worker is free (another batch forms while it runs), where one worker's waits
+    WAIT_MS for others to share it; a wait given is every batch's."""
+    from mt.apps.serve import queue
+    from mt.apps.serve.queue import Batcher, Closed
+    from mt.decoding.engine import engine
+
+    monkeypatch.setattr(queue, "WAIT_MS", 600_000.0)  # one worker's wait: ten minutes, were it taken
+    fresh = Translator.load(experiment, experiment.load_config())
+    options = DecodeOptions(engine="ctranslate2", workers=2, beam=2, length_penalty="length").resolved(fresh.decode_cfg)
+    engine(fresh, options, 2)
+    _, encoded, _ = fresh.encode_lines(LINES[:2])
+    auto = Batcher(fresh, threads=1)
+    auto.start()
+    try:
+        assert auto.submit(encoded[:1], options).result(timeout=120)[0][0]  # not held ten minutes
+        assert auto.max_wait == 600.0 and auto.beside_wait == 0.0
+    finally:
+        auto.close()
+    given = Batcher(fresh, max_wait_ms=600_000.0, threads=1)
+    given.start()
+    try:
+        held = given.submit(encoded[:1], options)
+        with pytest.raises(TimeoutError):
+            held.result(timeout=1.0)  # waiting for company, as asked
+        given.stop_waiting()
+        with pytest.raises(Closed):
+            held.result(timeout=60)
+    finally:
+        given.close()

@@ -66,7 +66,9 @@ class Limits:
     """How the queue batches and what one request may ask (the flags of `mt serve`)."""
 
     max_batch_tokens: int = 2000  # source tokens (with EOS) per batch, as decode.max_tokens
-    max_wait_ms: float = 10.0  # how long the oldest waiting sentence waits for others to share its batch
+    # How long the oldest waiting sentence waits for others to share its batch; None: 10 ms for one
+    # worker (mt's search), none for CTranslate2's side-by-side workers (mt.apps.serve.queue).
+    max_wait_ms: float | None = None
     max_queue: int = 1024  # sentences waiting; a request that does not fit gets 503
     max_chars: int = 20000  # characters per request
     max_lines: int = 256  # lines per request (mt translate's --buffer)
@@ -101,7 +103,7 @@ class Limits:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
-        if not 0 <= self.max_wait_ms <= 60_000:  # written so that NaN fails too; a wait of days is a typo
+        if self.max_wait_ms is not None and not 0 <= self.max_wait_ms <= 60_000:  # NaN fails too; days: a typo
             raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be from 0 to 60000 (a minute)")
         if not 0 < self.read_timeout <= 3600:
             raise ConfigError(f"--read-timeout {self.read_timeout}: must be more than 0 and at most 3600 seconds")

@@ -4,7 +4,9 @@ Requests put their sentences (source ids, already cut to the model's positions: 
 into one bounded queue and wait on a future. One worker thread owns the Translator, so the model is
 never touched from two threads at once. It takes the oldest sentence and waits up to `max_wait_ms`
 for more that share its decoding options (or until `max_batch_tokens` source tokens of them are
-waiting). Then, with `batching="continuous"`, they start a continuous beam search
+waiting); not given, WAIT_MS where one worker searches, and not at all for CTranslate2's
+side-by-side workers: a free one starts at once on what waits, and the next batch forms while it
+runs (waiting cost one client a third of its throughput, docs/serving.md#measured). Then, with `batching="continuous"`, they start a continuous beam search
 (`mt.search.continuous`): before each of its steps, sentences that arrived meanwhile with the same
 options join it while their source tokens fit in `max_batch_tokens`, and each sentence goes back to
 its request the step it finishes, so a batch never waits for its longest sentence. With "static"
@@ -44,6 +46,7 @@ from mt import log
 from mt.decoding.options import DecodeOptions
 
 BATCHING = ("static", "continuous")
+WAIT_MS = 10.0  # how long an idle worker waits for company, where max_wait_ms is not given (module docstring)
 
 
 class QueueFull(Exception):
@@ -109,7 +112,7 @@ class Batcher:
         self,
         translator,
         max_batch_tokens: int = 4000,
-        max_wait_ms: float = 10.0,
+        max_wait_ms: float | None = None,
         max_queue: int = 1024,
         threads: int | None = None,
         batching: str = "static",
@@ -119,7 +122,9 @@ class Batcher:
         self.translator = translator
         self.batching = batching
         self.max_batch_tokens = max_batch_tokens
-        self.max_wait = max_wait_ms / 1000.0
+        # Given, the wait of every batch; else WAIT_MS for one worker, none for side-by-side workers.
+        self.max_wait = (WAIT_MS if max_wait_ms is None else max_wait_ms) / 1000.0
+        self.beside_wait = 0.0 if max_wait_ms is None else max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.threads = threads
         self.batches = 0  # batches (static) or searches (continuous) run, for /health
@@ -267,7 +272,8 @@ class Batcher:
             if first.call is not None:
                 self.taken.append(self._queue.popleft())
                 return self.taken[-1:]
-            deadline = first.arrived + self.max_wait
+            wait = self.beside_wait if self._engine_workers(first) > 1 else self.max_wait
+            deadline = first.arrived + wait
             while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
                 left = deadline - time.monotonic()
                 if left <= 0:
