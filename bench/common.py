@@ -318,6 +318,26 @@ def percentile(values: list[float], q: float) -> float:
 
 
 # -- the server -------------------------------------------------------------------------------------
+# `python -m mt` from another checkout: its mt/ is found first (the working directory), but mt.cli is
+# installed from this checkout's cli/ (pyproject's package-dir, an editable install's finder), so the
+# old mt would run this checkout's command line. This runs the checkout's own cli/ as mt.cli.
+CHECKOUT_MAIN = """\
+import importlib.util, runpy, sys
+root = sys.argv.pop(1)
+class OwnCli:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "mt.cli":
+            return None
+        return importlib.util.spec_from_file_location(
+            name, f"{root}/cli/__init__.py", submodule_search_locations=[f"{root}/cli"])
+sys.meta_path.insert(0, OwnCli)
+sys.path.insert(0, root)
+sys.argv[0] = "mt"
+runpy.run_module("mt", run_name="__main__", alter_sys=True)
+"""
+
+
 class Server:
     """`python -m mt serve` on a free loopback port, started and stopped by this process (this
     checkout's mt, or `checkout`'s)."""
@@ -326,7 +346,8 @@ class Server:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
-        command = [sys.executable, "-m", "mt", "serve", "--exp", args.exp, "--host", "127.0.0.1",
+        python = [sys.executable, "-m", "mt"] if checkout == REPO else [sys.executable, "-c", CHECKOUT_MAIN, str(checkout)]
+        command = [*python, "serve", "--exp", args.exp, "--host", "127.0.0.1",
                    "--port", str(self.port), "--threads", str(args.threads), "--precision", args.precision,
                    "--batching", batching, *args.serve_arg]
         if args.checkpoint:
