@@ -331,8 +331,7 @@ class OwnCli:
             return None
         return importlib.util.spec_from_file_location(
             name, f"{root}/cli/__init__.py", submodule_search_locations=[f"{root}/cli"])
-sys.meta_path.insert(0, OwnCli)
-sys.path.insert(0, root)
+sys.meta_path.insert(0, OwnCli)  # mt itself comes from the working directory, the checkout
 sys.argv[0] = "mt"
 runpy.run_module("mt", run_name="__main__", alter_sys=True)
 """
