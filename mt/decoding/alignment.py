@@ -16,7 +16,6 @@ import torch
 from mt.errors import ConfigError
 from mt.model.attention import capture_attention
 from mt.model.transformer import Transformer
-from mt.search.steps import Hypothesis
 from mt.tokenizer import BOS_ID, PAD_ID, TAG, Tokenizer
 
 
@@ -111,25 +110,25 @@ def word_alignments(
     model,
     src_ids: torch.Tensor,  # (sentences, src_len)
     src_encoded: list[list[int]],  # each sentence's source ids, without EOS
-    hyps: list[list[Hypothesis]],  # each sentence's hypotheses
+    outputs: list[list[list[int]]],  # each sentence's hypotheses, as output ids (whichever search found them)
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     layer: int,
 ) -> list[list[str]]:
     """The word alignment (Pharaoh line) of every hypothesis of every sentence."""
-    rows = [s for s, sentence in enumerate(hyps) for _ in sentence]
+    rows = [s for s, sentence in enumerate(outputs) for _ in sentence]
     if not rows:
-        return [[] for _ in hyps]
-    tokens = [h.tokens for sentence in hyps for h in sentence]
+        return [[] for _ in outputs]
+    tokens = [ids for sentence in outputs for ids in sentence]
     row_ids = src_ids.index_select(0, torch.tensor(rows, device=src_ids.device))
     weights = iter(alignment_weights(model, row_ids, tokens, layer))
     src_words = [source_word_index(src_tok.pieces(ids)) for ids in src_encoded]
     result = []
-    for s, sentence in enumerate(hyps):
+    for s, sentence in enumerate(outputs):
         result.append(
             [
-                word_alignment(hard_alignment(next(weights)), src_words[s], output_word_index(tgt_tok, h.tokens))
-                for h in sentence
+                word_alignment(hard_alignment(next(weights)), src_words[s], output_word_index(tgt_tok, ids))
+                for ids in sentence
             ]
         )
     return result

@@ -78,8 +78,6 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
         return "--sample draws with mt's generator"
     if o.constraints:
         return "--constraints (constrained beam search) is mt's own"
-    if o.alignment_layer is not None:
-        return "--alignments read one decoder layer's attention in mt's search"
     if beam and o.length_penalty == "gnmt":
         return "CTranslate2 has no gnmt length penalty (--length-penalty or decode.length_penalty: length or none)"
     if beam and o.stop == "exact":

@@ -7,6 +7,7 @@ the experiment's decode.* settings and the device. Every search takes the call's
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -73,6 +74,7 @@ class Translator:
         self.engine: CTranslate2Engine | None = None  # CTranslate2 (decode.engine), loaded by the first call for it
         self.engine_failure: str | None = None  # why CTranslate2 could not be built or loaded (engine auto)
         self._said: set[str] = set()
+        self._align_lock = threading.Lock()  # one alignment pass at a time (`_aligned`)
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -218,10 +220,17 @@ class Translator:
         fast = engine(self, options)
         if fast is not None:
             decoded = fast.search(self, encoded, options, progress, split)
-            return [
+            answers = [
                 [(text, score) for text, (_, score) in zip(self.tgt_tok.decode([ids for ids, _ in hyps]), hyps)]
                 for hyps in decoded
             ]
+            if options.alignment_layer is not None:  # the same forced pass as after mt's own search
+                for group in length_groups([len(ids) for ids in encoded], options.max_tokens):
+                    outputs = [[ids for ids, _ in decoded[k]] for k in group]
+                    aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer)
+                    for k, alignments in zip(group, aligned):
+                        answers[k] = [(*r, a) for r, a in zip(answers[k], alignments)]
+            return answers
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if options.sampling is not None:
@@ -265,20 +274,24 @@ class Translator:
                 texts = self.tgt_tok.decode([h.tokens for h in hyps])
                 results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
             if options.alignment_layer is not None:
-                aligned = word_alignments(
-                    self.model,
-                    src_ids,
-                    [encoded[k] for k in group],
-                    found,
-                    self.src_tok,
-                    self.tgt_tok,
-                    options.alignment_layer,
-                )
+                outputs = [[h.tokens for h in hyps] for hyps in found]
+                aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer, src_ids)
                 for k, alignments in zip(group, aligned):
                     results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
             if progress is not None:
                 progress(len(group))
         return results
+
+    def _aligned(
+        self, encoded: list[list[int]], outputs: list[list[list[int]]], layer: int, src_ids: torch.Tensor | None = None
+    ) -> list[list[str]]:
+        """Each output's word alignment (mt.decoding.alignment: one teacher-forced pass of this model,
+        whichever search found the outputs), one pass at a time: it captures a layer's attention on
+        the shared model, and `mt serve` may align two engine batches at once."""
+        with self._align_lock:
+            if src_ids is None:
+                src_ids = self.pad_sources(encoded)
+            return word_alignments(self.model, src_ids, encoded, outputs, self.src_tok, self.tgt_tok, layer)
 
     def encode_line(self, line: str, tag: int | None = None) -> tuple[torch.Tensor, list[int]]:
         """One line's source ids (after `tag`, as `encode_lines`): (1, src_len) with EOS, ready for

@@ -166,7 +166,6 @@ def test_auto_falls_back_when_the_engine_cannot_be_built_and_ctranslate2_says_wh
     "options, needle",
     [
         (dict(sampling=Sampling()), "--sample"),
-        (dict(alignment_layer=0), "--alignments"),
         (dict(beam=4, length_penalty="length", stop="exact"), "exact stop rule"),
         (dict(beam=4, length_penalty="gnmt"), "no gnmt length penalty"),
     ],
@@ -177,6 +176,21 @@ def test_ctranslate2_refuses_what_it_cannot_decode_as_mt_would(translator, optio
     one_line(exc, "--engine ctranslate2", needle, "--engine auto")
     with pytest.raises(ConfigError, match="--engine"):
         DecodeOptions(engine="fast")
+
+
+def test_alignments_through_ctranslate2_are_mts_own_for_the_same_translations(translator):
+    """--alignments with the engine: CTranslate2 searches, and each translation it finds is aligned by
+    the same teacher-forced pass of mt's model as after mt's own search, so a translation both find
+    gets the same alignment; n-best lists are aligned hypothesis by hypothesis."""
+    for options in (dict(beam=1), dict(beam=3, nbest=2, length_penalty="length")):
+        with one_thread():
+            ours = translator.search(LINES, DecodeOptions(alignment_layer=0, **options))
+            theirs = translator.search(LINES, DecodeOptions(engine="ctranslate2", alignment_layer=0, **options))
+        assert [len(h) for h in theirs] == [len(h) for h in ours] and all(len(t) == 3 for h in theirs for t in h)
+        pairs = [(a, b) for x, y in zip(ours, theirs) for a, b in zip(x, y) if a[0] == b[0]]
+        assert len(pairs) >= 0.9 * sum(len(h) for h in ours), f"{len(pairs)} translations in common"
+        assert all(a[2] == b[2] for a, b in pairs), [(a, b) for a, b in pairs if a[2] != b[2]][:3]
+        assert any(b[2] for _, b in pairs), "the alignments must not all be empty"
 
 
 def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign_directory(experiment, capsys):
