@@ -34,9 +34,10 @@ class Plan:
 
 
 def aligned(translator: Translator, options: DecodeOptions | None) -> DecodeOptions:
-    """`options` for the pieces: one best translation each, aligned by the last decoder layer. The
-    alignments are mt's search's: where CTranslate2 decodes the rest (decode.engine ctranslate2), markup
-    goes to mt's search, as engine auto sends it (mt.decoding.engine), rather than being refused."""
+    """`options` for the pieces: one best translation each, aligned by the last decoder layer (a
+    teacher-forced pass of mt's model over the translation, whichever engine found it). Under decode.engine
+    ctranslate2 they are decoded as engine auto decodes them (mt.decoding.engine): what CTranslate2
+    cannot decode as mt would (the gnmt penalty, an ensemble) goes to mt's search rather than being refused."""
     from mt.decoding.alignment import check_layer
 
     layer = check_layer(translator.model, None, "alignments")
