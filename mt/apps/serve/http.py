@@ -64,10 +64,14 @@ class PlainRoute(APIRoute):
         endpoint = self.endpoint
 
         async def handler(request: Request) -> Response:
-            result = await endpoint(request)
-            return result if isinstance(result, Response) else JSONResponse(result)
+            return answer(await endpoint(request))
 
         return handler
+
+
+def answer(result) -> Response:
+    """A plain endpoint's result as the response it sends: a Response as it is, data as JSON."""
+    return result if isinstance(result, Response) else JSONResponse(result)
 
 
 class PlainRoutes:
@@ -100,9 +104,7 @@ class PlainRoutes:
             await send(message)
 
         try:
-            result = await endpoint(request)
-            response = result if isinstance(result, Response) else JSONResponse(result)
-            await response(scope, receive, sending)
+            await answer(await endpoint(request))(scope, receive, sending)
         except Exception as exc:
             if started:  # too late for another answer: uvicorn closes the connection
                 raise
