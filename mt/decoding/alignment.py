@@ -46,16 +46,46 @@ def target_input(tokens: list[list[int]], device: torch.device) -> torch.Tensor:
     return tgt_in
 
 
-@torch.no_grad()
-def alignment_weights(model, src_ids: torch.Tensor, tokens: list[list[int]], layer: int) -> list[torch.Tensor]:
-    """Head-averaged cross-attention of decoder layer `layer` (0-based) for each row, (tgt, src),
-    averaged over the members of an ensemble; only that layer computes its weights explicitly."""
-    total = None
-    for member in members(model):
+def evaluating(member: Transformer) -> Transformer:
+    """`member` in eval mode; eval() walks every module, a large share of a one-sentence pass, so only
+    when it is training."""
+    if member.training:
         member.eval()
-        module = member.decoder[layer].cross_attn
+    return member
+
+
+Encoded = list[tuple[torch.Tensor, torch.Tensor]]  # each member's (memory, src_mask) of a batch of sources
+
+
+@torch.no_grad()
+def encode_sources(model, src_ids: torch.Tensor) -> Encoded:
+    """The first half of the alignment pass, each member's encoder over `src_ids`: it captures no
+    attention, so it may run while a search (CTranslate2's) runs in other threads."""
+    return [evaluating(member).encode(src_ids) for member in members(model)]
+
+
+@torch.no_grad()
+def alignment_weights(
+    model,
+    src_ids: torch.Tensor,
+    tokens: list[list[int]],
+    layer: int,
+    rows: torch.Tensor | None = None,
+    encoded: Encoded | None = None,
+) -> list[torch.Tensor]:
+    """Head-averaged cross-attention of decoder layer `layer` (0-based) for each of `tokens`, (tgt, src),
+    averaged over the members of an ensemble; only that layer computes its weights explicitly. Row r of
+    `tokens` translates source rows[r] of src_ids (None: source r); `encoded`: `encode_sources(src_ids)`,
+    if it ran already."""
+    encoded = encoded if encoded is not None else encode_sources(model, src_ids)
+    if rows is not None:
+        src_ids = src_ids.index_select(0, rows)
+    total = None
+    for member, (memory, src_mask) in zip(members(model), encoded):
+        if rows is not None:
+            memory, src_mask = memory.index_select(0, rows), src_mask.index_select(0, rows)
+        module = evaluating(member).decoder[layer].cross_attn
         with capture_attention([module]):
-            memory, src_mask = member.encode(src_ids)
             member.decode_hidden(target_input(tokens, src_ids.device), memory, src_mask)
             weights = module.weights.mean(dim=1)  # (rows, tgt, src)
         total = weights if total is None else total + weights
@@ -114,14 +144,16 @@ def word_alignments(
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     layer: int,
+    encoded: Encoded | None = None,  # `encode_sources(model, src_ids)`, if it ran already
 ) -> list[list[str]]:
     """The word alignment (Pharaoh line) of every hypothesis of every sentence."""
     rows = [s for s, sentence in enumerate(outputs) for _ in sentence]
     if not rows:
         return [[] for _ in outputs]
     tokens = [ids for sentence in outputs for ids in sentence]
-    row_ids = src_ids.index_select(0, torch.tensor(rows, device=src_ids.device))
-    weights = iter(alignment_weights(model, row_ids, tokens, layer))
+    every = rows == list(range(src_ids.size(0)))  # one hypothesis a sentence: no rows to pick
+    picked = None if every else torch.tensor(rows, device=src_ids.device)
+    weights = iter(alignment_weights(model, src_ids, tokens, layer, picked, encoded))
     src_words = [source_word_index(src_tok.pieces(ids)) for ids in src_encoded]
     result = []
     for s, sentence in enumerate(outputs):

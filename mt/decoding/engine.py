@@ -155,11 +155,13 @@ class CTranslate2Engine:
         options: DecodeOptions,
         progress: Callable[[int], None] | None = None,
         split: bool = True,
+        meanwhile: Callable[[], None] | None = None,
     ) -> list[list[tuple[list[int], float]]]:
         """For each source (ids without EOS, cut), up to nbest (target ids without EOS, score), best
         first. mt's batches (decode.max_tokens, at most CPU_BATCH_TOKENS on a CPU), cut again so that
         the side-by-side workers end together when they are few (`balanced_for`; not with `split`
-        False: `mt serve` runs several calls at once), all queued at once; answered in order."""
+        False: `mt serve` runs several calls at once), all queued at once; answered in order.
+        `meanwhile` runs in this thread once they are queued, while CTranslate2's threads search."""
         o = options
         if o.shortlist and not self.vmap:
             raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")
@@ -187,6 +189,8 @@ class CTranslate2Engine:
                 asynchronous=True,
             )
             pending.append((part, limits, found))
+        if meanwhile is not None:
+            meanwhile()
         results: list[list[tuple[list[int], float]]] = [[] for _ in encoded]
         for part, limits, found in pending:
             for k, limit, result in zip(part, limits, found):
@@ -213,7 +217,7 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     """The engine this call (resolved options) decodes with: CTranslate2's (loaded once, and again
     when the workers asked for change), or None for mt's search. decode.engine ctranslate2 refuses
     what CTranslate2 cannot decode; auto says once why mt's search decodes it instead. `threads`: all
-    its workers' threads (default: the calling thread's torch threads)."""
+    its workers' threads (default: as `load`)."""
     if options.engine == "mt":
         return None
     reason = unsupported(translator, options)
@@ -231,15 +235,16 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
 
 
 def load(translator, workers: int, threads: int | None = None, strict: bool = True) -> CTranslate2Engine | None:
-    """The Translator's CTranslate2 engine for `workers` (decode.workers) over `threads` (default: the
-    calling thread's torch threads), built (`prepared`) and loaded unless it is already. A failure
+    """The Translator's CTranslate2 engine for `workers` (decode.workers) over `threads` (default: those
+    it was loaded for, else the calling thread's torch threads), built (`prepared`) and loaded unless it
+    is already. A failure
     (an experiment it cannot write into, CTranslate2 refusing the model) is one MtError where `strict`
     (engine ctranslate2); otherwise (auto) it is kept in translator.engine_failure, and None returned:
     mt's search decodes from then on, without trying again."""
-    threads = threads or torch.get_num_threads()
+    current = translator.engine
+    threads = threads or (current.inter * current.intra if current is not None else torch.get_num_threads())
     inter = workers_for(workers, translator.device, threads)  # as mt's own workers: given, or one a thread
     intra = max(1, threads // inter)
-    current = translator.engine
     if current is not None and (current.inter, current.intra) == (inter, intra):
         return current
     try:

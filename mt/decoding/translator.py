@@ -18,7 +18,7 @@ from mt import log
 from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.batching import length_groups
 from mt.data.shortlist import load_table
-from mt.decoding.alignment import word_alignments
+from mt.decoding.alignment import Encoded, encode_sources, word_alignments
 from mt.decoding.directions import Directions
 from mt.decoding.engine import CTranslate2Engine, engine
 from mt.decoding.models import load_models
@@ -33,6 +33,10 @@ from mt.search.parallel import search_batches, split_for, workers_for
 from mt.search.single_path import greedy_search, sample_search
 from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
+
+# Padded source tokens whose encoder output the alignment pass computes ahead, while CTranslate2 searches
+# (a call's first groups: all of a server's; a file's are bounded in memory, 16 MB at d_model 256).
+ENCODE_AHEAD_TOKENS = 16384
 
 
 class Translator:
@@ -219,18 +223,7 @@ class Translator:
             self._shortlist()  # read here, once, before batches are searched side by side
         fast = engine(self, options)
         if fast is not None:
-            decoded = fast.search(self, encoded, options, progress, split)
-            answers = [
-                [(text, score) for text, (_, score) in zip(self.tgt_tok.decode([ids for ids, _ in hyps]), hyps)]
-                for hyps in decoded
-            ]
-            if options.alignment_layer is not None:  # the same forced pass as after mt's own search
-                for group in length_groups([len(ids) for ids in encoded], options.max_tokens):
-                    outputs = [[ids for ids, _ in decoded[k]] for k in group]
-                    aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer)
-                    for k, alignments in zip(group, aligned):
-                        answers[k] = [(*r, a) for r, a in zip(answers[k], alignments)]
-            return answers
+            return self._search_engine(fast, encoded, options, progress, split)
         results: list[list[tuple]] = [[] for _ in encoded]
         generator = None
         if options.sampling is not None:
@@ -282,16 +275,66 @@ class Translator:
                 progress(len(group))
         return results
 
+    def _search_engine(
+        self,
+        fast: CTranslate2Engine,
+        encoded: list[list[int]],
+        options: DecodeOptions,
+        progress: Callable[[int], None] | None,
+        split: bool,
+    ) -> list[list[tuple]]:
+        """`search_encoded` through CTranslate2, and the same forced alignment pass as after mt's own
+        search; its encoder's half runs for the first groups while CTranslate2 searches."""
+        answers: list[list[tuple]] = []
+        groups, sources, ahead = [], [], []
+        if options.alignment_layer is not None:
+            groups = length_groups([len(ids) for ids in encoded], options.max_tokens)
+            sources = [self.pad_sources([encoded[k] for k in group]) for group in groups]
+
+        def meanwhile() -> None:
+            budget = ENCODE_AHEAD_TOKENS
+            for src_ids in sources:
+                budget -= src_ids.numel()
+                if budget < 0:
+                    break
+                ahead.append(encode_sources(self.model, src_ids))
+
+        # Side by side (mt serve's calls, split False), each alignment pass runs on one torch thread, in
+        # this thread only (OpenMP's count is per thread; torch.get_num_threads reports the last set, so
+        # the count is put back to the engine's, which the serving workers' threads are).
+        one = bool(groups) and not split
+        if one:
+            torch.set_num_threads(1)
+        try:
+            decoded = fast.search(self, encoded, options, progress, split, meanwhile if groups else None)
+            for hyps in decoded:
+                texts = self.tgt_tok.decode([ids for ids, _ in hyps])
+                answers.append([(text, score) for text, (_, score) in zip(texts, hyps)])
+            for g, (group, src_ids) in enumerate(zip(groups, sources)):
+                outputs = [[ids for ids, _ in decoded[k]] for k in group]
+                first = ahead[g] if g < len(ahead) else None
+                aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer, src_ids, first)
+                for k, alignments in zip(group, aligned):
+                    answers[k] = [(*r, a) for r, a in zip(answers[k], alignments)]
+        finally:
+            if one:
+                torch.set_num_threads(fast.inter * fast.intra)
+        return answers
+
     def _aligned(
-        self, encoded: list[list[int]], outputs: list[list[list[int]]], layer: int, src_ids: torch.Tensor | None = None
+        self,
+        encoded: list[list[int]],
+        outputs: list[list[list[int]]],
+        layer: int,
+        src_ids: torch.Tensor,
+        ahead: Encoded | None = None,
     ) -> list[list[str]]:
         """Each output's word alignment (mt.decoding.alignment: one teacher-forced pass of this model,
-        whichever search found the outputs), one pass at a time: it captures a layer's attention on
-        the shared model, and `mt serve` may align two engine batches at once."""
+        whichever search found the outputs; `ahead`: its encoder's half, if it ran already), one pass at
+        a time: it captures a layer's attention on the shared model, and `mt serve` may align two engine
+        batches at once."""
         with self._align_lock:
-            if src_ids is None:
-                src_ids = self.pad_sources(encoded)
-            return word_alignments(self.model, src_ids, encoded, outputs, self.src_tok, self.tgt_tok, layer)
+            return word_alignments(self.model, src_ids, encoded, outputs, self.src_tok, self.tgt_tok, layer, ahead)
 
     def encode_line(self, line: str, tag: int | None = None) -> tuple[torch.Tensor, list[int]]:
         """One line's source ids (after `tag`, as `encode_lines`): (1, src_len) with EOS, ready for

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 from helpers import mt, one_line, one_thread, toy_corpus
@@ -191,6 +192,35 @@ def test_alignments_through_ctranslate2_are_mts_own_for_the_same_translations(tr
         assert len(pairs) >= 0.9 * sum(len(h) for h in ours), f"{len(pairs)} translations in common"
         assert all(a[2] == b[2] for a, b in pairs), [(a, b) for a, b in pairs if a[2] != b[2]][:3]
         assert any(b[2] for _, b in pairs), "the alignments must not all be empty"
+
+
+def test_a_servers_side_by_side_call_aligns_as_a_whole_file_does_and_keeps_the_engines_threads(experiment):
+    """`mt serve`'s engine calls (split False) run the alignment pass on one torch thread, its encoder's
+    half while CTranslate2 searches: the same alignments as a call of a whole file. torch's thread count
+    is the engine's again afterwards, and a call that leaves the threads unsaid keeps the engine loaded
+    for two workers (the count torch reports is the last set in any thread)."""
+    import torch
+
+    from mt.decoding.engine import engine
+
+    served = Translator.load(experiment, experiment.load_config())
+    options = DecodeOptions(engine="ctranslate2", alignment_layer=0, beam=3, nbest=2, length_penalty="length")
+    options = options.resolved(served.decode_cfg)
+    loaded = engine(served, replace(options, workers=2), 2)
+    _, encoded, _ = served.encode_lines(LINES[:24])
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        whole = served.search_encoded(encoded, options)
+        side = [served.search_encoded([ids], options, split=False)[0] for ids in encoded]
+        assert torch.get_num_threads() == 2 and served.engine is loaded and engine(served, options) is loaded
+        torch.set_num_threads(1)  # as another thread's pass may leave it
+        assert engine(served, options) is loaded and (loaded.inter, loaded.intra) == (2, 1)
+    finally:
+        torch.set_num_threads(threads)
+    pairs = [(a, b) for x, y in zip(whole, side) for a, b in zip(x, y) if a[0] == b[0]]
+    assert len(pairs) >= 0.9 * sum(len(h) for h in whole), f"{len(pairs)} translations in common"
+    assert all(a[2] == b[2] for a, b in pairs) and any(a[2] for a, _ in pairs)
 
 
 def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign_directory(experiment, capsys):
