@@ -373,6 +373,23 @@ def test_v1_refusals_name_the_field(server, body, status, field):
     assert "\n" not in data["error"]
 
 
+def test_requests_alike_share_their_options_but_a_value_python_finds_equal_is_read_as_itself(server, reference):
+    """The server makes each set of request options once (Service.options) and keeps it: true, equal to
+    1 in Python, is still refused as a beam after beam 1 was accepted, and 1 as `alignments` after true;
+    a list is refused each time (no dict can hold it)."""
+    url = f"{server.url}/v1/translate"
+    greedy = greedy_translator(reference).translate([LINES[0]])
+    for _ in range(2):
+        assert [t["text"] for t in ok(url, {"text": LINES[0], "beam": 1})["translations"]] == greedy
+        assert call(url, {"text": LINES[0], "beam": True})[0] == 422
+        assert len(ok(url, {"text": LINES[0], "beam": 2, "nbest": 2})["translations"][0]["nbest"]) == 2
+        assert "alignment" in ok(url, {"text": LINES[0], "alignments": True})["translations"][0]
+        status, _, data = call(url, {"text": LINES[0], "alignments": 1})
+        assert status == 422 and data["error"].startswith("alignments")
+        status, _, data = call(url, {"text": LINES[0], "beam": [1]})
+        assert status == 422 and data["error"].startswith("beam: expected a whole number")
+
+
 def test_v1_bad_json_utf8_and_attention_fields(server):
     status, _, data = call(f"{server.url}/v1/translate", raw=b'{"text": "Hallo."', headers={"Content-Type": "application/json"})
     assert status == 422 and data["error"].startswith("invalid JSON")

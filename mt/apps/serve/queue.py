@@ -287,7 +287,7 @@ class Batcher:
             self._queue = deque(entry for entry in self._queue if not entry.request.future.done())
 
     def _waiting_tokens(self, options: DecodeOptions) -> int:
-        return sum(entry.tokens for entry in self._queue if entry.call is None and entry.options == options)
+        return sum(entry.tokens for entry in self._queue if entry.call is None and _same(entry.options, options))
 
     def _take(self, options: DecodeOptions, budget: int | None = None) -> list[_Entry]:
         """Entries with `options`, oldest first, up to `budget` (max_batch_tokens) source tokens, at
@@ -298,7 +298,7 @@ class Batcher:
         limit = self.max_batch_tokens if budget is None else budget
         now, blocked = time.monotonic(), False
         for entry in self._queue:
-            same = entry.call is None and entry.options == options
+            same = entry.call is None and _same(entry.options, options)
             fits = (not batch and budget is None) or tokens + entry.tokens <= limit
             if same and fits and not blocked:
                 batch.append(entry)
@@ -454,3 +454,9 @@ class Batcher:
                 self.batches += 1
         for entry, hyps in zip(batch, found):
             entry.request.deliver(entry.index, hyps)
+
+
+def _same(a: DecodeOptions | None, b: DecodeOptions | None) -> bool:
+    """Whether two entries decode alike: the same object, as most are (the server makes each set of
+    options once), or equal options (a dataclass's == compares every field)."""
+    return a is b or a == b

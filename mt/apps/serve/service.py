@@ -9,7 +9,7 @@ import asyncio
 import json
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -42,6 +42,7 @@ from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
+OPTIONS_KEPT = 1024  # sets of decoding options a server keeps made (`Service.options`)
 
 
 class Service:
@@ -53,6 +54,7 @@ class Service:
         self.langs = Languages(self.directions)  # /languages, /detect, source auto
         self.api_key, self.checkpoint = api_key, checkpoint
         self.defaults = translator.decode_cfg  # what a request leaves unset
+        self._options: dict[tuple, DecodeOptions] = {}  # `options`: made once per set of request values
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
         # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
         self.body_limit = 12 * limits.max_chars + 65536
@@ -68,7 +70,7 @@ class Service:
         lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
-        options = replace(options, src_lang=None, tgt_lang=None)
+        options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
         found = await wait_for(lambda: self.batcher.submit(encoded, options), request)
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results = [[empty] for _ in lines]
@@ -89,8 +91,11 @@ class Service:
         self._libre_size(texts, [lines for lines, _ in split])
         detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
         html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
-        options = DecodeOptions(nbest=1 if html else alternatives + 1, src_lang=src_lang, tgt_lang=fields["target"])
-        options = options.resolved(self.defaults)
+        nbest, target = 1 if html else alternatives + 1, fields["target"]
+        options = self.options(
+            ("libre", nbest, src_lang, target),
+            lambda: DecodeOptions(nbest=nbest, src_lang=src_lang, tgt_lang=target).resolved(self.defaults),
+        )
         if html:
             found = await self.translate_markup(request, texts, options, "html")
             translated, others = [hyps[0][0] for hyps in found], [[] for _ in texts]
@@ -115,6 +120,20 @@ class Service:
             translated.append("".join(h[0][0] + line_break for h, line_break in zip(hyps, breaks)))
             others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
         return translated, others
+
+    def options(self, key: tuple, make: Callable[[], DecodeOptions]) -> DecodeOptions:
+        """make(), once per `key` (the request's values, with their types: 1, 1.0 and true differ):
+        a request's options are several frozen dataclasses made and checked, tens of microseconds
+        of the event loop, and a server's requests nearly all ask the same. A refusal is not kept."""
+        try:
+            found = self._options.get(key)
+        except TypeError:  # a value no dict can hold (a list): made, and refused, each time
+            return make()
+        if found is None:
+            if len(self._options) >= OPTIONS_KEPT:
+                self._options.clear()
+            found = self._options[key] = make()
+        return found
 
     def _libre_texts(self, fields: dict) -> list[str]:
         """q as a list of texts, once source, target and format are this server's."""
@@ -241,10 +260,14 @@ class Service:
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
         if data.get("source") == "auto":  # each line identified; one the model cannot read is refused
             await self.langs.auto(texts, [f"text[{i}]" for i in range(len(texts))])
-        options = replace(
-            v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
-            src_lang=src_lang,
-            tgt_lang=tgt_lang,
+        values = tuple((type(v), v) for v in map(data.get, ("beam", "nbest", "alpha", "length_penalty", "alignments")))
+        options = self.options(
+            ("v1", values, src_lang, tgt_lang),
+            lambda: replace(
+                v1_options(data, self.defaults, self.limits.max_beam, self.translator.model),
+                src_lang=src_lang,
+                tgt_lang=tgt_lang,
+            ),
         )
         refusal_reason = refused(self.translator, options)  # a search CTranslate2 cannot decode as mt would
         if refusal_reason is not None:
