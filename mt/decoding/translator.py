@@ -291,20 +291,22 @@ class Translator:
             groups = length_groups([len(ids) for ids in encoded], options.max_tokens)
             sources = [self.pad_sources([encoded[k] for k in group]) for group in groups]
 
+        # torch's threads for the pass, in this thread only (OpenMP keeps a count per thread): one while
+        # CTranslate2's workers search on the cores, and one for the rest where other calls run beside
+        # this one (mt serve's, split False); the calling thread's count otherwise, and after the call.
+        threads = torch.get_num_threads()
+
         def meanwhile() -> None:
+            torch.set_num_threads(1)
             budget = ENCODE_AHEAD_TOKENS
             for src_ids in sources:
                 budget -= src_ids.numel()
                 if budget < 0:
                     break
                 ahead.append(encode_sources(self.model, src_ids))
+            if split:
+                torch.set_num_threads(threads)
 
-        # Side by side (mt serve's calls, split False), each alignment pass runs on one torch thread, in
-        # this thread only (OpenMP's count is per thread; torch.get_num_threads reports the last set, so
-        # the count is put back to the engine's, which the serving workers' threads are).
-        one = bool(groups) and not split
-        if one:
-            torch.set_num_threads(1)
         try:
             decoded = fast.search(self, encoded, options, progress, split, meanwhile if groups else None)
             for hyps in decoded:
@@ -317,8 +319,8 @@ class Translator:
                 for k, alignments in zip(group, aligned):
                     answers[k] = [(*r, a) for r, a in zip(answers[k], alignments)]
         finally:
-            if one:
-                torch.set_num_threads(fast.inter * fast.intra)
+            if groups:
+                torch.set_num_threads(threads)
         return answers
 
     def _aligned(

@@ -315,11 +315,13 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
         health = ok(f"{server.url}/health")
         html = ok(f"{server.url}/translate", {"q": f"<b>{LINES[0]}</b>", "source": "de", "target": "en",
                                                "format": "html"})  # aligned by mt's search: not refused
+        after = ok(f"{server.url}/health")  # the helpers run torch on one thread: the engine stays as loaded
     assert [text for text in answer["translatedText"]] == out.splitlines()
     assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
     assert health["engine"].startswith("ctranslate2: CTranslate2 ") and "2 batches side by side" in health["engine"]
     assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")
+    assert after["engine"] == health["engine"]
 
 
 def test_a_free_ctranslate2_worker_starts_at_once_where_mts_search_would_wait_for_company(experiment, monkeypatch):

@@ -325,10 +325,11 @@ class Batcher:
         if self._helpers is None:
             import torch
 
-            # the worker's torch threads, which the engine is loaded for (mt.decoding.engine.load)
-            self._helpers = ThreadPoolExecutor(
-                workers, "mt-engine", initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),)
-            )
+            # One torch thread each: CTranslate2 searches on threads of its own, and what torch runs here
+            # (the alignment pass) runs beside the other helpers and the batcher's own threads; with an
+            # OpenMP team each, libgomp counts more threads than cores and stops spinning between ops.
+            # The engine keeps the threads it was loaded for (mt.decoding.engine.load).
+            self._helpers = ThreadPoolExecutor(workers, "mt-engine", initializer=torch.set_num_threads, initargs=(1,))
         with self._cond:
             alone = self._beside == 0
             if alone:
