@@ -6,6 +6,7 @@ alignments and heatmaps (`mt.apps.report.attention_maps`, `mt.decoding.alignment
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager, nullcontext
 from typing import Iterable, Iterator
 
@@ -47,16 +48,18 @@ class MultiHeadAttention(nn.Module):
     the query alone and keys/values with one fused matrix, once per source; when there are `group`
     times as many query rows as sources, rows i*group..(i+1)*group-1 read source i (beam search's beams
     of one sentence) and query it together, as one product per source. With `store_weights`
-    (see `capture_attention`) the same attention is computed explicitly and its weights kept in
-    `weights`, (batch, heads, len, key_len); the normal path never materialises them.
+    (see `capture_attention`) the same attention is computed explicitly and its weights kept, for
+    the thread that asked, in `weights`, (batch, heads, len, key_len); the normal path never
+    materialises them.
     """
 
-    store_weights = False  # set per instance by capture_attention()
+    store_weights = False  # set per instance while a thread captures its weights (capture_attention)
     use_sdpa: bool | None = None  # None: SDPA off the CPU, written out on it; True/False forces one
 
     def __init__(self, d_model: int, n_heads: int, attention_dropout: float, self_attention: bool):
         super().__init__()
-        self.weights: torch.Tensor | None = None
+        self._kept: dict[int, torch.Tensor] = {}  # the weights of the last call, by thread (capture_attention)
+        self._capturing: set[int] = set()  # the threads capturing them now
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.self_attention = self_attention
@@ -67,6 +70,11 @@ class MultiHeadAttention(nn.Module):
             self.q = nn.Linear(d_model, d_model)
             self.kv = nn.Linear(d_model, 2 * d_model)
         self.out = nn.Linear(d_model, d_model)
+
+    @property
+    def weights(self) -> torch.Tensor | None:
+        """The weights of this thread's last call inside `capture_attention`, else None."""
+        return self._kept.get(threading.get_ident())
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         # (batch, len, d_model) -> (batch, heads, len, d_head)
@@ -104,19 +112,20 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project_kv(memory)
                 if cache is not None:  # contiguous once, or every step's attention would copy it again
                     cache["ck"], cache["cv"] = k.contiguous(), v.contiguous()
+        keep = self.store_weights and threading.get_ident() in self._capturing
         batch, _, length, _ = q.shape
         group = batch // k.size(0) if k.size(0) else 1
         if group * k.size(0) != batch:
             raise ValueError(f"{batch} query rows for {k.size(0)} sources: each source needs as many")
-        if group > 1 and self.store_weights:  # the weights are kept per query row
+        if group > 1 and keep:  # the weights are kept per query row
             k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
             key_mask = None if key_mask is None else key_mask.repeat_interleave(group, 0)
         elif group > 1:  # a source's rows query it together: (sources, heads, group * len, d_head)
             q = q.view(k.size(0), group, self.n_heads, length, self.d_head).transpose(1, 2)
             q = q.reshape(k.size(0), self.n_heads, group * length, self.d_head)
         sdpa = self.use_sdpa if self.use_sdpa is not None else q.device.type != "cpu"
-        if self.store_weights or not sdpa:
-            context = self.attend_explicit(q, k, v, key_mask, causal)
+        if keep or not sdpa:
+            context = self.attend_explicit(q, k, v, key_mask, causal, keep)
         else:
             with sdpa_kernel(CUDA_SDPA_BACKENDS) if q.is_cuda else nullcontext():
                 context = self._attend_sdpa(q, k, v, key_mask, causal)  # (batch, heads, len, d_head)
@@ -136,10 +145,10 @@ class MultiHeadAttention(nn.Module):
         context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | empty, dropout_p=dropout_p)
         return context.masked_fill(empty, 0.0)
 
-    def attend_explicit(self, q, k, v, key_mask, causal) -> torch.Tensor:
+    def attend_explicit(self, q, k, v, key_mask, causal, keep: bool = False) -> torch.Tensor:
         """softmax(Q K^T / sqrt(d_head) + mask) V written out (Sec. 3.2.1), the softmax in fp32.
 
-        Used on the CPU, and wherever the weights are wanted (`store_weights`: kept in `weights`).
+        Used on the CPU, and wherever the weights are wanted (`keep`: kept in `weights` for this thread).
         For sentence-length inputs in bf16 SDPA's CPU kernel is several times slower than this; in
         fp32 the kernel alone is faster but whole training steps are not, so the CPU keeps one path
         (figures: docs/performance-notes.md, from bench/cpu_kernels.py and bench/throughput.py).
@@ -160,8 +169,8 @@ class MultiHeadAttention(nn.Module):
             empty = ~mask.any(dim=-1, keepdim=True)
             if torch.compiler.is_compiling() or empty.any():  # no branch on data in a compiled graph
                 weights = weights.masked_fill(empty, 0.0)
-        if self.store_weights:
-            self.weights = weights
+        if keep:
+            self._kept[threading.get_ident()] = weights
         weights = dropout(weights, self.attention_dropout, self.training).to(v.dtype)
         return torch.bmm(weights.reshape(batch * heads, length, key_len), v).view(batch, heads, length, d_head)
 
@@ -216,15 +225,27 @@ def _extended(cached: torch.Tensor, new: torch.Tensor, parents: torch.Tensor | N
     return out
 
 
+_capture_lock = threading.Lock()  # guards the modules' sets of capturing threads
+
+
 @contextmanager
 def capture_attention(modules: Iterable[MultiHeadAttention]) -> Iterator[list[MultiHeadAttention]]:
-    """Within the block, each of `modules` keeps the weights of its last call in `.weights`
-    (batch, heads, len, key_len); read them inside the block: they are dropped when it ends."""
+    """Within the block, each of `modules` keeps the weights of its last call in this thread in
+    `.weights` (batch, heads, len, key_len); read them inside the block: they are dropped when it
+    ends. Threads may capture the same modules at once (`mt serve` aligns two batches side by side):
+    each reads its own calls' weights."""
     modules = list(modules)
-    for module in modules:
-        module.store_weights, module.weights = True, None
+    thread = threading.get_ident()
+    with _capture_lock:
+        for module in modules:
+            module._kept.pop(thread, None)
+            module._capturing.add(thread)
+            module.store_weights = True
     try:
         yield modules
     finally:
-        for module in modules:
-            module.store_weights, module.weights = False, None
+        with _capture_lock:
+            for module in modules:
+                module._kept.pop(thread, None)
+                module._capturing.discard(thread)
+                module.store_weights = bool(module._capturing)

@@ -97,6 +97,45 @@ def test_forced_decode_sees_what_incremental_decoding_saw():
     assert torch.allclose(averaged[1], forced[1]["cross"][-1].mean(0), atol=1e-6)
 
 
+def test_threads_capturing_the_same_modules_at_once_each_read_their_own_weights():
+    """mt serve aligns two batches side by side on one model: each thread's capture keeps its own
+    passes' weights, and a thread that does not capture is not slowed into keeping any."""
+    import threading
+
+    model = tiny_model(64, n_heads=2, dropout=0.0).eval()
+    inputs = [batch(seed) for seed in range(6)]
+    alone = [alignment_weights(model, src, tokens, layer=-1) for src, tokens in inputs]
+    start, failures = threading.Barrier(3), []
+
+    def align(mine: list[int]) -> None:
+        start.wait()
+        for _ in range(20):
+            for i in mine:
+                try:
+                    got = alignment_weights(model, *inputs[i], layer=-1)
+                except Exception as exc:  # another thread's capture ending under this one's pass
+                    failures.append(f"{i}: {type(exc).__name__}")
+                    continue
+                if not all(torch.equal(a, b) for a, b in zip(got, alone[i])):
+                    failures.append(f"{i}: other weights")
+
+    def plain() -> None:
+        start.wait()
+        with torch.no_grad():
+            for _ in range(20):
+                model(inputs[0][0], torch.tensor([[BOS_ID, 5, 6], [BOS_ID, 7, PAD_ID]]))
+
+    threads = [threading.Thread(target=align, args=([0, 1, 2],)), threading.Thread(target=align, args=([3, 4, 5],)),
+               threading.Thread(target=plain)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, f"passes read another thread's weights: {sorted(set(failures))}"
+    modules = [m for m in model.modules() if hasattr(m, "store_weights")]
+    assert all(not m.store_weights and m.weights is None and not m._kept for m in modules)
+
+
 def test_hard_alignment_leaves_out_end_of_sentence_and_words_pair_up_once():
     weights = torch.tensor([[0.1, 0.7, 0.2],   # output token 0 -> source token 1
                             [0.3, 0.1, 0.6],   # output token 1 -> source EOS: left out, best real one is 0
