@@ -23,11 +23,26 @@ from mt.hardware import warn_if_slow
 from mt.search.ensemble import Ensemble
 from mt.tokenizer import Tokenizer
 
+with warnings.catch_warnings():  # torch.ao marks itself deprecated; its dynamic int8 linears still work
+    warnings.simplefilter("ignore")
+    from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
+
+LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default  # the overload itself: no dispatch by arguments
+
 # oneDNN, which runs bf16 matmuls on the CPU, caches a primitive (with the weights packed for it) per
 # shape, up to 1,024: decoding's shapes change every step, so the cache kept 100-150 MB of copies of
 # a 7.6M-parameter model's weights (peak RSS 685 MB against 533 with 16 kept, same speed: EPYC (Zen 4),
 # 2026-12-04). Read when oneDNN first makes one; a value the user set is kept.
 ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+
+
+class Int8Linear(QuantizedLinear):
+    """torch's dynamically quantized linear layer (its int8 weights, its kernel, the same numbers), its
+    kernel called without the checks around it: a search's or an alignment pass's small linears take
+    about 30 us a call, of which the module's Python took 5-10."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return LINEAR_DYNAMIC(x, self._packed_params._packed_params, True)  # reduce_range, as version 4
 
 
 def load_models(
@@ -72,7 +87,11 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
 
         with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
             warnings.simplefilter("ignore")
-            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+            quantized = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        for module in quantized.modules():
+            if type(module) is QuantizedLinear and module._packed_params.dtype == torch.qint8 and module.version >= 4:
+                module.__class__ = Int8Linear
+        return quantized
     if precision == "bf16":
         if device.type == "cpu":
             os.environ.setdefault(ONEDNN_CACHE, "16")  # before the timing's matmul would fix it

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.ao.nn.quantized.dynamic import Linear as QuantizedLinear
 
 from mt.data.shortlist import SPECIALS, LexicalTable
+from mt.decoding.models import Int8Linear, QuantizedLinear
 from mt.errors import MtError
 from mt.search.ensemble import Ensemble
 from mt.search.steps import Hypothesis
@@ -73,7 +73,7 @@ def cut_projection(output: nn.Module, vocab: torch.Tensor) -> nn.Module:
                 weight.q_per_channel_zero_points().index_select(0, vocab),
                 0,
             )
-        layer = QuantizedLinear(output.in_features, len(vocab), dtype=torch.qint8)
+        layer = Int8Linear(output.in_features, len(vocab), dtype=torch.qint8)
         layer.set_weight_bias(cut, None if bias is None else bias.index_select(0, vocab))
         return layer
     if isinstance(output, nn.Linear):

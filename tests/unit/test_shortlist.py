@@ -127,6 +127,29 @@ def test_a_cut_quantized_projection_gives_the_rows_of_the_whole_one():
     assert torch.equal(cut_projection(m.output, vocab)(hidden), m.output(hidden)[:, vocab])
 
 
+def test_int8_linears_give_torchs_dynamic_quantization_bit_for_bit():
+    """--quantize int8 is torch's dynamic quantization with its linears called more directly
+    (mt.decoding.models.Int8Linear): the same logits, every layer swapped, the shortlist's cut too."""
+    import copy
+    import warnings
+
+    from torch.ao.quantization import quantize_dynamic
+
+    from mt.decoding.models import Int8Linear, QuantizedLinear
+
+    whole = model()
+    src, tgt = sources([5, 6, 3], VOCAB), sources([4, 5, 2], VOCAB, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torchs = quantize_dynamic(copy.deepcopy(whole), {nn.Linear}, dtype=torch.qint8)
+    ours = set_precision(whole, "fp32", "int8", torch.device("cpu"))
+    linears = [m for m in ours.modules() if isinstance(m, (nn.Linear, QuantizedLinear))]
+    assert linears and all(type(m) is Int8Linear for m in linears)
+    with torch.no_grad():
+        assert torch.equal(ours(src, tgt), torchs(src, tgt))
+    assert type(cut_projection(ours.output, torch.tensor([0, 4, 9]))) is Int8Linear
+
+
 def table(rows: dict[int, list[int]], frequent: list[int], top: int = 3) -> LexicalTable:
     candidates = np.full((VOCAB, top), -1, dtype=np.int32)
     for source, targets in rows.items():
