@@ -245,12 +245,9 @@ class Translator:
                 return src_ids, self._search_constrained(src_ids, [constraints[k] for k in batch[1]], options)
             return src_ids, self.search_batch(src_ids, options, generator)
 
-        # One at a time where a search shares state: the sampling generator, attention being captured.
-        workers = (
-            1
-            if generator is not None or options.alignment_layer is not None
-            else workers_for(options.workers, self.device)
-        )
+        # One at a time where a search shares state: the sampling generator. (Alignments are captured per
+        # thread, and their passes run here, one at a time, while the workers search the next batches.)
+        workers = 1 if generator is not None else workers_for(options.workers, self.device)
         if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
             batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
             one = replace(options, workers=1)
@@ -328,13 +325,15 @@ class Translator:
         encoded: list[list[int]],
         outputs: list[list[list[int]]],
         layer: int,
-        src_ids: torch.Tensor,
+        src_ids: torch.Tensor | None,
         ahead: Encoded | None = None,
     ) -> list[list[str]]:
         """Each output's word alignment (mt.decoding.alignment: one teacher-forced pass of this model,
         whichever search found the outputs; `ahead`: its encoder's half, if it ran already), one pass at
         a time: `mt serve` aligns its engine batches on two threads, and two passes at once took the
         cores CTranslate2's workers search on (html served at 0.86-0.87x the sentences a second)."""
+        if src_ids is None:  # searched in processes: the batch's sources padded here
+            src_ids = self.pad_sources(encoded)
         with self._align_lock:
             return word_alignments(self.model, src_ids, encoded, outputs, self.src_tok, self.tgt_tok, layer, ahead)
 

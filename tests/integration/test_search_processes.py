@@ -35,10 +35,18 @@ def test_processes_translate_as_this_process_does_and_are_kept(translator):
     assert translator._processes is None and not any(p.is_alive() for p in processes.processes)
 
 
-def test_alignments_and_one_worker_stay_in_this_process(translator):
+def test_one_worker_stays_in_this_process_and_alignments_come_out_as_searched_alone(translator):
+    """Searched by two processes or two threads, each batch's hypotheses are aligned here, one pass at
+    a time (their attention captured in this thread): the same lines as one worker's."""
     translator.search(LINES[:3], DecodeOptions(workers=1, parallel="processes"))
-    translator.search(LINES[:3], DecodeOptions(workers=2, parallel="processes", alignment_layer=0))
     assert translator._processes is None
+    alone = translator.search(LINES, DecodeOptions(max_tokens=60, alignment_layer=0, nbest=2, workers=1))
+    assert any(h[2] for hyps in alone for h in hyps)
+    for parallel in ("processes", "threads"):
+        options = DecodeOptions(max_tokens=60, alignment_layer=0, nbest=2, workers=2, parallel=parallel)
+        assert translator.search(LINES, options) == alone
+    assert translator._processes is not None
+    translator.close()
 
 
 def test_a_process_that_dies_fails_the_search_in_one_line(translator):
