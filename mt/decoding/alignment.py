@@ -57,14 +57,14 @@ def evaluating(member: Transformer) -> Transformer:
 Encoded = list[tuple[torch.Tensor, torch.Tensor]]  # each member's (memory, src_mask) of a batch of sources
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def encode_sources(model, src_ids: torch.Tensor) -> Encoded:
     """The first half of the alignment pass, each member's encoder over `src_ids`: it captures no
     attention, so it may run while a search (CTranslate2's) runs in other threads."""
     return [evaluating(member).encode(src_ids) for member in members(model)]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def alignment_weights(
     model,
     src_ids: torch.Tensor,
