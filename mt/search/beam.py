@@ -27,7 +27,7 @@ from mt.search.steps import (
 from mt.tokenizer import BOS_ID
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     model,
     src_ids: torch.Tensor,  # (batch, src_len), each source ending in EOS, right-padded

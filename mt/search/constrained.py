@@ -109,7 +109,7 @@ def allocate(candidates: list[tuple], beam: int, banks: int) -> list[tuple]:
     return sorted(chosen, key=lambda c: -c[0])
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def constrained_beam_search(
     model,
     src_ids: torch.Tensor,  # (batch, src_len), each source ending in EOS, right-padded

@@ -75,7 +75,7 @@ class ContinuousBeamSearch:
         """Sentences still searching."""
         return len(self.keys)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def add(self, src_ids: torch.Tensor, keys: list[Any]) -> None:
         """Start searching `src_ids` (sentences, src_len), each source ending in EOS and right-padded;
         `keys` name them in what `step` returns."""
@@ -120,7 +120,7 @@ class ContinuousBeamSearch:
         self.keys.extend(keys)
         self.source_tokens.extend(int(n) for n in (src_ids != PAD_ID).sum(dim=1).tolist())
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def step(self) -> list[tuple[Any, list[Hypothesis]]]:
         """One decoder step for every active sentence; returns (key, its `nbest` hypotheses, best
         first) for each sentence that finished at this step."""

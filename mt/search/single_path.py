@@ -13,7 +13,7 @@ from mt.search.steps import Hypothesis, force_eos, max_lengths, select_rows, ste
 from mt.tokenizer import BOS_ID, EOS_ID
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(
     model, src_ids: torch.Tensor, max_len_a: float = 1.0, max_len_b: int = 50, no_repeat_ngram: int = 0
 ) -> list[Hypothesis]:
@@ -22,7 +22,7 @@ def greedy_search(
     return _single_path(model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.argmax(dim=-1), no_repeat_ngram)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample_search(
     model,
     src_ids: torch.Tensor,
