@@ -231,7 +231,7 @@ class DecodeConfig:
     workers: int = 0  # batches searched side by side on a CPU (mt/search/parallel.py); 0 = one per thread, up to 4
     # How the workers search side by side: "threads" in this process (mt/search/parallel.py), or
     # "processes" of their own, each loading the model once (mt/decoding/processes.py): faster on
-    # files, a start of about 2 s; where workers is 1, or for alignments, sampling and constraints, threads.
+    # files, a start of about 2 s; where workers is 1, or for sampling and constraints, threads.
     parallel: Parallel = "threads"
     # The lexical shortlist (mt/decoding/shortlist.py): each batch's decoder steps score only the target
     # tokens that its source tokens suggest (EXP/shortlist/, built by `mt shortlist` or the recipe step

@@ -119,12 +119,14 @@ def compute_type(translator) -> str:
 
 class CTranslate2Engine:
     """One experiment checkpoint's CTranslate2 model, loaded with `inter` batches side by side of
-    `intra` threads each; `search` decodes encoded sources as `Translator.search_encoded` does."""
+    `intra` threads each, out of the `threads` asked for; `search` decodes encoded sources as
+    `Translator.search_encoded` does."""
 
-    def __init__(self, directory: Path, translator, inter: int, intra: int):
+    def __init__(self, directory: Path, translator, inter: int, intra: int, threads: int | None = None):
         import ctranslate2
 
         self.directory, self.inter, self.intra = directory, inter, intra
+        self.threads = threads or inter * intra
         self.compute_type = compute_type(translator)
         self.vmap = (directory / VMAP_FILE).exists()
         device = translator.device
@@ -242,7 +244,7 @@ def load(translator, workers: int, threads: int | None = None, strict: bool = Tr
     (engine ctranslate2); otherwise (auto) it is kept in translator.engine_failure, and None returned:
     mt's search decodes from then on, without trying again."""
     current = translator.engine
-    threads = threads or (current.inter * current.intra if current is not None else torch.get_num_threads())
+    threads = threads or (current.threads if current is not None else torch.get_num_threads())
     inter = workers_for(workers, translator.device, threads)  # as mt's own workers: given, or one a thread
     intra = max(1, threads // inter)
     if current is not None and (current.inter, current.intra) == (inter, intra):
@@ -250,7 +252,7 @@ def load(translator, workers: int, threads: int | None = None, strict: bool = Tr
     try:
         exp = translator.load_args["exp"]
         directory = prepared(exp, translator.checkpoint_paths[0], translator.src_tok, translator.tgt_tok)
-        translator.engine = CTranslate2Engine(directory, translator, inter, intra)
+        translator.engine = CTranslate2Engine(directory, translator, inter, intra, threads)
     except (OSError, RuntimeError, ValueError, MtError) as exc:
         message = f"{type(exc).__name__ + ': ' if not isinstance(exc, MtError) else ''}{' '.join(str(exc).split())}"
         if strict:

@@ -8,6 +8,7 @@ the experiment's decode.* settings and the device. Every search takes the call's
 from __future__ import annotations
 
 import threading
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
@@ -35,7 +36,8 @@ from mt.search.steps import Hypothesis
 from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
 
 # Padded source tokens whose encoder output the alignment pass computes ahead, while CTranslate2 searches
-# (a call's first groups: all of a server's; a file's are bounded in memory, 16 MB at d_model 256).
+# (a call's first groups: all of a server's; a file's are bounded in memory: 16 MB a member at d_model
+# 256 in fp32).
 ENCODE_AHEAD_TOKENS = 16384
 
 
@@ -255,21 +257,23 @@ class Translator:
             searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
         else:
             searched = search_batches(batches, search, workers)
-        for (is_constrained, group), (src_ids, found) in zip(batches, searched):
-            if is_constrained:
-                if unmet is not None:
-                    unmet += [k for k, result in zip(group, found) if not result.all_met]
-                found = [result.hypotheses for result in found]
-            for k, hyps in zip(group, found):
-                texts = self.tgt_tok.decode([h.tokens for h in hyps])
-                results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
-            if options.alignment_layer is not None:
-                outputs = [[h.tokens for h in hyps] for hyps in found]
-                aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer, src_ids)
-                for k, alignments in zip(group, aligned):
-                    results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
-            if progress is not None:
-                progress(len(group))
+        # closing: a failed alignment pass stops the workers' pool now, not when its frame is collected
+        with closing(searched):
+            for (is_constrained, group), (src_ids, found) in zip(batches, searched):
+                if is_constrained:
+                    if unmet is not None:
+                        unmet += [k for k, result in zip(group, found) if not result.all_met]
+                    found = [result.hypotheses for result in found]
+                for k, hyps in zip(group, found):
+                    texts = self.tgt_tok.decode([h.tokens for h in hyps])
+                    results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
+                if options.alignment_layer is not None:
+                    outputs = [[h.tokens for h in hyps] for hyps in found]
+                    aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer, src_ids)
+                    for k, alignments in zip(group, aligned):
+                        results[k] = [(*r, a) for r, a in zip(results[k], alignments)]
+                if progress is not None:
+                    progress(len(group))
         return results
 
     def _search_engine(
@@ -283,10 +287,10 @@ class Translator:
         """`search_encoded` through CTranslate2, and the same forced alignment pass as after mt's own
         search; its encoder's half runs for the first groups while CTranslate2 searches."""
         answers: list[list[tuple]] = []
-        groups, sources, ahead = [], [], []
+        groups: list[list[int]] = []
+        ahead: list[tuple[torch.Tensor, Encoded]] = []  # the first groups' padded sources, encoded
         if options.alignment_layer is not None:
             groups = length_groups([len(ids) for ids in encoded], options.max_tokens)
-            sources = [self.pad_sources([encoded[k] for k in group]) for group in groups]
 
         # torch's threads for the pass, in this thread only (OpenMP keeps a count per thread): one while
         # CTranslate2's workers search on the cores, and one for the rest where other calls run beside
@@ -296,11 +300,12 @@ class Translator:
         def meanwhile() -> None:
             torch.set_num_threads(1)
             budget = ENCODE_AHEAD_TOKENS
-            for src_ids in sources:
-                budget -= src_ids.numel()
+            for group in groups:
+                budget -= len(group) * (max(len(encoded[k]) for k in group) + 1)  # padded, with EOS
                 if budget < 0:
                     break
-                ahead.append(encode_sources(self.model, src_ids))
+                src_ids = self.pad_sources([encoded[k] for k in group])
+                ahead.append((src_ids, encode_sources(self.model, src_ids)))
             if split:
                 torch.set_num_threads(threads)
 
@@ -309,9 +314,9 @@ class Translator:
             for hyps in decoded:
                 texts = self.tgt_tok.decode([ids for ids, _ in hyps])
                 answers.append([(text, score) for text, (_, score) in zip(texts, hyps)])
-            for g, (group, src_ids) in enumerate(zip(groups, sources)):
+            for g, group in enumerate(groups):
                 outputs = [[ids for ids, _ in decoded[k]] for k in group]
-                first = ahead[g] if g < len(ahead) else None
+                src_ids, first = ahead[g] if g < len(ahead) else (None, None)
                 aligned = self._aligned([encoded[k] for k in group], outputs, options.alignment_layer, src_ids, first)
                 for k, alignments in zip(group, aligned):
                     answers[k] = [(*r, a) for r, a in zip(answers[k], alignments)]
@@ -329,9 +334,10 @@ class Translator:
         ahead: Encoded | None = None,
     ) -> list[list[str]]:
         """Each output's word alignment (mt.decoding.alignment: one teacher-forced pass of this model,
-        whichever search found the outputs; `ahead`: its encoder's half, if it ran already), one pass at
-        a time: `mt serve` aligns its engine batches on two threads, and two passes at once took the
-        cores CTranslate2's workers search on (html served at 0.86-0.87x the sentences a second)."""
+        whichever search found the outputs; `ahead`: its encoder's half, if it ran already), the
+        decoder's halves one at a time: `mt serve` aligns its engine batches on two threads, and two
+        passes at once took the cores CTranslate2's workers search on (html served at 0.86-0.87x the
+        sentences a second)."""
         if src_ids is None:  # searched in processes: the batch's sources padded here
             src_ids = self.pad_sources(encoded)
         with self._align_lock:

@@ -49,6 +49,31 @@ def test_one_worker_stays_in_this_process_and_alignments_come_out_as_searched_al
     translator.close()
 
 
+def test_a_failed_alignment_pass_stops_the_search_workers_at_once(translator, monkeypatch):
+    """The passes run in the calling thread between the workers' batches: one that fails ends the
+    workers' pool there and then (their share of the threads given back), not when the failure's
+    traceback is collected."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+
+        def fail(*args, **kwargs):
+            raise RuntimeError("the pass failed")
+
+        monkeypatch.setattr(translator, "_aligned", fail)
+        kept = None
+        try:
+            translator.search(LINES, DecodeOptions(max_tokens=60, alignment_layer=0, workers=2))
+        except RuntimeError as exc:
+            kept = exc  # with its traceback, as mt serve keeps a failed batch's error for its requests
+        assert kept is not None and str(kept) == "the pass failed"
+        assert torch.get_num_threads() == 2  # set to 1 a worker while the pool ran
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_process_that_dies_fails_the_search_in_one_line(translator):
     options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
     translator.search(LINES[:4], options)
