@@ -88,11 +88,7 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
 
         with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
             warnings.simplefilter("ignore")
-            quantized = quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-        for module in quantized.modules():
-            if type(module) is QuantizedLinear and module._packed_params.dtype == torch.qint8 and module.version >= 4:
-                module.__class__ = Int8Linear
-        return quantized
+            return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, mapping={torch.nn.Linear: Int8Linear})
     if precision == "bf16":
         if device.type == "cpu":
             os.environ.setdefault(ONEDNN_CACHE, "16")  # before the timing's matmul would fix it
