@@ -39,8 +39,8 @@ ONEDNN_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 class Int8Linear(QuantizedLinear):
     """torch's dynamically quantized linear layer (its int8 weights, its kernel, the same numbers: the
     kernel takes and gives fp32, so torch's cast back to the input's dtype is left out), its kernel
-    called without the checks around it: a search's or an alignment pass's small linears take about
-    30 us a call, of which the module's Python took 3-10."""
+    called without the checks around it, which were a noticeable share of a call at a search's and an
+    alignment pass's small sizes (docs/benchmarks.md, "The int8 linears' kernel called directly")."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return LINEAR_DYNAMIC(x, self._packed_params._packed_params, True)  # reduce_range, as version 4
