@@ -134,7 +134,11 @@ class Batcher:
         self.failure: str | None = None  # why the worker thread died, once it has: for /health and every request
         self._queue: deque[_Entry] = deque()
         self.taken: list[_Entry] = []  # what the worker took from the queue for the work in hand
-        self._cond = threading.Condition()
+        # One lock, two conditions: the worker waits for work (`_cond`, notified by each request) or for a
+        # helper to be free (`_freed`); one condition for both woke the waiting worker at every request
+        # while CTranslate2's workers were all busy, for nothing, and took the event loop's time to do it.
+        lock = threading.RLock()
+        self._cond, self._freed = threading.Condition(lock), threading.Condition(lock)
         self._closing = False
         self.most_beside = 0  # the most batches CTranslate2 decoded at once, for /health
         self._beside = 0  # batches CTranslate2 is decoding on helper threads now
@@ -176,6 +180,7 @@ class Batcher:
             self._closing = True
             waiting, self._queue = [*self.taken, *self._queue], deque()
             self._cond.notify_all()
+            self._freed.notify_all()
         for entry in waiting:
             entry.request.fail(Closed("the server is shutting down"))
 
@@ -184,6 +189,7 @@ class Batcher:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
+            self._freed.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -197,7 +203,7 @@ class Batcher:
             if self._queue and len(self._queue) + len(entries) > self.max_queue:
                 raise QueueFull(f"{len(self._queue)} sentences are waiting (--max-queue {self.max_queue})")
             self._queue.extend(entries)
-            self._cond.notify_all()
+            self._cond.notify()  # the worker, if it waits for work: nothing else waits on this
 
     # -- the worker thread ----------------------------------------------------------------------
     def _work(self) -> None:
@@ -353,13 +359,13 @@ class Batcher:
                 self._beside -= 1
                 if self._beside == 0:
                     self.busy_seconds += time.perf_counter() - self._busy_since
-                self._cond.notify_all()
+                self._freed.notify()
 
     def _wait_beside(self, most: int) -> None:
         """Until at most `most` batches are being decoded on helper threads."""
         with self._cond:
             while self._beside > most:
-                self._cond.wait()
+                self._freed.wait()
 
     def _done(self, batch: list[_Entry]) -> None:
         """The work of `batch` has answered all it took."""
