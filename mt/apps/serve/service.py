@@ -55,6 +55,7 @@ class Service:
         self.api_key, self.checkpoint = api_key, checkpoint
         self.defaults = translator.decode_cfg  # what a request leaves unset
         self._options: dict[tuple, DecodeOptions] = {}  # `options`: made once per set of request values
+        self._refusals: dict[int, tuple[DecodeOptions, str | None]] = {}  # `refusal`: by the options' identity
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
         # emoji as JSON's "\\ud83d\\ude00", or percent-encoded in a form: %F0%9F%98%80), plus room for fields.
         self.body_limit = 12 * limits.max_chars + 65536
@@ -134,6 +135,16 @@ class Service:
                 self._options.clear()
             found = self._options[key] = make()
         return found
+
+    def refusal(self, options: DecodeOptions) -> str | None:
+        """`refused` for this server's translator, which does not change: asked once per options made by
+        `options` (a dozen checks on the event loop at every request otherwise)."""
+        kept = self._refusals.get(id(options))
+        if kept is None or kept[0] is not options:  # an id is only the same options while they live
+            if len(self._refusals) >= OPTIONS_KEPT:
+                self._refusals.clear()
+            kept = self._refusals[id(options)] = (options, refused(self.translator, options))
+        return kept[1]
 
     def _libre_texts(self, fields: dict) -> list[str]:
         """q as a list of texts, once source, target and format are this server's."""
@@ -269,7 +280,7 @@ class Service:
                 tgt_lang=tgt_lang,
             ),
         )
-        refusal_reason = refused(self.translator, options)  # a search CTranslate2 cannot decode as mt would
+        refusal_reason = self.refusal(options)  # a search CTranslate2 cannot decode as mt would
         if refusal_reason is not None:
             raise ApiError(422, re.sub(r"--([\w-]+)", lambda m: m.group(1).replace("-", "_"), refusal_reason))
         results, warnings = await self.translate(request, texts, options)
@@ -321,19 +332,26 @@ async def wait_for(submit, request: Request):
     except (QueueFull, Closed, WorkerFailed) as exc:
         raise refusal(exc) from None
     answer = asyncio.wrap_future(future)
-    gone = asyncio.ensure_future(disconnected(request))
+    gone, left = asyncio.ensure_future(disconnected(request)), []
+
+    def leave(_) -> None:  # the client left: the work is called off
+        left.append(True)
+        answer.cancel()
+
+    gone.add_done_callback(leave)
     try:
-        await asyncio.wait({answer, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:  # also when this task is cancelled (a server stopping): the worker drops what is left of it
+        return await answer  # (asyncio.wait on both was a third of this function's cost to the loop)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()  # Task.cancelling: Python 3.11 on
+        if not left and (task is None or getattr(task, "cancelling", lambda: 1)()):
+            raise  # this task itself was cancelled (a server stopping)
+        raise ApiError(499, "the client closed the connection before its answer") from None
+    except Exception as exc:
+        raise refusal(exc, answered=True) from None
+    finally:  # also when this task is cancelled: the worker drops what is left of it
         gone.cancel()
         if not answer.done():
             answer.cancel()
-    if answer.cancelled():
-        raise ApiError(499, "the client closed the connection before its answer")
-    try:
-        return answer.result()
-    except Exception as exc:
-        raise refusal(exc, answered=True) from None
 
 
 def refusal(exc: Exception, answered: bool = False) -> ApiError:
