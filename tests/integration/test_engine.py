@@ -312,6 +312,8 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
         answer = ok(f"{server.url}/translate", {"q": LINES[:6], "source": "de", "target": "en"})
         many = [ok(f"{server.url}/v1/translate", {"text": line}) for line in LINES[:4]]
         status, _, refusal = call(f"{server.url}/v1/translate", {"text": LINES[0], "length_penalty": "gnmt", "beam": 3})
+        again = call(f"{server.url}/v1/translate", {"text": LINES[1], "length_penalty": "gnmt", "beam": 3})
+        beside = ok(f"{server.url}/v1/translate", {"text": LINES[1], "length_penalty": "length", "beam": 3})
         health = ok(f"{server.url}/health")
         html = ok(f"{server.url}/translate", {"q": f"<b>{LINES[0]}</b>", "source": "de", "target": "en",
                                                "format": "html"})  # aligned by mt's search: not refused
@@ -319,6 +321,8 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     assert [text for text in answer["translatedText"]] == out.splitlines()
     assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
+    assert again[0] == 422 and again[2] == refusal  # asked once per set of options (Service.refusal), kept
+    assert beside["translations"][0]["text"]  # other options, other answer
     assert health["engine"].startswith("ctranslate2: CTranslate2 ") and "2 batches side by side" in health["engine"]
     assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")
     assert after["engine"] == health["engine"]
