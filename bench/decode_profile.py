@@ -9,8 +9,8 @@ time, the share of the pass spent inside torch ops against Python between them (
 overhead), the pass split into phases (the encoder, the decoder's layers, its output projection,
 ranking each step's candidates, and the search's own bookkeeping with tokenizing), the
 vocabulary-wide ops on the logits of the step with the most rows (log_softmax; torch's topk against
-mt's `row_topk`), each against one plain read of the same logits (`amax`, the floor a fused pass would
-approach), and attention's softmax over rows of a few keys, torch's against mt's `softmax_rows`. The
+mt's `row_topk`; greedy search's pick, torch's argmax against max's indices), each against one plain
+read of the same logits (`amax`, the floor a fused pass would approach), and attention's softmax over rows of a few keys, torch's against mt's `softmax_rows`. The
 last line is one JSON object: wall seconds, op seconds, the top ops' self seconds, decoder steps
 (calls of the decoder's layers), the phases and those timings.
 """
@@ -162,7 +162,8 @@ def vocabulary_ops(logits, repeats: int = 20) -> dict[str, float]:
 
     logprobs = torch.log_softmax(logits, dim=-1)
     ops = {"log_softmax": lambda: torch.log_softmax(logits, dim=-1), "topk 10 per row": lambda: logprobs.topk(10, dim=1),
-           "row_topk 10 (blocks)": lambda: row_topk(logprobs, 10), "one read (amax)": lambda: logits.amax(dim=-1)}
+           "row_topk 10 (blocks)": lambda: row_topk(logprobs, 10), "argmax (greedy, before)": lambda: logprobs.argmax(dim=-1),
+           "max's indices (greedy)": lambda: logprobs.max(dim=-1).indices, "one read (amax)": lambda: logits.amax(dim=-1)}
     return {name: median_ms(op, repeats, warmup=1) for name, op in ops.items()}
 
 
