@@ -20,7 +20,7 @@ def greedy_search(
     """The most probable token at every step, for each sentence of src_ids (batch, src_len); with
     `no_repeat_ngram`, none that repeats an n-gram (`mt.search.steps.ban_repeats`)."""
     # max's indices are argmax's (the first of equals, NaN above all), and torch's CPU max over rows is
-    # 2.5-3x faster than its argmax (bench/decode_profile.py prints both)
+    # several times faster than its argmax (bench/decode_profile.py times both)
     return _single_path(
         model, src_ids, max_len_a, max_len_b, lambda logprobs: logprobs.max(dim=-1).indices, no_repeat_ngram
     )

@@ -14,6 +14,7 @@ import pytest
 from helpers import mt, one_line, one_thread, toy_corpus
 from helpers.serve import Served, call, ok
 
+from mt.decoding.engine import refused as engine_refused
 from mt.decoding.options import DecodeOptions, Sampling
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
@@ -301,9 +302,12 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     code, _, err = mt(capsys, monkeypatch, *translate, "--engine", "ctranslate2", "--constraints")
     assert code != 0 and "--engine ctranslate2: --constraints" in err
 
+    from mt.apps.serve import service
     from mt.apps.serve.app import build_app
     from mt.decoding.engine import engine
 
+    asked = []
+    monkeypatch.setattr(service, "refused", lambda *args: asked.append(args[1]) or engine_refused(*args))
     served = Translator.load(experiment, experiment.load_config())
     served.decode_cfg.engine, served.decode_cfg.length_penalty = "ctranslate2", "length"
     engine(served, DecodeOptions().resolved(served.decode_cfg), 1)
@@ -322,6 +326,7 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
     assert again[0] == 422 and again[2] == refusal  # asked once per set of options (Service.refusal), kept
+    assert len(asked) == len(set(map(id, asked))) == 3  # the defaults (many), the refused and the beside
     assert beside["translations"][0]["text"]  # other options, other answer
     assert health["engine"].startswith("ctranslate2: CTranslate2 ") and "2 batches side by side" in health["engine"]
     assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")
@@ -359,3 +364,34 @@ def test_a_free_ctranslate2_worker_starts_at_once_where_mts_search_would_wait_fo
             held.result(timeout=60)
     finally:
         given.close()
+    assert given.failure is None  # its wait for company ended with nothing left to take: no batch, no death
+
+
+def test_a_helper_pool_that_breaks_fails_the_batch_it_was_given_instead_of_holding_it(experiment):
+    """mt.apps.serve.queue: a batch handed to CTranslate2's helper threads whose pool broke before any
+    helper took it (its initializer failed) fails its requests at once; the worker does not wait for a
+    free helper for ever."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mt.apps.serve.queue import Batcher, WorkerFailed
+    from mt.decoding.engine import engine
+
+    fresh = Translator.load(experiment, experiment.load_config())
+    options = DecodeOptions(engine="ctranslate2", workers=2, beam=2, length_penalty="length").resolved(fresh.decode_cfg)
+    engine(fresh, options, 2)
+    _, encoded, _ = fresh.encode_lines(LINES[:2])
+
+    def no_thread() -> None:
+        raise RuntimeError("no thread for this helper")
+
+    batcher = Batcher(fresh, threads=1)
+    batcher._helpers = ThreadPoolExecutor(2, "mt-engine", initializer=no_thread)
+    batcher.start()
+    try:
+        with pytest.raises(WorkerFailed, match="BrokenThreadPool"):
+            batcher.submit(encoded[:1], options).result(timeout=60)
+        with pytest.raises(WorkerFailed):  # and every later request, until the server is restarted
+            batcher.submit(encoded[1:], options)
+    finally:
+        batcher.close(timeout=60)
+    assert not batcher._thread.is_alive()

@@ -267,25 +267,27 @@ class Batcher:
         """The next batch: the oldest entry and the others with its options, once enough tokens wait or
         its wait is over; None once closed with nothing left."""
         with self._cond:
-            while True:
-                self._drop_abandoned()
-                if self._queue:
-                    break
-                if self._closing:
-                    return None
-                self._cond.wait()
-            first = self._queue[0]
-            if first.call is not None:
-                self.taken.append(self._queue.popleft())
-                return self.taken[-1:]
-            wait = self.beside_wait if self._engine_workers(first) > 1 else self.max_wait
-            deadline = first.arrived + wait
-            while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            return self._take(first.options)
+            while True:  # again if what it waited with is gone (answered by stop_waiting or a failure)
+                while True:
+                    self._drop_abandoned()
+                    if self._queue:
+                        break
+                    if self._closing:
+                        return None
+                    self._cond.wait()
+                first = self._queue[0]
+                if first.call is not None:
+                    self.taken.append(self._queue.popleft())
+                    return self.taken[-1:]
+                wait = self.beside_wait if self._engine_workers(first) > 1 else self.max_wait
+                deadline = first.arrived + wait
+                while not self._closing and self._waiting_tokens(first.options) < self.max_batch_tokens:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if batch := self._take(first.options):
+                    return batch
 
     def _drop_abandoned(self) -> None:
         """Sentences of requests already answered (a failed batch, a client gone) need no search."""
@@ -346,13 +348,34 @@ class Batcher:
                 self._busy_since = time.perf_counter()
             self._beside += 1
             self.most_beside = max(self.most_beside, self._beside)
-        self._helpers.submit(self._run_beside, batch, alone)
+        try:
+            started = self._helpers.submit(self._run_beside, batch, alone)
+        except BaseException as exc:  # a broken pool (a helper's initializer failed): no helper will run it
+            self._end_beside(batch, exc)
+            return
+        started.add_done_callback(lambda future: self._never_ran(batch, future))
+
+    def _never_ran(self, batch: list[_Entry], future: Future) -> None:
+        """A pool that breaks before a helper takes the batch fails its future instead of running it (a
+        batch that ran has ended already: `_run_beside` raises nothing): it must end all the same, or
+        the worker would wait for a free helper for ever."""
+        failure = None if future.cancelled() else future.exception()
+        if failure is not None:
+            self._end_beside(batch, failure)
 
     def _run_beside(self, batch: list[_Entry], alone: bool) -> None:
         try:  # alone, its runs share CTranslate2's workers out; beside another, that one has a worker
             self._run(batch, split=alone)
         except BaseException as exc:  # as the worker's own death: every request hears of it
-            self._fail_all(exc)
+            self._end_beside(batch, exc)
+        else:
+            self._end_beside(batch)
+
+    def _end_beside(self, batch: list[_Entry], failure: BaseException | None = None) -> None:
+        """A batch a helper had is over: answered, or (`failure`) every request fails at once."""
+        try:
+            if failure is not None:
+                self._fail_all(failure)
         finally:
             self._done(batch)
             with self._cond:

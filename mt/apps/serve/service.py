@@ -125,7 +125,8 @@ class Service:
     def options(self, key: tuple, make: Callable[[], DecodeOptions]) -> DecodeOptions:
         """make(), once per `key` (the request's values, with their types: 1, 1.0 and true differ):
         a request's options are several frozen dataclasses made and checked, tens of microseconds
-        of the event loop, and a server's requests nearly all ask the same. A refusal is not kept."""
+        of the event loop, and a server's requests nearly all ask the same. Values refused while making
+        them are not kept."""
         try:
             found = self._options.get(key)
         except TypeError:  # a value no dict can hold (a list): made, and refused, each time
@@ -342,9 +343,9 @@ async def wait_for(submit, request: Request):
     try:
         return await answer  # (asyncio.wait on both was a third of this function's cost to the loop)
     except asyncio.CancelledError:
-        task = asyncio.current_task()  # Task.cancelling: Python 3.11 on
-        if not left and (task is None or getattr(task, "cancelling", lambda: 1)()):
-            raise  # this task itself was cancelled (a server stopping)
+        cancelling = getattr(asyncio.current_task(), "cancelling", None)  # Task.cancelling: Python 3.11 on
+        if cancelling() if cancelling is not None else not left:
+            raise  # this task itself was cancelled (a server stopping), whether or not the client left
         raise ApiError(499, "the client closed the connection before its answer") from None
     except Exception as exc:
         raise refusal(exc, answered=True) from None
