@@ -55,12 +55,13 @@ def evaluate(
             raise ConfigError("give --exp (translate and score a split) or --hyp and --ref")
         if split not in ("train", "valid", "test"):
             raise ConfigError(f"--split {split!r}: expected train, valid or test")
-        from mt.apps.evaluate import evaluate_split
-        from mt.decoding.translator import Translator
         from mt.experiment.config import read_experiment
         from mt.hardware import set_threads
 
-        experiment, cfg = read_experiment(exp)
+        experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
+        from mt.apps.evaluate import evaluate_split
+        from mt.decoding.translator import Translator
+
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
         scores = evaluate_split(

@@ -116,9 +116,11 @@ def serve(
     \b
       curl -s localhost:8000/translate --data-urlencode 'q=Ein Satz.' -d source=de -d target=en
     """
+    from mt.experiment.config import read_experiment
+
+    experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
     from mt.apps.serve.app import Limits
     from mt.apps.serve.app import serve as run_serve
-    from mt.experiment.config import read_experiment
 
     limits = Limits(
         max_batch_tokens,
@@ -137,7 +139,6 @@ def serve(
         max_files=max_files,
         max_file_jobs=max_file_jobs,
     )
-    experiment, cfg = read_experiment(exp)
     run_serve(
         experiment,
         cfg,

@@ -135,11 +135,8 @@ def translate(
     Input is raw text: mt tokenizes and detokenizes, and translates a line of several sentences
     sentence by sentence (--no-split-sentences: whole)."""
     from mt.data.text_files import count_lines, input_lines
-    from mt.decoding.alignment import check_layer
-    from mt.decoding.translator import Translator
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
-    from mt.text.markup_translate import searcher
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
     document = document_format(input, text_format)
@@ -176,6 +173,12 @@ def translate(
         segment_tokens=segment_tokens,
     )
     experiment, cfg = read_experiment(exp)
+    # torch comes with these: a mistyped flag or experiment is answered before its import, in a fraction
+    # of the time
+    from mt.decoding.alignment import check_layer
+    from mt.decoding.translator import Translator
+    from mt.text.markup_translate import searcher
+
     if document is not None:
         assert input is not None
         set_threads(threads)
