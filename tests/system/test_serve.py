@@ -390,6 +390,16 @@ def test_requests_alike_share_their_options_but_a_value_python_finds_equal_is_re
         assert status == 422 and data["error"].startswith("beam: expected a whole number")
 
 
+def test_a_field_sent_as_null_is_refused_even_after_requests_that_left_it_out(server):
+    """Service.options keys a missing field apart from one sent as null: left out, a field takes the
+    server's default; null is refused (422), however many requests without it came first."""
+    url = f"{server.url}/v1/translate"
+    for name in ("alpha", "length_penalty", "alignments"):
+        assert ok(url, {"text": LINES[0]})["translations"][0]["text"]
+        status, _, data = call(url, {"text": LINES[0], name: None})
+        assert status == 422 and data["error"].startswith(name), (name, status, data)
+
+
 def test_v1_bad_json_utf8_and_attention_fields(server):
     status, _, data = call(f"{server.url}/v1/translate", raw=b'{"text": "Hallo."', headers={"Content-Type": "application/json"})
     assert status == 422 and data["error"].startswith("invalid JSON")

@@ -272,7 +272,9 @@ class Service:
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
         if data.get("source") == "auto":  # each line identified; one the model cannot read is refused
             await self.langs.auto(texts, [f"text[{i}]" for i in range(len(texts))])
-        values = tuple((type(v), v) for v in map(data.get, ("beam", "nbest", "alpha", "length_penalty", "alignments")))
+        names = ("beam", "nbest", "alpha", "length_penalty", "alignments")
+        # Ellipsis for a field left out: a missing field takes the default, where null is refused
+        values = tuple((type(v), v) for v in (data.get(name, ...) for name in names))
         options = self.options(
             ("v1", values, src_lang, tgt_lang),
             lambda: replace(
