@@ -122,16 +122,16 @@ class CTranslate2Engine:
     `intra` threads each, out of the `threads` asked for; `search` decodes encoded sources as
     `Translator.search_encoded` does."""
 
-    def __init__(self, directory: Path, translator, inter: int, intra: int, threads: int | None = None):
+    def __init__(self, directory: Path, translator, inter: int, intra: int, threads: int):
         import ctranslate2
 
         self.directory, self.inter, self.intra = directory, inter, intra
-        self.threads = threads or inter * intra
+        self.threads = threads
         self.compute_type = compute_type(translator)
         self.vmap = (directory / VMAP_FILE).exists()
         device = translator.device
         self.batch_tokens = CPU_BATCH_TOKENS if device.type == "cpu" else None
-        threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
+        torch_threads = torch.get_num_threads()  # CTranslate2 sets the OpenMP threads that torch reads too
         try:
             self.model = ctranslate2.Translator(
                 str(directory),
@@ -142,7 +142,7 @@ class CTranslate2Engine:
                 intra_threads=intra,
             )
         finally:
-            torch.set_num_threads(threads)
+            torch.set_num_threads(torch_threads)
         self.version = ctranslate2.__version__
         self.max_positions = translator.model.max_positions
 

@@ -180,7 +180,6 @@ class Batcher:
             self._closing = True
             waiting, self._queue = [*self.taken, *self._queue], deque()
             self._cond.notify_all()
-            self._freed.notify_all()
         for entry in waiting:
             entry.request.fail(Closed("the server is shutting down"))
 
@@ -189,7 +188,6 @@ class Batcher:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-            self._freed.notify_all()
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -268,13 +266,12 @@ class Batcher:
         its wait is over; None once closed with nothing left."""
         with self._cond:
             while True:  # again if what it waited with is gone (answered by stop_waiting or a failure)
-                while True:
-                    self._drop_abandoned()
-                    if self._queue:
-                        break
+                self._drop_abandoned()
+                if not self._queue:
                     if self._closing:
                         return None
                     self._cond.wait()
+                    continue
                 first = self._queue[0]
                 if first.call is not None:
                     self.taken.append(self._queue.popleft())
