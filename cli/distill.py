@@ -47,9 +47,7 @@ def distill(
     """Translate the teacher's training corpus into the student experiment (sequence-level distillation)."""
     from mt.apps.distill import distill as run
     from mt.experiment.paths import Experiment
-    from mt.hardware import set_threads
 
-    set_threads(threads)
     manifest = run(
         [Experiment(t) for t in teacher],
         Experiment(exp),
@@ -61,6 +59,7 @@ def distill(
         precision,
         quantize,
         keep_bt=keep_bt,
+        threads=threads,
     )
     corpus = manifest["corpus"] if isinstance(manifest["corpus"], list) else [manifest["corpus"]]  # one a direction
     log.info(f"distilled in {manifest['seconds']:.0f}s; train the student on {', '.join(corpus)}")

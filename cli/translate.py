@@ -134,7 +134,7 @@ def translate(
 
     Input is raw text: mt tokenizes and detokenizes, and translates a line of several sentences
     sentence by sentence (--no-split-sentences: whole)."""
-    from mt.data.text_files import count_lines, input_lines
+    from mt.data.text_files import check_input, count_lines, input_lines
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
@@ -173,8 +173,9 @@ def translate(
         segment_tokens=segment_tokens,
     )
     experiment, cfg = read_experiment(exp)
-    # torch comes with these: a mistyped flag or experiment is answered before its import, in a fraction
-    # of the time
+    check_input(input)
+    # torch comes with these: a mistyped flag, experiment or input is answered before its import, in a
+    # fraction of the time
     from mt.decoding.alignment import check_layer
     from mt.decoding.translator import Translator
     from mt.text.markup_translate import searcher

@@ -134,10 +134,11 @@ def warn_if_slow(precision: str | None, device: str) -> None:
 
 
 def set_threads(threads: int | None) -> None:
-    """torch's intra-op threads (--threads); None or 0 leaves torch's own choice."""
-    import torch
-
+    """torch's intra-op threads (--threads); None or 0 leaves torch's own choice, and torch unimported
+    (a command's refusals come before torch's seconds of loading)."""
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
 
 

@@ -151,6 +151,7 @@ def distill(
     precision: str = "fp32",
     quantize: str | None = None,
     keep_bt: bool = False,  # translate the teacher's back-translated sources (bt:) too
+    threads: int | None = None,  # torch's threads, set when the teachers load (None: torch's own choice)
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     if not teachers:
@@ -179,7 +180,9 @@ def distill(
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
     translate = (
-        teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize) if plan.todo else None
+        teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize, threads)
+        if plan.todo
+        else None
     )
     prepare_student(lead, student, mix_original)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
@@ -221,10 +224,14 @@ def teacher_translator(
     device: str,
     precision: str,
     quantize: str | None,
+    threads: int | None = None,
 ) -> chunked.Translate:
-    """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them."""
+    """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them; torch
+    (and its threads) only now, after every refusal."""
     from mt.decoding.translator import Translator
+    from mt.hardware import set_threads
 
+    set_threads(threads)
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
     return lambda index, pair, lines: [
         hyps[0][0]

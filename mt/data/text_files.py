@@ -110,13 +110,18 @@ def existing(path: str) -> str:
     return path
 
 
+def check_input(path: Path | None) -> None:
+    """An input file that is not there (or is a directory): one line, before anything is loaded."""
+    if path is not None and str(path) != "-" and not path.is_file():
+        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+
+
 def input_lines(path: Path | None) -> Iterator[str]:
     """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
     invalid UTF-8 is an error naming the line."""
     if path is not None and str(path) == "-":
         path = None
-    if path is not None and not path.is_file():
-        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+    check_input(path)
     stream = open(path, "rb") if path is not None else sys.stdin.buffer
     name = str(path) if path is not None else "<stdin>"
     try:

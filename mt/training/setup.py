@@ -88,13 +88,13 @@ def build_training(
     several (one process by default). `keep_freed`: ask glibc to keep freed memory for reuse (see
     mt.hardware); bench/heap.py turns it off to measure glibc's defaults."""
     group = group or Distributed(device=torch.device(device))
-    cfg = decided_precision(cfg, group)
-    tcfg = cfg.train
-    if group.device.type == "cpu" and keep_freed:
-        keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     check_data(exp, tokenizer_sha256)  # data binarized with another tokenizer is refused
+    cfg = decided_precision(cfg, group)  # after the refusals: it times matmuls
+    tcfg = cfg.train
+    if group.device.type == "cpu" and keep_freed:
+        keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
     vocab = {"src_size": src_tok.vocab_size, "tgt_size": tgt_tok.vocab_size, "shared": src_tok is tgt_tok}
     train_data = ParallelData(exp, "train")
     valid_data = ParallelData(exp, "valid") if exp.ids_path("valid", "src").exists() else None

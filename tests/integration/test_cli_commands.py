@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -515,3 +516,33 @@ def test_run_averages_again_when_average_last_changes(experiment, tmp_path, caps
     assert averaged_from() == (steps[-1:], steps[-1:])  # average.pt averaged 2 and its scores were kept as fresh
     err = run("--set", "decode.average_last=1")
     assert "average: done already" in err and "evaluate test: done already" in err, err
+
+
+# `mt ARGS` in a process of its own that says, as it exits, whether torch was imported.
+WITH_TORCH_REPORTED = (
+    "import atexit, runpy, sys\n"
+    "atexit.register(lambda: sys.stderr.write(f'torch imported: {\"torch\" in sys.modules}\\n'))\n"
+    "sys.argv = ['mt', *sys.argv[1:]]\n"
+    "runpy.run_module('mt', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def test_refusals_come_before_torch_loads(experiment, tmp_path):
+    """A mistyped flag, file or experiment is answered in a fraction of a second: torch (seconds to
+    import) and the precision probe's matmuls come after every check that needs no model."""
+    (tmp_path / "typo.yaml").write_text("exp: typo_exp\ntrain:\n  max_stpes: 5\n", encoding="utf-8")
+    env = {**os.environ, "MT_ALLOCATOR": "system"}  # no re-run of the process under tcmalloc
+    refusals = [
+        (["run", "typo.yaml"], "train.max_stpes", False),
+        (["distill", "--teacher", "nowhere", "--exp", "student"], "--teacher nowhere", False),
+        (["translate", "--exp", str(experiment.root), "--input", "nowhere.txt"], "nowhere.txt: no such input file", False),
+        (["translate", "--exp", str(experiment.root), "--input", "nowhere"], "nowhere: no such input file", False),
+        # training's modules import torch; the refusal comes before the precision probe (no "precision auto:" line)
+        (["train", "--exp", "nowhere"], "no tokenizer yet", True),
+    ]
+    for args, needle, torch_imported in refusals:
+        done = subprocess.run([sys.executable, "-c", WITH_TORCH_REPORTED, *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode != 0 and lines[-1] == f"torch imported: {torch_imported}", (args, done.stderr)
+        assert len(lines) == 2 and lines[0].startswith("error: ") and needle in lines[0], (args, done.stderr)
