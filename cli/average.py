@@ -23,7 +23,10 @@ def average(
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
     from mt.experiment.paths import Experiment
+
+    experiment = Experiment(exp)
+    experiment.load_config()  # a mistyped --exp is answered before torch loads
     from mt.training.average import average_last
 
-    path, used = average_last(Experiment(exp), last, output, force)
+    path, used = average_last(experiment, last, output, force)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")

@@ -30,5 +30,7 @@ def report(
     from mt.experiment.paths import Experiment
     from mt.hardware import set_threads
 
+    experiment = Experiment(exp)
+    experiment.load_config()  # a mistyped --exp is answered before torch loads
     set_threads(threads)
-    print(run(Experiment(exp), output, force, samples, sentence, checkpoint))
+    print(run(experiment, output, force, samples, sentence, checkpoint))

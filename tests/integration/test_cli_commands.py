@@ -535,6 +535,8 @@ def test_refusals_come_before_torch_loads(experiment, tmp_path):
     refusals = [
         (["run", "typo.yaml"], "train.max_stpes", False),
         (["distill", "--teacher", "nowhere", "--exp", "student"], "--teacher nowhere", False),
+        (["report", "--exp", "nowhere"], "nowhere: not an experiment", False),
+        (["average", "--exp", "nowhere"], "nowhere: not an experiment", False),
         (["translate", "--exp", str(experiment.root), "--input", "nowhere.txt"], "nowhere.txt: no such input file", False),
         (["translate", "--exp", str(experiment.root), "--input", "nowhere"], "nowhere: no such input file", False),
         # training's modules import torch; the refusal comes before the precision probe (no "precision auto:" line)
