@@ -539,6 +539,8 @@ def test_refusals_come_before_torch_loads(experiment, tmp_path):
         (["average", "--exp", "nowhere"], "nowhere: not an experiment", False),
         (["translate", "--exp", str(experiment.root), "--input", "nowhere.txt"], "nowhere.txt: no such input file", False),
         (["translate", "--exp", str(experiment.root), "--input", "nowhere"], "nowhere: no such input file", False),
+        (["export", "--exp", str(experiment.root), "--output", str(experiment.root)], "exists; choose another", False),
+        (["export", "--exp", str(experiment.root), "--output", "o", "--format", "onnx"], "--format 'onnx'", False),
         # training's modules import torch; the refusal comes before the precision probe (no "precision auto:" line)
         (["train", "--exp", "nowhere"], "no tokenizer yet", True),
     ]

@@ -16,14 +16,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from mt.apps.export.exported import Exported
 from mt.atomic_files import write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
-from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.experiment.paths import Experiment
+
+if TYPE_CHECKING:
+    from mt.apps.export.exported import Exported
 
 FORMATS = ("ctranslate2", "huggingface", "argos")
 # A directory holding one of these is an earlier export, which --force may replace.
@@ -67,15 +68,16 @@ def export(
     license: str | None = None,
 ) -> dict[str, Any]:
     """`mt export`: write the experiment's checkpoint (default decode.checkpoint) to the directory
-    `output` in format `fmt`; a summary of what was written."""
-    from mt.apps.export import argos, ctranslate2, huggingface
-
+    `output` in format `fmt`; a summary of what was written. The format and the output are checked
+    before the formats' modules bring torch (and transformers) in: a refusal is immediate."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
-    target = {"ctranslate2": ctranslate2, "huggingface": huggingface, "argos": argos}[fmt]
-    target.check_options(quantize, license)
     output = Path(output)
     earlier = _check_output(output, force)
+    from mt.apps.export import argos, ctranslate2, huggingface
+
+    target = {"ctranslate2": ctranslate2, "huggingface": huggingface, "argos": argos}[fmt]
+    target.check_options(quantize, license)
     source = load_exported(exp, cfg, checkpoint, target.check_model)
     files = _replace_dir(output, target.writer(source, quantize, license), fmt, earlier)
     return {
@@ -93,6 +95,14 @@ def load_exported(
 ) -> Exported:
     """The checkpoint, checked against the experiment and then by the format (`check_model`: its
     model config, before a model is built from it)."""
+    from mt.apps.export.exported import Exported
+    from mt.experiment.checkpoint_file import (
+        check_model_config,
+        check_tokenizer,
+        load_checkpoint,
+        model_from_checkpoint,
+    )
+
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     path = exp.find_checkpoint(checkpoint or cfg.decode.checkpoint)
     state = load_checkpoint(path)
