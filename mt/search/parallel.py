@@ -64,7 +64,7 @@ def balanced_for(groups: list[list[int]], lengths: list[int], workers: int, limi
     multiple of `workers` runs of equal source tokens (a search's cost grows with them); else the
     groups as they are (many batches share the workers out). The groups are kept where a run would
     pad to more than `limit` tokens (rows x (longest + 1))."""
-    if len(groups) >= BALANCED_GROUPS * workers:
+    if not groups or len(groups) >= BALANCED_GROUPS * workers:  # none: a call of blank lines only
         return groups
     order = [i for group in groups for i in group]
     parts = min(len(order), -(-len(groups) // workers) * workers)

@@ -58,6 +58,19 @@ def test_ctranslate2_translates_and_scores_as_mt_does(translator, beam, penalty)
     assert all(-1e-3 < gap < 0.2 for gap in gaps), max(gaps, key=abs)
 
 
+def test_a_call_of_blank_lines_only_gives_blank_lines(experiment, translator, tmp_path, capsys, monkeypatch):
+    """Nothing to search (every line blank): no batch at all, and the lines come back empty with n-best
+    lists and alignments too (these skip the sentence splitter, which sets blank lines aside)."""
+    assert translator.search_encoded([], DecodeOptions(engine="ctranslate2", length_penalty="length")) == []
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n \n", encoding="utf-8")
+    for flags in (["--alignments"], ["--nbest", "2"]):
+        code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--engine", "ctranslate2",
+                            "--input", str(blank), "--length-penalty", "length", *flags)
+        assert code == 0 and "Traceback" not in err, err
+        assert len(out.splitlines()) == 2, out  # a line each (n-best: its one empty hypothesis)
+
+
 def test_the_repetition_guard_and_a_multi_batch_two_worker_call_too(translator):
     options = dict(beam=1, no_repeat_ngram=2, max_tokens=60)
     ours = translator.search(LINES, DecodeOptions(**options))
@@ -326,11 +339,28 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     assert [m["translations"][0]["text"] for m in many] == out.splitlines()[:4]
     assert status == 422 and "length_penalty" in refusal["error"] and "gnmt" in refusal["error"]
     assert again[0] == 422 and again[2] == refusal  # asked once per set of options (Service.refusal), kept
-    assert len(asked) == len(set(map(id, asked))) == 3  # the defaults (many), the refused and the beside
+    # LibreTranslate's (/translate and its html), the defaults (many), the refused and the beside
+    assert len(asked) == len(set(map(id, asked))) == 4
     assert beside["translations"][0]["text"]  # other options, other answer
     assert health["engine"].startswith("ctranslate2: CTranslate2 ") and "2 batches side by side" in health["engine"]
     assert html["translatedText"].startswith("<b>") and html["translatedText"].endswith("</b>")
     assert after["engine"] == health["engine"]
+
+
+def test_libretranslate_alternatives_that_ctranslate2_cannot_decode_go_to_mts_search(experiment):
+    """A server on CTranslate2 at beam 1 with the gnmt penalty (a penalty beam 1 never applies): asked
+    for alternatives, LibreTranslate's /translate widens the beam, which CTranslate2 cannot decode as
+    mt would, and LibreTranslate's API has no refusal for it: mt's search answers (it was a 500)."""
+    from mt.apps.serve.app import build_app
+
+    served = Translator.load(experiment, experiment.load_config())
+    served.decode_cfg.engine, served.decode_cfg.beam, served.decode_cfg.length_penalty = "ctranslate2", 1, "gnmt"
+    with Served(build_app(served, threads=1)) as server:
+        plain = ok(f"{server.url}/translate", {"q": LINES[0], "source": "de", "target": "en"})
+        wide = ok(f"{server.url}/translate", {"q": LINES[0], "source": "de", "target": "en", "alternatives": 2})
+    ours = served.search([LINES[0]], DecodeOptions(nbest=3, engine="mt").resolved(served.decode_cfg))[0]
+    assert plain["translatedText"] and wide["translatedText"] == ours[0][0]
+    assert wide["alternatives"] == [text for text, _ in ours[1:] if text != ours[0][0]][:2]
 
 
 def test_a_free_ctranslate2_worker_starts_at_once_where_mts_search_would_wait_for_company(experiment, monkeypatch):

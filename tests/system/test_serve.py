@@ -174,6 +174,38 @@ def test_a_failing_batch_answers_its_requests_and_the_worker_goes_on(trained_exp
 
 
 @BOTH
+def test_a_failure_after_a_sentence_finished_answers_it_too_and_a_bracketed_message_is_logged(
+    trained_experiment, reference, batching, capsys
+):
+    """The search fails while it hands back a finished sentence (here its detokenizing raises, with a
+    path in brackets that rich would read as markup): that sentence's request and the others of the
+    batch get the error, none is left waiting, and the worker goes on."""
+    translator = load(trained_experiment)
+    decode = translator.tgt_tok.decode
+    calls = []
+
+    def failing_once(ids):
+        calls.append(len(ids))
+        if len(calls) == 1:
+            raise RuntimeError("cannot read [/tmp/x]")
+        return decode(ids)
+
+    translator.tgt_tok.decode = failing_once
+    batcher = Batcher(translator, max_wait_ms=50, batching=batching)
+    futures = [batcher.submit(translator.encode_lines([line])[1], DEFAULTS) for line in (LINES[0], LINES[5] * 3)]
+    batcher.start()
+    try:
+        for future in futures:
+            with pytest.raises(RuntimeError, match=r"cannot read \[/tmp/x\]"):
+                future.result(30)
+        after = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS).result(60)
+        assert [after[0][0][0]] == reference.translate(LINES[:1])  # the worker goes on
+    finally:
+        batcher.close(30)
+    assert "cannot read [/tmp/x]" in capsys.readouterr().err
+
+
+@BOTH
 def test_a_worker_that_dies_fails_what_it_held_what_waits_and_what_comes_later(trained_experiment, batching):
     translator = load(trained_experiment)
     hook = Hook(translator)

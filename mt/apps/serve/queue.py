@@ -442,10 +442,15 @@ class Batcher:
                     search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
                     self.sentences += len(joining)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
-            searched = search.keys if search is not None else []
-            log.warn(f"a search of {len(searched) or len(batch)} sentences failed: {type(exc).__name__}: {exc}")
-            for entry in [*searched, *joining]:
+            # Every sentence taken for this search: those still in it, those joining, and those it had
+            # finished but not yet delivered (a failure inside a step, after they left its keys).
+            # Nothing runs beside a continuous search, so `taken` is its batch and its joiners; a
+            # request already answered ignores the failure.
+            with self._cond:
+                taken = [*self.taken, *joining]
+            for entry in taken:
                 entry.request.fail(exc)
+            _warn_failed(f"a search of {len(batch)} sentences", exc)
 
     def _joining(self, options: DecodeOptions, tokens: int) -> list[_Entry]:
         """Waiting sentences with `options` that fit beside `tokens` source tokens in the search, unless
@@ -476,9 +481,9 @@ class Batcher:
             options = replace(batch[0].options, max_tokens=self.max_batch_tokens)
             found = self.translator.search_encoded([entry.ids for entry in batch], options, split=split)
         except Exception as exc:  # a request must never stop the worker: its callers get the error
-            log.warn(f"a batch of {len(batch)} sentences failed: {type(exc).__name__}: {exc}")
             for entry in batch:
                 entry.request.fail(exc)
+            _warn_failed(f"a batch of {len(batch)} sentences", exc)
             return
         finally:
             with self._cond:
@@ -491,3 +496,14 @@ def _same(a: DecodeOptions | None, b: DecodeOptions | None) -> bool:
     """Whether two entries decode alike: the same object, as most are (the server makes each set of
     options once), or equal options (a dataclass's == compares every field)."""
     return a is b or a == b
+
+
+def _warn_failed(what: str, exc: BaseException) -> None:
+    """One warning line for a failed batch, its requests already answered: the exception's text is not
+    rich markup (a path in brackets would raise), and a closed stderr must not stop the worker."""
+    from rich.markup import escape
+
+    try:
+        log.warn(escape(" ".join(f"{what} failed: {type(exc).__name__}: {exc}".split())))
+    except BaseException:  # noqa: BLE001 - rich's broken-pipe handling raises SystemExit
+        pass

@@ -93,10 +93,7 @@ class Service:
         detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
         html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
         nbest, target = 1 if html else alternatives + 1, fields["target"]
-        options = self.options(
-            ("libre", nbest, src_lang, target),
-            lambda: DecodeOptions(nbest=nbest, src_lang=src_lang, tgt_lang=target).resolved(self.defaults),
-        )
+        options = self.options(("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target))
         if html:
             found = await self.translate_markup(request, texts, options, "html")
             translated, others = [hyps[0][0] for hyps in found], [[] for _ in texts]
@@ -108,6 +105,13 @@ class Service:
         if source == "auto":
             answer["detectedLanguage"] = detected[0] if isinstance(q, str) else detected
         return answer
+
+    def _libre_options(self, nbest: int, src_lang: str | None, target: str) -> DecodeOptions:
+        """A LibreTranslate request's search: the server's, nbest wide. LibreTranslate's API cannot be
+        refused what CTranslate2 cannot decode as mt would (alternatives widen the beam, which a
+        gnmt penalty at beam 1 allowed): those go to mt's search, as html's alignments do."""
+        options = DecodeOptions(nbest=nbest, src_lang=src_lang, tgt_lang=target).resolved(self.defaults)
+        return options if self.refusal(options) is None else replace(options, engine="auto")
 
     async def _libre_lines(
         self, request: Request, split: list[tuple[list[str], list[str]]], options: DecodeOptions, alternatives: int
@@ -346,8 +350,10 @@ async def wait_for(submit, request: Request):
         return await answer  # (asyncio.wait on both was a third of this function's cost to the loop)
     except asyncio.CancelledError:
         cancelling = getattr(asyncio.current_task(), "cancelling", None)  # Task.cancelling: Python 3.11 on
+        # this task itself was cancelled (a server stopping), whether or not the client left; on 3.10,
+        # which cannot tell, a cancel after the client left reads as its leaving (a 499 nobody reads)
         if cancelling() if cancelling is not None else not left:
-            raise  # this task itself was cancelled (a server stopping), whether or not the client left
+            raise
         raise ApiError(499, "the client closed the connection before its answer") from None
     except Exception as exc:
         raise refusal(exc, answered=True) from None
