@@ -251,7 +251,8 @@ def load(translator, workers: int, threads: int | None = None, strict: bool = Tr
         return current
     try:
         exp = translator.load_args["exp"]
-        directory = prepared(exp, translator.checkpoint_paths[0], translator.src_tok, translator.tgt_tok)
+        loaded = translator.checkpoint_stats[0] if translator.checkpoint_stats else None
+        directory = prepared(exp, translator.checkpoint_paths[0], translator.src_tok, translator.tgt_tok, loaded)
         translator.engine = CTranslate2Engine(directory, translator, inter, intra, threads)
     except (OSError, RuntimeError, ValueError, MtError) as exc:
         message = f"{type(exc).__name__ + ': ' if not isinstance(exc, MtError) else ''}{' '.join(str(exc).split())}"
@@ -262,15 +263,21 @@ def load(translator, workers: int, threads: int | None = None, strict: bool = Tr
     return translator.engine
 
 
-def prepared(exp, checkpoint: Path, src_tok, tgt_tok) -> Path:
+def prepared(exp, checkpoint: Path, src_tok, tgt_tok, loaded: tuple[int, int] | None = None) -> Path:
     """EXP/engines/ctranslate2-<checkpoint>-<hash>/, built unless what it records is what it would be
-    built from now (module docstring)."""
+    built from now (module docstring). `loaded`: the checkpoint's (size, mtime_ns) when the Translator
+    read it; a file saved again since is refused (the engine would decode other weights)."""
     import ctranslate2
 
     from mt.model.ctranslate2_spec import build_spec
 
     checkpoint = checkpoint.resolve()
     stat = checkpoint.stat()
+    if loaded is not None and (stat.st_size, stat.st_mtime_ns) != tuple(loaded):
+        raise MtError(
+            f"{checkpoint}: saved again since it was loaded (by training?): CTranslate2 would decode "
+            f"other weights than mt's search; start again to decode the new ones"
+        )
     shortlist = exp.shortlist_path
     source = {
         "format": FORMAT,

@@ -76,6 +76,10 @@ class Translator:
         self.checkpoint_path = self.checkpoint_paths[0] if self.checkpoint_paths else None
         self.averaged_from: dict[Path, list[str]] = {}  # `Translator.load` fills it
         self.load_args: dict | None = None  # how `Translator.load` made it: search processes load the same
+        # (size, mtime_ns) of each checkpoint as `Translator.load` read it: an engine built from the file
+        # later must find the same file, or it would decode other weights than this model (training
+        # saves last.pt and best.pt again)
+        self.checkpoint_stats: list[tuple[int, int]] = []
         self._processes: SearchProcesses | None = None  # started by the first search that asks for them
         self.engine: CTranslate2Engine | None = None  # CTranslate2 (decode.engine), loaded by the first call for it
         self.engine_failure: str | None = None  # why CTranslate2 could not be built or loaded (engine auto)
@@ -105,6 +109,7 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
+        translator.checkpoint_stats = [(p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
         )

@@ -242,6 +242,7 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     first = Translator.load(experiment, cfg)
     options = DecodeOptions(engine="ctranslate2", beam=1)
     first.search(LINES[:2], options)
+    capsys.readouterr()  # built here, or by a test before in this process
     [built] = _engine_dirs(experiment)
     stamp = (built / "engine.json").stat().st_mtime_ns
     Translator.load(experiment, cfg).search(LINES[:2], options)
@@ -252,6 +253,19 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     assert "building the CTranslate2 model" in capsys.readouterr().err
     assert json.loads((built / "engine.json").read_text())["checkpoint_stat"][1] == stamp + 10**9
     assert not [p for p in (experiment.root / "engines").iterdir() if p.name.startswith(".")]
+    # A Translator whose checkpoint is saved again after it loaded it: its engine would decode the new
+    # weights beside its own model (alignments, auto's fallbacks), so ctranslate2 refuses and auto
+    # goes on with mt's search, saying why.
+    loaded = Translator.load(experiment, cfg)
+    os.utime(checkpoint, ns=(stamp + 2 * 10**9, stamp + 2 * 10**9))
+    with pytest.raises(MtError) as exc:
+        loaded.search(LINES[:2], options)
+    one_line(exc, str(checkpoint.resolve()), "saved again since it was loaded")
+    auto = Translator.load(experiment, cfg)
+    os.utime(checkpoint, ns=(stamp + 3 * 10**9, stamp + 3 * 10**9))
+    ours = auto.search(LINES[:2], replace(options, engine="mt"))
+    assert auto.search(LINES[:2], replace(options, engine="auto")) == ours and auto.engine is None
+    assert "saved again since it was loaded" in auto.engine_failure
     shutil.rmtree(built)
     built.mkdir()
     (built / "notes.txt").write_text("mine")
