@@ -205,6 +205,25 @@ def test_a_failure_after_a_sentence_finished_answers_it_too_and_a_bracketed_mess
     assert "cannot read [/tmp/x]" in capsys.readouterr().err
 
 
+def test_sentences_of_clients_that_left_hold_no_place_in_a_full_queue(trained_experiment, reference):
+    translator = load(trained_experiment)
+    hook = Hook(translator)
+    batcher = Batcher(translator, max_wait_ms=0, max_queue=2, batching="static")
+    batcher.start()
+    try:
+        hook.gate.clear()
+        held = batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS)
+        assert hook.entered.wait(60)  # the worker is busy: what comes now waits in the queue
+        gone = batcher.submit(translator.encode_lines(LINES[1:3])[1], DEFAULTS)
+        assert gone.cancel()  # its client left (the server cancels the future), the queue still full
+        later = batcher.submit(translator.encode_lines(LINES[3:5])[1], DEFAULTS)  # was QueueFull
+        hook.gate.set()
+        assert [h[0][0] for h in held.result(60) + later.result(60)] == reference.translate([LINES[0], *LINES[3:5]])
+    finally:
+        hook.gate.set()
+        batcher.close(30)
+
+
 @BOTH
 def test_a_worker_that_dies_fails_what_it_held_what_waits_and_what_comes_later(trained_experiment, batching):
     translator = load(trained_experiment)

@@ -199,7 +199,9 @@ class Batcher:
                 raise Closed("the server is shutting down")
             # A request larger than the whole queue goes in when the queue is empty, or it never could.
             if self._queue and len(self._queue) + len(entries) > self.max_queue:
-                raise QueueFull(f"{len(self._queue)} sentences are waiting (--max-queue {self.max_queue})")
+                self._drop_abandoned()  # clients gone while the worker was busy hold no place
+                if self._queue and len(self._queue) + len(entries) > self.max_queue:
+                    raise QueueFull(f"{len(self._queue)} sentences are waiting (--max-queue {self.max_queue})")
             self._queue.extend(entries)
             self._cond.notify()  # the worker, if it waits for work: nothing else waits on this
 
