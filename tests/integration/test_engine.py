@@ -237,12 +237,16 @@ def test_a_servers_side_by_side_call_aligns_as_a_whole_file_does_and_keeps_the_e
     assert all(a[2] == b[2] for a, b in pairs) and any(a[2] for a, _ in pairs)
 
 
-def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign_directory(experiment, capsys):
+def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign_directory(
+    trained_experiment, tmp_path, capsys
+):
+    experiment = Experiment(tmp_path / "exp")  # its own: it saves the checkpoint "again" (its time)
+    shutil.copytree(trained_experiment.root, experiment.root)
     cfg = experiment.load_config()
     first = Translator.load(experiment, cfg)
     options = DecodeOptions(engine="ctranslate2", beam=1)
     first.search(LINES[:2], options)
-    capsys.readouterr()  # built here, or by a test before in this process
+    capsys.readouterr()
     [built] = _engine_dirs(experiment)
     stamp = (built / "engine.json").stat().st_mtime_ns
     Translator.load(experiment, cfg).search(LINES[:2], options)
