@@ -38,6 +38,7 @@ def test_processes_translate_as_this_process_does_and_are_kept(translator):
 def test_one_worker_stays_in_this_process_and_alignments_come_out_as_searched_alone(translator):
     """Searched by two processes or two threads, each batch's hypotheses are aligned here, one pass at
     a time (their attention captured in this thread): the same lines as one worker's."""
+    translator.close()  # none kept from a test before
     translator.search(LINES[:3], DecodeOptions(workers=1, parallel="processes"))
     assert translator._processes is None
     alone = translator.search(LINES, DecodeOptions(max_tokens=60, alignment_layer=0, nbest=2, workers=1))
