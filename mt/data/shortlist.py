@@ -38,7 +38,7 @@ from mt.config.schema import ExperimentConfig
 from mt.data.dataset import ParallelData
 from mt.errors import MtError
 from mt.experiment.paths import Experiment
-from mt.tokenizer import EOS_ID
+from mt.tokenizer import EOS_ID, UNK_ID
 
 FORMAT = 1
 METHOD = "ibm1"
@@ -245,7 +245,9 @@ def vocabulary_map(exp: Experiment, src_tok, tgt_tok) -> str | None:
 def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]) -> Iterator[str]:
     """CTranslate2's vocabulary map (its vocabulary_map.cc reads it): a line of the frequent pieces after
     an empty source (candidates of every batch), then SOURCE<TAB>TARGET TARGET ... for each source
-    piece with candidates; CTranslate2 adds unk, bos and eos itself."""
+    piece with candidates (`<unk>` too, which mt's search reads for an unknown source piece as it
+    reads any other; pad, bos and eos never have candidates); CTranslate2 adds unk, bos and eos to
+    every batch's targets itself."""
     for pieces in (src_pieces, tgt_pieces):
         spaced = [piece for piece in pieces if not piece or any(c.isspace() for c in piece)]
         if spaced:  # SentencePiece writes spaces as U+2581: a piece with one is not SentencePiece's
@@ -253,5 +255,5 @@ def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]
     yield "\t" + " ".join(tgt_pieces[i] for i in table.frequent) + "\n"
     for source, row in enumerate(table.candidates):
         row = row[row >= 0]
-        if source >= SPECIALS and len(row):
+        if (source >= SPECIALS or source == UNK_ID) and len(row):
             yield src_pieces[source] + "\t" + " ".join(tgt_pieces[i] for i in row) + "\n"

@@ -46,7 +46,7 @@ from mt.search.parallel import balanced_for, workers_for
 from mt.tokenizer import EOS_ID
 
 # `translator` below is a mt.decoding.translator.Translator (not imported: it imports this module).
-FORMAT = 1  # of EXP/engines/*/engine.json: a change rebuilds every engine
+FORMAT = 2  # of EXP/engines/*/engine.json: a change rebuilds every engine (2: the vmap holds <unk>'s row)
 # mt's precision -> CTranslate2's compute type (quantize int8 is mt's int8 on a CPU)
 COMPUTE_TYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "int8": "int8"}
 # The padded source tokens of one CTranslate2 batch at most on a CPU: there its batches run fastest at

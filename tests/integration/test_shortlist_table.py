@@ -49,6 +49,19 @@ def test_the_table_learns_the_corpus_word_translations_and_reloads(built):
     assert all(line.count("\t") == 1 and len(line.split("\t")[1].split()) <= 3 for line in vmap[1:])
 
 
+def test_the_vocabulary_map_keeps_the_unknown_pieces_row_as_mts_search_reads_it():
+    """Without byte fallback an unknown character is `<unk>` in the source, and mt's search adds its
+    row's candidates (mt.decoding.shortlist): CTranslate2 must find the same row in the map."""
+    from mt.data.shortlist import LexicalTable
+
+    candidates = np.full((6, 2), -1, dtype=np.int32)
+    candidates[1] = [4, 5]  # <unk>
+    candidates[4] = [5, -1]
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", "▁a", "▁b"]
+    lines = list(vmap_lines(LexicalTable(candidates, np.array([4], dtype=np.int32), {}), pieces, pieces))
+    assert lines == ["\t▁a\n", "<unk>\t▁a ▁b\n", "▁a\t▁b\n"]
+
+
 def test_a_table_is_stale_for_other_sizes_and_other_data(built, tmp_path):
     cfg = built.load_config()
     cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 3, 4
