@@ -195,6 +195,12 @@ def plan_chunks(
     """`parts` cut into chunks and checked against the chunks done (size, input lines, `how`), writing
     nothing. A state without a chunk done binds nothing: no line was translated its way."""
     remove_abandoned_temporaries(root / "chunks")  # a run killed mid-write left them
+    # A line break inside an input (a jsonl or Hugging Face value) would make two lines of the chunk's
+    # line files, and the joined corpus one line too many: a space, as a tokenizer reads it anyway
+    parts = [
+        (pair, [" ".join(line.splitlines()) if "\n" in line or "\r" in line else line for line in lines])
+        for pair, lines in parts
+    ]
     recorded = read_state(root)
     binding = recorded if any((root / "chunks").glob("*.tgt")) else {}
     size = chunk_size(root, binding, requested_size)

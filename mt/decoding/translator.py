@@ -188,9 +188,13 @@ class Translator:
     ) -> tuple[list[int], list[list[int]], list[str]]:
         """The indices of the non-blank lines, their source ids (no EOS; after `tag`, a multilingual
         model's target token: `directions.tag`) cut to the model's positions, and one warning per cut
-        line ("input line N: T tokens, cut to M")."""
+        line ("input line N: T tokens, cut to M"). A line the tokenizer reads as nothing (only
+        zero-width characters, which its normalisation removes) is blank too: searched from EOS
+        alone, the model would write a sentence that is not in the input."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         encoded = self.src_tok.encode([lines[i] for i in todo]) if todo else []
+        if not all(encoded):
+            todo, encoded = [i for i, ids in zip(todo, encoded) if ids], [ids for ids in encoded if ids]
         room = self.max_src_tokens - (tag is not None)
         cuts = []
         for k, ids in enumerate(encoded):
@@ -352,6 +356,8 @@ class Translator:
         """One line's source ids (after `tag`, as `encode_lines`): (1, src_len) with EOS, ready for
         search, and the ids without EOS."""
         _, encoded, cuts = self.encode_lines([line], 0, tag)
+        if not encoded:
+            raise MtError(f"{line!r}: nothing to translate (no text the tokenizer reads)")
         for warning in cuts:
             log.warn(warning)
         return self.pad_sources(encoded), encoded[0]

@@ -399,7 +399,8 @@ def translate_cues(cues: list[Cue], units: Units, vtt: bool) -> list[str | None]
             tags = []
             planned.append((group, tags, [piece(cues[i].text, tags, j, vtt) for j, i in enumerate(group)]))
     plain = [k for k, (_, _, ps) in enumerate(planned) if len(ps) == 1 and all(t[0] == "text" for t in ps[0].tokens)]
-    marked = [k for k in range(len(planned)) if k not in set(plain)]  # several cues, or tags inside: html
+    searched_as_text = set(plain)
+    marked = [k for k in range(len(planned)) if k not in searched_as_text]  # several cues, or tags inside: html
     results: dict[int, list[list[Token]]] = {}
     texts = units(["".join(v for _, v in planned[k][2][0].tokens).strip() for k in plain], "text") if plain else []
     for k, text in zip(plain, texts):

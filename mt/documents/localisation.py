@@ -26,6 +26,7 @@ from mt.documents.units import Units
 
 REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}  # on an XLIFF 1.2 target
 REVIEW_2 = "translated"  # an XLIFF 2.0 segment's state
+MAX_PLURALS = 6  # gettext's largest plural families (Arabic, Welsh) have 6 forms
 DECLARED_ENCODING = re.compile(r"""\A\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -101,6 +102,8 @@ def plural_forms(store, target: str) -> tuple[int, str | None]:
 
     nplurals, _ = store.getheaderplural()
     if nplurals is not None and str(nplurals).isdigit() and int(nplurals) > 0:
+        if int(nplurals) > MAX_PLURALS:  # each plural entry gets as many copies: a small file, any memory
+            raise DocumentError(f"Plural-Forms: nplurals={nplurals}: no language has more than {MAX_PLURALS}")
         return int(nplurals), None
     language = factory.getlanguage(target)
     return (language.nplurals or 2), (language.pluralequation or "(n != 1)")

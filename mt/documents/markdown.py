@@ -19,6 +19,7 @@ unchanged (else, an unclosed `<details>` say, it is kept as it is).
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
 
     pairs = paired(children)
     parts: list[str] = []
+    newlines: list[int] | None = None
     skip = 0
     for i, token in enumerate(children):
         if skip:
@@ -113,7 +115,11 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
         elif kind == "softbreak":
             parts.append(" ")
         elif kind == "hardbreak":  # written as it was, with the next line's prefix
-            line = src.count("\n", 0, token.meta["span"][0]) if "span" in token.meta else len(breaks)
+            if "span" in token.meta:  # the line it ends: newlines before it (found once: a paragraph may hold many)
+                newlines = newlines if newlines is not None else [at for at, c in enumerate(src) if c == "\n"]
+                line = bisect.bisect_left(newlines, token.meta["span"][0])
+            else:
+                line = len(breaks)
             written = breaks[line] if line < len(breaks) else "\\\n"
             parts.append(f'<br data-t="{mark(Mark(written))}">')
         elif kind == "code_inline" or (kind == "link_open" and token.markup == "autolink"):
@@ -266,7 +272,8 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
         offsets.append(offsets[-1] + len(line) + 1)
     found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens), key=lambda p: p.start)
     plain = [i for i, p in enumerate(found) if not p.marks and p.kind != "html"]  # no markup: searched as text
-    marked = [i for i in range(len(found)) if i not in set(plain)]
+    searched_as_text = set(plain)
+    marked = [i for i in range(len(found)) if i not in searched_as_text]
     translated: list[str] = [""] * len(found)
     for indices, fmt in ((plain, "text"), (marked, "html")):
         sources = [html.unescape(found[i].fragment) if fmt == "text" else found[i].fragment for i in indices]

@@ -414,3 +414,18 @@ def test_the_teachers_back_translated_sources_are_skipped_unless_kept(trained_ex
     teacher.config_path.write_text(save_yaml(cfg), encoding="utf-8")
     one_line_error(mt("distill", "--teacher", str(teacher.root), "--exp", str(tmp_path / "none"), "--quiet"), 1,
                    "all back-translated (bt:)", "--keep-bt")
+
+
+def test_an_input_holding_a_line_break_is_one_line_of_each_side(tmp_path):
+    """A corpus value with a line break (jsonl, Hugging Face) is one input: joined with a space, it is
+    one line of the chunk files and of the joined corpus, which then counts a line for each input
+    (it was a refusal after the whole corpus was translated, and again at every resume)."""
+    from mt.apps.chunked import joined, plan_chunks, translate_chunks
+
+    inputs = ["one", "two\nthree", "four\r\nfive", "six"]
+    for attempt in range(2):  # and a resume finds the chunks done with the same inputs
+        plan = plan_chunks(tmp_path, [(("de", "en"), inputs)], 2, {"how": 1}, "the teacher's source lines")
+        chunks, _ = translate_chunks(tmp_path, plan, lambda index, pair, lines: [s.upper() for s in lines], "test")
+        assert len(plan.todo) == (2 if attempt == 0 else 0)
+        assert joined(tmp_path, chunks, 0) == "one\ntwo three\nfour five\nsix\n"
+        assert joined(tmp_path, chunks, 1) == "ONE\nTWO THREE\nFOUR FIVE\nSIX\n"

@@ -89,6 +89,14 @@ def test_plural_forms_fill_the_headers_nplurals_or_the_target_languages(translat
     assert out.getheaderplural() == ("2", "(n != 1)") and len(out.units[3].target.strings) == 2
 
 
+def test_a_header_with_more_plural_forms_than_any_language_is_refused(units):
+    """Each plural entry's translation is copied nplurals times: a header's number is bounded, or a
+    file of a few hundred bytes could ask for any memory."""
+    with pytest.raises(DocumentError) as exc:
+        translate_content(bytes(build(plural_forms="nplurals=100000000; plural=0;")), PO, units, EN)
+    one_line(exc, "nplurals=100000000", "more than 6")
+
+
 def test_translated_entries_are_translated_again_only_when_asked(translator, units):
     out = result(build(language="fr"), units, DocumentOptions("en", retranslate=True))
     done = out.units[4]

@@ -98,3 +98,14 @@ def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
     (out,) = translate_markup(translator, [f"<p>{S1} <b>{CJK[:4]}</b>{CJK[4:]}</p>"], "html")
     # copied word for word: the tag goes round the (space-less) word it was in, as for any partial word
     assert out == f"<p>{translator.translate([S1])[0]} <b>{CJK}</b></p>"
+
+
+def test_zero_width_characters_alone_add_no_invented_sentence(trained_experiment):
+    """A zero-width space or BOM after a sentence is a piece of its own for the splitter and nothing
+    for the tokenizer (its normalisation removes it): searched from EOS alone, the model would add a
+    sentence that is not in the input. Such a piece or line is blank."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    line = toy_corpus(1, seed=9)[0][0]
+    alone = translate(translator, [line])[0]
+    assert translate(translator, [f"{line} \u200b", "\u200b", "\ufeff \u200b"]) == [f"{alone} ", "", ""]
+    assert translator.search(["\u200b"]) == translator.search([""])

@@ -313,6 +313,8 @@ class Service:
             raise ApiError(422, str(exc)) from None
         encoder = flag(data, "encoder")
         _, encoded, cuts = self.translator.encode_lines([text], tag=tag)
+        if not encoded:  # only characters the tokenizer's normalisation removes (zero-width ones)
+            raise ApiError(422, "text: nothing to translate (no text the tokenizer reads)")
         request.state.lines, request.state.tokens = 1, len(encoded[0])
         limit = self.limits.max_attention_tokens
         for count, what in ((len(text), "characters"), (len(encoded[0]), "tokens")):

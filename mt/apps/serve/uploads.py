@@ -112,6 +112,11 @@ def safe_name(filename: str) -> str:
     return name
 
 
+# A download name's stem and extension at most: with the key's UUID and dots, 250 bytes (a file
+# system's names hold 255)
+URL_STEM_CHARS, URL_SUFFIX_CHARS = 196, 16
+
+
 def url_name(name: str) -> str:
     """`name` in ASCII letters, digits, ".", "_" and "-", as LibreTranslate (werkzeug's
     secure_filename) puts it in the download's URL; its extension kept ("document.txt" for "報告.txt")."""
@@ -121,8 +126,10 @@ def url_name(name: str) -> str:
         return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
 
     path = PurePosixPath(name)
-    suffix = ascii_only(path.suffix)
-    return (ascii_only(path.stem) or "document") + (f".{suffix}" if suffix else "")
+    suffix = ascii_only(path.suffix)[:URL_SUFFIX_CHARS]
+    # NFKD may widen a character into several ("㎉": "kcal"): the stem is cut after, so that the name
+    # (and the file kept under it) stays within a file system's 255 bytes
+    return (ascii_only(path.stem)[:URL_STEM_CHARS] or "document") + (f".{suffix}" if suffix else "")
 
 
 def format_of(name: str) -> DocumentFormat:
