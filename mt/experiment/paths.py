@@ -130,8 +130,10 @@ class Experiment:
         return self.checkpoints_dir / name
 
     def step_checkpoints(self) -> list[Path]:
-        """Periodic checkpoints, oldest first."""
-        return sorted(self.checkpoints_dir.glob("step_*.pt"))
+        """Periodic checkpoints (step_N.pt, as training names them: not a copy named step_5000_keep.pt,
+        which pruning must not delete), oldest first by step: past 7 digits the names no longer sort."""
+        steps = [(path, path.stem[5:]) for path in self.checkpoints_dir.glob("step_*.pt")]
+        return [path for path, step in sorted((p for p in steps if p[1].isdigit()), key=lambda p: int(p[1]))]
 
     @property
     def tensorboard_dir(self) -> Path:

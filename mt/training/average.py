@@ -21,7 +21,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
             raise MtError(f"{path}: holds no model parameters; remove it or average fewer checkpoints")
     reference = states[-1]["model"]
     for path, state in zip(paths[:-1], states[:-1]):
-        difference = _difference(state["model"], reference)
+        difference = _difference(state["model"], reference) or _other_model(state, states[-1])
         if difference:
             raise MtError(
                 f"{path}: not the same model as {paths[-1].name} ({difference}); remove it or average fewer checkpoints"
@@ -38,6 +38,17 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
         "model": averaged,
         "averaged_from": [str(p.name) for p in paths],
     }
+
+
+def _other_model(state: dict[str, Any], reference: dict[str, Any]) -> str | None:
+    """What tells two checkpoints of the same shapes apart as models of other runs: the tokenizers
+    (the same vocabulary size, other pieces) or a model field no shape shows (norm placement, say);
+    dropout rates may differ (a fine-tuning run's)."""
+    if state.get("tokenizer_sha256") != reference.get("tokenizer_sha256"):
+        return "trained with another tokenizer"
+    ours, theirs = state.get("model_config") or {}, reference.get("model_config") or {}
+    fields = sorted(key for key in {*ours, *theirs} if "dropout" not in key and ours.get(key) != theirs.get(key))
+    return f"model.{fields[0]} {ours.get(fields[0])!r}, not {theirs.get(fields[0])!r}" if fields else None
 
 
 def _difference(params: dict[str, Any], reference: dict[str, Any]) -> str | None:

@@ -215,3 +215,15 @@ def test_average_refuses_checkpoints_of_another_model_naming_the_file(trained_ex
     assert not exp.checkpoint_path("average").exists()
     path, used = average_last(exp, 2)  # the experiment's own two still average
     assert odd not in used and path.is_file()
+    # The same shapes, another run's model: another tokenizer of the same size, or a field no shape shows.
+    config = state["model_config"]
+    others = [({**state, "tokenizer_sha256": {"src": "0" * 64, "tgt": "0" * 64}}, "another tokenizer"),
+              ({**state, "model_config": {**config, "pre_norm": not config.get("pre_norm")}}, "model.pre_norm")]
+    for other, needle in others:
+        save_checkpoint(odd, {**other, "step": 3})
+        with pytest.raises(MtError) as info:
+            average_last(exp, 3, "others")
+        assert str(info.value).startswith(f"{odd}: not the same model") and needle in str(info.value)
+    dropout = {**config, **{key: 0.0 for key in config if "dropout" in key}}  # fine-tuned with other dropout
+    save_checkpoint(odd, {**state, "model_config": dropout, "step": 3})
+    assert odd in average_last(exp, 3, "again")[1]
