@@ -120,12 +120,18 @@ def parse(text: str, fmt: Format) -> list[Node]:
 def document(text: str) -> list[Node]:
     """A whole HTML document (from `<!DOCTYPE` or `<html>`): its doctype, if it has one, and its html
     element, head and title (translated) included."""
+    import lxml.etree
     import lxml.html
 
-    root = lxml.html.document_fromstring(text)
+    try:  # a doctype alone or an unclosed `<html`: libxml2 builds no element (a client's text: its error)
+        root = lxml.html.document_fromstring(text)
+    except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
+        raise MarkupError(f"not an HTML document: {exc}") from None
     doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
     if not doctype:
         return [convert(root, "html")]
+    if ">" not in text[text.lower().index("<!doctype") :]:
+        raise MarkupError("not an HTML document: its doctype does not end")
     end = text.index(">", text.lower().index("<!doctype")) + 1
     gap = text[end : len(text) - len(text[end:].lstrip())]  # the line break after the doctype, kept
     return [Raw(doctype + gap, True), convert(root, "html")]

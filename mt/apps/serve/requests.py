@@ -41,7 +41,8 @@ async def bounded_body(request, limit: int, declared_too_big: str, too_big: str)
     it all (or is cut off: `mt.apps.serve.http.guarded_protocol`). Kept as the request's body, where
     starlette's request.form() reads it."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    # ASCII digits only ("²".isdigit() too), and no more than any length: int() of either would raise
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
         raise ApiError(413, declared_too_big.format(declared=declared))
     chunks, size = [], 0
     try:
