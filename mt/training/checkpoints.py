@@ -225,8 +225,15 @@ def resume_training(run: Training) -> bool:
             log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
             trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
     trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
+    before, epoch, batch = trainer.state.max_tokens, int(saved["epoch"]), int(saved["batch_in_epoch"])
     trainer.state.max_tokens = int(tcfg.max_tokens)  # this run's (auto keeps the saved one: mt.training.token_budget)
-    trainer.stream.seek(int(saved["epoch"]), int(saved["batch_in_epoch"]))
+    if before is not None and before != trainer.state.max_tokens and batch > 0 and trainer.group.is_main:
+        log.warn(
+            f"train.max_tokens {before} -> {trainer.state.max_tokens} in the middle of epoch {epoch}: its batches "
+            f"are cut anew and this run goes on from batch {batch} of the new ones, so some of the epoch's pairs "
+            f"are trained on twice or not at all (the epochs after are whole)"
+        )
+    trainer.stream.seek(epoch, batch)
     rng = saved["rng"][trainer.group.rank] if "rng" in saved else {"torch": saved["torch_rng"]}
     set_rng_state(rng, trainer.device)
     trainer.start_clock()

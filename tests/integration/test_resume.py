@@ -196,6 +196,12 @@ def test_the_device_is_saved_and_a_resume_on_another_says_so(trained_experiment,
     assert done.returncode == 0, done.stderr
     assert f"{last} was trained on cuda; this run continues on cpu (--device cuda to stay there)" in done.stderr
     assert load_checkpoint(last)["device"] == "cpu"
+    # Another batch budget in the middle of an epoch: the rest of the epoch is cut anew, which is said.
+    state = load_checkpoint(last)
+    done = run_train(exp, "--max-steps", str(state["step"] + 1), "--max-tokens", str(2 * state["max_tokens"]))
+    assert done.returncode == 0, done.stderr
+    said = f"train.max_tokens {state['max_tokens']} -> {2 * state['max_tokens']} in the middle of epoch"
+    assert state["batch_in_epoch"] > 0 and said in done.stderr, (state["batch_in_epoch"], done.stderr)
 
 
 def test_a_restart_without_last_pt_refuses_the_earlier_runs_step_checkpoints(trained_experiment, tmp_path):
