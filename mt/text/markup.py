@@ -36,6 +36,9 @@ VOID = frozenset("area base br col embed hr img input link meta param source tra
 VERBATIM = frozenset("script style code pre".split())  # kept as they are, with translate="no" and notranslate
 RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is written unescaped
 # Characters libxml2 refuses and HTML does not allow: a form feed is a space, the rest U+FFFD (as a NUL in HTML).
+# libxml2's HTML parser drops, without an error, the text of elements nested 255 deep or more: a
+# fragment or document as deep as this is refused instead (no page nests so deep)
+MAX_DEPTH = 250
 CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]} | {0x0C: " "}
 
 
@@ -111,10 +114,22 @@ def parse(text: str, fmt: Format) -> list[Node]:
         text = text.translate(CONTROLS)
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
+        check_depth(root)
         if len(body) != len(text):
             root.text = text[: len(text) - len(body)] + (root.text or "")
     top = convert(root, fmt)
     return top.children if isinstance(top, Element) else [top]
+
+
+def check_depth(root) -> None:
+    """MarkupError for elements nested MAX_DEPTH deep (their text may be lost: MAX_DEPTH)."""
+    deepest, stack = 0, [(root, 0)]
+    while stack:
+        element, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in element)
+    if deepest >= MAX_DEPTH:
+        raise MarkupError(f"elements nested {deepest} deep: HTML parsing loses text past {MAX_DEPTH}")
 
 
 def document(text: str) -> list[Node]:
@@ -127,6 +142,7 @@ def document(text: str) -> list[Node]:
         root = lxml.html.document_fromstring(text)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise MarkupError(f"not an HTML document: {exc}") from None
+    check_depth(root)
     doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
     if not doctype:
         return [convert(root, "html")]

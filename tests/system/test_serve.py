@@ -334,6 +334,7 @@ def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, re
     ({"q": "Hallo.", "source": "de", "target": "en", "api_key": ["k"]}, "api_key: expected a string"),
     ({"q": "<!DOCTYPE html>", "source": "de", "target": "en", "format": "html"}, "not an HTML document"),
     ({"q": ["Hallo.", "<html"], "source": "de", "target": "en", "format": "html"}, "not an HTML document"),
+    ({"q": "<b>" * 300 + "Hallo.", "source": "de", "target": "en", "format": "html"}, "HTML parsing loses text"),
 ])
 def test_libretranslate_refusals_are_400_with_an_error(server, body, message):
     status, _, data = call(f"{server.url}/translate", body)
