@@ -22,10 +22,9 @@ def average(
     force: Force = False,
 ) -> None:
     """Average the parameters of the last N periodic checkpoints into checkpoints/average.pt (Sec. 6.1)."""
-    from mt.experiment.paths import Experiment
+    from mt.experiment.config import read_experiment
 
-    experiment = Experiment(exp)
-    experiment.load_config()  # a mistyped --exp is answered before torch loads
+    experiment, _ = read_experiment(exp)  # a mistyped --exp is answered before torch loads
     from mt.training.average import average_last
 
     path, used = average_last(experiment, last, output, force)

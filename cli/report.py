@@ -27,10 +27,9 @@ def report(
 ) -> None:
     """One self-contained HTML page: config, data, curves, scores, sample translations, an attention example."""
     from mt.apps.report.page import report as run
-    from mt.experiment.paths import Experiment
+    from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
-    experiment = Experiment(exp)
-    experiment.load_config()  # a mistyped --exp is answered before torch loads
+    experiment, _ = read_experiment(exp)  # a mistyped --exp is answered before torch loads
     set_threads(threads)
     print(run(experiment, output, force, samples, sentence, checkpoint))

@@ -109,7 +109,7 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
-        translator.checkpoint_stats = [(p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+        translator.checkpoint_stats = [(stat.st_size, stat.st_mtime_ns) for stat in map(Path.stat, paths)]
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
         )

@@ -165,7 +165,8 @@ def open_experiment(
 
 def read_experiment(root: Path) -> tuple[Experiment, ExperimentConfig]:
     """An existing experiment and its saved config, for the commands that only read it (translate,
-    evaluate, serve, attention, export): nothing is written, so that a read-only experiment serves.
+    evaluate, serve, attention, export, report; average writes only its checkpoint): nothing is
+    written, so that a read-only experiment serves.
     Their decoding flags are this call's DecodeOptions (mt.decoding.options), never the config's."""
     exp = Experiment(root)
     return exp, exp.load_config()  # a one-line error when there is no experiment here

@@ -132,8 +132,8 @@ class Experiment:
     def step_checkpoints(self) -> list[Path]:
         """Periodic checkpoints (step_N.pt, as training names them: not a copy named step_5000_keep.pt,
         which pruning must not delete), oldest first by step: past 7 digits the names no longer sort."""
-        steps = [(path, path.stem[5:]) for path in self.checkpoints_dir.glob("step_*.pt")]
-        return [path for path, step in sorted((p for p in steps if p[1].isdigit()), key=lambda p: int(p[1]))]
+        periodic = [path for path in self.checkpoints_dir.glob("step_*.pt") if path.stem[5:].isdigit()]
+        return sorted(periodic, key=lambda path: int(path.stem[5:]))
 
     @property
     def tensorboard_dir(self) -> Path:
