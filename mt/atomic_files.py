@@ -28,7 +28,9 @@ def _tmp_prefix(path: Path) -> str:
     return f".{path.name}.{os.getpid()}-"
 
 
-_TMP_FILE = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>\d+)-)?\w+\.tmp")  # without a pid: from before pids
+# `_tmp_prefix`'s, then mkstemp's 8 letters; without a pid, a checkpoint's from before pids: any other
+# hidden .tmp file is not one mt wrote, and stays
+_TMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-\w{8}\.tmp|\.(?P<old>.+\.pt)\.\w{8}\.tmp")
 
 
 def remove_abandoned_temporaries(directory: Path) -> list[Path]:

@@ -8,7 +8,9 @@ chunk, the chunk size and how the lines are translated (models, search, precisio
 must keep both while a chunk is done, since a corpus cut two ways or decoded two ways is not what its
 manifest would say. `plan_chunks` checks all this before anything is written, so that a caller can
 load its model, then set up its experiment, then `translate_chunks`. The chunks done must hold the
-input lines their place expects. When all are done, each side of each direction is joined in order.
+input lines their place expects. One run at a time translates into DIR/chunks (a lock, as training's:
+a second is refused; one that planned while another wrote chunks checks them again under it). When
+all are done, each side of each direction is joined in order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Callable
 from mt import log
 from mt.atomic_files import remove_abandoned_temporaries, write_json_atomic, write_text_atomic
 from mt.errors import ConfigError, MtError
+from mt.experiment.lock import directory_lock
 
 CHUNK_LINES = 2000
 
@@ -224,7 +227,30 @@ def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label:
     if not todo:
         return chunks, state
     assert translate is not None, "chunks to do and no model loaded"
-    write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
+    (root / "chunks").mkdir(parents=True, exist_ok=True)
+    with directory_lock(root / "chunks", root / "chunks" / "translate.lock", "translated"):
+        todo = _still_to_do(root, todo, state)
+        write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
+        _translate_todo(root, todo, state, translate, label, total)
+    return chunks, state
+
+
+def _still_to_do(root: Path, todo: list[Chunk], state: dict) -> list[Chunk]:
+    """`todo` less the chunks another run wrote since this one planned (under the lock, which that
+    run held): refused if it cut or translated them otherwise."""
+    if not any(chunk_paths(root, index)[1].exists() for index, _, _ in todo):
+        return todo
+    recorded = read_state(root)
+    if recorded.get("chunk_lines") != state["chunk_lines"]:
+        raise ConfigError(
+            f"{root / 'chunks'}: another run wrote chunks of {recorded.get('chunk_lines')} lines meanwhile "
+            f"(this one: {state['chunk_lines']}); run again to resume as it did"
+        )
+    check_same_how(root, recorded, state["how"])
+    return [chunk for chunk in todo if not chunk_paths(root, chunk[0])[1].exists()]
+
+
+def _translate_todo(root: Path, todo: list[Chunk], state: dict, translate: Translate, label: str, total: int) -> None:
     with log.make_progress() as progress:
         task = progress.add_task(label, total=total, completed=total - sum(len(c[2]) for c in todo))
         for index, pair, lines in todo:
@@ -236,7 +262,6 @@ def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label:
             state["seconds"] = round(state["seconds"] + time.perf_counter() - start, 2)
             write_json_atomic(state_path(root), state)
             progress.update(task, advance=len(lines))
-    return chunks, state
 
 
 def joined(root: Path, chunks: list[Chunk], side: int) -> str:

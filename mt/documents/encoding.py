@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
+from mt import log
 from mt.documents.formats import DocumentError
 
 BOMS = (  # longest first: UTF-32's little-endian mark begins with UTF-16's
@@ -53,14 +54,25 @@ def guess(data: bytes) -> tuple[str, str]:
     return best.encoding, str(best)
 
 
-def encode(text: str, encoding: TextEncoding) -> bytes:
-    """The text written as the file was (`decode`'s encoding); DocumentError for a character of the
-    translation that the file's encoding cannot write."""
+def encode(text: str, encoding: TextEncoding, unwritable: str = "") -> bytes:
+    """The text written as the file was (`decode`'s encoding). A character of the translation that the
+    file's encoding cannot write (a Russian translation of a cp1252 file) is written as the format
+    allows (`DocumentFormat.unwritable`): "references", as a character reference (&#1087;: HTML,
+    XML); "utf-8", the whole file in UTF-8 with a byte-order mark, which editors read as UTF-8 (plain
+    text, Markdown, subtitles); "", refused with DocumentError (a format that names its charset)."""
+    body = text.replace("\n", encoding.newline)
     try:
-        body = text.replace("\n", encoding.newline).encode(encoding.codec)
+        return encoding.bom + body.encode(encoding.codec)
     except UnicodeEncodeError as exc:
+        if unwritable == "references":
+            return encoding.bom + body.encode(encoding.codec, errors="xmlcharrefreplace")
+        if unwritable == "utf-8":
+            log.warn(
+                f"the translation has {exc.object[exc.start : exc.end]!r}, which {encoding.codec} cannot write: "
+                "the translated file is written in UTF-8 (with a byte-order mark)"
+            )
+            return codecs.BOM_UTF8 + body.encode("utf-8")
         raise DocumentError(
             f"the translation has {exc.object[exc.start : exc.end]!r}, which {encoding.codec} cannot write; "
             "convert the file to UTF-8 first"
         ) from None
-    return encoding.bom + body

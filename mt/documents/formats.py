@@ -31,7 +31,8 @@ class DocumentError(MtError):
 class DocumentFormat:
     """A format: its name (as --format takes it), the extensions that mean it, the module under
     mt.documents that translates it, whether its content is bytes (else text in its own encoding),
-    and the import names of what it needs with the extra that installs them."""
+    the import names of what it needs with the extra that installs them, and how a text format writes
+    a character its file's encoding cannot (`mt.documents.encoding.encode`)."""
 
     name: str
     extensions: tuple[str, ...]
@@ -40,13 +41,14 @@ class DocumentFormat:
     requires: tuple[str, ...] = ()
     extra: str = "documents"
     description: str = ""
+    unwritable: str = "utf-8"  # "utf-8", "references" or "" (refused)
 
 
 FORMATS: dict[str, DocumentFormat] = {
     f.name: f
     for f in (
         DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
-        DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page"),
+        DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page", unwritable="references"),
         DocumentFormat(
             "docx",
             (".docx",),
@@ -61,6 +63,7 @@ FORMATS: dict[str, DocumentFormat] = {
             "localisation",
             requires=("translate.storage",),
             description="XLIFF 1.2 and 2.0: each unit's source into its target, inline tags and placeholders kept",
+            unwritable="references",
         ),
         DocumentFormat(
             "po",
@@ -68,6 +71,7 @@ FORMATS: dict[str, DocumentFormat] = {
             "localisation",
             requires=("translate.storage",),
             description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",
+            unwritable="",  # its header names the charset
         ),
         DocumentFormat("srt", (".srt",), "subtitles", requires=("srt",), description="SubRip subtitles"),
         DocumentFormat("vtt", (".vtt",), "subtitles", requires=("webvtt",), description="WebVTT subtitles"),

@@ -30,7 +30,7 @@ def translate_content(data: bytes, fmt: DocumentFormat, units: Units, options: D
     if fmt.binary:
         return module.translate(data, units, options)
     text, encoding = decode(data)
-    return encode(module.translate(text, units, options), encoding)
+    return encode(module.translate(text, units, options), encoding, fmt.unwritable)
 
 
 def translate_file(

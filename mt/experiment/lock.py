@@ -23,15 +23,23 @@ from mt.experiment.paths import Experiment
 def experiment_lock(exp: Experiment) -> Iterator[None]:
     """Refuse a second trainer on `exp`; take over a lock left by a dead process."""
     exp.root.mkdir(parents=True, exist_ok=True)
-    fd = _take_lock(exp.root, exp.lock_path)
+    with directory_lock(exp.root, exp.lock_path, "trained or binarized"):
+        yield
+
+
+@contextmanager
+def directory_lock(root: Path, lock_path: Path, doing: str) -> Iterator[None]:
+    """The same lock for other work on an existing directory `root` (`doing`: what the refusal says is
+    being done to it, e.g. "translated")."""
+    fd = _take_lock(root, lock_path, doing)
     try:
         yield
     finally:
-        exp.lock_path.unlink(missing_ok=True)  # still held: a starter from now on makes a new file
+        lock_path.unlink(missing_ok=True)  # still held: a starter from now on makes a new file
         os.close(fd)
 
 
-def _take_lock(root: Path, lock_path: Path) -> int:
+def _take_lock(root: Path, lock_path: Path, doing: str) -> int:
     """The open, flock-ed lock file, holding our pid; an error if a live process holds it."""
     for _ in range(100):
         fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
@@ -41,7 +49,7 @@ def _take_lock(root: Path, lock_path: Path) -> int:
             pid = _lock_owner(fd)
             os.close(fd)
             raise MtError(
-                f"{root} is already being trained or binarized by {f'process {pid}' if pid else 'another process'} "
+                f"{root} is already being {doing} by {f'process {pid}' if pid else 'another process'} "
                 f"(lock {lock_path}); wait for it or stop it"
             ) from None
         except BaseException:
@@ -59,7 +67,7 @@ def _take_lock(root: Path, lock_path: Path) -> int:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return fd
         os.close(fd)
-    raise MtError(f"{lock_path}: could not take the training lock (it keeps being replaced)")
+    raise MtError(f"{lock_path}: could not take the lock (it keeps being replaced)")
 
 
 def _lock_owner(fd: int) -> int:

@@ -130,9 +130,14 @@ class Experiment:
         return self.checkpoints_dir / name
 
     def step_checkpoints(self) -> list[Path]:
-        """Periodic checkpoints (step_N.pt, as training names them: not a copy named step_5000_keep.pt,
-        which pruning must not delete), oldest first by step: past 7 digits the names no longer sort."""
-        periodic = [path for path in self.checkpoints_dir.glob("step_*.pt") if path.stem[5:].isdigit()]
+        """Periodic checkpoints (named as training names them, `checkpoint_path`: step_0005000.pt, not a
+        copy named step_5000.pt or step_5000_keep.pt, which pruning must not delete), oldest first by
+        step: past 7 digits the names no longer sort."""
+        periodic = [
+            path
+            for path in self.checkpoints_dir.glob("step_*.pt")
+            if path.stem[5:].isdigit() and path.name == self.checkpoint_path(path.stem).name
+        ]
         return sorted(periodic, key=lambda path: int(path.stem[5:]))
 
     @property

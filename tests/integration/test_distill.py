@@ -429,3 +429,32 @@ def test_an_input_holding_a_line_break_is_one_line_of_each_side(tmp_path):
         assert len(plan.todo) == (2 if attempt == 0 else 0)
         assert joined(tmp_path, chunks, 0) == "one\ntwo three\nfour five\nsix\n"
         assert joined(tmp_path, chunks, 1) == "ONE\nTWO THREE\nFOUR FIVE\nSIX\n"
+
+
+def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
+    """The chunks are translated under a lock: a second run meanwhile is refused in one line, and a
+    run that planned before another wrote chunks otherwise is refused, not mixed with them."""
+    from mt.apps.chunked import joined, plan_chunks, translate_chunks
+    from mt.experiment.lock import directory_lock
+
+    inputs = [("de", "en"), ["one", "two", "three", "four"]]
+    upper = lambda index, pair, lines: [s.upper() for s in lines]  # noqa: E731
+    plan = plan_chunks(tmp_path, [inputs], 2, {"beam": 1}, "the lines")
+    chunks = tmp_path / "chunks"
+    chunks.mkdir()
+    with directory_lock(chunks, chunks / "translate.lock", "translated"):  # another run, translating now
+        with pytest.raises(MtError) as exc:
+            translate_chunks(tmp_path, plan, upper, "test")
+    assert "is already being translated by process" in str(exc.value) and "\n" not in str(exc.value)
+    assert not list(chunks.glob("*.tgt"))
+    other = plan_chunks(tmp_path, [inputs], 2, {"beam": 2}, "the lines")  # all three planned at once
+    smaller = plan_chunks(tmp_path, [inputs], 1, {"beam": 2}, "the lines")
+    translate_chunks(tmp_path, other, lambda index, pair, lines: [s.title() for s in lines], "test")
+    with pytest.raises(ConfigError) as exc:
+        translate_chunks(tmp_path, plan, upper, "test")
+    assert "beam 2 (now 1)" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:
+        translate_chunks(tmp_path, smaller, upper, "test")
+    assert "chunks of 2 lines meanwhile (this one: 1)" in str(exc.value)
+    assert joined(tmp_path, other.chunks, 1) == "One\nTwo\nThree\nFour\n"
+    assert not (chunks / "translate.lock").exists()

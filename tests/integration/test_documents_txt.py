@@ -56,6 +56,25 @@ def test_a_legacy_encoding_is_read_and_written_back_in_it():
     assert encode(text, encoding) == data
 
 
+def cyrillic(texts: list[str], fmt: str = "text") -> list[str]:
+    """Units whose translation has letters no Western code page writes."""
+    return [text.replace("Köln", "Кёльн") for text in texts]
+
+
+def test_a_translation_its_legacy_encoding_cannot_write_is_written_as_the_format_allows(capsys):
+    data = "Grüße aus Köln.\r\n".encode("cp1252")
+    out = translate_content(data, FORMATS["txt"], cyrillic, EN)  # plain text: the whole file in UTF-8, said
+    assert out == codecs.BOM_UTF8 + "Grüße aus Кёльн.\r\n".encode("utf-8")
+    assert "written in UTF-8" in capsys.readouterr().err
+    page = '<html><head><meta charset="windows-1252"></head><body><p title="Köln">Grüße aus Köln.</p></body></html>\n'
+    out = translate_content(page.encode("cp1252"), FORMATS["html"], cyrillic, EN).decode("cp1252")
+    assert '<meta charset="windows-1252">' in out and "Grüße aus &#1050;&#1105;&#1083;&#1100;&#1085;." in out
+    text, encoding = decode(data)
+    with pytest.raises(DocumentError) as exc:  # a PO file's header names its charset: refused
+        encode(cyrillic([text])[0], encoding, FORMATS["po"].unwritable)
+    one_line(exc, "cannot write", "convert the file to UTF-8")
+
+
 def test_formats_are_known_by_extension():
     assert by_extension("a/b.TXT") is FORMATS["txt"] and by_extension("a.de") is None
 

@@ -461,17 +461,20 @@ def test_best_metric_bleu_needs_valid_bleu():
 def test_keep_last(base, tmp_path, keep_last, kept):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, save_every=2, keep_last=keep_last)
     exp.checkpoints_dir.mkdir(exist_ok=True)
-    mine = exp.checkpoints_dir / "step_2_keep.pt"  # a user's copy: not a checkpoint training named
-    mine.write_bytes(b"mine")
+    # A user's copies, not checkpoints training named (it pads steps to 7 digits), and a hidden
+    # file of theirs that looks like a temporary but is not one mt writes.
+    mine = [exp.checkpoints_dir / name for name in ("step_2_keep.pt", "step_2.pt", ".notes.old.tmp")]
+    for path in mine:
+        path.write_bytes(b"mine")
     train(exp, cfg)
     assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == kept
-    assert mine.read_bytes() == b"mine"
+    assert all(path.read_bytes() == b"mine" for path in mine)
 
 
 def test_periodic_checkpoints_are_in_step_order_past_seven_digits(tmp_path):
     exp = Experiment(tmp_path / "exp")
     exp.checkpoints_dir.mkdir(parents=True)
-    for name in ("step_10000000.pt", "step_9995000.pt", "step_0000005.pt", "step_5000_keep.pt", "step_.pt"):
+    for name in ("step_10000000.pt", "step_9995000.pt", "step_0000005.pt", "step_5000_keep.pt", "step_.pt", "step_5.pt"):
         (exp.checkpoints_dir / name).write_bytes(b"")
     assert [p.name for p in exp.step_checkpoints()] == ["step_0000005.pt", "step_9995000.pt", "step_10000000.pt"]
 

@@ -68,12 +68,17 @@ class _Request:
         self.future: Future = Future()
         self.results: list[Any] = [None] * size
         self.remaining = size
+        # A request's sentences may be in two batches that helper threads search side by side, and
+        # `remaining -= 1` is a read and a write: two at once could both miss the last one.
+        self._lock = threading.Lock()
 
     def deliver(self, index: int, value: Any) -> None:
         """One sentence's result; the future gets them all once the last has come."""
         self.results[index] = value
-        self.remaining -= 1
-        if self.remaining == 0:
+        with self._lock:
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
             self.settle(self.results)
 
     def settle(self, value: Any) -> None:
