@@ -4,8 +4,10 @@ translations and the scores, with how they were decoded, in the experiment.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
@@ -30,6 +32,23 @@ def averaged_from(exp: Experiment, translator: Translator) -> list[str] | None:
     """What the experiment's checkpoints/average.pt averaged, when the translator decodes with it."""
     average = exp.checkpoint_path("average").resolve()
     return next((names for path, names in translator.averaged_from.items() if path.resolve() == average), None)
+
+
+def checkpoint_name(exp: Experiment, path: Path) -> str:
+    """How scores name a checkpoint: by its name when it is the experiment's own, else by its whole
+    path (another run's best.pt is not this one's: `mt run` and model cards compare the names)."""
+    resolved = Path(path).resolve()
+    return resolved.name if resolved.parent == exp.checkpoints_dir.resolve() else str(resolved)
+
+
+def split_digest(cfg: ExperimentConfig, split: str) -> str:
+    """A digest of the split's source and reference lines, every direction's, as `evaluate_split` reads
+    them: scores of other lines (references fixed, a file replaced) are not this split's."""
+    digest = hashlib.sha256()
+    for pair in cfg.data.pairs():
+        for lines in load_split(cfg.data.sources(split, pair)):
+            digest.update("\n".join(lines).encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def evaluate_split(
@@ -74,8 +93,9 @@ def evaluate_split(
     result = {
         "split": split,
         **scores,
-        "checkpoint": "+".join(path.name for path in translator.checkpoint_paths),
+        "checkpoint": "+".join(checkpoint_name(exp, path) for path in translator.checkpoint_paths),
         "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
+        "data_sha256": split_digest(cfg, split),
         "translate_seconds": round(seconds, 2),
     }
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)

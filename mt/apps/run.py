@@ -354,8 +354,8 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     """Whether the split's scores hold: decoded with these options, from the checkpoint decoding
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt);
     from average.pt, only while it averages what it is to average now (`_average_fresh`); with
-    decode.shortlist, after the shortlist was built."""
-    from mt.apps.evaluate import decode_record
+    decode.shortlist, after the shortlist was built; of the split's lines as they are now."""
+    from mt.apps.evaluate import decode_record, split_digest
     from mt.decoding.options import DecodeOptions
 
     score_path, last = exp.score_path(split), exp.checkpoint_path("last")
@@ -370,7 +370,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     )
     scores = exp.read_json(score_path) if score_path.exists() else None
     return (
-        scores is not None
+        isinstance(scores, dict)  # anything else is damage: scored again, and written anew
         and scores.get("decode") == expected
         and last.exists()
         and scores.get("checkpoint") == chosen.name
@@ -381,6 +381,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
             not cfg.decode.shortlist
             or (exp.shortlist_path.exists() and score_path.stat().st_mtime > exp.shortlist_path.stat().st_mtime)
         )
+        and scores.get("data_sha256") == split_digest(cfg, split)  # last: it reads the split
     )
 
 

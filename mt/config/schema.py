@@ -296,6 +296,8 @@ def from_dict(raw: dict[str, Any], where: str, base: ExperimentConfig | None = N
     unknown sections or keys are an error naming `where`."""
     cfg = base if base is not None else ExperimentConfig()
     for section_name, values in raw.items():
+        if not isinstance(section_name, str):  # YAML reads 1:, null:, yes: and on: as other than names
+            raise ConfigError(f"{where}: section names are words, not {section_name!r} (quote it if it is one)")
         if not hasattr(cfg, section_name):
             known = ", ".join(f.name for f in dataclasses.fields(cfg))
             raise ConfigError(f"{where}: unknown section {section_name!r}; known: {known}")

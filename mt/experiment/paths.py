@@ -242,5 +242,5 @@ class Experiment:
             return json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not JSON
             raise MtError(f"{path}: unreadable ({exc})") from None

@@ -13,11 +13,16 @@ element remembers the characters it covers (`Segment`). script, style, code and 
 translate="no" or class "notranslate", are kept verbatim (`Raw`): a block one bounds segments, an inline
 one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
 that the sentences break there.
+
+A text is a whole document when its doctype or `<html>` comes first, after what a saved page may start
+with (a byte-order mark, comments: kept as they are); comments before `<html>` and whatever follows
+`</html>` are the document's too. In a fragment, an end tag of body or html is dropped, not what follows it.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
@@ -108,10 +113,13 @@ def parse(text: str, fmt: Format) -> list[Node]:
             ) from None
         except ValueError as exc:  # a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
-    elif text.lstrip()[:9].lower() == "<!doctype" or text.lstrip()[:5].lower() == "<html":
-        return document(text.translate(CONTROLS))
+    elif (start := document_start(text)) is not None:  # what comes before it is kept as it is
+        prefix = [Raw(text[:start], True)] if start else []
+        end = len(text.rstrip())  # the spaces after </html>, which libxml2 drops, kept too
+        return prefix + document(text[start:end].translate(CONTROLS)) + ([text[end:]] if text[end:] else [])
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
-        text = text.translate(CONTROLS)
+        # and everything after an end tag of body or html, which a fragment has no start tag for
+        text = STRAY_END.sub("", text.translate(CONTROLS))
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         check_depth(root)
@@ -119,6 +127,18 @@ def parse(text: str, fmt: Format) -> list[Node]:
             root.text = text[: len(text) - len(body)] + (root.text or "")
     top = convert(root, fmt)
     return top.children if isinstance(top, Element) else [top]
+
+
+LEADING = re.compile(r"(?:\ufeff|\s+|<!--.*?-->|<\?.*?>)*", re.DOTALL)  # a BOM, spaces, comments, PIs
+DOCUMENT = re.compile(r"<(?:!doctype|html)(?=[\s>/]|$)", re.IGNORECASE)
+STRAY_END = re.compile(r"</\s*(?:body|html)\s*>", re.IGNORECASE)
+
+
+def document_start(text: str) -> int | None:
+    """Where a whole HTML document begins (its doctype or its html tag) after what may come first (a byte-order mark, spaces, comments: a page saved by a browser starts with one), or
+    None for a fragment."""
+    start = LEADING.match(text).end()
+    return start if DOCUMENT.match(text, start) else None
 
 
 def check_depth(root) -> None:
@@ -143,14 +163,25 @@ def document(text: str) -> list[Node]:
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise MarkupError(f"not an HTML document: {exc}") from None
     check_depth(root)
+    # Comments between the doctype and <html>, and whatever follows </html> (libxml2 puts it beside
+    # the html element, not in it), are the document's too.
+    nodes: list[Node] = []
+    for sibling in [*reversed(list(root.itersiblings(preceding=True))), root, *root.itersiblings()]:
+        node = convert(sibling, "html")
+        while sibling is not root and isinstance(node, Element) and node.tag in ("html", "body") and not node.attrs:
+            nodes += node.children[:-1]  # the html or body element libxml2 wraps content after </html> in
+            node = node.children[-1] if node.children else ""
+        nodes.append(node)
+        if sibling is not root and sibling.tail:
+            nodes.append(sibling.tail)
     doctype = root.getroottree().docinfo.doctype if text.lstrip()[:9].lower() == "<!doctype" else ""
     if not doctype:
-        return [convert(root, "html")]
+        return nodes
     if ">" not in text[text.lower().index("<!doctype") :]:
         raise MarkupError("not an HTML document: its doctype does not end")
     end = text.index(">", text.lower().index("<!doctype")) + 1
     gap = text[end : len(text) - len(text[end:].lstrip())]  # the line break after the doctype, kept
-    return [Raw(doctype + gap, True), convert(root, "html")]
+    return [Raw(doctype + gap, True), *nodes]
 
 
 def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:

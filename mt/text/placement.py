@@ -14,9 +14,9 @@ The rule, for an inline item covering source characters [start, end):
 - an end outside every piece (in the spaces between sentences, at a line break) maps exactly, since
   those characters are copied to the output as they are;
 - an item that covers no aligned word and has no target words between its neighbours', and an empty
-  one (`<br>` between words, `<img>`, a comment, an element kept verbatim), is placed after the target
-  words aligned to the nearest aligned source word before it in its piece (at the piece's start if
-  there is none);
+  one (`<br>` between words, `<img>`, a comment, an element kept verbatim; `<wbr>` inside a word too),
+  is placed after the target words aligned to the nearest aligned source word before it in its piece
+  (at the piece's start if there is none);
 - a child is clipped to its parent's target (nested stays nested), and of two siblings that would
   overlap, the one later in the source gives way (it keeps the part outside the other, or becomes
   empty at its end).
@@ -144,6 +144,9 @@ class Mapping:
 
     def place(self, start: int, end: int) -> Span:
         """The output span of an item covering source [start, end) (module docstring)."""
+        if start == end:  # empty, even inside a word (Donau<wbr>dampf): it covers no target word
+            k = self.anchor(start)
+            return k, k
         inside_start = any(a <= start < b for a, b in self.spans)
         inside_end = any(a < end <= b for a, b in self.spans)
         lo = None if inside_start else self.offset(start)
@@ -205,8 +208,10 @@ def build(segment: Segment, spans: list[Span], output: str, parent: int | None, 
         if isinstance(node, Raw):
             nodes.append(node)
             end = start
-        elif node.void:  # what it covers is the line break that stood for it
+        elif node.void:  # what it covers is the line break that stood for it, and never words
             nodes.append(Element(node.tag, node.attrs, [], node.block, True))
+            if output[start:end].strip():
+                end = start
         else:
             nodes.append(Element(node.tag, node.attrs, build(segment, spans, output, k, start, end), node.block))
         at = end

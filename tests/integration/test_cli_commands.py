@@ -526,6 +526,51 @@ def test_run_averages_again_when_average_last_changes(experiment, tmp_path, caps
     assert "average: done already" in err and "evaluate test: done already" in err, err
 
 
+def test_run_scores_again_after_another_checkpoints_scores_or_with_other_test_lines(
+    experiment, tmp_path, capsys, monkeypatch
+):
+    """Scores are the experiment's own checkpoint's only by its path (another run's best.pt is not
+    this one's), and of the split's lines as they are: a fixed reference is scored again."""
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [evaluate]\n", encoding="utf-8")
+
+    def run() -> str:
+        code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--threads", "1")
+        assert code == 0, err
+        return err
+
+    run()
+    assert "evaluate test: done already" in run()
+    other = tmp_path / "other" / "best.pt"
+    other.parent.mkdir()
+    shutil.copy(copy / "checkpoints" / "step_0000020.pt", other)
+    code, out, err = mt(capsys, monkeypatch, "evaluate", "--exp", str(copy), "--checkpoint", str(other),
+                        "--threads", "1")
+    assert code == 0, err
+    assert json.loads((copy / "scores" / "test.json").read_text(encoding="utf-8"))["checkpoint"] == str(other.resolve())
+    assert "evaluate test: done already" not in run()  # was: another model's scores, as this one's
+    assert "evaluate test: done already" in run()
+    scores = copy / "scores" / "test.json"
+    scores.write_text("[]", encoding="utf-8")  # damaged: scored again (was: AttributeError)
+    assert "evaluate test: done already" not in run() and json.loads(scores.read_text(encoding="utf-8"))["bleu"] >= 0
+    scores.write_bytes(b"\xff{}")
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--threads", "1")
+    assert code == 1 and "Traceback" not in err, err  # was: a UnicodeDecodeError's traceback
+    assert err.splitlines()[-1].startswith(f"error: {scores}: unreadable"), err
+    scores.unlink()
+    reference = experiment.root.parent / "test.en"  # the shared experiment's: put back as it was
+    before = reference.read_bytes()
+    try:
+        reference.write_text(before.decode("utf-8").replace("a", "the"), encoding="utf-8")
+        assert "evaluate test: done already" not in run()  # was: the scores against the old references
+    finally:
+        reference.write_bytes(before)
+
+
 # `mt ARGS` in a process of its own that says, as it exits, whether torch was imported.
 WITH_TORCH_REPORTED = (
     "import atexit, runpy, sys\n"

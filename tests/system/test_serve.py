@@ -321,6 +321,11 @@ def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, re
     one = ok(f"{server.url}/translate", form={"q": q[1], "source": "de", "target": "en", "format": "html",
                                              "alternatives": "2"})
     assert one == {"translatedText": answer["translatedText"][1], "alternatives": []}
+    # source auto: a fragment's language is its text's, not its tags' and URLs' (was: 400, English)
+    tagged = ('<p class="product-description highlighted" data-tracking-id="summer-sale-banner"><a href='
+              f'"https://example.com/products/shopping-cart/checkout">{LINES[1]}</a></p>')
+    auto = ok(f"{server.url}/translate", {"q": tagged, "source": "auto", "target": "en", "format": "html"})
+    assert auto["detectedLanguage"]["language"] == "de"
 
 
 @pytest.mark.parametrize("body, message", [

@@ -440,3 +440,12 @@ def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, v
     with pytest.raises(ConfigError) as info:
         load_recipe(path)
     assert needle in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("key", [1, None, True])
+def test_a_section_name_yaml_reads_as_no_word_is_one_line_error(key):
+    from mt.config.schema import from_dict
+
+    with pytest.raises(ConfigError) as exc:  # was: TypeError from hasattr
+        from_dict({key: {"beam": 2}}, "recipe.yaml")
+    assert str(exc.value) == f"recipe.yaml: section names are words, not {key!r} (quote it if it is one)"

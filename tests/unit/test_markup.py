@@ -155,3 +155,27 @@ def test_a_whole_document_keeps_its_doctype_html_head_and_body_and_its_title_is_
               '<body><p>A <b>man</b>.</p></body></html>')
     assert reverse(source) == ('<!DOCTYPE html><html lang="de"><head><meta charset="utf-8"><title>TITLE A</title>'
                                '</head><body><p>MAN. A</p></body></html>').replace("MAN.", "<b>MAN.</b>")
+
+
+def test_an_empty_element_inside_a_word_takes_no_words_with_it():
+    """<wbr> and <img> inside a word (soft hyphenation, an inline icon) cover no character: they once
+    took the word's aligned target words as their place, and a void element's place is dropped."""
+    assert reverse("<p>Donaudampf<wbr>schifffahrt ist lang.</p>") == "<p><wbr>LANG. IST DONAUDAMPFSCHIFFFAHRT</p>"
+    out = reverse('<p>Klick<img src="i.png">hier bitte. Danke schön.</p>')
+    assert markup_text(out) == "BITTE. KLICKHIER SCHÖN. DANKE" and '<img src="i.png">' in out
+
+
+def test_a_document_keeps_what_comes_before_its_doctype_and_after_its_end():
+    """A page saved by a browser starts with a comment, a file may start with a byte-order mark: the
+    page is still a document (its doctype, html, head and body kept); comments between the doctype
+    and <html>, and content after </html> or after a fragment's stray </body>, are kept and translated."""
+    saved = ('<!-- saved from url=(0014)about:internet -->\n<!DOCTYPE html>\n<html lang="de"><head><title>A title'
+             '</title></head><body class="x"><p>A man.</p></body></html>\n')
+    assert reverse(saved) == saved.replace("A title", "TITLE A").replace("A man.", "MAN. A")
+    assert reverse("\ufeff<!DOCTYPE html><html><body>one two</body></html>") == (
+        "\ufeff<!DOCTYPE html><html><body>TWO ONE</body></html>")
+    assert reverse('<!DOCTYPE html><!-- c --><html lang="de"><body>x</body></html>') == (
+        '<!DOCTYPE html><!-- c --><html lang="de"><body>X</body></html>')
+    assert reverse("<html><body><p>One.</p></body></html>\n<p>Two here.</p>") == (
+        "<html><body><p>ONE.</p></body></html><p>HERE. TWO</p>")
+    assert reverse("<p>One.</p></body>\n<p>Two here.</p>") == "<p>ONE.</p>\n<p>HERE. TWO</p>"

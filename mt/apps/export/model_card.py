@@ -110,14 +110,15 @@ def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, An
 def own_scores(record: dict, source: Exported) -> bool:
     """Whether scores are the exported model's: its checkpoint (not an earlier save), decoded in float32
     with the search the export writes (generation_config.json: decode.*), not int8, bf16 or another beam."""
-    from mt.apps.evaluate import decode_record
+    from mt.apps.evaluate import checkpoint_name, decode_record
     from mt.decoding.options import DecodeOptions
 
     wanted = decode_record(
         DecodeOptions().resolved(source.cfg.decode)
     )  # fp32, no quantization: the weights as exported
     decoded = record.get("decode") or {}
-    return record.get("checkpoint") == source.path.name and all(decoded.get(k, v) == v for k, v in wanted.items())
+    exported = checkpoint_name(source.exp, source.path)  # another run's best.pt is not this one's
+    return record.get("checkpoint") == exported and all(decoded.get(k, v) == v for k, v in wanted.items())
 
 
 def _example(cfg) -> str:
@@ -186,7 +187,9 @@ def _results(scores: dict[str, dict], source: Exported) -> str:
             )
             signatures.update({s[k]: None for k in ("bleu_signature", "chrf_signature") if k in s})
     notes = [f"sacreBLEU signatures: {', '.join(f'`{sig}`' for sig in signatures)}."]
-    exported = source.path.name
+    from mt.apps.evaluate import checkpoint_name
+
+    exported = checkpoint_name(source.exp, source.path)
     if any(record.get("checkpoint") != exported for record in scores.values()):
         notes.append(f"Scores of another checkpoint than the exported `{exported}` are marked by their checkpoint.")
     if any(record.get("checkpoint") == exported and not own_scores(record, source) for record in scores.values()):

@@ -36,7 +36,7 @@ from mt.decoding.engine import refused
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
-from mt.text.markup import Format, MarkupError
+from mt.text.markup import Format, MarkupError, parse, segments
 from mt.text.markup_translate import aligned, finish, plan
 from mt.text.translate import join, pieces
 
@@ -90,8 +90,10 @@ class Service:
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
-        detected = await self.langs.auto(texts) if source == "auto" else []  # 400 for a language it cannot read
         html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
+        detected: list[dict[str, Any]] = []
+        if source == "auto":  # 400 for a language it cannot read; a fragment by its text, not its tags
+            detected = await self.langs.auto(await asyncio.to_thread(markup_texts, texts) if html else texts)
         nbest, target = 1 if html else alternatives + 1, fields["target"]
         options = self.options(("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target))
         if html:
@@ -193,12 +195,12 @@ class Service:
         (mt.text.markup_translate), its sentences through the batcher as every request's; 400 for a
         fragment that does not parse."""
         options = aligned(self.translator, options)
-        try:
-            planned = plan(self.translator, texts, fmt, options)
+        try:  # parsing and placing tags in a thread: a long fragment does not hold the event loop
+            planned = await asyncio.to_thread(plan, self.translator, texts, fmt, options)
         except MarkupError as exc:
             raise ApiError(400, str(exc).replace("input line", "text")) from None
         results, _ = await self.translate(request, planned.sources, options)
-        return finish(planned, results)
+        return await asyncio.to_thread(finish, planned, results)
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
         """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines."""
@@ -407,3 +409,12 @@ def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
             seen.add(h[0])
             others.append(h[0])
     return others
+
+
+def markup_texts(fragments: list[str]) -> list[str]:
+    """Each HTML fragment's text, as its language is identified: tag names, attributes and URLs, which
+    are mostly English whatever the page's language, left out; 400 for one that does not parse."""
+    try:
+        return [" ".join(segment.plain for segment in segments(parse(fragment, "html"))) for fragment in fragments]
+    except MarkupError as exc:
+        raise ApiError(400, str(exc)) from None
