@@ -44,38 +44,50 @@ def _train_error(exc: Exception, vocab_size: int) -> str:
 def train_spm(lines: list[str], prefix: Path, cfg: TokenizerConfig, symbols: list[str] | None = None) -> None:
     """Train one SentencePiece model on `lines`; writes prefix.model and prefix.vocab atomically.
     `symbols`: pieces kept whole wherever they appear (the language tags of a multilingual model)."""
-    prefix = Path(prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=prefix.parent, prefix=".spm-") as tmp:
-        tmp_prefix = Path(tmp) / prefix.name
-        try:
-            spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(lines),
-                model_prefix=str(tmp_prefix),
-                model_type=cfg.model_type,
-                vocab_size=cfg.vocab_size,
-                character_coverage=cfg.character_coverage,
-                byte_fallback=cfg.byte_fallback,
-                # A cap: train_tokenizer passes a sample of at most this many already.
-                input_sentence_size=cfg.input_sentence_size,
-                shuffle_input_sentence=True,
-                normalization_rule_name="nmt_nfkc",
-                pad_id=PAD_ID,
-                unk_id=UNK_ID,
-                bos_id=BOS_ID,
-                eos_id=EOS_ID,
-                user_defined_symbols=list(symbols or []),
-                num_threads=2,
-                minloglevel=2,  # sentencepiece logs to stderr at length; errors still raise
-            )
-        except (RuntimeError, ValueError) as exc:  # ValueError: an argument sentencepiece refuses
-            raise MtError(_train_error(exc, cfg.vocab_size)) from None
-        # The .model goes last: its presence is what marks a finished tokenizer.
+    train_spms([(lines, Path(prefix), symbols)], cfg)
+
+
+def train_spms(models: list[tuple[list[str], Path, list[str] | None]], cfg: TokenizerConfig) -> None:
+    """Train each (lines, prefix, symbols) model, then write them all: a side that fails (a vocabulary
+    too large for the target text) leaves no other side's model behind, which would make a half
+    tokenizer that neither a second try nor `mt binarize` could use."""
+    parent = models[0][1].parent
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".spm-") as tmp:
+        for lines, prefix, symbols in models:
+            _train_one(lines, Path(tmp) / prefix.name, cfg, symbols)
+        # The .model files go last: their presence is what marks a finished tokenizer.
         for ext in (".vocab", ".model"):
-            with open(f"{tmp_prefix}{ext}", "rb+") as written:
-                os.fsync(written.fileno())
-            os.replace(f"{tmp_prefix}{ext}", f"{prefix}{ext}")
-            sync_directory(prefix.parent)
+            for _, prefix, _ in models:
+                with open(Path(tmp) / f"{prefix.name}{ext}", "rb+") as written:
+                    os.fsync(written.fileno())
+                os.replace(Path(tmp) / f"{prefix.name}{ext}", f"{prefix}{ext}")
+            sync_directory(parent)
+
+
+def _train_one(lines: list[str], tmp_prefix: Path, cfg: TokenizerConfig, symbols: list[str] | None) -> None:
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines),
+            model_prefix=str(tmp_prefix),
+            model_type=cfg.model_type,
+            vocab_size=cfg.vocab_size,
+            character_coverage=cfg.character_coverage,
+            byte_fallback=cfg.byte_fallback,
+            # A cap: train_tokenizer passes a sample of at most this many already.
+            input_sentence_size=cfg.input_sentence_size,
+            shuffle_input_sentence=True,
+            normalization_rule_name="nmt_nfkc",
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            user_defined_symbols=list(symbols or []),
+            num_threads=2,
+            minloglevel=2,  # sentencepiece logs to stderr at length; errors still raise
+        )
+    except (RuntimeError, ValueError) as exc:  # ValueError: an argument sentencepiece refuses
+        raise MtError(_train_error(exc, cfg.vocab_size)) from None
 
 
 def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
@@ -85,9 +97,10 @@ def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
 def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on a random sample of the
     train split (tokenizer.input_sentence_size sentences per model), read as a stream."""
-    existing = [exp.spm_model_path(s) for s in ("joint", "src", "tgt")]
-    existing = [p for p in existing if p.exists()]
-    if existing:
+    # A finished tokenizer is refused; a lone src or tgt model (written by a run that failed or was
+    # killed between the two) is not one, and is trained again.
+    existing = [p for p in (exp.spm_model_path(s) for s in ("joint", "src", "tgt")) if p.exists()]
+    if exp.has_tokenizer():
         raise MtError(
             f"{existing[0]}: the experiment already has a tokenizer; nothing overwritten "
             f"(start a new experiment with --exp to train another)"
@@ -107,7 +120,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     )
     for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
         log.warn(f"train: skipped {example}")
-    vocab_sizes = {}
+    models = []
     for side in _sides(cfg):
         lines = {"joint": sample.src + sample.tgt, "src": sample.src, "tgt": sample.tgt}[side]
         if not any(line.strip() for line in lines):  # sentencepiece would fail on "!sentences_.empty()"
@@ -118,10 +131,10 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
                 f"({sample.pairs_read:,} pairs read{skipped_text}); give the train split sentence pairs"
             )
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
-        train_spm(lines, exp.spm_prefix(side), cfg.tokenizer, back_translation_symbols(cfg) if side != "tgt" else None)
-        vocab_sizes[side] = Tokenizer.load(exp.spm_model_path(side)).vocab_size
+        models.append((lines, exp.spm_prefix(side), back_translation_symbols(cfg) if side != "tgt" else None))
+    train_spms(models, cfg.tokenizer)  # written together, once every side has trained
     return {
-        "vocab_size": vocab_sizes,
+        "vocab_size": {side: Tokenizer.load(exp.spm_model_path(side)).vocab_size for side in _sides(cfg)},
         "sentences": {"src": len(sample.src), "tgt": len(sample.tgt)},
         "pairs_read": sample.pairs_read,
         "seconds": round(time.perf_counter() - started, 2),

@@ -202,8 +202,10 @@ class Experiment:
         return cfglib.from_dict(read_yaml_mapping(self.config_path, "experiment config"), str(self.config_path))
 
     def has_tokenizer(self) -> bool:
-        """A finished tokenizer: its .model file is written last (joint, or the per-side pair)."""
-        return self.spm_model_path("joint").exists() or self.spm_model_path("src").exists()
+        """A finished tokenizer: its .model file is written last (joint, or the per-side pair: both)."""
+        return self.spm_model_path("joint").exists() or (
+            self.spm_model_path("src").exists() and self.spm_model_path("tgt").exists()
+        )
 
     def has_data(self) -> bool:
         """Binarized data: binarize renames its whole directory into place when it is done."""

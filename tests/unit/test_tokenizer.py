@@ -181,6 +181,20 @@ def test_train_tokenizer_step_separate_vocabularies(tmp_path):
     assert src_tok.sha256 != tgt_tok.sha256
 
 
+def test_a_side_that_fails_leaves_no_half_tokenizer(tmp_path):
+    """The target side's vocabulary is too large for its text: the source side's model, trained
+    first, is not written either (it made a half tokenizer that neither a second try nor binarize
+    could use), and a smaller vocabulary then works."""
+    cfg = files_config(tmp_path, vocab_size=70, joint=False, byte_fallback=False)
+    (tmp_path / "train.en").write_text("\n".join((sentence_pairs()[1][:8] * 50)) + "\n", encoding="utf-8")  # few pieces
+    exp = Experiment(tmp_path / "exp")
+    with pytest.raises(MtError, match="too large for this corpus"):
+        train_tokenizer(exp, cfg)
+    assert not exp.has_tokenizer() and not [p for p in exp.tokenizer_dir.iterdir() if p.name.startswith("spm")]
+    cfg.tokenizer.vocab_size = 45
+    assert train_tokenizer(exp, cfg)["vocab_size"] == {"src": 45, "tgt": 45}
+
+
 def test_load_tokenizers_without_model_points_to_train_tokenizer(tmp_path):
     with pytest.raises(MtError, match="mt train-tokenizer"):
         Experiment(tmp_path / "exp").load_tokenizers(True)
