@@ -161,6 +161,7 @@ def training_checkpoint(run: Training) -> dict[str, Any]:
     """Everything a resumed run needs to continue exactly; every process must call it (it gathers
     their RNG states)."""
     trainer = run.trainer
+    trainer.state.bad_in_row = trainer.bad_in_row
     return {
         "model": trainer.model.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
@@ -225,6 +226,7 @@ def resume_training(run: Training) -> bool:
             log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
             trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
     trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
+    trainer.counters.continue_bad_run(trainer.state.bad_in_row)
     before, epoch, batch = trainer.state.max_tokens, int(saved["epoch"]), int(saved["batch_in_epoch"])
     trainer.state.max_tokens = int(tcfg.max_tokens)  # this run's (auto keeps the saved one: mt.training.token_budget)
     if before is not None and before != trainer.state.max_tokens and batch > 0 and trainer.group.is_main:

@@ -56,6 +56,10 @@ class UpdateCounters:
         totals[5:7] = torch.stack([in_row, torch.maximum(totals[6], in_row)])
         totals[7:] = latest
 
+    def continue_bad_run(self, in_row: int) -> None:
+        """A resumed run's first updates continue the saved run of bad updates (`TrainingState.bad_in_row`)."""
+        self.totals[5:7] = float(in_row)
+
     def read(self) -> dict[str, float]:
         """The totals, read from the device: on a GPU, after everything queued before has run."""
         return dict(zip(NAMES, self.totals.to("cpu", copy=True).tolist()))  # one copy to the host

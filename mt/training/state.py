@@ -18,6 +18,7 @@ class TrainingState:
     bad_validations: int = 0  # validations in a row without a new best (for patience)
     cooldown_from: float | None = None  # the schedule's lr where the cooldown began (mt.training.schedule)
     skipped: int = 0  # updates skipped for a non-finite loss or gradient norm, all runs
+    bad_in_row: int = 0  # of them, those in a row up to the step saved: a resume's train.max_bad_steps counts on
     elapsed: float = 0.0  # training seconds over all runs of this experiment
     init_from: str | None = None  # the checkpoint a new run took its starting weights from
     device: str | None = None  # the device type the last run trained on ("cpu", "cuda"): a resume names a change
@@ -42,6 +43,7 @@ class TrainingState:
         state.step, state.elapsed = int(saved["step"]), float(saved["elapsed"])
         state.cooldown_from = saved.get("cooldown_from")
         state.skipped = int(saved.get("skipped", 0))
+        state.bad_in_row = int(saved.get("bad_in_row", 0))
         state.init_from = saved.get("init_from")
         state.device = saved.get("device")
         state.max_tokens = saved.get("max_tokens")

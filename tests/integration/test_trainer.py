@@ -292,6 +292,25 @@ def test_too_many_bad_updates_in_a_row_stop_naming_the_last_checkpoint(base, tmp
     assert not exp.lock_path.exists()
 
 
+def test_a_resume_counts_on_the_bad_updates_in_a_row_it_was_stopped_in(base, tmp_path):
+    """train.max_bad_steps judges a run of bad updates across a stop and resume as an unbroken run
+    would (the count was the process's own: a resume started again from 0)."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp", model__tie_embeddings=False, max_steps=4, save_every=2,
+                               max_bad_steps=3, log_every=1)
+    train(exp, cfg)
+    last = exp.checkpoint_path("last")
+    saved = load_checkpoint(last)
+    assert saved["bad_in_row"] == 0
+    save_checkpoint(last, {**poisoned(saved, EOS_ID), "bad_in_row": 2})  # stopped after two bad updates
+    run = build_training(exp, cfg)
+    assert resume_training(run) and run.trainer.bad_in_row == 2
+    assert training_checkpoint(run)["bad_in_row"] == 2
+    cfg.train.max_steps = 10
+    with pytest.raises(MtError) as info:
+        train(exp, cfg)
+    assert str(info.value).startswith("step 5: 3 updates in a row had a non-finite loss or gradient norm")
+
+
 # -- learning rate: cooldown ---------------------------------------------------------------------------
 
 
