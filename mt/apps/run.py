@@ -235,6 +235,17 @@ def _translate_examples(
             print_result(f"{source}  {arrow}  {hyps[0][0]}")
 
 
+# The steps whose output each step reads: when one of them runs, so does it (`mt run --dry-run`).
+READS = {
+    "train-tokenizer": ("distill", "backtranslate"),
+    "binarize": ("distill", "backtranslate", "train-tokenizer"),
+    "shortlist": ("binarize",),
+    "train": ("binarize",),
+    "average": ("train",),
+    "evaluate": ("train", "average", "shortlist"),
+}
+
+
 def _dry_run(
     exp: Experiment,
     cfg: ExperimentConfig,
@@ -260,6 +271,11 @@ def _dry_run(
         "evaluate": exp.checkpoint_path("last").exists()
         and all(_scores_fresh(exp, cfg, split) for split in ("valid", "test") if getattr(cfg.data, split)),
     }
+    for step in steps:  # a step to run makes what reads its output run again too (train, then evaluate)
+        if not done.get(step):
+            for later in steps[steps.index(step) + 1 :]:
+                if step in READS.get(later, ()):
+                    done[later] = False
     log.info(
         f"dry run of {exp.root} (nothing written): "
         + ", ".join(f"{step} {'done' if done.get(step) else 'to run'}" for step in steps)

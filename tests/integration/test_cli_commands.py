@@ -391,6 +391,14 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     assert code == 0, err
     assert yaml.safe_load(out)["train"]["max_steps"] == 99 and "train-tokenizer done, binarize done" in err
     assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before
+    scored = tmp_path / "evaluate.yaml"
+    scored.write_text("steps: [evaluate]\n", encoding="utf-8")
+    assert mt(capsys, monkeypatch, "run", str(scored), "--exp", str(copy), "--threads", "1")[0] == 0
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run")
+    assert code == 0 and "train done, evaluate done" in err, err
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run",
+                        "--set", "train.max_steps=99")  # the run would train on, then score anew
+    assert code == 0 and "train to run, evaluate to run" in err, err
 
 
 @pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])
