@@ -223,6 +223,9 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], com
     if mode.endswith("@old"):
         sys.path.insert(0, args["old"])
         mode = mode[:-len("@old")]
+    mode, _, size = mode.partition("@b")  # a CTranslate2 mode at a batch size of its own (bench.translate)
+    if size:
+        args = {**args, "ct2_max_tokens": int(size)}
     import torch
 
     from mt.data.corpus import load_split

@@ -20,7 +20,10 @@ inter_threads, mt's batches, with the shortlist as its vmap). Every mode decodes
 counting </s>; CTranslate2 has no GNMT penalty) at --alpha, an empty output allowed, the same source
 cut. mt's modes batch by its own source-token budget (decode.max_tokens; its engine modes cut that
 to a few hundred tokens on a CPU, mt.decoding.engine); CTranslate2 gets --ct2-max-tokens as
-max_batch_size in tokens (default 256, its fastest on these CPUs: docs/benchmarks.md; 0: mt's own budget). Timing covers tokenizing, searching and detokenizing for both.
+max_batch_size in tokens (default 256, its fastest on these CPUs: docs/benchmarks.md; 0: mt's own budget);
+several sizes (--ct2-max-tokens 128,256,512) run each CTranslate2 mode at each, side by side, and mt's
+fastest mode is also given against CTranslate2's fastest of them (with and without the vmap: its best
+configuration by hand). Timing covers tokenizing, searching and detokenizing for both.
 On request, the same checkpoint exported by `mt export --format huggingface` runs
 in transformers (hf_fp32: `generate()`) and, converted by Optimum, in ONNX Runtime (ort_fp32), under
 the same search settings, batched by mt's budget, with one length limit per batch as CTranslate2 has (pip install -e '.[huggingface,onnx]').
@@ -95,8 +98,10 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.0, help="length penalty exponent, the same for every mode")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--ct2-max-tokens", type=int, default=256,
-                        help="CTranslate2's max_batch_size in tokens (0: the experiment's decode.max_tokens)")
+    parser.add_argument("--ct2-max-tokens", default="256",
+                        help="CTranslate2's max_batch_size in tokens (0: the experiment's decode.max_tokens); "
+                             "several, comma-separated: each CTranslate2 mode M runs at each as M@bN, in the same "
+                             "rotation, and mt is compared with CTranslate2's fastest of them")
     parser.add_argument("--old", default=None, metavar="CHECKOUT",
                         help="Another checkout of mt (git worktree add /tmp/old COMMIT): each of mt's modes also "
                              "runs from it, as M@old, interleaved with this one's, to measure a change before/after")
@@ -116,13 +121,19 @@ def main() -> None:
             raise SystemExit(f"--modes: unknown {', '.join(unknown)} (expected {', '.join(KNOWN_MODES)})")
     if "fp32" not in modes:
         modes.insert(0, "fp32")
+    sizes = [int(n) for n in str(args.ct2_max_tokens).split(",")]
+    args.ct2_max_tokens = sizes[0]  # the workers' default; M@bN modes run at N
+    if len(sizes) > 1:  # each CTranslate2 mode at each batch size: its best configuration, side by side
+        modes = [
+            name for m in modes for name in ([f"{m}@b{n}" for n in sizes] if m in CT2_MODES else [m])
+        ]
     if args.old:
         args.old = str(Path(args.old).resolve())
         modes += [f"{m}@old" for m in modes if m in MT_MODES and m != "constrained" and not m.endswith(("_1w", "_sl"))]
     print(f"inputs: {args.exp} (test split, checkpoint {args.checkpoint}); beam {args.beam}, length penalty "
           f"alpha {args.alpha}, {args.threads} threads, {args.repeats} runs per mode, interleaved", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="mt-bench-export-") as directory:
-        model_dirs = export_once(args, directory, modes)
+        model_dirs = export_once(args, directory, [m.partition("@b")[0] for m in modes])
         settings = {k: getattr(args, k) for k in ("threads", "checkpoint", "beam", "alpha", "old", "ct2_max_tokens")}
         results = run_interleaved({m: (args.exp, m, settings) for m in modes}, args.repeats, model_dirs)
 
@@ -148,10 +159,14 @@ def main() -> None:
     for column in ("system", "sent/s", "tokens/s", "BLEU", "chrF", "ref word in output", "peak RSS MB", "runs (s)"):
         table.add_column(column, justify="left" if column in ("system", "runs (s)") else "right")
     for mode, r in results.items():
+        base, _, size = mode.partition("@b")
+        if size:
+            mode = base
         name = {**{m: f"CTranslate2 {versions.get('ctranslate2')} {m[4:]}" for m in CT2_MODES},
                 "hf_fp32": f"transformers {versions.get('transformers')} fp32",
                 "ort_fp32": f"ONNX Runtime {versions.get('onnxruntime')} fp32 (Optimum)"}.get(mode, f"mt {mode}")
-        name = name.replace("@old", f" (old: {args.old})")
+        name = name.replace("@old", f" (old: {args.old})") + (f" b{size}" if size else "")
+        mode = f"{base}@b{size}" if size else mode
         table.add_row(name, f"{r['sent_per_s']:.1f}", f"{r['tokens_per_s']:.0f}", f"{r['bleu']:.2f}",
                       f"{r['chrf']:.2f}", f"{r['reference_word_in_output']:.1%}", f"{r['peak_rss_mb']:.0f}",
                       " ".join(f"{s:.2f}" for s in r["seconds"]))
@@ -173,8 +188,19 @@ def main() -> None:
                          *((f"{m}_vmap", m) for m in CT2_MODES if not m.endswith("_vmap"))):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
+    if len(sizes) > 1:  # against CTranslate2's fastest configuration, with and without the vmap
+        for kind, pick in (("ct2_best", lambda m: "_vmap" not in m), ("ct2_best_vmap", lambda m: "_vmap" in m)):
+            theirs = [m for m in results if m.partition("@b")[0] in CT2_MODES and pick(m)]
+            if not theirs:
+                continue
+            best = max(theirs, key=lambda m: results[m]["sent_per_s"])
+            print(f"{kind}: {best} ({results[best]['sent_per_s']:.1f} sent/s)")
+            ratios[f"{kind}_mode"] = best  # type: ignore[assignment]
+            for mine in dict.fromkeys([fast_mode, *(m for m in ("int8_sl_proc", "int8_sl_engine") if m in results)]):
+                ratios[f"{mine}_over_{kind}"] = round(results[mine]["sent_per_s"] / results[best]["sent_per_s"], 3)
     for name, ratio in ratios.items():
-        print(f"{name.replace('_over_', ' / ')} sent/s: {ratio:.2f}x")
+        if isinstance(ratio, float):
+            print(f"{name.replace('_over_', ' / ')} sent/s: {ratio:.2f}x")
     summary = {
         "allocator": allocator_name(),
         "machine": cpu_name(),
@@ -190,7 +216,7 @@ def main() -> None:
         **{f"peak_rss_mb_{m}": round(r["peak_rss_mb"]) for m, r in results.items()},
         **{f"reference_word_in_output_{m}": round(r["reference_word_in_output"], 4) for m, r in results.items()},
         **ratios,
-        "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads, "ct2_max_tokens": args.ct2_max_tokens,
+        "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads, "ct2_max_tokens": sizes if len(sizes) > 1 else sizes[0],
         "repeats": args.repeats, "versions": versions, "signature": results["fp32"]["signature"],
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         **({"skipped": skipped} if skipped else {}),
