@@ -28,6 +28,7 @@ stood for it).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right, insort
 
 from mt.text.markup import Element, Node, Raw, Segment
 from mt.text.sentences import Span, reassemble
@@ -39,7 +40,8 @@ class Mapping:
     """Source offsets of a segment -> offsets into its output text, through its translated pieces."""
 
     def __init__(self, source: str, spans: list[Span], translations: list[str], alignments: list[str]):
-        self.spans = spans
+        self.spans = spans  # in order, apart: the methods below find the few an offset concerns by bisection
+        self.starts, self.ends = [a for a, _ in spans], [b for _, b in spans]
         self.output = reassemble(source, spans, translations)
         self.out: list[Span] = []  # each piece's translation in the output
         at, previous = 0, 0
@@ -65,17 +67,17 @@ class Mapping:
 
     def offset(self, k: int) -> int:
         """The output offset of a source offset outside every piece (or at a piece's edge)."""
-        for (start, end), (out_start, out_end) in zip(reversed(self.spans), reversed(self.out)):
-            if end <= k:
-                return out_end + k - end
-            if start <= k:
-                return out_start
-        return k
+        i = bisect_right(self.starts, k) - 1  # the last piece that starts at or before k
+        if i < 0:
+            return k
+        (_, end), (out_start, out_end) = self.spans[i], self.out[i]
+        return out_end + k - end if end <= k else out_start
 
     def covered(self, start: int, end: int) -> list[Span]:
         """The target spans of what [start, end) covers: whole pieces, aligned words."""
         found = []
-        for (a, b), out, words in zip(self.spans, self.out, self.words):
+        for i in range(bisect_left(self.ends, start), bisect_right(self.starts, end)):  # the others add nothing
+            (a, b), out, words = self.spans[i], self.out[i], self.words[i]
             if start <= a and b <= end:
                 found.append(out)
             else:
@@ -84,7 +86,8 @@ class Mapping:
 
     def piece(self, start: int, end: int) -> int | None:
         """The index of the piece that holds [start, end), None if none does."""
-        return next((i for i, (a, b) in enumerate(self.spans) if a <= start and end <= b), None)
+        i = bisect_left(self.ends, end)  # the first piece that ends at or after end: the only candidate
+        return i if i < len(self.spans) and self.starts[i] <= start else None
 
     def neighbours(self, index: int, start: int, end: int) -> tuple[Span | None, Span | None]:
         """The hulls of the target words of the nearest aligned source words before and after [start, end)
@@ -136,7 +139,9 @@ class Mapping:
 
     def anchor(self, k: int) -> int:
         """Where an empty item at source offset k goes (module docstring)."""
-        for (a, b), (out_start, _), words in zip(self.spans, self.out, self.words):
+        i = bisect_right(self.ends, k)  # the first piece that ends after k: the one k may be inside
+        if i < len(self.spans):
+            (a, b), (out_start, _), words = self.spans[i], self.out[i], self.words[i]
             if a < k < b:
                 before = [targets for _, we, targets in words if we <= k and targets]
                 return max(t[1] for t in before[-1]) if before else out_start
@@ -147,8 +152,10 @@ class Mapping:
         if start == end:  # empty, even inside a word (Donau<wbr>dampf): it covers no target word
             k = self.anchor(start)
             return k, k
-        inside_start = any(a <= start < b for a, b in self.spans)
-        inside_end = any(a < end <= b for a, b in self.spans)
+        first = bisect_right(self.ends, start)  # the first piece that ends after start
+        inside_start = first < len(self.spans) and self.starts[first] <= start
+        last = bisect_left(self.ends, end)  # the first piece that ends at or after end
+        inside_end = last < len(self.spans) and self.starts[last] < end
         lo = None if inside_start else self.offset(start)
         hi = None if inside_end else self.offset(end)
         targets = self.covered(start, end)
@@ -170,33 +177,60 @@ class Mapping:
 def arrange(segment: Segment, places: list[Span]) -> list[Span]:
     """The items' output spans nested as in the source and without overlapping siblings (module docstring)."""
     spans: list[Span] = []
+    placed: dict[int | None, list[tuple[int, int, int]]] = {}  # by parent: its items' non-empty spans, in order
     for index, item in enumerate(segment.items):
         lo, hi = places[index]
         if item.parent is not None:
             top, bottom = spans[item.parent]
             lo = min(max(lo, top), bottom)
             hi = min(max(hi, lo), bottom)
-        siblings = [spans[k] for k in range(index) if segment.items[k].parent == item.parent]
-        changed = True
-        while changed:
-            changed = False
-            for s, e in siblings:
-                if s < e and lo < hi and lo < e and s < hi:
-                    new = (lo, s) if lo < s else (e, max(hi, e))
-                elif s < e and lo == hi and s < lo < e:
-                    new = (e, e)
-                else:
-                    continue
-                changed, (lo, hi) = new != (lo, hi), new
+        siblings = placed.setdefault(item.parent, [])
+        lo, hi = give_way(siblings, lo, hi)
         spans.append((lo, hi))
+        if lo < hi:
+            insort(siblings, (lo, hi, index))
     return spans
 
 
-def build(segment: Segment, spans: list[Span], output: str, parent: int | None, lo: int, hi: int) -> list[Node]:
+def give_way(siblings: list[tuple[int, int, int]], lo: int, hi: int) -> Span:
+    """[lo, hi) moved off the earlier siblings' non-empty spans (`siblings`: (start, end, item), apart,
+    in order): passes over them in item order, each sibling it overlaps when its turn comes moving it
+    (to the part before it, else past it; an empty span inside one to its end), until a pass moves
+    nothing. Only the siblings near [lo, hi) can overlap it, found by bisection."""
+    moved = True
+    while moved:
+        moved, after = False, -1  # the item whose turn was last in this pass
+        while True:
+            first = bisect_right(siblings, lo, key=lambda sibling: sibling[1])  # the first ending after lo
+            near = []
+            for s, e, k in siblings[first:]:
+                if s >= hi:
+                    break
+                if k > after and ((lo < hi and lo < e and s < hi) or (lo == hi and s < lo < e)):
+                    near.append((k, s, e))
+            if not near:
+                break
+            after, s, e = min(near)
+            lo, hi = (lo, s) if lo < s else (e, max(hi, e)) if lo < hi else (e, e)
+            moved = True
+    return lo, hi
+
+
+def build(
+    segment: Segment,
+    spans: list[Span],
+    output: str,
+    parent: int | None,
+    lo: int,
+    hi: int,
+    children_of: dict[int | None, list[int]] | None = None,
+) -> list[Node]:
     """The nodes of output[lo:hi] with the items inside `parent` (None: the segment's top) around their spans."""
-    children = sorted(
-        (k for k, item in enumerate(segment.items) if item.parent == parent), key=lambda k: (spans[k][0], k)
-    )
+    if children_of is None:
+        children_of = {}
+        for k, item in enumerate(segment.items):
+            children_of.setdefault(item.parent, []).append(k)
+    children = sorted(children_of.get(parent, []), key=lambda k: (spans[k][0], k))
     nodes: list[Node] = []
     at = lo
     for k in children:
@@ -213,7 +247,8 @@ def build(segment: Segment, spans: list[Span], output: str, parent: int | None, 
             if output[start:end].strip():
                 end = start
         else:
-            nodes.append(Element(node.tag, node.attrs, build(segment, spans, output, k, start, end), node.block))
+            inner = build(segment, spans, output, k, start, end, children_of)
+            nodes.append(Element(node.tag, node.attrs, inner, node.block))
         at = end
     if at < hi:
         nodes.append(output[at:hi])
