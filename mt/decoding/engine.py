@@ -20,11 +20,13 @@ stays CTranslate2's for the longer hypothesis, and n-best entries that the cut m
 The model is built once per checkpoint into EXP/engines/ctranslate2-<name>-<hash>/ (float32 weights,
 quantized when loaded; vmap.txt when the experiment has a shortlist), and built again when the
 checkpoint, the tokenizers, the shortlist or the ctranslate2 version changed (engine.json records
-them; it is written last, so a directory without it was never finished).
+them; it is written last, so a directory without it was never finished), one build at a time
+(EXP/engines/.build.lock: a second process waits, then finds it built).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import json
@@ -269,8 +271,6 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok, loaded: tuple[int, int] | 
     read it; a file saved again since is refused (the engine would decode other weights)."""
     import ctranslate2
 
-    from mt.model.ctranslate2_spec import build_spec
-
     checkpoint = checkpoint.resolve()
     stat = checkpoint.stat()
     if loaded is not None and (stat.st_size, stat.st_mtime_ns) != tuple(loaded):
@@ -292,8 +292,23 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok, loaded: tuple[int, int] | 
     directory = root / f"ctranslate2-{checkpoint.stem}-{name}"
     if _recorded(directory) == source:
         return directory
-    log.info(f"engine: building the CTranslate2 model of {checkpoint.name} in {directory} (once)")
     root.mkdir(parents=True, exist_ok=True)
+    # One build at a time (processes of `mt serve`, a `mt translate` beside it): one replacing a stale
+    # engine moved it away between another's checks, which then took the empty place for a directory
+    # mt had not built. A second waits, then finds the engine built.
+    with open(root / ".build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _recorded(directory) == source:
+            return directory
+        _build(exp, checkpoint, src_tok, tgt_tok, source, root, directory)
+    return directory
+
+
+def _build(exp, checkpoint: Path, src_tok, tgt_tok, source: dict, root: Path, directory: Path) -> None:
+    """`prepared`'s build, under its lock: written aside, then renamed into place, a stale one moved away."""
+    from mt.model.ctranslate2_spec import build_spec
+
+    log.info(f"engine: building the CTranslate2 model of {checkpoint.name} in {directory} (once)")
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=root))
     try:
         building.chmod(0o755)  # mkdtemp's 0700 would hide it from the experiment's other users
@@ -307,22 +322,15 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok, loaded: tuple[int, int] | 
         if vmap is not None:
             (building / VMAP_FILE).write_text(vmap, encoding="utf-8")
         (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
-        if _recorded(directory) == source:  # another process built the same meanwhile: keep its copy
-            return directory
         if directory.exists():
             if _recorded(directory) is None:  # engine.json is written last: without it, mt did not build it
                 raise MtError(f"{directory}: exists and is not an engine mt built; move it away")
             old = Path(tempfile.mkdtemp(prefix=".old-", dir=root))
             os.replace(directory, old / "engine")
             shutil.rmtree(old)
-        try:
-            os.replace(building, directory)
-        except OSError:  # another process built it meanwhile
-            if _recorded(directory) != source:
-                raise
+        os.replace(building, directory)
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    return directory
 
 
 def _recorded(directory: Path) -> dict | None:

@@ -256,7 +256,7 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     Translator.load(experiment, cfg).search(LINES[:2], options)
     assert "building the CTranslate2 model" in capsys.readouterr().err
     assert json.loads((built / "engine.json").read_text())["checkpoint_stat"][1] == stamp + 10**9
-    assert not [p for p in (experiment.root / "engines").iterdir() if p.name.startswith(".")]
+    assert [p.name for p in (experiment.root / "engines").iterdir() if p.name.startswith(".")] == [".build.lock"]
     # A Translator whose checkpoint is saved again after it loaded it: its engine would decode the new
     # weights beside its own model (alignments, auto's fallbacks), so ctranslate2 refuses and auto
     # goes on with mt's search, saying why.
@@ -278,6 +278,34 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     one_line(exc, str(built), "not an engine mt built")
     assert (built / "notes.txt").read_text() == "mine"
     shutil.rmtree(built)
+
+
+def test_a_second_build_waits_for_the_one_under_way(trained_experiment, tmp_path):
+    """One build at a time (a lock in EXP/engines/): a process replacing a stale engine moved it away
+    between another's checks, which then took the empty place for a directory mt had not built."""
+    import fcntl
+    import threading
+    import time
+
+    experiment = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, experiment.root)
+    translator = Translator.load(experiment, experiment.load_config())
+    engines = experiment.root / "engines"
+    engines.mkdir()
+    done = threading.Event()
+
+    def search() -> None:
+        translator.search(LINES[:2], DecodeOptions(engine="ctranslate2", beam=1))
+        done.set()
+
+    with open(engines / ".build.lock", "a") as lock:  # another process, building
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        thread = threading.Thread(target=search)
+        thread.start()
+        time.sleep(1.0)
+        assert not done.is_set() and not list(engines.glob(".building-*")) and not _engine_dirs(experiment)
+    thread.join(120)
+    assert done.is_set() and len(_engine_dirs(experiment)) == 1
 
 
 def test_the_shortlist_is_decoded_as_its_vmap(experiment, translator):
