@@ -7,6 +7,7 @@ so), else "\\n"; the formats see "\\n" only.
 from __future__ import annotations
 
 import codecs
+import re
 from dataclasses import dataclass
 
 from mt import log
@@ -30,9 +31,28 @@ class TextEncoding:
     newline: str = "\n"
 
 
-def decode(data: bytes) -> tuple[str, TextEncoding]:
+# Where a format names its own charset: an HTML page's meta, an XML declaration, a PO header.
+DECLARED = {
+    "html": re.compile(r"""<meta\b[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE),
+    "xliff": re.compile(r"""\A\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']"""),
+    "po": re.compile(r"""Content-Type:[^"\n]*?charset=([A-Za-z0-9._-]+)"""),
+}
+
+
+def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
     """The text of a file's bytes (line breaks as "\\n") and how to write it back; DocumentError if no
-    encoding reads it."""
+    encoding reads it. A file of ASCII bytes alone is written back in the charset its format declares
+    (`fmt`: HTML's meta, XLIFF's declaration, PO's header), as the readers of the translation will read
+    it (UTF-8 there would be read as that charset's mojibake)."""
+    if data.isascii() and (found := DECLARED.get(fmt)) and (declared := found.search(data.decode("ascii"))):
+        try:
+            codec = codecs.lookup(declared.group(1)).name
+        except LookupError:  # a template's "CHARSET", a name Python does not know
+            codec = ""
+        if codec and codec not in ("utf-8", "ascii") and not codec.startswith(("utf-16", "utf-32")):
+            text = data.decode(codec)
+            newline = "\r\n" if "\r\n" in text else "\n"
+            return text.replace("\r\n", "\n"), TextEncoding(codec, b"", newline)
     bom, codec = next(((b, c) for b, c in BOMS if data.startswith(b)), (b"", ""))
     try:
         text = data[len(bom) :].decode(codec or "utf-8")
@@ -59,13 +79,20 @@ def encode(text: str, encoding: TextEncoding, unwritable: str = "") -> bytes:
     file's encoding cannot write (a Russian translation of a cp1252 file) is written as the format
     allows (`DocumentFormat.unwritable`): "references", as a character reference (&#1087;: HTML,
     XML); "utf-8", the whole file in UTF-8 with a byte-order mark, which editors read as UTF-8 (plain
-    text, Markdown, subtitles); "", refused with DocumentError (a format that names its charset)."""
+    text, Markdown, subtitles); "header", in UTF-8 with the header's charset changed to it (PO, as
+    msgconv does); "", refused with DocumentError."""
     body = text.replace("\n", encoding.newline)
     try:
         return encoding.bom + body.encode(encoding.codec)
     except UnicodeEncodeError as exc:
         if unwritable == "references":
             return encoding.bom + body.encode(encoding.codec, errors="xmlcharrefreplace")
+        if unwritable == "header" and (declared := DECLARED["po"].search(body)):
+            log.warn(
+                f"the translation has {exc.object[exc.start : exc.end]!r}, which {encoding.codec} cannot write: "
+                "the translated file is written in UTF-8, its header's charset changed to UTF-8"
+            )
+            return (body[: declared.start(1)] + "UTF-8" + body[declared.end(1) :]).encode("utf-8")
         if unwritable == "utf-8":
             log.warn(
                 f"the translation has {exc.object[exc.start : exc.end]!r}, which {encoding.codec} cannot write: "

@@ -41,14 +41,15 @@ class DocumentFormat:
     requires: tuple[str, ...] = ()
     extra: str = "documents"
     description: str = ""
-    unwritable: str = "utf-8"  # "utf-8", "references" or "" (refused)
+    unwritable: str = "utf-8"  # "utf-8", "references", "header" or "" (refused)
 
 
 FORMATS: dict[str, DocumentFormat] = {
     f.name: f
     for f in (
         DocumentFormat("txt", (".txt",), "txt", description="plain text: paragraphs and line breaks kept"),
-        DocumentFormat("html", (".html", ".htm", ".xhtml"), "page", description="a web page", unwritable="references"),
+        # Not .xhtml: the page is written back as HTML (<br>, no CDATA), which an XML reader refuses.
+        DocumentFormat("html", (".html", ".htm"), "page", description="a web page", unwritable="references"),
         DocumentFormat(
             "docx",
             (".docx",),
@@ -71,7 +72,7 @@ FORMATS: dict[str, DocumentFormat] = {
             "localisation",
             requires=("translate.storage",),
             description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",
-            unwritable="",  # its header names the charset
+            unwritable="header",  # its header names the charset
         ),
         DocumentFormat("srt", (".srt",), "subtitles", requires=("srt",), description="SubRip subtitles"),
         DocumentFormat("vtt", (".vtt",), "subtitles", requires=("webvtt",), description="WebVTT subtitles"),

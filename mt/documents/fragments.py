@@ -21,15 +21,15 @@ def has_text(nodes: list[Node]) -> bool:
     return any((isinstance(n, str) and n.strip()) or (isinstance(n, Element) and has_text(n.children)) for n in nodes)
 
 
-def empty_in(fragment: str) -> set[str]:
-    """The `data-t` of the elements of a source fragment that hold no text: they stay empty."""
+def empty_in(fragment: str, name: str = "data-t") -> set[str]:
+    """The `name` values of the elements of a source fragment that hold no text: they stay empty."""
     found: set[str] = set()
 
     def walk(nodes: list[Node]) -> None:
         for node in nodes:
             if isinstance(node, Element):
-                if "data-t" in dict(node.attrs) and not has_text(node.children):
-                    found.add(dict(node.attrs)["data-t"])
+                if name in dict(node.attrs) and not has_text(node.children):
+                    found.add(dict(node.attrs)[name])
                 walk(node.children)
 
     walk(parse(fragment, "html"))

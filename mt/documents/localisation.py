@@ -146,8 +146,16 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
 
 def serialized(store) -> str:
     """The store's XML as text (the driver encodes it as the file was). translate-toolkit encodes the
-    declaration and the tree apart: in UTF-16 or UTF-32 each comes with a byte-order mark, left out."""
-    declaration, newline, tree = bytes(store).decode(store.encoding).lstrip("\ufeff").partition("\n")
+    declaration and the tree apart: in UTF-16 or UTF-32 each comes with a byte-order mark, left out.
+    A character the declared encoding cannot write (French "œ" in ISO-8859-1) is a character reference,
+    as lxml writes it (translate-toolkit raised)."""
+    try:
+        data = bytes(store)
+    except UnicodeEncodeError:
+        from lxml import etree
+
+        data = etree.tostring(store.document, encoding=store.encoding, xml_declaration=True)
+    declaration, newline, tree = data.decode(store.encoding).lstrip("\ufeff").partition("\n")
     return declaration + newline + tree.lstrip("\ufeff")
 
 

@@ -34,6 +34,7 @@ BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text
 OPENING = re.compile(r"<([A-Za-z][\w-]*)[^>]*(?<!/)>$")
 SPANNED = ("link_open", "image", "code_inline", "html_inline", "hardbreak")  # the tokens whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
+TASK = re.compile(r"\[[ xX]\] ")  # a task list item's box
 
 
 @dataclass
@@ -216,9 +217,10 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
     found in the file as the parser read them is left as it is."""
     found: list[Place] = []
     parent, cell_at = None, (-1, 0)  # a row's cells are found left to right
+    grandparent = None
     for token in tokens:
         if token.type != "inline":
-            parent = token
+            grandparent, parent = parent, token
             continue
         if not token.content.strip() or token.map is None:
             continue
@@ -240,6 +242,12 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
             if min(cols) < 0:
                 continue
             start, end = offsets[first] + cols[0], offsets[first + len(content) - 1] + cols[-1] + len(content[-1])
+            if grandparent is not None and grandparent.type == "list_item_open" and TASK.match(content[0]):
+                start += 4  # a task list's box ("- [ ] ", GitHub's) is the item's prefix, kept as written
+                head = (token.children or [None])[0]
+                if head is None or head.type != "text" or not TASK.match(head.content):
+                    continue
+                head.content = head.content[4:]
             for i, part in enumerate(content[:-1]):  # a hard break written as it was, the next line's prefix after it
                 written = part[len(part.rstrip(" ")) :] if part.endswith("  ") else "\\"
                 breaks.append(written + "\n" + lines[first + i + 1][: cols[i + 1]])

@@ -29,7 +29,7 @@ def translate_content(data: bytes, fmt: DocumentFormat, units: Units, options: D
     module = load(fmt)
     if fmt.binary:
         return module.translate(data, units, options)
-    text, encoding = decode(data)
+    text, encoding = decode(data, fmt.name)
     return encode(module.translate(text, units, options), encoding, fmt.unwritable)
 
 

@@ -32,7 +32,9 @@ from typing import Any
 
 from mt.documents import inline
 from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
+from mt.text.markup import parse
 
 MAX_UNPACKED = 256 * 2**20  # bytes a package may unpack to
 MAX_RATIO = 100  # unpacked / packed bytes, over the whole package; Word's own files are 5-20
@@ -291,7 +293,16 @@ def rebuild(p: Paragraph, translated: str) -> None:
         if child.tag != W + "pPr":
             p.element.remove(child)
     used: set[int] = set()
-    put(inline.read(translated), p.element, p.dominant, p, used)
+    # A link (or other wrapper) whose words the alignment placed nowhere goes around the nearest word,
+    # as in Markdown and subtitles: an empty w:hyperlink loses its link. A formatted run stays empty.
+    names = ("data-link", "data-wrap")
+    empty = {(name, value) for name in names for value in empty_in(p.html, name)}
+
+    def kept_empty(element) -> bool:
+        return not any((name, value) not in empty for name, value in element.attrs if name in names)
+
+    nodes = embrace(parse(translated, "html"), kept_empty)
+    put(inline.pieces(nodes), p.element, p.dominant, p, used)
     for number, code in p.codes.items():
         if number not in used:
             put_code(code, p.element)

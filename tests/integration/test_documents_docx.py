@@ -285,3 +285,22 @@ def test_mt_translate_writes_a_docx_given_an_output(trained_experiment, tmp_path
     code, out, err = mt(capsys, monkeypatch, *args, "--output", tmp_path / "brief.en.docx")
     assert code == 0 and out == "", err
     assert len(docx.Document(str(tmp_path / "brief.en.docx")).paragraphs) == 6
+
+
+def test_a_link_whose_words_were_aligned_to_none_goes_around_a_word():
+    """An empty w:hyperlink loses its link: the text layer's empty link goes around the nearest word
+    (as Markdown's and subtitles' elements do), where a formatted run may stay empty (above)."""
+    d = docx.Document()
+    p = d.add_paragraph("Siehe ")
+    add_hyperlink(p, "den Link", URL)
+    p.add_run(" am Ende.")
+    data = io.BytesIO()
+    d.save(data)
+
+    def units(texts, fmt="text"):
+        return ['See <a data-link="0"></a> the end. the link' if "data-link" in t else t for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    (link,) = out.paragraphs[0].hyperlinks
+    assert link.address == URL and link.text == "See"
+    assert out.paragraphs[0].text == "See  the end. the link"

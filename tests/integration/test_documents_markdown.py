@@ -149,6 +149,21 @@ def test_a_translation_that_changes_nothing_gives_the_file_back_byte_for_byte():
     assert out == joined
 
 
+def test_a_task_lists_boxes_are_kept_as_written_and_not_translated():
+    """GitHub's task list: "- [ ] " is the item's prefix (it came back escaped, "- \\[ \\] ", no
+    box at all, and the box was sent to the model)."""
+    asked: list[str] = []
+
+    def upper(fragments: list[str], fmt: str = "text") -> list[str]:
+        asked.extend(fragments)
+        return [f.upper() for f in fragments]
+
+    source = "- [ ] buy milk\n- [x] done\n- [X] paid *twice*\n- a [ ] in text\n"
+    out = translate_content(source.encode(), FORMATS["md"], upper, EN).decode()
+    assert out == "- [ ] BUY MILK\n- [x] DONE\n- [X] PAID *TWICE*\n- A \\[ \\] IN TEXT\n"
+    assert not [a for a in asked if a.startswith("[")]
+
+
 def test_line_endings_are_kept(units):
     out = translate_content(DOC.replace("\n", "\r\n").encode(), FORMATS["md"], units, EN).decode()
     assert out.count("\n") == out.count("\r\n") > 20

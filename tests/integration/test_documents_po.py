@@ -146,3 +146,17 @@ def test_mt_translate_writes_a_po_file_to_stdout(trained_experiment, translator,
     )
     assert code == 0, err
     assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
+
+
+def test_an_ascii_file_is_written_in_the_charset_its_header_declares(capsys):
+    """Bytes that are ASCII read as UTF-8 too, but a PO file's readers go by its header's charset: the
+    translation is written in it (was: UTF-8 under an ISO-8859-1 header, mojibake for msgconv), and
+    where that charset cannot write the translation the header says UTF-8."""
+    po = b'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=ISO-8859-1\\n"\n\nmsgid "Coffee open"\nmsgstr ""\n'
+    out = translate_content(po, FORMATS["po"], lambda texts, fmt="text": ["Café ouvert" for _ in texts],
+                            DocumentOptions("fr"))
+    assert b"charset=ISO-8859-1" in out and 'msgstr "Café ouvert"' in out.decode("latin-1")
+    out = translate_content(po, FORMATS["po"], lambda texts, fmt="text": ["Œuvre ouverte" for _ in texts],
+                            DocumentOptions("fr"))
+    assert b"charset=UTF-8" in out and 'msgstr "Œuvre ouverte"' in out.decode("utf-8")
+    assert "its header's charset changed to UTF-8" in capsys.readouterr().err

@@ -77,6 +77,7 @@ def test_a_translation_its_legacy_encoding_cannot_write_is_written_as_the_format
 
 def test_formats_are_known_by_extension():
     assert by_extension("a/b.TXT") is FORMATS["txt"] and by_extension("a.de") is None
+    assert by_extension("page.xhtml") is None  # written back as HTML, which an XML reader refuses
 
 
 def test_the_output_is_never_the_input_nor_an_existing_file_without_force(tmp_path, units):

@@ -145,3 +145,17 @@ def test_broken_files_are_refused_in_one_line(units, text, needle):
     with pytest.raises(DocumentError) as exc:
         translate_content(text.encode(), XLIFF, units, EN)
     one_line(exc, needle)
+
+
+def test_a_declared_legacy_encoding_gets_character_references_for_what_it_cannot_write():
+    """An XLIFF file in ISO-8859-1 and a translation with "œ" and "€" (translate-toolkit's writer
+    raised UnicodeEncodeError); and an ASCII file is written in the encoding it declares."""
+    source = ('<?xml version="1.0" encoding="ISO-8859-1"?>\n<xliff version="1.2" '
+              'xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="de" target-language="fr" '
+              'datatype="plaintext" original="x"><body><trans-unit id="1"><source>Café</source></trans-unit>'
+              '</body></file></xliff>\n')
+    for text, translation in ((source, "Œuvre à 5 €"), (source.replace("Café", "Cafe"), "Café")):
+        out = translate_content(text.encode("latin-1"), FORMATS["xliff"],
+                                lambda texts, fmt="text", t=translation: [t for _ in texts], DocumentOptions("fr"))
+        target = etree.fromstring(out).xpath("//*[local-name()='target']")[0]
+        assert target.text == translation and b"ISO-8859-1" in out.split(b"\n")[0]
