@@ -49,7 +49,7 @@ def translate(
     buffer: Annotated[
         int,
         typer.Option(
-            help="Lines translated together at most (from a pipe or terminal, what has arrived is translated whenever the input pauses)."
+            help="Lines translated together at most (from a pipe or terminal, what has arrived is translated whenever the input pauses; with --sample, only in calls of this many lines, so that the samples do not depend on the pauses)."
         ),
     ] = 256,
     checkpoint: Checkpoints = None,
@@ -138,8 +138,10 @@ def translate(
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
-    check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer)
+    check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
+    if retranslate and (document is None or document.name not in ("xliff", "po")):
+        raise ConfigError("--retranslate is for XLIFF and PO documents (their units already translated)")
     line_outputs = [
         name
         for name, on in (
@@ -190,10 +192,20 @@ def translate(
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
     translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
+    if pivot is not None:
+        resolved = translator.directions.resolve(src_lang, tgt_lang)
+        replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
+        translator.directions.check_pivot(src_lang, tgt_lang, pivot)
     if auto:
         from mt.text.language import LanguageIdentifier, readable_lines
 
-        source = readable_lines(source, LanguageIdentifier(translator.directions.sources()))
+        identifier = LanguageIdentifier(translator.directions.sources())
+        if constraints:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
+            from mt.search.constrained import split_constrained_line
+
+            source = readable_lines(source, identifier, lambda line: split_constrained_line(line)[0])
+        else:
+            source = readable_lines(source, identifier)
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
     total = count_lines(str(input)) if input is not None and str(input) != "-" else None
@@ -245,11 +257,19 @@ def check_format(fmt: str, nbest: int, alignments: bool, constraints: bool) -> N
 
 
 def check_output_flags(
-    output: Path | None, force: bool, nbest: int, nbest_format: str, alignments: bool, alignment_layer: int | None
+    output: Path | None,
+    force: bool,
+    nbest: int,
+    nbest_format: str,
+    alignments: bool,
+    alignment_layer: int | None,
+    scores: bool = False,
 ) -> None:
     """The output flags that cannot go together, refused before the model is loaded."""
     if alignment_layer is not None and not alignments:
         raise ConfigError("--alignment-layer goes with --alignments")
+    if scores and nbest:
+        raise ConfigError("--scores goes without --nbest: n-best lines carry each translation's score already")
     if nbest < 0:
         raise ConfigError(f"--nbest {nbest}: must be 0 (one translation a line) or more")
     if nbest_format not in ("tsv", "moses"):

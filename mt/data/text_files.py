@@ -116,7 +116,7 @@ def check_input(path: Path | None) -> None:
         raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
 
 
-def input_lines(path: Path | None) -> Iterator[str]:
+def input_lines(path: Path | None) -> Iterator[str | None]:
     """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
     invalid UTF-8 is an error naming the line."""
     if path is not None and str(path) == "-":

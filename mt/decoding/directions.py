@@ -55,6 +55,18 @@ class Directions:
     def targets(self, src_lang: str | None = None) -> list[str]:
         return list(dict.fromkeys(tgt for src, tgt in self.pairs if src_lang in (None, src)))
 
+    def check_pivot(self, src_lang: str | None, tgt_lang: str | None, pivot: str) -> None:
+        """Both legs of `--pivot` (source -> pivot -> target) are directions this model translates;
+        else one line naming --pivot (asked before any input is read)."""
+        if not self.multilingual:
+            raise ConfigError(f"--pivot {pivot}: this model translates {self.names()} only (a bilingual experiment)")
+        src, tgt = self.resolve(src_lang, tgt_lang)
+        for leg in ((src, pivot), (pivot, tgt)):
+            try:
+                self.resolve(*leg)
+            except ConfigError as exc:
+                raise ConfigError(f"--pivot {pivot}: {exc}") from None
+
     def resolve(self, src_lang: str | None, tgt_lang: str | None) -> tuple[str | None, str]:
         """(source, target) of a call that names them or not: a bilingual model's own, a multilingual
         one's only target when it has one; anything else that is not named, or not known, is refused."""

@@ -63,9 +63,13 @@ def stream(
 
 
 def format_lines(found: list[list[tuple]], first_line: int, output: OutputFormat) -> list[str]:
-    """The output lines of `Translator.search`'s hypotheses for input lines from `first_line` (from 0)."""
+    """The output lines of `Translator.search`'s hypotheses for input lines from `first_line` (from 0).
+    In a line of tab-separated fields a translation's tabs are spaces (a source's tab between
+    sentences is copied into its translation), so that every line has its number of fields."""
     rows = []
     for offset, hyps in enumerate(found):
+        if output != "moses" and (output != "plain" or len(hyps[0]) > 2):
+            hyps = [(text.replace("\t", " "), *rest) for text, *rest in hyps]
         if output == "nbest":
             rows += [
                 "\t".join([f"{first_line + offset + 1}", f"{score:.4f}", text, *alignment])

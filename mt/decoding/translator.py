@@ -208,7 +208,8 @@ class Translator:
     def _pivot(self, lines: list[str], options: DecodeOptions, first_line: int) -> list[list[tuple]]:
         """src -> pivot -> tgt: each line's best translation into the pivot, translated on (`--pivot`)."""
         src_lang, tgt_lang = self.directions.resolve(options.src_lang, options.tgt_lang)
-        replace(options, src_lang=src_lang, tgt_lang=tgt_lang)  # checked against the target it resolved to, too
+        replace(options, src_lang=src_lang, tgt_lang=tgt_lang)  # made to be checked: a pivot that is neither
+        self.directions.check_pivot(src_lang, tgt_lang, options.pivot)  # and both legs are directions
         into = replace(options, pivot=None, tgt_lang=options.pivot, nbest=1, beam=options.beam)
         middle = [hyps[0][0] for hyps in self.search(lines, into, first_line)]
         return self.search(middle, replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang), first_line)

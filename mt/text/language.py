@@ -18,7 +18,7 @@ and `identify` refuses (Unidentifiable) with what to do instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,15 +123,24 @@ class LanguageIdentifier:
         return values[0].language.iso_code_639_1.name.lower() if own <= FOREIGN_AT_MOST else None
 
 
-def readable_lines(lines: Iterable[str], identifier: LanguageIdentifier) -> Iterator[str]:
+def readable_lines(
+    lines: Iterable[str | None], identifier: LanguageIdentifier, text: Callable[[str], str] = lambda line: line
+) -> Iterator[str | None]:
     """`mt translate --src-lang auto`: each line as it is, or "" (an empty output line) with a warning on
-    stderr when it is in a language the model cannot read; languages seen are noted once each."""
+    stderr when its `text` (the source of a constrained line) is in a language the model cannot read;
+    languages seen are noted once each. None (a stream's pause: `mt.data.text_files.input_lines`)
+    passes through, uncounted."""
     seen: set[str] = set()
-    for number, line in enumerate(lines, 1):
+    number = 0
+    for line in lines:
+        if line is None:
+            yield None
+            continue
+        number += 1
         if not line.strip():
             yield line
             continue
-        found = identifier.identify(line)
+        found = identifier.identify(text(line))
         if found.foreign is not None:
             log.warn(f"line {number}: not translated: {found.message(identifier.sources)} (--src-lang)")
             yield ""

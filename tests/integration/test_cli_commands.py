@@ -443,15 +443,18 @@ def test_attention_names_the_argument_that_is_not_unicode(experiment, capsys, mo
     one_error(*result, 1, needle)
 
 
-def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
+@pytest.mark.parametrize("flags", [[], ["--src-lang", "auto"]], ids=["plain", "auto"])
+def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment, flags):
     """Lines sent one at a time into a pipe that stays open each get their translation before the
-    next is sent (was: nothing until 256 lines or the end of the input)."""
+    next is sent (was: nothing until 256 lines or the end of the input); with --src-lang auto too
+    (was: a traceback at the first pause, and every line lost)."""
     import select
     import subprocess
 
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("MT_DEBUG", None)
-    process = subprocess.Popen([sys.executable, "-m", "mt", "translate", "--exp", str(experiment.root), "--threads", "1"],
+    process = subprocess.Popen([sys.executable, "-m", "mt", "translate", "--exp", str(experiment.root), "--threads", "1",
+                                *flags],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     answers = []
     try:
@@ -468,6 +471,28 @@ def test_translate_answers_each_line_of_a_pipe_that_stays_open(experiment):
 
     translator = Translator.load(experiment, experiment.load_config())
     assert answers == translator.translate(["Ein Mann.", "", "Die Katze schläft."]) and answers[1] == ""
+
+
+def test_scores_lines_have_two_fields_whatever_tabs_the_source_has(experiment, tmp_path, capsys, monkeypatch):
+    """A tab between a line's sentences is copied into its translation: in SCORE<TAB>TRANSLATION it
+    was a third field (and a leading tab an empty translation for `cut -f2`)."""
+    source = tmp_path / "tabs.de"
+    source.write_text("Ein Mann.\tDie Katze.\n\tEin Mann.\nEin Mann.\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input", str(source),
+                        "--scores", "--threads", "1")
+    assert code == 0, err
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [len(row) for row in rows] == [2, 2, 2] and all(row[1].strip() for row in rows)
+
+
+def test_auto_identifies_a_constrained_lines_source_not_its_target_phrases(experiment, capsys, monkeypatch):
+    """SOURCE<TAB>PHRASE...: the phrases are in the target language (was: an English phrase made the
+    German line English, and its translation an empty line)."""
+    line = "Mann.\tthe man is walking in the park with his dog today\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(line.encode())))
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--src-lang", "auto",
+                        "--constraints", "--threads", "1")
+    assert code == 0 and out.strip() and "not translated" not in err, err
 
 
 def test_attention_output_that_is_a_file_is_refused_naming_it(experiment, tmp_path, capsys, monkeypatch):
@@ -611,3 +636,23 @@ def test_refusals_come_before_torch_loads(experiment, tmp_path):
         lines = done.stderr.strip().splitlines()
         assert done.returncode != 0 and lines[-1] == f"torch imported: {torch_imported}", (args, done.stderr)
         assert len(lines) == 2 and lines[0].startswith("error: ") and needle in lines[0], (args, done.stderr)
+
+
+def test_a_pivot_is_checked_before_any_input_naming_the_flag(experiment, tmp_path, capsys, monkeypatch):
+    """A bilingual model has no pivot: refused in one line naming --pivot, before reading (was: exit 0
+    on an empty input, and on a stream an error blaming --tgt-lang at the first line)."""
+    empty = tmp_path / "empty.de"
+    empty.write_text("", encoding="utf-8")
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input", str(empty),
+                "--pivot", "fr", "--threads", "1")
+    one_error(*result, 2, "--pivot fr: this model translates de-en only")
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--scores", "--nbest", "2"], "--scores goes without --nbest"),  # was: --scores dropped, n-best lines
+    (["--retranslate"], "--retranslate is for XLIFF and PO documents"),  # was: accepted on lines, doing nothing
+])
+def test_flags_that_would_do_nothing_are_refused(experiment, capsys, monkeypatch, flags, needle):
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input",
+                str(experiment.root.parent / "in.txt"), "--format", "text", *flags, "--threads", "1")
+    one_error(*result, 2, needle)
