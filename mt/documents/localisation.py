@@ -75,7 +75,11 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
             unit.target = found[0]
         unit.markfuzzy(True)
     if todo and not store.parseheader().get("Language"):
-        store.updateheader(add=True, Language=options.target)
+        # a file without a header gets translate-toolkit's template, whose charset would be "CHARSET"
+        written = (
+            {} if store.header() else {"Content_Type": "text/plain; charset=UTF-8", "Content_Transfer_Encoding": "8bit"}
+        )
+        store.updateheader(add=True, Language=options.target, **written)
     if plurals_used and plural is not None:
         store.updateheaderplural(nplurals, plural)
     return bytes(store).decode(store.encoding)

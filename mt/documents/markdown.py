@@ -1,5 +1,6 @@
 """Markdown documents, read by markdown-it-py (CommonMark, with tables and ~~strikethrough~~; front
-matter found by mdit-py-plugins): the file comes back byte for byte but for the text people read.
+matter and footnotes found by mdit-py-plugins): the file comes back byte for byte but for the text
+people read.
 
 The block tokens' source maps say where each paragraph, heading (ATX or setext), list item, quoted
 paragraph and table cell has its inline text; only that text is replaced, so list markers, `>`
@@ -9,7 +10,8 @@ indented code, link reference definitions and front matter are not inline text: 
 An inline text with markup becomes an HTML unit (`mt.text.markup`; one without is translated as plain
 text): emphasis, strong, strikethrough, links and images are elements that remember their Markdown as
 written (the `**` or `__`, a link's `](url "title")` or `][ref]`), placed around the aligned target
-words and written back with it; link text and images' alt text are translated, their URLs kept. Inline code, autolinks, inline HTML tags (a start and end tag
+words and written back with it; link text and images' alt text are translated, their URLs kept. Inline
+code, autolinks, footnote references (`[^1]`, `^[...]`), inline HTML tags (a start and end tag
 pair around text is an element) are kept as written, placed as empty elements are. A hard line break
 stays a line break. A paragraph of several lines is translated whole and written on one line (with
 its first line's prefix): re-wrapping could start a line with a character that Markdown reads as a
@@ -32,7 +34,14 @@ from mt.text.markup import Element, Node, parse, segments, write
 ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
 BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
 OPENING = re.compile(r"<([A-Za-z][\w-]*)[^>]*(?<!/)>$")
-SPANNED = ("link_open", "image", "code_inline", "html_inline", "hardbreak")  # the tokens whose source `spanned` records
+SPANNED = (
+    "link_open",
+    "image",
+    "code_inline",
+    "html_inline",
+    "hardbreak",
+    "footnote_ref",
+)  # whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
 TASK = re.compile(r"\[[ xX]\] ")  # a task list item's box
 
@@ -65,10 +74,20 @@ def parser():
     image and code span (`spanned`)."""
     from markdown_it import MarkdownIt
     from markdown_it.rules_inline import autolink, backtick, escape, html_inline, image, link, newline
+    from mdit_py_plugins.footnote import footnote_plugin
+    from mdit_py_plugins.footnote.index import footnote_inline, footnote_ref
     from mdit_py_plugins.front_matter import front_matter_plugin
 
-    md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
-    rules = (("link", link), ("image", image), ("backticks", backtick), ("autolink", autolink), ("newline", newline))
+    md = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin).use(footnote_plugin)
+    rules = (
+        ("link", link),
+        ("image", image),
+        ("backticks", backtick),
+        ("autolink", autolink),
+        ("newline", newline),
+        ("footnote_ref", footnote_ref),
+        ("footnote_inline", footnote_inline),
+    )
     for name, rule in (*rules, ("escape", escape), ("html_inline", html_inline)):
         md.inline.ruler.at(name, spanned(rule))
     return md
@@ -123,7 +142,7 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
                 line = len(breaks)
             written = breaks[line] if line < len(breaks) else "\\\n"
             parts.append(f'<br data-t="{mark(Mark(written))}">')
-        elif kind == "code_inline" or (kind == "link_open" and token.markup == "autolink"):
+        elif kind in ("code_inline", "footnote_ref") or (kind == "link_open" and token.markup == "autolink"):
             start, end = token.meta["span"]
             literal = Mark(src[start:end], literal=True, spaced=spaced(src, start, end))
             parts.append(f'<span data-t="{mark(literal)}"></span>')

@@ -49,14 +49,14 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
         asked += todo
     answers = iter(units(asked))
     for index, lines, joined in plans:
-        if joined:
-            indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
+        if joined:  # the first line's indent, and the second's for the rest (a list item's hanging indent)
+            indent, rest = (line[: len(line) - len(line.lstrip())] for line in lines[:2])
             width = max(len(line) for line in lines)
             parts[index] = textwrap.fill(
                 next(answers),
                 width=width,
                 initial_indent=indent,
-                subsequent_indent=indent,
+                subsequent_indent=rest,
                 break_long_words=False,
                 break_on_hyphens=False,
             )

@@ -164,6 +164,17 @@ def test_a_task_lists_boxes_are_kept_as_written_and_not_translated():
     assert not [a for a in asked if a.startswith("[")]
 
 
+def test_footnote_references_are_kept_as_written_and_their_notes_translated():
+    """`[^1]` came back escaped (`\\[^1\\]`), its note's label too, and both were sent to the model."""
+
+    def upper(fragments: list[str], fmt: str = "text") -> list[str]:
+        return [f.upper() for f in fragments]
+
+    source = "Note[^1] and more[^long].\n\n[^1]: The note.\n[^long]: Second *one*.\n\nInline^[kept] here.\n"
+    out = translate_content(source.encode(), FORMATS["md"], upper, EN).decode()
+    assert out == "NOTE[^1] AND MORE[^long].\n\n[^1]: THE NOTE.\n[^long]: SECOND *ONE*.\n\nINLINE^[kept] HERE.\n"
+
+
 def test_line_endings_are_kept(units):
     out = translate_content(DOC.replace("\n", "\r\n").encode(), FORMATS["md"], units, EN).decode()
     assert out.count("\n") == out.count("\r\n") > 20

@@ -160,3 +160,12 @@ def test_an_ascii_file_is_written_in_the_charset_its_header_declares(capsys):
                             DocumentOptions("fr"))
     assert b"charset=UTF-8" in out and 'msgstr "Œuvre ouverte"' in out.decode("utf-8")
     assert "its header's charset changed to UTF-8" in capsys.readouterr().err
+
+
+def test_a_file_without_a_header_gets_one_that_names_utf_8():
+    """translate-toolkit's template header said charset=CHARSET, which msgfmt refuses."""
+    out = translate_content(b'msgid "Coffee open"\nmsgstr ""\n', FORMATS["po"],
+                            lambda texts, fmt="text": ["Café ouvert" for _ in texts], DocumentOptions("fr"))
+    text = out.decode("utf-8")
+    assert '"Content-Type: text/plain; charset=UTF-8\\n"' in text and '"Language: fr\\n"' in text
+    assert 'msgstr "Café ouvert"' in text and "CHARSET" not in text

@@ -40,6 +40,18 @@ def test_a_hard_wrapped_paragraph_is_translated_whole_and_wrapped_at_its_width(t
     assert len(out.splitlines()) > 1
 
 
+def test_a_hard_wrapped_list_item_keeps_its_hanging_indent():
+    """Its continuation lines were refilled at the first line's indent (none)."""
+    item = ("1. This numbered item runs over three lines and its second and\n"
+            "   third lines hang under its text, as a list is written in plain\n"
+            "   text files by people and by fmt.\n")
+    out = translate_content(item.encode(), FORMATS["txt"], lambda texts, fmt="text": [t.upper() for t in texts],
+                            EN).decode()
+    lines = out.splitlines()
+    assert len(lines) > 1 and lines[0].startswith("1. THIS") and all(line.startswith("   ") for line in lines[1:])
+    assert " ".join(out.split()) == " ".join(item.upper().split())
+
+
 @pytest.mark.parametrize("codec, bom", [("utf-8", b""), ("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE)])
 def test_line_endings_and_encodings_are_kept(units, codec, bom):
     data = bom + f"{LINES[0]}\r\n\r\n{LINES[1]}\r\n".encode(codec)
