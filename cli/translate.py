@@ -140,6 +140,15 @@ def translate(
 
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
+    whole = [
+        name
+        for name, on in (("--nbest", nbest > 1), ("--alignments", alignments), ("--constraints", constraints))
+        if on
+    ]
+    if segment_tokens != SEGMENT_TOKENS and whole:
+        raise ConfigError(
+            f"--segment-tokens cuts long sentences; with {whole[0]} each line is one segment, searched whole"
+        )
     if retranslate and (document is None or document.name not in ("xliff", "po")):
         raise ConfigError("--retranslate is for XLIFF and PO documents (their units already translated)")
     line_outputs = [

@@ -174,6 +174,9 @@ class Translator:
         if phrases is not None:
             # A phrase that normalisation empties (a zero-width character, say) constrains nothing.
             phrase_ids = [[ids for ids in self.tgt_tok.encode(phrases[i]) if ids] if phrases[i] else [] for i in todo]
+            searched = set(todo)
+            for i in (i for i, found in enumerate(phrases) if found and i not in searched):
+                log.warn(f"input line {first_line + i + 1}: no source to translate: its constraints are not used")
         for i, hyps in zip(todo, self.search_encoded(encoded, options, phrase_ids, unmet, progress)):
             results[i] = hyps
         for k in unmet:

@@ -651,6 +651,7 @@ def test_a_pivot_is_checked_before_any_input_naming_the_flag(experiment, tmp_pat
 @pytest.mark.parametrize("flags, needle", [
     (["--scores", "--nbest", "2"], "--scores goes without --nbest"),  # was: --scores dropped, n-best lines
     (["--retranslate"], "--retranslate is for XLIFF and PO documents"),  # was: accepted on lines, doing nothing
+    (["--segment-tokens", "9", "--nbest", "2"], "with --nbest each line is one segment"),
 ])
 def test_flags_that_would_do_nothing_are_refused(experiment, capsys, monkeypatch, flags, needle):
     result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input",

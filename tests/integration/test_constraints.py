@@ -131,5 +131,8 @@ def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alo
     assert len(out) == 3
     assert "blue house" in out[0] and "red" in out[2] and "small dog" in out[2]
     assert out[1] == before[1]  # an unconstrained line is unchanged
+    blank = mt("translate", "--exp", exp, "--beam", "4", "--constraints", stdin="\tblue house\n")
+    assert blank.returncode == 0 and blank.stdout == "\n"  # nothing to translate: said, not silent
+    assert "input line 1: no source to translate: its constraints are not used" in blank.stderr
     refused = mt("translate", "--exp", exp, "--constraints", "--sample", stdin="x\n")
     assert refused.returncode != 0 and "--constraints needs beam search" in refused.stderr
