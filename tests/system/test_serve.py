@@ -308,6 +308,39 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
     assert "alternatives" not in ok(url, {"q": LINES[0], "source": "de", "target": "en"})
 
 
+def test_libretranslate_alternatives_never_cut_a_long_text(server):
+    """With alternatives a text is one search (no sentences), cut at the model's positions: its end was
+    lost, unsaid. Such a text is translated in pieces, as without alternatives, and gets none."""
+    url = f"{server.url}/translate"
+    plain = ok(url, {"q": LONG_LINE, "source": "de", "target": "en"})["translatedText"]
+    asked = ok(url, {"q": [LONG_LINE, LINES[0]], "source": "de", "target": "en", "alternatives": 2})
+    assert asked["translatedText"][0] == plain and asked["alternatives"][0] == []
+    assert len(asked["alternatives"][1]) <= 2
+
+
+def test_libretranslate_requests_as_its_clients_send_them(server):
+    """As LibreTranslate (Flask) takes them: cross-origin requests and their preflight (its JavaScript
+    client in a web page), HEAD on a GET route, a JSON body with a byte-order mark, in UTF-16 too, and
+    a negative number of alternatives (none). Each was refused (405, 400)."""
+    import urllib.request
+
+    preflight = urllib.request.Request(f"{server.url}/translate", method="OPTIONS", headers={
+        "Origin": "http://example.org", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})
+    with urllib.request.urlopen(preflight, timeout=30) as answer:
+        assert answer.status == 200 and answer.headers["Access-Control-Allow-Origin"] == "*"
+        assert "POST" in answer.headers["Access-Control-Allow-Methods"]
+    status, headers, _ = call(f"{server.url}/languages", headers={"Origin": "http://example.org"})
+    assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+    with urllib.request.urlopen(urllib.request.Request(f"{server.url}/health", method="HEAD"), timeout=30) as answer:
+        assert answer.status == 200 and answer.read() == b""
+    body = json.dumps({"q": LINES[0], "source": "de", "target": "en"})
+    expected = ok(f"{server.url}/translate", json.loads(body))
+    for data in (b"\xef\xbb\xbf" + body.encode(), body.encode("utf-16")):
+        assert ok(f"{server.url}/translate", raw=data, headers={"Content-Type": "application/json"}) == expected
+    assert ok(f"{server.url}/translate", {**json.loads(body), "alternatives": -1}) == expected
+
+
 def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):
     q = [f'<p>{LINES[0]} <b class="x">{LINES[1]}</b><!-- c --></p>', f"{LINES[2]}<br>{LINES[3]}", LINES[4],
          "<p><!-- no text --><br></p>"]

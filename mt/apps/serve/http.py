@@ -128,10 +128,45 @@ class PlainRoutes:
         return await run_in_threadpool(handler, request, exc)
 
 
+class HeadAsGet:
+    """HEAD answered as GET without the body, as LibreTranslate (Flask) answers it on every GET route:
+    uptime checks and load balancers probe with HEAD. A route that takes no GET still says so (405)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, headers_only)
+
+
+def cors(app):
+    """Cross-origin requests allowed as LibreTranslate allows them (any origin, GET and POST, its
+    headers; a preflight answered before the routes): its JavaScript client runs in a web page."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    return CORSMiddleware(
+        app,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type"],
+        max_age=20 * 24 * 3600,
+    )
+
+
 def asgi(app):
-    """What a server runs for an app of `build_app`: its plain routes called directly (`PlainRoutes`)
-    and every request logged (`AccessLog`)."""
-    return AccessLog(PlainRoutes(app))
+    """What a server runs for an app of `build_app`: its plain routes called directly (`PlainRoutes`),
+    HEAD as GET (`HeadAsGet`), cross-origin requests allowed (`cors`) and every request logged
+    (`AccessLog`)."""
+    return AccessLog(cors(HeadAsGet(PlainRoutes(app))))
 
 
 GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C

@@ -9,6 +9,7 @@ number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
 
 from __future__ import annotations
 
+import codecs
 import hmac
 import json
 import math
@@ -57,6 +58,15 @@ async def bounded_body(request, limit: int, declared_too_big: str, too_big: str)
     return request._body
 
 
+BODY_BOMS = (  # longest first: UTF-32's little-endian mark begins with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
 async def body_text(request, limit: int) -> str:
     """The body as text (`bounded_body`), 400 when it is not UTF-8."""
     raw = await bounded_body(
@@ -65,10 +75,13 @@ async def body_text(request, limit: int) -> str:
         f"the request body has {{declared}} bytes: at most {limit}",
         f"the request body has more than {limit} bytes: at most {limit}",
     )
+    # A byte-order mark names the encoding (Flask, which LibreTranslate's clients were written against,
+    # reads JSON so): UTF-8's is dropped, UTF-16's and UTF-32's decode the rest.
+    codec = next((c for bom, c in BODY_BOMS if raw.startswith(bom)), "utf-8")
     try:
-        return raw.decode("utf-8")
+        return raw.decode(codec)
     except UnicodeDecodeError as exc:
-        raise ApiError(400, f"the request body is not valid UTF-8 (byte {exc.start})") from None
+        raise ApiError(400, f"the request body is not valid {codec.upper()} (byte {exc.start})") from None
 
 
 def json_object(text: str, status: int) -> dict:

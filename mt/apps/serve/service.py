@@ -86,7 +86,8 @@ class Service:
         q, source = fields.get("q"), fields.get("source")
         texts = self._libre_texts(fields)
         src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
-        asked = whole_number(fields.get("alternatives") or 0, "alternatives", 400, text=True)  # as LibreTranslate
+        # As LibreTranslate: a number (a form's digits too), fewer than 0 read as 0
+        asked = max(0, whole_number(fields.get("alternatives") or 0, "alternatives", 400, low=-(2**63), text=True) or 0)
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
@@ -118,8 +119,17 @@ class Service:
     async def _libre_lines(
         self, request: Request, split: list[tuple[list[str], list[str]]], options: DecodeOptions, alternatives: int
     ) -> tuple[list[str], list[list[str]]]:
-        """Each text's translation, line by line between its own line breaks, and its alternatives."""
-        results, _ = await self.translate(request, [line for lines, _ in split for line in lines], options)
+        """Each text's translation, line by line between its own line breaks, and its alternatives. A
+        line too long for one search (with alternatives it is not cut into sentences) is translated in
+        pieces instead, without alternatives: cut to the model's positions, its end was lost unsaid."""
+        lines = [line for lines, _ in split for line in lines]
+        results, cuts = await self.translate(request, lines, options)
+        long = sorted({int(found.group(1)) - 1 for cut in cuts if (found := CUT_LINE.match(cut))})
+        if long and options.nbest > 1:
+            single = self.options(("single", options), lambda: replace(options, nbest=1))
+            again, _ = await self.translate(request, [lines[i] for i in long], single)
+            for i, hyps in zip(long, again):
+                results[i] = hyps
         translated, others, at = [], [], 0
         for lines, breaks in split:
             hyps = results[at : at + len(lines)]
@@ -409,6 +419,9 @@ def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
             seen.add(h[0])
             others.append(h[0])
     return others
+
+
+CUT_LINE = re.compile(r"input line (\d+): ")  # `Translator.encode_lines`'s warning of a line cut to its positions
 
 
 def markup_texts(fragments: list[str]) -> list[str]:
