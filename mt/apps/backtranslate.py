@@ -3,7 +3,8 @@ source language by a model of the reverse direction, becomes synthetic training 
 
 `mt backtranslate --reverse R --mono SPEC --exp E`: R translates E's target language into E's source
 language (E en->de, R de->en); SPEC is `text:FILE` (one sentence a line, .gz too) or a parallel source
-spec whose target side is taken. Every non-empty line is translated in chunks that survive a kill
+spec whose target side is taken. Every non-empty line that is not a reference of E's valid or test
+split (those would be scored against themselves) is translated in chunks that survive a kill
 (mt.apps.chunked: E/backtranslate/chunks/), then joined into E/backtranslate/train.SRC (the synthetic
 sources) and train.TGT (the monolingual text), and E/backtranslate/manifest.json, written last, says
 how: once it exists the back-translation is done.
@@ -24,7 +25,6 @@ E has a tokenizer (one without <BT> cannot read tagged pairs) and before it has 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import random
 from pathlib import Path
@@ -33,7 +33,7 @@ from mt import log
 from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
-from mt.config.sources import BACK_TRANSLATED, absolute_spec, parse_source, reversed_spec
+from mt.config.sources import BACK_TRANSLATED, MAX_WEIGHT, absolute_spec, parse_source, reversed_spec
 from mt.data.corpus import load_split
 from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
@@ -101,6 +101,25 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
     kept = [line for line in lines if line.strip()]
     if not kept:
         raise MtError(f"--mono {', '.join(specs)}: no text to back-translate")
+    return kept, len(lines) - len(kept)
+
+
+def without_held_out(lines: list[str], exp: Experiment, reverse_cfg: ExperimentConfig) -> tuple[list[str], int]:
+    """`lines` less those that are a reference of E's valid or test split (E's config's, else R's read
+    the other way, as E's will be): trained on as targets, they would be scored against themselves. A
+    warning says how many were left out."""
+    own = exp.has_config()
+    cfg = exp.load_config() if own else reverse_cfg
+    side = 1 if own else 0  # the monolingual language: E's target, R's source
+    held: set[str] = set()
+    for split in ("valid", "test"):
+        if getattr(cfg.data, split):
+            held.update(line.strip() for line in load_split(cfg.data.sources(split))[side])
+    kept = [line for line in lines if line.strip() not in held]
+    if len(kept) < len(lines):
+        log.warn(f"--mono: {len(lines) - len(kept):,} lines are references of the valid or test split: left out")
+    if not kept:
+        raise MtError("--mono: every line is a reference of the valid or test split: nothing to back-translate")
     return kept, len(lines) - len(kept)
 
 
@@ -203,7 +222,7 @@ def chunk_translator(
     sampling = options.sampling
 
     def translate(index: int, pair: tuple[str, str], chunk: list[str]) -> list[str]:
-        draws = dataclasses.replace(sampling, seed=sampling.seed + index) if sampling is not None else None
+        draws = dataclasses.replace(sampling, seed=(sampling.seed + index) % 2**63) if sampling is not None else None
         found = [hyps[0][0] for hyps in translator.search(chunk, dataclasses.replace(options, sampling=draws))]
         if noise:
             rng = random.Random(f"noise-{index}")
@@ -217,8 +236,8 @@ def check_choices(mono: list[str], sampling: Sampling | None, noise: bool, tagge
     """The flags that cannot go together, refused before anything is read or written."""
     if sampling is not None and noise:
         raise ConfigError("--noise goes with beam search, --sample draws: choose one")
-    if not (weight > 0 and math.isfinite(weight)):
-        raise ConfigError(f"--weight {weight}: must be a number above 0")
+    if not 0 < weight <= MAX_WEIGHT:  # written so that NaN fails too; the config's corpus spec holds it
+        raise ConfigError(f"--weight {weight}: must be above 0 and at most {MAX_WEIGHT:g}")
     if noise and not tagged:
         raise ConfigError(
             "--noise puts <blank> in the synthetic sources, which only the tokenizer of a tagged "
@@ -269,6 +288,7 @@ def backtranslate(
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
+    lines, held_out = without_held_out(lines, exp, reverse_cfg)
     how = {
         "reverse": model_file,
         "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
@@ -294,6 +314,7 @@ def backtranslate(
         "mono": list(mono),
         "lines": len(lines),
         "empty_lines_skipped": empty,
+        "held_out_lines_skipped": held_out,
         "chunks": len(chunks),
         "chunk_lines": state["chunk_lines"],
         **_search_record(options, noise),

@@ -228,7 +228,7 @@ def absolute_spec(spec: str) -> str:
         tail = "@" + part
     if kind == "hf":
         name, sep, config = arg.partition(":")
-        local = Path(name).expanduser()
+        local = Path(os.path.expanduser(name))  # os's: an unknown ~user stays as written (pathlib raises)
         arg = (str(local.resolve()) if local.exists() else name) + sep + config
     elif kind == "files":
         arg = "|".join(_absolute(part) for part in arg.split("|"))
@@ -242,7 +242,7 @@ def absolute_spec(spec: str) -> str:
 
 def _absolute(path: str) -> str:
     path = path.strip()
-    return path if not path or "://" in path else str(Path(path).expanduser().resolve())
+    return path if not path or "://" in path else str(Path(os.path.expanduser(path)).resolve())
 
 
 # The corpus fields of configs before data.train/valid/test (refused, with the new form spelled out).

@@ -34,6 +34,8 @@ def load(source: Source):
     path = Path(name)
     offline = False
     try:
+        if source.hf_config and (path.is_dir() or path.is_file()):
+            raise MtError(f"hf:{name}:{source.hf_config}: a local dataset has no configurations; leave out :CONFIG")
         if path.is_dir():  # written by Dataset(Dict).save_to_disk
             dataset = datasets.load_from_disk(name)
             if isinstance(dataset, datasets.DatasetDict):
@@ -43,6 +45,12 @@ def load(source: Source):
                         f"(name one with hf:{name}@SPLIT)"
                     )
                 dataset = dataset[split]
+            elif dataset.split is not None and str(dataset.split) != split:
+                # one saved split, read for another (valid and test would read the training pairs)
+                raise MtError(
+                    f"{describe(source)}: the directory holds the {str(dataset.split)!r} split alone; give "
+                    f"each split a directory of its own, or save a DatasetDict"
+                )
             return dataset
         if path.is_file():  # a local data file: the builder goes by its extension
             ext = next((s for s in reversed(path.suffixes) if s != ".gz"), "")

@@ -58,6 +58,8 @@ class Sampling:
             raise ConfigError(f"--top-k {self.top_k}: must be 0 (all tokens) or more")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"--top-p {self.top_p}: must be in (0, 1]")
+        if not 0 <= self.seed < 2**63:  # torch's generator takes a 64-bit signed seed; mt adds to it
+            raise ConfigError(f"--seed {self.seed}: must be from 0 to {2**63 - 1}")
 
 
 @dataclass(frozen=True)

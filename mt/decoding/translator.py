@@ -154,7 +154,9 @@ class Translator:
         is called with the number of lines done as each batch finishes (not when pivoting)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         if options.sampling is not None and first_line:  # a stream's later calls draw anew, not repeat the first's
-            options = replace(options, sampling=replace(options.sampling, seed=options.sampling.seed + first_line))
+            options = replace(
+                options, sampling=replace(options.sampling, seed=(options.sampling.seed + first_line) % 2**63)
+            )
         if options.pivot is not None:
             return self._pivot(lines, options, first_line)
         tag = self.directions.tag(options.src_lang, options.tgt_lang)

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from helpers import toy_corpus
@@ -101,12 +100,18 @@ def test_untagged_backtranslation_adds_plain_pairs(trained_experiment, tmp_path)
 
 
 def test_the_target_side_of_a_parallel_spec_is_monolingual_text(trained_experiment, tmp_path):
-    parallel = trained_experiment.load_config().data.valid[0]  # files:PREFIX: PREFIX.de is the German side
+    german_lines, english_lines = toy_corpus(20, seed=7)
+    (tmp_path / "par.de").write_text("\n".join(german_lines) + "\n", encoding="utf-8")
+    (tmp_path / "par.en").write_text("\n".join(english_lines) + "\n", encoding="utf-8")
+    parallel = f"files:{tmp_path / 'par'}"  # files:PREFIX: PREFIX.de is the German side
     final = Experiment(tmp_path / "en-de")
     manifest = backtranslate(trained_experiment, final, [parallel], DecodeOptions(beam=1))
     german = (final.root / "backtranslate" / "train.de").read_text(encoding="utf-8")
-    assert german == Path(parallel.removeprefix("files:") + ".de").read_text(encoding="utf-8")
-    assert manifest["lines"] == 20
+    assert german == (tmp_path / "par.de").read_text(encoding="utf-8")
+    assert manifest["lines"] == 20 and manifest["held_out_lines_skipped"] == 0
+    # The valid split itself as monolingual text: its references, nothing to back-translate (was: taken)
+    with pytest.raises(MtError, match="every line is a reference of the valid or test split"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "leak"), [trained_experiment.load_config().data.valid[0]])
 
 
 def test_sampled_backtranslation_differs_from_beam_and_draws_per_chunk(trained_experiment, tmp_path):
@@ -191,7 +196,12 @@ def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):
         backtranslate(trained_experiment, Experiment(tmp_path / "f"), mono, noise=True, tagged=False)
     with pytest.raises(ConfigError, match="--mono 'tsv:"):
         backtranslate(trained_experiment, Experiment(tmp_path / "g"), ["tsv:x.tsv:fr-it"])
-    assert not any((tmp_path / name).exists() for name in "efg")
+    # A weight the corpus spec cannot hold (was: a config.yaml nothing could load, and "done")
+    with pytest.raises(ConfigError, match="--weight 5000.0: must be above 0 and at most 1000"):
+        backtranslate(trained_experiment, Experiment(tmp_path / "h"), mono, weight=5000.0)
+    with pytest.raises(ConfigError, match="--seed 18446744073709551615: must be from 0 to"):  # was: a traceback
+        Sampling(seed=2**64 - 1)
+    assert not any((tmp_path / name).exists() for name in "efgh")
     done = mt("backtranslate", "--exp", str(tmp_path / "d"), "--reverse", str(trained_experiment.root), "--mono",
               f"text:{path}", "--top-k", "3")
     assert done.returncode == 2 and "go with --sample" in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -312,3 +322,17 @@ def test_a_tagged_corpus_at_the_allowed_max_len_trains(tmp_path):
     with one_thread():
         train(exp, cfg)  # 10 updates, several epochs
     assert exp.checkpoint_path("last").exists()
+
+
+def test_the_references_of_the_valid_and_test_splits_are_not_back_translated(trained_experiment, tmp_path):
+    """Monolingual text that holds the test split's references (the reverse model's test sources):
+    trained on as targets they would be scored against themselves; they are left out, counted."""
+    test_sources = (trained_experiment.root.parent / "test.de").read_text(encoding="utf-8").splitlines()
+    path, lines = german_text(tmp_path, n=20)
+    path.write_text("\n".join(lines + test_sources[:5]) + "\n", encoding="utf-8")
+    final = Experiment(tmp_path / "en-de")
+    manifest = backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1))
+    written = (final.root / "backtranslate" / "train.de").read_text(encoding="utf-8").splitlines()
+    assert not set(written) & set(test_sources)
+    assert manifest["held_out_lines_skipped"] == len(set(lines + test_sources[:5]) & set(test_sources)) >= 5
+    assert manifest["lines"] == len(written)

@@ -95,6 +95,24 @@ def test_hub_loader_on_local_datasets_files(tmp_path, hf_cache):
     assert f"hf:{tmp_path / 'saved'}@SPLIT" in str(err.value)
 
 
+def test_a_directory_of_one_saved_split_is_read_for_that_split_alone(tmp_path, hf_cache):
+    """A Dataset saved alone (not a DatasetDict) was read whole for any split: valid and test read the
+    training pairs. Its recorded split must be the one asked; a dataset with no recorded split is read
+    for any. A local dataset has no :CONFIG (it was dropped silently)."""
+    datasets = pytest.importorskip("datasets")
+    rows = {"de": ["a", "b"], "en": ["A", "B"]}
+    datasets.Dataset.from_dict(rows, split="train").save_to_disk(str(tmp_path / "train-only"))
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "unnamed"))
+    train_only = tmp_path / "train-only"
+    data = DataConfig(train=[f"hf:{train_only}"], valid=[f"hf:{train_only}"], test=[f"hf:{tmp_path / 'unnamed'}"])
+    assert load_split(data.sources("train")) == (["a", "b"], ["A", "B"])
+    assert load_split(data.sources("test")) == (["a", "b"], ["A", "B"])
+    with pytest.raises(MtError, match=r"split 'validation': the directory holds the 'train' split alone"):
+        load_split(data.sources("valid"))
+    with pytest.raises(MtError, match="a local dataset has no configurations"):
+        load_split([parse_source(f"hf:{train_only}:cfg", "train", ("de", "en"))])
+
+
 def test_hub_records_are_read_in_chunks_that_name_them(tmp_path, hf_cache):
     path = write_jsonl(tmp_path / "r.jsonl", [{"translation": {"de": f"d{i}", "en": f"e{i}"}} for i in range(5)])
     source = parse_source(f"hf:{path}", "train", ("de", "en"))

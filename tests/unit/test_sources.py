@@ -182,6 +182,9 @@ def test_absolute_spec(tmp_path, monkeypatch):
     assert absolute_spec("ding:my/de-en@sentences*3") == f"ding:{tmp_path}/my/de-en@sentences*3"
     for kept in ("ding", "ding@valid", "ding*2", "tsv:/abs/x.tsv", "files:/abs/a|/abs/b"):
         assert absolute_spec(kept) == kept
+    # An unknown ~user stays as written, as parse_source reads it (pathlib raised RuntimeError)
+    assert absolute_spec("files:~no-such-user-mt/corpus") == f"files:{tmp_path}/~no-such-user-mt/corpus"
+    assert absolute_spec("hf:~no-such-user-mt/data").startswith("hf:")
     # The result parses to the same source but for its paths.
     spec = "tsv:x.tsv:en-de*2"
     relative, absolute = parse_source(spec, "train", DE_EN), parse_source(absolute_spec(spec), "train", DE_EN)
