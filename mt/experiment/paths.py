@@ -136,7 +136,7 @@ class Experiment:
         periodic = [
             path
             for path in self.checkpoints_dir.glob("step_*.pt")
-            if path.stem[5:].isdigit() and path.name == self.checkpoint_path(path.stem).name
+            if path.stem[5:].isdigit() and path.name == self.checkpoint_path(path.stem).name and path.is_file()
         ]
         return sorted(periodic, key=lambda path: int(path.stem[5:]))
 

@@ -180,19 +180,28 @@ def save_training(run: Training, is_best: bool = False) -> None:
     """The run's checkpoints now (see checkpoint.save_training_checkpoint). Every process calls this
     (it gathers their RNG states); rank 0 writes."""
     state = training_checkpoint(run)
-    if run.trainer.group.is_main:
-        tcfg = run.cfg.train
-        if run.trainer.ema is not None:  # the average as a model of its own (`--checkpoint ema`), before last.pt
-            save_checkpoint(
-                run.exp.checkpoint_path("ema"),
-                {
-                    "model": run.trainer.ema.model_state(run.trainer.model),
-                    **run.metadata,
-                    "step": run.trainer.state.step,
-                    "ema_decay": run.trainer.ema.decay,
-                },
-            )
-        save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
+    group, failure = run.trainer.group, None
+    if group.is_main:
+        try:
+            tcfg = run.cfg.train
+            if run.trainer.ema is not None:  # the average as a model of its own (`--checkpoint ema`), before last.pt
+                save_checkpoint(
+                    run.exp.checkpoint_path("ema"),
+                    {
+                        "model": run.trainer.ema.model_state(run.trainer.model),
+                        **run.metadata,
+                        "step": run.trainer.state.step,
+                        "ema_decay": run.trainer.ema.decay,
+                    },
+                )
+            save_training_checkpoint(run.exp, state, run.trainer.state.step, is_best, tcfg.save_every, tcfg.keep_last)
+        except Exception as exc:  # a write that fails (a full disk): every process stops with it
+            failure = exc
+    # The others would go on into the next update's all-reduce and wait there for ever for rank 0.
+    if group.any(failure is not None):
+        if failure is not None:
+            raise failure
+        raise MtError("the main process could not write its checkpoint (its error is in its log): stopped")
 
 
 def resume_training(run: Training) -> bool:
@@ -201,11 +210,13 @@ def resume_training(run: Training) -> bool:
     (its own too, being older by step) and an average would mix the two runs."""
     path = run.exp.checkpoint_path("last")
     if not path.exists():
-        earlier = run.exp.step_checkpoints()
+        # A new run would write over them (best.pt at its first validation, ema.pt, the periodic ones)
+        earlier = [*(p for p in (run.exp.checkpoint_path(n) for n in ("best", "ema")) if p.exists())]
+        earlier += run.exp.step_checkpoints()
         if earlier:
             raise MtError(
                 f"{run.exp.checkpoints_dir}: {', '.join(p.name for p in earlier)} of an earlier run but no "
-                f"last.pt; restore last.pt to resume, or remove those step_*.pt files to start again"
+                f"last.pt; restore last.pt to resume, or move those checkpoints aside to start again"
             )
         return False
     saved = load_checkpoint(path)

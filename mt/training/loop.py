@@ -312,11 +312,11 @@ class _Loop:
             save_training(self.training, is_best)
             self.saved_at = step
 
-    def _validate(self) -> tuple[dict[str, float], bool]:
+    def _validate(self, on_schedule: bool = True) -> tuple[dict[str, float], bool]:
         metrics = validate_run(self.training)
         if self.trainer.device.type == "cpu":
             release_freed_memory()  # validation's batches (and greedy decoding's) leave their own holes
-        is_best = self.trainer.state.record_validation(metrics)
+        is_best = self.trainer.state.record_validation(metrics, on_schedule)
         self.last_valid = metrics
         return metrics, is_best
 
@@ -352,7 +352,7 @@ class _Loop:
             return
         is_best = False
         if validated and self.training.valid_data is not None:
-            metrics, is_best = self._validate()
+            metrics, is_best = self._validate(on_schedule=state.step % self.tcfg.valid_every == 0)
             self._write({"step": state.step, "elapsed": round(state.elapsed, 2), **metrics})
         save_training(self.training, is_best)
         self.saved_at = state.step

@@ -49,8 +49,10 @@ class TrainingState:
         state.max_tokens = saved.get("max_tokens")
         return state
 
-    def record_validation(self, metrics: dict[str, float]) -> bool:
-        """Track the best value of best_metric and the validations since; True on a new best."""
+    def record_validation(self, metrics: dict[str, float], on_schedule: bool = True) -> bool:
+        """Track the best value of best_metric and the validations since; True on a new best. One off
+        the valid_every schedule (at a run's end) may be a new best but counts for no patience: a run
+        stopped there and resumed would otherwise run out of it where an unbroken one does not."""
         if self.best_metric == "bleu":
             value = metrics["valid_bleu"]
             better = value > self.best_valid
@@ -59,7 +61,7 @@ class TrainingState:
             better = value < self.best_valid
         if better:
             self.best_valid, self.bad_validations = value, 0
-        else:
+        elif on_schedule:
             self.bad_validations += 1
         return better
 

@@ -490,6 +490,19 @@ def test_keep_last(base, tmp_path, keep_last, kept):
     assert all(path.read_bytes() == b"mine" for path in mine)
 
 
+def test_a_run_without_last_pt_beside_an_earlier_runs_best_pt_is_refused(base, tmp_path):
+    """A damaged last.pt removed, as its error said: the next run started from step 0 and wrote over
+    best.pt (its first validation) and ema.pt; it is refused now, as with periodic checkpoints."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=4, save_every=100)
+    train(exp, cfg)
+    exp.checkpoint_path("last").unlink()
+    best = exp.checkpoint_path("best").read_bytes()
+    with pytest.raises(MtError) as info:
+        train(exp, cfg)
+    assert "best.pt of an earlier run but no last.pt" in str(info.value) and "\n" not in str(info.value)
+    assert exp.checkpoint_path("best").read_bytes() == best
+
+
 def test_periodic_checkpoints_are_in_step_order_past_seven_digits(tmp_path):
     exp = Experiment(tmp_path / "exp")
     exp.checkpoints_dir.mkdir(parents=True)

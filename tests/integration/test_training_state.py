@@ -42,6 +42,15 @@ def test_an_older_checkpoint_and_a_changed_best_metric():
     assert (changed.step, changed.best_valid, changed.bad_validations) == (3, -math.inf, 0)  # a new best starts
 
 
+def test_a_validation_off_the_schedule_may_be_a_best_but_counts_for_no_patience():
+    """A run's last validation off valid_every (a max_steps stop at 45 of valid_every 10) counted as a
+    bad one: stopped there and resumed, the run ran out of patience where an unbroken one did not."""
+    state = TrainingState.fresh("nll")
+    assert state.record_validation({"valid_nll": 2.0})
+    assert not state.record_validation({"valid_nll": 2.5}, on_schedule=False) and state.bad_validations == 0
+    assert state.record_validation({"valid_nll": 1.5}, on_schedule=False) and state.best_valid == 1.5
+
+
 def test_the_best_validation_and_patience():
     state = TrainingState.fresh("nll")
     assert state.record_validation({"valid_nll": 2.0}) and not state.record_validation({"valid_nll": 2.0})

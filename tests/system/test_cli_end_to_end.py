@@ -268,7 +268,7 @@ def test_run_recipe_then_again(work: Path):
 
 
 @pytest.mark.slow
-def test_bad_corpus_is_one_line_and_writes_nothing(work: Path):
+def test_bad_corpus_is_one_line_and_writes_nothing(work: Path, built: dict):  # built: `exp` below
     lines = (work / "train.de").read_text(encoding="utf-8").splitlines(keepends=True)
     (work / "short.de").write_text("".join(lines[:-1]), encoding="utf-8")
     result = mt(work, "train-tokenizer", "--exp", "bad", "--train", "files:train.en|short.de",

@@ -112,6 +112,19 @@ def test_mt_train_nproc_2_trains_resumes_and_refuses_one_process(base, tmp_path)
     assert not exp.lock_path.exists()
 
 
+@pytest.mark.slow
+def test_a_checkpoint_the_main_process_cannot_write_stops_every_process_at_once(base, tmp_path):
+    """Rank 0 alone writes; its failure (here a directory where step 2's checkpoint goes) was its own:
+    the other process went on into the next update's all-reduce and both waited there for gloo's
+    30-minute timeout, the error unsaid. Now every process stops, with the error in one line."""
+    exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=4, save_every=2, log_every=1, valid_every=4)
+    exp.checkpoint_path("step_2").mkdir(parents=True)
+    done = mt("train", "--exp", str(exp.root), "--nproc", "2", "--threads", "1")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: "), done.stderr
+    assert "step_0000002.pt" in done.stderr
+
+
 def test_torchrun_with_one_rank_takes_the_ddp_path_and_updates_as_one_process(base, tmp_path):
     # tools/gpu_check.py's DDP check on one GPU needs this path: torchrun's environment with WORLD_SIZE 1.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
