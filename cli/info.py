@@ -24,10 +24,10 @@ def info(
     ] = False,
 ) -> None:
     """What the experiment holds: config, data, checkpoints, scores."""
-    from mt.apps.report.info import experiment_info, experiment_record
+    from mt.apps.report.info import experiment_info, experiment_record, json_numbers
     from mt.experiment.paths import Experiment
 
     if json_out:
-        print(json.dumps(experiment_record(Experiment(exp))))
+        print(json.dumps(json_numbers(experiment_record(Experiment(exp))), allow_nan=False))
     else:
         render.print_sections(experiment_info(Experiment(exp)))

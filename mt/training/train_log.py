@@ -53,9 +53,12 @@ def load_train_log(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
         if not isinstance(record, dict) or not isinstance(record.get("step"), (int, float)):
             continue
         for records, key in ((train, "loss"), (valid, "valid_loss")):
-            if key in record:
-                while records and records[-1]["step"] >= record["step"]:
-                    records.pop()
+            # Its own kind from its step on, the other kind past its step: a resumed run's first
+            # training record also ends the validations the earlier run logged after its checkpoint.
+            ours = key in record
+            while records and records[-1]["step"] >= record["step"] + (0 if ours else 1):
+                records.pop()
+            if ours:
                 records.append(record)
     return train, valid
 

@@ -206,3 +206,45 @@ def test_info_names_a_scores_file_it_cannot_read_as_report_notes_it(experiment, 
     scores.unlink()
     with pytest.raises(MtError, match=f"^{re.escape(str(exp.data_stats_path))}: unexpected content"):
         experiment_info(exp)
+
+
+def test_a_resumed_runs_first_training_record_ends_the_validations_logged_after_its_checkpoint(tmp_path):
+    """A run killed while saving at step 30 left its validation there; resumed from step 20, its records
+    replace the training records from 24 on, and now the validation at 30 too (it stayed, the best of a
+    step that no longer exists, until the resumed run validated again)."""
+    records = [{"step": s, "loss": 2.0, "ppl": 7.4, "elapsed": s} for s in (10, 20, 30)]
+    records.append({"step": 30, "valid_loss": 1.0, "valid_nll": 1.0, "valid_ppl": 2.7, "elapsed": 30})
+    records.append({"step": 24, "loss": 1.5, "ppl": 4.5, "elapsed": 24})  # the resumed run's first
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    train, valid = load_train_log(path)
+    assert [r["step"] for r in train] == [10, 20, 24] and valid == []
+
+
+def test_info_shows_what_a_log_holds_without_a_traceback_or_a_nan_best(experiment, tmp_path, capsys, monkeypatch):
+    """A record without a field, or with text for a number, was a KeyError's or a ValueError's
+    traceback; a NaN validation was "the best" (every comparison with NaN is false); --json wrote NaN,
+    which JSON readers refuse."""
+    odd = Experiment(tmp_path / "exp")
+    odd.root.mkdir()
+    shutil.copy(experiment.config_path, odd.config_path)
+    records = [{"step": 10, "loss": 2.0, "ppl": 7.4, "tgt_tokens_per_s": 100, "elapsed": 10},
+               {"step": 10, "valid_loss": float("nan"), "valid_nll": float("nan"), "valid_ppl": float("nan")},
+               {"step": 20, "valid_loss": 1.0, "valid_nll": 1.0, "valid_ppl": 2.72},
+               {"step": 30, "loss": "2.0", "ppl": float("inf")}]  # text for a number, fields missing
+    odd.train_log_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    training = experiment_info(odd)["training"]
+    assert training["best valid ppl"] == "2.72 (step 20)"
+    assert training["train loss / ppl"].startswith("- / inf") and training["tgt tokens/s"] == "-"
+    code, out, err = run_mt(capsys, monkeypatch, "info", "--exp", str(odd.root), "--json")
+    assert code == 0 and "NaN" not in out and "Infinity" not in out, err
+    assert json.loads(out)["training"]["train_ppl"] is None
+
+
+def test_text_with_dollars_is_drawn_as_written(experiment, tmp_path):
+    """matplotlib read "$...$" in a sentence, token or run name as TeX math: a parser's traceback, or
+    text drawn garbled."""
+    named = Experiment(tmp_path / "run_$^$")
+    named.root.mkdir()
+    shutil.copy(experiment.train_log_path, named.train_log_path)
+    assert plot([named], tmp_path / "dollars.png").stat().st_size > 0

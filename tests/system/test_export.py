@@ -355,3 +355,24 @@ def test_cli_writes_the_model_and_refuses_to_overwrite(post_norm, tmp_path):
     options = dict(beam_size=1, min_decoding_length=0, max_decoding_length=30)
     assert [r.hypotheses for r in int8.translate_batch(pieces, **options)] == \
         [r.hypotheses for r in own.translate_batch(pieces, **options)]
+
+
+def test_the_repetition_guard_is_written_into_the_search_each_runtime_is_given(trained_experiment):
+    """decode.no_repeat_ngram was left out of the exports' search settings: the exported model repeated
+    n-grams mt bans. CTranslate2's recipe and transformers' generation_config.json carry it now."""
+    from pathlib import Path
+
+    from mt.apps.export.ctranslate2 import readme
+
+    cfg = trained_experiment.load_config()
+    cfg.decode.no_repeat_ngram = 2
+    text = readme(trained_experiment, cfg, Path("best.pt"), {"step": 1}, None, ["spm.model"], 1024)
+    assert "no_repeat_ngram_size=2" in text
+    transformers = pytest.importorskip("transformers")
+    from mt.apps.export.huggingface import generation_config
+
+    assert transformers and generation_config(cfg, 1024).no_repeat_ngram_size == 2
+    cfg.decode.no_repeat_ngram = 0
+    assert "no_repeat_ngram_size" not in readme(trained_experiment, cfg, Path("best.pt"), {"step": 1}, None,
+                                                ["spm.model"], 1024)
+    assert not generation_config(cfg, 1024).no_repeat_ngram_size

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -110,6 +111,34 @@ def test_a_sentence_that_comes_during_a_search_joins_it_and_leaves_when_it_is_do
               for name, future in (("long", long), ("short", short))}
     assert tokens["short"] + 1 < tokens["long"]  # joining at the second step, it ends first
     assert answered == ["short", "long"] and batcher.batches == 1 and batcher.widest == 2
+
+
+def test_a_continuous_search_lets_go_of_the_requests_it_answered(trained_experiment):
+    """Sentences answered while a continuous search goes on stayed in the batcher's `taken` (their
+    requests, translations and futures) until the search emptied, which steady traffic never lets
+    it: memory without bound. Here three short requests end while a long one is still searched."""
+    translator = load(trained_experiment)
+    translator.decode_cfg.max_len_b = 40  # room for the long sentence to go on after the short ones end
+    decode, reached, release = translator.model.decode, threading.Event(), threading.Event()
+
+    def pausing(tgt_ids, *args, **kwargs):
+        if tgt_ids.size(0) == DEFAULTS.beam:  # the long sentence's beams alone: the short ones are done
+            reached.set()
+            assert release.wait(60)
+        return decode(tgt_ids, *args, **kwargs)
+
+    translator.model.decode = pausing
+    batcher = Batcher(translator, max_wait_ms=0, batching="continuous")
+    long = batcher.submit(translator.encode_lines([" ".join(LINES[:8])])[1], DEFAULTS)
+    shorts = [batcher.submit(translator.encode_lines(LINES[:1])[1], DEFAULTS) for _ in range(3)]
+    batcher.start()
+    try:
+        assert reached.wait(60) and all(future.done() for future in shorts) and not long.done()
+        assert [entry.request.future for entry in batcher.taken] == [long]  # was: all four
+    finally:
+        release.set()
+        batcher.close(30)
+    assert long.result(30) and batcher.batches == 1
 
 
 @BOTH

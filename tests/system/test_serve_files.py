@@ -74,6 +74,10 @@ def test_a_text_file_is_translated_and_downloaded_with_its_name_encoding_and_lin
         assert download.headers["content-length"] == str(len(download.content))
         assert f"filename*=UTF-8''{httpx.URL('/' + name).raw_path.decode()[1:]}" in download.headers["content-disposition"]
     assert download.content.decode("latin-1").count("\r\n") == 4  # encoding and line ends as they were
+    kept = f"{LINES[0]} `Größe`\n".encode("latin-1")  # inline code is kept: its ö stays Latin-1
+    download = translated(plain.url, "liste.md", kept)
+    assert b"Gr\xf6\xdfe" in download.content
+    assert download.headers["content-type"] == "text/markdown"  # was: "; charset=utf-8", which it is not
     url = upload(plain.url, "Bericht über die Hunde.txt", b"Der Hund.").json()["translatedFileUrl"]
     assert url.endswith(".Bericht_uber_die_Hunde.txt")  # LibreTranslate's "UUID.NAME", the name made ASCII
     head = httpx.get(url).headers["content-disposition"]

@@ -163,6 +163,12 @@ def readme(source: Exported, quantize: str | None, src: str, tgt: str, tag: str 
         else "\nmt trained separate source and target tokenizers; Argos reads one SentencePiece model, so the "
         "output pieces are turned into text by the source model, which spells every piece the same way.\n"
     )
+    repeat = (
+        f"\n- mt's repetition guard (decode.no_repeat_ngram {d.no_repeat_ngram}: no n-gram twice) has no Argos"
+        " setting: Argos's translations may repeat where mt's do not."
+        if d.no_repeat_ngram
+        else ""
+    )
     return f"""# {NAMES.get(src, src)} to {NAMES.get(tgt, tgt)} ({src}-{tgt}), trained with mt
 
 Exported by `mt export --format argos` on {datetime.date.today().isoformat()} from
@@ -198,5 +204,5 @@ mt translates with beam {d.beam}, a {d.length_penalty} length penalty (alpha {d.
   stops at its own limit above.
 - an unknown word (<unk>) is replaced by the source word it attends to most; mt prints it as ⁇.
 - Argos turns every "_" of the output into a space; LibreTranslate then matches the source's final
-  punctuation and capitalisation.
+  punctuation and capitalisation.{repeat}
 """

@@ -110,6 +110,8 @@ def readme(
         ),
     }[d.length_penalty]
     alpha = 0 if d.length_penalty == "none" else d.alpha
+    # mt's repetition guard (decode.no_repeat_ngram) is CTranslate2's no_repeat_ngram_size, the same ban
+    repeat = f",\n        no_repeat_ngram_size={d.no_repeat_ngram}" if d.no_repeat_ngram else ""
     languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
     vmap_note = (
         f"\n{VMAP_FILE} is mt's lexical shortlist (`mt translate --shortlist`): with use_vmap=True in\n"
@@ -139,7 +141,7 @@ Run it from this directory (pip install ctranslate2 sentencepiece):
     limit = min({max_positions - 1}, max(int({d.max_len_a:g} * len(p) + {d.max_len_b}) for p in pieces))
     results = translator.translate_batch(
         pieces, beam_size={d.beam}, length_penalty={alpha}, return_end_token=True,
-        min_decoding_length=0, max_decoding_length=limit, max_input_length={max_positions})
+        min_decoding_length=0, max_decoding_length=limit, max_input_length={max_positions}{repeat})
     print([tgt_sp.decode(r.hypotheses[0]).strip() for r in results])
 {vmap_note if vmap else ""}
 The model appends </s> to each source itself (config.json: add_source_eos); give it the pieces only.

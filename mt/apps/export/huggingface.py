@@ -272,6 +272,9 @@ def generation_config(cfg: ExperimentConfig, max_positions: int):
         eos_token_id=EOS_ID,
         forced_eos_token_id=EOS_ID,
         pad_token_id=PAD_ID,
+        # mt's repetition guard; generate() bans the n-grams after normalising (mt before), so its
+        # beams may still differ where the guard acts (the model card says so)
+        **({"no_repeat_ngram_size": d.no_repeat_ngram} if d.no_repeat_ngram else {}),
         **beam,
     )
 

@@ -152,6 +152,13 @@ def _decoding(cfg, max_positions: int) -> str:
             f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."
         ),
     }[d.length_penalty]
+    repeat = (
+        f"\n- mt's repetition guard (no {d.no_repeat_ngram}-gram twice) is `no_repeat_ngram_size={d.no_repeat_ngram}`;"
+        " transformers bans the n-grams after normalising the scores, mt before, so a beam search may"
+        " still differ where the guard acts."
+        if d.no_repeat_ngram
+        else ""
+    )
     return f"""
 ## Translating as mt does
 
@@ -166,7 +173,7 @@ generated (`suppress_tokens`), `</s>` forced at the length limit.
   beam search that reaches the limit can prefer a hypothesis cut there that mt would not.
 - `skip_special_tokens=True` also drops `<unk>`, which mt prints as ` ⁇ ` (rare with byte fallback).
 - Sources longer than {max_positions - 1} tokens: mt cuts them to fit the positions; cut them with
-  `truncation=True`.
+  `truncation=True`.{repeat}
 """
 
 

@@ -4,6 +4,7 @@ key -> text, for the terminal and `mt report`."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from mt.config.schema import ExperimentConfig, to_dict
@@ -129,23 +130,38 @@ def _training(exp: Experiment) -> dict[str, Any]:
     training: dict[str, Any] = {}
     if exp.train_log_path.exists():
         train_records, valid_records = load_train_log(exp.train_log_path)  # a resume's records replace older ones
+        # A hand-edited or older log may lack a field or hold another type: shown as missing, not a traceback
         if train_records:
             last = train_records[-1]
             training.update(
                 last_step=last["step"],
                 logged_step=last["step"],
-                train_loss=last["loss"],
-                train_ppl=last["ppl"],
-                tgt_tokens_per_s=last["tgt_tokens_per_s"],
-                seconds=last["elapsed"],
+                train_loss=_number(last.get("loss")),
+                train_ppl=_number(last.get("ppl")),
+                tgt_tokens_per_s=_number(last.get("tgt_tokens_per_s")),
+                seconds=_number(last.get("elapsed")),
             )
-        if valid_records:
-            best = min(valid_records, key=lambda r: r["valid_nll"])
-            training.update(best_valid_ppl=best["valid_ppl"], best_valid_step=best["step"])
+        finite = [
+            r for r in valid_records if isinstance(_number(r.get("valid_nll")), float) and math.isfinite(r["valid_nll"])
+        ]
+        if finite:  # a diverged validation (NaN) is no best
+            best = min(finite, key=lambda r: r["valid_nll"])
+            training.update(best_valid_ppl=_number(best.get("valid_ppl")), best_valid_step=best["step"])
     saved_step = _saved_step(exp)
     if saved_step is not None:  # last.pt's, where a resume starts: the log may end a few updates before it
         training["last_step"] = saved_step
     return training
+
+
+def _number(value: Any) -> float | None:
+    """A log's number as a float (NaN and inf too), None for anything else (missing, text, a bool)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _shown(value: float | None, spec: str) -> str:
+    if value is None:
+        return "-"
+    return format(value, spec) if math.isfinite(value) else f"{value} (diverged)"
 
 
 def _training_text(training: dict[str, Any]) -> dict[str, Any]:
@@ -156,11 +172,14 @@ def _training_text(training: dict[str, Any]) -> dict[str, Any]:
         logged = (
             f" (logged at step {training['logged_step']})" if training["logged_step"] != training["last_step"] else ""
         )
-        text["train loss / ppl"] = f"{training['train_loss']:.3f} / {training['train_ppl']:.2f}{logged}"
-        text["tgt tokens/s"] = f"{training['tgt_tokens_per_s']:.0f}"
-        text["hours"] = f"{training['seconds'] / 3600:.2f}"
+        text["train loss / ppl"] = (
+            f"{_shown(training['train_loss'], '.3f')} / {_shown(training['train_ppl'], '.2f')}{logged}"
+        )
+        text["tgt tokens/s"] = _shown(training["tgt_tokens_per_s"], ".0f")
+        seconds = training["seconds"]
+        text["hours"] = _shown(None if seconds is None else seconds / 3600, ".2f")
     if "best_valid_ppl" in training:
-        text["best valid ppl"] = f"{training['best_valid_ppl']:.2f} (step {training['best_valid_step']})"
+        text["best valid ppl"] = f"{_shown(training['best_valid_ppl'], '.2f')} (step {training['best_valid_step']})"
     return text
 
 
@@ -185,3 +204,15 @@ def _saved_step(exp: Experiment) -> int | None:
         return int(load_checkpoint(path)["step"])
     except (MtError, KeyError, TypeError, ValueError):
         return None
+
+
+def json_numbers(value: Any) -> Any:
+    """`value` with every non-finite number (a diverged loss: NaN, inf) as None: JSON has no NaN, and
+    Python's json would write one that other readers refuse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: json_numbers(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_numbers(item) for item in value]
+    return value

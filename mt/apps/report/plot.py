@@ -25,6 +25,9 @@ def _matplotlib():
         import matplotlib
     except ImportError:
         raise MtError("matplotlib is not installed: `pip install matplotlib` (or reinstall mt)") from None
+    # Text as written: a sentence, token or run name with "$" (a price) was read as TeX math, drawn
+    # garbled or refused with a parser's traceback. mt's figures have no math.
+    matplotlib.rcParams["text.parse_math"] = False
     return matplotlib
 
 

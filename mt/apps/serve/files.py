@@ -38,6 +38,7 @@ from mt.apps.serve.requests import ApiError, check_key, field_key, header_key
 from mt.apps.serve.service import Service, disconnected, refusal
 from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
+from mt.documents.encoding import BOMS
 from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.translate import translate_content
 from mt.text.markup import Format, MarkupError
@@ -119,15 +120,21 @@ class Results:
 
 
 def media_type(name: str, data: bytes) -> str:
-    """The download's Content-Type: the extension's, with charset=utf-8 for text that is UTF-8."""
+    """The download's Content-Type: the extension's, with the charset of text that is UTF-8 (or
+    UTF-16 or UTF-32 by its byte-order mark); text in a legacy encoding gets none (its reader guesses,
+    as from a file), never utf-8."""
     suffix = Path(name).suffix.lower()
     kind = MEDIA_TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     if kind.startswith("text/") or kind.endswith("+xml"):
-        try:
-            data.decode("utf-8")
-            kind += "; charset=utf-8"
-        except UnicodeDecodeError:
-            pass
+        marked = next((codec for bom, codec in BOMS if data.startswith(bom)), None)
+        if marked is not None:
+            kind += f"; charset={marked.split('-le')[0].split('-be')[0]}"
+        else:
+            try:
+                data.decode("utf-8")
+                kind += "; charset=utf-8"
+            except UnicodeDecodeError:
+                pass
     return kind
 
 
@@ -387,8 +394,13 @@ class Documents:
             )
         kept, handle = found
         size = os.fstat(handle.fileno()).st_size
-        headers = {"Content-Disposition": disposition(kept.name), "Content-Length": str(size)}
-        return StreamingResponse(read_chunks(handle), media_type=kept.media_type, headers=headers)
+        # Content-Type as a header: given as media_type, Starlette adds charset=utf-8 to a text type without one
+        headers = {
+            "Content-Disposition": disposition(kept.name),
+            "Content-Length": str(size),
+            "Content-Type": kept.media_type,
+        }
+        return StreamingResponse(read_chunks(handle), headers=headers)
 
     async def frontend_settings(self) -> dict[str, Any]:
         """GET /frontend/settings, LibreTranslate's: its page's limits, languages and file formats."""

@@ -441,9 +441,13 @@ class Batcher:
             while search.active:
                 self.widest = max(self.widest, search.active)
                 search.remove(lambda entry: entry.request.future.done())  # their clients left, or failed
-                for entry, hyps in search.step():
+                finished = search.step()
+                for entry, hyps in finished:
                     texts = translator.tgt_tok.decode([h.tokens for h in hyps])
                     entry.request.deliver(entry.index, [(text, h.score) for text, h in zip(texts, hyps)])
+                if finished:  # answered requests leave `taken`: under steady traffic the search never empties
+                    with self._cond:
+                        self.taken = [entry for entry in self.taken if not entry.request.future.done()]
                 joining = self._joining(options, sum(search.source_tokens))
                 if joining:
                     search.add(translator.pad_sources([entry.ids for entry in joining]), joining)
