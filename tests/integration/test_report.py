@@ -248,3 +248,15 @@ def test_text_with_dollars_is_drawn_as_written(experiment, tmp_path):
     named.root.mkdir()
     shutil.copy(experiment.train_log_path, named.train_log_path)
     assert plot([named], tmp_path / "dollars.png").stat().st_size > 0
+
+
+def test_report_shows_tokenized_scores(experiment, tmp_path):
+    """`mt evaluate --tokenized` writes scores/SPLIT.tokenized.json, which `mt info` shows; the report
+    said there were no scores."""
+    scored = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, scored.root)
+    shutil.rmtree(scored.root / "scores")
+    with one_thread():
+        evaluate_split(scored, scored.load_config(), "test", tokenized=True)
+    page = build_report(scored)
+    assert "test (tokenized)" in page and "no scores in" not in page

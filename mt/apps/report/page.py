@@ -163,6 +163,7 @@ def _scores(exp: Experiment) -> str:
     for split in SPLITS:
         s = exp.read_json(exp.score_path(split))
         if not s:
+            rows += _tokenized_rows(exp, split)
             continue
         decode = s.get("decode", {})
         options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
@@ -187,6 +188,7 @@ def _scores(exp: Experiment) -> str:
                     how,
                 ]
             )
+        rows += _tokenized_rows(exp, split)
     if not rows:
         raise MtError(f"no scores in {exp.score_path('test').parent}: run `mt evaluate --exp {exp.root}`")
     return _table(
@@ -194,6 +196,25 @@ def _scores(exp: Experiment) -> str:
         rows,
         {1: "num", 2: "num", 3: "num"},
     )
+
+
+def _tokenized_rows(exp: Experiment, split: str) -> list[list[str]]:
+    """The rows of `mt evaluate --tokenized`'s scores of a split (scores/SPLIT.tokenized.json): tokenized
+    BLEU, as papers report it; no chrF."""
+    s = exp.read_json(exp.score_path(f"{split}.tokenized"))
+    if not isinstance(s, dict):
+        return []
+    decode = s.get("decode", {})
+    options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
+    how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
+    rows = []
+    for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
+        if "bleu_tokenized" not in d:
+            continue
+        label = f"{split}{f' {name}' if name else ''} (tokenized)"
+        signature = f"<code>BLEU {_e(d.get('bleu_tokenized_signature', ''))}</code>"
+        rows.append([_e(label), f"{d['bleu_tokenized']:.2f}", "-", f"{d.get('sentences', '')}", signature, how])
+    return rows
 
 
 def _is_student(exp: Experiment) -> bool:
