@@ -271,8 +271,20 @@ def backtranslate(
 ) -> dict:
     """Translate `mono` with `reverse` into synthetic pairs for `exp` (module docstring); returns the manifest."""
     out = backtranslate_dir(exp)
-    if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+    if (out / "manifest.json").exists():  # written last: done, whatever the search flags say now
         manifest = read_manifest(exp)  # a damaged one is refused, not called done
+        if manifest.get("mono") != list(mono):  # other text (a recipe edited): not this corpus
+            raise MtError(
+                f"{out}: back-translated from --mono {', '.join(manifest.get('mono') or ['?'])}, not "
+                f"{', '.join(mono)}; remove {out} to back-translate again, or use another --exp"
+            )
+        if reverse.has_config():
+            asked = str(reverse.find_checkpoint(checkpoint or reverse.load_config().decode.checkpoint).resolve())
+            if manifest.get("reverse") != asked:  # another reverse model
+                raise MtError(
+                    f"{out}: back-translated by {manifest.get('reverse')}, not {asked}; remove {out} to "
+                    "back-translate again, or use another --exp"
+                )
         log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
         return manifest
     check_choices(mono, options.sampling if options else None, noise, tagged, weight)

@@ -158,8 +158,14 @@ def distill(
         raise ConfigError("give at least one --teacher")
     check_not_a_teacher(teachers, student)
     out = distill_dir(student)
-    if (out / "manifest.json").exists():  # written last: done, whatever the flags say now
+    if (out / "manifest.json").exists():  # written last: done, whatever the search flags say now
         manifest = read_manifest(student)  # a damaged one is refused, not called done
+        asked = teacher_checkpoints(teachers, checkpoint)
+        if manifest.get("teachers") != asked:  # other teachers (a recipe edited): not this corpus
+            raise MtError(
+                f"{out}: distilled from {', '.join(manifest.get('teachers') or ['?'])}, not "
+                f"{', '.join(asked)}; remove {out} to distill again, or distill into another --exp"
+            )
         log.info(f"distill: done already ({out}; remove it to distill again)")
         return manifest
     lead = teachers[0]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mt import log
-from mt.config.recipes import STEPS, load_recipe
+from mt.config.recipes import READS, STEPS, load_recipe
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment.config import ConfigChange
@@ -233,17 +233,6 @@ def _translate_examples(
         arrow = f"-{tgt_lang}->" if cfg.data.multilingual else "->"
         for source, hyps in zip(examples, found):
             print_result(f"{source}  {arrow}  {hyps[0][0]}")
-
-
-# The steps whose output each step reads: when one of them runs, so does it (`mt run --dry-run`).
-READS = {
-    "train-tokenizer": ("distill", "backtranslate"),
-    "binarize": ("distill", "backtranslate", "train-tokenizer"),
-    "shortlist": ("binarize",),
-    "train": ("binarize",),
-    "average": ("train",),
-    "evaluate": ("train", "average", "shortlist"),
-}
 
 
 def _dry_run(

@@ -36,6 +36,16 @@ RECIPE_KEYS = {"exp", "preset", "steps", "translate_examples", "teacher", "rever
 # (beam, sample or noise) into this experiment's synthetic pairs (see mt.apps.run).
 STEPS = ("distill", "backtranslate", "train-tokenizer", "binarize", "shortlist", "train", "average", "evaluate")
 BT_SEARCHES = ("beam", "sample", "noise")
+# The steps whose output each step reads: a recipe lists them before it, and when one of them runs,
+# so does it (`mt run --dry-run`).
+READS = {
+    "train-tokenizer": ("distill", "backtranslate"),
+    "binarize": ("distill", "backtranslate", "train-tokenizer"),
+    "shortlist": ("binarize",),
+    "train": ("binarize",),
+    "average": ("train",),
+    "evaluate": ("train", "average", "shortlist"),
+}
 
 
 @dataclass
@@ -105,9 +115,14 @@ def read_recipe(path: Path) -> Recipe:
     steps = run.get("steps", [])
     if not isinstance(steps, list):
         raise ConfigError(f"{path}: steps must be a list, e.g. [{', '.join(STEPS)}]")
-    for step in steps:
+    for i, step in enumerate(steps):
         if step not in STEPS:
             raise ConfigError(f"{path}: unknown step {step!r}; steps are: {', '.join(STEPS)}")
+        if step in steps[:i]:
+            raise ConfigError(f"{path}: steps: {step} twice")
+        later = next((other for other in steps[i + 1 :] if other in READS.get(step, ())), None)
+        if later is not None:  # it would read what that step has not written yet
+            raise ConfigError(f"{path}: steps: {later} must come before {step}, which reads its output")
     teachers = run.get("teacher")
     if "distill" in steps and not teachers:
         raise ConfigError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -336,3 +337,19 @@ def test_the_references_of_the_valid_and_test_splits_are_not_back_translated(tra
     assert not set(written) & set(test_sources)
     assert manifest["held_out_lines_skipped"] == len(set(lines + test_sources[:5]) & set(test_sources)) >= 5
     assert manifest["lines"] == len(written)
+
+
+def test_a_done_backtranslation_of_other_text_or_another_model_is_refused(trained_experiment, tmp_path):
+    """Done is done whatever the search flags say, but not for other monolingual text or another
+    reverse model (a recipe edited): it said "done already" and trained on the old corpus."""
+    path, _ = german_text(tmp_path, n=10)
+    final = Experiment(tmp_path / "en-de")
+    backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1))
+    other = tmp_path / "other.de"
+    other.write_text("Ein Hund.\n", encoding="utf-8")
+    with pytest.raises(MtError, match=r"back-translated from --mono text:.*mono\.de, not text:.*other\.de"):
+        backtranslate(trained_experiment, final, [f"text:{other}"])
+    copy = Experiment(tmp_path / "copy")
+    shutil.copytree(trained_experiment.root, copy.root)
+    with pytest.raises(MtError, match="back-translated by .* not .*copy"):
+        backtranslate(copy, final, [f"text:{path}"])

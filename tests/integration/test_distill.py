@@ -458,3 +458,15 @@ def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
     assert "chunks of 2 lines meanwhile (this one: 1)" in str(exc.value)
     assert joined(tmp_path, other.chunks, 1) == "One\nTwo\nThree\nFour\n"
     assert not (chunks / "translate.lock").exists()
+
+
+def test_a_done_distill_from_other_teachers_is_refused(trained_experiment, tmp_path):
+    """Done is done whatever the search flags say, but not for another teacher (a recipe edited): it
+    said "done already" and the student trained on the old teacher's corpus."""
+    student = Experiment(tmp_path / "student")
+    distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=1000)
+    other = Experiment(tmp_path / "other")
+    shutil.copytree(trained_experiment.root, other.root)
+    with pytest.raises(MtError, match=r"distilled from .*, not .*other"):
+        distill([other], student, DecodeOptions(beam=1))
+    assert distill([trained_experiment], student, DecodeOptions(beam=2))["lines"]  # the same teacher: done

@@ -121,6 +121,9 @@ def test_recipe_fields_are_only_what_it_sets(tmp_path):
     ("model:\n  d_model: 64\n  n_heads: 5\n", ["d_model", "n_heads"]),
     ("preset: huge\n", ["huge", "tiny"]),
     ("steps: [train, deploy]\n", ["deploy"]),
+    ("steps: [train, train-tokenizer, binarize]\n", ["binarize must come before train"]),  # failed midway
+    ("steps: [train-tokenizer, distill, binarize]\n", ["distill must come before train-tokenizer"]),
+    ("steps: [train-tokenizer, binarize, train, train]\n", ["train twice"]),
     ("train: 5\n", ["train", "mapping"]),
     ("- a list\n", ["mapping"]),
     ("train:\n  max_steps: [1\n", ["not valid YAML"]),
