@@ -7,7 +7,7 @@ import sys
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-console = Console(stderr=True, highlight=False)
+console = Console(stderr=True, highlight=False, emoji=False)  # ":x:" in a message is text, not an emoji
 quiet = False  # set by the CLI's --quiet
 debug = False  # set by the CLI's --debug: an error shows its traceback
 

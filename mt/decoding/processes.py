@@ -36,7 +36,7 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
     try:
         translator = load(**load_args)
     except BaseException as exc:
-        results.put((-1, None, f"loading the model failed: {type(exc).__name__}: {exc}"))
+        results.put((None, None, f"loading the model failed: {type(exc).__name__}: {exc}"))
         return
     parent = multiprocessing.parent_process()
     with torch.inference_mode():
@@ -49,12 +49,12 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
                 continue
             if task is None:
                 return
-            index, sources, options = task
+            key, sources, options = task
             try:
                 found = translator.search_batch(translator.pad_sources(sources), options)
-                results.put((index, found, None))
+                results.put((key, found, None))
             except BaseException as exc:  # the caller raises it; this process goes on
-                results.put((index, None, f"{type(exc).__name__}: {exc}"))
+                results.put((key, None, f"{type(exc).__name__}: {exc}"))
 
 
 class SearchProcesses:
@@ -64,6 +64,7 @@ class SearchProcesses:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs OpenMP's threads
         self.tasks, self.results = context.Queue(), context.Queue()
         self.count = count
+        self.calls = 0  # `map`'s calls so far: each answer names its call, and an earlier one's is dropped
         self.processes = [
             context.Process(
                 target=_serve, args=(load, load_args, threads, self.tasks, self.results), daemon=True, name="mt-search"
@@ -76,18 +77,23 @@ class SearchProcesses:
     def map(self, batches: list[tuple[list[list[int]], Any]]) -> Iterator[list]:
         """Each batch's hypotheses (`Translator.search_batch`), in order, the batches searched side by
         side: (source ids, resolved options) each."""
+        self.calls += 1
+        call = self.calls
         for index, batch in enumerate(batches):
-            self.tasks.put((index, *batch))
+            self.tasks.put(((call, index), *batch))
         done: dict[int, list] = {}
         for index in range(len(batches)):
             while index not in done:
-                got, found, error = self._next()
+                key, found, error = self._next()
+                # An earlier call that failed or was left unread still had answers coming: not this one's
+                if key is not None and key[0] != call:
+                    continue
                 if error is not None:
                     raise MtError(f"a search process failed: {error}")
-                done[got] = found
+                done[key[1]] = found
             yield done.pop(index)
 
-    def _next(self) -> tuple[int, Any, str | None]:
+    def _next(self) -> tuple[Any, Any, str | None]:
         """The next answer of any process; MtError once one has died, instead of waiting for ever."""
         while True:
             try:

@@ -657,3 +657,9 @@ def test_flags_that_would_do_nothing_are_refused(experiment, capsys, monkeypatch
     result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input",
                 str(experiment.root.parent / "in.txt"), "--format", "text", *flags, "--threads", "1")
     one_error(*result, 2, needle)
+
+
+def test_an_error_message_is_printed_as_written(experiment, capsys, monkeypatch):
+    """rich's emoji codes: "--device cuda:x: ..." was printed "cuda❌ ..."."""
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--device", "cuda:x:")
+    assert "cuda:x:" in result[2] and "\u274c" not in result[2]

@@ -168,3 +168,19 @@ def _state(pid: int) -> str:
     except OSError:
         return "gone"
     return "gone" if "\nState:\tZ" in status else "running"
+
+
+def test_a_call_that_failed_leaves_no_answer_for_the_next(translator):
+    """A call whose first batch fails raised at once; the answers of its other batches stayed queued
+    and the next call took them for its own (another sentence's translation, silently)."""
+    import time
+
+    options = DecodeOptions().resolved(translator.decode_cfg)
+    _, encoded, _ = translator.encode_lines(LINES[:3])
+    processes = translator.search_processes(2, 1)
+    with pytest.raises(MtError, match="a search process failed"):
+        list(processes.map([([encoded[0]], "not options"), ([encoded[1]], options), ([encoded[2]], options)]))
+    time.sleep(1.0)  # the failed call's other answers arrive meanwhile
+    again = list(processes.map([([encoded[0]], options)] * 3))
+    assert again[0] == again[1] == again[2] == translator.search_batch(translator.pad_sources([encoded[0]]), options)
+    translator.close()
