@@ -16,7 +16,7 @@ import torch
 
 from mt.config.schema import ExperimentConfig, InferencePrecision, Quantize
 from mt.config.values import coerce
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.experiment.paths import Experiment
 from mt.hardware import warn_if_slow
@@ -82,6 +82,8 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
     coerce(quantize, Quantize, "--quantize")  # one-line errors naming the flag and its choices
     coerce(precision, InferencePrecision, "--precision")
     if quantize == "int8":  # it takes the place of --precision
+        if precision != "fp32":  # the layers it does not quantize run in fp32: the precision asked would not be used
+            raise ConfigError(f"--quantize int8 goes without --precision {precision}: it runs int8 and fp32")
         if device.type != "cpu":
             raise MtError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
         from torch.ao.quantization import quantize_dynamic
@@ -96,6 +98,6 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
         return model.to(torch.bfloat16)
     if precision == "fp16":
         if device.type != "cuda":
-            raise MtError("--precision fp16 needs a GPU; use bf16 on the CPU")
+            raise ConfigError("--precision fp16 needs a GPU; use bf16 on the CPU")
         return model.to(torch.float16)
     return model

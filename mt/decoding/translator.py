@@ -33,7 +33,7 @@ from mt.search.constrained import constrained_beam_search, split_constrained_lin
 from mt.search.parallel import search_batches, split_for, workers_for
 from mt.search.single_path import greedy_search, sample_search
 from mt.search.steps import Hypothesis
-from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer
+from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer, language_tag
 
 # Padded source tokens whose encoder output the alignment pass computes ahead, while CTranslate2 searches
 # (a call's first groups: all of a server's; a file's are bounded in memory: 16 MB a member at d_model
@@ -198,10 +198,22 @@ class Translator:
         alone, the model would write a sentence that is not in the input."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         encoded = self.src_tok.encode([lines[i] for i in todo]) if todo else []
+        cuts = []
+        # A multilingual model's tag written in the text ("<2fr> ...") would be read as the tag itself,
+        # a second target against the one asked for: left out, said.
+        tags = {ids: lang for lang, ids in self.directions.tags.items()}
+        for k, ids in enumerate(encoded):
+            if tags and not tags.keys().isdisjoint(ids):
+                written = ", ".join(language_tag(tags[i]) for i in dict.fromkeys(ids) if i in tags)
+                cuts.append(
+                    f"input line {first_line + todo[k] + 1}: {written} in the text is the model's language "
+                    "tag: left out (the target is the one asked for)"
+                )
+                kept = [i for i in ids if i not in tags]
+                encoded[k] = kept if self.src_tok.decode([kept])[0].strip() else []  # a tag alone: blank
         if not all(encoded):
             todo, encoded = [i for i, ids in zip(todo, encoded) if ids], [ids for ids in encoded if ids]
         room = self.max_src_tokens - (tag is not None)
-        cuts = []
         for k, ids in enumerate(encoded):
             if len(ids) > room:
                 cuts.append(f"input line {first_line + todo[k] + 1}: {len(ids)} tokens, cut to {room}")

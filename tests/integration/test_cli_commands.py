@@ -663,3 +663,10 @@ def test_an_error_message_is_printed_as_written(experiment, capsys, monkeypatch)
     """rich's emoji codes: "--device cuda:x: ..." was printed "cuda❌ ..."."""
     result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--device", "cuda:x:")
     assert "cuda:x:" in result[2] and "\u274c" not in result[2]
+
+
+def test_int8_with_another_precision_is_refused(experiment, capsys, monkeypatch):
+    """--quantize int8 runs int8 and fp32: --precision bf16 beside it was ignored without a word."""
+    result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input",
+                str(experiment.root.parent / "in.txt"), "--format", "text", "--quantize", "int8", "--precision", "bf16")
+    one_error(*result, 2, "--quantize int8 goes without --precision bf16")

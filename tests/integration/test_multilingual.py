@@ -487,3 +487,16 @@ def test_a_direction_or_split_without_usable_pairs_is_one_line(tmp_path):
         assert needle in message and "\n" not in message, message
         assert not exp.has_data()
         cfg.data.train, cfg.data.valid = [f"files:{tmp_path / 'train'}"], [f"files:{tmp_path / 'valid'}"]
+
+
+@pytest.mark.slow
+def test_a_language_tag_written_in_the_text_is_left_out_and_said(multi, capsys):
+    """"<2fr> ..." in a source line was read as the tag itself: a second target, against --tgt-lang."""
+    translator = Translator.load(multi, multi.load_config())
+    german = toy_multiway(2, seed=96)["de"]
+    options = DecodeOptions(src_lang="de", tgt_lang="en")
+    plain = translator.search(german, options)
+    capsys.readouterr()
+    found = translator.search([f"<2fr> {german[0]}", german[1], "<2de>"], options)
+    assert [hyps[0][0] for hyps in found] == [hyps[0][0] for hyps in plain] + [""]  # was: French, and a sentence
+    assert "input line 1: <2fr> in the text is the model's language tag: left out" in capsys.readouterr().err

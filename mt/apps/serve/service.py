@@ -421,7 +421,7 @@ def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
     return others
 
 
-CUT_LINE = re.compile(r"input line (\d+): ")  # `Translator.encode_lines`'s warning of a line cut to its positions
+CUT_LINE = re.compile(r"input line (\d+): \d+ tokens, cut to")  # `Translator.encode_lines`'s warning of a cut line
 
 
 def markup_texts(fragments: list[str]) -> list[str]:
