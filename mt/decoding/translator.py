@@ -201,7 +201,7 @@ class Translator:
         cuts = []
         # A multilingual model's tag written in the text ("<2fr> ...") would be read as the tag itself,
         # a second target against the one asked for: left out, said.
-        tags = {ids: lang for lang, ids in self.directions.tags.items()}
+        tags = {tag_id: lang for lang, tag_id in self.directions.tags.items()}
         for k, ids in enumerate(encoded):
             if tags and not tags.keys().isdisjoint(ids):
                 written = ", ".join(language_tag(tags[i]) for i in dict.fromkeys(ids) if i in tags)

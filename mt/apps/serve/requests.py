@@ -9,7 +9,6 @@ number an integer or a float (not "0.5"), a flag true or false; LibreTranslate's
 
 from __future__ import annotations
 
-import codecs
 import hmac
 import json
 import math
@@ -22,6 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from mt.config.schema import MAX_ALPHA, LengthPenalty
 from mt.decoding.options import DecodeOptions
+from mt.documents.encoding import BOMS
 from mt.errors import ConfigError
 
 
@@ -58,17 +58,8 @@ async def bounded_body(request, limit: int, declared_too_big: str, too_big: str)
     return request._body
 
 
-BODY_BOMS = (  # longest first: UTF-32's little-endian mark begins with UTF-16's
-    (codecs.BOM_UTF32_LE, "utf-32"),
-    (codecs.BOM_UTF32_BE, "utf-32"),
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
-
-
 async def body_text(request, limit: int) -> str:
-    """The body as text (`bounded_body`), 400 when it is not UTF-8."""
+    """The body as text (`bounded_body`), 400 when it is not UTF-8 (or what its byte-order mark says)."""
     raw = await bounded_body(
         request,
         limit,
@@ -77,9 +68,9 @@ async def body_text(request, limit: int) -> str:
     )
     # A byte-order mark names the encoding (Flask, which LibreTranslate's clients were written against,
     # reads JSON so): UTF-8's is dropped, UTF-16's and UTF-32's decode the rest.
-    codec = next((c for bom, c in BODY_BOMS if raw.startswith(bom)), "utf-8")
+    bom, codec = next(((b, c) for b, c in BOMS if raw.startswith(b)), (b"", "utf-8"))
     try:
-        return raw.decode(codec)
+        return raw[len(bom) :].decode(codec)
     except UnicodeDecodeError as exc:
         raise ApiError(400, f"the request body is not valid {codec.upper()} (byte {exc.start})") from None
 
