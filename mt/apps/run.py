@@ -82,6 +82,7 @@ def _run_step(
         from mt.data.binarize import binarize
 
         if exp.has_data():
+            _check_inputs(exp, cfg)
             log.info(f"binarize: done already ({exp.data_dir})")
             return
         log.info("[bold]binarize[/bold]")
@@ -265,6 +266,11 @@ def _dry_run(
             for later in steps[steps.index(step) + 1 :]:
                 if step in READS.get(later, ()):
                     done[later] = False
+    if done["binarize"] and "binarize" in steps:
+        try:
+            _check_inputs(exp, cfg)
+        except MtError as exc:
+            log.warn(f"binarize would stop: {exc}")
     log.info(
         f"dry run of {exp.root} (nothing written): "
         + ", ".join(f"{step} {'done' if done.get(step) else 'to run'}" for step in steps)
@@ -299,6 +305,30 @@ def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], r
             and not str(Path(item.partition(": ")[2]).resolve()).startswith(root)
         )
     )
+
+
+def _check_inputs(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """data/ is done only while the files it was binarized from are: a training or validation file
+    changed since is an error while training has steps left (it would learn and select on the old
+    lines), a warning once it has none; a test file, a warning (evaluate reads its lines as they are)."""
+    from mt.data.dataset import changed_inputs
+
+    for split, path, how in changed_inputs(exp):
+        said = f"binarize: {path} ({split}) has changed since {exp.data_dir} was binarized from it ({how})"
+        if split == "test":
+            log.warn(f"{said}; evaluate scores its lines as they are now")
+        elif _training_done(exp, cfg):
+            log.warn(f"{said}; the model was trained on its earlier lines")
+        elif exp.has_checkpoints():
+            raise MtError(
+                f"{said}: {exp.checkpoints_dir} holds a model trained on its earlier lines; "
+                f"put the file back, or start a new --exp"
+            )
+        else:
+            raise MtError(
+                f"{said}: training would read its earlier lines; "
+                f"`mt binarize --exp {exp.root} --force` binarizes it again, or start a new --exp"
+            )
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:

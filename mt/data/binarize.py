@@ -26,6 +26,7 @@ from mt.data import corpus
 from mt.data import stats as data_stats
 from mt.data.arrays import SeenPairs, SplitWriter
 from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
+from mt.data.dataset import input_record
 from mt.errors import MtError
 from mt.experiment.lock import experiment_lock
 from mt.experiment.paths import Experiment
@@ -298,7 +299,9 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
         raise MtError("no data splits are configured: set data.train, data.valid and data.test (e.g. [files:PREFIX])")
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
-    manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}}
+    # The inputs as they are before they are read: a file changed later is told from these (`changed_inputs`).
+    inputs = input_record(cfg, splits)
+    manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}, "inputs": inputs}
     for abandoned in exp.abandoned_data_builds():
         shutil.rmtree(abandoned, ignore_errors=True)
     # Everything is built in a hidden directory and renamed at the end: an interrupted run leaves

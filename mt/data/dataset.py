@@ -8,6 +8,7 @@ offsets: sentence i is ids[offsets[i]:offsets[i + 1]]. Ids carry no BOS/EOS; bat
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,52 @@ def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
             raise MtError(
                 f"{path}: changed since `mt binarize` (size or sha256 differ from {exp.manifest_path.name}); {rebuild}"
             )
+
+
+def input_files(cfg, split: str) -> list[str]:
+    """The files a split is read from (every direction's sources); hub datasets aside (`hf:`)."""
+    paths: dict[str, None] = {}
+    for pair in cfg.data.pairs():
+        for source in cfg.data.sources(split, pair):
+            if source.kind in ("files", "tsv", "jsonl", "ding"):
+                paths.update(dict.fromkeys(source.paths))
+    return list(paths)
+
+
+def input_record(cfg, splits: list[str]) -> dict[str, dict]:
+    """Each input file of `splits`, as binarize reads it: size, modification time and sha256, so that
+    `changed_inputs` can tell a file rewritten with the same lines from one whose lines changed."""
+    record = {}
+    for split in splits:
+        for path in input_files(cfg, split):
+            key = os.path.abspath(path)
+            if key not in record and os.path.isfile(path):  # the first split that reads it (train first)
+                stat = os.stat(path)
+                record[key] = {
+                    "split": split,
+                    "bytes": stat.st_size,
+                    "mtime_ns": stat.st_mtime_ns,
+                    "sha256": file_sha256(Path(path)),
+                }
+    return record
+
+
+def changed_inputs(exp: Experiment) -> list[tuple[str, str, str]]:
+    """(split, file, how) for each file data/ was binarized from that has changed since: gone, or other
+    bytes (its sha256, read only where its size or time moved). Data binarized before inputs were
+    recorded has nothing to compare with: none."""
+    changed = []
+    for path, was in ((exp.read_json(exp.manifest_path) or {}).get("inputs") or {}).items():
+        try:
+            stat = os.stat(path)
+        except OSError:
+            changed.append((was["split"], path, "gone"))
+            continue
+        if (stat.st_size, stat.st_mtime_ns) == (was["bytes"], was["mtime_ns"]):
+            continue
+        if stat.st_size != was["bytes"] or file_sha256(Path(path)) != was["sha256"]:
+            changed.append((was["split"], path, "other lines"))
+    return changed
 
 
 def encode_pairs(

@@ -401,6 +401,44 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     assert code == 0 and "train to run, evaluate to run" in err, err
 
 
+def test_run_notices_a_corpus_file_changed_since_it_was_binarized(tmp_path, capsys, monkeypatch):
+    """data/ is done only while its files are: a training file with other lines stops the run before
+    it trains on the old ones (was: "binarize: done already"); the same lines written again do not, a
+    changed test file is said, and once the model is trained a changed training file is a warning."""
+    from helpers import tiny_experiment
+
+    exp, _ = tiny_experiment(tmp_path, {"train": 60, "valid": 8, "test": 8}, model=dict(enc_layers=1, dec_layers=1),
+                             train=dict(max_steps=2, max_tokens=300, log_every=1), decode=dict(max_len_b=5))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [binarize, train]\n", encoding="utf-8")
+
+    def run(*flags: str) -> tuple[int, str]:
+        code, _, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(exp.root), "--threads", "1", *flags)
+        return code, err
+
+    train = tmp_path / "train.de"
+    lines = train.read_text(encoding="utf-8")
+    train.write_text(lines, encoding="utf-8")  # the same lines, a new time: nothing to say
+    err = run("--dry-run")[1]
+    assert "binarize done, train to run" in err and "would stop" not in err, err
+    train.write_text(lines.replace("e", "a", 3), encoding="utf-8")  # the same size, other lines
+    code, err = run("--dry-run")
+    assert code == 0 and f"binarize would stop: binarize: {train} (train) has changed since" in err, err
+    code, err = run()
+    assert code == 1 and "Traceback" not in err and not exp.checkpoints_dir.exists(), err
+    assert err.splitlines()[-1] == (
+        f"error: binarize: {train} (train) has changed since {exp.data_dir} was binarized from it (other lines): "
+        f"training would read its earlier lines; `mt binarize --exp {exp.root} --force` binarizes it again, "
+        "or start a new --exp"), err
+    train.write_text(lines, encoding="utf-8")
+    assert run()[0] == 0 and exp.checkpoint_path("last").exists()
+    (tmp_path / "test.en").write_text("other\n" * 8, encoding="utf-8")
+    train.unlink()
+    code, err = run()
+    assert code == 0 and f"{train} (train) has changed since" in err and "(gone); the model was trained" in err, err
+    assert "(test) has changed since" in err and "evaluate scores its lines as they are now" in err, err
+
+
 @pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])
 def test_an_output_that_is_a_directory_or_a_device_is_refused_before_any_work(experiment, tmp_path, capsys,
                                                                               monkeypatch, command):

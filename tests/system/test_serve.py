@@ -361,6 +361,8 @@ def test_libretranslate_requests_as_its_clients_send_them(server):
         assert "POST" in answer.headers["Access-Control-Allow-Methods"]
     status, headers, _ = call(f"{server.url}/languages", headers={"Origin": "http://example.org"})
     assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+    status, headers, _ = call(f"{server.url}/languages")  # a server-side client: no CORS, a cache told why
+    assert status == 200 and "Access-Control-Allow-Origin" not in headers and headers["Vary"] == "Origin"
     with urllib.request.urlopen(urllib.request.Request(f"{server.url}/health", method="HEAD"), timeout=30) as answer:
         assert answer.status == 200 and answer.read() == b""
     body = json.dumps({"q": LINES[0], "source": "de", "target": "en"})
