@@ -104,7 +104,8 @@ class LanguageIdentifier:
             )
         ranker, guard = self._detectors()
         if ranker is None:  # one source: every text is in it, unless the guard says otherwise
-            ranking: tuple[tuple[str, float], ...] = ((self.sources[0], 1.0),)
+            # but a text without letters ("", "12 345") shows no language: no confidence in it, as lingua's
+            ranking: tuple[tuple[str, float], ...] = ((self.sources[0], float(any(c.isalpha() for c in text))),)
         else:
             codes = {lang: code for code, lang in self.known.items()}
             values = [(codes[v.language], v.value) for v in ranker.compute_language_confidence_values(text)]

@@ -32,6 +32,9 @@ def test_a_language_the_model_cannot_read_is_named():
     assert one.identify(SENTENCES["de"]).foreign is None and one.identify(SENTENCES["de"]).confidence == 1.0
     assert one.identify(SENTENCES["en"]).foreign == "en"
     assert one.identify("12 345 ...").foreign is None  # no letters: nothing to go by, not refused
+    for text in ("12 345 ...", "", " \n"):  # nor confident of the only source (was 1.0, /detect's 100)
+        assert one.identify(text).confidence == 0.0 and one.identify(text).language == "de"
+    assert LanguageIdentifier(["de", "en"]).identify("12 345").confidence == 0.0
 
 
 def test_sources_lingua_does_not_know():
