@@ -16,8 +16,11 @@ the processes end when the process that started them does, however it ends.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import queue
+import signal
+import threading
 from typing import Any, Callable, Iterator
 
 from mt.errors import MtError
@@ -57,6 +60,22 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
                 results.put((key, None, f"{type(exc).__name__}: {exc}"))
 
 
+@contextlib.contextmanager
+def _interrupts_to_this_process() -> Iterator[None]:
+    """Processes started inside ignore SIGINT: Ctrl-C at a terminal reaches every process of its group,
+    and a search process importing torch printed a traceback of its own for it. An ignored signal stays
+    ignored through exec, so the children never see it; this process handles it (its search processes
+    stop with it: `close`, or as daemons at its exit). Python sets signals from the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 class SearchProcesses:
     """`count` search processes over the model `load(**load_args)` gives, `threads` torch threads each."""
 
@@ -71,8 +90,9 @@ class SearchProcesses:
             )
             for _ in range(count)
         ]
-        for process in self.processes:
-            process.start()
+        with _interrupts_to_this_process():
+            for process in self.processes:
+                process.start()
 
     def map(self, batches: list[tuple[list[list[int]], Any]]) -> Iterator[list]:
         """Each batch's hypotheses (`Translator.search_batch`), in order, the batches searched side by

@@ -88,6 +88,27 @@ def test_a_process_that_dies_fails_the_search_in_one_line(translator):
     assert translator.search(LINES[:4], options) == translator.search(LINES[:4], DecodeOptions(max_tokens=60))
 
 
+def test_ctrl_c_at_a_terminal_is_left_to_the_process_that_started_them(translator):
+    """Ctrl-C reaches every process of the terminal's group: the search processes ignore it (each
+    printed a KeyboardInterrupt traceback of its own, and died), and the caller's own stays as it was."""
+    import os
+    import signal
+    import time
+
+    options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
+    translator.close()  # none kept from a test before: these start here
+    before = signal.getsignal(signal.SIGINT)
+    translator.search(LINES[:4], options)
+    assert signal.getsignal(signal.SIGINT) is before
+    processes = translator._processes.processes
+    for process in processes:
+        os.kill(process.pid, signal.SIGINT)
+    time.sleep(1.0)
+    assert all(process.is_alive() for process in processes)
+    assert translator.search(LINES[:4], options) == translator.search(LINES[:4], DecodeOptions(max_tokens=60))
+    translator.close()
+
+
 def test_parallel_is_checked_as_the_other_options():
     with pytest.raises(ConfigError, match="--parallel"):
         DecodeOptions(parallel="fibers")
