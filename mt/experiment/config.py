@@ -18,7 +18,7 @@ from mt.config import schema as cfglib
 from mt.config.recipes import read_recipe
 from mt.config.resolve import flag_overrides, frozen_by, resolve
 from mt.config.schema import ExperimentConfig
-from mt.errors import ConfigError
+from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.tokenizer import Tokenizer
 
@@ -67,6 +67,8 @@ class ConfigChange:
         if new and exp.has_tokenizer():
             given = {key for key, value in overrides.items() if value is not None} | set(read.fields if read else ())
             self._adopt_tokenizer(cfg, given)
+        if any(change["key"] == "train.max_steps" for change in changes):
+            self._check_budget(cfg, (origins or {}).get("train.max_steps") or (read.name if read else "--max-steps"))
         if persist and (new or changes):
             if new:
                 self._created_root = not exp.root.exists()
@@ -78,6 +80,24 @@ class ConfigChange:
         if changes and record and persist:
             self._record_overrides(changes, persisted=True)
         return cfg
+
+    def _check_budget(self, cfg: ExperimentConfig, where: str) -> None:
+        """A train.max_steps below the step last.pt is at would be recorded as a budget that did not run
+        (the model has more updates than it says): refused, before anything is written."""
+        last = self.exp.checkpoint_path("last")
+        if not last.is_file():
+            return
+        from mt.experiment.checkpoint_file import load_checkpoint
+
+        try:
+            step = int(load_checkpoint(last).get("step", 0))
+        except MtError:  # a damaged last.pt: training says so when it resumes from it
+            return
+        if cfg.train.max_steps < step:
+            raise ConfigError(
+                f"{where}: train.max_steps {cfg.train.max_steps}: {last} is at step {step} already; give "
+                f"{step} or more (a model of fewer updates: a step_N.pt checkpoint kept by train.keep_last)"
+            )
 
     def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
         """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records

@@ -385,6 +385,9 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     assert code == 0 and f"missing: data.train: {tmp_path}/nope.de" in err and f"{tmp_path}/nope.en" in err, err
     copy = tmp_path / "exp"
     shutil.copytree(experiment.root, copy)
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run")
+    assert code == 2 and "train.max_steps 7: " in err and "is at step 40 already" in err, err  # a budget it passed
+    recipe.write_text("steps: [train-tokenizer, binarize, train, evaluate]\ntrain:\n  max_steps: 40\n", encoding="utf-8")
     before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
     code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run",
                         "--set", "train.max_steps=99")

@@ -185,6 +185,21 @@ def test_a_new_seed_on_resume_is_refused_in_one_line(trained_experiment, tmp_pat
     assert exp.config_path.read_text() == config  # nor --max-steps recorded
 
 
+def test_a_budget_below_the_trained_step_is_refused_in_one_line(trained_experiment, tmp_path):
+    """Was: config.yaml and overrides.jsonl recorded max_steps 10 for a model of 40 updates, and the run
+    said it stopped at step 40 (max_steps)."""
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    config = exp.config_path.read_text()
+    refused = run_train(exp, "--max-steps", "10")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+        f"error: --max-steps: train.max_steps 10: {exp.checkpoint_path('last')} is at step 40 already; give 40 or "
+        "more (a model of fewer updates: a step_N.pt checkpoint kept by train.keep_last)"], refused.stderr
+    assert exp.config_path.read_text() == config and not (exp.root / "overrides.jsonl").exists()
+    done = run_train(exp, "--max-steps", "40")  # the budget it has: done
+    assert done.returncode == 0 and "stopped at step 40 (max_steps)" in done.stderr, done.stderr
+
+
 def test_the_device_is_saved_and_a_resume_on_another_says_so(trained_experiment, tmp_path):
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(trained_experiment.root, exp.root)
