@@ -250,7 +250,7 @@ class _Loop:
         self.handled_at = trainer.state.step  # the last step whose log, validation and saving were done
         self.start_elapsed = trainer.state.elapsed
         self.last_valid: dict[str, float] = {}
-        self.window = _Window(trainer.read())
+        self.window = _Window(trainer.read(), trainer.state.step)
         trainer.start_clock()
 
     def run(self) -> str:
@@ -360,16 +360,17 @@ class _Loop:
 
 class _Window:
     """Sums over the updates since the previous log record, from the differences of the Trainer's
-    counters (mt.training.counters) between reads."""
+    counters (mt.training.counters) between reads. A record says how many updates it averages: fewer
+    than train.log_every after a resume or an off-grid validation."""
 
-    def __init__(self, counts: dict[str, float]):
+    def __init__(self, counts: dict[str, float], step: int):
         self.counts = counts  # the counters at the latest read
-        self.reset(time.perf_counter())
+        self.reset(time.perf_counter(), step)
 
-    def reset(self, now: float) -> None:
+    def reset(self, now: float, step: int) -> None:
         self.loss = self.nll = 0.0
         self.tgt = self.src = self.skipped = 0
-        self.time = now
+        self.time, self.start = now, step
 
     def add(self, counts: dict[str, float]) -> None:
         """The updates between the latest read and this one (`counts`)."""
@@ -395,12 +396,13 @@ class _Window:
             "grad_norm": round(self.counts["grad_norm"], 4),
             "tgt_tokens_per_s": round(self.tgt / seconds, 1),
             "tokens_per_s": round((self.tgt + self.src) / seconds, 1),
+            "updates": trainer.state.step - self.start,
             "skipped": self.skipped,
             "elapsed": round(trainer.state.elapsed, 2),
         }
         if trainer.scaler is not None:
             record["loss_scale"] = trainer.scaler.get_scale()
-        self.reset(now)
+        self.reset(now, trainer.state.step)
         return record
 
 

@@ -200,6 +200,22 @@ def test_a_budget_below_the_trained_step_is_refused_in_one_line(trained_experime
     assert done.returncode == 0 and "stopped at step 40 (max_steps)" in done.stderr, done.stderr
 
 
+def test_each_log_record_says_how_many_updates_it_averages(trained_experiment, tmp_path):
+    """log_every 6, a validation at 15 and a resume at 40: the records after them average fewer updates
+    than log_every, which each says (was: nothing told the step-18 or step-42 record from a full one)."""
+    def updates(exp: Experiment) -> dict[int, int]:
+        lines = (exp.root / "train.jsonl").read_text().splitlines()
+        return {r["step"]: r["updates"] for r in map(json.loads, lines) if "updates" in r}
+
+    assert {step: updates(trained_experiment)[step] for step in (6, 12, 15, 18, 24)} == {6: 6, 12: 6, 15: 3, 18: 3,
+                                                                                        24: 6}
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    done = run_train(exp, "--max-steps", "48")
+    assert done.returncode == 0, done.stderr
+    assert {step: n for step, n in updates(exp).items() if step > 40} == {42: 2, 45: 3, 48: 3}
+
+
 def test_the_device_is_saved_and_a_resume_on_another_says_so(trained_experiment, tmp_path):
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(trained_experiment.root, exp.root)
