@@ -221,9 +221,10 @@ def chunk_translator(
     translator = Translator.load(reverse, reverse_cfg, [model_file], device, precision, quantize)
     sampling = options.sampling
 
-    def translate(index: int, pair: tuple[str, str], chunk: list[str]) -> list[str]:
+    def translate(index: int, pair: tuple[str, str], chunk: list[str], first: int) -> list[str]:
         draws = dataclasses.replace(sampling, seed=(sampling.seed + index) % 2**63) if sampling is not None else None
-        found = [hyps[0][0] for hyps in translator.search(chunk, dataclasses.replace(options, sampling=draws))]
+        searched = translator.search(chunk, dataclasses.replace(options, sampling=draws), first, reseed=False)
+        found = [hyps[0][0] for hyps in searched]
         if noise:
             rng = random.Random(f"noise-{index}")
             found = [noisy(line, rng) for line in found]

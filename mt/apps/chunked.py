@@ -30,8 +30,8 @@ CHUNK_LINES = 2000
 
 Chunk = tuple[int, tuple[str, str], list[str]]  # (index, direction, input lines)
 Translate = Callable[
-    [int, tuple[str, str], list[str]], list[str]
-]  # (chunk index, direction, lines) -> a translation each
+    [int, tuple[str, str], list[str], int], list[str]
+]  # (chunk index, direction, lines, its first line's place among the direction's, from 0) -> a translation each
 
 
 def chunk_paths(root: Path, index: int) -> tuple[Path, Path]:
@@ -145,11 +145,10 @@ def check_done_chunks(root: Path, chunks: list[Chunk], size: int, whose: str) ->
     translations that cannot be read or do not have a line each.
     `whose`: what the lines are, for the message ("the teacher's source lines"); numbered within the
     chunk's direction (a direction's last chunk may be short), which is named when there are several."""
-    before: dict[tuple[str, str], int] = {}  # each direction's lines in the chunks before this one
+    firsts = first_lines(chunks)
     several = len({pair for _, pair, _ in chunks}) > 1
     for index, pair, lines in chunks:
-        first = before.get(pair, 0) + 1
-        before[pair] = first - 1 + len(lines)
+        first = firsts[index] + 1
         src_path, tgt_path = chunk_paths(root, index)
         if not tgt_path.exists():
             continue
@@ -231,8 +230,19 @@ def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label:
     with directory_lock(root / "chunks", root / "chunks" / "translate.lock", "translated"):
         todo = _still_to_do(root, todo, state)
         write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
-        _translate_todo(root, todo, state, translate, label, total)
+        _translate_todo(root, todo, state, translate, label, total, first_lines(chunks))
     return chunks, state
+
+
+def first_lines(chunks: list[Chunk]) -> dict[int, int]:
+    """Each chunk's first line's place among its direction's lines, from 0 (a direction's last chunk may
+    be short): what a warning about one of its lines counts from."""
+    before: dict[tuple[str, str], int] = {}
+    firsts = {}
+    for index, pair, lines in chunks:
+        firsts[index] = before.get(pair, 0)
+        before[pair] = firsts[index] + len(lines)
+    return firsts
 
 
 def _still_to_do(root: Path, todo: list[Chunk], state: dict) -> list[Chunk]:
@@ -250,12 +260,14 @@ def _still_to_do(root: Path, todo: list[Chunk], state: dict) -> list[Chunk]:
     return [chunk for chunk in todo if not chunk_paths(root, chunk[0])[1].exists()]
 
 
-def _translate_todo(root: Path, todo: list[Chunk], state: dict, translate: Translate, label: str, total: int) -> None:
+def _translate_todo(
+    root: Path, todo: list[Chunk], state: dict, translate: Translate, label: str, total: int, firsts: dict[int, int]
+) -> None:
     with log.make_progress() as progress:
         task = progress.add_task(label, total=total, completed=total - sum(len(c[2]) for c in todo))
         for index, pair, lines in todo:
             start = time.perf_counter()
-            translations = translate(index, pair, lines)
+            translations = translate(index, pair, lines, firsts[index])
             src_path, tgt_path = chunk_paths(root, index)
             write_text_atomic(src_path, "".join(line + "\n" for line in lines))
             write_text_atomic(tgt_path, "".join(t + "\n" for t in translations))  # last: marks the chunk done

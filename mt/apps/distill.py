@@ -239,9 +239,9 @@ def teacher_translator(
 
     set_threads(threads)
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
-    return lambda index, pair, lines: [
+    return lambda index, pair, lines, first: [
         hyps[0][0]
-        for hyps in translator.search(lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]))
+        for hyps in translator.search(lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]), first)
     ]
 
 

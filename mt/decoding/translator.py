@@ -146,14 +146,16 @@ class Translator:
         options: DecodeOptions | None = None,
         first_line: int = 0,
         progress: Callable[[int], None] | None = None,
+        reseed: bool = True,
     ) -> list[list[tuple]]:
         """For each line, up to `options.nbest` (translation, score) pairs, best first; with
         `options.alignment_layer`, (translation, score, alignment) triples. With `options.constraints`
         each line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase
-        (mt.search.constrained). Warnings name input lines counted from `first_line` + 1. `progress`
+        (mt.search.constrained). Warnings name input lines counted from `first_line` + 1, and sampling
+        draws from its seed + `first_line` (`reseed` False: the caller seeds each call itself). `progress`
         is called with the number of lines done as each batch finishes (not when pivoting)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
-        if options.sampling is not None and first_line:  # a stream's later calls draw anew, not repeat the first's
+        if options.sampling is not None and first_line and reseed:  # a stream's later calls draw anew
             options = replace(
                 options, sampling=replace(options.sampling, seed=(options.sampling.seed + first_line) % 2**63)
             )

@@ -425,10 +425,34 @@ def test_an_input_holding_a_line_break_is_one_line_of_each_side(tmp_path):
     inputs = ["one", "two\nthree", "four\r\nfive", "six"]
     for attempt in range(2):  # and a resume finds the chunks done with the same inputs
         plan = plan_chunks(tmp_path, [(("de", "en"), inputs)], 2, {"how": 1}, "the teacher's source lines")
-        chunks, _ = translate_chunks(tmp_path, plan, lambda index, pair, lines: [s.upper() for s in lines], "test")
+        chunks, _ = translate_chunks(tmp_path, plan, lambda index, pair, lines, first: [s.upper() for s in lines], "test")
         assert len(plan.todo) == (2 if attempt == 0 else 0)
         assert joined(tmp_path, chunks, 0) == "one\ntwo three\nfour five\nsix\n"
         assert joined(tmp_path, chunks, 1) == "ONE\nTWO THREE\nFOUR FIVE\nSIX\n"
+
+
+def test_a_warning_names_the_line_among_all_of_its_direction_not_within_its_chunk(trained_experiment, tmp_path,
+                                                                                  capsys):
+    """A line cut to the model's positions is named by its place among the teacher's source lines of its
+    direction (was: its place within its chunk, "input line 1" for the 5th line here); chunked.first_lines
+    counts each direction on its own."""
+    from mt.apps.chunked import plan_chunks, translate_chunks
+    from mt.apps.distill import teacher_translator
+    from mt.decoding.options import DecodeOptions
+
+    cfg = trained_experiment.load_config()
+    translate = teacher_translator(trained_experiment, cfg, [str(trained_experiment.checkpoint_path("last"))],
+                                   DecodeOptions().resolved(cfg.decode), "cpu", "fp32", None, threads=1)
+    inputs = ["ein Haus", "ein Hund", "eine Katze", "ein Mann", " ".join(["Haus"] * 600), "ein Baum"]
+    plan = plan_chunks(tmp_path, [(("de", "en"), inputs)], 2, {"beam": 5}, "the lines")
+    translate_chunks(tmp_path, plan, translate, "test")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "cut to" in line]
+    assert len(warnings) == 1 and "input line 5: " in warnings[0], warnings
+    from mt.apps.chunked import first_lines
+
+    chunks = [(0, ("de", "en"), ["a", "b"]), (1, ("de", "en"), ["c"]), (2, ("en", "de"), ["d", "e"]),
+              (3, ("en", "de"), ["f"])]
+    assert first_lines(chunks) == {0: 0, 1: 2, 2: 0, 3: 2}
 
 
 def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
@@ -438,7 +462,7 @@ def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
     from mt.experiment.lock import directory_lock
 
     inputs = [("de", "en"), ["one", "two", "three", "four"]]
-    upper = lambda index, pair, lines: [s.upper() for s in lines]  # noqa: E731
+    upper = lambda index, pair, lines, first: [s.upper() for s in lines]  # noqa: E731
     plan = plan_chunks(tmp_path, [inputs], 2, {"beam": 1}, "the lines")
     chunks = tmp_path / "chunks"
     chunks.mkdir()
@@ -449,7 +473,7 @@ def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
     assert not list(chunks.glob("*.tgt"))
     other = plan_chunks(tmp_path, [inputs], 2, {"beam": 2}, "the lines")  # all three planned at once
     smaller = plan_chunks(tmp_path, [inputs], 1, {"beam": 2}, "the lines")
-    translate_chunks(tmp_path, other, lambda index, pair, lines: [s.title() for s in lines], "test")
+    translate_chunks(tmp_path, other, lambda index, pair, lines, first: [s.title() for s in lines], "test")
     with pytest.raises(ConfigError) as exc:
         translate_chunks(tmp_path, plan, upper, "test")
     assert "beam 2 (now 1)" in str(exc.value)
