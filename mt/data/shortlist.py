@@ -27,6 +27,7 @@ from __future__ import annotations
 import io
 import json
 import time
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -187,7 +188,7 @@ def load_table(exp: Experiment) -> LexicalTable:
         with np.load(path, allow_pickle=False) as arrays:
             candidates, frequent = arrays["candidates"].astype(np.int32), arrays["frequent"].astype(np.int32)
             meta = json.loads(str(arrays["meta"]))
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:  # cut short, a flipped byte
         raise MtError(f"{path}: unreadable shortlist ({exc}); build it again with `mt shortlist --force`") from None
     if meta.get("format") != FORMAT or candidates.ndim != 2:
         raise MtError(f"{path}: not a shortlist of format {FORMAT}; build it again with `mt shortlist --force`")

@@ -71,10 +71,15 @@ def test_a_table_is_stale_for_other_sizes_and_other_data(built, tmp_path):
     copy = Experiment(tmp_path / "copy")
     shutil.copytree(built.root, copy.root)
     cfg.decode.shortlist_top = 3
-    (tmp_path / "copy" / "shortlist" / "shortlist.npz").write_bytes(b"not a table")
-    assert "unreadable shortlist" in stale_reason(copy, cfg)
-    with pytest.raises(MtError, match="unreadable shortlist"):
-        load_table(copy)
+    good = copy.shortlist_path.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 3] ^= 0xFF
+    # not a zip, one cut short and one with a flipped byte (these two were zipfile.BadZipFile's tracebacks)
+    for damaged in (b"not a table", good[: len(good) // 2], bytes(flipped)):
+        copy.shortlist_path.write_bytes(damaged)
+        assert "unreadable shortlist" in stale_reason(copy, cfg)
+        with pytest.raises(MtError, match="unreadable shortlist"):
+            load_table(copy)
 
 
 def test_mt_run_skips_a_fresh_shortlist_and_builds_it_again_when_the_data_change(tmp_path):
