@@ -182,10 +182,12 @@ DECODE_FLAGS = {
 
 
 def decode_flags(*, batch_tokens: bool = True) -> Callable:
-    """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens, --workers where one sentence is
-    translated). The command takes them as one parameter, `decode`: a DecodeOptions, checked, with
-    None where a flag is not given (the experiment's own value)."""
-    names = [name for name in DECODE_FLAGS if batch_tokens or name not in ("batch_tokens", "workers", "parallel")]
+    """Give a command the decoding flags (DECODE_FLAGS; without --max-tokens, --workers, --parallel and
+    --engine where one sentence is translated by mt's own search, whose attention it reads). The command
+    takes them as one parameter, `decode`: a DecodeOptions, checked, with None where a flag is not given
+    (the experiment's own value)."""
+    one_sentence = ("batch_tokens", "workers", "parallel", "engine")
+    names = [name for name in DECODE_FLAGS if batch_tokens or name not in one_sentence]
 
     def wrap(command: Callable) -> Callable:
         signature = inspect.signature(command, eval_str=True)

@@ -237,3 +237,10 @@ def test_bad_requests_end_in_one_line(trained_experiment):
     assert done.returncode == 2 and done.stderr.strip().endswith("--alignment-layer goes with --alignments")
     done = mt(trained_experiment, "attention", "--exp", "exp", "   ")
     assert done.returncode == 1 and "Traceback" not in done.stderr and "empty" in done.stderr
+    long = " ".join(["the dog"] * 1200)  # past the model's positions: its maps were of a shorter text, unsaid
+    done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--target", long, "--json")
+    assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --target: "), done.stderr
+    assert "this model writes at most" in done.stderr
+    done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--engine", "ctranslate2")
+    assert done.returncode == 2 and "--engine" in done.stderr  # mt's own search, whose attention it reads

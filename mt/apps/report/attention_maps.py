@@ -128,7 +128,12 @@ def attention_maps(
     if target is None:
         tokens = translator.best_hypothesis(src_ids, options).tokens
     else:
-        tokens = translator.tgt_tok.encode([target])[0][: translator.max_src_tokens]
+        tokens = translator.tgt_tok.encode([target])[0]
+        if len(tokens) > translator.max_src_tokens:  # the maps would show a shorter text as the one given
+            raise MtError(
+                f"--target: {len(tokens)} tokens; this model writes at most {translator.max_src_tokens} "
+                "(model.max_positions - 1): give a shorter translation"
+            )
     model = members(translator.model)[0]
     weights = forced_attention(model, src_ids, [tokens])[0]
     maps = AttentionMaps(
