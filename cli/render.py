@@ -64,6 +64,7 @@ def print_sections(summary: dict[str, dict]) -> None:
     """`mt info`: a two-column table per non-empty section."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console()
     for title, rows in summary.items():
@@ -72,8 +73,8 @@ def print_sections(summary: dict[str, dict]) -> None:
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("key", style="bold")
         table.add_column("value", overflow="fold")  # signatures are one long word: wrap, never cut
-        for key, value in rows.items():
-            table.add_row(str(key), str(value))
+        for key, value in rows.items():  # as written: a path's [de-en] is no markup to drop
+            table.add_row(Text(str(key)), Text(str(value)))
         console.print(table)
 
 

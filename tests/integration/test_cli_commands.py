@@ -143,6 +143,19 @@ def test_info_shows_the_step_of_last_pt(experiment, capsys, monkeypatch):
     assert "(logged at step 36)" in out
 
 
+def test_info_shows_names_in_brackets_as_they_are(experiment, tmp_path, capsys, monkeypatch):
+    """Was: read as rich markup, `run[de-en]` shown as `run` and `avg[last].pt` as `avg`; `[/]` a traceback."""
+    import shutil
+
+    copy = tmp_path / "run[de-en]"
+    shutil.copytree(experiment.root, copy)
+    shutil.copy(copy / "checkpoints" / "last.pt", copy / "checkpoints" / "avg[last].pt")
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
+    assert code == 0, err
+    text = re.sub(r"[\s│]", "", out)  # the table folds long values
+    assert "/run[de-en]" in text and "avg[last]" in text, out
+
+
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
     # Whether it warns depends on this CPU (no bf16 hardware: ~30-100x slower); it must match the helper.
     inputs = str(experiment.root.parent / "in.txt")
