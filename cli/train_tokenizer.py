@@ -36,7 +36,12 @@ def train_tokenizer(
     ] = None,
     vocab_size: Annotated[Optional[int], typer.Option(help="SentencePiece vocabulary size.")] = None,
     model_type: Annotated[Optional[str], typer.Option(help="unigram or bpe.")] = None,
-    separate_vocab: Annotated[bool, typer.Option(help="One vocabulary per side instead of a joint one.")] = False,
+    separate_vocab: Annotated[
+        Optional[bool],
+        typer.Option(
+            help="One vocabulary per side instead of a joint one (tokenizer.joint: false; default: the config's)."
+        ),
+    ] = None,
     sets: Sets = None,
 ) -> None:
     """Train the SentencePiece model on the training corpus (joint source+target by default)."""
@@ -48,8 +53,8 @@ def train_tokenizer(
         if specs:
             flags[f"data.{split}"] = specs  # made absolute as they are resolved
     flags.update({"tokenizer.vocab_size": vocab_size, "tokenizer.model_type": model_type})
-    if separate_vocab:
-        flags["tokenizer.joint"] = False
+    if separate_vocab is not None:
+        flags["tokenizer.joint"] = not separate_vocab
     experiment, cfg, change = open_experiment(exp, recipe, flags, sets)
     with change.undo_if_fails():
         summary = run(experiment, cfg)

@@ -426,6 +426,10 @@ def _data(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
     return [
         (16 <= k.vocab_size <= MAX_VOCAB, f"tokenizer.vocab_size must be from 16 to {MAX_VOCAB:,}"),
         (k.input_sentence_size >= 2, "tokenizer.input_sentence_size must be at least 2"),
+        (  # SentencePiece's own bound, checked only once the corpus is sampled
+            0.98 <= k.character_coverage <= 1.0,
+            "tokenizer.character_coverage must be from 0.98 to 1.0 (the share of characters kept as pieces)",
+        ),
         (
             1 <= k.train_segmentations <= MAX_SEGMENTATIONS,
             f"tokenizer.train_segmentations must be from 1 to {MAX_SEGMENTATIONS} (copies of the training split)",

@@ -13,6 +13,7 @@ import pytest
 from helpers import mt, toy_corpus  # mt: `mt ARGS` in this process, (exit code, stdout, stderr)
 
 from mt import log
+from mt.experiment.paths import Experiment
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +54,19 @@ def test_train_tokenizer_without_training_data_is_one_line_exit_2(tmp_path, caps
     line = one_error(mt(capsys, monkeypatch, "train-tokenizer", "--exp", tmp_path / "new"), 2)
     assert line == "error: data.train is empty: give a training corpus with --train SPEC (or start from --recipe)"
     assert not (tmp_path / "new").exists()
+
+
+def test_no_separate_vocab_makes_a_joint_one_where_the_recipe_says_otherwise(corpus, capsys, monkeypatch):
+    """Was: --no-separate-vocab did nothing, and a recipe's `joint: false` trained two vocabularies."""
+    recipe = corpus / "separate.yaml"
+    recipe.write_text(f"tokenizer:\n  joint: false\n  vocab_size: 60\n  byte_fallback: false\ndata:\n"
+                      f"  src_lang: de\n  tgt_lang: en\n  train: [files:{corpus / 'a'}]\n", encoding="utf-8")
+    code, _, err = mt(capsys, monkeypatch, "-q", "train-tokenizer", "--exp", corpus / "joint", "--recipe", recipe,
+                      "--no-separate-vocab")
+    assert code == 0, err
+    assert (corpus / "joint" / "tokenizer" / "spm.model").exists() and Experiment(corpus / "joint").load_config().tokenizer.joint
+    code, _, err = mt(capsys, monkeypatch, "-q", "train-tokenizer", "--exp", corpus / "two", "--recipe", recipe)
+    assert code == 0 and (corpus / "two" / "tokenizer" / "spm.src.model").exists(), err
 
 
 @pytest.mark.parametrize("weight", ["-1", "0", "-0.5"])

@@ -435,6 +435,8 @@ def test_max_len_must_fit_the_position_table(tmp_path):
     ("train.adam_eps", "0", "train.adam_eps must be more than 0"),
     ("tokenizer.vocab_size", "99999999999", "tokenizer.vocab_size must be from 16 to 1,000,000"),
     ("tokenizer.train_segmentations", "99999999999", "tokenizer.train_segmentations must be from 1 to 100"),
+    ("tokenizer.character_coverage", "0.5", "tokenizer.character_coverage must be from 0.98 to 1.0"),  # was
+    ("tokenizer.character_coverage", "2", "tokenizer.character_coverage must be from 0.98 to 1.0"),  # SentencePiece's
     ("model.n_heads", "0", "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
 ])
 def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, value, needle):
