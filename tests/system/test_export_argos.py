@@ -12,7 +12,9 @@ metadata against what Argos reads, and the command line's files, refusals and --
 from __future__ import annotations
 
 import json
+import os
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -157,3 +159,31 @@ def test_cli_writes_the_packages_and_force_replaces_them(trained_experiment, tmp
     assert json.loads((out / ".mt-export.json").read_text()) == {"format": "argos",
                                                                   "files": ["translate-de_en.argosmodel"]}
     assert [p.name for p in tmp_path.iterdir()] == ["argos"], "no temporary directory left beside it"
+
+
+def test_every_file_is_on_disk_before_the_export_is_renamed_into_place(trained_experiment, tmp_path, monkeypatch):
+    """The package and MANIFEST are flushed before the rename that commits them, and the folder after
+    it (was: never, and --force then removed the earlier export at once: a crash could leave neither)."""
+    flushed: list[str] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    renamed: list[tuple[str, list[str]]] = []
+    rename = os.rename
+
+    def noting(source, target) -> None:
+        renamed.append((str(target), list(flushed)))
+        rename(source, target)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    monkeypatch.setattr(os, "rename", noting)
+    out = tmp_path / "argos"
+    export(trained_experiment, trained_experiment.load_config(), out, fmt="argos")
+    (target, before), = [(t, b) for t, b in renamed if t == str(out)]
+    names = {Path(path).name for path in before}
+    assert {"translate-de_en.argosmodel", ".mt-export.json"} <= names, before
+    assert str(tmp_path) in flushed[len(before):], "the folder holding the export, after the rename"
+
