@@ -106,6 +106,11 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both sides: needed for the paper's shared embeddings
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters become bytes, never <unk>
+    # SentencePiece's normalisation, kept in its model (exports carry it) and applied to every text it
+    # encodes: nmt_nfkc (its default) folds compatibility forms, so full-width punctuation (，！？) and
+    # half-width katakana can be neither read nor written as such; identity keeps the text as it is
+    # (the training text is cleaned by data.normalize); nfkc, and the *_cf case-folding ones, also.
+    normalization: Literal["nmt_nfkc", "nfkc", "identity", "nmt_nfkc_cf", "nfkc_cf"] = "nmt_nfkc"
     input_sentence_size: int = 2_000_000  # sentences per model, reservoir-sampled while reading the corpus
     # With data.directions, the sample balances the languages: a language with n sentences gets a share
     # of it proportional to n^(1/T) (Arivazhagan et al., 2019, "Massively Multilingual NMT in the Wild",

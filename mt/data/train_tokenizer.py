@@ -65,7 +65,23 @@ def train_spms(models: list[tuple[list[str], Path, list[str] | None]], cfg: Toke
             sync_directory(parent)
 
 
+MAX_SENTENCE_BYTES = 1 << 20  # a longer sampled line (a file without line ends?) is left out, and said
+
+
 def _train_one(lines: list[str], tmp_prefix: Path, cfg: TokenizerConfig, symbols: list[str] | None) -> None:
+    # SentencePiece leaves out, unsaid, every sentence over its max_sentence_length (4,192 bytes by
+    # default): the longest sampled line sets it, so that long segments teach their characters too.
+    longest = max((len(line.encode("utf-8", "surrogatepass")) for line in lines), default=0)
+    too_long = (
+        sum(len(line.encode("utf-8", "surrogatepass")) > MAX_SENTENCE_BYTES for line in lines)
+        if (longest > MAX_SENTENCE_BYTES)
+        else 0
+    )
+    if too_long:
+        log.warn(
+            f"{tmp_prefix.name}: {too_long:,} sampled lines over {MAX_SENTENCE_BYTES:,} bytes left out of the "
+            "tokenizer's training (a file whose lines end in CR alone, or none, is read as one line)"
+        )
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
@@ -77,7 +93,8 @@ def _train_one(lines: list[str], tmp_prefix: Path, cfg: TokenizerConfig, symbols
             # A cap: train_tokenizer passes a sample of at most this many already.
             input_sentence_size=cfg.input_sentence_size,
             shuffle_input_sentence=True,
-            normalization_rule_name="nmt_nfkc",
+            normalization_rule_name=cfg.normalization,
+            max_sentence_length=min(max(longest, 4192), MAX_SENTENCE_BYTES),
             pad_id=PAD_ID,
             unk_id=UNK_ID,
             bos_id=BOS_ID,

@@ -210,3 +210,27 @@ def test_train_tokenizer_reads_a_bounded_sample(tmp_path, monkeypatch):
     summary = train_tokenizer(Experiment(tmp_path / "exp"), cfg)
     assert summary["sentences"] == {"src": 150, "tgt": 150}
     assert summary["pairs_read"] == 400
+
+
+def test_identity_normalization_reads_and_writes_full_width_punctuation(tmp_path):
+    """SentencePiece's default rule (nmt_nfkc) folds compatibility forms: a Chinese model could neither
+    read nor write "，" or "！" (its output had ASCII punctuation); tokenizer.normalization: identity keeps them."""
+    rng = random.Random(0)
+    chars = "你好世界我们他是的人在有这个上中大为和国地到以说时要就出会可也"
+    lines = ["".join(rng.choice(chars) for _ in range(rng.randint(4, 12))) + rng.choice("，！？：；") + "再见。"
+             for _ in range(300)]
+    text = ["你好，世界！", "我们？是的：再见。"]
+    for rule, expected in (("nmt_nfkc", ["你好,世界!", "我们?是的:再见。"]), ("identity", text)):
+        train_spm(lines, tmp_path / rule, TokenizerConfig(vocab_size=80, byte_fallback=False, normalization=rule))
+        tok = Tokenizer.load(model_path(tmp_path / rule))
+        assert tok.decode(tok.encode(text)) == expected, rule
+
+
+def test_lines_longer_than_sentencepieces_default_limit_are_trained_on(tmp_path):
+    """SentencePiece left out every sentence over 4,192 bytes, unsaid: the characters only the long
+    lines have were then byte pieces."""
+    short = [" ".join(random.Random(i).choice(["a", "b", "c", "d"]) * 3 for _ in range(6)) for i in range(200)]
+    long = [" ".join(["XYZW QRST"] * 500) for _ in range(50)]  # 5,000 bytes each
+    train_spm(short + long, tmp_path / "spm", TokenizerConfig(vocab_size=275, byte_fallback=True))
+    tok = Tokenizer.load(model_path(tmp_path / "spm"))
+    assert not any(piece.startswith("<0x") for piece in tok.pieces(tok.encode(["XYZW QRST"])[0]))
