@@ -91,11 +91,16 @@ def student_config(teacher_cfg: ExperimentConfig, student: Experiment, mix_origi
     return dataclasses.replace(teacher_cfg, data=data)
 
 
-def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool) -> ExperimentConfig:
-    """The student's config (written if new) and the teacher's tokenizer, copied once."""
+def prepare_student(
+    teacher: Experiment, student: Experiment, mix_original: bool, given: set[str] | None = None
+) -> ExperimentConfig:
+    """The student's config (written if new) and the teacher's tokenizer, copied once. A config of its
+    own (a student recipe's) takes the teacher's tokenizer fields before the copy (`teacher_tokenizer`)."""
     teacher_cfg = teacher.load_config()
     if student.has_config():
         cfg = add_corpus(teacher_cfg, student, mix_original)
+        if not student.has_tokenizer() and teacher_tokenizer(cfg, teacher_cfg, teacher, given):
+            write_text_atomic(student.config_path, save_yaml(cfg))
     else:
         cfg = student_config(teacher_cfg, student, mix_original)
         student.root.mkdir(parents=True, exist_ok=True)
@@ -111,6 +116,32 @@ def prepare_student(teacher: Experiment, student: Experiment, mix_original: bool
             f"must share its teacher's vocabulary: distill into a new --exp"
         )
     return cfg
+
+
+def teacher_tokenizer(
+    cfg: ExperimentConfig, teacher_cfg: ExperimentConfig, teacher: Experiment, given: set[str] | None
+) -> bool:
+    """A student shares its teacher's tokenizer, so its config describes that one: each tokenizer field
+    the teacher's differs in is taken from it (whether anything was), unless the student's recipe or
+    flags set it (`given`; None: all of them), which is refused before the tokenizer is copied (once
+    copied, the field is fixed: `joint: false` left a student with one model where binarize wanted two).
+    Binarize's settings (train_segmentations, sampling_alpha) stay the student's own."""
+    from mt.config.resolve import BINARIZE_FIELDS
+
+    changed = False
+    for field in dataclasses.fields(cfg.tokenizer):
+        key = f"tokenizer.{field.name}"
+        mine, theirs = getattr(cfg.tokenizer, field.name), getattr(teacher_cfg.tokenizer, field.name)
+        if key in BINARIZE_FIELDS or mine == theirs:
+            continue
+        if given is None or key in given:
+            raise ConfigError(
+                f"{key} {mine!r}: the teacher's tokenizer ({teacher.tokenizer_dir}), which a student shares, "
+                f"has {theirs!r}; leave it out"
+            )
+        setattr(cfg.tokenizer, field.name, theirs)
+        changed = True
+    return changed
 
 
 def add_corpus(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
@@ -152,6 +183,7 @@ def distill(
     quantize: str | None = None,
     keep_bt: bool = False,  # translate the teacher's back-translated sources (bt:) too
     threads: int | None = None,  # torch's threads, set when the teachers load (None: torch's own choice)
+    given: set[str] | None = None,  # the config fields a student recipe or its flags set (teacher_tokenizer)
 ) -> dict:
     """Translate the first teacher's training sources into `student` (module docstring); returns the manifest."""
     if not teachers:
@@ -190,7 +222,7 @@ def distill(
         if plan.todo
         else None
     )
-    prepare_student(lead, student, mix_original)
+    prepare_student(lead, student, mix_original, given)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
     return _join(student, teacher_cfg, chunks, checkpoints, state, options, skipped or 0)
 

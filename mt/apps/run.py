@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mt import log
-from mt.config.recipes import READS, STEPS, load_recipe
+from mt.config.recipes import READS, STEPS, load_recipe, read_recipe
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment.config import ConfigChange
@@ -48,9 +48,10 @@ def run_recipe(
     if dry_run:
         _dry_run(exp, cfg, steps, print_result, run)
         return exp
+    given = {key for key, value in overrides.items() if value is not None} | set(read_recipe(recipe).fields)
     with change.undo_if_fails():
         for step in steps:
-            _run_step(step, exp, cfg, run, device, print_result, print_data)
+            _run_step(step, exp, cfg, run, device, print_result, print_data, given)
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
@@ -64,10 +65,12 @@ def _run_step(
     device: str,
     print_result: Callable[[str], None],
     print_data: Callable[[dict], None] | None,
+    given: set[str],
 ) -> None:
-    """One step of the recipe (`run`: its run keys), unless what it makes is there already."""
+    """One step of the recipe (`run`: its run keys), unless what it makes is there already. `given`:
+    the config fields the recipe and the flags set."""
     if step == "distill":
-        distill_step(exp, cfg, run["teacher"], device, print_result)
+        distill_step(exp, cfg, run["teacher"], device, print_result, given)
     elif step == "backtranslate":
         backtranslate_step(exp, cfg, run, device, print_result)
     elif step == "train-tokenizer":
@@ -122,7 +125,12 @@ def shortlist_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 
 
 def distill_step(
-    exp: Experiment, cfg: ExperimentConfig, teacher: str | list[str], device: str, print_result: Callable[[str], None]
+    exp: Experiment,
+    cfg: ExperimentConfig,
+    teacher: str | list[str],
+    device: str,
+    print_result: Callable[[str], None],
+    given: set[str] | None = None,
 ) -> None:
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
     or an experiment) translates its training corpus into this experiment (mt.apps.distill). A recipe that
@@ -148,8 +156,9 @@ def distill_step(
         else:
             teachers.append(Experiment(Path(entry)))
     log.info("[bold]distill[/bold]")
-    distill(teachers, exp, device=device)
-    cfg.data.train = exp.load_config().data.train  # with the distilled corpus, if distill added it
+    distill(teachers, exp, device=device, given=given)
+    saved = exp.load_config()  # with the distilled corpus, if distill added it, and the teacher's tokenizer
+    cfg.data.train, cfg.tokenizer = saved.data.train, saved.tokenizer
 
 
 def backtranslate_step(

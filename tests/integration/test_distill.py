@@ -370,6 +370,32 @@ data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_l
     assert f"train: kept {len(teacher_sources(trained_experiment))} of" in done.stderr, done.stderr
 
 
+def test_a_student_recipe_takes_its_teachers_tokenizer_fields_or_is_refused_before_the_copy(trained_experiment,
+                                                                                           tmp_path):
+    """Was: the student's config kept the defaults (vocab_size 8000 beside a tokenizer of 100, in `mt
+    info` and the model card), and `joint: false` left it stuck: binarize wanted two models, the one
+    copied could not be replaced and the field could not change."""
+    teacher_cfg = trained_experiment.load_config()
+    student = Experiment(tmp_path / "student")
+    recipe = tmp_path / "student.yaml"
+    body = f"""
+exp: {student.root}
+teacher: {trained_experiment.root}
+steps: [distill, binarize]
+data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_lang}, valid: {teacher_cfg.data.valid}}}
+"""
+    recipe.write_text(body + "tokenizer: {joint: false}\n", encoding="utf-8")
+    done = mt("run", str(recipe))
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == (
+        f"error: tokenizer.joint False: the teacher's tokenizer ({trained_experiment.tokenizer_dir}), which a "
+        "student shares, has True; leave it out"), done.stderr
+    assert not student.tokenizer_dir.exists()
+    recipe.write_text(body, encoding="utf-8")  # as the message says: then it runs
+    done = mt("run", str(recipe))
+    assert done.returncode == 0, done.stderr
+    assert student.load_config().tokenizer == teacher_cfg.tokenizer and teacher_cfg.tokenizer.vocab_size == 100
+
+
 def test_a_changed_chunk_of_a_later_direction_names_its_own_lines(tmp_path):
     """Chunks are numbered on through the directions and a direction's last one may be short: chunk 4
     holds en-fr's lines 3-4 (was named lines 9-10, as if all chunks were full and of one direction)."""
