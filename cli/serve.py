@@ -83,12 +83,12 @@ def serve(
         ),
     ] = "static",
     parallel: Annotated[
-        str,
+        Optional[str],
         typer.Option(
             metavar="threads|processes",
-            help="processes: static batches are searched by processes of their own, one a thread, each with the model (faster on a CPU, measured; decode.parallel).",
+            help="processes: static batches are searched by processes of their own, one a thread, each with the model (faster on a CPU, measured); default: the experiment's decode.parallel.",
         ),
-    ] = "threads",
+    ] = None,
     engine: Annotated[
         Optional[str],
         typer.Option(

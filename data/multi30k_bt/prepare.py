@@ -2,10 +2,11 @@
 
     python data/multi30k/prepare.py && python data/multi30k_bt/prepare.py
 
-Reads data/multi30k/train.en and train.de (29,000 pairs) and writes data/multi30k_bt/:
+Reads data/multi30k/train.en and train.de (29,000 pairs) and writes data/multi30k_bt/ (or --out):
 parallel10k.en, parallel10k.de (the first 10,000 pairs) and mono19k.de (the German of the other
 19,000; their English is never used). Valid and test stay data/multi30k's. Each file is written to a
-temporary name and moved into place, so a failed run leaves nothing half-written.
+temporary name and moved into place, so a failed run leaves nothing half-written; a file holding
+other lines is replaced only with --force.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--from", dest="source", default=str(HERE.parent / "multi30k"),
                         help="the directory data/multi30k/prepare.py wrote (default: data/multi30k)")
+    parser.add_argument("--out", default=str(HERE), help="where to write (default: this folder)")
+    parser.add_argument("--force", action="store_true", help="replace files that hold other lines")
     args = parser.parse_args()
-    source = Path(args.source)
+    source, out = Path(args.source), Path(args.out)
     sides = {}
     for lang in ("en", "de"):
         path = source / f"train.{lang}"
@@ -41,11 +44,17 @@ def main() -> None:
         sides[lang] = path.read_text(encoding="utf-8").split("\n")[:-1]
     if len(sides["en"]) != len(sides["de"]) or len(sides["en"]) <= PAIRS:
         sys.exit(f"{source}: train.en and train.de must hold the same number of lines, more than {PAIRS:,}")
-    write(HERE / "parallel10k.en", sides["en"][:PAIRS])
-    write(HERE / "parallel10k.de", sides["de"][:PAIRS])
-    write(HERE / "mono19k.de", sides["de"][PAIRS:])
-    print(f"multi30k_bt: {PAIRS:,} pairs in {HERE}/parallel10k.{{en,de}}, "
-          f"{len(sides['de']) - PAIRS:,} German sentences in {HERE}/mono19k.de", file=sys.stderr)
+    files = {"parallel10k.en": sides["en"][:PAIRS], "parallel10k.de": sides["de"][:PAIRS],
+             "mono19k.de": sides["de"][PAIRS:]}
+    out.mkdir(parents=True, exist_ok=True)
+    for name, lines in files.items():  # checked before any is written: all or none
+        path = out / name
+        if path.exists() and not args.force and path.read_text(encoding="utf-8") != "".join(x + "\n" for x in lines):
+            sys.exit(f"{path}: exists and holds other lines; --force replaces it")
+    for name, lines in files.items():
+        write(out / name, lines)
+    print(f"multi30k_bt: {PAIRS:,} pairs in {out}/parallel10k.{{en,de}}, "
+          f"{len(sides['de']) - PAIRS:,} German sentences in {out}/mono19k.de", file=sys.stderr)
 
 
 if __name__ == "__main__":

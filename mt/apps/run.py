@@ -136,15 +136,8 @@ def distill_step(
     or an experiment) translates its training corpus into this experiment (mt.apps.distill). A recipe that
     names its training data must read it from here: checked before the teacher runs (an hour, say)."""
     from mt.apps.distill import distill, distill_dir
-    from mt.config.sources import absolute_spec
 
-    here = f"files:{distill_dir(exp).resolve()}/"
-    if cfg.data.train and not any(absolute_spec(str(spec)).startswith(here) for spec in cfg.data.train):
-        raise ConfigError(
-            f"the step distill writes {distill_dir(exp)}/train.*, which the recipe's data.train does not "
-            f"read ({', '.join(map(str, cfg.data.train))}): with --exp, give --set "
-            f"'data.train=[files:{distill_dir(exp)}/train]' too"
-        )
+    _check_distill_corpus(exp, cfg)
     if (distill_dir(exp) / "manifest.json").exists():
         log.info(f"distill: done already ({distill_dir(exp)})")
         return
@@ -161,6 +154,31 @@ def distill_step(
     cfg.data.train, cfg.tokenizer = saved.data.train, saved.tokenizer
 
 
+def _check_distill_corpus(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """A recipe that names its training data must read the distilled corpus from this experiment."""
+    from mt.apps.distill import distill_dir
+    from mt.config.sources import absolute_spec
+
+    here = f"files:{distill_dir(exp).resolve()}/"
+    if cfg.data.train and not any(absolute_spec(str(spec)).startswith(here) for spec in cfg.data.train):
+        raise ConfigError(
+            f"the step distill writes {distill_dir(exp)}/train.*, which the recipe's data.train does not "
+            f"read ({', '.join(map(str, cfg.data.train))}): with --exp, give --set "
+            f"'data.train=[files:{distill_dir(exp)}/train]' too"
+        )
+
+
+def _check_backtranslate_corpus(exp: Experiment, cfg: ExperimentConfig) -> None:
+    """The recipe names the synthetic corpus in its data.train itself."""
+    from mt.apps.backtranslate import backtranslate_dir, listed_spec
+
+    if listed_spec(cfg, exp) is None:
+        raise ConfigError(
+            f"the step backtranslate writes {backtranslate_dir(exp) / 'train'}.{cfg.data.src_lang}/"
+            f".{cfg.data.tgt_lang}: add bt:files:{backtranslate_dir(exp) / 'train'} to the recipe's data.train"
+        )
+
+
 def backtranslate_step(
     exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str, print_result: Callable[[str], None]
 ) -> None:
@@ -171,12 +189,8 @@ def backtranslate_step(
     from mt.apps.backtranslate import backtranslate, backtranslate_dir, listed_spec
     from mt.decoding.options import DecodeOptions, Sampling
 
+    _check_backtranslate_corpus(exp, cfg)
     spec = listed_spec(cfg, exp)
-    if spec is None:
-        raise ConfigError(
-            f"the step backtranslate writes {backtranslate_dir(exp) / 'train'}.{cfg.data.src_lang}/"
-            f".{cfg.data.tgt_lang}: add bt:files:{backtranslate_dir(exp) / 'train'} to the recipe's data.train"
-        )
     if (backtranslate_dir(exp) / "manifest.json").exists():
         log.info(f"backtranslate: done already ({backtranslate_dir(exp)})")
         return
@@ -275,11 +289,20 @@ def _dry_run(
             for later in steps[steps.index(step) + 1 :]:
                 if step in READS.get(later, ()):
                     done[later] = False
+    from rich.markup import escape
+
+    checks = {"distill": _check_distill_corpus, "backtranslate": _check_backtranslate_corpus}
+    for step, check in checks.items():
+        if step in steps and not done[step]:
+            try:
+                check(exp, cfg)
+            except ConfigError as exc:
+                log.warn(f"{step} would stop: {escape(str(exc))}")
     if done["binarize"] and "binarize" in steps:
         try:
             _check_inputs(exp, cfg)
         except MtError as exc:
-            log.warn(f"binarize would stop: {exc}")
+            log.warn(f"binarize would stop: {escape(str(exc))}")
     log.info(
         f"dry run of {exp.root} (nothing written): "
         + ", ".join(f"{step} {'done' if done.get(step) else 'to run'}" for step in steps)

@@ -396,6 +396,13 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     missing.write_text(f"steps: [binarize, evaluate]\ndata:\n  train: [files:{tmp_path}/nope]\n", encoding="utf-8")
     code, out, err = mt(capsys, monkeypatch, "run", str(missing), "--exp", str(tmp_path / "new"), "--dry-run")
     assert code == 0 and f"missing: data.train: {tmp_path}/nope.de" in err and f"{tmp_path}/nope.en" in err, err
+    from pathlib import Path
+
+    student = Path(__file__).resolve().parents[2] / "recipes" / "multi30k_en_de_student.yaml"
+    code, out, err = mt(capsys, monkeypatch, "run", str(student), "--exp", str(tmp_path / "s"), "--dry-run")
+    assert code == 0 and not (tmp_path / "s").exists(), err  # the run would stop: said (was: "distill to run")
+    assert f"distill would stop: the step distill writes {tmp_path / 's'}/distill/train.*" in err, err
+    assert f"'data.train=[files:{tmp_path / 's'}/distill/train]'" in err, err
     copy = tmp_path / "exp"
     shutil.copytree(experiment.root, copy)
     code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run")

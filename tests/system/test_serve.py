@@ -31,6 +31,7 @@ from mt.apps.serve.queue import Batcher, QueueFull, WorkerFailed
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError, MtError
+from mt.experiment.paths import Experiment
 from mt.text.markup_translate import translate as markup_translate
 from mt.text.translate import translate as translate_text
 
@@ -705,6 +706,31 @@ def test_mt_serve_parallel_processes_answers_as_one_process_and_stops_them(train
     while [pid for pid in children if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()], "search processes left behind"
+
+
+def test_mt_serve_searches_in_processes_where_the_experiment_says_so(trained_experiment, tmp_path):
+    """Without --parallel, the experiment's decode.parallel (was: threads, whatever it said)."""
+    import shutil
+
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import save_yaml
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    cfg = exp.load_config()
+    cfg.decode.parallel = "processes"
+    write_text_atomic(exp.config_path, save_yaml(cfg))
+    process, url = serve_process(trained_experiment.root.parent, tmp_path / "serve.log", "--exp", str(exp.root),
+                                 "--threads", "2")
+    try:
+        children = [int(p) for p in (Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())]
+        children = [pid for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(children) == 2, children
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
 
 
 def test_the_server_moves_what_it_loaded_out_of_the_collectors_passes_and_collects_less_often():

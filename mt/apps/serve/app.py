@@ -241,13 +241,13 @@ def serve(
     device: str = "cpu",
     precision: str = "fp32",
     quantize: str | None = None,
-    parallel: str = "threads",
+    parallel: str | None = None,
     engine: str | None = None,
 ) -> None:
     """`mt serve`: load the model once (`Translator.load`'s checkpoint, device, precision and
-    quantize), serve it until SIGTERM or Ctrl-C, then drain and return. `parallel` "processes": the
-    worker's static batches are searched by processes of their own (mt.decoding.processes), started
-    here, before the first request. `engine` (decode.engine; None: the experiment's): CTranslate2 is built and loaded here too."""
+    quantize), serve it until SIGTERM or Ctrl-C, then drain and return. `parallel` (decode.parallel;
+    None: the experiment's) "processes": the worker's static batches are searched by processes of their
+    own (mt.decoding.processes), started here, before the first request. `engine` (decode.engine; None: the experiment's): CTranslate2 is built and loaded here too."""
     import torch
 
     from mt.config.schema import Engine, Parallel
@@ -264,7 +264,8 @@ def serve(
     # libgomp would count more threads than cores and stop spinning between ops: beam search, a few
     # thousand small ops a batch, then ran 1.7-3x slower (measured on a 2-core Xeon, 2026-12-02).
     torch.set_num_threads(1)
-    cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
+    if parallel is not None:
+        cfg.decode.parallel = coerce(parallel, Parallel, "--parallel")
     if engine is not None:
         cfg.decode.engine = coerce(engine, Engine, "--engine")
     translator = Translator.load(exp, cfg, checkpoint, device, precision, quantize)
@@ -273,7 +274,7 @@ def serve(
     if cfg.decode.engine == "auto" and unsupported(translator, replace(defaults, beam=1)) is None:
         load(translator, cfg.decode.workers, worker_threads, strict=False)  # now, not in a request's batch
     processes_used = not (cfg.decode.engine == "ctranslate2" and translator.engine is not None)
-    if parallel == "processes" and processes_used:  # started now, as the worker will ask for them
+    if cfg.decode.parallel == "processes" and processes_used:  # started now, as the worker will ask for them
         workers = workers_for(0, translator.device, worker_threads)
         translator.search_processes(workers, max(1, worker_threads // workers))
     names = ", ".join(path.name for path in translator.checkpoint_paths)
