@@ -156,7 +156,7 @@ def write_document(
     if auto:
         from mt.text.language import LanguageIdentifier
 
-        identifier = LanguageIdentifier(translator.directions.sources())
+        identifier = LanguageIdentifier(translator.directions.readable())
     _, target = translator.directions.resolve(options.src_lang, options.tgt_lang)
     with log.make_progress() as progress:
         task = progress.add_task("translate", total=None)

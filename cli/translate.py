@@ -208,7 +208,7 @@ def translate(
     if auto:
         from mt.text.language import LanguageIdentifier, readable_lines
 
-        identifier = LanguageIdentifier(translator.directions.sources())
+        identifier = LanguageIdentifier(translator.directions.readable())
         if constraints:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
             from mt.search.constrained import split_constrained_line
 

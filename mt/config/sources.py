@@ -143,10 +143,14 @@ def parse_source(
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
             raise ConfigError(f"{where}: files:SRC|TGT needs both files")
+        if bar:
+            _one_direction(directions, multilingual, where, "two files name no languages")
         paths = (src, tgt) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
         paths = (_path(paths[0]), _path(paths[1]))
         return Source("files", paths=paths, **common)
     if kind == "tsv":
+        if not _TSV_COLUMNS.search(arg):
+            _one_direction(directions, multilingual, where, "its columns are not named")
         return Source("tsv", paths=(_path(_tsv_path(arg)),), columns=_tsv_columns(arg, langs, where), **common)
     if kind == "jsonl":
         return Source("jsonl", paths=(_path(arg),), **common)
@@ -165,6 +169,16 @@ def parse_source(
             f"de/en or en/de, not {langs[0]}/{langs[1]}"
         )
     return Source("ding", paths=(_path(arg) if arg else DING_PATH,), part=part, **common)
+
+
+def _one_direction(directions: tuple, multilingual: bool, where: str, why: str) -> None:
+    """A corpus whose languages only its direction says (files:SRC|TGT, a tsv without :L1-L2) would be
+    read the same way round for every direction of a multilingual model: wrong pairs under each tag."""
+    if multilingual and len(directions) != 1:
+        raise ConfigError(
+            f"{where}: {why}; add ~SRC-TGT for the one direction it holds, or use files:PREFIX "
+            "(PREFIX.LANG) or tsv:FILE:L1-L2"
+        )
 
 
 def _path(text: str) -> str:

@@ -66,6 +66,10 @@ class Directions:
                 self.resolve(*leg)
             except ConfigError as exc:
                 raise ConfigError(f"--pivot {pivot}: {exc}") from None
+            if leg[0] is not None and leg not in self.pairs:  # a zero-shot leg is what a pivot goes around
+                raise ConfigError(
+                    f"--pivot {pivot}: {leg[0]}-{leg[1]} was not trained; this model translates {self.names()}"
+                )
 
     def resolve(self, src_lang: str | None, tgt_lang: str | None) -> tuple[str | None, str]:
         """(source, target) of a call that names them or not: a bilingual model's own, a multilingual
@@ -92,6 +96,10 @@ class Directions:
             raise ConfigError(
                 f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
                 f"translates {self.names()}"
+            )
+        if src_lang == tgt_lang:  # not a direction: no model of mt's was trained to copy, nor warned as zero-shot
+            raise ConfigError(
+                f"{src_lang}-{tgt_lang}: source and target are the same language (--src-lang, --tgt-lang)"
             )
         if src_lang is not None and not self.knows_source(src_lang):  # else every made-up name is a zero-shot pair
             raise ConfigError(

@@ -294,8 +294,9 @@ def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
         paths = ok(f"{served.url}/openapi.json")["paths"]
         for route, field in (("/translate", "q"), ("/v1/translate", "text"), ("/v1/attention", "text")):
             schema = paths[route]["post"]["requestBody"]["content"]["application/json"]["schema"]
-            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")
-                     if call(f"{served.url}{route}", {field: "Hallo.", "source": lang, "target": "en"})[0] == 200]
+            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")  # en-en is no direction: en to de
+                     if call(f"{served.url}{route}", {field: "Hallo.", "source": lang,
+                                                      "target": "de" if lang == "en" else "en"})[0] == 200]
             listed = [lang for lang in schema["properties"]["source"]["enum"] if lang is not None]  # /v1: null, not given
             assert sorted(listed) == sorted(taken) == ["auto", "de", "en", "fr"], route
             assert (None in schema["properties"]["source"]["enum"]) == route.startswith("/v1")
@@ -432,6 +433,53 @@ def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_onl
                         "--src-lang", "auto")
     assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0]], err
     assert "not translated: 'A man in a blue shirt" in " ".join(err.split())
+
+
+def test_pivot_legs_must_be_trained_and_a_language_into_itself_is_no_direction():
+    """Was: --pivot took zero-shot legs (and advised --pivot for them); en-en was a zero-shot direction."""
+    from mt.decoding.directions import Directions
+
+    directions = Directions((("en", "de"), ("de", "en"), ("en", "fr")), {"en": 3, "de": 4, "fr": 5})
+    directions.check_pivot("de", "fr", "en")  # de-en, en-fr: both trained
+    with pytest.raises(ConfigError, match=r"^--pivot en: fr-en was not trained; this model translates en-de"):
+        directions.check_pivot("fr", "de", "en")
+    with pytest.raises(ConfigError, match=r"^--pivot fr: de-fr was not trained"):
+        directions.check_pivot("de", "en", "fr")
+    with pytest.raises(ConfigError, match=r"^en-en: source and target are the same language"):
+        directions.tag("en", "en")
+    assert directions.tag("fr", "de") == 4  # zero-shot: taken, with a warning
+
+
+def test_a_corpus_whose_languages_only_its_direction_says_needs_one_direction():
+    """Was: files:SRC|TGT and an unnamed tsv were read the same way round for every direction, wrong pairs
+    under every other tag."""
+    from mt.config.sources import parse_source
+
+    for spec in ("files:/c/a.en|/c/a.de", "tsv:/c/n.tsv", "files:/c/a.en|/c/a.de~en-de,de-en"):
+        with pytest.raises(ConfigError, match="add ~SRC-TGT for the one direction it holds"):
+            parse_source(spec, "train", ("en", "de"), multilingual=True)
+    for spec in ("files:/c/a.en|/c/a.de~en-de", "tsv:/c/n.tsv:en-de", "files:/c/t", "tsv:/c/n.tsv~en-de"):
+        parse_source(spec, "train", ("en", "de"), multilingual=True)
+    parse_source("files:/c/a.en|/c/a.de", "train", ("en", "de"))  # one direction: its own
+
+
+def test_src_lang_auto_reads_a_zero_shot_source_as_the_server_does(multi, tmp_path, capsys, monkeypatch):
+    """A language the model only writes is read zero-shot (was: "not translated", while /translate took it)."""
+    import shutil
+
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import save_yaml
+
+    copy = tmp_path / "exp"
+    shutil.copytree(multi.root, copy)
+    cfg = Experiment(copy).load_config()
+    cfg.data.directions = ["en-de", "de-en", "en-fr"]  # fr: a target only
+    write_text_atomic(Experiment(copy).config_path, save_yaml(cfg))
+    french = tmp_path / "fr.txt"
+    french.write_text(toy_multiway(1, seed=96)["fr"][0] + "\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", copy, "-i", french, "--src-lang", "auto",
+                        "--tgt-lang", "en", "--format", "text")
+    assert code == 0 and out.strip() and "not translated" not in err, err
 
 
 def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():
