@@ -67,7 +67,9 @@ def evaluate_split(
     data.directions, each direction is translated and scored on its own (translations/SPLIT.SRC-TGT.hyp),
     and the record holds them all under "directions" with their mean as its own BLEU and chrF. `options`:
     this call's decoding options (flags), over the experiment's decode.*."""
-    translator = translator or Translator.load(exp, cfg)
+    if translator is None:  # loaded here: closed here (its search processes, if any)
+        with Translator.load(exp, cfg) as own:
+            return evaluate_split(exp, cfg, split, own, tokenized, lowercase, options)
     options = (options or DecodeOptions()).resolved(cfg.decode)
     start = time.perf_counter()
     directions = {}

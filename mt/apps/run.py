@@ -250,13 +250,13 @@ def _translate_examples(
     from mt.decoding.options import DecodeOptions
     from mt.decoding.translator import Translator
 
-    translator = Translator.load(exp, cfg, device=device)
     src_lang = cfg.data.pairs()[0][0]  # the examples are in the first direction's source language
-    for tgt_lang in translator.directions.targets(src_lang):
-        found = translator.search(examples, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
-        arrow = f"-{tgt_lang}->" if cfg.data.multilingual else "->"
-        for source, hyps in zip(examples, found):
-            print_result(f"{source}  {arrow}  {hyps[0][0]}")
+    with Translator.load(exp, cfg, device=device) as translator:  # its search processes, if any, stop after
+        for tgt_lang in translator.directions.targets(src_lang):
+            found = translator.search(examples, DecodeOptions(src_lang=src_lang, tgt_lang=tgt_lang))
+            arrow = f"-{tgt_lang}->" if cfg.data.multilingual else "->"
+            for source, hyps in zip(examples, found):
+                print_result(f"{source}  {arrow}  {hyps[0][0]}")
 
 
 def _dry_run(
@@ -459,15 +459,20 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
     from mt.decoding.translator import Translator
 
     translator = None  # loaded once, for the first split that needs it
-    for split in ("valid", "test"):
-        if not getattr(cfg.data, split):
-            continue
-        score_path = exp.score_path(split)
-        if _scores_fresh(exp, cfg, split):
-            scores = exp.read_json(score_path)
-            log.info(f"evaluate {split}: done already ({score_path})")
-        else:
-            log.info(f"[bold]evaluate {split}[/bold]")
-            translator = translator or Translator.load(exp, cfg, device=device)
-            scores = evaluate_split(exp, cfg, split, translator)
-        print_result(f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  ({scores['bleu_signature']})")
+    try:
+        for split in ("valid", "test"):
+            if not getattr(cfg.data, split):
+                continue
+            score_path = exp.score_path(split)
+            if _scores_fresh(exp, cfg, split):
+                scores = exp.read_json(score_path)
+                log.info(f"evaluate {split}: done already ({score_path})")
+            else:
+                log.info(f"[bold]evaluate {split}[/bold]")
+                translator = translator or Translator.load(exp, cfg, device=device)
+                scores = evaluate_split(exp, cfg, split, translator)
+            bleu, chrf, signature = scores["bleu"], scores["chrf"], scores["bleu_signature"]
+            print_result(f"{split}: BLEU {bleu:.2f}  chrF {chrf:.2f}  ({signature})")
+    finally:
+        if translator is not None:  # its search processes, if any
+            translator.close()

@@ -84,6 +84,9 @@ class SearchProcesses:
         self.tasks, self.results = context.Queue(), context.Queue()
         self.count = count
         self.calls = 0  # `map`'s calls so far: each answer names its call, and an earlier one's is dropped
+        # One call at a time: two threads' calls would each drop the other's answers as an earlier
+        # call's, and both wait for ever. A second thread's call waits for the first to be read.
+        self._lock = threading.Lock()
         self.processes = [
             context.Process(
                 target=_serve, args=(load, load_args, threads, self.tasks, self.results), daemon=True, name="mt-search"
@@ -96,22 +99,23 @@ class SearchProcesses:
 
     def map(self, batches: list[tuple[list[list[int]], Any]]) -> Iterator[list]:
         """Each batch's hypotheses (`Translator.search_batch`), in order, the batches searched side by
-        side: (source ids, resolved options) each."""
-        self.calls += 1
-        call = self.calls
-        for index, batch in enumerate(batches):
-            self.tasks.put(((call, index), *batch))
-        done: dict[int, list] = {}
-        for index in range(len(batches)):
-            while index not in done:
-                key, found, error = self._next()
-                # An earlier call that failed or was left unread still had answers coming: not this one's
-                if key is not None and key[0] != call:
-                    continue
-                if error is not None:
-                    raise MtError(f"a search process failed: {error}")
-                done[key[1]] = found
-            yield done.pop(index)
+        side: (source ids, resolved options) each. Calls from several threads take turns."""
+        with self._lock:
+            self.calls += 1
+            call = self.calls
+            for index, batch in enumerate(batches):
+                self.tasks.put(((call, index), *batch))
+            done: dict[int, list] = {}
+            for index in range(len(batches)):
+                while index not in done:
+                    key, found, error = self._next()
+                    # An earlier call that failed or was left unread still had answers coming: not this one's
+                    if key is not None and key[0] != call:
+                        continue
+                    if error is not None:
+                        raise MtError(f"a search process failed: {error}")
+                    done[key[1]] = found
+                yield done.pop(index)
 
     def _next(self) -> tuple[Any, Any, str | None]:
         """The next answer of any process; MtError once one has died, instead of waiting for ever."""
@@ -119,6 +123,8 @@ class SearchProcesses:
             try:
                 return self.results.get(timeout=1.0)
             except queue.Empty:
+                if not self.processes:  # closed meanwhile (`close`): no answer will come
+                    raise MtError("the search processes were stopped (the Translator was closed)") from None
                 dead = [p for p in self.processes if not p.is_alive()]
                 if dead:
                     self.close()

@@ -8,6 +8,7 @@ the experiment's decode.* settings and the device. Every search takes the call's
 from __future__ import annotations
 
 import threading
+import weakref
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
@@ -81,6 +82,8 @@ class Translator:
         # saves last.pt and best.pt again)
         self.checkpoint_stats: list[tuple[int, int]] = []
         self._processes: SearchProcesses | None = None  # started by the first search that asks for them
+        self._stop_processes: Callable[[], object] = lambda: None  # their finalizer (`search_processes`)
+        self._processes_lock = threading.Lock()
         self.engine: CTranslate2Engine | None = None  # CTranslate2 (decode.engine), loaded by the first call for it
         self.engine_failure: str | None = None  # why CTranslate2 could not be built or loaded (engine auto)
         self._said: set[str] = set()
@@ -116,10 +119,17 @@ class Translator:
         return translator
 
     def close(self) -> None:
-        """Stop the search processes, if any ran (decode.parallel: processes)."""
+        """Stop the search processes, if any ran (decode.parallel: processes); also when the Translator
+        is collected or left as a context manager (`with Translator.load(...) as translator:`)."""
         if self._processes is not None:
-            self._processes.close()
+            self._stop_processes()  # the finalizer, which calls SearchProcesses.close
             self._processes = None
+
+    def __enter__(self) -> Translator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def say(self, message: str) -> None:
         """Log `message` once per Translator (which engine decodes, and why)."""
@@ -129,12 +139,16 @@ class Translator:
 
     def search_processes(self, workers: int, threads: int | None = None) -> SearchProcesses:
         """`workers` search processes over this Translator's model, `threads` each (default: a share of
-        the calling thread's); started once, then kept until `close` or another count is asked for."""
-        if self._processes is None or self._processes.count != workers:
-            self.close()
-            threads = threads or max(1, torch.get_num_threads() // workers)
-            self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
-        return self._processes
+        the calling thread's); started once, then kept until `close` or another count is asked for.
+        Threads asking at once share one set (each started its own, and all but the last ran on)."""
+        with self._processes_lock:
+            if self._processes is None or self._processes.count != workers:
+                self.close()
+                threads = threads or max(1, torch.get_num_threads() // workers)
+                self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
+                # A Translator dropped unclosed stops them when it is collected, not at the program's end.
+                self._stop_processes = weakref.finalize(self, self._processes.close)
+            return self._processes
 
     def translate(self, lines: list[str]) -> list[str]:
         """Translations of `lines` in the same order; an empty (or blank) line gives an empty line."""

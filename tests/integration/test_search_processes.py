@@ -109,6 +109,50 @@ def test_ctrl_c_at_a_terminal_is_left_to_the_process_that_started_them(translato
     translator.close()
 
 
+def test_threads_sharing_a_translator_take_turns_with_its_processes(translator):
+    """Was: each call dropped the other's answers as an earlier call's, and both waited for ever."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
+    halves = (LINES[:30], LINES[30:])
+    expected = [translator.search(lines, DecodeOptions(max_tokens=60)) for lines in halves]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(lambda lines: [translator.search(lines, options) for _ in range(3)], lines)
+                   for lines in halves]
+        for future, alone in zip(futures, expected):
+            assert future.result(timeout=120) == [alone] * 3
+    translator.close()
+
+
+def test_processes_stop_with_their_translator_however_it_ends(trained_experiment, tmp_path):
+    """A context manager, a Translator collected unclosed, and evaluate_split's own Translator: none
+    leaves its search processes running (was: until the program's end, a copy of the model each)."""
+    import gc
+    import multiprocessing
+    import shutil
+
+    from mt.apps.evaluate import evaluate_split
+    from mt.experiment.paths import Experiment
+
+    cfg = trained_experiment.load_config()
+    options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
+    with Translator.load(trained_experiment, cfg) as translator:
+        translator.search(LINES[:6], options)
+        processes = translator._processes.processes
+    assert not any(p.is_alive() for p in processes)
+    dropped = Translator.load(trained_experiment, cfg)
+    dropped.search(LINES[:6], options)
+    processes = dropped._processes.processes
+    del dropped
+    gc.collect()
+    assert not any(p.is_alive() for p in processes)
+    cfg.decode.parallel, cfg.decode.workers = "processes", 2
+    copy = Experiment(tmp_path / "exp")  # evaluate writes its scores there
+    shutil.copytree(trained_experiment.root, copy.root)
+    evaluate_split(copy, cfg, "test")
+    assert not [p for p in multiprocessing.active_children() if p.name == "mt-search"]
+
+
 def test_parallel_is_checked_as_the_other_options():
     with pytest.raises(ConfigError, match="--parallel"):
         DecodeOptions(parallel="fibers")
