@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
@@ -28,23 +27,10 @@ def exp_dir(value):
 
 
 def device_name(value: str | None) -> str | None:
-    """--device: cpu, cuda or cuda:N, and a CUDA device only where torch can use one (else a one-line
-    error at parse time instead of torch's assertion when the model moves)."""
-    if value is None or value == "cpu":
-        return value
-    match = re.fullmatch(r"cuda(?::(\d+))?", value)
-    if match is None:
-        raise ConfigError(f"--device {value}: expected cpu, cuda or cuda:N")
-    import torch
+    """--device: checked at parse time (`mt.hardware.checked_device`)."""
+    from mt.hardware import checked_device
 
-    if not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else "no CUDA device visible"
-        raise ConfigError(
-            f"--device {value}: torch {torch.__version__} cannot use CUDA here ({build}); use --device cpu"
-        )
-    if match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
-        raise ConfigError(f"--device {value}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
-    return value
+    return None if value is None else checked_device(value)
 
 
 # -- the experiment and its config --------------------------------------------------------------

@@ -11,8 +11,11 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from mt.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -169,3 +172,21 @@ def launched_by_torchrun() -> bool:
     """Whether torchrun started this process: one of several, or its only rank (TORCHELASTIC_RUN_ID
     is torchrun's own variable), which then takes the same process group and DDP path as several."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ
+
+
+def checked_device(value: str, name: str = "--device") -> str:
+    """cpu, cuda or cuda:N, and a CUDA device only where torch can use one: else a one-line error
+    naming `name`, before anything loads (torch's own was an assertion when the model moved)."""
+    if value == "cpu":
+        return value
+    match = re.fullmatch(r"cuda(?::(\d+))?", value)
+    if match is None:
+        raise ConfigError(f"{name} {value}: expected cpu, cuda or cuda:N")
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "no CUDA device visible"
+        raise ConfigError(f"{name} {value}: torch {torch.__version__} cannot use CUDA here ({build}); use {name} cpu")
+    if match.group(1) is not None and int(match.group(1)) >= torch.cuda.device_count():
+        raise ConfigError(f"{name} {value}: there are {torch.cuda.device_count()} CUDA devices (cuda:0 ...)")
+    return value

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
 from mt.config.schema import MAX_BEAM, DecodeConfig, Engine, LengthPenalty, Parallel, StopRule, decode_checks
@@ -51,6 +52,7 @@ class Sampling:
     seed: int = 1
 
     def __post_init__(self) -> None:
+        _numbers(self, {"top_k": int, "seed": int, "temperature": float, "top_p": float})
         # Written so that NaN fails too.
         if not self.temperature > 0:
             raise ConfigError(f"--temperature {self.temperature}: must be above 0")
@@ -93,6 +95,7 @@ class DecodeOptions:
     segment_tokens: int = SEGMENT_TOKENS  # a sentence of more source tokens is cut at clauses, then spaces
 
     def __post_init__(self) -> None:
+        _numbers(self, {"nbest": int, "segment_tokens": int, "alignment_layer": int})
         self._check_search()
         if not 1 <= self.nbest <= MAX_BEAM:
             raise ConfigError(f"--nbest {self.nbest}: must be from 1 to {MAX_BEAM}")
@@ -160,10 +163,37 @@ class DecodeOptions:
         }
 
 
+def _numbers(options: Any, kinds: dict[str, type]) -> None:
+    """Each field of `kinds` given (not None) is an integer (not a bool) or a real number, as its flag
+    takes it: 3.5 beams or a "3" got past the checks and failed inside the search (torch's TypeError)."""
+    for name, kind in kinds.items():
+        value = getattr(options, name)
+        if value is None:
+            continue
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if kind is int and not whole:
+            raise ConfigError(f"--{name.replace('_', '-')} {value!r}: expected an integer")
+        if kind is float and not (whole or isinstance(value, float)):
+            raise ConfigError(f"--{name.replace('_', '-')} {value!r}: expected a number")
+
+
+# The search fields that are numbers, by their config type (decode.*).
+NUMBER_FIELDS = {
+    "beam": int,
+    "alpha": float,
+    "max_len_a": float,
+    "max_len_b": int,
+    "no_repeat_ngram": int,
+    "max_tokens": int,
+    "workers": int,
+}
+
+
 @functools.lru_cache(maxsize=256)  # an error is not cached: a bad set is checked, and refused, every time
 def _checked_search(fields: tuple[tuple[str, type, Any], ...]) -> None:
     """DecodeOptions' search fields (name, type, value), by the config's rules; raises ConfigError."""
     given = {name: value for name, _, value in fields}
+    _numbers(SimpleNamespace(**given), {name: kind for name, kind in NUMBER_FIELDS.items() if name in given})
     for name, kind, flag in (
         ("length_penalty", LengthPenalty, "--length-penalty"),
         ("stop", StopRule, "--stop"),

@@ -20,15 +20,16 @@ from mt import log
 from mt.config.schema import DecodeConfig, ExperimentConfig
 from mt.data.batching import length_groups
 from mt.data.shortlist import load_table
-from mt.decoding.alignment import Encoded, encode_sources, word_alignments
+from mt.decoding.alignment import Encoded, encode_sources, members, word_alignments
 from mt.decoding.directions import Directions
 from mt.decoding.engine import CTranslate2Engine, engine
 from mt.decoding.models import load_models
 from mt.decoding.options import DecodeOptions
 from mt.decoding.processes import SearchProcesses
 from mt.decoding.shortlist import Shortlist, shortlisted, to_indices, to_tokens
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
+from mt.hardware import checked_device
 from mt.search.beam import beam_search
 from mt.search.constrained import constrained_beam_search, split_constrained_line
 from mt.search.parallel import search_batches, split_for, workers_for
@@ -105,7 +106,7 @@ class Translator:
         last, average, step_N or a .pt file; several make an ensemble), each checked against the
         tokenizers and, when it is this experiment's own, against its model config; run on `device`
         in `precision` (fp32, bf16, fp16) or with `quantize` int8 (CPU) instead."""
-        torch_device = torch.device(device)
+        torch_device = torch.device(checked_device(device, "device"))
         tokenizers = exp.load_tokenizers(cfg.tokenizer.joint)
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
         model, paths, averaged = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
@@ -264,6 +265,13 @@ class Translator:
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         if constraints and any(constraints):
             options = replace(options, constraints=True)
+        if options.alignment_layer is not None:  # 0-based here; before the search, not after it (an IndexError)
+            count = min(len(m.decoder) for m in members(self.model))
+            if not 0 <= options.alignment_layer < count:
+                raise ConfigError(
+                    f"alignment_layer {options.alignment_layer}: the model has {count} decoder layers "
+                    f"(0-{count - 1} here; --alignment-layer counts from 1)"
+                )
         if options.shortlist:
             self._shortlist()  # read here, once, before batches are searched side by side
         fast = engine(self, options)

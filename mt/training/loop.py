@@ -35,6 +35,7 @@ from mt.data.corpus import load_split
 from mt.errors import MtError
 from mt.experiment.lock import experiment_lock
 from mt.experiment.paths import Experiment
+from mt.hardware import checked_device
 from mt.model.transformer import count_parameters
 from mt.training.checkpoints import resume_training, save_training, start_from_weights
 from mt.training.distributed import Distributed
@@ -97,7 +98,7 @@ def train(
     `init_from` (another experiment or a checkpoint file) gives a new run its starting weights.
     `group`: this process's place among several (see mt.training.distributed); one process by default.
     """
-    group = group or Distributed(device=torch.device(device))
+    group = group or Distributed(device=torch.device(checked_device(device, "device")))
     with _training_lock(exp, group):
         run = build_training(exp, cfg, device, group)
         trainer = run.trainer

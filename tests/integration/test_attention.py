@@ -30,7 +30,7 @@ from mt.decoding.alignment import (
 )
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.model.attention import capture_attention
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -197,6 +197,16 @@ def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_ex
             assert len(index) == len(ids) and index[0] == 0
             assert index == sorted(index) and index[-1] == len(text.split()) - 1, (text, tok.pieces(ids), index)
     assert "⁇" in tok.decode([tok.encode(["katze,sitzt"])[0]])[0]  # the case above is really there
+
+
+def test_an_alignment_layer_the_model_lacks_is_refused_before_the_search(trained_experiment):
+    """From Python (the command line checks --alignment-layer itself): was an IndexError after the whole
+    search, and -1 silently the last layer."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())  # 2 decoder layers
+    for layer in (2, -1):
+        with pytest.raises(ConfigError, match=f"^alignment_layer {layer}: the model has 2 decoder layers"):
+            translator.search(["Der hund."], DecodeOptions(alignment_layer=layer))
+    assert translator.search(["Der hund."], DecodeOptions(alignment_layer=1))[0][0][2] != ""
 
 
 @pytest.mark.slow

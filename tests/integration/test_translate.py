@@ -205,3 +205,19 @@ def test_batches_searched_side_by_side_give_what_one_at_a_time_gives(trained_exp
     assert [[text for text, _ in hyps] for hyps in side_by_side] == [[text for text, _ in hyps] for hyps in alone]
     assert [score for hyps in side_by_side for _, score in hyps] == pytest.approx(
         [score for hyps in alone for _, score in hyps], abs=1e-4)
+
+
+def test_a_device_torch_cannot_use_is_a_config_error_from_python_too(trained_experiment):
+    """Was: torch's AssertionError ("Torch not compiled with CUDA enabled") or RuntimeError, from
+    Translator.load and train; the command line's --device was the only check."""
+    import torch
+
+    from mt.training.loop import train
+
+    cfg = trained_experiment.load_config()
+    bad = ["tpu", "cuda:x"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        with pytest.raises(ConfigError, match=f"^device {device}: "):
+            Translator.load(trained_experiment, cfg, device=device)
+        with pytest.raises(ConfigError, match=f"^device {device}: "):
+            train(trained_experiment, cfg, device=device)
