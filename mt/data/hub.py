@@ -59,6 +59,8 @@ def load(source: Source):
             return datasets.load_dataset(
                 _DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split, streaming=source.streaming
             )
+        if _looks_local(name):  # not a hub name: asking the hub would only delay the one-line error
+            raise MtError(f"hf:{name}: no such file or directory")
         args = [name] + ([source.hf_config] if source.hf_config else [])
         offline = _offline_unless_the_hub_answers()
         return datasets.load_dataset(*args, split=split, streaming=source.streaming)
@@ -70,6 +72,18 @@ def load(source: Source):
             reason = reason[:300] + "..."
         why = "the hub did not answer, so only the local cache was tried" if offline else "no network?"
         raise MtError(f"cannot load {describe(source)}: {reason} ({why}; use local files)") from None
+
+
+def _looks_local(name: str) -> bool:
+    """A path, not a hub name ("user/dataset", "wmt14"): absolute, relative with ./ or ../, or a data
+    file's name (`_DATA_FILE_BUILDERS`, maybe .gz)."""
+    suffixes = [s for s in Path(name).suffixes if s != ".gz"]
+    return (
+        os.path.isabs(name)
+        or name.startswith(("./", "../", "~"))
+        or name in (".", "..")
+        or bool(suffixes and suffixes[-1] in _DATA_FILE_BUILDERS)
+    )
 
 
 def _offline_unless_the_hub_answers(timeout: float = 3.0) -> bool:

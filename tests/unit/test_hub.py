@@ -60,11 +60,21 @@ def test_hf_local_json(tmp_path, hf_cache, shape):
     assert "\n" not in str(err.value)
 
 
-def test_hf_load_failure_is_one_line(tmp_path, hf_cache):
-    data = DataConfig(train=[f"hf:{tmp_path / 'absent.jsonl'}"])
-    with pytest.raises(MtError, match=r"cannot load dataset '.*absent\.jsonl' split 'train'") as err:
-        load_split(data.sources("train"))
-    assert "\n" not in str(err.value)
+def test_hf_load_failure_is_one_line(tmp_path, hf_cache, monkeypatch):
+    import os
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"a connection to {args[0]}")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # A local path that is not there: said at once (was: the hub asked about it, the process switched offline)
+    for missing in (tmp_path / "absent.jsonl", tmp_path / "absent_dir", "./absent_dir", "absent.csv.gz"):
+        with pytest.raises(MtError) as err:
+            load_split(DataConfig(train=[f"hf:{missing}"]).sources("train"))
+        assert str(err.value) == f"hf:{missing}: no such file or directory"
+    assert "HF_HUB_OFFLINE" not in os.environ
     (tmp_path / "broken.jsonl").write_text("not json\n{\"de\": 1\n", encoding="utf-8")
     with pytest.raises(MtError, match=r"cannot load dataset '.*broken\.jsonl' split 'train': .*no network\?") as err:
         load_split(DataConfig(train=[f"hf:{tmp_path / 'broken.jsonl'}"]).sources("train"))
