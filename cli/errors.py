@@ -63,6 +63,14 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
     except BrokenPipeError:  # `mt translate | head`: the reader left; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except ModuleNotFoundError as exc:  # an optional library a feature's own check missed: one line all the same
+        if debug() or os.environ.get("MT_DEBUG"):
+            traceback.print_exc()
+        fail(
+            f"this needs the Python package that provides {exc.name!r}, which is not installed: pip install "
+            "it, or the mt extra that lists it (pyproject.toml) (--debug shows where)",
+            1,
+        )
     except OSError as exc:  # disk full, permissions: not a bug in mt
         if debug() or os.environ.get("MT_DEBUG"):
             traceback.print_exc()

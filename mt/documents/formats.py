@@ -96,9 +96,18 @@ def named(name: str, flag: str = "--format") -> DocumentFormat:
     return FORMATS[name]
 
 
+def _installed(name: str) -> bool:
+    """Whether module `name` can be imported; find_spec imports a dotted name's parent, whose absence
+    ("translate" for translate.storage) it raises rather than answers."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def load(fmt: DocumentFormat) -> ModuleType:
     """The format's module, once what it needs is installed; else a one-line error saying how to install it."""
-    missing = [name for name in fmt.requires if importlib.util.find_spec(name) is None]
+    missing = [name for name in fmt.requires if not _installed(name)]
     if missing:
         raise DocumentError(
             f"{fmt.name} documents need {', '.join(missing)}: pip install 'mt[{fmt.extra}]' (or the package itself)"

@@ -156,6 +156,21 @@ def test_info_shows_names_in_brackets_as_they_are(experiment, tmp_path, capsys, 
     assert "/run[de-en]" in text and "avg[last]" in text, out
 
 
+def test_a_library_that_is_not_installed_is_one_line(experiment, capsys, monkeypatch):
+    """A missing library no feature's own check names (here sentencex, as if uninstalled) is still
+    one line, not ModuleNotFoundError's traceback."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "sentencex" or m.startswith("sentencex.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "sentencex", None)  # what `import sentencex` then raises: not installed
+    text = experiment.root.parent / "in.txt"  # a document: translated sentence by sentence
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", str(text),
+                        "--threads", "1")
+    assert code == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("error: this needs the Python package that provides 'sentencex'"), err
+
+
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
     # Whether it warns depends on this CPU (no bf16 hardware: ~30-100x slower); it must match the helper.
     inputs = str(experiment.root.parent / "in.txt")

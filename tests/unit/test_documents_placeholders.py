@@ -59,3 +59,13 @@ def test_xliff_inline_elements_come_back_as_copies_around_and_between_the_words(
     assert written == (
         '<target>A <g id="1">red</g> dog <x id="2"/><bpt id="3">&lt;i&gt;</bpt>barks<ept id="3">&lt;/i&gt;</ept>.</target>'
     )
+
+
+def test_a_format_whose_library_is_missing_is_one_line_naming_the_extra():
+    """Was: find_spec("translate.storage") raised ModuleNotFoundError where translate-toolkit was not
+    installed, and `mt serve` (listing the formats it takes) stopped with its traceback."""
+    from mt.documents.formats import DocumentError, DocumentFormat, load
+
+    for requires in (("no_such_package",), ("no_such_package.storage",)):
+        with pytest.raises(DocumentError, match=r"^po documents need no_such_package.*pip install 'mt\[documents\]'"):
+            load(DocumentFormat("po", (".po",), "localisation", requires=requires))
