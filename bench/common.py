@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import multiprocessing
 import os
 import resource
@@ -54,20 +55,28 @@ def model_flops_per_token(model) -> tuple[int, int]:
 
 def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
     """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
-    all precisions see the same machine load; seconds of every step and the tokens. Each step is an
-    update as the training loop makes it (`Trainer.update`: nothing read back from the device)."""
+    all precisions see the same machine load and the same batches (each step's are drawn once and
+    given to every precision: a batch's rows, lengths and padding move a step's time); seconds of
+    every step and the tokens. Each step is an update as the training loop makes it (`Trainer.update`:
+    nothing read back from the device)."""
     measured = {p: {"warmup_seconds": [], "seconds": [], "tgt": 0, "src": 0} for p in precisions}
+
+    def drawn() -> list:
+        return [trainer.stream.next_batch() for _ in range(trainer.update_freq)]
+
+    warmups = [drawn() for _ in range(warmup)]
     for precision in precisions:  # first-call allocations, kernel selection (or compilation)
         trainer.precision = precision
-        for _ in range(warmup):
+        for batches in warmups:
             start = time.perf_counter()
-            trainer.update()
+            trainer.update(batches)
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
     for _ in range(steps):
+        batches = drawn()
         for precision in precisions:
             trainer.precision = precision
             start = time.perf_counter()
-            stats = trainer.update()
+            stats = trainer.update(batches)
             measured[precision]["seconds"].append(time.perf_counter() - start)
             measured[precision]["tgt"] += stats["tgt_tokens"]
             measured[precision]["src"] += stats["src_tokens"]
@@ -248,7 +257,7 @@ def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], com
         translate, tgt_tok = _hf_decoder(exp, cfg, mode, model_dirs, args["threads"])
     else:
         translate, tgt_tok = _mt_decoder(exp, cfg, mode, refs)
-    translate(src[:16])  # warm-up: first-call allocations and kernel selection
+    translate(src)  # warm-up, a whole pass: first-call allocations and kernels for every batch shape
     results.put("ready")
     seconds, hyps = [], []
     while commands.get() == "go":
@@ -279,8 +288,10 @@ def run_interleaved(rows: dict[str, tuple[str, str, dict]], repeats: int, model_
         if results.get() != "ready":
             raise SystemExit(f"{name}: the worker did not start")
         workers[name] = (process, commands, results)
-    for run in range(repeats):
-        for name, (_, commands, results) in workers.items():
+    names = list(workers)
+    for run in range(repeats):  # each run starts with the next row: none is always first (or last)
+        for name in names[run % len(names):] + names[: run % len(names)]:
+            _, commands, results = workers[name]
             commands.put("go")
             print(f"run {run + 1}/{repeats} {name}: {results.get():.2f} s", file=sys.stderr)
     out = {}
@@ -317,7 +328,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered) / 100) - 1))]
 
 
 # -- the server -------------------------------------------------------------------------------------

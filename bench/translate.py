@@ -48,6 +48,7 @@ from bench.common import CT2_MODES, HF_MODES, MT_MODES, run_interleaved
 REPO = Path(__file__).resolve().parents[1]
 
 DEFAULT_MODES = ("fp32", "int8", "bf16", "ct2_fp32", "ct2_int8")
+EQUAL_BLEU = 0.2  # two modes within this BLEU of each other are at equal quality (a ratio beyond it is said)
 KNOWN_MODES = (*DEFAULT_MODES, "constrained", "fp32_1w", "int8_1w", "bf16_1w", "fp32_proc", "int8_proc", "bf16_proc",
                "ct2_fp32_inter", "ct2_int8_inter", "fp32_sl", "int8_sl", "bf16_sl", "ct2_fp32_vmap", "ct2_int8_vmap",
                "ct2_fp32_inter_vmap", "ct2_int8_inter_vmap", "fp32_sl_proc", "int8_sl_proc", "bf16_sl_proc", "fp32_engine", "int8_engine",
@@ -178,7 +179,11 @@ def main() -> None:
     if args.old:
         for m in (m for m in ours if f"{m}@old" in results):
             ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
-    fast_mode = max((m for m in ours if m != "constrained"), key=lambda m: results[m]["sent_per_s"])
+    # mt's fastest mode among those within EQUAL_BLEU of its own fp32 search (a speed bought with
+    # quality is not a faster path), fp32 itself at least.
+    floor = results["fp32"]["bleu"] - EQUAL_BLEU if "fp32" in results else float("-inf")
+    fast_mode = max((m for m in ours if m != "constrained" and (results[m]["bleu"] >= floor or m == "fp32")),
+                    key=lambda m: results[m]["sent_per_s"])
     for mine, theirs in (("fp32", "ct2_fp32"), ("int8", "ct2_int8"), (fast_mode, "ct2_int8"), ("constrained", "fp32"),
                          ("fp32", "hf_fp32"), ("fp32", "ort_fp32"), (fast_mode, "ct2_int8_inter"),
                          *((m, f"{m}_1w") for m in ("fp32", "int8", "bf16")),
@@ -188,19 +193,26 @@ def main() -> None:
                          *((f"{m}_vmap", m) for m in CT2_MODES if not m.endswith("_vmap"))):
         if mine in results and theirs in results:
             ratios[f"{mine}_over_{theirs}"] = round(results[mine]["sent_per_s"] / results[theirs]["sent_per_s"], 3)
-    if len(sizes) > 1:  # against CTranslate2's fastest configuration, with and without the vmap
-        for kind, pick in (("ct2_best", lambda m: "_vmap" not in m), ("ct2_best_vmap", lambda m: "_vmap" in m)):
-            theirs = [m for m in results if m.partition("@b")[0] in CT2_MODES and pick(m)]
-            if not theirs:
-                continue
-            best = max(theirs, key=lambda m: results[m]["sent_per_s"])
-            print(f"{kind}: {best} ({results[best]['sent_per_s']:.1f} sent/s)")
-            ratios[f"{kind}_mode"] = best  # type: ignore[assignment]
-            for mine in dict.fromkeys([fast_mode, *(m for m in ("int8_sl_proc", "int8_sl_engine") if m in results)]):
-                ratios[f"{mine}_over_{kind}"] = round(results[mine]["sent_per_s"] / results[best]["sent_per_s"], 3)
+    # Against CTranslate2's fastest configuration (of its modes and sizes), with and without the vmap.
+    for kind, pick in (("ct2_best", lambda m: "_vmap" not in m), ("ct2_best_vmap", lambda m: "_vmap" in m)):
+        theirs = [m for m in results if m.partition("@b")[0] in CT2_MODES and pick(m)]
+        if not theirs:
+            continue
+        best = max(theirs, key=lambda m: results[m]["sent_per_s"])
+        print(f"{kind}: {best} ({results[best]['sent_per_s']:.1f} sent/s)")
+        ratios[f"{kind}_mode"] = best  # type: ignore[assignment]
+        for mine in dict.fromkeys([fast_mode, *(m for m in ("int8_sl_proc", "int8_sl_engine") if m in results)]):
+            ratios[f"{mine}_over_{kind}"] = round(results[mine]["sent_per_s"] / results[best]["sent_per_s"], 3)
+    gaps = {}  # each ratio's BLEU difference (mine - theirs): a ratio is at equal quality within EQUAL_BLEU
     for name, ratio in ratios.items():
-        if isinstance(ratio, float):
-            print(f"{name.replace('_over_', ' / ')} sent/s: {ratio:.2f}x")
+        if not isinstance(ratio, float):
+            continue
+        mine, _, theirs = name.partition("_over_")
+        theirs = ratios.get(f"{theirs}_mode", theirs) if theirs.startswith("ct2_best") else theirs
+        gap = results[mine]["bleu"] - results[str(theirs)]["bleu"]
+        gaps[f"bleu_gap_{name}"] = round(gap, 2)
+        equal = "" if abs(gap) <= EQUAL_BLEU else f"; not at equal BLEU ({gap:+.2f})"
+        print(f"{name.replace('_over_', ' / ')} sent/s: {ratio:.2f}x{equal}")
     summary = {
         "allocator": allocator_name(),
         "machine": cpu_name(),
@@ -216,6 +228,7 @@ def main() -> None:
         **{f"peak_rss_mb_{m}": round(r["peak_rss_mb"]) for m, r in results.items()},
         **{f"reference_word_in_output_{m}": round(r["reference_word_in_output"], 4) for m, r in results.items()},
         **ratios,
+        **gaps,
         "beam": args.beam, "length_penalty": "length", "alpha": args.alpha, "threads": args.threads, "ct2_max_tokens": sizes if len(sizes) > 1 else sizes[0],
         "repeats": args.repeats, "versions": versions, "signature": results["fp32"]["signature"],
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
