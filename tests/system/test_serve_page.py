@@ -379,3 +379,15 @@ def test_page_clears_a_dropped_attentions_status_and_keeps_dropped_files_and_foc
     page.focus("#file")
     assert page.evaluate("getComputedStyle(document.getElementById('drop')).outlineStyle") != "none"
 
+
+@pytest.mark.slow
+def test_page_asks_no_more_alternatives_than_the_server_gives(browser, trained_experiment, tmp_path_factory):
+    """With --max-beam 2 the page's default of 3 alternatives was refused at every Translate."""
+    for url in serving(trained_experiment, tmp_path_factory, "--max-beam", "2"):
+        with opened(browser, url) as page:
+            page.wait_for_function("document.getElementById('nbest').value === '2'")
+            page.fill("#source", LINES[0])
+            page.click("#translate")
+            page.locator("[data-testid=result]").first.wait_for()
+            assert page.locator("[data-testid=error]").inner_text() == ""
+

@@ -415,6 +415,7 @@ class Documents:
             "suggestions": False,
             "filesTranslation": True,
             "supportedFilesFormat": extensions(),
+            "maxBeam": self.limits.max_beam,  # mt's own: its page offers no more alternatives than --max-beam
             "language": {
                 "source": {"code": source, "name": name_of(source)},
                 "target": {"code": target, "name": name_of(target)},

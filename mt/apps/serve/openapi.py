@@ -272,6 +272,7 @@ def _file_routes(sources: list[str], targets: list[str], max_file_bytes: int, fo
             "suggestions": {"type": "boolean"},
             "filesTranslation": {"type": "boolean"},
             "supportedFilesFormat": {"type": "array", "items": {"type": "string"}},
+            "maxBeam": {"type": "integer", "minimum": 1, "description": "mt's: the widest beam (--max-beam)"},
             "language": {"type": "object", "properties": {"source": language, "target": language}},
         },
     }
