@@ -179,8 +179,8 @@ def main() -> None:
     if args.old:
         for m in (m for m in ours if f"{m}@old" in results):
             ratios[f"{m}_over_{m}@old"] = round(results[m]["sent_per_s"] / results[f"{m}@old"]["sent_per_s"], 3)
-    # mt's fastest mode among those within EQUAL_BLEU of its own fp32 search (a speed bought with
-    # quality is not a faster path), fp32 itself at least.
+    # mt's fastest mode among those no more than EQUAL_BLEU below its own fp32 search (a speed bought
+    # with quality is not a faster path), fp32 itself at least.
     floor = results["fp32"]["bleu"] - EQUAL_BLEU if "fp32" in results else float("-inf")
     fast_mode = max((m for m in ours if m != "constrained" and (results[m]["bleu"] >= floor or m == "fp32")),
                     key=lambda m: results[m]["sent_per_s"])

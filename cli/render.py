@@ -154,9 +154,9 @@ def write_document(
 
     identifier = None
     if auto:
-        from mt.text.language import LanguageIdentifier
+        from mt.text.language import LanguageIdentifier, identifiable
 
-        identifier = LanguageIdentifier(translator.directions.readable())
+        identifier = LanguageIdentifier(identifiable(translator.directions))
     _, target = translator.directions.resolve(options.src_lang, options.tgt_lang)
     with log.make_progress() as progress:
         task = progress.add_task("translate", total=None)

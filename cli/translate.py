@@ -206,9 +206,9 @@ def translate(
         replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
         translator.directions.check_pivot(src_lang, tgt_lang, pivot)
     if auto:
-        from mt.text.language import LanguageIdentifier, readable_lines
+        from mt.text.language import LanguageIdentifier, identifiable, readable_lines
 
-        identifier = LanguageIdentifier(translator.directions.readable())
+        identifier = LanguageIdentifier(identifiable(translator.directions))
         if constraints:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
             from mt.search.constrained import split_constrained_line
 

@@ -176,7 +176,9 @@ def launched_by_torchrun() -> bool:
 
 def checked_device(value: str, name: str = "--device") -> str:
     """cpu, cuda or cuda:N, and a CUDA device only where torch can use one: else a one-line error
-    naming `name`, before anything loads (torch's own was an assertion when the model moved)."""
+    naming `name`, before anything loads (torch's own was an assertion when the model moved). A
+    torch.device is taken as its name."""
+    value = str(value)
     if value == "cpu":
         return value
     match = re.fullmatch(r"cuda(?::(\d+))?", value)

@@ -99,7 +99,7 @@ def prepare_student(
     teacher_cfg = teacher.load_config()
     if student.has_config():
         cfg = add_corpus(teacher_cfg, student, mix_original)
-        if not student.has_tokenizer() and teacher_tokenizer(cfg, teacher_cfg, teacher, given):
+        if not student.has_tokenizer() and teacher_tokenizer(cfg, teacher_cfg, teacher, given or set()):
             write_text_atomic(student.config_path, save_yaml(cfg))
     else:
         cfg = student_config(teacher_cfg, student, mix_original)
@@ -119,11 +119,11 @@ def prepare_student(
 
 
 def teacher_tokenizer(
-    cfg: ExperimentConfig, teacher_cfg: ExperimentConfig, teacher: Experiment, given: set[str] | None
+    cfg: ExperimentConfig, teacher_cfg: ExperimentConfig, teacher: Experiment, given: set[str]
 ) -> bool:
     """A student shares its teacher's tokenizer, so its config describes that one: each tokenizer field
     the teacher's differs in is taken from it (whether anything was), unless the student's recipe or
-    flags set it (`given`; None: all of them), which is refused before the tokenizer is copied (once
+    flags set it (`given`), which is refused before the tokenizer is copied (once
     copied, the field is fixed: `joint: false` left a student with one model where binarize wanted two).
     Binarize's settings (train_segmentations, sampling_alpha) stay the student's own."""
     from mt.config.resolve import BINARIZE_FIELDS
@@ -134,7 +134,7 @@ def teacher_tokenizer(
         mine, theirs = getattr(cfg.tokenizer, field.name), getattr(teacher_cfg.tokenizer, field.name)
         if key in BINARIZE_FIELDS or mine == theirs:
             continue
-        if given is None or key in given:
+        if key in given:
             raise ConfigError(
                 f"{key} {mine!r}: the teacher's tokenizer ({teacher.tokenizer_dir}), which a student shares, "
                 f"has {theirs!r}; leave it out"

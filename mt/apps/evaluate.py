@@ -12,6 +12,7 @@ from pathlib import Path
 from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig
+from mt.config.sources import check_sides
 from mt.data.corpus import load_split
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
@@ -75,7 +76,10 @@ def evaluate_split(
     directions = {}
     for src_lang, tgt_lang in cfg.data.pairs():
         name = f"{src_lang}-{tgt_lang}" if cfg.data.multilingual else None
-        src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
+        sources = cfg.data.sources(split, (src_lang, tgt_lang))
+        for source in sources:
+            check_sides(source, split, len(cfg.data.pairs()))
+        src_lines, refs = load_split(sources)
         with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
             task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
             found = translator.search(

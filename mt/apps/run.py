@@ -341,13 +341,18 @@ def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], r
 
 def _check_inputs(exp: Experiment, cfg: ExperimentConfig) -> None:
     """data/ is done only while the files it was binarized from are: a training or validation file
-    changed since is an error while training has steps left (it would learn and select on the old
-    lines), a warning once it has none; a test file, a warning (evaluate reads its lines as they are)."""
+    whose lines changed since is an error while training has steps left (it would learn and select on
+    the old lines), a warning once it has none; a test file, a warning (evaluate reads its lines as
+    they are); a file gone (removed, compressed) a warning: data/ holds its lines."""
     from mt.data.dataset import changed_inputs
 
     for split, path, how in changed_inputs(exp):
         said = f"binarize: {path} ({split}) has changed since {exp.data_dir} was binarized from it ({how})"
-        if split == "test":
+        if how == "gone":
+            log.warn(
+                f"binarize: {path} ({split}), which {exp.data_dir} was binarized from, is gone; data/ holds its lines"
+            )
+        elif split == "test":
             log.warn(f"{said}; evaluate scores its lines as they are now")
         elif _training_done(exp, cfg):
             log.warn(f"{said}; the model was trained on its earlier lines")

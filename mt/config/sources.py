@@ -65,6 +65,7 @@ class Source:
     streaming: bool = False  # hf: read record by record instead of downloading first
     directions: tuple[tuple[str, str], ...] = ()  # those it is read for (~SRC-TGT,...); (): every one
     back_translated: bool = False  # bt:: binarize starts each source with the <BT> tag
+    sides_named: bool = True  # False: files:SRC|TGT, a tsv without :L1-L2 (only its direction says: check_sides)
 
 
 def parse_direction(text: str, where: str) -> tuple[str, str]:
@@ -143,15 +144,17 @@ def parse_source(
         src, bar, tgt = arg.partition("|")
         if bar and not (src.strip() and tgt.strip()):
             raise ConfigError(f"{where}: files:SRC|TGT needs both files")
-        if bar:
-            _one_direction(directions, multilingual, where, "two files name no languages")
         paths = (src, tgt) if bar else (f"{arg}.{langs[0]}", f"{arg}.{langs[1]}")
         paths = (_path(paths[0]), _path(paths[1]))
-        return Source("files", paths=paths, **common)
+        return Source("files", paths=paths, sides_named=not bar, **common)
     if kind == "tsv":
-        if not _TSV_COLUMNS.search(arg):
-            _one_direction(directions, multilingual, where, "its columns are not named")
-        return Source("tsv", paths=(_path(_tsv_path(arg)),), columns=_tsv_columns(arg, langs, where), **common)
+        return Source(
+            "tsv",
+            sides_named=bool(_TSV_COLUMNS.search(arg)),
+            paths=(_path(_tsv_path(arg)),),
+            columns=_tsv_columns(arg, langs, where),
+            **common,
+        )
     if kind == "jsonl":
         return Source("jsonl", paths=(_path(arg),), **common)
     if kind == "hf":
@@ -171,13 +174,16 @@ def parse_source(
     return Source("ding", paths=(_path(arg) if arg else DING_PATH,), part=part, **common)
 
 
-def _one_direction(directions: tuple, multilingual: bool, where: str, why: str) -> None:
-    """A corpus whose languages only its direction says (files:SRC|TGT, a tsv without :L1-L2) would be
-    read the same way round for every direction of a multilingual model: wrong pairs under each tag."""
-    if multilingual and len(directions) != 1:
+def check_sides(source: Source, split: str, pairs: int) -> None:
+    """A corpus whose languages only its direction says (files:SRC|TGT, a tsv without :L1-L2), read for
+    `pairs` directions: with more than one, it must name its own (~SRC-TGT), or it is read the same way
+    round for every direction, wrong pairs under every other tag. Asked where a split is read to be
+    learnt or scored (binarize, the tokenizer, evaluate), not where a config is loaded."""
+    if not source.sides_named and pairs > 1 and len(source.directions) != 1:
+        why = "two files name no languages" if source.kind == "files" else "its columns are not named"
         raise ConfigError(
-            f"{where}: {why}; add ~SRC-TGT for the one direction it holds, or use files:PREFIX "
-            "(PREFIX.LANG) or tsv:FILE:L1-L2"
+            f"data.{split}: {source.name!r}: {why}; add ~SRC-TGT for the one direction it holds, or use "
+            "files:PREFIX (PREFIX.LANG) or tsv:FILE:L1-L2"
         )
 
 

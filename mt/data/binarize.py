@@ -21,6 +21,7 @@ import numpy as np
 from mt import log
 from mt.atomic_files import sync_directory, write_json_atomic
 from mt.config.schema import ExperimentConfig
+from mt.config.sources import check_sides
 from mt.data import binarize_workers as encoding
 from mt.data import corpus
 from mt.data import stats as data_stats
@@ -100,6 +101,8 @@ def binarize_split(
         for source in data.sources(split, (src, tgt))
     ]
     sources = [source for _, source, _ in entries]
+    for source in sources:
+        check_sides(source, split, len(data.pairs()))
     reasons = drop_reasons(clean, sources)
     tally = {
         "dropped": dict.fromkeys(reasons, 0),

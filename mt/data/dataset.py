@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mt.data import binarize_workers as encoding
-from mt.data import corpus
+from mt.data import corpus, text_files
 from mt.data.binarize_workers import RAW_REASONS, Encoder, Filters, id_dtype
 from mt.errors import MtError
 from mt.experiment.paths import Experiment
@@ -55,7 +55,9 @@ def input_files(cfg, split: str) -> list[str]:
     paths: dict[str, None] = {}
     for pair in cfg.data.pairs():
         for source in cfg.data.sources(split, pair):
-            if source.kind in ("files", "tsv", "jsonl", "ding"):
+            if source.kind == "files":  # as its reader opens them: FILE, or FILE.gz where only that exists
+                paths.update(dict.fromkeys(text_files.existing(path) for path in source.paths))
+            elif source.kind in ("tsv", "jsonl", "ding"):
                 paths.update(dict.fromkeys(source.paths))
     return list(paths)
 

@@ -16,6 +16,7 @@ import sentencepiece as spm
 from mt import log
 from mt.atomic_files import sync_directory
 from mt.config.schema import ExperimentConfig, TokenizerConfig
+from mt.config.sources import check_sides
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
@@ -167,6 +168,8 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
     read = 0
     for src_lang, tgt_lang in directions:
         sources = cfg.data.sources("train", (src_lang, tgt_lang))
+        for source in sources:
+            check_sides(source, "train", len(directions))
         sample = corpus.sample_pairs(sources, per_direction, cfg.data.cleaning("train"))
         read += sample.pairs_read
         text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))

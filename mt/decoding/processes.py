@@ -21,11 +21,13 @@ import multiprocessing
 import queue
 import signal
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 from mt.errors import MtError
 
 START_SECONDS = 600  # the longest a process may take to load the model before it is given up on
+STOP_SECONDS = 5.0  # how long `close` waits for the processes in all before it terminates them
 PARENT_CHECK_SECONDS = 1.0  # how often an idle search process looks whether the process that started it lives
 
 
@@ -134,14 +136,21 @@ class SearchProcesses:
                     ) from None
 
     def close(self) -> None:
-        """Stop the processes (each finishes the batch in hand)."""
+        """Stop the processes: the batches still queued are dropped (a call given up, Ctrl-C), each
+        finishes the one in hand; any still running after STOP_SECONDS in all is terminated."""
+        try:
+            while True:
+                self.tasks.get_nowait()
+        except (queue.Empty, OSError, ValueError):
+            pass
         for _ in self.processes:
             try:
                 self.tasks.put(None)
             except (OSError, ValueError):
                 break
+        deadline = time.monotonic() + STOP_SECONDS
         for process in self.processes:
-            process.join(timeout=5)
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
             if process.is_alive():
                 process.terminate()
         self.processes = []

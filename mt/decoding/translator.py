@@ -305,7 +305,7 @@ class Translator:
             batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
             one = replace(options, workers=1)
             batched = self.search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
-            searched: Iterator[tuple[torch.Tensor | None, list]] = ((None, found) for found in batched)
+            searched: Iterator[tuple[torch.Tensor | None, list]] = _without_sources(batched)
         else:
             searched = search_batches(batches, search, workers)
         # closing: a failed alignment pass stops the workers' pool now, not when its frame is collected
@@ -497,3 +497,11 @@ class Translator:
             src_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             src_ids[row, len(ids)] = EOS_ID
         return src_ids.to(self.device)
+
+
+def _without_sources(batched: Iterator[list]) -> Iterator[tuple[None, list]]:
+    """The search processes' answers as (no padded sources, hypotheses); closed, it closes `batched`,
+    which lets go of the processes for the next call (`SearchProcesses.map` holds them while it runs)."""
+    with closing(batched):
+        for found in batched:
+            yield None, found

@@ -124,6 +124,14 @@ class LanguageIdentifier:
         return values[0].language.iso_code_639_1.name.lower() if own <= FOREIGN_AT_MOST else None
 
 
+def identifiable(directions) -> list[str]:
+    """The languages `auto` tells apart for a model's `directions` (mt.decoding.directions): its
+    sources, then the zero-shot ones lingua knows (one it does not know, a target-only language, would
+    make every text unidentifiable; a source it does not know is `LanguageIdentifier`'s refusal)."""
+    sources = directions.sources()
+    return sources + [lang for lang in directions.readable() if lang not in sources and lingua_language(lang)]
+
+
 def readable_lines(
     lines: Iterable[str | None], identifier: LanguageIdentifier, text: Callable[[str], str] = lambda line: line
 ) -> Iterator[str | None]:

@@ -471,10 +471,28 @@ def test_run_notices_a_corpus_file_changed_since_it_was_binarized(tmp_path, caps
     train.write_text(lines, encoding="utf-8")
     assert run()[0] == 0 and exp.checkpoint_path("last").exists()
     (tmp_path / "test.en").write_text("other\n" * 8, encoding="utf-8")
-    train.unlink()
+    train.write_text(lines.replace("e", "a", 3), encoding="utf-8")
     code, err = run()
-    assert code == 0 and f"{train} (train) has changed since" in err and "(gone); the model was trained" in err, err
+    assert code == 0 and f"{train} (train) has changed since" in err and "the model was trained on its earlier" in err
     assert "(test) has changed since" in err and "evaluate scores its lines as they are now" in err, err
+    train.unlink()  # removed (or compressed) to save space: data/ holds its lines, said
+    code, err = run()
+    assert code == 0 and f"{train} (train), which {exp.data_dir} was binarized from, is gone" in err, err
+
+
+def test_the_corpus_record_names_a_compressed_file_as_the_reader_opens_it(tmp_path):
+    """files:PREFIX where only PREFIX.LANG.gz is there: recorded as such (was: nothing recorded, unchecked)."""
+    import gzip
+
+    from mt.config.schema import ExperimentConfig
+    from mt.data.dataset import input_record
+
+    for lang in ("de", "en"):
+        with gzip.open(tmp_path / f"train.{lang}.gz", "wt", encoding="utf-8") as handle:
+            handle.write("eins\nzwei\n")
+    cfg = ExperimentConfig()
+    cfg.data.train = [f"files:{tmp_path / 'train'}"]
+    assert sorted(input_record(cfg, ["train"])) == [str(tmp_path / "train.de.gz"), str(tmp_path / "train.en.gz")]
 
 
 @pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])

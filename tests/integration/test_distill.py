@@ -394,6 +394,18 @@ data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_l
     done = mt("run", str(recipe))
     assert done.returncode == 0, done.stderr
     assert student.load_config().tokenizer == teacher_cfg.tokenizer and teacher_cfg.tokenizer.vocab_size == 100
+    # `mt distill` into a student with a config of its own: the defaults it holds are no one's choice
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import ExperimentConfig, save_yaml
+
+    own = Experiment(tmp_path / "own")
+    cfg = ExperimentConfig()
+    cfg.data.src_lang, cfg.data.tgt_lang = teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang
+    own.root.mkdir()
+    write_text_atomic(own.config_path, save_yaml(cfg))
+    done = mt("distill", "--teacher", str(trained_experiment.root), "--exp", str(own.root), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert own.load_config().tokenizer.vocab_size == 100
 
 
 def test_a_changed_chunk_of_a_later_direction_names_its_own_lines(tmp_path):

@@ -450,17 +450,31 @@ def test_pivot_legs_must_be_trained_and_a_language_into_itself_is_no_direction()
     assert directions.tag("fr", "de") == 4  # zero-shot: taken, with a warning
 
 
-def test_a_corpus_whose_languages_only_its_direction_says_needs_one_direction():
+def test_a_corpus_whose_languages_only_its_direction_says_needs_one_direction(tmp_path):
     """Was: files:SRC|TGT and an unnamed tsv were read the same way round for every direction, wrong pairs
-    under every other tag."""
-    from mt.config.sources import parse_source
+    under every other tag. Refused where a split is read to be learnt or scored; a saved config loads."""
+    from mt.config.sources import check_sides
 
-    for spec in ("files:/c/a.en|/c/a.de", "tsv:/c/n.tsv", "files:/c/a.en|/c/a.de~en-de,de-en"):
-        with pytest.raises(ConfigError, match="add ~SRC-TGT for the one direction it holds"):
-            parse_source(spec, "train", ("en", "de"), multilingual=True)
+    for spec in ("files:/c/a.en|/c/a.de", "tsv:/c/n.tsv", "files:/c/a.en|/c/a.de~en-de,de-en", "bt:tsv:/c/n.tsv*2"):
+        with pytest.raises(ConfigError, match=r"^data.train: .*add ~SRC-TGT for the one direction it holds"):
+            check_sides(parse_source(spec, "train", ("en", "de"), multilingual=True), "train", 2)
+        check_sides(parse_source(spec, "train", ("en", "de"), multilingual=True), "train", 1)  # one: its own
     for spec in ("files:/c/a.en|/c/a.de~en-de", "tsv:/c/n.tsv:en-de", "files:/c/t", "tsv:/c/n.tsv~en-de"):
-        parse_source(spec, "train", ("en", "de"), multilingual=True)
-    parse_source("files:/c/a.en|/c/a.de", "train", ("en", "de"))  # one direction: its own
+        check_sides(parse_source(spec, "train", ("en", "de"), multilingual=True), "train", 2)
+    toy = toy_multiway(80, seed=3)
+    for lang in ("en", "de", "fr"):
+        (tmp_path / f"c.{lang}").write_text("\n".join(toy[lang]) + "\n", encoding="utf-8")
+    cfg = ExperimentConfig()
+    cfg.data.directions = ["en-de", "en-fr"]
+    cfg.data.train = [f"files:{tmp_path / 'c'}"]
+    cfg.data.test = [f"files:{tmp_path / 'c.en'}|{tmp_path / 'c.de'}"]
+    cfg.tokenizer.vocab_size, cfg.tokenizer.byte_fallback = 60, False
+    validate(cfg, "test")  # a config saved before the check still loads
+    exp = Experiment(tmp_path / "exp")
+    train_tokenizer(exp, cfg)
+    with pytest.raises(ConfigError, match=r"^data.test: .*two files name no languages"):
+        binarize(exp, cfg)
+    assert not exp.data_dir.exists()
 
 
 def test_src_lang_auto_reads_a_zero_shot_source_as_the_server_does(multi, tmp_path, capsys, monkeypatch):

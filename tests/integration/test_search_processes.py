@@ -153,6 +153,35 @@ def test_processes_stop_with_their_translator_however_it_ends(trained_experiment
     assert not [p for p in multiprocessing.active_children() if p.name == "mt-search"]
 
 
+def test_a_search_given_up_midway_lets_go_of_the_processes_at_once(translator):
+    """A search whose caller stops reading (its progress callback raised; the traceback kept, as a notebook
+    keeps it) held the processes, and the next search waited for ever; closing then waited for every
+    queued batch (5 s a process)."""
+    import threading
+    import time
+
+    options = DecodeOptions(max_tokens=20, workers=2, parallel="processes")
+
+    def given_up(done: int) -> None:
+        raise ValueError("given up")
+
+    with pytest.raises(ValueError) as kept:  # `kept` holds the traceback, and its frames
+        translator.search(LINES, options, progress=given_up)
+    answered = []
+    thread = threading.Thread(target=lambda: answered.append(translator.search(LINES[:4], options)), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert answered == [translator.search(LINES[:4], DecodeOptions(max_tokens=20))], "the next search waited"
+    assert kept.value is not None
+    processes = translator.search_processes(2)
+    calls = processes.map([([ids], DecodeOptions(max_tokens=20).resolved(translator.decode_cfg))
+                           for ids in translator.src_tok.encode(LINES * 4)])
+    next(calls)  # many batches still queued
+    start = time.perf_counter()
+    translator.close()
+    assert time.perf_counter() - start < 4.0
+
+
 def test_parallel_is_checked_as_the_other_options():
     with pytest.raises(ConfigError, match="--parallel"):
         DecodeOptions(parallel="fibers")

@@ -221,3 +221,4 @@ def test_a_device_torch_cannot_use_is_a_config_error_from_python_too(trained_exp
             Translator.load(trained_experiment, cfg, device=device)
         with pytest.raises(ConfigError, match=f"^device {device}: "):
             train(trained_experiment, cfg, device=device)
+    assert Translator.load(trained_experiment, cfg, device=torch.device("cpu")).device.type == "cpu"  # a device too

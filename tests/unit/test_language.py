@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from mt.text.language import LanguageIdentifier, Unidentifiable, language_name, lingua_language, readable_lines
+from mt.text.language import (
+    LanguageIdentifier,
+    Unidentifiable,
+    identifiable,
+    language_name,
+    lingua_language,
+    readable_lines,
+)
 
 SENTENCES = {
     "en": "Two young men are playing football on a green field.",
@@ -53,3 +60,14 @@ def test_src_lang_auto_leaves_foreign_lines_untranslated_with_a_warning(capsys):
     err = capsys.readouterr().err
     assert "line 3: not translated: the text looks like English (en)" in " ".join(err.split())
     assert "line 1 is German (de)" in err and "line 4 is French (fr)" in err
+
+
+def test_auto_tells_apart_the_sources_and_the_zero_shot_languages_lingua_knows():
+    """A target-only language lingua does not know (kab) made every `auto` text unidentifiable once
+    zero-shot sources were identified too; it is left out of the identifier's languages."""
+    from mt.decoding.directions import Directions
+
+    directions = Directions((("en", "de"), ("en", "kab")), {"en": 3, "de": 4, "kab": 5})
+    languages = identifiable(directions)
+    assert languages == ["en", "de"]
+    assert LanguageIdentifier(languages).identify(SENTENCES["en"]).language == "en"

@@ -19,7 +19,7 @@ def test_every_kind_parses():
     assert parse_source("files:corpus/train", "train", DE_EN) == Source(
         "files", "files:corpus/train", ("corpus/train.de", "corpus/train.en"), DE_EN)
     assert parse_source("files:corpus/train", "valid", ("en", "de")).paths == ("corpus/train.en", "corpus/train.de")
-    assert parse_source("tsv:x.tsv", "test", DE_EN) == Source("tsv", "tsv:x.tsv", ("x.tsv",), DE_EN)
+    assert parse_source("tsv:x.tsv", "test", DE_EN) == Source("tsv", "tsv:x.tsv", ("x.tsv",), DE_EN, sides_named=False)
     assert parse_source("jsonl:c.jsonl", "valid", DE_EN) == Source("jsonl", "jsonl:c.jsonl", ("c.jsonl",), DE_EN)
     assert parse_source("hf:wmt14:de-en", "train", DE_EN) == Source(
         "hf", "hf:wmt14:de-en", ("wmt14",), DE_EN, part="train", hf_config="de-en")

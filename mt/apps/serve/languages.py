@@ -12,7 +12,7 @@ from typing import Any
 
 from mt.apps.serve.requests import ApiError, unicode_text
 from mt.decoding.directions import Directions
-from mt.text.language import Identified, LanguageIdentifier, Unidentifiable, language_name
+from mt.text.language import Identified, LanguageIdentifier, Unidentifiable, identifiable, language_name
 
 LANGUAGE_NAMES = {  # lingua's names for the others
     "ar": "Arabic",
@@ -55,7 +55,7 @@ class Languages:
     def __init__(self, directions: Directions):
         self.directions = directions
         self.readable = directions.readable()  # its sources, then (multilingual) the zero-shot ones
-        self.identifier = LanguageIdentifier(self.readable)
+        self.identifier = LanguageIdentifier(identifiable(directions))
 
     def listing(self) -> list[dict[str, Any]]:
         """GET /languages: every language the model knows, sources first, each with the targets it was
