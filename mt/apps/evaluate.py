@@ -72,14 +72,14 @@ def evaluate_split(
         with Translator.load(exp, cfg) as own:
             return evaluate_split(exp, cfg, split, own, tokenized, lowercase, options)
     options = (options or DecodeOptions()).resolved(cfg.decode)
+    for pair in cfg.data.pairs():  # every direction's, before any is translated
+        for source in cfg.data.sources(split, pair):
+            check_sides(source, split, len(cfg.data.pairs()))
     start = time.perf_counter()
     directions = {}
     for src_lang, tgt_lang in cfg.data.pairs():
         name = f"{src_lang}-{tgt_lang}" if cfg.data.multilingual else None
-        sources = cfg.data.sources(split, (src_lang, tgt_lang))
-        for source in sources:
-            check_sides(source, split, len(cfg.data.pairs()))
-        src_lines, refs = load_split(sources)
+        src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
         with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
             task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
             found = translator.search(

@@ -349,9 +349,8 @@ def _check_inputs(exp: Experiment, cfg: ExperimentConfig) -> None:
     for split, path, how in changed_inputs(exp):
         said = f"binarize: {path} ({split}) has changed since {exp.data_dir} was binarized from it ({how})"
         if how == "gone":
-            log.warn(
-                f"binarize: {path} ({split}), which {exp.data_dir} was binarized from, is gone; data/ holds its lines"
-            )
+            held = "evaluate reads the split's files as they are" if split == "test" else "data/ holds its lines"
+            log.warn(f"binarize: {path} ({split}), which {exp.data_dir} was binarized from, is gone; {held}")
         elif split == "test":
             log.warn(f"{said}; evaluate scores its lines as they are now")
         elif _training_done(exp, cfg):

@@ -101,8 +101,6 @@ def binarize_split(
         for source in data.sources(split, (src, tgt))
     ]
     sources = [source for _, source, _ in entries]
-    for source in sources:
-        check_sides(source, split, len(data.pairs()))
     reasons = drop_reasons(clean, sources)
     tally = {
         "dropped": dict.fromkeys(reasons, 0),
@@ -302,6 +300,10 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
         raise MtError("no data splits are configured: set data.train, data.valid and data.test (e.g. [files:PREFIX])")
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
+    for split in splits:  # every split's, before any is read: a bad test spec found after hours of train
+        for pair in cfg.data.pairs():
+            for source in cfg.data.sources(split, pair):
+                check_sides(source, split, len(cfg.data.pairs()))
     # The inputs as they are before they are read: a file changed later is told from these (`changed_inputs`).
     inputs = input_record(cfg, splits)
     manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}, "inputs": inputs}

@@ -89,6 +89,10 @@ def changed_inputs(exp: Experiment) -> list[tuple[str, str, str]]:
         try:
             stat = os.stat(path)
         except OSError:
+            if os.path.isfile(path + ".gz"):  # compressed since: the reader opens it now; its lines count
+                if _gz_sha256(path + ".gz") != was["sha256"]:
+                    changed.append((was["split"], path + ".gz", "other lines"))
+                continue
             changed.append((was["split"], path, "gone"))
             continue
         if (stat.st_size, stat.st_mtime_ns) == (was["bytes"], was["mtime_ns"]):
@@ -96,6 +100,20 @@ def changed_inputs(exp: Experiment) -> list[tuple[str, str, str]]:
         if stat.st_size != was["bytes"] or file_sha256(Path(path)) != was["sha256"]:
             changed.append((was["split"], path, "other lines"))
     return changed
+
+
+def _gz_sha256(path: str) -> str:
+    """The sha256 of a gzip file's content: the file it was compressed from, as `file_sha256` has it."""
+    import gzip
+
+    digest = hashlib.sha256()
+    try:
+        with gzip.open(path, "rb") as handle:
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    except (OSError, EOFError):  # not gzip after all, or cut short: not the file that was read
+        return ""
+    return digest.hexdigest()
 
 
 def encode_pairs(

@@ -108,16 +108,22 @@ class SearchProcesses:
             for index, batch in enumerate(batches):
                 self.tasks.put(((call, index), *batch))
             done: dict[int, list] = {}
-            for index in range(len(batches)):
-                while index not in done:
-                    key, found, error = self._next()
-                    # An earlier call that failed or was left unread still had answers coming: not this one's
-                    if key is not None and key[0] != call:
-                        continue
-                    if error is not None:
-                        raise MtError(f"a search process failed: {error}")
-                    done[key[1]] = found
-                yield done.pop(index)
+            answered = 0
+            try:
+                for index in range(len(batches)):
+                    while index not in done:
+                        key, found, error = self._next()
+                        # An earlier call that failed or was left unread still had answers coming: not this one's
+                        if key is not None and key[0] != call:
+                            continue
+                        if error is not None:
+                            raise MtError(f"a search process failed: {error}")
+                        done[key[1]] = found
+                    answered += 1
+                    yield done.pop(index)
+            finally:
+                if answered < len(batches):  # given up, or failed: what is still queued is this call's alone
+                    self._drop_queued()
 
     def _next(self) -> tuple[Any, Any, str | None]:
         """The next answer of any process; MtError once one has died, instead of waiting for ever."""
@@ -135,14 +141,18 @@ class SearchProcesses:
                         "decode.parallel: threads searches in this process"
                     ) from None
 
-    def close(self) -> None:
-        """Stop the processes: the batches still queued are dropped (a call given up, Ctrl-C), each
-        finishes the one in hand; any still running after STOP_SECONDS in all is terminated."""
+    def _drop_queued(self) -> None:
+        """The batches no process has taken yet (best effort: the queue's feeder may still hold some)."""
         try:
             while True:
                 self.tasks.get_nowait()
         except (queue.Empty, OSError, ValueError):
             pass
+
+    def close(self) -> None:
+        """Stop the processes: the batches still queued are dropped (a call given up, Ctrl-C), each
+        finishes the one in hand; any still running after STOP_SECONDS in all is terminated."""
+        self._drop_queued()
         for _ in self.processes:
             try:
                 self.tasks.put(None)

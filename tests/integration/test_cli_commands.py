@@ -493,6 +493,22 @@ def test_the_corpus_record_names_a_compressed_file_as_the_reader_opens_it(tmp_pa
     cfg = ExperimentConfig()
     cfg.data.train = [f"files:{tmp_path / 'train'}"]
     assert sorted(input_record(cfg, ["train"])) == [str(tmp_path / "train.de.gz"), str(tmp_path / "train.en.gz")]
+    # A plain file compressed after binarize is the same file; compressed with other lines, it changed
+    from mt.atomic_files import write_json_atomic
+    from mt.data.dataset import changed_inputs
+
+    (tmp_path / "valid.de").write_text("drei\n", encoding="utf-8")
+    cfg.data.valid = [f"files:{tmp_path / 'valid.de'}|{tmp_path / 'train.en.gz'}"]
+    exp = Experiment(tmp_path / "exp")
+    exp.data_dir.mkdir(parents=True)
+    write_json_atomic(exp.manifest_path, {"inputs": input_record(cfg, ["train", "valid"])})
+    (tmp_path / "valid.de").unlink()
+    with gzip.open(tmp_path / "valid.de.gz", "wt", encoding="utf-8") as handle:
+        handle.write("drei\n")
+    assert changed_inputs(exp) == []
+    with gzip.open(tmp_path / "valid.de.gz", "wt", encoding="utf-8") as handle:
+        handle.write("vier\n")
+    assert changed_inputs(exp) == [("valid", str(tmp_path / "valid.de.gz"), "other lines")]
 
 
 @pytest.mark.parametrize("command", [["translate", "-i", "IN"], ["plot"]], ids=lambda c: c[0])
