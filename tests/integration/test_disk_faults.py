@@ -96,9 +96,10 @@ def test_a_save_that_fails_at_any_file_resumes_to_the_uninterrupted_result(base,
 def test_a_config_change_that_cannot_be_written_leaves_the_config_as_it_was(base, tmp_path, monkeypatch):
     exp, _ = training_copy(base, tmp_path / "exp")
     before = exp.config_path.read_bytes()
-    DiskFull(monkeypatch, "config.yaml")
-    with pytest.raises(OSError):
+    fault = DiskFull(monkeypatch, "config.yaml")
+    with pytest.raises(OSError, match="No space left on device"):
         ConfigChange(exp).resolve({"train.max_steps": 99})
+    assert fault.seen == fault.nth  # the fault was hit, not another error
     assert exp.config_path.read_bytes() == before and not list(exp.root.glob(".config.yaml.*"))
 
 
@@ -108,9 +109,10 @@ def test_binarize_that_cannot_write_its_manifest_leaves_no_data_and_runs_again(b
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(base.root / "tokenizer", exp.tokenizer_dir)
     shutil.copy(base.config_path, exp.config_path)
-    DiskFull(monkeypatch, "manifest.json")
-    with pytest.raises(OSError):
+    fault = DiskFull(monkeypatch, "manifest.json")
+    with pytest.raises(OSError, match="No space left on device"):
         binarize(exp, exp.load_config())
+    assert fault.seen == fault.nth  # the fault was hit, not another error
     assert not exp.has_data()  # data/ appears whole or not at all
     monkeypatch.undo()
     binarize(exp, exp.load_config())
@@ -124,9 +126,10 @@ def test_a_distill_chunk_that_cannot_be_written_resumes_to_the_same_corpus(train
 
     straight = distill([trained_experiment], Experiment(tmp_path / "straight"), DecodeOptions(beam=1), chunk_lines=100)
     student = Experiment(tmp_path / "student")
-    DiskFull(monkeypatch, "000002.tgt")
-    with pytest.raises(OSError):
+    fault = DiskFull(monkeypatch, "000002.tgt")
+    with pytest.raises(OSError, match="No space left on device"):
         distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
+    assert fault.seen == fault.nth  # the fault was hit, not another error
     monkeypatch.undo()
     resumed = distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
     for name in ("train.de", "train.en"):
@@ -140,18 +143,20 @@ def test_distill_records_how_it_translates_before_its_first_chunk(trained_experi
     from mt.apps.distill import distill, distill_dir
 
     student = Experiment(tmp_path / "student")
-    DiskFull(monkeypatch, "000001.tgt")  # the second chunk fails: the state recorded how the first was made
-    with pytest.raises(OSError):
+    fault = DiskFull(monkeypatch, "000001.tgt")  # the second chunk fails: the state recorded how the first was made
+    with pytest.raises(OSError, match="No space left on device"):
         distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=100)
+    assert fault.seen == fault.nth  # the fault was hit, not another error
     assert state_path(distill_dir(student)).is_file()
     monkeypatch.undo()
     with pytest.raises(MtError, match="beam"):
         distill([trained_experiment], student, DecodeOptions(beam=2), chunk_lines=100)
     # With no chunk done, nothing was translated one way: a retry may choose another.
     other = Experiment(tmp_path / "other")
-    DiskFull(monkeypatch, "000000.tgt")
-    with pytest.raises(OSError):
+    fault = DiskFull(monkeypatch, "000000.tgt")
+    with pytest.raises(OSError, match="No space left on device"):
         distill([trained_experiment], other, DecodeOptions(beam=1), chunk_lines=100)
+    assert fault.seen == fault.nth  # the fault was hit, not another error
     monkeypatch.undo()
     assert distill([trained_experiment], other, DecodeOptions(beam=2), chunk_lines=100)["decode"]["beam"] == 2
 

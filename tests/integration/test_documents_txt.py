@@ -14,6 +14,7 @@ from mt.documents.encoding import decode, encode
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content, translate_file
 from mt.documents.txt import wrapped
+from mt.errors import MtError
 from mt.text.translate import translate as translate_text
 
 LINES = toy_corpus(6, seed=23)[0]
@@ -100,7 +101,7 @@ def test_the_output_is_never_the_input_nor_an_existing_file_without_force(tmp_pa
     one_line(exc, "is the input")
     other = tmp_path / "out.txt"
     other.write_text("mine\n", encoding="utf-8")
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(MtError, match=r": exists; .*--force") as exc:
         translate_file(source, other, FORMATS["txt"], units, EN)
     one_line(exc, "exists", "--force")
     assert other.read_text(encoding="utf-8") == "mine\n"

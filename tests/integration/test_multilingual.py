@@ -307,7 +307,7 @@ def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
 
 @pytest.mark.slow
 def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
-    ctranslate2 = pytest.importorskip("ctranslate2", reason="hardware: the export extra is not installed")
+    ctranslate2 = pytest.importorskip("ctranslate2", reason="ctranslate2 is not installed: pip install -e '.[export]'")
     from mt.apps.export.directory import export
 
     cfg = multi.load_config()
@@ -331,7 +331,7 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
 
 @pytest.mark.slow
 def test_an_argos_export_is_one_package_per_direction_each_with_its_tag(multi, tmp_path):
-    pytest.importorskip("argostranslate", reason="hardware: the argos extra is not installed")
+    pytest.importorskip("argostranslate", reason="argostranslate is not installed: pip install -e '.[argos]'")
     from helpers import argos_translate, downloaded
 
     from mt.apps.export.directory import export

@@ -22,6 +22,7 @@ import pytest
 from helpers import LINES, Hook, Served, call, load, raw_http, stand_in
 
 from mt.apps.serve.app import Limits, build_app
+from mt.apps.serve.queue import QueueFull
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -229,9 +230,21 @@ def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(tr
             assert time.monotonic() < deadline
             time.sleep(0.02)
         answers: list[httpx.Response] = []
+        batcher, met_a_full_queue = served.app.state.batcher, threading.Event()
+        submit = batcher.submit
+
+        def noting(encoded, options):  # the document's chunk meeting the full queue, seen (not slept on)
+            try:
+                return submit(encoded, options)
+            except QueueFull:
+                if threading.current_thread().name.startswith("mt-documents"):
+                    met_a_full_queue.set()
+                raise
+
+        batcher.submit = noting
         document = threading.Thread(target=lambda: answers.append(upload(served.url, "ten.txt", text)))
         document.start()
-        time.sleep(0.5)  # the document finds the queue full, and waits
+        assert met_a_full_queue.wait(30)  # the document finds the queue full, and waits
         assert call(f"{served.url}/v1/translate", {"text": LINES[5]})[0] == 503  # a request is refused at once
         hook.gate.set()
         for thread in (held, filling, document):

@@ -175,7 +175,7 @@ def test_a_long_sentence_joins_a_continuous_search_under_steady_short_traffic(tr
     stop, shorts = threading.Event(), []
 
     def steady() -> None:  # one short sentence every 2 ms: the search never empties by itself
-        while not stop.is_set() and len(shorts) < 5000:
+        while not stop.is_set() and len(shorts) < 30_000:
             shorts.append(batcher.submit([short], options))
             time.sleep(0.002)
 
@@ -185,7 +185,8 @@ def test_a_long_sentence_joins_a_continuous_search_under_steady_short_traffic(tr
     try:
         time.sleep(0.2)
         waiting = batcher.submit([long], options)
-        assert waiting.result(timeout=10) is not None  # before the short traffic ends
+        assert waiting.result(timeout=10) is not None
+        assert not stop.is_set() and feeder.is_alive(), "answered only once the short traffic had ended"
     finally:
         stop.set()
         feeder.join()

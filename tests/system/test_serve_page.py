@@ -321,36 +321,51 @@ def test_page_asks_for_the_key_of_a_server_that_wants_one(browser, keyed_server)
         page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
 
 
+@pytest.fixture(scope="module")
+def multi_target_server(tmp_path_factory):
+    """`mt serve` over a tiny model trained a few steps on en-de and en-fr: its output is noise, but the
+    server is real, and it writes two languages."""
+    from helpers import one_thread, toy_multiway
+
+    from mt.data.binarize import binarize
+    from mt.data.train_tokenizer import train_tokenizer
+    from mt.experiment.config import open_experiment
+    from mt.training.loop import train
+
+    root = tmp_path_factory.mktemp("multi-target")
+    for split, n in (("train", 120), ("valid", 8), ("test", 8)):
+        for lang, lines in toy_multiway(n, seed=len(split)).items():
+            (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    exp, cfg, _ = open_experiment(root / "exp", flags={
+        "data.directions": ["en-de", "en-fr"], "data.train": [f"files:{root / 'train'}"],
+        "data.valid": [f"files:{root / 'valid'}"], "data.test": [f"files:{root / 'test'}"],
+        "tokenizer.vocab_size": 80, "tokenizer.byte_fallback": False, "model.enc_layers": 1, "model.dec_layers": 1,
+        "model.d_model": 32, "model.d_ff": 64, "model.n_heads": 2, "train.max_steps": 4, "train.max_tokens": 300,
+        "decode.max_len_b": 5})
+    with one_thread():
+        train_tokenizer(exp, cfg)
+        binarize(exp, cfg)
+        train(exp, cfg)
+    yield from serving(exp, tmp_path_factory)
+
+
 @pytest.mark.slow
-def test_page_asks_a_model_of_several_targets_for_the_one_chosen(browser, server):
+def test_page_asks_a_model_of_several_targets_for_the_one_chosen(browser, multi_target_server):
     """Was: no target was sent for typed text, and such a model answered every Translate with "give the
-    target language". The languages and the answers are the test's: the tiny model writes English only."""
-    bodies = []
-    languages = [{"code": "en", "name": "English", "targets": ["de", "fr"]},
-                 {"code": "de", "name": "German", "targets": []}, {"code": "fr", "name": "French", "targets": []}]
-
-    def answer(route) -> None:
-        body = json.loads(route.request.post_data)
-        bodies.append(body)
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(
-            {"translations": [{"text": f"[{body.get('target')}] {t}", "score": -1.0} for t in body["text"]]}))
-
-    context = browser.new_context()
-    try:
-        page = context.new_page()
-        page.route("**/languages", lambda route: route.fulfill(status=200, content_type="application/json",
-                                                               body=json.dumps(languages)))
-        page.route("**/v1/translate", answer)
-        page.goto(server + "/")
+    target language"."""
+    sent = []
+    with opened(browser, multi_target_server) as page:
+        page.on("request", lambda r: sent.append(json.loads(r.post_data)) if r.url.endswith("/v1/translate") else None)
         page.locator("[data-testid=target]").wait_for()
         page.select_option("[data-testid=target]", "fr")
-        page.fill("#source", "A dog.")
+        page.fill("#source", "a dog runs")
         page.click("#translate")
-        page.locator("[data-testid=translation]", has_text="[fr] A dog.").wait_for()
-        assert bodies[-1]["target"] == "fr"
-        assert page.locator("[data-testid=translation]").get_attribute("lang") == "fr"
-    finally:
-        context.close()
+        page.locator("[data-testid=translation]").first.wait_for()
+        assert page.locator("[data-testid=error]").inner_text() == ""
+        assert sent[-1]["target"] == "fr"
+        expected = post(multi_target_server + "/v1/translate", {"text": ["a dog runs"], "target": "fr", "nbest": NBEST})
+        assert page.locator("[data-testid=translation]").first.inner_text() == expected["translations"][0]["text"]
+        assert page.locator("[data-testid=translation]").first.get_attribute("lang") == "fr"
 
 
 @pytest.mark.slow

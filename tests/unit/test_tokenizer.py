@@ -97,7 +97,11 @@ def test_lines_of_short_calls_are_remembered_and_each_call_gets_its_own_lists(to
     expected = fresh.encode(src + [long])  # one batched call: nothing kept
     first = [fresh.encode([line])[0] for line in [*src, long]]
     assert first == expected and len(fresh._recent) <= RECENT_LINES and long not in fresh._recent
-    first[-2].append(EOS_ID)  # the caller's list: what is kept does not change
+    kept = [line for line in src if line in fresh._recent]
+    assert src[-1] in kept and len(kept) >= 40  # the latest lines are remembered
+    given = fresh.encode([src[-1]])[0]  # from what is kept
+    given.append(EOS_ID)  # the caller's list: what is kept does not change
+    assert fresh.encode([src[-1]]) == [expected[-2]] and src[-1] in fresh._recent
     again = [fresh.encode([line])[0] for line in [*src, long]]
     assert again == expected
     assert fresh.encode([src[-1], src[-1]]) == [expected[-2], expected[-2]]
