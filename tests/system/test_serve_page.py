@@ -406,3 +406,19 @@ def test_page_asks_no_more_alternatives_than_the_server_gives(browser, trained_e
             page.locator("[data-testid=result]").first.wait_for()
             assert page.locator("[data-testid=error]").inner_text() == ""
 
+
+@pytest.mark.slow
+def test_page_says_when_a_translated_file_is_no_longer_kept(browser, trained_experiment, tmp_path_factory, tmp_path):
+    """Past --file-ttl the link was a failed download with no word of why."""
+    path = tmp_path / "kurz.txt"
+    path.write_text(LINES[0] + "\n", encoding="utf-8")
+    for url in serving(trained_experiment, tmp_path_factory, "--file-ttl", "1"):
+        with opened(browser, url) as page:
+            page.locator("[data-testid=formats]", has_text=".txt").wait_for()
+            page.set_input_files("[data-testid=file]", str(path))
+            page.locator("[data-testid=download]", has_text="kurz.txt").wait_for()
+            page.wait_for_timeout(2500)  # past the server's 1 s
+            page.locator("[data-testid=download]").click()
+            page.locator("[data-testid=error]", has_text="no longer keeps this translation").wait_for()
+            assert page.locator("[data-testid=download]").is_hidden()
+
