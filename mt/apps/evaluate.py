@@ -12,7 +12,6 @@ from pathlib import Path
 from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig
-from mt.config.sources import check_sides
 from mt.data.corpus import load_split
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
@@ -72,9 +71,7 @@ def evaluate_split(
         with Translator.load(exp, cfg) as own:
             return evaluate_split(exp, cfg, split, own, tokenized, lowercase, options)
     options = (options or DecodeOptions()).resolved(cfg.decode)
-    for pair in cfg.data.pairs():  # every direction's, before any is translated
-        for source in cfg.data.sources(split, pair):
-            check_sides(source, split, len(cfg.data.pairs()))
+    cfg.data.check_sides(split)  # every direction's, before any is translated
     start = time.perf_counter()
     directions = {}
     for src_lang, tgt_lang in cfg.data.pairs():

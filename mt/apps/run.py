@@ -314,16 +314,12 @@ def _dry_run(
 def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], run: dict[str, Any]) -> list[str]:
     """The input files that the steps still to run read and that are not there (what the steps
     themselves write, under the experiment, is not counted): each as "WHERE: PATH"."""
+    from mt.data.dataset import input_files
     from mt.data.text_files import existing
 
     splits = {"train-tokenizer": ("train",), "binarize": ("train", "valid", "test"), "evaluate": ("test",)}
     wanted = dict.fromkeys(split for step in to_run for split in splits.get(step, ()))
-    found = []
-    for split in wanted:
-        for pair in cfg.data.pairs():
-            for source in cfg.data.sources(split, pair):
-                if source.kind in ("files", "tsv", "jsonl", "ding"):
-                    found += [f"data.{split}: {path}" for path in source.paths]
+    found = [f"data.{split}: {path}" for split in wanted for path in input_files(cfg, split)]
     if "backtranslate" in to_run:
         found += [
             f"mono: {m.removeprefix('text:').strip()}" for m in map(str, run.get("mono") or []) if m.startswith("text:")

@@ -18,6 +18,7 @@ from mt.config.sources import (
     SPLITS,
     Source,
     check_directions,
+    check_sides,
     legacy_message,
     parse_direction,
     parse_source,
@@ -93,6 +94,14 @@ class DataConfig:
             parse_source(spec, split, langs, self.hf_streaming, self.multilingual) for spec in getattr(self, split)
         ]
         return [source for source in parsed if not source.directions or langs in source.directions]
+
+    def check_sides(self, split: str) -> None:
+        """Every source of a split names its languages where it is read for several directions
+        (`mt.config.sources.check_sides`): asked where a split is learnt or scored, not on load."""
+        pairs = self.pairs()
+        for pair in pairs:
+            for source in self.sources(split, pair):
+                check_sides(source, split, len(pairs))
 
     def cleaning(self, split: str) -> str | None:
         """decode_chunk's `clean` for a split: the normalisation when cleaning it, None for strict."""

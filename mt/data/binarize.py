@@ -21,7 +21,6 @@ import numpy as np
 from mt import log
 from mt.atomic_files import sync_directory, write_json_atomic
 from mt.config.schema import ExperimentConfig
-from mt.config.sources import check_sides
 from mt.data import binarize_workers as encoding
 from mt.data import corpus
 from mt.data import stats as data_stats
@@ -301,9 +300,7 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
     for split in splits:  # every split's, before any is read: a bad test spec found after hours of train
-        for pair in cfg.data.pairs():
-            for source in cfg.data.sources(split, pair):
-                check_sides(source, split, len(cfg.data.pairs()))
+        cfg.data.check_sides(split)
     # The inputs as they are before they are read: a file changed later is told from these (`changed_inputs`).
     inputs = input_record(cfg, splits)
     manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}, "inputs": inputs}

@@ -21,10 +21,11 @@ from mt.experiment.paths import Experiment
 from mt.tokenizer import Tokenizer
 
 
-def file_sha256(path: Path) -> str:
-    """The manifest's checksum of a file (binarize writes it, check_data compares it)."""
+def file_sha256(path: Path, opener=open) -> str:
+    """The manifest's checksum of a file (binarize writes it, check_data compares it); `opener`
+    gzip.open: of a compressed file's content."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with opener(path, "rb") as handle:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
@@ -106,14 +107,10 @@ def _gz_sha256(path: str) -> str:
     """The sha256 of a gzip file's content: the file it was compressed from, as `file_sha256` has it."""
     import gzip
 
-    digest = hashlib.sha256()
     try:
-        with gzip.open(path, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
+        return file_sha256(Path(path), gzip.open)
     except (OSError, EOFError):  # not gzip after all, or cut short: not the file that was read
         return ""
-    return digest.hexdigest()
 
 
 def encode_pairs(

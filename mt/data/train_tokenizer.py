@@ -16,7 +16,6 @@ import sentencepiece as spm
 from mt import log
 from mt.atomic_files import sync_directory
 from mt.config.schema import ExperimentConfig, TokenizerConfig
-from mt.config.sources import check_sides
 from mt.data import corpus
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
@@ -166,10 +165,9 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
     per_direction = max(1, cfg.tokenizer.input_sentence_size // (2 * len(directions)))
     text: dict[str, dict[str, None]] = {lang: {} for lang in cfg.data.languages()}  # unique, in order
     read = 0
+    cfg.data.check_sides("train")
     for src_lang, tgt_lang in directions:
         sources = cfg.data.sources("train", (src_lang, tgt_lang))
-        for source in sources:
-            check_sides(source, "train", len(directions))
         sample = corpus.sample_pairs(sources, per_direction, cfg.data.cleaning("train"))
         read += sample.pairs_read
         text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import typing
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
@@ -179,13 +180,9 @@ def _numbers(options: Any, kinds: dict[str, type]) -> None:
 
 # The search fields that are numbers, by their config type (decode.*).
 NUMBER_FIELDS = {
-    "beam": int,
-    "alpha": float,
-    "max_len_a": float,
-    "max_len_b": int,
-    "no_repeat_ngram": int,
-    "max_tokens": int,
-    "workers": int,
+    name: hint
+    for name, hint in typing.get_type_hints(DecodeConfig).items()
+    if name in SEARCH_FIELDS and hint in (int, float)
 }
 
 
