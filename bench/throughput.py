@@ -67,7 +67,7 @@ def rates(m: dict, encoder_params: int, decoder_params: int, peak: dict[str, flo
     return result
 
 
-def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float]) -> list[dict]:
+def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float], warmup: int) -> list[dict]:
     """Each SCALING_MODELS size (3+3 layers) at each of SCALING_MAX_TOKENS: a fresh Trainer on the
     same experiment (it reads the experiment, writes nothing unless save() is called)."""
     from mt.training.setup import build_training
@@ -80,7 +80,7 @@ def scaling(exp, cfg, precisions: list[str], steps: int, peak: dict[str, float])
             run_cfg.train.max_tokens = max_tokens
             trainer = build_training(exp, run_cfg).trainer
             encoder_params, decoder_params = model_flops_per_token(trainer.model)
-            measured = measure(trainer, precisions, steps)
+            measured = measure(trainer, precisions, steps, warmup=warmup)
             for precision in precisions:
                 rows.append({"d_model": d_model, "max_tokens": max_tokens, "precision": precision,
                              **{k: round(v, 4 if "mfu" in k or k == "median_step_s" else 1)
@@ -234,6 +234,9 @@ def main() -> None:
     parser.add_argument("--precisions", default=None,
                         help="Default fp32,bf16,fp16, less a half precision this CPU runs 10x or more slower than "
                              "fp32 (mt.hardware.too_slow); named here, a precision always runs.")
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="Warm-up updates per precision before the measured ones (oneDNN builds its kernels "
+                             "for a precision over its first updates; a training run's thousands amortise that).")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="Top operators of an fp32 step, and --phases.")
     parser.add_argument("--phases", action="store_true", help="The step split into phases, in each precision.")
@@ -282,7 +285,7 @@ def main() -> None:
     batches = make_batches(trainer.stream.data.src_lens, trainer.stream.data.tgt_lens, cfg.train.max_tokens, cfg.train.seed, 0)
     src_pad, tgt_pad = pad_fraction(batches, trainer.stream.data.src_lens, trainer.stream.data.tgt_lens)
 
-    measured = measure(trainer, precisions, args.steps)
+    measured = measure(trainer, precisions, args.steps, warmup=args.warmup)
     results = {p: rates(m, encoder_params, decoder_params, peak, p) for p, m in measured.items()}
 
     from rich.console import Console
@@ -295,7 +298,7 @@ def main() -> None:
     for name, value in peak.items():
         table.add_row(name, f"{value:.0f}")
     console.print(table)
-    table = Table(title=f"training step, benchmark preset on {args.exp}, {args.steps} steps each, interleaved")
+    table = Table(title=f"training step, benchmark preset on {args.exp}, {args.steps} steps each after {args.warmup} warm-up, interleaved")
     for column in ("precision", "tgt tok/s", "src+tgt tok/s", "median s/step", "GFLOP/s", "MFU (fp32 peak)"):
         table.add_column(column, justify="left" if column == "precision" else "right")
     for precision, r in results.items():
@@ -357,8 +360,8 @@ def main() -> None:
     scaling_rows = []
     if args.scaling:
         del trainer  # its activations' memory goes back before the larger models
-        scaling_rows = scaling(exp, cfg, precisions, args.steps, peak)
-        table = Table(title=f"scaling, 3+3 layers, {args.steps} steps each (after 2 warm-up), fresh models")
+        scaling_rows = scaling(exp, cfg, precisions, args.steps, peak, args.warmup)
+        table = Table(title=f"scaling, 3+3 layers, {args.steps} steps each (after {args.warmup} warm-up), fresh models")
         for column in ("d_model", "max_tokens", "precision", "tgt tok/s", "src+tgt tok/s", "median s/step", "GFLOP/s",
                        "MFU fp32 peak", "MFU own peak"):
             table.add_column(column, justify="right")
@@ -370,15 +373,15 @@ def main() -> None:
         console.print(table)
 
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
-    fp32 = results.get("fp32", results[precisions[0]])
+    fp32 = results.get("fp32")  # without fp32 measured, no fp32 figure or ratio (another precision's is not one)
     summary = {
         "sets": args.sets,
         "allocator": allocator_name(),
-        "tgt_tokens_per_s_fp32": round(fp32["tgt_tokens_per_s"], 1),
-        "mfu_fp32": round(fp32["mfu_vs_fp32_peak"], 3),
+        **({"tgt_tokens_per_s_fp32": round(fp32["tgt_tokens_per_s"], 1), "mfu_fp32": round(fp32["mfu_vs_fp32_peak"], 3),
+            "fast_over_fp32": round(results[fast_mode]["tgt_tokens_per_s"] / fp32["tgt_tokens_per_s"], 3)}
+           if fp32 else {}),
         "tgt_tokens_per_s_fast": round(results[fast_mode]["tgt_tokens_per_s"], 1),
         "fast_mode": fast_mode,
-        "fast_over_fp32": round(results[fast_mode]["tgt_tokens_per_s"] / fp32["tgt_tokens_per_s"], 3),
         **{f"tgt_tokens_per_s_{p}": round(r["tgt_tokens_per_s"], 1) for p, r in results.items()},
         **{f"matmul_gflops_{p}": round(peak[f"{p} 2048^3"], 1) for p in ("fp32", "bf16", "fp16") if f"{p} 2048^3" in peak},
         **{f"matmul_gflops_{p}_train_shape": round(peak[f"{p} 4096x256x1024"], 1)
@@ -388,6 +391,7 @@ def main() -> None:
         "pad_fraction_src": round(src_pad, 4),
         "pad_fraction_tgt": round(tgt_pad, 4),
         "steps": args.steps,
+        "warmup": args.warmup,
         "threads": args.threads,
     }
     for half in ("bf16", "fp16"):

@@ -74,7 +74,10 @@ def serve(
         int, typer.Option(help="Translated documents kept at once; past that the oldest is removed.")
     ] = 100,
     max_file_jobs: Annotated[
-        int, typer.Option(help="Documents translated at once; one more is refused (503 with Retry-After).")
+        int,
+        typer.Option(
+            help="Documents translated at once, and uploads read at once; one more is refused (503 with Retry-After)."
+        ),
     ] = 4,
     batching: Annotated[
         str,

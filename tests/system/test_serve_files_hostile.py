@@ -36,8 +36,8 @@ def server(trained_experiment):
         yield served
 
 
-def upload(url: str, name: str, data: bytes, **kwargs) -> httpx.Response:
-    return httpx.post(f"{url}/translate_file", data=FORM, files={"file": (name, data)}, timeout=60, **kwargs)
+def upload(url: str, name: str, data: bytes, form: dict = FORM, **kwargs) -> httpx.Response:
+    return httpx.post(f"{url}/translate_file", data=form, files={"file": (name, data)}, timeout=60, **kwargs)
 
 
 def refused(answer: httpx.Response, status: int, *needles: str) -> str:
@@ -208,6 +208,30 @@ def test_uploads_past_the_job_limit_are_503_and_a_client_that_leaves_frees_its_s
             time.sleep(0.1)
         assert answer.status_code == 200
     assert "POST /translate_file 499" in capfd.readouterr().err
+
+
+def test_uploads_still_arriving_hold_no_translation_slot_and_keep_no_keyed_client_out(trained_experiment):
+    # One job at once, a key: a client without it starts an upload and stops sending. It holds one of
+    # the slots for uploads being read, never the one translation slot, nor a keyed client's reading slot.
+    app = build_app(load(trained_experiment), Limits(max_wait_ms=0, max_file_jobs=1), api_key="K", threads=1)
+    with Served(app) as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        head = b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.txt\"\r\n\r\n"
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+                         b"boundary=b\r\nContent-Length: 100000\r\n\r\n" + head + b"Hallo")
+            deadline = time.monotonic() + 10
+            while app.state.documents.reading[False] < 1:
+                assert time.monotonic() < deadline, "the slow upload was never being read"
+                time.sleep(0.05)
+            keyless = upload(served.url, "b.txt", LINES[1].encode(), headers={"X-API-Key": "wrong"})
+            refused(keyless, 503, "receiving 1 files", "--max-file-jobs")
+            keyed = upload(served.url, "c.txt", LINES[2].encode(), headers={"Authorization": "Bearer K"})
+            assert keyed.status_code == 200, keyed.text
+            assert httpx.get(keyed.json()["translatedFileUrl"]).status_code == 200
+            in_field = upload(served.url, "d.txt", LINES[3].encode(), form={**FORM, "api_key": "K"})
+            refused(in_field, 503, "receiving 1 files")  # its key is known only once the upload is read
+        assert app.state.documents.jobs == 0
 
 
 def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(trained_experiment):

@@ -81,7 +81,7 @@ class Limits:
     max_file_chars: int = 200_000  # characters a document may ask to translate (about 2,000 sentences)
     file_ttl: float = 600.0  # seconds a translated document is kept for download
     max_files: int = 100  # translated documents kept at once; the oldest goes first
-    max_file_jobs: int = 4  # documents read and translated at once; one more gets 503 with Retry-After
+    max_file_jobs: int = 4  # documents translated at once, and uploads read at once (files.Documents); one more: 503
 
     def __post_init__(self) -> None:
         from mt.apps.serve.queue import BATCHING

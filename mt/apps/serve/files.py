@@ -34,7 +34,7 @@ from fastapi.responses import StreamingResponse
 from mt import log
 from mt.apps.serve.languages import name_of
 from mt.apps.serve.queue import QueueFull
-from mt.apps.serve.requests import ApiError, check_key, field_key, header_key
+from mt.apps.serve.requests import ApiError, check_key, field_key, header_key, key_matches
 from mt.apps.serve.service import Service, disconnected, refusal
 from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
@@ -284,7 +284,12 @@ class Documents:
         self.service, self.limits = service, limits
         self.results = Results(limits.file_ttl, limits.max_files)
         self.pool = ThreadPoolExecutor(limits.max_file_jobs, thread_name_prefix="mt-documents")
-        self.jobs = 0  # uploads being read or translated (on the event loop: no lock)
+        # On the event loop: no lock. A translation holds one of `jobs`, taken once its upload is read
+        # and its key checked; an upload being read one of `reading[keyed]`, keyed when the server has a
+        # key and the request's header gives it. So clients without the key, or slow to send, keep
+        # neither documents from being translated nor keyed clients' uploads from being read.
+        self.reading = {True: 0, False: 0}
+        self.jobs = 0
         self.running: set[BatcherUnits] = set()
         self._sweeper: asyncio.Task | None = None
 
@@ -307,21 +312,28 @@ class Documents:
 
     async def translate_file(self, request: Request) -> dict[str, Any]:
         """POST /translate_file, as LibreTranslate answers it: {"translatedFileUrl": URL}."""
-        if self.jobs >= self.limits.max_file_jobs:
+        self._check_room()  # before reading: a client is not made to send a file that would be refused
+        service = self.service
+        keyed = service.api_key is not None and key_matches(service.api_key, header_key(request))
+        if self.reading[keyed] >= self.limits.max_file_jobs:
             raise ApiError(
                 503,
-                f"the server is translating {self.jobs} files (--max-file-jobs); retry in a second",
+                f"the server is receiving {self.reading[keyed]} files (--max-file-jobs); retry in a second",
                 {"Retry-After": "1"},
             )
+        self.reading[keyed] += 1
+        try:
+            upload = await read_upload(request, self.limits.max_file_bytes)
+        finally:
+            self.reading[keyed] -= 1
+        check_key(service.api_key, field_key(upload.fields, header_key(request)))
+        source, target = service.libre_pair(upload.fields)
+        tag = service.directions.tag(source, target)  # libre_pair has checked that there is one
+        options = DecodeOptions(nbest=1, src_lang=source, tgt_lang=target).resolved(service.defaults)
+        self._check_room()
         self.jobs += 1
         job: asyncio.Future | None = None
         try:
-            upload = await read_upload(request, self.limits.max_file_bytes)
-            service = self.service
-            check_key(service.api_key, field_key(upload.fields, header_key(request)))
-            source, target = service.libre_pair(upload.fields)
-            tag = service.directions.tag(source, target)  # libre_pair has checked that there is one
-            options = DecodeOptions(nbest=1, src_lang=source, tgt_lang=target).resolved(service.defaults)
             units = BatcherUnits(service, options, tag, self.limits.max_file_chars, identify=source is None)
             job = asyncio.get_running_loop().run_in_executor(self.pool, self._translate, upload, units, target)
             key = await self._until_done(request, job, units)
@@ -335,6 +347,14 @@ class Documents:
 
     def _job_done(self) -> None:
         self.jobs -= 1
+
+    def _check_room(self) -> None:
+        if self.jobs >= self.limits.max_file_jobs:
+            raise ApiError(
+                503,
+                f"the server is translating {self.jobs} files (--max-file-jobs); retry in a second",
+                {"Retry-After": "1"},
+            )
 
     async def _until_done(self, request: Request, job: asyncio.Future, units: BatcherUnits) -> str:
         """The job's answer; 499 (logged) when the client leaves first, its work then abandoned."""

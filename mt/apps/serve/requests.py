@@ -169,8 +169,15 @@ def field_key(fields: dict, header: str | None) -> str | None:
     return value or header
 
 
+def key_matches(expected: str, given: Any) -> bool:
+    """Whether `given` is the server's key (compared in constant time)."""
+    if not given or not isinstance(given, str):
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
+
+
 def check_key(expected: str | None, given: Any) -> None:
-    """403 unless the server has no key or `given` is it (compared in constant time)."""
+    """403 unless the server has no key or `given` is it."""
     if expected is None:
         return
     if not given or not isinstance(given, str):
@@ -178,7 +185,7 @@ def check_key(expected: str | None, given: Any) -> None:
             403,
             "Please contact the server operator to get an API key (api_key, or the header Authorization: Bearer KEY)",
         )
-    if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")):
+    if not key_matches(expected, given):
         raise ApiError(403, "Invalid API key")
 
 
