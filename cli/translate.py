@@ -213,6 +213,8 @@ def translate(
             from mt.search.constrained import split_constrained_line
 
             source = readable_lines(source, identifier, lambda line: split_constrained_line(line)[0])
+        elif text_format != "text":  # the markup's text, not its tags, attributes and addresses
+            source = readable_lines(source, identifier, lambda line: markup_text(line, text_format))
         else:
             source = readable_lines(source, identifier)
     if alignments:
@@ -228,6 +230,17 @@ def translate(
         total,
         searcher(text_format),
     )
+
+
+def markup_text(line: str, fmt) -> str:
+    """A markup line's text as `--src-lang auto` identifies it; a line that does not parse as itself
+    (its error, naming the line, comes when it is translated)."""
+    from mt.text.markup import MarkupError, plain_text
+
+    try:
+        return plain_text(line, fmt)
+    except MarkupError:
+        return line
 
 
 def document_format(input: Path | None, fmt: str | None):

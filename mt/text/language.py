@@ -9,7 +9,8 @@ downloaded. Two detectors, built once per `LanguageIdentifier` and loaded on fir
 - every language lingua knows, in its low-accuracy mode (a few MB, a fraction of a millisecond),
   the guard: a text whose model's languages get at most FOREIGN_AT_MOST of the confidence among all
   75 is in a language the model cannot read, and is not translated (about 0.1-0.3% of test2016's
-  sentences are taken for foreign by it; a caller that knows the language names it instead of auto).
+  sentences are taken for foreign by it; a caller that knows the language names it instead of auto);
+  a short text (SHORT_LETTERS) only when the guard is all but sure of its language.
 A source language lingua does not know: a model with that one source takes every text as it
 (unguarded); a model with several sources, one of them unknown to lingua, cannot tell them apart,
 and `identify` refuses (Unidentifiable) with what to do instead.
@@ -28,6 +29,11 @@ from mt.errors import MtError
 FOREIGN_AT_MOST = (
     0.01  # the model's languages' share of the confidence over all languages, at or below which a text is foreign
 )
+# A short text (a name, a product, a menu item, an address) gives the guard's low-accuracy mode little to go
+# by: "iPhone 15 Pro" is Zulu to it, "Hello world" Vietnamese. Below SHORT_LETTERS letters a text is
+# foreign only when the guard is SURE_AT_LEAST sure of the language it takes it for.
+SHORT_LETTERS = 24
+SURE_AT_LEAST = 0.9
 
 
 class Unidentifiable(MtError):
@@ -121,7 +127,11 @@ class LanguageIdentifier:
         if not values or values[0].value <= 0:  # no letters: nothing to go by
             return None
         own = sum(v.value for v in values if v.language in self.known.values())
-        return values[0].language.iso_code_639_1.name.lower() if own <= FOREIGN_AT_MOST else None
+        if own > FOREIGN_AT_MOST:
+            return None
+        if sum(c.isalpha() for c in text) < SHORT_LETTERS and values[0].value < SURE_AT_LEAST:
+            return None
+        return values[0].language.iso_code_639_1.name.lower()
 
 
 def identifiable(directions) -> list[str]:

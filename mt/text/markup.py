@@ -293,6 +293,12 @@ def segments(nodes: list[Node]) -> list[Segment]:
     return found
 
 
+def plain_text(fragment: str, fmt: Format) -> str:
+    """A fragment's translatable text, as its language is identified: tag names, attributes and URLs,
+    mostly English whatever the page's language, left out; MarkupError for one that does not parse."""
+    return " ".join(segment.plain for segment in segments(parse(fragment, fmt)))
+
+
 def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup."""
     for node in nodes:

@@ -17,7 +17,7 @@ from mt.decoding.translator import Translator
 from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span
-from mt.text.translate import segment, unreadable
+from mt.text.translate import segment, unreadable, warn_kept
 
 
 @dataclass
@@ -103,6 +103,7 @@ def search(
     """Each markup text's translation and score, as `Translator.search` gives them (module docstring)."""
     options = aligned(translator, options)
     planned = plan(translator, texts, fmt, options, first_line)
+    warn_kept([[span for spans in fragment for span in spans] for fragment in planned.pieces], planned.kept, first_line)
     results = finish(planned, translator.search(planned.sources, options, first_line) if planned.sources else [])
     if progress is not None:
         progress(len(texts))
@@ -118,9 +119,17 @@ def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
     markup_format = coerce(fmt, Format, "format")
 
     def markup(translator, texts, options=None, first_line=0, progress=None):
-        return search(translator, texts, options, first_line, progress, markup_format)
+        found = search(translator, texts, options, first_line, progress, markup_format)
+        return [[(on_one_line(text), *rest) for text, *rest in hyps] for hyps in found]
 
     return markup
+
+
+def on_one_line(markup: str) -> str:
+    """A line's translated markup without line breaks, one line out for one in: a break that a
+    character reference (`&#10;`) put in its text or an attribute, or the stand-in of a `<br>` the
+    alignment moved, written as the reference again (whitespace in either place, as it was)."""
+    return markup.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
 def translate(translator: Translator, texts: list[str], fmt: Format, options: DecodeOptions | None = None) -> list[str]:

@@ -16,7 +16,9 @@ from typing import Callable
 
 Span = tuple[int, int]  # [start, end) character offsets into the text
 
-CLAUSE = re.compile(r"[,;:，；：、]\s*")  # a clause ends here (the mark and the spaces after it)
+# A clause ends here (the mark and the spaces after it). An ASCII mark only before a space: "1,250,000",
+# "12:45" and "https://" are not cut; the CJK marks take no space after them.
+CLAUSE = re.compile(r"[,;:](?=\s)\s*|[，；：、]\s*")
 SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n]+")  # what lies between line breaks ("\n", "\r\n", a lone "\r")
 

@@ -79,6 +79,19 @@ def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment
     assert done.returncode == 0 and done.stdout.decode() == translate(translator, xml, "xml")[0] + "\n"
 
 
+def test_mt_translate_writes_a_line_break_in_the_markup_as_a_reference_one_line_out_for_one_in(trained_experiment):
+    """Was: `&#10;` in a text or an attribute came out as a line break, two output lines for one."""
+    lines = [f'<p title="a&#10;b">{S1}&#10;{S2}</p>', f"<p>{S3}&#13;&#10;{S1}</p>", f"<p>{S2}</p>"]
+    done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--format", "html")
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode().split("\n")
+    assert len(out) == 4 and out[-1] == "" and '<p title="a&#10;b">' in out[0], out
+    assert "&#10;" in out[0].split(">", 1)[1] and "&#13;&#10;" in out[1], out
+    xml = [f'<s note="a&#10;b">{S1}</s>']
+    done = mt_translate(trained_experiment, xml[0] + "\n", "--format", "xml")
+    assert done.returncode == 0 and done.stdout.decode().count("\n") == 1 and 'note="a&#10;b"' in done.stdout.decode()
+
+
 @pytest.mark.parametrize("flags, code, words", [
     (("--format", "html", "--nbest", "2"), 2, "--format html writes one translated fragment a line: not with --nbest"),
     (("--format", "markdown"), 2, "--format markdown: expected text, html, xml (lines) or"),

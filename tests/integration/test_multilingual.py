@@ -435,6 +435,25 @@ def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_onl
     assert "not translated: 'A man in a blue shirt" in " ".join(err.split())
 
 
+def test_src_lang_auto_identifies_the_text_of_markup_not_its_tags_and_addresses(trained_experiment, capsys,
+                                                                                 monkeypatch, tmp_path):
+    """Was: the raw line was identified, class names and URLs included: a German line in English-named
+    markup was Latin or English to lingua, and came out empty."""
+    lines = ['<div class="main-navigation-wrapper"><a href="https://www.example.com/contact-us/support">'
+             'Ein Mann fährt Fahrrad.</a></div>',
+             '<p class="highlighted-section"><img src="photo-of-the-week.png" alt="Photo of the week"> '
+             'Zwei Hunde spielen im Schnee.</p>']
+    text = tmp_path / "in.html.txt"
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
+                        "--src-lang", "auto", "--format", "html")
+    from mt.text.markup_translate import translate as translate_markup
+
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    assert code == 0 and out.splitlines() == translate_markup(translator, lines, "html"), err
+    assert "not translated" not in err
+
+
 def test_pivot_legs_must_be_trained_and_a_language_into_itself_is_no_direction():
     """Was: --pivot took zero-shot legs (and advised --pivot for them); en-en was a zero-shot direction."""
     from mt.decoding.directions import Directions

@@ -100,6 +100,15 @@ def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
     assert out == f"<p>{translator.translate([S1])[0]} <b>{CJK}</b></p>"
 
 
+def test_markup_warns_of_what_it_copies_untranslated_as_plain_text_does(trained_experiment):
+    """Was: `--format html` copied the unreadable sentence without a word on stderr."""
+    result = mt_translate(trained_experiment, f"<p>{S1}</p>\n<p>{S1} <b>{CJK}</b></p>\n", "--format", "html")
+    assert result.returncode == 0 and CJK in result.stdout.decode().splitlines()[1]
+    warning = result.stderr.decode()
+    assert f"input line 2: {len(CJK)} characters in a script the model cannot read" in warning
+    assert "input line 1" not in warning
+
+
 def test_zero_width_characters_alone_add_no_invented_sentence(trained_experiment):
     """A zero-width space or BOM after a sentence is a piece of its own for the splitter and nothing
     for the tokenizer (its normalisation removes it): searched from EOS alone, the model would add a

@@ -31,6 +31,17 @@ def test_each_text_is_ranked_among_the_models_sources_only():
         assert 0.5 < found.confidence <= 1 and found.confidence == found.ranking[0][1]
 
 
+def test_short_names_products_and_addresses_are_not_taken_for_foreign():
+    english, german = LanguageIdentifier(["en"]), LanguageIdentifier(["de"])
+    for text in ("iPhone 15 Pro", "Dr. Angela Merkel", "Samsung Galaxy S24 Ultra", "https://example.com/a", "Berlin, Germany"):
+        assert english.identify(text).foreign is None, text
+    for text in ("Hello world", "Impressum"):
+        assert german.identify(text).foreign is None, text
+    # a short text the guard is sure of, and a sentence, are still told apart
+    assert english.identify("Ich habe Hunger.").foreign == "de"
+    assert german.identify("Hello, how are you today?").foreign == "en"
+
+
 def test_a_language_the_model_cannot_read_is_named():
     found = LanguageIdentifier(["en", "de", "fr"]).identify(SPANISH)
     assert found.foreign == "es"

@@ -55,6 +55,17 @@ def test_a_long_sentence_is_cut_at_clauses_first():
     assert pieces(text, spans) == ["a b c d,", "e f g h;", "i j k l"]
 
 
+def test_numbers_times_and_addresses_are_not_cut_at_their_marks():
+    text = "revenue of 1,250,000 at 12:45 from https://example.com/a,b today"
+    spans = cut_long(text, (0, len(text)), lambda s: len(s.split()), 4)
+    kept = pieces(text, spans)
+    assert " ".join(kept) == text  # cut at spaces only
+    for whole in ("1,250,000", "12:45", "https://example.com/a,b"):
+        assert any(whole in piece for piece in kept), kept
+    cjk = "我们今天去公园，明天去学校；后天在家" * 3
+    assert all(p.endswith(("，", "；")) for p in pieces(cjk, cut_long(cjk, (0, len(cjk)), len, 30))[:-1])
+
+
 def test_without_clauses_at_spaces_and_without_spaces_anywhere():
     words = " ".join(["word"] * 50)
     spans = cut_long(words, (0, len(words)), lambda s: len(s.split()), 8)

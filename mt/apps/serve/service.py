@@ -36,7 +36,7 @@ from mt.decoding.engine import refused
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
-from mt.text.markup import Format, MarkupError, parse, segments
+from mt.text.markup import Format, MarkupError, plain_text
 from mt.text.markup_translate import aligned, finish, plan
 from mt.text.translate import join, pieces
 
@@ -428,6 +428,6 @@ def markup_texts(fragments: list[str]) -> list[str]:
     """Each HTML fragment's text, as its language is identified: tag names, attributes and URLs, which
     are mostly English whatever the page's language, left out; 400 for one that does not parse."""
     try:
-        return [" ".join(segment.plain for segment in segments(parse(fragment, "html"))) for fragment in fragments]
+        return [plain_text(fragment, "html") for fragment in fragments]
     except MarkupError as exc:
         raise ApiError(400, str(exc)) from None
