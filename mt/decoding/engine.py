@@ -8,7 +8,8 @@ call it cannot), or "auto" (CTranslate2 where it can, mt's search for the rest, 
 
 What CTranslate2 cannot decode as mt does (`unsupported`): the gnmt length penalty and the exact stop
 rule (it has |Y|^alpha and stops once `beam` hypotheses finished), sampling (another generator),
-constraints, alignments from one layer's attention, ensembles, a precision it lacks on the device.
+constraints, ensembles, a precision it lacks on the device. Alignments it leaves to mt's model, which
+aligns its translations in a teacher-forced pass (mt.decoding.alignment).
 What it decodes the same: greedy and beam search with the length or no penalty, n-best lists and
 their scores, the repetition guard, the lexical shortlist (exported as its vocabulary map), a
 multilingual model's target tags, int8 on a CPU. Two differences are left, both documented: its
@@ -227,9 +228,14 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     reason = unsupported(translator, options)
     if reason is not None and options.engine == "ctranslate2":
         raise MtError(_refusal(reason))
+    if options.engine == "ctranslate2":  # asked for by name: loaded, or refused, even after an auto call's failure
+        current = load(translator, options.workers, threads, strict=True)
+        assert current is not None  # strict: a failure raised
+        translator.say(f"engine: {current.describe()}")
+        return current
     reason = reason or translator.engine_failure
     if reason is None:
-        current = load(translator, options.workers, threads, strict=options.engine == "ctranslate2")
+        current = load(translator, options.workers, threads, strict=False)
         if current is not None:
             translator.say(f"engine: {current.describe()}")
             return current

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import typing
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -54,9 +55,9 @@ class Sampling:
 
     def __post_init__(self) -> None:
         _numbers(self, {"top_k": int, "seed": int, "temperature": float, "top_p": float})
-        # Written so that NaN fails too.
-        if not self.temperature > 0:
-            raise ConfigError(f"--temperature {self.temperature}: must be above 0")
+        # Written so that NaN fails too; infinity divides the model's -inf scores into NaN.
+        if not 0 < self.temperature < math.inf:
+            raise ConfigError(f"--temperature {self.temperature}: must be above 0 and finite")
         if self.top_k < 0:
             raise ConfigError(f"--top-k {self.top_k}: must be 0 (all tokens) or more")
         if not 0 < self.top_p <= 1:

@@ -218,7 +218,10 @@ class _ConstrainedSearch:
                 continue
             after = self.progress[s][b].advance(token, cs)
             met = after.tokens_met(cs)
-            if step + (total - met) + 1 > limit:  # its missing tokens and EOS no longer fit
+            # Its missing tokens and EOS no longer fit: dropped. Constraints longer than the limit never
+            # fit: then as many of their tokens as it holds must, so that the search keeps to them and
+            # `_fall_back` gives the one that met the most (was: every candidate dropped, an empty output).
+            if step + (min(total, limit - 1) - met) + 1 > limit:
                 continue
             live.append((score, met, b, token, after))
         # Which end: the EOS candidates chosen when all compete for the beam, bank by bank (with no

@@ -270,6 +270,10 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     ours = auto.search(LINES[:2], replace(options, engine="mt"))
     assert auto.search(LINES[:2], replace(options, engine="auto")) == ours and auto.engine is None
     assert "saved again since it was loaded" in auto.engine_failure
+    # Asked for by name after auto's failure, CTranslate2 is refused (was: mt's search, said in a log line).
+    with pytest.raises(MtError) as exc:
+        auto.search(LINES[:2], options)
+    one_line(exc, "--engine ctranslate2", "saved again since it was loaded")
     shutil.rmtree(built)
     built.mkdir()
     (built / "notes.txt").write_text("mine")

@@ -16,6 +16,8 @@ from mt.errors import ConfigError
     (lambda: DecodeOptions(alignment_layer=True), "--alignment-layer True: expected an integer"),
     (lambda: Sampling(top_k=2.5), "--top-k 2.5: expected an integer"),
     (lambda: Sampling(temperature="1"), "--temperature '1': expected a number"),
+    (lambda: Sampling(temperature=float("inf")), "--temperature inf: must be above 0 and finite"),  # was NaN in torch
+    (lambda: Sampling(temperature=float("nan")), "--temperature nan: must be above 0 and finite"),
 ])
 def test_an_option_of_another_type_is_refused_when_it_is_made(make, needle):
     with pytest.raises(ConfigError) as exc:
