@@ -5,8 +5,10 @@ hard-wrapped paragraph: one whose every line break falls where the next line's f
 have fitted on the line (the mark of a wrap at a fixed width, as `fmt` and mail clients do), and where
 some line ends inside a sentence (without . ! ? : ; or a closing quote). Such a paragraph is translated
 as one text and wrapped again at its own width, so that a sentence wrapped over two lines is translated
-whole. A list of short lines, or of lines that each end a sentence, is translated line by line;
-`--format text` translates every line as itself.
+whole; a mark every line starts with (a mail's `> `, a comment's `# ` or `// `) is taken off before and
+put back on every line after. A list of short lines, or of lines that each end a sentence, is
+translated line by line, and so is a table or an aligned listing (columns: runs of spaces or tabs
+inside lines, rules without letters, rows of one length); `--format text` translates every line as itself.
 """
 
 from __future__ import annotations
@@ -22,6 +24,21 @@ MIN_WIDTH = 30  # narrower lines are a list or verse, not wrapped prose
 SENTENCE_END = tuple(".!?:;\"'”’»)…。！？")
 
 
+# What a quoted or commented line starts with: a mail's "> > ", a comment's "# ", "// ", "-- ", "; ".
+MARK = re.compile(r"[ \t]*(?:(?:>[ \t]?)+|#+[ \t]+|//+[ \t]?|--[ \t]+|;+[ \t]+)[ \t]*")
+INDENT = re.compile(r"[ \t]*")
+COLUMNS = re.compile(r"\S(?: {2,}|\t)\S")  # a gap of two spaces or a tab between words: columns
+
+
+def prefixes(lines: list[str]) -> list[str]:
+    """What each line starts with outside its text: the mark all of them share (MARK), with the spaces
+    around it, else its indent."""
+    marks = [MARK.match(line) for line in lines]
+    if all(marks) and len({m.group().strip() for m in marks if m}) == 1:
+        return [m.group() for m in marks if m]
+    return [INDENT.match(line).group() for line in lines]
+
+
 def wrapped(lines: list[str]) -> bool:
     """Whether a paragraph's lines look wrapped at a fixed width (module docstring)."""
     if len(lines) < 2:
@@ -29,11 +46,16 @@ def wrapped(lines: list[str]) -> bool:
     width = max(len(line) for line in lines)
     if width < MIN_WIDTH:
         return False
-    for line, following in zip(lines, lines[1:]):
+    texts = [line[len(prefix) :].rstrip() for line, prefix in zip(lines, prefixes(lines))]
+    if any(COLUMNS.search(text) or not any(c.isalpha() for c in text) for text in texts):
+        return False  # a table, an aligned listing, a rule: lines that are rows
+    if len(lines) > 2 and len({len(line.rstrip()) for line in lines}) == 1:
+        return False  # rows of one length: a box or a table, not prose wrapped at a width
+    for line, following in zip(lines, texts[1:]):
         words = following.split()
         if not words or len(line.rstrip()) + 1 + len(words[0]) <= width:
             return False
-    return any(not line.rstrip().endswith(SENTENCE_END) for line in lines[:-1])
+    return any(not text.endswith(SENTENCE_END) for text in texts[:-1])
 
 
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
@@ -44,13 +66,13 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
     for index in range(0, len(parts), 2):
         lines = parts[index].split("\n")
         joined = wrapped(lines)
-        todo = [" ".join(line.strip() for line in lines)] if joined else lines
+        todo = [" ".join(line[len(p) :].strip() for line, p in zip(lines, prefixes(lines)))] if joined else lines
         plans.append((index, lines, joined))
         asked += todo
     answers = iter(units(asked))
     for index, lines, joined in plans:
-        if joined:  # the first line's indent, and the second's for the rest (a list item's hanging indent)
-            indent, rest = (line[: len(line) - len(line.lstrip())] for line in lines[:2])
+        if joined:  # the first line's prefix, and the second's for the rest (a list item's hanging indent)
+            indent, rest = prefixes(lines)[:2]
             width = max(len(line) for line in lines)
             parts[index] = textwrap.fill(
                 next(answers),

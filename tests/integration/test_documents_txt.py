@@ -53,6 +53,36 @@ def test_a_hard_wrapped_list_item_keeps_its_hanging_indent():
     assert " ".join(out.split()) == " ".join(item.upper().split())
 
 
+def upper(texts: list[str], fmt: str = "text") -> list[str]:
+    return [t.upper() for t in texts]
+
+
+@pytest.mark.parametrize("rows", [
+    "+------------------+--------------------------+\n| Setting          | Default value            |\n"
+    "+------------------+--------------------------+\n| max_tokens       | 4096 tokens per batch    |\n"
+    "+------------------+--------------------------+\n",
+    "name of the file      size    last modified on\nsetup.py              1204    the first of December\n"
+    "README.md             5531    the fifth of December\n",
+], ids=["table", "listing"])
+def test_a_table_or_an_aligned_listing_is_translated_row_by_row(rows):
+    """Was: its rows, every one as wide as the others, looked wrapped, and were joined into one text."""
+    assert not wrapped(rows.splitlines())
+    assert translate_content(rows.encode(), FORMATS["txt"], upper, EN).decode() == rows.upper()
+
+
+def test_a_quoted_wrapped_paragraph_keeps_its_mark_on_every_line():
+    """Was: joined with its marks, which came back in the middle of lines."""
+    quoted = ("> This is a quoted paragraph that was wrapped by the\n"
+              "> mail client at a fixed width, and the sentence goes\n"
+              "> on over several lines until it ends here.\n")
+    asked: list[str] = []
+    out = translate_content(quoted.encode(), FORMATS["txt"], lambda texts, fmt="text": asked.extend(texts) or upper(texts),
+                            EN).decode()
+    assert asked[0] == " ".join(line[2:] for line in quoted.splitlines()) and not any(asked[1:])  # one text, no marks
+    assert all(line.startswith("> ") and ">" not in line[1:] for line in out.splitlines())
+    assert " ".join(out.replace("> ", "").split()) == " ".join(quoted.replace("> ", "").upper().split())
+
+
 @pytest.mark.parametrize("codec, bom", [("utf-8", b""), ("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE)])
 def test_line_endings_and_encodings_are_kept(units, codec, bom):
     data = bom + f"{LINES[0]}\r\n\r\n{LINES[1]}\r\n".encode(codec)
