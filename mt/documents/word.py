@@ -8,7 +8,8 @@ w:rPr, compared as XML) is its plain text; each group of adjacent runs with anot
 `<span data-run="k">`, a hyperlink (or a tracked insertion, a content control, a smart tag) an
 `<a data-link="k">` (`<span data-wrap="k">`) around its runs, and what holds no text (a drawing, a tab,
 a break, a footnote reference, a bookmark, a field with its result, a deletion) an empty marker that
-moves with its neighbour word. The paragraph is then written again: a run for each piece of
+moves with its neighbour word; a tab, as a break, a `<br>` marker, where a sentence ends; a
+non-breaking hyphen the character U+2011 of the text. The paragraph is then written again: a run for each piece of
 translated text, with a copy of the w:rPr its wrapper stood for, each hyperlink with its attributes,
 each marker's elements where the marker landed. A span the text layer left empty (its words aligned
 to none) is an empty run: its formatting kept once, as an html page keeps `<b></b>`. Spelling marks
@@ -44,7 +45,11 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 WRAPPERS = {W + tag for tag in ("hyperlink", "ins", "moveTo", "smartTag", "customXml", "dir", "bdo", "sdt")}
 DROPPED = {W + "proofErr", W + "lastRenderedPageBreak"}
-BREAKS = {W + "br", W + "cr"}
+# Markers the text reads as a break between words, where a sentence ends (`<br>`): line breaks, and tabs,
+# which part a label from its value or a number from its heading ("Name:<tab>John", "1.<tab>Scope").
+# As an empty marker a tab joined its neighbours into one word ("Chapter 1<tab>5" was "Chapter 15").
+BREAKS = {W + "br", W + "cr", W + "tab", W + "ptab"}
+CHARACTERS = {W + "noBreakHyphen": "\u2011"}  # elements that stand for a character of the text
 RANGES = [(W + "bookmarkStart", W + "bookmarkEnd"), (W + "commentRangeStart", W + "commentRangeEnd")]
 
 
@@ -228,18 +233,19 @@ def run_items(run) -> list[Text | Code | Wrap]:
     """A run as text (its w:t) and codes (each other child): a run without text is one code, kept whole."""
     rpr = run.find(W + "rPr")
     content = [c for c in run if c.tag != W + "rPr" and c.tag not in DROPPED]
-    if not any(c.tag == W + "t" and c.text for c in content):
+    if not any((c.tag == W + "t" and c.text) or c.tag in CHARACTERS for c in content):
         return [Code([run], line_break=bool(content) and all(c.tag in BREAKS for c in content))]
     import lxml.etree
 
     key = lxml.etree.tostring(rpr) if rpr is not None else b""
     items: list[Text | Code | Wrap] = []
     for child in content:
-        if child.tag == W + "t":
+        if child.tag == W + "t" or child.tag in CHARACTERS:
+            text = CHARACTERS[child.tag] if child.tag in CHARACTERS else child.text or ""
             if items and isinstance(items[-1], Text):
-                items[-1].text += child.text or ""
+                items[-1].text += text
             else:
-                items.append(Text(child.text or "", rpr, key))
+                items.append(Text(text, rpr, key))
         else:
             items.append(Code([child], rpr, split=True, line_break=child.tag in BREAKS))
     return items

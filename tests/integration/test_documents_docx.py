@@ -181,10 +181,33 @@ def test_runs_of_other_formatting_become_spans_and_the_dominant_one_plain_text(u
     unit = paragraph(p._p)
     assert unit is not None
     assert unit.html == (
-        'eins zwei drei <span data-run="0">vier fünf</span> &lt;sechs&gt; &amp; '
-        '<span data-run="1" translate="no"></span>'
+        'eins zwei drei <span data-run="0">vier fünf</span> &lt;sechs&gt; &amp; <br data-run="1">'
     )
     assert paragraph(d.add_paragraph("   ")._p) is None
+
+
+def test_a_tab_parts_the_words_around_it_and_a_non_breaking_hyphen_is_a_character_of_the_text():
+    """Was: both empty markers, which joined their neighbours: "Chapter 1<tab>5" reached the model as
+    "Chapter 15", "COVID<nbh>19" as "COVID19"."""
+    d = docx.Document()
+    p = d.add_paragraph("Name:")
+    p.add_run().add_tab()
+    p.add_run("John Smith")
+    p = d.add_paragraph("Call 555")
+    p.add_run()._r.append(parse_xml(f'<w:noBreakHyphen {nsdecls("w")}/>'))
+    p.add_run("1234 today")
+    data = io.BytesIO()
+    d.save(data)
+    asked: list[str] = []
+
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:
+        asked.extend(texts)
+        return [t.upper() for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
+    assert asked == ['Name:<br data-run="0">John Smith', "Call 555\u20111234 today"]
+    assert [p.text for p in out.paragraphs] == ["NAME:\tJOHN SMITH", "CALL 555\u20111234 TODAY"]
+    assert out.paragraphs[0]._p.xpath(".//w:tab")
 
 
 def test_text_boxes_are_translated_and_fields_kept(translator, units):
