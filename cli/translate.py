@@ -207,6 +207,7 @@ def translate(
         translator.directions.check_pivot(src_lang, tgt_lang, pivot)
     if auto:
         from mt.text.language import LanguageIdentifier, identifiable, readable_lines
+        from mt.text.markup import language_text
 
         identifier = LanguageIdentifier(identifiable(translator.directions))
         if constraints:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
@@ -214,7 +215,7 @@ def translate(
 
             source = readable_lines(source, identifier, lambda line: split_constrained_line(line)[0])
         elif text_format != "text":  # the markup's text, not its tags, attributes and addresses
-            source = readable_lines(source, identifier, lambda line: markup_text(line, text_format))
+            source = readable_lines(source, identifier, lambda line: language_text(line, text_format))
         else:
             source = readable_lines(source, identifier)
     if alignments:
@@ -230,17 +231,6 @@ def translate(
         total,
         searcher(text_format),
     )
-
-
-def markup_text(line: str, fmt) -> str:
-    """A markup line's text as `--src-lang auto` identifies it; a line that does not parse as itself
-    (its error, naming the line, comes when it is translated)."""
-    from mt.text.markup import MarkupError, plain_text
-
-    try:
-        return plain_text(line, fmt)
-    except MarkupError:
-        return line
 
 
 def document_format(input: Path | None, fmt: str | None):

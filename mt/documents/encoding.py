@@ -49,7 +49,8 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
             codec = codecs.lookup(declared.group(1)).name
         except LookupError:  # a template's "CHARSET", a name Python does not know
             codec = ""
-        if codec and codec not in ("utf-8", "ascii") and not codec.startswith(("utf-16", "utf-32")):
+        # "ascii" too: a page that says us-ascii, written back in UTF-8, is mojibake to its readers
+        if codec and codec != "utf-8" and not codec.startswith(("utf-16", "utf-32")):
             text = data.decode(codec)
             newline = "\r\n" if "\r\n" in text else "\n"
             return text.replace("\r\n", "\n"), TextEncoding(codec, b"", newline)

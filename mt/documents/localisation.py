@@ -17,9 +17,9 @@ Placeholders, tags and XLIFF's inline elements come back exactly once (`mt.docum
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from mt.documents.encoding import DECLARED
 from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.placeholders import Protected, placeholders
 from mt.documents.units import Units
@@ -27,7 +27,7 @@ from mt.documents.units import Units
 REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}  # on an XLIFF 1.2 target
 REVIEW_2 = "translated"  # an XLIFF 2.0 segment's state
 MAX_PLURALS = 6  # gettext's largest plural families (Arabic, Welsh) have 6 forms
-DECLARED_ENCODING = re.compile(r"""\A\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+DECLARED_ENCODING = DECLARED["xliff"]  # an XML declaration's encoding
 
 
 def ask(units: Units, protected: list[Protected]) -> list[str]:
@@ -169,7 +169,16 @@ def read_xliff(text: str) -> tuple[Any, int]:
     from translate.storage import xliff, xliff2
 
     declared = DECLARED_ENCODING.match(text)
-    data = text.encode(declared.group(1) if declared else "utf-8")
+    name = declared.group(1) if declared else "utf-8"
+    try:
+        data = text.encode(name)
+    except LookupError:
+        raise DocumentError(f"its XML declaration names the encoding {name!r}, which is not one Python knows") from None
+    except UnicodeEncodeError as exc:
+        raise DocumentError(
+            f"its XML declaration says {name}, but it has {exc.object[exc.start : exc.end]!r}, which {name} "
+            "does not write: the file's bytes are in another encoding; correct the declaration"
+        ) from None
     errors = []
     for version, store_class in ((1, xliff.xlifffile), (2, xliff2.Xliff2File)):
         try:

@@ -15,7 +15,7 @@ from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.language import LanguageIdentifier
-from mt.text.markup import Format
+from mt.text.markup import Format, language_text
 
 Progress = Callable[[int, int], None]  # (units done, units asked) of the current request
 
@@ -40,13 +40,14 @@ class TranslatorUnits:
         self.translator, self.options, self.progress, self.chunk = translator, options, progress, chunk
         self.identifier = identifier  # --src-lang auto: a unit the model cannot read is kept as it is
 
-    def readable(self, text: str) -> bool:
-        """Whether to translate a unit: it has text, in a language the model reads (a warning if not)."""
+    def readable(self, text: str, fmt: Format = "text") -> bool:
+        """Whether to translate a unit: it has text, in a language the model reads (a warning if not);
+        a markup unit's language is its text's, not its tags', styles' and scripts'."""
         if not text.strip():
             return False
         if self.identifier is None:
             return True
-        found = self.identifier.identify(text)
+        found = self.identifier.identify(language_text(text, fmt))
         if found.foreign is not None:
             shown = text.strip()[:40]
             log.warn(f"not translated: {shown!r}: {found.message(self.identifier.sources)} (--src-lang)")
@@ -57,7 +58,7 @@ class TranslatorUnits:
 
         search = searcher(fmt)
         out = list(texts)
-        todo = [i for i, text in enumerate(texts) if self.readable(text)]
+        todo = [i for i, text in enumerate(texts) if self.readable(text, fmt)]
         for start in range(0, len(todo), self.chunk):
             chunk = todo[start : start + self.chunk]
             found = search(self.translator, [texts[i] for i in chunk], self.options)

@@ -299,6 +299,17 @@ def plain_text(fragment: str, fmt: Format) -> str:
     return " ".join(segment.plain for segment in segments(parse(fragment, fmt)))
 
 
+def language_text(text: str, fmt: Format) -> str:
+    """What `--src-lang auto` identifies of a text in `fmt`: a markup text's `plain_text`, or the text
+    itself (plain, or markup that does not parse: its error comes when it is translated)."""
+    if fmt == "text":
+        return text
+    try:
+        return plain_text(text, fmt)
+    except MarkupError:
+        return text
+
+
 def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup."""
     for node in nodes:

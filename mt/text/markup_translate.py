@@ -120,13 +120,17 @@ def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
 
     def markup(translator, texts, options=None, first_line=0, progress=None):
         found = search(translator, texts, options, first_line, progress, markup_format)
-        return [[(on_one_line(text), *rest) for text, *rest in hyps] for hyps in found]
+        return [
+            [(on_one_line(out), *rest) for out, *rest in hyps] if "\n" not in text and "\r" not in text else hyps
+            for text, hyps in zip(texts, found)
+        ]
 
     return markup
 
 
 def on_one_line(markup: str) -> str:
-    """A line's translated markup without line breaks, one line out for one in: a break that a
+    """A line's translated markup (a text of one line: a document's keep theirs) without line breaks,
+    one line out for one in: a break that a
     character reference (`&#10;`) put in its text or an attribute, or the stand-in of a `<br>` the
     alignment moved, written as the reference again (whitespace in either place, as it was)."""
     return markup.replace("\r", "&#13;").replace("\n", "&#10;")

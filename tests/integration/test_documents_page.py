@@ -106,3 +106,32 @@ def test_a_page_in_a_legacy_encoding_is_written_back_in_it(translator):
     assert '<meta charset="windows-1252">' in out.decode("cp1252")
     with pytest.raises(UnicodeDecodeError):
         out.decode("utf-8")
+
+
+def test_src_lang_auto_identifies_a_pages_text_not_its_styles_and_scripts(translator):
+    """Was: the whole page, CSS and JavaScript included, was identified: a German page was English to
+    lingua, left untranslated with a warning, and labelled English."""
+    from mt.text.language import LanguageIdentifier
+
+    page = """<!DOCTYPE html>
+<html lang="de"><head><meta charset="utf-8"><title>Ein Mann fährt Fahrrad.</title>
+<style>.navigation-menu-wrapper { display: flex; } .footer-copyright-notice { color: gray; }
+.main-content-area .article-body p { line-height: 1.5; } .button-primary:hover { background: blue; }</style>
+<script>// toggle the navigation menu when the button is clicked
+document.querySelector(".button-primary").addEventListener("click", () => document.body.classList.toggle("open"));</script>
+</head><body><div class="main-content-area"><p>Zwei Hunde spielen im Schnee.</p></div></body></html>
+"""
+    auto = TranslatorUnits(translator, DecodeOptions(), identifier=LanguageIdentifier(["de"]))
+    named = TranslatorUnits(translator, DecodeOptions())
+    out = translate_content(page.encode(), FORMATS["html"], auto, DocumentOptions("en")).decode()
+    assert out == translate_content(page.encode(), FORMATS["html"], named, DocumentOptions("en")).decode()
+    assert "Zwei Hunde spielen im Schnee." not in out
+
+
+
+def test_a_page_that_says_us_ascii_gets_character_references_for_what_ascii_cannot_write():
+    """Was: written in UTF-8 under its us-ascii label, which browsers read as windows-1252 mojibake."""
+    page = '<!DOCTYPE html>\n<html><head><meta charset="us-ascii"><title>Cafe</title></head><body><p>Cafe</p></body></html>\n'
+    out = translate_content(page.encode("ascii"), FORMATS["html"],
+                            lambda texts, fmt="text": [t.replace("Cafe", "Café") for t in texts], DocumentOptions("fr"))
+    assert out.isascii() and out.decode("ascii").count("Caf&#233;") == 2 and b'charset="us-ascii"' in out

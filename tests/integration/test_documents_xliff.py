@@ -147,6 +147,20 @@ def test_broken_files_are_refused_in_one_line(units, text, needle):
     one_line(exc, needle)
 
 
+@pytest.mark.parametrize("encoding, needle", [
+    ("ISO-8859-1", "its XML declaration says ISO-8859-1, but it has 'Привет', which ISO-8859-1 does not write"),  # UTF-8 bytes under another name
+    ("x-unknown-enc", "names the encoding 'x-unknown-enc', which is not one Python knows"),
+])
+def test_a_declaration_the_bytes_belie_is_refused_in_one_line(units, encoding, needle):
+    """Was: UnicodeEncodeError or LookupError, a traceback from `mt translate`."""
+    text = (f'<?xml version="1.0" encoding="{encoding}"?>\n<xliff version="1.2" '
+            'xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="de" datatype="plaintext" '
+            'original="x"><body><trans-unit id="1"><source>Привет</source></trans-unit></body></file></xliff>\n')
+    with pytest.raises(DocumentError) as exc:
+        translate_content(text.encode("utf-8"), XLIFF, units, EN)
+    one_line(exc, needle)
+
+
 def test_a_declared_legacy_encoding_gets_character_references_for_what_it_cannot_write():
     """An XLIFF file in ISO-8859-1 and a translation with "œ" and "€" (translate-toolkit's writer
     raised UnicodeEncodeError); and an ASCII file is written in the encoding it declares."""

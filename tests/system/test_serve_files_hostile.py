@@ -276,3 +276,20 @@ def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(tr
         assert answers[0].status_code == 200
         assert httpx.get(answers[0].json()["translatedFileUrl"]).content == httpx.get(
             plain.json()["translatedFileUrl"]).content
+
+
+def test_xml_in_a_multi_byte_legacy_encoding_is_checked_not_refused():
+    """Was: expat's "multi-byte encodings are not supported" (a ValueError) made a valid Shift_JIS,
+    GB2312 or EUC-KR XLIFF file a 400 that `mt translate` translates; entity declarations in one are
+    still refused."""
+    from mt.apps.serve.uploads import check_content
+    from mt.documents.formats import FORMATS, DocumentError
+
+    xliff = ('<?xml version="1.0" encoding="{}"?>\n{}<xliff version="1.2" '
+             'xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="ja" datatype="plaintext" '
+             'original="x"><body><trans-unit id="1"><source>こんにちは世界</source></trans-unit></body></file></xliff>\n')
+    for encoding in ("Shift_JIS", "EUC-JP"):
+        check_content(xliff.format(encoding, "").encode(encoding), FORMATS["xliff"], "a.xlf", 10_000)
+        hostile = xliff.format(encoding, '<!DOCTYPE xliff [<!ENTITY a "aaaa">]>').encode(encoding)
+        with pytest.raises(DocumentError, match="declares the XML entity 'a'"):
+            check_content(hostile, FORMATS["xliff"], "a.xlf", 10_000)

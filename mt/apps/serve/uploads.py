@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from mt.apps.serve.requests import ApiError, bounded_body
-from mt.documents.encoding import decode
+from mt.documents.encoding import DECLARED, decode
 from mt.documents.formats import FORMATS, DocumentError, DocumentFormat, by_extension, load
 
 FORM_ROOM = 64 * 1024  # bytes of the body beside the file: the other fields, the parts' headers
@@ -184,8 +184,10 @@ def check_zip(data: bytes, max_unzipped: int, suffix: str = ".zip") -> None:
 
 
 def check_xml(data: bytes) -> None:
-    """DocumentError unless `data` is well-formed XML without entity declarations (expat, which
-    fetches nothing: an entity declared in the file could expand without bound)."""
+    """DocumentError unless `data` is well-formed XML without entity declarations
+    (expat, which fetches nothing: an entity declared in the file could expand without bound). expat
+    reads no multi-byte encoding but UTF-8 and UTF-16: a Shift_JIS, GB2312 or EUC-KR file is checked
+    as its text in UTF-8, as the format's reader reads it."""
 
     def refuse_entities(name, *_):
         raise DocumentError(f"declares the XML entity {name!r}: entity declarations are refused")
@@ -193,7 +195,14 @@ def check_xml(data: bytes) -> None:
     parser = expat.ParserCreate()
     parser.EntityDeclHandler = refuse_entities
     try:
-        parser.Parse(data, True)
+        try:
+            parser.Parse(data, True)
+        except ValueError:  # "multi-byte encodings are not supported"
+            parser = expat.ParserCreate("utf-8")
+            parser.EntityDeclHandler = refuse_entities
+            text = decode(data, "xliff")[0]
+            utf8 = DECLARED["xliff"].sub(lambda m: m.group(0).replace(m.group(1), "utf-8"), text, count=1)
+            parser.Parse(utf8.encode("utf-8"), True)
     except expat.ExpatError as exc:
         reason = expat.ErrorString(exc.code) if exc.code else str(exc)
         raise DocumentError(f"not well-formed XML: {reason} at line {exc.lineno}, column {exc.offset + 1}") from None
