@@ -91,6 +91,15 @@ def test_a_file_asking_more_than_the_character_limit_is_refused_before_any_is_se
     assert searched(server) == before
 
 
+def test_a_pages_styles_and_scripts_are_not_counted_as_characters_to_translate(server):
+    """Was: the page's markup was counted: 11 characters of text under a large inline style were 413."""
+    style = "<style>" + "".join(f".rule-{i} {{ color: red; }}\n" for i in range(200)) + "</style>"
+    page = f"<!DOCTYPE html>\n<html><head>{style}</head><body><p>{LINES[0]}</p></body></html>\n".encode()
+    assert len(page) > 3000 and len(page) < 20_000  # over --max-file-chars in bytes, within --max-file-bytes
+    answer = upload(server.url, "page.html", page)
+    assert answer.status_code == 200, answer.text
+
+
 # -- format and content ----------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["report.pdf", "noextension", "script.txt.exe", ".txt", "a.docx.zip"])
 def test_an_extension_the_server_does_not_translate_is_refused_naming_the_ones_it_does(server, name):

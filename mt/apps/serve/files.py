@@ -41,7 +41,7 @@ from mt.decoding.options import DecodeOptions
 from mt.documents.encoding import BOMS
 from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.translate import translate_content
-from mt.text.markup import Format, MarkupError
+from mt.text.markup import Format, MarkupError, language_text
 from mt.text.markup_translate import aligned, finish, plan
 from mt.text.translate import join, pieces
 
@@ -158,8 +158,14 @@ class CountingUnits:
         self.chars = 0
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
-        self.chars += sum(len(text) for text in texts if text.strip())
+        self.chars += chars_to_translate(texts, fmt)
         return list(texts)
+
+
+def chars_to_translate(texts: list[str], fmt: Format) -> int:
+    """The characters of `texts` that are text: a markup unit's (a page's inline styles and scripts,
+    a .docx paragraph's markers are not translated), as --max-file-chars counts them."""
+    return sum(len(language_text(text, fmt)) for text in texts if text.strip())
 
 
 class BatcherUnits:
@@ -182,7 +188,7 @@ class BatcherUnits:
         translator = self.service.translator
         todo = [i for i, text in enumerate(texts) if text.strip()]
         asked = [texts[i] for i in todo]
-        self.spent += sum(len(text) for text in asked)
+        self.spent += chars_to_translate(asked, fmt)
         if self.spent > self.max_chars:
             raise ApiError(
                 413, f"file: {self.spent} characters to translate, more than --max-file-chars {self.max_chars}"
