@@ -194,6 +194,9 @@ def paired(children: list) -> dict[int, int]:
     return pairs
 
 
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+
+
 def unblock(text: str) -> str:
     """A line's text escaped where Markdown would read its start as a block: `\\#`, `1986\\.`."""
     return BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) or "") + "\\", text, count=1)
@@ -215,7 +218,9 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
             m = marks[int(dict(node.attrs)["data-t"])]
             if node.tag == "br" or m.literal:
                 glued = m.spaced[0] and parts and parts[-1][-1:].isalnum()
-                parts.append(" " + m.open if glued else m.open)
+                # a cell's literal comes from the cell's text, its `\|` read as `|`: escaped again
+                written = UNESCAPED_PIPE.sub(r"\\|", m.open) if cell and m.literal else m.open
+                parts.append(" " + written if glued else written)
                 pad = m.spaced[1]
                 continue
             inner = markdown(node.children, marks, cell)
@@ -290,8 +295,14 @@ def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
     return found
 
 
+# TOML front matter (Hugo's, Zola's), which the front matter plugin (YAML's `---` only) would read as text
+TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n.*?\n\+\+\+[ \t]*(?:\n|\Z)", re.DOTALL)
+
+
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated Markdown (module docstring)."""
+    if front := TOML_FRONT_MATTER.match(text):  # kept as it is, as YAML's
+        return front.group() + translate(text[front.end() :], units, options)
     tokens = parser().parse(text)
     lines = text.split("\n")
     offsets = [0]

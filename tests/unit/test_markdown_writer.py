@@ -53,6 +53,7 @@ def texts(text: str) -> list[str]:
         "> - Liste im Zitat  \n>   mit Umbruch\n>\n> Absatz\n",
         "Text mit \\*Sternen\\*, \\_Strichen\\_, &amp;copy; und <b>fett</b> und <br> Umbruch.\n",
         "| a \\| b | `c` |\n|---|---|\n| [x](/y) | **z** |\n",
+        "| Befehl | Was er tut |\n|---|---|\n| `a \\| b` | leitet die Ausgabe um |\n",  # was `a | b`: a row broken
         "<details>\n<summary>Mehr</summary>\n\nText\n\n</details>\n",
     ],
 )
@@ -69,3 +70,11 @@ def test_translated_text_that_would_be_markup_is_escaped():
     assert blocks(out) == blocks("Ein Absatz.\n\n| Kopf |\n|---|\n| Zelle |\n")
     assert texts(out) == ["1986. *Jahr* [x] _y_ `z` ~~w~~ &copy; <b>"] * 3
     assert marks(out) == Counter()
+
+
+def test_toml_front_matter_is_kept_as_yamls_is():
+    """Was: read as a paragraph, translated and run onto one line (a site's build broken)."""
+    front = '+++\ntitle = "Hallo Welt"\ndate = 2026-12-06\n+++\n'
+    out = translate(front + "\nEin Absatz.\n", lambda texts, fmt="text": [t.upper() for t in texts], EN)
+    assert out == front + "\nEIN ABSATZ.\n"
+
