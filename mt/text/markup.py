@@ -14,9 +14,11 @@ translate="no" or class "notranslate", are kept verbatim (`Raw`): a block one bo
 one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
 that the sentences break there.
 
-A text is a whole document when its doctype or `<html>` comes first, after what a saved page may start
-with (a byte-order mark, comments: kept as they are); comments before `<html>` and whatever follows
-`</html>` are the document's too. In a fragment, an end tag of body or html is dropped, not what follows it.
+A text is a whole document when its doctype, `<html>`, `<head>` or `<body>` comes first (the last two
+written back without an html element around them), after what a saved page may start with (a
+byte-order mark, comments: kept as they are); comments before `<html>` and whatever follows `</html>`
+are the document's too. In a fragment, an end tag of body or html is dropped, not what follows it
+(one in a comment, a script or a style is their text, and kept).
 """
 
 from __future__ import annotations
@@ -104,6 +106,8 @@ def parse(text: str, fmt: Format) -> list[Node]:
     import lxml.html
 
     if fmt == "xml":
+        if declaration := XML_DECLARATION.match(text):  # kept as it is: inside the wrapper it is not XML
+            return [Raw(declaration.group(), True), *parse(text[declaration.end() :], fmt)]
         parser = lxml.etree.XMLParser(resolve_entities=False, strip_cdata=True, remove_blank_text=False)
         try:
             root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
@@ -116,10 +120,13 @@ def parse(text: str, fmt: Format) -> list[Node]:
     elif (start := document_start(text)) is not None:  # what comes before it is kept as it is
         prefix = [Raw(text[:start], True)] if start else []
         end = len(text.rstrip())  # the spaces after </html>, which libxml2 drops, kept too
-        return prefix + document(text[start:end].translate(CONTROLS)) + ([text[end:]] if text[end:] else [])
+        nodes = document(text[start:end].translate(CONTROLS))
+        if not DOCUMENT.match(text, start):  # it starts with head or body: no html element of its own
+            nodes = [c for n in nodes for c in (n.children if isinstance(n, Element) and n.tag == "html" else [n])]
+        return prefix + nodes + ([text[end:]] if text[end:] else [])
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
         # and everything after an end tag of body or html, which a fragment has no start tag for
-        text = STRAY_END.sub("", text.translate(CONTROLS))
+        text = STRAY_END.sub(lambda m: m.group(1) or "", text.translate(CONTROLS))
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         check_depth(root)
@@ -129,16 +136,23 @@ def parse(text: str, fmt: Format) -> list[Node]:
     return top.children if isinstance(top, Element) else [top]
 
 
+XML_DECLARATION = re.compile(r"\ufeff?<\?xml\s[^>]*\?>\s*")  # <?xml version="1.0" ...?> and the spaces after it
 LEADING = re.compile(r"(?:\ufeff|\s+|<!--.*?-->|<\?.*?>)*", re.DOTALL)  # a BOM, spaces, comments, PIs
 DOCUMENT = re.compile(r"<(?:!doctype|html)(?=[\s>/]|$)", re.IGNORECASE)
-STRAY_END = re.compile(r"</\s*(?:body|html)\s*>", re.IGNORECASE)
+# A text that starts with head or body is a document too, without its html (their start tags are
+# optional in HTML: as a fragment, both were dropped with their attributes)
+DOCUMENT_PART = re.compile(r"<(?:!doctype|html|head|body)(?=[\s>/]|$)", re.IGNORECASE)
+# An end tag of body or html, outside comments, scripts and styles (their text, kept: group 1)
+STRAY_END = re.compile(
+    r"(<!--.*?(?:-->|\Z)|<(script|style)\b.*?(?:</\2\s*>|\Z))|</\s*(?:body|html)\s*>", re.IGNORECASE | re.DOTALL
+)
 
 
 def document_start(text: str) -> int | None:
     """Where a whole HTML document begins (its doctype or its html tag) after what may come first (a byte-order mark, spaces, comments: a page saved by a browser starts with one), or
     None for a fragment."""
     start = LEADING.match(text).end()
-    return start if DOCUMENT.match(text, start) else None
+    return start if DOCUMENT_PART.match(text, start) else None
 
 
 def check_depth(root) -> None:

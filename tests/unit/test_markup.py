@@ -148,6 +148,9 @@ def test_xml_keeps_namespaces_empty_elements_and_refuses_what_is_not_well_formed
     assert markup_text(out, "xml") == "TOO. WORD THIS AND SAYKept"  # the kept element: after its word before
     with pytest.raises(MarkupError, match="not well-formed XML"):
         parse("<a>unclosed", "xml")
+    # A line with its XML declaration (was: "XML declaration allowed only at the start of the document")
+    assert reverse('<?xml version="1.0" encoding="UTF-8"?> <doc>one two</doc>', "xml") == (
+        '<?xml version="1.0" encoding="UTF-8"?> <doc>TWO ONE</doc>')
 
 
 def test_a_whole_document_keeps_its_doctype_html_head_and_body_and_its_title_is_translated():
@@ -179,3 +182,11 @@ def test_a_document_keeps_what_comes_before_its_doctype_and_after_its_end():
     assert reverse("<html><body><p>One.</p></body></html>\n<p>Two here.</p>") == (
         "<html><body><p>ONE.</p></body></html><p>HERE. TWO</p>")
     assert reverse("<p>One.</p></body>\n<p>Two here.</p>") == "<p>ONE.</p>\n<p>HERE. TWO</p>"
+    # A text that starts with body or head is a document without its html (was a fragment: both dropped)
+    assert reverse('<body class="x"><p>one two</p></body>') == '<body class="x"><p>TWO ONE</p></body>'
+    assert reverse("<head><title>one two</title></head><body>three</body>") == (
+        "<head><title>TWO ONE</title></head><body>THREE</body>")
+    # One in a script, a style or a comment is their text (was dropped from it)
+    assert reverse('<script>var s = "</body>";</script> one two') == '<script>var s = "</body>";</script> TWO ONE'
+    assert reverse("<!-- </html> --> one two<style>p::after { content: '</BODY>' }</style>") == (
+        "<!-- </html> --> TWO ONE<style>p::after { content: '</BODY>' }</style>")
