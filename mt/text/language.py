@@ -18,6 +18,7 @@ and `identify` refuses (Unidentifiable) with what to do instead.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -132,6 +133,12 @@ class LanguageIdentifier:
         if sum(c.isalpha() for c in text) < SHORT_LETTERS and values[0].value < SURE_AT_LEAST:
             return None
         return values[0].language.iso_code_639_1.name.lower()
+
+
+@functools.lru_cache(maxsize=8)
+def identifier_for(sources: tuple[str, ...]) -> LanguageIdentifier:
+    """One LanguageIdentifier a set of sources, built once (its detectors take a while to load)."""
+    return LanguageIdentifier(sources)
 
 
 def identifiable(directions) -> list[str]:

@@ -34,10 +34,23 @@ def segments_apply(options: DecodeOptions) -> bool:
     return options.nbest == 1 and options.alignment_layer is None and not options.constraints
 
 
+def rules_language(translator: Translator, text: str, options: DecodeOptions) -> str:
+    """The language whose sentence rules cut `text`: the source given, the model's one source, or,
+    for a model of several given none (`--src-lang auto`), the one the text is identified as."""
+    sources = translator.directions.sources()
+    if options.src_lang or len(sources) == 1:
+        return options.src_lang or sources[0]
+    from mt.text.language import Unidentifiable, identifier_for
+
+    try:
+        return identifier_for(tuple(sources)).identify(text).language
+    except Unidentifiable:  # a source lingua does not know: the first source's rules, as before
+        return sources[0]
+
+
 def segment(translator: Translator, texts: list[str], options: DecodeOptions) -> list[list[Span]]:
     """Each text's pieces as spans: its sentences (or the whole text, `options.sentences` off), each
     cut to at most `options.segment_tokens` source tokens (within the model's positions)."""
-    lang = options.src_lang or translator.directions.sources()[0]
     limit = min(options.segment_tokens, translator.max_src_tokens - 1)
 
     def tokens(piece: str) -> int:
@@ -45,7 +58,9 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
 
     plans = []
     for text in texts:
-        spans = sentence_spans(text, lang) if options.sentences else line_span(text)
+        spans = (
+            sentence_spans(text, rules_language(translator, text, options)) if options.sentences else line_span(text)
+        )
         plans.append([piece for span in spans for piece in cut_long(text, span, tokens, limit)])
     return plans
 

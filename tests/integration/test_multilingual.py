@@ -581,3 +581,14 @@ def test_a_language_tag_written_in_the_text_is_left_out_and_said(multi, capsys):
     found = translator.search([f"<2fr> {german[0]}", german[1], "<2de>"], options)
     assert [hyps[0][0] for hyps in found] == [hyps[0][0] for hyps in plain] + [""]  # was: French, and a sentence
     assert "input line 1: <2fr> in the text is the model's language tag: left out" in capsys.readouterr().err
+
+
+def test_a_model_of_several_sources_cuts_each_text_by_its_own_languages_sentence_rules(multi):
+    """Was: by its first source's (English's): "Am 3. Oktober" was two sentences."""
+    from mt.text.translate import segment
+
+    translator = Translator.load(multi, multi.load_config())
+    assert translator.directions.sources()[0] == "en"
+    text = "Am 3. Oktober ist Feiertag, und wir fahren alle zusammen weg. Wir kommen am Montag zurück."
+    assert len(segment(translator, [text], DecodeOptions(tgt_lang="en"))[0]) == 2
+    assert len(segment(translator, [text], DecodeOptions(src_lang="en", tgt_lang="de"))[0]) == 3  # as asked
