@@ -33,10 +33,10 @@ from mt.errors import MtError
 Format = Literal["text", "html", "xml"]
 FORMATS: tuple[str, ...] = ("text", "html", "xml")
 
-BLOCK = frozenset(
-    "address article aside blockquote body caption center col colgroup dd details dialog dir div dl dt "
+BLOCK = frozenset(  # a form's button and label too: "Email" and "Send" beside them are not one word
+    "address article aside blockquote body button caption center col colgroup dd details dialog dir div dl dt "
     "fieldset figcaption figure footer form frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html iframe "
-    "legend li link main menu meta nav noscript ol optgroup option p pre section select summary table tbody "
+    "label legend li link main menu meta nav noscript ol optgroup option p pre section select summary table tbody "
     "td template textarea tfoot th thead title tr ul".split()
 )
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())

@@ -78,6 +78,11 @@ def test_block_elements_bound_segments_inline_ones_do_not():
     fragment = parse(CASES[11] + CASES[3], "html")
     assert [s.text for s in segments(fragment)] == ["First block.", "item one", "item two", "tail text",
                                                      "Red house blue."]
+    # A form's label and button bound theirs (were one word with their neighbours: "EmailSend")
+    form = parse('<form><label>Your email</label><input name="e"><button>Send it</button></form>', "html")
+    assert [s.text for s in segments(form)] == ["Your email", "Send it"]
+    assert reverse('<label>Your email</label><input name="e"><button>Send it</button>') == (
+        '<label>EMAIL YOUR</label><input name="e"><button>IT SEND</button>')
 
 
 def test_a_br_ends_a_sentence_and_stays_in_place_a_line_break_in_the_text_does_not():
