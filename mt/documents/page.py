@@ -53,6 +53,8 @@ def set_language(element: Element, target: str) -> None:
 
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated page (module docstring)."""
+    if not text.strip():  # nothing to translate (its spaces were written twice, before and after)
+        return text
     try:
         nodes = parse(text, "html")
     except MarkupError as exc:

@@ -135,3 +135,9 @@ def test_a_page_that_says_us_ascii_gets_character_references_for_what_ascii_cann
     out = translate_content(page.encode("ascii"), FORMATS["html"],
                             lambda texts, fmt="text": [t.replace("Cafe", "Café") for t in texts], DocumentOptions("fr"))
     assert out.isascii() and out.decode("ascii").count("Caf&#233;") == 2 and b'charset="us-ascii"' in out
+
+
+def test_a_page_of_spaces_comes_back_as_it_was():
+    page = "  \n\t\n"
+    assert translate_content(page.encode(), FORMATS["html"], lambda texts, fmt="text": texts,
+                             DocumentOptions("en")).decode() == page
