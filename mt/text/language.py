@@ -90,25 +90,38 @@ class LanguageIdentifier:
         self._ranker: Any = None
         self._guard: Any = None
 
-    def _detectors(self) -> tuple[Any, Any]:
+    def _detectors(self, guarded: bool = True) -> tuple[Any, Any]:
         """(ranker over the known sources or None with fewer than two, guard or None when a source is
-        unknown to lingua), built at the first call."""
+        unknown to lingua or not `guarded`), built at the first call that needs them."""
         from lingua import LanguageDetectorBuilder
 
         with self._lock:
-            if self._guard is None and not self.unknown:
+            if self._guard is None and not self.unknown and guarded:
                 self._guard = LanguageDetectorBuilder.from_all_languages().with_low_accuracy_mode().build()
             if self._ranker is None and len(self.known) >= 2:
                 self._ranker = LanguageDetectorBuilder.from_languages(*self.known.values()).build()
-        return self._ranker, self._guard
+        return self._ranker, self._guard if guarded else None
 
-    def identify(self, text: str) -> Identified:
-        """The model's source language `text` is most likely in, and whether it is another language."""
+    def _check_identifiable(self) -> None:
         if len(self.sources) > 1 and self.unknown:
             raise Unidentifiable(
                 f"auto: lingua, which identifies languages here, does not know {', '.join(self.unknown)}, so "
                 f"it cannot tell this model's sources ({', '.join(self.sources)}) apart; give the source language"
             )
+
+    def likeliest(self, text: str) -> str:
+        """The source language `text` is most likely in, without the guard's check (sentence rules)."""
+        self._check_identifiable()
+        ranker, _ = self._detectors(guarded=False)
+        if ranker is None:
+            return self.sources[0]
+        found = ranker.detect_language_of(text)
+        codes = {lang: code for code, lang in self.known.items()}
+        return codes[found] if found is not None else self.sources[0]
+
+    def identify(self, text: str) -> Identified:
+        """The model's source language `text` is most likely in, and whether it is another language."""
+        self._check_identifiable()
         ranker, guard = self._detectors()
         if ranker is None:  # one source: every text is in it, unless the guard says otherwise
             # but a text without letters ("", "12 345") shows no language: no confidence in it, as lingua's

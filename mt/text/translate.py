@@ -43,7 +43,7 @@ def rules_language(translator: Translator, text: str, options: DecodeOptions) ->
     from mt.text.language import Unidentifiable, identifier_for
 
     try:
-        return identifier_for(tuple(sources)).identify(text).language
+        return identifier_for(tuple(sources)).likeliest(text)
     except Unidentifiable:  # a source lingua does not know: the first source's rules, as before
         return sources[0]
 

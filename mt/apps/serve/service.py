@@ -68,7 +68,11 @@ class Service:
         into the sources: sentences of every direction may then share a batch. Each line is translated
         sentence by sentence, long sentences in pieces (mt.text.translate), and put back together."""
         texts = lines
-        lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
+        if options.src_lang is None and len(self.translator.directions.sources()) > 1:
+            # the sentence rules of each text's language, identified (lingua): not on the event loop
+            lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options)
+        else:
+            lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
