@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from helpers import LINES, Hook, Served, balanced, call, load, markup_tags, ok, serve_process
@@ -609,6 +610,38 @@ def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_exp
         status, _, data = call(url, {"text": LINES[0]})
         assert status == 500 and data == {"error": "Cannot translate text: RuntimeError: injected failure"}
         assert ok(url, {"text": LINES[0]})["translations"][0]["text"] == reference.translate(LINES[:1])[0]
+
+
+def test_a_request_of_more_sentences_than_the_queue_holds_is_413_not_503_until_the_queue_empties(trained_experiment):
+    """Was: admitted only into an empty queue (a 503 that no retry ends under load), and then past the bound."""
+    with Served(build_app(load(trained_experiment), Limits(max_wait_ms=0, max_queue=4), threads=1)) as served:
+        text = " ".join(LINES[:5])  # five sentences in one line
+        status, _, data = call(f"{served.url}/translate", {"q": text, "source": "de", "target": "en"})
+        assert status == 413 and "5 sentences, more than --max-queue 4" in data["error"], data
+        status, _, data = call(f"{served.url}/v1/translate", {"text": text})
+        assert status == 413 and "--max-queue 4" in data["error"]
+        assert ok(f"{served.url}/v1/translate", {"text": " ".join(LINES[:4])})["translations"]
+
+
+def test_libretranslate_fields_from_a_query_and_a_form_and_odd_formats(server):
+    """q in the query and in a form: the query's, a string answered with a string (was a list of both);
+    a format that is no string is refused (was text); a form without its boundary names what is wrong;
+    a preflight may ask for X-API-Key, the key header mt documents (was a plain-text 400)."""
+    import urllib.request
+
+    url = f"{server.url}/translate"
+    one = ok(f"{url}?q={quote(LINES[0])}", form={"q": LINES[1], "source": "de", "target": "en"})
+    assert one == ok(url, {"q": LINES[0], "source": "de", "target": "en"})
+    for fmt in ({}, [], 0, False):
+        status, _, data = call(url, {"q": LINES[0], "source": "de", "target": "en", "format": fmt})
+        assert status == 400 and "format is not supported" in data["error"], (fmt, data)
+    status, _, data = call(url, raw=b"q=x", headers={"Content-Type": "multipart/form-data"})
+    assert status == 400 and data["error"].startswith("the multipart form is not valid: "), data
+    preflight = urllib.request.Request(url, method="OPTIONS", headers={
+        "Origin": "http://example.org", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type, x-api-key"})
+    with urllib.request.urlopen(preflight, timeout=30) as answer:
+        assert answer.status == 200 and "x-api-key" in answer.headers["Access-Control-Allow-Headers"].lower()
 
 
 def test_a_dead_worker_fails_waiting_and_later_requests_at_once_and_health_says_503(trained_experiment):

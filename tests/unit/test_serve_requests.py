@@ -119,8 +119,9 @@ def _request(body: bytes, content_type: str, chunked: bool) -> Request:
     async def receive():
         return messages.pop(0) if messages else {"type": "http.disconnect"}
 
-    return Request({"type": "http", "method": "POST", "path": "/translate", "headers": headers, "query_string": b""},
-                   receive)
+    # "app" as the server's scope has it: starlette then raises its form errors as HTTPException
+    scope = {"type": "http", "method": "POST", "path": "/translate", "headers": headers, "query_string": b"", "app": None}
+    return Request(scope, receive)
 
 
 @pytest.mark.parametrize("size", [199, 200, 201, 5000])

@@ -157,7 +157,7 @@ def cors(app):
         app,
         allow_origins=["*"],
         allow_methods=["GET", "POST"],
-        allow_headers=["Authorization", "Content-Type"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key"],  # mt's key header too (docs/serving.md)
         max_age=20 * 24 * 3600,
     )
 

@@ -20,7 +20,8 @@ ERROR = {
 # accepted, as LibreTranslate accepts it.
 QUERY_TOO = (
     "LibreTranslate's fields, as it reads them: JSON, a form, or the query string (deep-translator sends "
-    "them there, with an empty body); a body's field wins over the query's of the same name"
+    "them there, with an empty body); a JSON body's field wins over the query's of the same name, the "
+    "query's over a form's (as LibreTranslate's request.values)"
 )
 LINE = {"type": "string", "pattern": "^[^\\n]*$"}  # one line, as `mt translate` reads lines
 

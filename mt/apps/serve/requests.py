@@ -16,6 +16,7 @@ import re
 from typing import Any, get_args
 from urllib.parse import parse_qsl
 
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect
 
@@ -104,7 +105,8 @@ async def libre_fields(request, limit: int) -> dict:
     """LibreTranslate's fields as it reads them (Flask's request.values, or the JSON body): from the
     query string (deep-translator sends every field there, with no body), then a URL-encoded or
     multipart form, the query string's first where both give one; or a JSON body, with the query
-    string's for the fields it lacks. q given several times in a query or form is a list."""
+    string's for the fields it lacks. q given several times in a query or in a form is a list (one of
+    each is the query's)."""
     text = await body_text(request, limit)
     try:
         query = parse_qsl(
@@ -118,15 +120,16 @@ async def libre_fields(request, limit: int) -> dict:
     if kind == "multipart/form-data":
         try:
             form = await request.form()
-        except MultiPartException as exc:  # starlette's own refusal, as our one-line 400
-            raise ApiError(400, f"the multipart form is not valid: {exc.message}") from None
+        except (MultiPartException, HTTPException) as exc:  # starlette's refusal (an HTTPException in an app)
+            message = exc.message if isinstance(exc, MultiPartException) else exc.detail
+            raise ApiError(400, f"the multipart form is not valid: {message}") from None
         pairs = [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
     else:
         try:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except UnicodeDecodeError:
             raise ApiError(400, "the form is not valid UTF-8") from None
-    return form_fields([*query, *pairs])
+    return {**form_fields(pairs), **form_fields(query)}  # the query's first, as Flask's request.values; q not merged
 
 
 def form_fields(pairs: list[tuple[str, str]]) -> dict:

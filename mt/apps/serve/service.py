@@ -73,6 +73,12 @@ class Service:
             lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options)
         else:
             lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
+        if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
+            raise ApiError(
+                413,
+                f"the request has {len(lines)} sentences, more than --max-queue {self.limits.max_queue} can hold; "
+                "send them in several requests",
+            )
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
@@ -180,7 +186,8 @@ class Service:
         for text in texts:
             unicode_text(text, "q", 400)
         self.libre_pair(fields)
-        fmt = fields.get("format") or "text"
+        fmt = fields.get("format")
+        fmt = "text" if fmt is None or fmt == "" else fmt  # as the schema: a string (0, false, {} are no format)
         if fmt not in ("text", "html"):
             shown = fmt if isinstance(fmt, str) and re.fullmatch(r"[\w-]{1,20}", fmt) else json.dumps(fmt)[:40]
             raise ApiError(400, f"{shown} format is not supported: this server translates text and html")
