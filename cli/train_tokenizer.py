@@ -59,7 +59,8 @@ def train_tokenizer(
     with change.undo_if_fails():
         summary = run(experiment, cfg)
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
+    trained_on = "sentences" if "languages" in summary else "training pairs"  # a multilingual sample: sentences
     log.info(
         f"tokenizer written to {experiment.tokenizer_dir}: vocabulary {sizes}; "
-        f"{summary['sentences']['src']:,} training pairs; {summary['seconds']:.1f}s"
+        f"{summary['sentences']['src']:,} {trained_on}; {summary['seconds']:.1f}s"
     )

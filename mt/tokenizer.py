@@ -226,5 +226,5 @@ def _check_unicode(lines: list[str]) -> None:
             line.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise MtError(
-                f"line {number}: not valid Unicode (an unpaired surrogate at character {exc.start})"
+                f"line {number}: not valid Unicode (an unpaired surrogate at character {exc.start + 1})"
             ) from None

@@ -41,7 +41,11 @@ def main() -> None:
         path = source / f"train.{lang}"
         if not path.is_file():
             sys.exit(f"{path}: missing; run python data/multi30k/prepare.py first")
-        sides[lang] = path.read_text(encoding="utf-8").split("\n")[:-1]
+        try:  # lines as mt reads them: "\n" ends one, a last line without it is one too
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            sys.exit(f"{path}: cannot read it as UTF-8 text: {exc}")
+        sides[lang] = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if len(sides["en"]) != len(sides["de"]) or len(sides["en"]) <= PAIRS:
         sys.exit(f"{source}: train.en and train.de must hold the same number of lines, more than {PAIRS:,}")
     files = {"parallel10k.en": sides["en"][:PAIRS], "parallel10k.de": sides["de"][:PAIRS],

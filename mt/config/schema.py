@@ -453,6 +453,10 @@ def _data(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
         (data.max_len >= 1, "data.max_len must be at least 1"),
         (data.max_len_ratio == 0 or data.max_len_ratio >= 1, "data.max_len_ratio must be 0 (off) or at least 1"),
         (k.joint or not data.directions, "data.directions needs tokenizer.joint: true (one vocabulary)"),
+        (  # one language both sides read one file for both: a model that learns to copy
+            bool(data.directions) or (bool(data.src_lang) and bool(data.tgt_lang) and data.src_lang != data.tgt_lang),
+            f"data.src_lang ({data.src_lang!r}) and data.tgt_lang ({data.tgt_lang!r}) must be two different languages",
+        ),
     ]
 
 

@@ -164,18 +164,21 @@ def _fill(
     return out
 
 
-def collate(data: ParallelData, indices: np.ndarray, bucket_tokens: int | None = None) -> Batch:
+def collate(
+    data: ParallelData, indices: np.ndarray, bucket_tokens: int | None = None, max_width: int | None = None
+) -> Batch:
     """Padded tensors for the pairs `indices`: source + EOS; BOS + target; target + EOS. With
     `bucket_tokens` (the budget `make_batches` cut them to, `bucketed`), both sides are padded to
-    the batch's `bucket_width` rung and the rows to that rung's `bucket_rows` (rows of PAD only,
-    which the attention masks and the loss leave out)."""
+    the batch's `bucket_width` rung, at most `max_width` (the model's positions: a rung past them
+    would not fit the model), and the rows to that rung's `bucket_rows` (rows of PAD only, which the
+    attention masks and the loss leave out)."""
     indices = np.asarray(indices, dtype=np.int64)
     src_lens, tgt_lens = data.src_lens[indices], data.tgt_lens[indices]
     src_tokens = np.concatenate([data.src(i) for i in indices]).astype(np.int64)
     tgt_tokens = np.concatenate([data.tgt(i) for i in indices]).astype(np.int64)
     src_width, tgt_width, rows = int(src_lens.max()) + 1, int(tgt_lens.max()) + 1, len(indices)
     if bucket_tokens is not None:
-        src_width = tgt_width = bucket_width(max(src_width, tgt_width))
+        src_width = tgt_width = min(bucket_width(max(src_width, tgt_width)), max_width or np.iinfo(np.int64).max)
         rows = max(rows, bucket_rows(src_width, bucket_tokens))
     tgt_out = _fill(tgt_lens, tgt_tokens, tgt_width, None, EOS_ID, rows)
     return Batch(
@@ -261,8 +264,10 @@ class BatchStream:
         world_size: int = 1,
         direction_temperature: float = 1.0,
         bucketed: bool = False,
+        max_width: int | None = None,  # the model's positions: no bucketed batch is wider (`collate`)
     ):
         self.data, self.max_tokens, self.seed, self.bucketed = data, max_tokens, seed, bucketed
+        self.max_width = max_width
         self.direction_temperature = direction_temperature  # `balanced_epoch`'s T
         self.rank, self.world_size = rank, world_size
         self.epoch = 0
@@ -291,4 +296,4 @@ class BatchStream:
             return self.next_batch()
         indices = self._order[self.batch_in_epoch + self.rank]
         self.batch_in_epoch += self.world_size
-        return collate(self.data, indices, self.max_tokens if self.bucketed else None)
+        return collate(self.data, indices, self.max_tokens if self.bucketed else None, self.max_width)

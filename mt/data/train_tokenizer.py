@@ -170,6 +170,10 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
         sources = cfg.data.sources("train", (src_lang, tgt_lang))
         sample = corpus.sample_pairs(sources, per_direction, cfg.data.cleaning("train"))
         read += sample.pairs_read
+        if skipped := sum(sample.dropped.values()):  # said, as for one direction
+            log.info(f"{src_lang}-{tgt_lang}: {skipped:,} sampled pairs skipped by cleaning")
+        for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
+            log.warn(f"train ({src_lang}-{tgt_lang}): skipped {example}")
         text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))
         text[tgt_lang].update(dict.fromkeys(line for line in sample.tgt if line.strip()))
     counts = balanced_counts({lang: len(lines) for lang, lines in text.items()}, cfg.tokenizer.language_temperature)

@@ -261,7 +261,14 @@ class _Loop:
             stopped_by = self._spent()
             if stopped_by:
                 break
-            done = self.trainer.update(stop=self.stop.received is not None)
+            try:
+                done = self.trainer.update(stop=self.stop.received is not None)
+            except torch.cuda.OutOfMemoryError:  # one line, with what to do, not torch's traceback
+                raise MtError(
+                    f"out of GPU memory in update {self.trainer.state.step + 1} (train.max_tokens "
+                    f"{self.trainer.state.max_tokens} a batch); set --max-tokens lower and --update-freq higher to "
+                    "keep the batch; a run resumed goes on from its last checkpoint"
+                ) from None
             self.progress.update(self.task, completed=self.trainer.state.step)
             self._after_update(done)
             if done["stop"]:

@@ -122,6 +122,7 @@ def build_training(
         group.world_size,
         tcfg.direction_temperature,
         bucketed=tcfg.compile,  # a few shapes for the compiled step (and its CUDA graphs)
+        max_width=cfg.model.max_positions,
     )
     state = TrainingState.fresh(tcfg.best_metric)
     state.max_tokens = max_tokens

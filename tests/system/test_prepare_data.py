@@ -282,3 +282,17 @@ def test_wmt14_from_save_to_disk(tmp_path, monkeypatch, capsys):
         (files / f"{name}.jsonl").write_text(f'{{"de": "{name} ja", "en": "{name} yes"}}\n', encoding="utf-8")
     assert wmt14.prepare(fresh, files, cache_dir=str(tmp_path / "cache")) == {"train": 1, "valid": 1, "test": 1}
     assert (fresh / "valid.en").read_text(encoding="utf-8") == "validation yes\n"
+
+
+def test_multi30k_bt_keeps_a_last_line_without_its_line_break(tmp_path, monkeypatch, capsys):
+    """Was: split on "\\n" and the last piece dropped, a German sentence lost when the file did not end
+    with a line break."""
+    bt = load_script("multi30k_bt")
+    source, out = tmp_path / "m30k", tmp_path / "out"
+    source.mkdir()
+    n = bt.PAIRS + 3
+    (source / "train.en").write_text("".join(f"en {i}\n" for i in range(n)), encoding="utf-8")
+    (source / "train.de").write_text("\n".join(f"de {i}" for i in range(n)), encoding="utf-8")  # no last break
+    monkeypatch.setattr("sys.argv", ["prepare.py", "--from", str(source), "--out", str(out)])
+    bt.main()
+    assert (out / "mono19k.de").read_text(encoding="utf-8").splitlines() == [f"de {i}" for i in range(bt.PAIRS, n)]

@@ -137,7 +137,7 @@ def test_a_fault_of_the_server_is_500_in_the_same_shape_with_the_traceback_in_it
 def test_the_library_refuses_text_that_is_not_unicode_in_one_line(trained_experiment):
     from mt.errors import MtError
 
-    with pytest.raises(MtError, match=r"^line 2: not valid Unicode \(an unpaired surrogate at character 6\)$"):
+    with pytest.raises(MtError, match=r"^line 2: not valid Unicode \(an unpaired surrogate at character 7\)$"):  # 1-based, as the corpus readers count
         load(trained_experiment).translate(["Hallo.", "Hallo \ud800."])
 
 

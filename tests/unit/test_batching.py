@@ -190,6 +190,9 @@ def test_a_bucketed_batch_is_padded_with_pad_rows_and_pad_columns_only(tmp_path)
     # The target positions, counted on the host, pick the same tokens from either layout.
     assert padded.tgt_out.flatten()[padded.targets].tolist() == plain.tgt_out.flatten()[plain.targets].tolist()
     assert plain.targets.tolist() == torch.nonzero(plain.tgt_out.flatten() != PAD_ID).squeeze(1).tolist()
+    # Never wider than the model's positions: pairs of 5 tokens (6 with EOS/BOS) on a rung of 8 for a
+    # model of 7 positions (was 8: a traceback in the training step)
+    assert collate(data, np.array([2, 0, 1]), bucket_tokens=64, max_width=7).src_ids.shape[1] == 7
 
 
 # -- batches made ahead on a thread ---------------------------------------------------------------------

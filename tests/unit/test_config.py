@@ -438,6 +438,8 @@ def test_max_len_must_fit_the_position_table(tmp_path):
     ("tokenizer.character_coverage", "0.5", "tokenizer.character_coverage must be from 0.98 to 1.0"),  # was
     ("tokenizer.character_coverage", "2", "tokenizer.character_coverage must be from 0.98 to 1.0"),  # SentencePiece's
     ("model.n_heads", "0", "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
+    ("data.tgt_lang", "de", "data.src_lang ('de') and data.tgt_lang ('de') must be two different languages"),  # copied
+    ("data.src_lang", "''", "data.src_lang ('') and data.tgt_lang ('en') must be two different languages"),
 ])
 def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, value, needle):
     section, name = key.split(".")
