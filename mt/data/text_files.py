@@ -7,6 +7,7 @@ alignment of parallel files. A '\\r' before it is dropped, and so is a BOM at th
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import itertools
 import os
@@ -138,6 +139,9 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
                     yield None
                     continue
                 number += 1
+                # An editor's byte-order mark is not text (as the corpus readers read it)
+                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw = raw[len(codecs.BOM_UTF8) :]
                 try:
                     yield raw.decode("utf-8")
                 except UnicodeDecodeError:

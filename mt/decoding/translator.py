@@ -8,6 +8,7 @@ the experiment's decode.* settings and the device. Every search takes the call's
 from __future__ import annotations
 
 import threading
+import unicodedata
 import weakref
 from contextlib import closing
 from dataclasses import replace
@@ -89,6 +90,10 @@ class Translator:
         self.engine_failure: str | None = None  # why CTranslate2 could not be built or loaded (engine auto)
         self._said: set[str] = set()
         self._align_lock = threading.Lock()  # one alignment pass at a time (`_aligned`)
+        # The Unicode form training text was cleaned to (data.normalize: NFC, NFKC), the input's too:
+        # a tokenizer that normalises nothing itself (tokenizer.normalization identity) would otherwise
+        # read a decomposed "é" as two unknown pieces. `Translator.load` sets it from the config.
+        self.unicode_form: str | None = None
         # Room for EOS; longer inputs are cut rather than crash the position table.
         self.max_src_tokens = self.model.max_positions - 1
 
@@ -113,6 +118,8 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
+        if cfg.data.clean and cfg.data.normalize != "none":
+            translator.unicode_form = cfg.data.normalize.upper()
         translator.checkpoint_stats = [(stat.st_size, stat.st_mtime_ns) for stat in map(Path.stat, paths)]
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
@@ -214,7 +221,9 @@ class Translator:
         zero-width characters, which its normalisation removes) is blank too: searched from EOS
         alone, the model would write a sentence that is not in the input."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        encoded = self.src_tok.encode([lines[i] for i in todo]) if todo else []
+        form = self.unicode_form
+        texts = [lines[i] if form is None else unicodedata.normalize(form, lines[i]) for i in todo]
+        encoded = self.src_tok.encode(texts) if todo else []
         cuts = []
         # A multilingual model's tag written in the text ("<2fr> ...") would be read as the tag itself,
         # a second target against the one asked for: left out, said.

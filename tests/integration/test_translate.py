@@ -222,3 +222,28 @@ def test_a_device_torch_cannot_use_is_a_config_error_from_python_too(trained_exp
         with pytest.raises(ConfigError, match=f"^device {device}: "):
             train(trained_experiment, cfg, device=device)
     assert Translator.load(trained_experiment, cfg, device=torch.device("cpu")).device.type == "cpu"  # a device too
+
+
+def test_input_is_brought_to_the_unicode_form_training_text_was_cleaned_to(trained_experiment, tmp_path):
+    """data.normalize cleaned the training text to NFC; with a tokenizer that normalises nothing itself
+    (tokenizer.normalization identity) a decomposed "é" at translation time was two unknown pieces."""
+    import unicodedata
+
+    from helpers import tiny_model
+
+    from mt.config.schema import DecodeConfig, TokenizerConfig
+    from mt.data.train_tokenizer import train_spm
+    from mt.tokenizer import Tokenizer, model_path
+
+    assert Translator.load(trained_experiment, trained_experiment.load_config()).unicode_form == "NFC"
+    rng = random.Random(0)
+    words = ["café", "élan", "naïve", "déjà", "vu", "über", "straße", "œuvre"]
+    lines = [" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)]
+    train_spm(lines, tmp_path / "spm", TokenizerConfig(vocab_size=30, byte_fallback=False, normalization="identity"))
+    tok = Tokenizer.load(model_path(tmp_path / "spm"))
+    translator = Translator(tiny_model(vocab=tok.vocab_size), tok, tok, DecodeConfig())
+    text = "café déjà vu"
+    decomposed = unicodedata.normalize("NFD", text)
+    assert translator.encode_lines([decomposed])[1] != translator.encode_lines([text])[1]  # the tokenizer: as is
+    translator.unicode_form = "NFC"
+    assert translator.encode_lines([decomposed])[1] == translator.encode_lines([text])[1]

@@ -84,3 +84,11 @@ def test_existing_finds_the_gz_only_when_the_plain_file_is_absent(tmp_path):
     assert existing(str(plain)) == str(packed)
     write(plain, "x\n")
     assert existing(str(plain)) == str(plain)
+
+
+def test_input_lines_leave_out_a_utf8_byte_order_mark(tmp_path):
+    """Was: the mark was the first line's text (three byte pieces before its first word); the corpus
+    readers and `mt evaluate` left it out."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfDer Hund.\n\xef\xbb\xbfzwei\n")
+    assert list(text_files.input_lines(path)) == ["Der Hund.\n", "\ufeffzwei\n"]  # a mark inside is text
