@@ -240,6 +240,7 @@ def resume_training(run: Training) -> bool:
     trainer.counters.continue_bad_run(trainer.state.bad_in_row)
     before, epoch, batch = trainer.state.max_tokens, int(saved["epoch"]), int(saved["batch_in_epoch"])
     trainer.state.max_tokens = int(tcfg.max_tokens)  # this run's (auto keeps the saved one: mt.training.token_budget)
+    trainer.state.precision = trainer.precision  # this run's (auto keeps the saved one: setup.decided_precision)
     if before is not None and before != trainer.state.max_tokens and batch > 0 and trainer.group.is_main:
         log.warn(
             f"train.max_tokens {before} -> {trainer.state.max_tokens} in the middle of epoch {epoch}: its batches "

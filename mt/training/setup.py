@@ -24,6 +24,7 @@ from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.data.batching import Batch, BatchStream
 from mt.data.dataset import ParallelData, check_data
 from mt.data.prefetch import PrefetchingStream
+from mt.experiment.checkpoint_file import peek_checkpoint
 from mt.experiment.paths import Experiment
 from mt.hardware import fastest_precision
 from mt.model.layers import Embedding, Residual
@@ -91,7 +92,7 @@ def build_training(
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     tokenizer_sha256 = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     check_data(exp, tokenizer_sha256)  # data binarized with another tokenizer is refused
-    cfg = decided_precision(cfg, group)  # after the refusals: it times matmuls
+    cfg = decided_precision(exp, cfg, group)  # after the refusals: it times matmuls
     tcfg = cfg.train
     if group.device.type == "cpu" and keep_freed:
         keep_freed_memory()  # large activations reused step after step instead of page-faulted in again
@@ -125,7 +126,7 @@ def build_training(
         max_width=cfg.model.max_positions,
     )
     state = TrainingState.fresh(tcfg.best_metric)
-    state.max_tokens = max_tokens
+    state.max_tokens, state.precision = max_tokens, tcfg.precision
     trainer = Trainer(
         model,
         group.wrap(loss_module),
@@ -160,12 +161,18 @@ def _summed_loss(module: LossModule, batch: Batch) -> torch.Tensor:
     return module(batch.src_ids, batch.tgt_in, batch.tgt_out, batch.targets)[0]
 
 
-def decided_precision(cfg: ExperimentConfig, group: Distributed) -> ExperimentConfig:
-    """cfg with `train.precision: auto` replaced by what is fastest here. Decided on this machine,
-    each run: a resume elsewhere decides again (the saved config keeps auto)."""
+def decided_precision(exp: Experiment, cfg: ExperimentConfig, group: Distributed) -> ExperimentConfig:
+    """cfg with `train.precision: auto` replaced by what is fastest here: decided by timing, or kept
+    from last.pt when it trained on this kind of device (a timing near the line, or a busy machine,
+    would switch a resumed run's precision: no longer the run it was); a resume on another kind of
+    device decides again (the saved config keeps auto)."""
     if cfg.train.precision != "auto":
         return cfg
-    timed = fastest_precision(group.device, cfg.model.d_model, cfg.model.d_ff)
+    saved = peek_checkpoint(exp.checkpoint_path("last"))
+    if saved is not None and saved.get("precision") and saved.get("device") == group.device.type:
+        timed = (str(saved["precision"]), f"kept from {exp.checkpoint_path('last')}, trained on {group.device.type}")
+    else:
+        timed = fastest_precision(group.device, cfg.model.d_model, cfg.model.d_ff)
     precision, why = group.all_gather(timed)[0]  # every process trains as the first decided
     if group.is_main:
         log.info(f"precision auto: {precision} ({why})")

@@ -23,6 +23,7 @@ class TrainingState:
     init_from: str | None = None  # the checkpoint a new run took its starting weights from
     device: str | None = None  # the device type the last run trained on ("cpu", "cuda"): a resume names a change
     max_tokens: int | None = None  # the batch budget trained with (train.max_tokens auto's choice is kept on resume)
+    precision: str | None = None  # the precision trained in (train.precision auto's choice is kept on resume)
 
     @classmethod
     def fresh(cls, best_metric: str) -> TrainingState:
@@ -47,6 +48,7 @@ class TrainingState:
         state.init_from = saved.get("init_from")
         state.device = saved.get("device")
         state.max_tokens = saved.get("max_tokens")
+        state.precision = saved.get("precision")
         return state
 
     def record_validation(self, metrics: dict[str, float], on_schedule: bool = True) -> bool:

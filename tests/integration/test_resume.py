@@ -255,3 +255,17 @@ def test_a_restart_without_last_pt_refuses_the_earlier_runs_step_checkpoints(tra
     assert "\n" not in str(info.value) and all(name in str(info.value) for name in before)
     assert {p.name: p.read_bytes() for p in exp.step_checkpoints()} == before
     assert not exp.checkpoint_path("last").exists()
+
+
+def test_precision_auto_is_kept_from_last_pt_on_the_same_kind_of_device(trained_experiment, tmp_path):
+    """Was: timed again at every resume, so that a busy machine or a timing near the line switched a
+    resumed run's precision (as max_tokens auto, the choice is the run's)."""
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    last = exp.checkpoint_path("last")
+    saved = load_checkpoint(last)
+    assert saved["precision"] in ("fp32", "bf16", "fp16") and saved["device"] == "cpu"
+    done = run_train(exp, "--max-steps", str(saved["step"] + 1), "--precision", "auto")
+    assert done.returncode == 0, done.stderr
+    assert f"precision auto: {saved['precision']} (kept from {last}, trained on cpu)" in " ".join(done.stderr.split())
+    assert load_checkpoint(last)["precision"] == saved["precision"]
