@@ -102,7 +102,7 @@ class Trainer:
         "stop" is true on all processes if one wished so. Returns what the host knows: the lr, the
         tokens, "stop"."""
         self.model.train()
-        self.schedule_dropout(self.state.step + 1)
+        self.schedule_dropout(self.scheduled_step() + 1)
         if self.graphed:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs may be overwritten
         if batches is None:
@@ -153,6 +153,13 @@ class Trainer:
             "grad_norm": counts["grad_norm"],
             "skipped": self._skipped_seen > seen,
         }
+
+    def scheduled_step(self) -> int:
+        """The updates tried so far, made or skipped: what the lr, dropout and EMA schedules count. A
+        `read` moves skipped updates from `state.step` to `state.skipped`, never off their sum, so the
+        schedules do not depend on when the loop reads (a run stopped and resumed reads where an
+        unbroken one does not: its lr differed after fp16's skipped first updates)."""
+        return self.state.step + self.state.skipped
 
     def schedule_dropout(self, step: int) -> float:
         """train.early_dropout: the rate of the sub-layer and embedding dropout for update `step`."""
@@ -205,15 +212,16 @@ class Trainer:
         finite_loss = torch.isfinite(loss)
         made = finite_loss & torch.isfinite(grad_norm)
         state.step += 1
-        progress = self.schedule.progress(state.step, state.elapsed)
-        lr, state.cooldown_from = self.schedule.lr(state.step, progress, state.cooldown_from)
+        scheduled = self.scheduled_step()
+        progress = self.schedule.progress(scheduled, state.elapsed)
+        lr, state.cooldown_from = self.schedule.lr(scheduled, progress, state.cooldown_from)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         # The fused optimizer leaves everything as it was where found_inf is 1 (as under a GradScaler).
         self.optimizer.found_inf = (~made).float()  # type: ignore[attr-defined]
         self.optimizer.step()
         if self.ema is not None:
-            self.ema.update(self.model, state.step, made)
+            self.ema.update(self.model, scheduled, made)
         # With fp16, an overflow of the scaled gradients is the loss scale's doing: the scaler lowers it.
         bad = ~made if self.scaler is None else ~made & ~finite_loss
         self.counters.add(loss, nll, grad_norm, tgt_tokens, src_tokens, made, bad)

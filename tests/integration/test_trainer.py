@@ -208,6 +208,28 @@ def test_fp16_on_the_cpu_is_closer_to_fp32_than_bf16_and_trains_under_a_loss_sca
     assert resume_training(run) and resumed.scaler.get_scale() == scales[-1] < scales[0]
 
 
+def test_the_schedule_does_not_depend_on_when_skipped_updates_are_read(base, tmp_path):
+    """fp16's first updates overflow and are skipped; the loop reads them back at its log, validation
+    and save points. The lr was the schedule's at `state.step`, which counts an unread skip, so a run
+    that read at other points (one stopped and resumed) trained with other lrs: not the same run."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp", precision="fp16", warmup_steps=4, model__dropout=0.0,
+                               model__attention_dropout=0.0, model__activation_dropout=0.0)  # no shared RNG draws
+    batches = [build_training(exp, cfg).trainer.stream.next_batch() for _ in range(8)]
+    runs = {"each": build_training(exp, cfg).trainer, "end": build_training(exp, cfg).trainer}
+    lrs: dict[str, list[float]] = {name: [] for name in runs}
+    for batch in batches:
+        for name, trainer in runs.items():
+            lrs[name].append(trainer.update([batch])["lr"])
+            if name == "each":
+                trainer.read()
+    runs["end"].read()
+    assert runs["each"].state.skipped == runs["end"].state.skipped > 0  # the overflows, read at either time
+    assert runs["each"].state.step == runs["end"].state.step
+    assert lrs["each"] == lrs["end"]
+    for (name, a), b in zip(params(runs["each"].model).items(), params(runs["end"].model).values()):
+        assert torch.equal(a, b), name
+
+
 # -- non-finite updates --------------------------------------------------------------------------------
 
 

@@ -20,16 +20,17 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 # The keys of a training checkpoint as written before TrainingState (existing checkpoints resume), and
 # max_tokens since train.max_tokens auto (older checkpoints lack it: a resume takes the config's), and
-# bad_in_row since a resume counts on the run of bad updates it stopped in (older ones: 0).
+# bad_in_row since a resume counts on the run of bad updates it stopped in (older ones: 0), and precision
+# since train.precision auto keeps its choice (older ones: decided again).
 CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
                    "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
-                   "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row"}
+                   "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row", "precision"}
 
 
 def test_the_counters_round_trip_through_a_checkpoint():
     state = TrainingState(step=7, best_metric="bleu", best_valid=12.5, bad_validations=2, cooldown_from=3e-4,
                           skipped=1, elapsed=9.5, init_from="other/checkpoints/best.pt", device="cuda",
-                          max_tokens=24576, bad_in_row=2)
+                          max_tokens=24576, bad_in_row=2, precision="bf16")
     saved = state.to_checkpoint()
     assert set(saved) < CHECKPOINT_KEYS
     assert TrainingState.from_checkpoint(saved, "bleu") == state
