@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from mt.config.sources import Source
@@ -70,6 +70,8 @@ def load(source: Source):
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 300:
             reason = reason[:300] + "..."
+        if path.is_dir() or path.is_file():  # the file's fault, not the network's
+            raise MtError(f"cannot read {describe(source)}: {reason}") from None
         why = "the hub did not answer, so only the local cache was tried" if offline else "no network?"
         raise MtError(f"cannot load {describe(source)}: {reason} ({why}; use local files)") from None
 
@@ -111,16 +113,32 @@ def _offline_unless_the_hub_answers(timeout: float = 3.0) -> bool:
     return True
 
 
+def _value(record: Any, lang: str) -> Any:
+    """A translation record's text in `lang`: None where it has no such key (reported with the record's
+    number), "" for an empty value (JSON's null: an empty side, which cleaning counts as one)."""
+    if not isinstance(record, dict) or lang not in record:
+        return None
+    return "" if record[lang] is None else record[lang]
+
+
 def batches(source: Source, size: int) -> Iterator[tuple[list, list]]:
     """(source values, target values) per batch of up to `size` records; a value is None (or not a
     string) where a record lacks the language, for the reader to report with the record's number."""
     what = describe(source)
-    for batch in load(source).iter(batch_size=size):
+    records = load(source).iter(batch_size=size)
+    while True:
+        try:  # a streamed dataset reads its files here, not in `load`: their faults are one line too
+            batch = next(records)
+        except StopIteration:
+            return
+        except Exception as exc:
+            reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+            raise MtError(f"cannot read {what}: {reason}") from None
         if "translation" in batch:
-            records = batch["translation"]
-            yield tuple([r.get(lang) if isinstance(r, dict) else None for r in records] for lang in source.langs)
+            rows = batch["translation"]
+            yield tuple([_value(row, lang) for row in rows] for lang in source.langs)
             continue
         for lang in source.langs:
             if lang not in batch:
                 raise MtError(f"{what} has no language key {lang!r}; its columns: {', '.join(batch)}")
-        yield batch[source.langs[0]], batch[source.langs[1]]
+        yield tuple(["" if value is None else value for value in batch[lang]] for lang in source.langs)

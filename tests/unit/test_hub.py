@@ -76,9 +76,10 @@ def test_hf_load_failure_is_one_line(tmp_path, hf_cache, monkeypatch):
         assert str(err.value) == f"hf:{missing}: no such file or directory"
     assert "HF_HUB_OFFLINE" not in os.environ
     (tmp_path / "broken.jsonl").write_text("not json\n{\"de\": 1\n", encoding="utf-8")
-    with pytest.raises(MtError, match=r"cannot load dataset '.*broken\.jsonl' split 'train': .*no network\?") as err:
-        load_split(DataConfig(train=[f"hf:{tmp_path / 'broken.jsonl'}"]).sources("train"))
-    assert "\n" not in str(err.value)
+    for streaming in (False, True):  # streamed, the file is read as records are asked for (was a traceback)
+        with pytest.raises(MtError, match=r"cannot read dataset '.*broken\.jsonl' split 'train': ") as err:
+            load_split(DataConfig(train=[f"hf:{tmp_path / 'broken.jsonl'}"], hf_streaming=streaming).sources("train"))
+        assert "\n" not in str(err.value) and "network" not in str(err.value)  # a local file: not the network's
     (tmp_path / "t.txt").write_text("a\n", encoding="utf-8")
     with pytest.raises(MtError, match=r"a local dataset file must end in \.json, \.jsonl, \.csv, \.parquet, \.arrow"):
         hub.load(parse_source(f"hf:{tmp_path / 't.txt'}", "train", ("de", "en")))
@@ -154,3 +155,14 @@ def test_a_hub_that_does_not_answer_fails_from_the_cache_at_once(tmp_path, hf_ca
         load_split(DataConfig(train=["hf:someone/no-such-corpus"]).sources("train"))
     assert "\n" not in str(err.value)
     assert datasets.config.HF_HUB_OFFLINE and huggingface_hub.constants.HF_HUB_OFFLINE
+
+
+def test_an_empty_value_is_an_empty_side_not_a_missing_language(tmp_path, hf_cache):
+    """Was: JSON's null (a CSV's empty cell) read as "no language key", which stopped a validation split."""
+    nested = write_jsonl(tmp_path / "n.jsonl", [{"translation": {"de": "eins", "en": "one"}},
+                                                 {"translation": {"de": None, "en": "two"}}])
+    flat = tmp_path / "f.csv"
+    flat.write_text("de,en\neins,one\n,two\n", encoding="utf-8")
+    for path in (nested, flat):
+        assert load_split(DataConfig(valid=[f"hf:{path}"]).sources("valid")) == (["eins", ""], ["one", "two"])
+
