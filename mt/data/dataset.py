@@ -52,7 +52,8 @@ def check_data(exp: Experiment, tokenizer_sha256: dict[str, str]) -> None:
 
 
 def input_files(cfg, split: str) -> list[str]:
-    """The files a split is read from (every direction's sources); hub datasets aside (`hf:`)."""
+    """The files a split is read from (every direction's sources); of `hf:` sources, the local ones (a
+    data file, every file of a save_to_disk directory), not a hub dataset's."""
     paths: dict[str, None] = {}
     for pair in cfg.data.pairs():
         for source in cfg.data.sources(split, pair):
@@ -60,6 +61,11 @@ def input_files(cfg, split: str) -> list[str]:
                 paths.update(dict.fromkeys(text_files.existing(path) for path in source.paths))
             elif source.kind in ("tsv", "jsonl", "ding"):
                 paths.update(dict.fromkeys(source.paths))
+            elif source.kind == "hf" and os.path.isfile(source.paths[0]):
+                paths.update(dict.fromkeys(source.paths))
+            elif source.kind == "hf" and os.path.isdir(source.paths[0]):
+                found = sorted(p for p in Path(source.paths[0]).rglob("*") if p.is_file())
+                paths.update(dict.fromkeys(str(p) for p in found))
     return list(paths)
 
 

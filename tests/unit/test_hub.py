@@ -166,3 +166,18 @@ def test_an_empty_value_is_an_empty_side_not_a_missing_language(tmp_path, hf_cac
     for path in (nested, flat):
         assert load_split(DataConfig(valid=[f"hf:{path}"]).sources("valid")) == (["eins", ""], ["one", "two"])
 
+
+
+def test_local_hf_files_are_inputs_whose_changes_mt_run_notices(tmp_path, hf_cache):
+    """Was: hf: sources were left out of the inputs recorded at binarize, so a local file edited
+    since was never noticed."""
+    datasets = pytest.importorskip("datasets")
+    from mt.config.schema import ExperimentConfig
+    from mt.data.dataset import input_files, input_record
+
+    data_file = write_jsonl(tmp_path / "t.jsonl", [{"de": "eins", "en": "one"}])
+    datasets.Dataset.from_dict({"de": ["a"], "en": ["A"]}).save_to_disk(str(tmp_path / "saved"))
+    cfg = ExperimentConfig(data=DataConfig(train=[f"hf:{data_file}", f"hf:{tmp_path / 'saved'}", "hf:wmt14:de-en"]))
+    found = input_files(cfg, "train")
+    assert found[0] == data_file and all(p.startswith(str(tmp_path / "saved")) for p in found[1:])
+    assert any(p.endswith(".arrow") for p in found) and len(input_record(cfg, ["train"])) == len(found)

@@ -250,8 +250,8 @@ def whole_number(
         # More than 18 digits stand for "more than any limit": int() of a long run of digits is slow.
         value = int(sign + number) if len(number) <= 18 else int(sign + "1" + "0" * 18)
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
-        bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
-        raise ApiError(status, f"{name}: expected a whole number {bounds}, got {json.dumps(value)[:40]}")
+        bounds = f" from {low} to {high}" if high is not None else f" {low} or more" if low > -(2**63) else ""
+        raise ApiError(status, f"{name}: expected a whole number{bounds}, got {json.dumps(value)[:40]}")
     return value
 
 
