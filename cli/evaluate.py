@@ -36,7 +36,11 @@ def evaluate(
     ] = False,
     lowercase: Annotated[bool, typer.Option(help="With --tokenized: case-insensitive.")] = False,
     lang: Annotated[
-        Optional[str], typer.Option(help="With --tokenized --hyp: the target language (Moses' rules).")
+        Optional[str],
+        typer.Option(
+            help="With --hyp: the target language, for BLEU's tokenizer (sacreBLEU's zh, ja, ko; Moses' rules "
+            "with --tokenized)."
+        ),
     ] = None,
     threads: Threads = 2,
     precision: Precision = "fp32",
@@ -44,11 +48,24 @@ def evaluate(
     device: Device = "cpu",
 ) -> None:
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
-    if (lowercase or lang) and not tokenized:
-        raise ConfigError(
-            f"{'--lowercase' if lowercase else '--lang'} goes with --tokenized (sacreBLEU is scored as it comes)"
-        )
+    if lowercase and not tokenized:
+        raise ConfigError("--lowercase goes with --tokenized (sacreBLEU is scored as it comes)")
     if hyp is not None or ref is not None:
+        # What translating a split takes means nothing to two files: said, not ignored
+        given = [
+            flag
+            for flag, is_set in (
+                ("--checkpoint", checkpoint is not None),
+                ("--split", split != "test"),
+                ("--quantize", quantize is not None),
+                ("--precision", precision != "fp32"),
+                ("--device", device != "cpu"),
+                ("a search flag", decode != DecodeOptions()),
+            )
+            if is_set
+        ]
+        if given:
+            raise ConfigError(f"{given[0]} is for translating a split (--exp); --hyp and --ref are scored as they are")
         scores = _score_files(hyp, ref, exp, tokenized, lang, lowercase)
     else:
         if exp is None:
@@ -58,7 +75,11 @@ def evaluate(
         from mt.experiment.config import read_experiment
         from mt.hardware import set_threads
 
+        if lang is not None:
+            raise ConfigError("--lang goes with --hyp; a split is scored in its experiment's target languages")
         experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
+        if not any(cfg.data.sources(split, pair) for pair in cfg.data.pairs()):  # before the model loads
+            raise ConfigError(f"data.{split} is empty: this experiment has no {split} split to translate and score")
         from mt.apps.evaluate import evaluate_split
         from mt.decoding.translator import Translator
 
@@ -90,4 +111,4 @@ def _score_files(
         raise MtError(
             f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line"
         )
-    return score_tokenized(hyps, refs, lang, lowercase) if tokenized else score(hyps, refs)
+    return score_tokenized(hyps, refs, lang, lowercase) if tokenized else score(hyps, refs, lang)

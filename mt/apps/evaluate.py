@@ -85,7 +85,9 @@ def evaluate_split(
                 progress=lambda done: progress.advance(task, done),
             )
         hyps = [hyp[0][0] for hyp in found]
-        directions[name] = score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs)
+        directions[name] = (
+            score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs, tgt_lang)
+        )
         # Beside the scores they belong to: tokenized scoring (maybe of another checkpoint) leaves the
         # translations of the sacreBLEU scores, which reports and `mt run` show, as they are.
         hyp_path = exp.hyp_path(split + ".tokenized" if tokenized else split, name)

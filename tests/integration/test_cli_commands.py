@@ -362,6 +362,20 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
     assert code == 0, err
     assert "(best.pt, beam 1, alpha 0.6 gnmt)" in out and "valid (tokenized)" in out and "pretok:moses-" in out
+    # A multilingual split into two languages has a tokenized signature per direction (was a KeyError:
+    # info failed), and scores/train.json is shown (was left out)
+    from mt.apps.evaluate import _mean
+    from mt.metrics import score_tokenized
+
+    hyps = ["Ein Hund.", "Zwei Katzen."]
+    split = {**_mean({"en-de": score_tokenized(hyps, hyps, "de"), "de-en": score_tokenized(hyps, hyps, "en")}),
+             "split": "test", "checkpoint": "best.pt", "decode": tokenized["decode"]}
+    (copy / "scores" / "test.tokenized.json").write_text(json.dumps(split), encoding="utf-8")
+    (copy / "scores" / "train.json").write_text(json.dumps({**valid, "split": "train"}), encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
+    assert code == 0, err
+    assert "test (tokenized) en-de" in out and "pretok:moses-de" in out and "pretok:moses-en" in out
+    assert any(line.strip("│ ").startswith("train ") and "BLEU" in line for line in out.splitlines()), out
 
 
 def test_a_failed_step_leaves_the_config_as_it_was(experiment, tmp_path, capsys, monkeypatch):

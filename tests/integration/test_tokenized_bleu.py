@@ -40,6 +40,28 @@ def test_tokenized_bleu_scores_moses_tokens_and_says_so():
     assert score(*english)["bleu"] != pytest.approx(score_tokenized(*english, "en")["bleu_tokenized"])
 
 
+def test_sacrebleu_tokenizes_each_target_language_as_sacrebleu_l_does():
+    """Was: 13a whatever the language; a Chinese sentence, without spaces, was one word (BLEU 0 for a
+    hypothesis sacrebleu -l en-zh scores 80)."""
+    hyps, refs = ["我很喜欢这只小猫。", "今天天气很好。"], ["我非常喜欢这只小猫。", "今天天气很好。"]
+    chinese = score(hyps, refs, "zh")
+    assert "tok:zh" in chinese["bleu_signature"]
+    assert chinese["bleu"] == pytest.approx(BLEU(tokenize="zh").corpus_score(hyps, [refs]).score) and chinese["bleu"] > 50
+    assert score(hyps, refs)["bleu"] < 1 and "tok:13a" in score(hyps, refs, "de")["bleu_signature"]
+
+
+def test_evaluate_refuses_what_it_would_ignore(tmp_path):
+    """Was: a search flag, --checkpoint or --split with --hyp/--ref were ignored, exit 0."""
+    hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+    hyp.write_text("Ein Hund läuft.\n", encoding="utf-8")
+    ref.write_text("Ein Hund rennt.\n", encoding="utf-8")
+    for flags, words in ((["--beam", "7"], "a search flag is for translating a split"),
+                         (["--checkpoint", "best"], "--checkpoint is for translating a split"),
+                         (["--split", "valid"], "--split is for translating a split")):
+        done = mt("evaluate", "--hyp", str(hyp), "--ref", str(ref), *flags)
+        assert done.returncode != 0 and words in done.stderr.strip().splitlines()[-1], done.stderr
+
+
 @pytest.mark.slow
 def test_evaluate_tokenized_on_files_and_its_flag_errors(tmp_path):
     hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"

@@ -25,7 +25,7 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
     if exp.checkpoints_dir.exists():
         checkpoints = {path.stem: {"bytes": path.stat().st_size} for path in sorted(exp.checkpoints_dir.glob("*.pt"))}
     scores = {}
-    for split in ("valid", "test"):
+    for split in ("train", "valid", "test"):  # mt evaluate --split train writes scores/train.json too
         for name in (split, f"{split}.tokenized"):
             record = exp.read_json(exp.score_path(name))
             if record is not None and not isinstance(record, dict):
@@ -101,16 +101,21 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
 
 def _score_lines(name: str, s: dict) -> dict[str, str]:
     """One scores file as lines: "test" -> "BLEU 31.20  chrF 58.10  (best.pt, beam 5, ...)  SIGNATURE"."""
-    if name.endswith(".tokenized"):
-        return {
-            f"{name.removesuffix('.tokenized')} (tokenized)": f"BLEU {s['bleu_tokenized']:.2f}  {_how_decoded(s)}  {s['bleu_tokenized_signature']}"
-        }
-    line = f"BLEU {s['bleu']:.2f}  chrF {s['chrf']:.2f}  {_how_decoded(s)}  {s['bleu_signature']}"
+    # A split's directions share a signature unless their target languages are tokenized apart
+    # (tokenized BLEU's Moses rules, sacreBLEU's zh): then each direction's line says its own.
+    key = "bleu_tokenized" if name.endswith(".tokenized") else "bleu"
+    shown = f"{name.removesuffix('.tokenized')} (tokenized)" if name.endswith(".tokenized") else name
+    chrf = "" if name.endswith(".tokenized") else f"  chrF {s['chrf']:.2f}"
+    # one direction's record has its signature (a KeyError without: its content unexpected)
+    signature = s.get(key + "_signature", "(a signature per direction)") if "directions" in s else s[key + "_signature"]
+    line = f"BLEU {s[key]:.2f}{chrf}  {_how_decoded(s)}  {signature}"
     if "directions" not in s:
-        return {name: line}
-    lines = {name: f"mean of {len(s['directions'])} directions: {line}"}
+        return {shown: line}
+    lines = {shown: f"mean of {len(s['directions'])} directions: {line}"}
     for direction, d in s["directions"].items():
-        lines[f"{name} {direction}"] = f"BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}"
+        own = "" if key + "_signature" in s else f"  {d[key + '_signature']}"
+        chrf = "" if name.endswith(".tokenized") else f"  chrF {d['chrf']:.2f}"
+        lines[f"{shown} {direction}"] = f"BLEU {d[key]:.2f}{chrf}{own}"
     return lines
 
 
