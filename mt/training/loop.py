@@ -236,6 +236,7 @@ def bleu_sample(run: Training) -> BleuSample:
         cfg.decode.max_len_a,
         cfg.decode.max_len_b,
         cfg.train.precision,
+        None if cfg.data.multilingual else cfg.data.tgt_lang,  # BLEU's tokenizer: a Chinese target's is zh
     )
 
 

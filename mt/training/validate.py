@@ -65,6 +65,7 @@ class BleuSample:
         max_len_a: float,
         max_len_b: int,
         precision: str,
+        lang: str | None = None,  # the target language, for BLEU's tokenizer (mt.metrics.sacrebleu_bleu)
     ):
         size = min(size, len(data))
         # The same sentences at every validation, so that the scores compare; a private generator
@@ -73,6 +74,7 @@ class BleuSample:
         self.refs = [refs[int(i)] for i in self.indices]
         self.data, self.tgt_tok = data, tgt_tok
         self.max_tokens, self.max_len_a, self.max_len_b, self.precision = max_tokens, max_len_a, max_len_b, precision
+        self.lang = lang
 
     @torch.no_grad()
     def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
@@ -90,4 +92,4 @@ class BleuSample:
         for part in group.all_gather(hyps):
             hyps.update(part)
         ordered = [hyps[i] for i in range(len(self.indices))]
-        return score(ordered, self.refs)["bleu"], ordered
+        return score(ordered, self.refs, self.lang)["bleu"], ordered
