@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+from collections import Counter
 from pathlib import Path
 
 from mt import log
@@ -34,7 +35,7 @@ from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import BACK_TRANSLATED, MAX_WEIGHT, absolute_spec, parse_source, reversed_spec
-from mt.data.corpus import load_split
+from mt.data.corpus import clean_text, load_split
 from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
 from mt.decoding.options import DecodeOptions, Sampling
@@ -111,11 +112,18 @@ def without_held_out(lines: list[str], exp: Experiment, reverse_cfg: ExperimentC
     own = exp.has_config()
     cfg = exp.load_config() if own else reverse_cfg
     side = 1 if own else 0  # the monolingual language: E's target, R's source
+    # Compared as binarize will clean the training text (Unicode form, spaces): a reference written
+    # with two spaces, or decomposed, is the same line once the synthetic corpus is cleaned
+    normalize = cfg.data.normalize
+
+    def cleaned(line: str) -> str:
+        return clean_text(line, normalize, Counter())
+
     held: set[str] = set()
     for split in ("valid", "test"):
         if getattr(cfg.data, split):
-            held.update(line.strip() for line in load_split(cfg.data.sources(split))[side])
-    kept = [line for line in lines if line.strip() not in held]
+            held.update(cleaned(line) for line in load_split(cfg.data.sources(split))[side])
+    kept = [line for line in lines if cleaned(line) not in held]
     if len(kept) < len(lines):
         log.warn(f"--mono: {len(lines) - len(kept):,} lines are references of the valid or test split: left out")
     if not kept:

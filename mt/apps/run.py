@@ -30,6 +30,28 @@ def run_recipe(
     example lines (stdout in the CLI), `print_data` binarize's statistics. `dry_run`: print the
     config the steps would run with and say which are done, writing nothing.
     """
+    if recipe.resolve() in _RUNNING:  # a teacher: or reverse: that leads back to itself
+        chain = " -> ".join(str(path) for path in [*_RUNNING, recipe.resolve()])
+        raise ConfigError(f"{recipe}: a recipe that needs itself to run first ({chain})")
+    _RUNNING.append(recipe.resolve())
+    try:
+        return _run_recipe(recipe, exp_dir, overrides, device, print_result, print_data, dry_run)
+    finally:
+        _RUNNING.pop()
+
+
+_RUNNING: list[Path] = []  # the recipes being run, outermost first (a teacher's or reverse's inside)
+
+
+def _run_recipe(
+    recipe: Path,
+    exp_dir: Path | None,
+    overrides: dict[str, Any],
+    device: str,
+    print_result: Callable[[str], None],
+    print_data: Callable[[dict], None] | None,
+    dry_run: bool,
+) -> Experiment:
     _, run = load_recipe(recipe)
     exp_dir = exp_dir or (Path(str(run["exp"])) if run.get("exp") else None)
     if exp_dir is None:
@@ -41,9 +63,13 @@ def run_recipe(
     cfg = change.resolve(
         overrides, recipe=recipe, origins={key: "--set" for key in overrides}, persist=not dry_run, record=not dry_run
     )
-    # By default every step but distill and backtranslate (which need their run keys), and shortlist
-    # only where decode.shortlist decodes with it.
-    skipped = ("distill", "backtranslate", *(() if cfg.decode.shortlist else ("shortlist",)))
+    # By default every step but distill and backtranslate where the recipe has not their run keys
+    # (teacher:, reverse:; given, they were ignored), and shortlist only where decode.shortlist decodes with it.
+    skipped = (
+        *(() if run.get("teacher") else ("distill",)),
+        *(() if run.get("reverse") else ("backtranslate",)),
+        *(() if cfg.decode.shortlist else ("shortlist",)),
+    )
     steps = run.get("steps") or [s for s in STEPS if s not in skipped]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result, run)
@@ -138,20 +164,28 @@ def distill_step(
     from mt.apps.distill import distill, distill_dir
 
     _check_distill_corpus(exp, cfg)
-    if (distill_dir(exp) / "manifest.json").exists():
-        log.info(f"distill: done already ({distill_dir(exp)})")
-        return
+    done = (distill_dir(exp) / "manifest.json").exists()  # distill says so, once it has checked the teachers
     teachers = []
     for entry in [teacher] if isinstance(teacher, str) else teacher:
-        if entry.endswith((".yaml", ".yml")):
+        if entry.endswith((".yaml", ".yml")) and not done:
             log.info(f"[bold]teacher[/bold] {entry}")
             teachers.append(run_recipe(Path(entry), None, {}, device, print_result))
         else:
-            teachers.append(Experiment(Path(entry)))
+            teachers.append(_experiment_of(entry))
     log.info("[bold]distill[/bold]")
     distill(teachers, exp, device=device, given=given)
     saved = exp.load_config()  # with the distilled corpus, if distill added it, and the teacher's tokenizer
     cfg.data.train, cfg.tokenizer = saved.data.train, saved.tokenizer
+
+
+def _experiment_of(entry: str) -> Experiment:
+    """The experiment a `teacher:` or `reverse:` entry names: a recipe's `exp:`, or the directory."""
+    if not entry.endswith((".yaml", ".yml")):
+        return Experiment(Path(entry))
+    _, run = load_recipe(Path(entry))
+    if not run.get("exp"):
+        raise ConfigError(f"{entry}: no `exp:` directory in the recipe")
+    return Experiment(Path(str(run["exp"])))
 
 
 def _check_distill_corpus(exp: Experiment, cfg: ExperimentConfig) -> None:
@@ -191,15 +225,13 @@ def backtranslate_step(
 
     _check_backtranslate_corpus(exp, cfg)
     spec = listed_spec(cfg, exp)
-    if (backtranslate_dir(exp) / "manifest.json").exists():
-        log.info(f"backtranslate: done already ({backtranslate_dir(exp)})")
-        return
+    done = (backtranslate_dir(exp) / "manifest.json").exists()  # backtranslate says so, once it has checked
     entry = str(run["reverse"])
-    if entry.endswith((".yaml", ".yml")):
+    if entry.endswith((".yaml", ".yml")) and not done:
         log.info(f"[bold]reverse[/bold] {entry}")
         reverse = run_recipe(Path(entry), None, {}, device, print_result)
     else:
-        reverse = Experiment(Path(entry))
+        reverse = _experiment_of(entry)
     search = run.get("bt_search", "beam")
     log.info("[bold]backtranslate[/bold]")
     backtranslate(

@@ -243,6 +243,21 @@ def test_the_recipe_step_backtranslates_then_is_skipped(trained_experiment, tmp_
     stamp = (exp / "backtranslate" / "train.en").stat().st_mtime_ns
     run_recipe(recipe, None, {}, print_result=lambda line: None)  # every step done: nothing redone
     assert (exp / "backtranslate" / "train.en").stat().st_mtime_ns == stamp
+    # The recipe edited to other monolingual text: refused as `mt backtranslate` refuses it (was "done
+    # already", the old corpus silently kept)
+    (tmp_path / "other-mono").mkdir()
+    other, _ = german_text(tmp_path / "other-mono", n=30)
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(recipe.read_text(encoding="utf-8").replace(str(path), str(other)), encoding="utf-8")
+    with pytest.raises(MtError, match="back-translated from"):
+        run_recipe(edited, None, {}, print_result=lambda line: None)
+    assert (exp / "backtranslate" / "train.en").stat().st_mtime_ns == stamp
+    # A recipe that needs itself first: one line (was a RecursionError's traceback)
+    looped = tmp_path / "looped.yaml"
+    fields = json.loads(recipe.read_text(encoding="utf-8").replace(str(exp), str(tmp_path / "loop")))
+    looped.write_text(json.dumps({**fields, "reverse": str(looped)}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="a recipe that needs itself to run first"):
+        run_recipe(looped, None, {}, print_result=lambda line: None)
     unnamed = tmp_path / "unnamed.yaml"
     unnamed.write_text(recipe.read_text(encoding="utf-8").replace("bt:files:", "files:ignored"), encoding="utf-8")
     with pytest.raises(ConfigError, match="add bt:files:.*to the recipe's data.train"):
@@ -328,14 +343,18 @@ def test_a_tagged_corpus_at_the_allowed_max_len_trains(tmp_path):
 def test_the_references_of_the_valid_and_test_splits_are_not_back_translated(trained_experiment, tmp_path):
     """Monolingual text that holds the test split's references (the reverse model's test sources):
     trained on as targets they would be scored against themselves; they are left out, counted."""
+    import unicodedata
+
     test_sources = (trained_experiment.root.parent / "test.de").read_text(encoding="utf-8").splitlines()
     path, lines = german_text(tmp_path, n=20)
-    path.write_text("\n".join(lines + test_sources[:5]) + "\n", encoding="utf-8")
+    # as binarize will clean them, the same lines (was: a doubled space or a decomposed letter let one in)
+    spaced = [test_sources[5].replace(" ", "  ", 1), " " + unicodedata.normalize("NFD", test_sources[6]) + "\t"]
+    path.write_text("\n".join(lines + test_sources[:5] + spaced) + "\n", encoding="utf-8")
     final = Experiment(tmp_path / "en-de")
     manifest = backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=1))
     written = (final.root / "backtranslate" / "train.de").read_text(encoding="utf-8").splitlines()
     assert not set(written) & set(test_sources)
-    assert manifest["held_out_lines_skipped"] == len(set(lines + test_sources[:5]) & set(test_sources)) >= 5
+    assert manifest["held_out_lines_skipped"] == len(set(lines + test_sources[:5]) & set(test_sources)) + 2 >= 7
     assert manifest["lines"] == len(written)
 
 

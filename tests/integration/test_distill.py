@@ -148,6 +148,13 @@ decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
     assert (student_dir / "distill" / "manifest.json").exists() and student.checkpoint_path("last").exists()
     again = mt("run", str(recipe))
     assert again.returncode == 0 and "distill: done already" in again.stderr
+    # Without `steps:`, a recipe that names a teacher distills (was: the teacher ignored, then "no such
+    # file" for the corpus it names)
+    stepless = tmp_path / "stepless.yaml"
+    stepless.write_text(recipe.read_text(encoding="utf-8").replace("steps: [distill, binarize, train, evaluate]\n", "")
+                        .replace(str(student_dir), str(tmp_path / "stepless")), encoding="utf-8")
+    dry = mt("run", str(stepless), "--dry-run")
+    assert dry.returncode == 0 and "distill to run" in dry.stderr, dry.stderr
     # mt info and mt report set the teacher beside the student.
     info = mt("info", "--exp", str(student_dir), "--json")
     assert info.returncode == 0, info.stderr
