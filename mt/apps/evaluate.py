@@ -13,6 +13,7 @@ from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.data.corpus import load_split
+from mt.decoding.engine import decodes
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.experiment.paths import Experiment
@@ -100,6 +101,8 @@ def evaluate_split(
         **scores,
         "checkpoint": "+".join(checkpoint_name(exp, path) for path in translator.checkpoint_paths),
         "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
+        # the engine that ran (decode.engine auto names none: CTranslate2, or mt's search when it cannot)
+        "engine": translator.engine.describe() if decodes(translator, options) and translator.engine else "mt",
         "data_sha256": split_digest(cfg, split),
         "translate_seconds": round(seconds, 2),
     }

@@ -454,7 +454,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
     chooses, after it and the last checkpoint were written (average.pt, say, comes after last.pt);
     from average.pt, only while it averages what it is to average now (`_average_fresh`); with
     decode.shortlist, after the shortlist was built; of the split's lines as they are now."""
-    from mt.apps.evaluate import decode_record, split_digest
+    from mt.apps.evaluate import checkpoint_name, decode_record, split_digest
     from mt.decoding.options import DecodeOptions
 
     score_path, last = exp.score_path(split), exp.checkpoint_path("last")
@@ -472,7 +472,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         isinstance(scores, dict)  # anything else is damage: scored again, and written anew
         and scores.get("decode") == expected
         and last.exists()
-        and scores.get("checkpoint") == chosen.name
+        and scores.get("checkpoint") == checkpoint_name(exp, chosen)  # a .pt of another run: its whole path
         and score_path.stat().st_mtime > last.stat().st_mtime
         and score_path.stat().st_mtime > chosen.stat().st_mtime
         and (not average or _average_fresh(exp, cfg))

@@ -144,6 +144,14 @@ def test_auto_falls_back_to_mt_and_says_why_once(experiment, capsys):
     assert "--constraints" in capsys.readouterr().err
     translator.search(LINES[:3], DecodeOptions(engine="auto", beam=4, length_penalty="length"))
     assert "engine: CTranslate2" in capsys.readouterr().err
+    # A score records the engine that ran (was "auto" either way, int8 output differing between them)
+    from mt.apps.evaluate import evaluate_split
+
+    cfg = experiment.load_config()
+    ran = {penalty: evaluate_split(experiment, cfg, "valid", translator,
+                                   options=DecodeOptions(engine="auto", beam=2, length_penalty=penalty))["engine"]
+           for penalty in ("gnmt", "length")}
+    assert ran["gnmt"] == "mt" and ran["length"].startswith("CTranslate2 "), ran
 
 
 def test_a_cut_hypothesis_is_cut_to_its_own_limit_and_the_n_best_stay_distinct(translator):

@@ -193,7 +193,14 @@ def _how_decoded(scores: dict) -> str:
     decode = scores.get("decode") or {}
     search = f"beam {decode['beam']}, alpha {decode['alpha']} {decode['length_penalty']}" if "beam" in decode else ""
     precision = decode.get("quantize") or decode.get("precision")
-    parts = [scores.get("checkpoint"), search, precision if precision not in (None, "fp32") else None]
+    engine = scores.get("engine")  # the engine that ran, where the record says (CTranslate2's "ctranslate2 4.x ...")
+    parts = [
+        scores.get("checkpoint"),
+        search,
+        precision if precision not in (None, "fp32") else None,
+        "shortlist" if decode.get("shortlist") else None,
+        engine.split(" (")[0] if isinstance(engine, str) and engine != "mt" else None,
+    ]
     return "(" + ", ".join(p for p in parts if p) + ")" if any(parts) else ""
 
 
