@@ -127,6 +127,10 @@ def parse(text: str, fmt: Format) -> list[Node]:
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
         # and everything after an end tag of body or html, which a fragment has no start tag for
         text = STRAY_END.sub(lambda m: m.group(1) or "", text.translate(CONTROLS))
+        # A comment left open runs to the end, as a browser reads it; libxml2 put the wrapper's
+        # `</body></html>` into it, which came out as text the client never sent
+        if text.rfind("<!--") > text.rfind("-->"):
+            text += "-->"
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         check_depth(root)

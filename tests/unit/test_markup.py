@@ -191,6 +191,8 @@ def test_a_document_keeps_what_comes_before_its_doctype_and_after_its_end():
     assert reverse('<body class="x"><p>one two</p></body>') == '<body class="x"><p>TWO ONE</p></body>'
     assert reverse("<head><title>one two</title></head><body>three</body>") == (
         "<head><title>TWO ONE</title></head><body>THREE</body>")
+    # A comment left open runs to the end, closed (was: the parser's </body></html> inside it)
+    assert reverse("one two <!-- a note") == "TWO ONE <!-- a note-->"
     # One in a script, a style or a comment is their text (was dropped from it)
     assert reverse('<script>var s = "</body>";</script> one two') == '<script>var s = "</body>";</script> TWO ONE'
     assert reverse("<!-- </html> --> one two<style>p::after { content: '</BODY>' }</style>") == (

@@ -82,10 +82,9 @@ def routes(
             "format": {"type": "string", "enum": ["text", "html", ""]},
             # As LibreTranslate, more than the beam holds is not an error: it gives what it has
             # (--max-beam - 1 at most).
-            "alternatives": {
+            "alternatives": {  # a negative number is none, as LibreTranslate reads it (no minimum)
                 "type": "integer",
-                "minimum": 0,
-                "description": f"alternative translations wanted; at most {max_beam - 1} are given",
+                "description": f"alternative translations wanted (none below 1); at most {max_beam - 1} are given",
             },
             "api_key": {"type": "string"},
         },
