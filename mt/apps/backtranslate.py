@@ -185,15 +185,7 @@ def prepare_final(
         )
     listed = listed_spec(cfg, exp)
     if listed is not None:
-        if listed.strip().startswith(BACK_TRANSLATED) != spec.startswith(BACK_TRANSLATED):
-            raise ConfigError(
-                f"--exp {exp.root}: its data.train has {listed}, {'without' if spec.startswith(BACK_TRANSLATED) else 'with'} "
-                f"the tag; give {'--no-tag' if spec.startswith(BACK_TRANSLATED) else '--tag'} or change its config"
-            )
-        if weight_given and absolute_spec(listed) != absolute_spec(spec):
-            raise ConfigError(
-                f"--weight: --exp {exp.root}'s data.train has {listed}; leave out --weight or change its config"
-            )
+        check_listed(exp, listed, spec, weight_given)
         return cfg, listed
     if made:
         raise ConfigError(
@@ -204,6 +196,21 @@ def prepare_final(
     write_text_atomic(exp.config_path, save_yaml(cfg))
     log.info(f"backtranslate: {spec} added to {exp.config_path}'s data.train")
     return cfg, spec
+
+
+def check_listed(exp: Experiment, listed: str, spec: str, weight_given: bool) -> None:
+    """The corpus as E's data.train lists it (`listed`) reads it as asked (`spec`): tagged or not as
+    --tag/--no-tag say, with --weight's weight if given; a one-line refusal otherwise (they are E's
+    config, which a flag does not change silently)."""
+    if listed.strip().startswith(BACK_TRANSLATED) != spec.startswith(BACK_TRANSLATED):
+        raise ConfigError(
+            f"--exp {exp.root}: its data.train has {listed}, {'without' if spec.startswith(BACK_TRANSLATED) else 'with'} "
+            f"the tag; give {'--no-tag' if spec.startswith(BACK_TRANSLATED) else '--tag'} or change its config"
+        )
+    if weight_given and absolute_spec(listed) != absolute_spec(spec):
+        raise ConfigError(
+            f"--weight: --exp {exp.root}'s data.train has {listed}; leave out --weight or change its config"
+        )
 
 
 def _search_record(options: DecodeOptions, noise: bool) -> dict:
@@ -294,6 +301,9 @@ def backtranslate(
                     f"{out}: back-translated by {manifest.get('reverse')}, not {asked}; remove {out} to "
                     "back-translate again, or use another --exp"
                 )
+        listed = listed_spec(exp.load_config(), exp) if exp.has_config() else None
+        if listed is not None:  # done, but not as asked (was: "done", the flags ignored)
+            check_listed(exp, listed, corpus_spec(exp, tagged, weight), weight != 1.0)
         log.info(f"backtranslate: done already ({out}; remove it to back-translate again)")
         return manifest
     check_choices(mono, options.sampling if options else None, noise, tagged, weight)

@@ -198,6 +198,8 @@ def distill(
                 f"{out}: distilled from {', '.join(manifest.get('teachers') or ['?'])}, not "
                 f"{', '.join(asked)}; remove {out} to distill again, or distill into another --exp"
             )
+        if student.has_config():  # --mix-original asked now: added, or refused once data is made (was ignored)
+            add_corpus(teachers[0].load_config(), student, mix_original)
         log.info(f"distill: done already ({out}; remove it to distill again)")
         return manifest
     lead = teachers[0]

@@ -372,3 +372,10 @@ def test_a_done_backtranslation_of_other_text_or_another_model_is_refused(traine
     shutil.copytree(trained_experiment.root, copy.root)
     with pytest.raises(MtError, match="back-translated by .* not .*copy"):
         backtranslate(copy, final, [f"text:{path}"])
+    # Done, but asked to be read otherwise: refused as before the corpus existed (was: "done", the
+    # flags ignored, the config as it was)
+    with pytest.raises(ConfigError, match="without the tag; give --no-tag|with the tag; give --tag"):
+        backtranslate(trained_experiment, final, [f"text:{path}"], tagged=False)
+    with pytest.raises(ConfigError, match="--weight: "):
+        backtranslate(trained_experiment, final, [f"text:{path}"], weight=2.0)
+    assert backtranslate(trained_experiment, final, [f"text:{path}"])["mono"] == [f"text:{path}"]  # as it was: done

@@ -539,3 +539,18 @@ def test_a_done_distill_from_other_teachers_is_refused(trained_experiment, tmp_p
     with pytest.raises(MtError, match=r"distilled from .*, not .*other"):
         distill([other], student, DecodeOptions(beam=1))
     assert distill([trained_experiment], student, DecodeOptions(beam=2))["lines"]  # the same teacher: done
+    # --mix-original asked once the distillation is done: added while nothing is made from the config
+    # (was ignored, "done"), refused once data is
+    distill([trained_experiment], student, mix_original=True)
+    assert student.load_config().data.train[1:] == trained_experiment.load_config().data.train
+    late = Experiment(tmp_path / "late")
+    shutil.copytree(student.root, late.root)
+    from mt.atomic_files import write_text_atomic
+    from mt.config.schema import save_yaml
+
+    cfg = late.load_config()
+    cfg.data.train = cfg.data.train[:1]
+    write_text_atomic(late.config_path, save_yaml(cfg))
+    late.data_dir.mkdir()
+    with pytest.raises(ConfigError, match="binarized data made without the distilled corpus"):
+        distill([trained_experiment], late, mix_original=True)
