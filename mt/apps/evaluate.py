@@ -5,6 +5,7 @@ translations and the scores, with how they were decoded, in the experiment.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from mt.data.corpus import load_split
 from mt.decoding.engine import decodes
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
+from mt.errors import MtError
 from mt.experiment.paths import Experiment
 from mt.metrics import score, score_tokenized
 
@@ -50,6 +52,26 @@ def split_digest(cfg: ExperimentConfig, split: str) -> str:
         for lines in load_split(cfg.data.sources(split, pair)):
             digest.update("\n".join(lines).encode("utf-8", "surrogatepass") + b"\0")
     return digest.hexdigest()[:16]
+
+
+def stale(exp: Experiment, cfg: ExperimentConfig, name: str, record: dict) -> list[str]:
+    """Why a scores record (scores/NAME.json) no longer says how the experiment scores: a checkpoint
+    it names saved since, or its split's lines changed since; [] where neither is seen (`mt info`
+    and `mt report` show the reasons beside the numbers, `mt run` scores again)."""
+    reasons = []
+    written = exp.score_path(name).stat().st_mtime if exp.score_path(name).exists() else None
+    for named in str(record.get("checkpoint") or "").split("+"):
+        path = Path(named) if os.path.isabs(named) else exp.checkpoints_dir / named
+        if named and written is not None and path.is_file() and path.stat().st_mtime > written:
+            reasons.append(f"{path.name} saved since")
+    split = name.removesuffix(".tokenized")
+    if record.get("data_sha256"):
+        try:
+            if record["data_sha256"] != split_digest(cfg, split):
+                reasons.append(f"the {split} split's lines changed since")
+        except (MtError, OSError):
+            reasons.append(f"the {split} split's files cannot be read now")
+    return reasons
 
 
 def evaluate_split(

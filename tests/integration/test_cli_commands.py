@@ -376,6 +376,16 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
     assert code == 0, err
     assert "test (tokenized) en-de" in out and "pretok:moses-de" in out and "pretok:moses-en" in out
     assert any(line.strip("│ ").startswith("train ") and "BLEU" in line for line in out.splitlines()), out
+    # A checkpoint saved after its scores: they are said to be stale (were shown as the experiment's)
+    import os
+
+    best = copy / "checkpoints" / "best.pt"
+    later = (copy / "scores" / "valid.json").stat().st_mtime + 60
+    os.utime(best, (later, later))
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
+    assert code == 0 and json.loads(out)["scores"]["valid"]["stale"] == ["best.pt saved since"], out
+    code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy))
+    assert "(stale: best.pt saved since: mt evaluate again)" in " ".join(out.split()).replace("│ ", ""), out
 
 
 def test_a_failed_step_leaves_the_config_as_it_was(experiment, tmp_path, capsys, monkeypatch):

@@ -24,6 +24,8 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
     checkpoints = {}
     if exp.checkpoints_dir.exists():
         checkpoints = {path.stem: {"bytes": path.stat().st_size} for path in sorted(exp.checkpoints_dir.glob("*.pt"))}
+    from mt.apps.evaluate import stale
+
     scores = {}
     for split in ("train", "valid", "test"):  # mt evaluate --split train writes scores/train.json too
         for name in (split, f"{split}.tokenized"):
@@ -31,7 +33,7 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
             if record is not None and not isinstance(record, dict):
                 raise _unexpected(exp.score_path(name), f"a JSON {type(record).__name__}, not an object", "evaluate")
             if record:
-                scores[name] = record
+                scores[name] = {**record, "stale": stale(exp, cfg, name, record)}
     from mt.apps.distill import teacher_rows
 
     return {
@@ -109,6 +111,8 @@ def _score_lines(name: str, s: dict) -> dict[str, str]:
     # one direction's record has its signature (a KeyError without: its content unexpected)
     signature = s.get(key + "_signature", "(a signature per direction)") if "directions" in s else s[key + "_signature"]
     line = f"BLEU {s[key]:.2f}{chrf}  {_how_decoded(s)}  {signature}"
+    if s.get("stale"):  # shown as they were scored, and said to be no longer the experiment's
+        line += f"  (stale: {'; '.join(s['stale'])}: mt evaluate again)"
     if "directions" not in s:
         return {shown: line}
     lines = {shown: f"mean of {len(s['directions'])} directions: {line}"}

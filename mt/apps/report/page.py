@@ -158,7 +158,16 @@ def _training(exp: Experiment) -> str:
     return _kv(summary) + _img(png_bytes(figure, dpi=80), "training curves")
 
 
+def _signature(record: dict, metric: str, mean: bool) -> str:
+    """A record's signature of `metric`; a multilingual mean has none where its directions' differ
+    (a Chinese target's tok:zh beside 13a), a direction's or a split's must (a KeyError: damaged)."""
+    key = f"{metric}_signature"
+    return record.get(key, "a signature per direction") if mean else record[key]
+
+
 def _scores(exp: Experiment) -> str:
+    from mt.apps.evaluate import stale
+
     rows = []
     for split in SPLITS:
         s = exp.read_json(exp.score_path(split))
@@ -168,6 +177,8 @@ def _scores(exp: Experiment) -> str:
         decode = s.get("decode", {})
         options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
         how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
+        if reasons := stale(exp, exp.load_config(), split, s):  # the numbers as scored, said to be old
+            how += f"<br><strong>stale: {_e('; '.join(reasons))}</strong>"
         # A multilingual experiment's record holds each direction, and their mean as its own figures.
         for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
             label = (
@@ -183,8 +194,9 @@ def _scores(exp: Experiment) -> str:
                     f"{d['bleu']:.2f}",
                     f"{d['chrf']:.2f}",
                     f"{d.get('sentences', '')}",
-                    f"<code>{_e(d.get('bleu_detail', ''))}</code><br><code>BLEU {_e(d['bleu_signature'])}</code>"
-                    f"<br><code>chrF {_e(d['chrf_signature'])}</code>",
+                    f"<code>{_e(d.get('bleu_detail', ''))}</code><br>"
+                    f"<code>BLEU {_e(_signature(d, 'bleu', mean=name is None and bool(s.get('directions'))))}</code>"
+                    f"<br><code>chrF {_e(_signature(d, 'chrf', mean=name is None and bool(s.get('directions'))))}</code>",
                     how,
                 ]
             )
