@@ -229,6 +229,9 @@ def translate_chunks(root: Path, plan: Plan, translate: Translate | None, label:
     (root / "chunks").mkdir(parents=True, exist_ok=True)
     with directory_lock(root / "chunks", root / "chunks" / "translate.lock", "translated"):
         todo = _still_to_do(root, todo, state)
+        # chunks another run wrote since this one planned must hold these lines too (a run of other
+        # input would otherwise be joined with them, its line count the same)
+        check_done_chunks(root, chunks, state["chunk_lines"], f"the lines {label} was given")
         write_json_atomic(state_path(root), state)  # before any chunk: a resume checks its `how` against it
         _translate_todo(root, todo, state, translate, label, total, first_lines(chunks))
     return chunks, state

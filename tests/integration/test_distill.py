@@ -503,6 +503,8 @@ def test_a_warning_names_the_line_among_all_of_its_direction_not_within_its_chun
 def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
     """The chunks are translated under a lock: a second run meanwhile is refused in one line, and a
     run that planned before another wrote chunks otherwise is refused, not mixed with them."""
+    import dataclasses
+
     from mt.apps.chunked import joined, plan_chunks, translate_chunks
     from mt.experiment.lock import directory_lock
 
@@ -525,6 +527,12 @@ def test_two_runs_translating_into_one_chunks_directory_do_not_mix(tmp_path):
     with pytest.raises(ConfigError) as exc:
         translate_chunks(tmp_path, smaller, upper, "test")
     assert "chunks of 2 lines meanwhile (this one: 1)" in str(exc.value)
+    # planned on other input, as the same way: its chunks would have been joined with the other's lines
+    elsewhere = plan_chunks(tmp_path / "b", [(("de", "en"), ["five", "six", "seven", "eight"])], 2, {"beam": 2},
+                            "the lines")
+    shutil.copytree(chunks, tmp_path / "b" / "chunks")  # another run's, written since this one planned
+    with pytest.raises(MtError, match="not the lines test was given 1-2"):
+        translate_chunks(tmp_path / "b", dataclasses.replace(elsewhere, todo=elsewhere.chunks), upper, "test")
     assert joined(tmp_path, other.chunks, 1) == "One\nTwo\nThree\nFour\n"
     assert not (chunks / "translate.lock").exists()
 
