@@ -25,6 +25,7 @@ E has a tokenizer (one without <BT> cannot read tagged pairs) and before it has 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import random
 from collections import Counter
@@ -198,6 +199,13 @@ def prepare_final(
     return cfg, spec
 
 
+def _lines_sha256(lines: list[str]) -> str:
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()[:16]
+
+
 def check_listed(exp: Experiment, listed: str, spec: str, weight_given: bool) -> None:
     """The corpus as E's data.train lists it (`listed`) reads it as asked (`spec`): tagged or not as
     --tag/--no-tag say, with --weight's weight if given; a one-line refusal otherwise (they are E's
@@ -301,6 +309,23 @@ def backtranslate(
                     f"{out}: back-translated by {manifest.get('reverse')}, not {asked}; remove {out} to "
                     "back-translate again, or use another --exp"
                 )
+            if manifest.get("reverse_sha256") not in (None, file_sha256(Path(asked))[:16]):  # trained again
+                raise MtError(
+                    f"{out}: back-translated by an earlier {asked} (saved again since); remove {out} to "
+                    "back-translate again, or use another --exp"
+                )
+            if manifest.get("mono_sha256"):  # the text itself, not only its name
+                reverse_cfg = reverse.load_config()
+                pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
+                try:
+                    now = _lines_sha256(read_mono(mono, pair[0], (pair[1], pair[0]))[0])
+                except MtError:  # removed since (its synthetic pairs stand): nothing to compare
+                    now = manifest["mono_sha256"]
+                if now != manifest["mono_sha256"]:
+                    raise MtError(
+                        f"{out}: the text of --mono {', '.join(mono)} has changed since it was back-translated; "
+                        f"remove {out} to back-translate it again, or use another --exp"
+                    )
         listed = listed_spec(exp.load_config(), exp) if exp.has_config() else None
         if listed is not None:  # done, but not as asked (was: "done", the flags ignored)
             check_listed(exp, listed, corpus_spec(exp, tagged, weight), weight != 1.0)
@@ -319,6 +344,7 @@ def backtranslate(
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
     lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
+    mono_sha256 = _lines_sha256(lines)  # as read: a done back-translation checks the text against it
     lines, held_out = without_held_out(lines, exp, reverse_cfg)
     how = {
         "reverse": model_file,
@@ -342,7 +368,9 @@ def backtranslate(
         write_text_atomic(path, text)
     manifest = {
         "reverse": model_file,
+        "reverse_sha256": how["reverse_sha256"],
         "mono": list(mono),
+        "mono_sha256": mono_sha256,
         "lines": len(lines),
         "empty_lines_skipped": empty,
         "held_out_lines_skipped": held_out,

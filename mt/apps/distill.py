@@ -198,6 +198,12 @@ def distill(
                 f"{out}: distilled from {', '.join(manifest.get('teachers') or ['?'])}, not "
                 f"{', '.join(asked)}; remove {out} to distill again, or distill into another --exp"
             )
+        saved = manifest.get("teacher_sha256")  # the teachers' bytes: one trained again at its path is another
+        if saved and saved != [file_sha256(Path(c))[:16] for c in asked]:
+            raise MtError(
+                f"{out}: distilled from an earlier {', '.join(asked)} (saved again since); remove {out} to "
+                "distill again, or distill into another --exp"
+            )
         if student.has_config():  # --mix-original asked now: added, or refused once data is made (was ignored)
             add_corpus(teachers[0].load_config(), student, mix_original)
         log.info(f"distill: done already ({out}; remove it to distill again)")
@@ -331,6 +337,7 @@ def _join(
     specs = corpus_specs(teacher_cfg, student)
     manifest = {
         "teachers": checkpoints,
+        "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
         "lines": lines,
         "chunks": len(chunks),
         "chunk_lines": state["chunk_lines"],

@@ -379,3 +379,7 @@ def test_a_done_backtranslation_of_other_text_or_another_model_is_refused(traine
     with pytest.raises(ConfigError, match="--weight: "):
         backtranslate(trained_experiment, final, [f"text:{path}"], weight=2.0)
     assert backtranslate(trained_experiment, final, [f"text:{path}"])["mono"] == [f"text:{path}"]  # as it was: done
+    # The same file name with other text, or the reverse model saved again: not this corpus (was "done")
+    path.write_text(path.read_text(encoding="utf-8").replace("a", "e", 1), encoding="utf-8")
+    with pytest.raises(MtError, match="has changed since it was back-translated"):
+        backtranslate(trained_experiment, final, [f"text:{path}"])

@@ -547,6 +547,13 @@ def test_a_done_distill_from_other_teachers_is_refused(trained_experiment, tmp_p
     with pytest.raises(MtError, match=r"distilled from .*, not .*other"):
         distill([other], student, DecodeOptions(beam=1))
     assert distill([trained_experiment], student, DecodeOptions(beam=2))["lines"]  # the same teacher: done
+    retrained = Experiment(tmp_path / "retrained")  # a teacher trained again at its path: another teacher
+    shutil.copytree(trained_experiment.root, retrained.root)
+    distill([retrained], Experiment(tmp_path / "student2"), DecodeOptions(beam=1), chunk_lines=1000)
+    best = retrained.find_checkpoint(retrained.load_config().decode.checkpoint)
+    best.write_bytes(best.read_bytes() + b"\0")  # other bytes at the same path
+    with pytest.raises(MtError, match=r"distilled from an earlier .* \(saved again since\)"):
+        distill([retrained], Experiment(tmp_path / "student2"), DecodeOptions(beam=1))
     # --mix-original asked once the distillation is done: added while nothing is made from the config
     # (was ignored, "done"), refused once data is
     distill([trained_experiment], student, mix_original=True)
