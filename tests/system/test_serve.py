@@ -493,7 +493,8 @@ def test_v1_attention_is_the_json_of_mt_attention(server, reference):
     ({"text": "Hallo.", "alignments": "yes"}, 422, "alignments"),
     ({"text": 3}, 422, "text"),
     ({"text": []}, 422, "text"),
-    ({"text": "Zwei\nZeilen."}, 422, "text[0]"),
+    ({"text": "Zwei\nZeilen."}, 422, "text: a line break"),  # a string: "text" (was "text[0]")
+    ({"text": ["Eins.", "Zwei\nZeilen."]}, 422, "text[1]: a line break"),
     ({"text": "Hallo.", "colour": "red"}, 422, "colour"),
     ({"text": "Hallo.", "target": "fr"}, 400, "target"),
 ])

@@ -222,9 +222,10 @@ def text_items(data: dict) -> list[str]:
     if not isinstance(texts, list) or not texts or not all(isinstance(item, str) for item in texts):
         raise ApiError(422, "text: expected a string or a non-empty list of strings")
     for i, item in enumerate(texts):
-        unicode_text(item, f"text[{i}]" if isinstance(text, list) else "text", 422)
+        name = f"text[{i}]" if isinstance(text, list) else "text"  # the field as the request gave it
+        unicode_text(item, name, 422)
         if "\n" in item:
-            raise ApiError(422, f"text[{i}]: a line break; give one line per item")
+            raise ApiError(422, f"{name}: a line break; give one line per item")
     return texts
 
 

@@ -298,7 +298,8 @@ class Service:
         texts = text_items(data)
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
         if data.get("source") == "auto":  # each line identified; one the model cannot read is refused
-            await self.langs.auto(texts, [f"text[{i}]" for i in range(len(texts))])
+            names = [f"text[{i}]" for i in range(len(texts))] if isinstance(data.get("text"), list) else ["text"]
+            await self.langs.auto(texts, names)
         names = ("beam", "nbest", "alpha", "length_penalty", "alignments")
         # Ellipsis for a field left out: a missing field takes the default, where null is refused
         values = tuple((type(v), v) for v in (data.get(name, ...) for name in names))
