@@ -72,7 +72,7 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
     beam = o.sampling is None and o.beam > 1
     ctranslate2 = _ctranslate2()
     if ctranslate2 is None:
-        return "the ctranslate2 package is not installed (pip install 'mt[export]')"
+        return "the ctranslate2 package is not installed (in mt's checkout: pip install -e '.[export]')"
     if translator.load_args is None:
         return "this Translator was not loaded from an experiment (Translator.load)"
     if len(translator.checkpoint_paths) != 1:

@@ -110,6 +110,6 @@ def load(fmt: DocumentFormat) -> ModuleType:
     missing = [name for name in fmt.requires if not _installed(name)]
     if missing:
         raise DocumentError(
-            f"{fmt.name} documents need {', '.join(missing)}: pip install 'mt[{fmt.extra}]' (or the package itself)"
+            f"{fmt.name} documents need {', '.join(missing)} (in mt's checkout: pip install -e '.[{fmt.extra}]', or the package itself)"
         )
     return importlib.import_module(f"mt.documents.{fmt.module}")

@@ -67,5 +67,5 @@ def test_a_format_whose_library_is_missing_is_one_line_naming_the_extra():
     from mt.documents.formats import DocumentError, DocumentFormat, load
 
     for requires in (("no_such_package",), ("no_such_package.storage",)):
-        with pytest.raises(DocumentError, match=r"^po documents need no_such_package.*pip install 'mt\[documents\]'"):
+        with pytest.raises(DocumentError, match=r"^po documents need no_such_package.*pip install -e '\.\[documents\]'"):
             load(DocumentFormat("po", (".po",), "localisation", requires=requires))
