@@ -71,6 +71,9 @@ def attention(
     experiment, cfg = read_experiment(exp)
     if fmt not in attn.FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(attn.FORMATS)}")
+    if json_out and (output is not None or force or fmt != "png"):  # files' flags: said, not ignored
+        given = "--output" if output is not None else "--force" if force else "--format"
+        raise ConfigError(f"{given} is for the files mt attention writes; --json prints the weights on stdout")
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device)
     index = check_layer(translator.model, layer, "--layer")

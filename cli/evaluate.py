@@ -59,6 +59,7 @@ def evaluate(
                 ("--split", split != "test"),
                 ("--quantize", quantize is not None),
                 ("--precision", precision != "fp32"),
+                ("--threads", threads != 2),
                 ("--device", device != "cpu"),
                 ("a search flag", decode != DecodeOptions()),
             )

@@ -44,7 +44,9 @@ def translate(
     input: Annotated[
         Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")
     ] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout.")] = None,
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout (- is stdout).")
+    ] = None,
     force: Force = False,
     buffer: Annotated[
         int,
@@ -185,6 +187,8 @@ def translate(
     )
     experiment, cfg = read_experiment(exp)
     check_input(input)
+    if output is not None and str(output) == "-":  # as --input -: the standard stream, not a file named "-"
+        output = None
     # torch comes with these: a mistyped flag, experiment or input is answered before its import, in a
     # fraction of the time
     from mt.decoding.alignment import check_layer

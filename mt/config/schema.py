@@ -395,6 +395,8 @@ def _train(cfg: ExperimentConfig) -> list[tuple[bool, str]]:
         (t.max_steps >= 0, "train.max_steps must be 0 or more"),
         (t.max_time is None or t.max_time >= 0, "train.max_time must be 0 (off) or more"),
         (t.update_freq >= 1, "train.update_freq must be at least 1"),
+        # numpy's seeds are below 2^32, and each process seeds with seed + its rank
+        (0 <= t.seed < 2**32 - 2**16, f"train.seed must be from 0 to {2**32 - 2**16 - 1}"),
         (
             t.lr_scaling == "none" or (t.lr_reference_tokens or 0) >= 1,
             f"train.lr_scaling {t.lr_scaling} needs train.lr_reference_tokens: the tokens per update lr and "

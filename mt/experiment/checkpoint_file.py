@@ -72,6 +72,11 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise MtError(f"{path}: no such checkpoint")
     unreadable = f"{path}: truncated or not a checkpoint; remove it or choose another checkpoint"
+    try:  # a file it may not read is no damage: is_zipfile would say False, and the advice be to remove it
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise MtError(f"{path}: cannot read it ({exc.strerror or type(exc).__name__})") from None
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; anything else is damage
         raise MtError(unreadable)
     try:

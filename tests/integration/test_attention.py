@@ -254,3 +254,7 @@ def test_bad_requests_end_in_one_line(trained_experiment):
     assert "this model writes at most" in done.stderr
     done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--engine", "ctranslate2")
     assert done.returncode == 2 and "--engine" in done.stderr  # mt's own search, whose attention it reads
+    done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--json", "--output", "elsewhere")
+    assert done.returncode == 2 and done.stdout == ""  # was: exit 0, --output ignored
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: --output is for the files mt attention writes; --json prints the weights on stdout")

@@ -57,7 +57,8 @@ def test_evaluate_refuses_what_it_would_ignore(tmp_path):
     ref.write_text("Ein Hund rennt.\n", encoding="utf-8")
     for flags, words in ((["--beam", "7"], "a search flag is for translating a split"),
                          (["--checkpoint", "best"], "--checkpoint is for translating a split"),
-                         (["--split", "valid"], "--split is for translating a split")):
+                         (["--split", "valid"], "--split is for translating a split"),
+                         (["--threads", "4"], "--threads is for translating a split")):
         done = mt("evaluate", "--hyp", str(hyp), "--ref", str(ref), *flags)
         assert done.returncode != 0 and words in done.stderr.strip().splitlines()[-1], done.stderr
 

@@ -247,3 +247,14 @@ def test_input_is_brought_to_the_unicode_form_training_text_was_cleaned_to(train
     assert translator.encode_lines([decomposed])[1] != translator.encode_lines([text])[1]  # the tokenizer: as is
     translator.unicode_form = "NFC"
     assert translator.encode_lines([decomposed])[1] == translator.encode_lines([text])[1]
+
+
+def test_output_dash_is_stdout_as_input_dash_is_stdin(trained_experiment, tmp_path):
+    """Was: a file named "-" in the working directory, and nothing on stdout."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root), "--threads",
+                           "1", "--output", "-"], input=b"Der Hund.\n", capture_output=True, env=env, timeout=300,
+                          cwd=tmp_path)
+    plain = mt_translate(trained_experiment, "Der Hund.\n")
+    assert done.returncode == 0 and done.stdout == plain.stdout != b"", done.stderr
+    assert not (tmp_path / "-").exists()

@@ -440,6 +440,8 @@ def test_max_len_must_fit_the_position_table(tmp_path):
     ("model.n_heads", "0", "model.enc_layers, dec_layers, d_model, d_ff and n_heads must be at least 1"),
     ("data.tgt_lang", "de", "data.src_lang ('de') and data.tgt_lang ('de') must be two different languages"),  # copied
     ("data.src_lang", "''", "data.src_lang ('') and data.tgt_lang ('en') must be two different languages"),
+    ("train.seed", "-1", "train.seed must be from 0 to"),  # was numpy's ValueError, a traceback in training
+    ("train.seed", "4294967296", "train.seed must be from 0 to"),
 ])
 def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, value, needle):
     section, name = key.split(".")
