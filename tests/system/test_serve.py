@@ -688,6 +688,9 @@ def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
             bind("127.0.0.1", taken.getsockname()[1])
     finally:
         taken.close()
+    for host in ("999.1.1.1",):  # no address at all (was: "choose another --port")
+        with pytest.raises(MtError, match=f"--host {host} --port 0: .*give an address of this machine as --host"):
+            bind(host, 0)
 
 
 @pytest.mark.slow

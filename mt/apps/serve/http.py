@@ -6,6 +6,7 @@ Python's garbage collector set for a server."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import inspect
 import signal
@@ -324,7 +325,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise MtError(f"--host {host} --port {port}: {exc.strerror or exc}; choose another --port") from None
+        # a port in use: another port; an address not this machine's, or no address at all: another host
+        hint = "choose another --port" if exc.errno == errno.EADDRINUSE else "give an address of this machine as --host"
+        raise MtError(f"--host {host} --port {port}: {exc.strerror or exc}; {hint}") from None
     return sock
 
 
