@@ -52,12 +52,17 @@ def apply_sets(cfg: ExperimentConfig, sets: list[str] | None) -> None:
     validate(cfg, "--set")
 
 
+FLAG_NAMES = {"train.lr_peak": "--lr"}  # fields whose flag is not --FIELD-NAME
+
+
 def flag_overrides(
     flags: Mapping[str, Any], sets: list[str] | None = None, preset: str | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A command's overrides and where each came from (for messages). Lowest first: --preset, the
     named flags (section.field -> value; None: not given), --set."""
-    overrides, origins = dict(flags), {}
+    overrides = dict(flags)
+    # a flag named otherwise than its field (--lr sets train.lr_peak): messages name the flag typed
+    origins = {key: FLAG_NAMES[key] for key, value in flags.items() if key in FLAG_NAMES and value is not None}
     if preset is not None:
         fields = preset_fields(preset, "--preset")
         origins.update({key: f"--preset {preset}" for key in fields})

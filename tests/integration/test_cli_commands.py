@@ -401,6 +401,9 @@ def test_a_failed_step_leaves_the_config_as_it_was(experiment, tmp_path, capsys,
     assert (copy / "config.yaml").read_text(encoding="utf-8") == before
     last = json.loads((copy / "overrides.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert "reverted" in last
+    # a flag named otherwise than its field is named as typed (was "--lr-peak", a flag that does not exist)
+    code, out, err = mt(capsys, monkeypatch, "train", "--exp", str(copy), "--lr", "nan")
+    assert code != 0 and err.strip().splitlines()[-1].startswith("error: --lr: ") and "--lr-peak" not in err, err
 
 
 def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(experiment, tmp_path):
