@@ -38,11 +38,12 @@ def binarize(
     ] = False,
 ) -> None:
     """Encode train/valid/test into memory-mapped token-id arrays; prints what was kept and dropped."""
+    from mt.config.schema import MAX_WORKERS
     from mt.data.binarize import binarize as run
     from mt.experiment.config import open_experiment
 
-    if workers < 1:
-        raise ConfigError(f"--workers {workers}: expected at least 1")
+    if not 1 <= workers <= MAX_WORKERS:  # each a process of its own
+        raise ConfigError(f"--workers {workers}: expected 1 to {MAX_WORKERS}")
     flags = {"data.max_len": max_len, "tokenizer.train_segmentations": train_segmentations}
     experiment, cfg, change = open_experiment(exp, recipe, flags, sets, rebuild_data=force)
     with change.undo_if_fails():

@@ -37,6 +37,7 @@ Quantize = Optional[Literal["int8"]]
 # killed for memory, a length limit of inf silently gives empty translations).
 MAX_ALPHA = 10.0  # the largest length-penalty exponent: 1,024 tokens ** 10 still fits in float32 (usual: 0.6-2)
 MAX_BEAM = 256  # a batch holds sentences x beam rows of vocabulary-wide scores
+MAX_WORKERS = 256  # searches side by side (decode.workers), binarize's processes: past any machine's cores
 MAX_LEN_A = 1000.0  # output length a * source + b, cut to the model's positions in any case
 MAX_LEN_B = 100_000
 MAX_VOCAB = 1_000_000
@@ -379,7 +380,10 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
         (0 <= d.max_len_b <= MAX_LEN_B, f"decode.max_len_b (--max-len-b) must be from 0 to {MAX_LEN_B}"),
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
         (d.no_repeat_ngram >= 0, "decode.no_repeat_ngram (--no-repeat-ngram) must be 0 (off) or more"),
-        (d.workers >= 0, "decode.workers must be 0 (one per thread) or more"),
+        (
+            0 <= d.workers <= MAX_WORKERS,  # each a thread or a process with its own copy of the model
+            f"decode.workers (--workers) must be from 0 (one per thread) to {MAX_WORKERS}",
+        ),
         (
             1 <= d.shortlist_top <= MAX_VOCAB and 0 <= d.shortlist_frequent <= MAX_VOCAB,
             f"decode.shortlist_top must be from 1 and decode.shortlist_frequent from 0, both to {MAX_VOCAB:,}",

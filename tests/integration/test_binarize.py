@@ -510,6 +510,8 @@ def test_cli_train_sources_and_workers(tmp_path):
     assert f"tsv:{tmp_path / 'a.tsv'}" in config and f"files:{tmp_path / 'b'}*2" in config
     bad = mt_cli("binarize", "--exp", "exp", "--workers", "0")
     assert bad.returncode == 2 and "--workers 0" in bad.stderr
+    bad = mt_cli("binarize", "--exp", "exp", "--workers", "100000")  # was a pool of 100,000 processes
+    assert bad.returncode == 2 and "--workers 100000: expected 1 to 256" in bad.stderr
     done = mt_cli("binarize", "--exp", "exp", "--workers", "2")
     assert done.returncode == 0, done.stderr
     stats = json.loads((tmp_path / "exp" / "data" / "stats.json").read_text())

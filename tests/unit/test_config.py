@@ -441,6 +441,7 @@ def test_max_len_must_fit_the_position_table(tmp_path):
     ("data.tgt_lang", "de", "data.src_lang ('de') and data.tgt_lang ('de') must be two different languages"),  # copied
     ("data.src_lang", "''", "data.src_lang ('') and data.tgt_lang ('en') must be two different languages"),
     ("train.seed", "-1", "train.seed must be from 0 to"),  # was numpy's ValueError, a traceback in training
+    ("decode.workers", "100000", "decode.workers (--workers) must be from 0 (one per thread) to 256"),  # processes
     ("train.seed", "4294967296", "train.seed must be from 0 to"),
 ])
 def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, value, needle):
