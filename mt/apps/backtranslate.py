@@ -115,10 +115,10 @@ def without_held_out(lines: list[str], exp: Experiment, reverse_cfg: ExperimentC
     side = 1 if own else 0  # the monolingual language: E's target, R's source
     # Compared as binarize will clean the training text (Unicode form, spaces): a reference written
     # with two spaces, or decomposed, is the same line once the synthetic corpus is cleaned
-    normalize = cfg.data.normalize
+    normalize, fixed = cfg.data.normalize, Counter()  # what cleaning fixed: not counted here
 
     def cleaned(line: str) -> str:
-        return clean_text(line, normalize, Counter())
+        return clean_text(line, normalize, fixed)
 
     held: set[str] = set()
     for split in ("valid", "test"):

@@ -232,7 +232,7 @@ def distill(
     )
     prepare_student(lead, student, mix_original, given)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
-    return _join(student, teacher_cfg, chunks, checkpoints, state, options, skipped or 0)
+    return _join(student, teacher_cfg, chunks, checkpoints, how["teacher_sha256"], state, options, skipped or 0)
 
 
 def teacher_sources(
@@ -317,6 +317,7 @@ def _join(
     teacher_cfg: ExperimentConfig,
     chunks: list[chunked.Chunk],
     checkpoints: list[str],
+    teacher_sha256: list[str],  # the chunks' `how` has them: each checkpoint read once
     state: dict,
     options: DecodeOptions,
     skipped_bt: int = 0,
@@ -337,7 +338,7 @@ def _join(
     specs = corpus_specs(teacher_cfg, student)
     manifest = {
         "teachers": checkpoints,
-        "teacher_sha256": [file_sha256(Path(c))[:16] for c in checkpoints],
+        "teacher_sha256": teacher_sha256,
         "lines": lines,
         "chunks": len(chunks),
         "chunk_lines": state["chunk_lines"],

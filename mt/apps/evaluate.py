@@ -54,10 +54,13 @@ def split_digest(cfg: ExperimentConfig, split: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def stale(exp: Experiment, cfg: ExperimentConfig, name: str, record: dict) -> list[str]:
+def stale(
+    exp: Experiment, cfg: ExperimentConfig, name: str, record: dict, digests: dict[str, str] | None = None
+) -> list[str]:
     """Why a scores record (scores/NAME.json) no longer says how the experiment scores: a checkpoint
     it names saved since, or its split's lines changed since; [] where neither is seen (`mt info`
-    and `mt report` show the reasons beside the numbers, `mt run` scores again)."""
+    and `mt report` show the reasons beside the numbers, `mt run` scores again). `digests`: each split's
+    `split_digest`, kept across calls (a split and its tokenized scores read the split once)."""
     reasons = []
     written = exp.score_path(name).stat().st_mtime if exp.score_path(name).exists() else None
     for named in str(record.get("checkpoint") or "").split("+"):
@@ -67,7 +70,11 @@ def stale(exp: Experiment, cfg: ExperimentConfig, name: str, record: dict) -> li
     split = name.removesuffix(".tokenized")
     if record.get("data_sha256"):
         try:
-            if record["data_sha256"] != split_digest(cfg, split):
+            if digests is None:
+                digests = {}
+            if split not in digests:
+                digests[split] = split_digest(cfg, split)
+            if record["data_sha256"] != digests[split]:
                 reasons.append(f"the {split} split's lines changed since")
         except (MtError, OSError):
             reasons.append(f"the {split} split's files cannot be read now")

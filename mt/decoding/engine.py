@@ -226,16 +226,12 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     if options.engine == "mt":
         return None
     reason = unsupported(translator, options)
-    if reason is not None and options.engine == "ctranslate2":
+    strict = options.engine == "ctranslate2"  # asked for by name: loaded, or refused, even after auto's failure
+    if reason is not None and strict:
         raise MtError(_refusal(reason))
-    if options.engine == "ctranslate2":  # asked for by name: loaded, or refused, even after an auto call's failure
-        current = load(translator, options.workers, threads, strict=True)
-        assert current is not None  # strict: a failure raised
-        translator.say(f"engine: {current.describe()}")
-        return current
-    reason = reason or translator.engine_failure
+    reason = reason or (None if strict else translator.engine_failure)
     if reason is None:
-        current = load(translator, options.workers, threads, strict=False)
+        current = load(translator, options.workers, threads, strict=strict)
         if current is not None:
             translator.say(f"engine: {current.describe()}")
             return current

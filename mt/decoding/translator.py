@@ -118,8 +118,9 @@ class Translator:
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
-        if cfg.data.clean and cfg.data.normalize != "none":
-            translator.unicode_form = cfg.data.normalize.upper()
+        form = cfg.data.cleaning("train")  # the form training text was cleaned to (None: read strictly)
+        if form not in (None, "none"):
+            translator.unicode_form = form.upper()
         translator.checkpoint_stats = [(stat.st_size, stat.st_mtime_ns) for stat in map(Path.stat, paths)]
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize

@@ -26,14 +26,14 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
         checkpoints = {path.stem: {"bytes": path.stat().st_size} for path in sorted(exp.checkpoints_dir.glob("*.pt"))}
     from mt.apps.evaluate import stale
 
-    scores = {}
+    scores, digests = {}, {}  # digests: each split read once for its scores' staleness
     for split in ("train", "valid", "test"):  # mt evaluate --split train writes scores/train.json too
         for name in (split, f"{split}.tokenized"):
             record = exp.read_json(exp.score_path(name))
             if record is not None and not isinstance(record, dict):
                 raise _unexpected(exp.score_path(name), f"a JSON {type(record).__name__}, not an object", "evaluate")
             if record:
-                scores[name] = {**record, "stale": stale(exp, cfg, name, record)}
+                scores[name] = {**record, "stale": stale(exp, cfg, name, record, digests)}
     from mt.apps.distill import teacher_rows
 
     return {

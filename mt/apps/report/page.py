@@ -168,6 +168,7 @@ def _signature(record: dict, metric: str, mean: bool) -> str:
 def _scores(exp: Experiment) -> str:
     from mt.apps.evaluate import stale
 
+    cfg, digests = exp.load_config(), {}  # once, not per split
     rows = []
     for split in SPLITS:
         s = exp.read_json(exp.score_path(split))
@@ -177,7 +178,7 @@ def _scores(exp: Experiment) -> str:
         decode = s.get("decode", {})
         options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
         how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
-        if reasons := stale(exp, exp.load_config(), split, s):  # the numbers as scored, said to be old
+        if reasons := stale(exp, cfg, split, s, digests):  # the numbers as scored, said to be old
             how += f"<br><strong>stale: {_e('; '.join(reasons))}</strong>"
         # A multilingual experiment's record holds each direction, and their mean as its own figures.
         for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
