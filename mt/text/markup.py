@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
@@ -46,6 +47,7 @@ RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is writ
 # libxml2's HTML parser drops, without an error, the text of elements nested 255 deep or more: a
 # fragment or document as deep as this is refused instead (no page nests so deep)
 MAX_DEPTH = 250
+UNSPACED_SCRIPTS = (("\u0e00", "\u0fff"), ("\u1000", "\u109f"), ("\u1780", "\u17ff"))  # Thai to Tibetan, Myanmar, Khmer
 CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 0xFFFE, 0xFFFF]} | {0x0C: " "}
 
 
@@ -329,12 +331,23 @@ def language_text(text: str, fmt: Format) -> str:
 
 
 def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
-    """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup."""
+    """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup.
+
+    Two elements side by side with words at their meeting point (`<a>Home</a><a>About</a>`, a menu a
+    style sheet spaces out) are two words to the model: a space goes between them in the text. A word
+    cut by one element (`un<u>der</u>line`) stays one, and scripts written without spaces get none."""
+    previous: Node | None = None
     for node in nodes:
         if isinstance(node, str):
             segment.text += node
             segment.plain += node.replace("\r", " ").replace("\n", " ")
+            previous = node
             continue
+        if isinstance(previous, Element) and isinstance(node, Element) and _word_end(segment.text):
+            if first_text(previous) and _word_start(first_text(node)):
+                segment.text += " "
+                segment.plain += " "
+        previous = node
         index = len(segment.items)
         segment.items.append(Inline(node, len(segment.text), len(segment.text), parent))
         if isinstance(node, Element) and node.tag == "br":
@@ -343,6 +356,31 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
         elif isinstance(node, Element):
             flatten(node.children, segment, index)
         segment.items[index].end = len(segment.text)
+
+
+def first_text(element: Element) -> str:
+    """The first non-empty text inside `element` ("" if none)."""
+    for child in element.children:
+        text = child if isinstance(child, str) else first_text(child) if isinstance(child, Element) else ""
+        if text:
+            return text
+    return ""
+
+
+def _word_end(text: str) -> bool:
+    return bool(text) and _spaced_word_char(text[-1])
+
+
+def _word_start(text: str) -> bool:
+    return bool(text) and _spaced_word_char(text[0])
+
+
+def _spaced_word_char(char: str) -> bool:
+    """A letter or digit of a script that puts spaces between words (not CJK's wide characters, Thai,
+    Lao, Khmer, Myanmar)."""
+    if not char.isalnum() or unicodedata.east_asian_width(char) in "WF":
+        return False
+    return not any(low <= char <= high for low, high in UNSPACED_SCRIPTS)
 
 
 def render(nodes: list[Node], fmt: Format, translated: Iterator[list[Node]]) -> str:

@@ -85,6 +85,25 @@ def test_block_elements_bound_segments_inline_ones_do_not():
         '<label>EMAIL YOUR</label><input name="e"><button>IT SEND</button>')
 
 
+def test_elements_side_by_side_are_separate_words_a_word_cut_by_one_is_not():
+    """A menu of links with no space between them (a style sheet spaces them out) was one word to the
+    model ("HomeAboutBlog"); a word styled in part, punctuation after an element and scripts written
+    without spaces stay joined."""
+    texts = {
+        "<nav><a>Home</a><a>About</a><span><b>Blog</b></span></nav>": "Home About Blog",
+        "un<u>der</u>line": "underline",
+        "<b>Note</b><i>: read</i>": "Note: read",
+        "<span>東京</span><span>大学</span>": "東京大学",
+        "Klick<img src=i.png><b>hier</b>": "Klickhier",
+        "<a>Home</a> <a>About</a>": "Home About",
+    }
+    for source, text in texts.items():
+        (segment,) = segments(parse(source, "html"))
+        assert segment.text == segment.plain == text, source
+    out = reverse('<nav><a href="/">Home</a><a href="/a">About us</a></nav>')
+    assert out == '<nav><a href="/a">US ABOUT</a> <a href="/">HOME</a></nav>'
+
+
 def test_a_br_ends_a_sentence_and_stays_in_place_a_line_break_in_the_text_does_not():
     (segment,) = segments(parse("a b<br>c d", "html"))
     assert segment.plain == "a b\nc d" and sentence_spans(segment.plain, "en") == [(0, 3), (4, 7)]
