@@ -364,8 +364,7 @@ def backtranslate(
         out / f"train.{cfg.data.tgt_lang}": chunked.joined(out, chunks, 0),  # the real text: E's target side
         out / f"train.{cfg.data.src_lang}": chunked.joined(out, chunks, 1),
     }
-    for path, text in texts.items():
-        write_text_atomic(path, text)
+    chunked.write_joined(out, texts, "mt backtranslate")
     manifest = {
         "reverse": model_file,
         "reverse_sha256": how["reverse_sha256"],

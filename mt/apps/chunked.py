@@ -289,3 +289,17 @@ def joined(root: Path, chunks: list[Chunk], side: int) -> str:
             f"by hand? remove {root / 'chunks'} to start over"
         )
     return text
+
+
+def write_joined(root: Path, texts: dict[Path, str], command: str) -> None:
+    """Write the joined sides (`texts`, by path), each atomically. A file already at one of the paths
+    is replaced only if it holds the same text (a run stopped before its manifest wrote it): one that
+    differs is not mt's from these chunks, and is refused before anything is written."""
+    for path, text in texts.items():
+        if path.exists() and (not path.is_file() or path.read_bytes() != text.encode("utf-8")):
+            raise MtError(
+                f"{path}: already there and not what {root / 'chunks'} joins to (not written by `{command}` "
+                f"from these chunks); move it out of {root} and rerun `{command}`"
+            )
+    for path, text in texts.items():
+        write_text_atomic(path, text)

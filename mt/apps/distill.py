@@ -332,8 +332,7 @@ def _join(
         prefix = out / (f"train.{pair[0]}-{pair[1]}" if multilingual else "train")
         for side, lang in enumerate(pair):
             texts[prefix.with_name(f"{prefix.name}.{lang}")] = chunked.joined(out, mine, side)
-    for path, text in texts.items():
-        write_text_atomic(path, text)
+    chunked.write_joined(out, texts, "mt distill")
     lines = sum(len(c[2]) for c in chunks)
     specs = corpus_specs(teacher_cfg, student)
     manifest = {

@@ -569,3 +569,36 @@ def test_a_done_distill_from_other_teachers_is_refused(trained_experiment, tmp_p
     late.data_dir.mkdir()
     with pytest.raises(ConfigError, match="binarized data made without the distilled corpus"):
         distill([trained_experiment], late, mix_original=True)
+
+
+def test_joining_refuses_a_file_mt_did_not_write_from_the_chunks(tmp_path):
+    """A file a user put where the joined corpus goes was overwritten; one holding the joined text
+    (a run stopped before its manifest wrote it) is written again."""
+    from mt.apps.chunked import write_joined
+
+    mine, theirs = tmp_path / "train.en", tmp_path / "train.de"
+    theirs.write_text("my own corpus\n", encoding="utf-8")
+    texts = {mine: "a\nb\n", theirs: "ein\nzwei\n"}
+    with pytest.raises(MtError, match=r"train\.de: already there and not what .* joins to .*move it out"):
+        write_joined(tmp_path, texts, "mt distill")
+    assert theirs.read_text(encoding="utf-8") == "my own corpus\n" and not mine.exists()  # nothing written
+    theirs.write_text("ein\nzwei\n", encoding="utf-8")
+    write_joined(tmp_path, texts, "mt distill")
+    assert mine.read_text(encoding="utf-8") == "a\nb\n"
+
+
+@pytest.mark.slow
+def test_a_distill_keeps_a_users_file_in_its_folder_and_joins_once_it_is_moved(trained_experiment, tmp_path):
+    teacher, student = str(trained_experiment.root), Experiment(tmp_path / "student")
+    src_lang = trained_experiment.load_config().data.src_lang
+    users = tmp_path / "student" / "distill" / f"train.{src_lang}"
+    users.parent.mkdir(parents=True)
+    users.write_text("kept\n", encoding="utf-8")
+    done = mt("distill", "--teacher", teacher, "--exp", str(student.root), "--beam", "1")
+    last = done.stderr.strip().splitlines()[-1]  # after the chunks' progress lines
+    assert done.returncode == 1 and "Traceback" not in done.stderr and str(users) in last and "move it out" in last
+    assert users.read_text(encoding="utf-8") == "kept\n" and not (users.parent / "manifest.json").exists()
+    users.rename(tmp_path / "moved")
+    done = mt("distill", "--teacher", teacher, "--exp", str(student.root), "--beam", "1")
+    assert done.returncode == 0 and "done already" in done.stderr, done.stderr
+    assert users.read_text(encoding="utf-8").splitlines() == teacher_sources(trained_experiment)
