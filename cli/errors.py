@@ -1,12 +1,13 @@
 """How `mt` ends: its exit code, and every failure as one `error:` line on stderr.
 
-Exit codes like ruff's: 0 ok, 1 a failure the input caused, 2 bad flags or config; 130 interrupted.
-The traceback is printed only with --debug (or MT_DEBUG set).
+Exit codes like ruff's: 0 ok, 1 a failure the input caused, 2 bad flags or config; 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM). The traceback is printed only with --debug (or MT_DEBUG set).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from typing import Callable
@@ -16,7 +17,19 @@ import typer
 from mt import log
 from mt.errors import MtError
 
-GLOBAL_FLAGS = ("-q", "--quiet", "--debug")  # mt's own flags, taken after the subcommand too
+GLOBAL_FLAGS = ("-q", "--quiet", "--debug")
+INTERRUPTED = 130  # the shell's codes for SIGINT and SIGTERM
+TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt: what is being written
+    is cleaned up on the way out (an atomic file's temporary), where the signal's default would
+    kill the process at once. Training and `mt serve` install handlers of their own while they run."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated  # mt's own flags, taken after the subcommand too
 
 
 def global_flags_first(args: list[str]) -> list[str]:
@@ -41,6 +54,7 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
         log.console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
         sys.exit(code)
 
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = app(args=global_flags_first(sys.argv[1:]), standalone_mode=False)
     except MtError as exc:
@@ -57,9 +71,11 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
     except typer.Abort:
         log.console.print("aborted")
         sys.exit(1)
-    except KeyboardInterrupt:
-        log.console.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # outside a command (typer makes one inside a command exit code 130)
+        code = INTERRUPTED
+    except Terminated:
+        log.console.print("terminated")
+        sys.exit(TERMINATED)
     except BrokenPipeError:  # `mt translate | head`: the reader left; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
@@ -76,5 +92,7 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
             traceback.print_exc()
         where = f"{exc.filename}: " if exc.filename else ""
         fail(f"{where}{exc.strerror or exc} (--debug shows where)", 1)
+    if code == INTERRUPTED:
+        log.console.print("interrupted")
     if isinstance(code, int) and code:
         sys.exit(code)

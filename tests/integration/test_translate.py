@@ -258,3 +258,31 @@ def test_output_dash_is_stdout_as_input_dash_is_stdin(trained_experiment, tmp_pa
     plain = mt_translate(trained_experiment, "Der Hund.\n")
     assert done.returncode == 0 and done.stdout == plain.stdout != b"", done.stderr
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code, said", [("SIGTERM", 143, "terminated"), ("SIGINT", 130, "interrupted")])
+def test_a_signal_leaves_no_temporary_output_and_says_why_it_stopped(trained_experiment, tmp_path, sig, code, said):
+    """SIGTERM killed the process where it was: --output's temporary file stayed beside it; and Ctrl-C's
+    exit said nothing (typer turns it into exit code 130 before mt sees it)."""
+    import signal
+    import time
+
+    out = tmp_path / "out.txt"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root), "--output", str(out)],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert process.stdin is not None
+    process.stdin.write(b"Ein Hund.\n")
+    process.stdin.flush()  # and the input left open: it waits for more
+    deadline = time.time() + 120
+    while not list(tmp_path.glob("*.tmp")):
+        assert process.poll() is None and time.time() < deadline, "the output's temporary never appeared"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(getattr(signal, sig))
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == code, err.decode()
+    assert err.decode().strip().splitlines()[-1] == said and "Traceback" not in err.decode()
+    assert sorted(tmp_path.iterdir()) == []  # no temporary, and no output: nothing was finished
