@@ -10,6 +10,7 @@ around `resolve`; nothing here touches the filesystem.
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Mapping
 
 from mt.config.recipes import Recipe, preset_fields
@@ -120,6 +121,7 @@ def resolve(
     for messages; by default the flag named after the field. Arguments are not changed.
     """
     origins = dict(origins or {})
+    given = {key: value for key, value in overrides.items() if value is not None}  # by flags, --set, --preset
     if recipe is not None and saved is None:
         base = recipe.config
     elif recipe is not None:
@@ -129,8 +131,22 @@ def resolve(
     if saved is not None and base is not None:
         overrides = {**differing(saved, base), **overrides}
     changes = _apply(cfg, overrides, origins, frozen or {})
-    validate(cfg, "flags" if recipe is None else f"{recipe.name} with flags")
+    where = "flags" if recipe is None else f"{recipe.name} with flags"
+    try:
+        validate(cfg, where)
+    except ConfigError as exc:
+        raise ConfigError(_by_origin(str(exc).removeprefix(f"{where}: "), given, origins) or str(exc)) from None
     return cfg, changes
+
+
+def _by_origin(problem: str, given: Mapping[str, Any], origins: Mapping[str, str]) -> str | None:
+    """A validation `problem` prefixed with the flag (and value) that set the first field it names
+    among those `given`, as `--max-len -1: data.max_len must be at least 1`; None if it names none."""
+    for key in re.findall(r"\b[a-z]+\.[a-z_0-9]+\b", problem):
+        if key in given:
+            origin = origins.get(key, f"--{key.partition('.')[2].replace('_', '-')}")
+            return f"{origin}: {problem}" if origin == "--set" or " " in origin else f"{origin} {given[key]}: {problem}"
+    return None
 
 
 def _apply(

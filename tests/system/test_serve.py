@@ -679,6 +679,8 @@ def test_a_dead_worker_fails_waiting_and_later_requests_at_once_and_health_says_
 def test_flags_out_of_range_and_a_taken_port_are_one_line_errors():
     with pytest.raises(ConfigError, match="--max-queue 0: must be at least 1"):
         Limits(max_queue=0)
+    with pytest.raises(ConfigError, match="^--max-tokens 0: must be at least 1"):  # its flag (was --max-batch-tokens)
+        Limits(max_batch_tokens=0)
     with pytest.raises(ConfigError, match="--max-wait-ms -1"):
         Limits(max_wait_ms=-1)
     taken = bind("127.0.0.1", 0)

@@ -8,7 +8,7 @@ import pytest
 
 from mt.config.recipes import MODEL_PRESETS, Recipe, recipe_config
 from mt.config.resolve import BINARIZE_FIELDS, flag_overrides, frozen_by, parse_sets, resolve
-from mt.config.schema import ExperimentConfig
+from mt.config.schema import ExperimentConfig, ModelConfig
 from mt.errors import ConfigError
 
 
@@ -84,11 +84,20 @@ def test_a_base_counts_where_it_differs_from_the_saved_config():
     assert resolve(saved, {"train.warmup_steps": 20}, base=base)[0].train.warmup_steps == 20  # flags win
 
 
-def test_the_result_is_validated():
-    with pytest.raises(ConfigError, match=r"^flags: model\.d_model must be divisible by model\.n_heads"):
+def test_the_result_is_validated_and_a_bad_value_named_by_the_flag_that_gave_it():
+    """Was `flags: data.max_len must be at least 1` for `--max-len -1`: the field, not the flag typed."""
+    with pytest.raises(ConfigError, match=r"^--d-model 30: model\.d_model must be divisible by model\.n_heads"):
         resolve(None, {"model.d_model": 30})
-    with pytest.raises(ConfigError, match=r"^r\.yaml with flags: "):
-        resolve(None, {"model.d_model": 30}, recipe=recipe({}, {}))
+    with pytest.raises(ConfigError, match=r"^--max-len -1: data\.max_len must be at least 1$"):
+        resolve(None, {"data.max_len": -1})
+    with pytest.raises(ConfigError, match=r"^--lr -1\.0: train\.lr_peak must be more than 0"):
+        resolve(None, {"train.lr_peak": -1.0}, {"train.lr_peak": "--lr"})
+    with pytest.raises(ConfigError, match=r"^--set: train\.max_steps must be 0 or more$"):
+        resolve(None, {"train.max_steps": "-3"}, {"train.max_steps": "--set"})
+    with pytest.raises(ConfigError, match=r"^r\.yaml with flags: model\.d_model must be divisible"):
+        resolve(ExperimentConfig(), {}, recipe=recipe({}, {"model.d_model": 30}))
+    with pytest.raises(ConfigError, match=r"^flags: model\.d_model must be divisible"):  # no override names it
+        resolve(None, {}, base=ExperimentConfig(model=ModelConfig(d_model=30)))
 
 
 def test_flag_overrides_preset_then_flags_then_sets():

@@ -102,7 +102,10 @@ class Limits:
             "max_file_jobs",
         ):
             if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+                flag = (
+                    "--max-tokens" if name == "max_batch_tokens" else f"--{name.replace('_', '-')}"
+                )  # its flag's name
+                raise ConfigError(f"{flag} {getattr(self, name)}: must be at least 1")
         if self.max_wait_ms is not None and not 0 <= self.max_wait_ms <= 60_000:  # NaN fails too; days: a typo
             raise ConfigError(f"--max-wait-ms {self.max_wait_ms}: must be from 0 to 60000 (a minute)")
         if not 0 < self.read_timeout <= 3600:
