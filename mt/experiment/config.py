@@ -33,6 +33,7 @@ class ConfigChange:
         self._created_root: bool | None = None  # set when resolve starts a new experiment
         self._config_before: str | None = None  # config.yaml before resolve saved this command's changes
         self._made_before: list | None = None  # what the experiment held then (`_made`)
+        self._there_before: set[Path] = set()  # a new experiment's directory: what was in it already
 
     def frozen_fields(self) -> dict[str, str]:
         """Every config field that may no longer change, with what was made with it."""
@@ -72,6 +73,7 @@ class ConfigChange:
         if persist and (new or changes):
             if new:
                 self._created_root = not exp.root.exists()
+                self._there_before = set() if self._created_root else set(exp.root.rglob("*"))
                 exp.root.mkdir(parents=True, exist_ok=True)
             else:
                 self._config_before = exp.config_path.read_text(encoding="utf-8")
@@ -143,14 +145,17 @@ class ConfigChange:
         )
 
     def _remove_bare_start(self) -> None:
+        """Take back a new experiment's start: its config, overrides and lock, and the directories the
+        step made empty; what was in the directory before is never touched."""
         root = self.exp.root
         own = {self.exp.config_path, self.exp.overrides_path, self.exp.lock_path}
-        files = [p for p in root.rglob("*") if not p.is_dir()]
-        if any(p not in own for p in files):
+        new = [p for p in root.rglob("*") if p not in self._there_before]
+        if any(p not in own for p in new if not p.is_dir()):
             return  # the step made something (a tokenizer, data, checkpoints): keep it all
-        for path in files:
-            path.unlink(missing_ok=True)
-        for path in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+        for path in new:
+            if not path.is_dir():
+                path.unlink(missing_ok=True)
+        for path in sorted((p for p in new if p.is_dir()), reverse=True):
             path.rmdir()
         if self._created_root:
             root.rmdir()

@@ -324,6 +324,22 @@ def test_a_failed_first_step_leaves_nothing(tmp_path):
     assert exp.load_config().train.max_steps == 3
 
 
+def test_a_failed_first_step_in_a_directory_of_other_files_takes_back_only_its_own(tmp_path):
+    """A directory that held a user's files kept the failed step's config.yaml: the next command took
+    it for an experiment with that config."""
+    root = tmp_path / "work"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "todo.txt").write_text("mine\n", encoding="utf-8")
+    exp = Experiment(root)
+    change = ConfigChange(exp)
+    change.resolve({"tokenizer.vocab_size": 500})
+    assert exp.config_path.exists()
+    with pytest.raises(RuntimeError), change.undo_if_fails():
+        exp.tokenizer_dir.mkdir()  # made empty by the step
+        raise RuntimeError("sentencepiece failed")
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == ["notes", "notes/todo.txt"]
+
+
 def test_average_last_below_one_is_refused_by_name(tmp_path):
     path = write(tmp_path / "r.yaml", "decode:\n  average_last: 0\n")
     with pytest.raises(ConfigError, match="decode.average_last must be at least 1") as info:
