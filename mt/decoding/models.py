@@ -85,7 +85,7 @@ def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, 
         if precision != "fp32":  # the layers it does not quantize run in fp32: the precision asked would not be used
             raise ConfigError(f"--quantize int8 goes without --precision {precision}: it runs int8 and fp32")
         if device.type != "cpu":
-            raise MtError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
+            raise ConfigError("--quantize int8 runs on the CPU; use --precision bf16 or fp16 on a GPU")
         from torch.ao.quantization import quantize_dynamic
 
         with warnings.catch_warnings():  # torch marks its quantized tensors as deprecated; they still work
