@@ -249,12 +249,19 @@ def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]
     piece with candidates (`<unk>` too, which mt's search reads for an unknown source piece as it
     reads any other; pad, bos and eos never have candidates); CTranslate2 adds unk, bos and eos to
     every batch's targets itself."""
-    for pieces in (src_pieces, tgt_pieces):
-        spaced = [piece for piece in pieces if not piece or any(c.isspace() for c in piece)]
-        if spaced:  # SentencePiece writes spaces as U+2581: a piece with one is not SentencePiece's
-            raise MtError(f"the vocabulary holds a piece with a space or none ({spaced[0]!r}): no vocabulary map")
-    yield "\t" + " ".join(tgt_pieces[i] for i in table.frequent) + "\n"
+
+    def written(piece: str) -> str:
+        # CTranslate2 cuts lines at \n and fields at tab and space (other spaces, U+3000 or U+00A0 kept
+        # as pieces of CJK text, are characters to it); SentencePiece writes spaces as U+2581
+        if not piece or any(c in piece for c in SEPARATORS):
+            raise MtError(f"the vocabulary holds a piece CTranslate2's vocabulary map cannot hold ({piece!r}): no map")
+        return piece
+
+    yield "\t" + " ".join(written(tgt_pieces[i]) for i in table.frequent) + "\n"
     for source, row in enumerate(table.candidates):
         row = row[row >= 0]
         if (source >= SPECIALS or source == UNK_ID) and len(row):
-            yield src_pieces[source] + "\t" + " ".join(tgt_pieces[i] for i in row) + "\n"
+            yield written(src_pieces[source]) + "\t" + " ".join(written(tgt_pieces[i]) for i in row) + "\n"
+
+
+SEPARATORS = " \t\n\r"  # what CTranslate2's vocabulary_map.cc splits a line (or the file) at

@@ -62,6 +62,24 @@ def test_the_vocabulary_map_keeps_the_unknown_pieces_row_as_mts_search_reads_it(
     assert lines == ["\t▁a\n", "<unk>\t▁a ▁b\n", "▁a\t▁b\n"]
 
 
+def test_the_vocabulary_map_takes_pieces_of_other_spaces_and_refuses_only_its_separators():
+    """A CJK tokenizer without normalization keeps U+3000 and U+00A0 as pieces: they were refused (any
+    `isspace`), and with them every export and the CTranslate2 engine of the experiment; CTranslate2
+    splits at tab and space only. A piece holding one of those, where the map would write it, is refused."""
+    from mt.data.shortlist import LexicalTable
+
+    candidates = np.full((7, 2), -1, dtype=np.int32)
+    candidates[4] = [5, 6]
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", "\u3000", "\xa0", "▁東京"]
+    lines = list(vmap_lines(LexicalTable(candidates, np.array([6], dtype=np.int32), {}), pieces, pieces))
+    assert lines == ["\t▁東京\n", "\u3000\t\xa0 ▁東京\n"]
+    unused = [*pieces, "a b"]  # never written: no refusal
+    assert len(list(vmap_lines(LexicalTable(np.vstack([candidates, [[-1, -1]]]), np.array([6]), {}), unused, unused))) == 2
+    candidates[4] = [5, 1]
+    with pytest.raises(MtError, match="cannot hold \\('a b'\\)"):
+        list(vmap_lines(LexicalTable(candidates, np.array([6]), {}), pieces, ["a b" if p == "<unk>" else p for p in pieces]))
+
+
 def test_a_table_is_stale_for_other_sizes_and_other_data(built, tmp_path):
     cfg = built.load_config()
     cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 3, 4
