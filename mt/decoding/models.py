@@ -16,7 +16,7 @@ import torch
 
 from mt.config.schema import ExperimentConfig, InferencePrecision, Quantize
 from mt.config.values import coerce
-from mt.errors import ConfigError, MtError
+from mt.errors import ConfigError
 from mt.experiment.checkpoint_file import check_model_config, check_tokenizer, load_checkpoint, model_from_checkpoint
 from mt.experiment.paths import Experiment
 from mt.hardware import warn_if_slow
