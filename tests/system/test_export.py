@@ -283,14 +283,20 @@ def test_force_replaces_only_the_files_the_earlier_export_wrote(trained_experime
     with pytest.raises(MtError, match="README.txt would be replaced, and the earlier export did not write it"):
         export(exp, cfg, out, force=True)
     assert (out / "README.txt").read_text() == "my own readme\n" and (out / "model.bin").read_bytes() == before
-    # An export without a manifest (an earlier mt's) is replaced only when it holds nothing else.
+    # A directory without a manifest is not replaced, even holding only an export's file names: a model
+    # converted by hand (ct2-transformers-converter) or saved by transformers has the same (it was deleted).
+    (out / "README.txt").write_text("mt's\n")
     (out / ".mt-export.json").unlink()
-    with pytest.raises(MtError, match=r"holds \.git, \.gitattributes, NOTES\.md, which no export wrote"):
-        export(exp, cfg, out, force=True)
-    assert {name: (out / name).read_text() for name in mine} == mine
     for name in (".git", ".gitattributes", "NOTES.md"):
         shutil.rmtree(out / name) if name == ".git" else (out / name).unlink()
-    export(exp, cfg, out, force=True)
+    kept = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert {"config.json", "model.bin", "shared_vocabulary.json"} <= set(kept)
+    with pytest.raises(MtError, match=r"no \.mt-export\.json saying which of its files an export wrote"):
+        export(exp, cfg, out, force=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == kept
+    for path in out.iterdir():
+        path.unlink()
+    export(exp, cfg, out, force=True)  # an empty directory is replaced
     assert sorted(p.name for p in out.iterdir()) == sorted([".mt-export.json", *written])
     (out / ".mt-export.json").write_text('{"files": ["../outside"]}')
     with pytest.raises(MtError, match="not paths inside"):

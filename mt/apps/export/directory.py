@@ -30,31 +30,6 @@ FORMATS = ("ctranslate2", "huggingface", "argos")
 # A directory holding one of these is an earlier export, which --force may replace.
 EXPORT_MARKERS = ("model.bin", "model.safetensors", "*.argosmodel")
 MANIFEST = ".mt-export.json"  # {"format": ..., "files": [...]}: what the export wrote, and nothing else
-# What an export of an mt without MANIFEST may have written (either format): such a directory is
-# replaced only when it holds nothing else.
-EARLIER_FILES = frozenset(
-    (
-        "README.txt",
-        "config.json",
-        "model.bin",
-        "shared_vocabulary.json",
-        "source_vocabulary.json",
-        "target_vocabulary.json",
-        "spm.model",
-        "spm.src.model",
-        "spm.tgt.model",
-        "README.md",
-        "model.safetensors",
-        "generation_config.json",
-        "source.spm",
-        "target.spm",
-        "vocab.json",
-        "target_vocab.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-    )
-)
 
 
 def export(
@@ -114,9 +89,8 @@ def load_exported(
 
 
 def _check_output(output: Path, force: bool) -> list[str]:
-    """--force replaces an earlier export (a directory with a model file) or an empty directory, nothing
-    else; the files the earlier export wrote (those to replace: its MANIFEST's, else all of an export
-    without one when it holds nothing else)."""
+    """--force replaces an earlier export (a directory with a model file and MANIFEST) or an empty
+    directory, nothing else; the files the earlier export wrote, which MANIFEST lists."""
     if not (output.exists() or output.is_symlink()):
         return []
     if not force:
@@ -129,16 +103,12 @@ def _check_output(output: Path, force: bool) -> list[str]:
         )
     if (output / MANIFEST).exists():
         return _read_manifest(output)
-    others = sorted(
-        p.name for p in output.iterdir() if p.name not in EARLIER_FILES or not p.is_file() or p.is_symlink()
-    )
-    if others:
+    if any(output.iterdir()):  # a model converted by hand, or saved by transformers, has the same file names
         raise MtError(
-            f"{output}: holds {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}, which no export "
-            f"wrote, and no {MANIFEST} saying which files are the export's; --force keeps what an export "
-            f"did not write: move those out or choose another --output"
+            f"{output}: no {MANIFEST} saying which of its files an export wrote; --force replaces only "
+            f"what `mt export` wrote: move the files out or choose another --output"
         )
-    return sorted(p.name for p in output.iterdir())
+    return []
 
 
 def _read_manifest(output: Path) -> list[str]:
