@@ -51,6 +51,12 @@ class Identified:
     confidence: float
     ranking: tuple[tuple[str, float], ...]
     foreign: str | None = None
+    foreign_confidence: float = 0.0  # lingua's, among all its languages, that the text is in `foreign`
+
+    def written_in(self, code: str) -> bool:
+        """Whether the text is in `code` (a model's language: "pt-BR" is lingua's "pt"), a language the
+        model does not read: a text already in the target language, say."""
+        return self.foreign is not None and self.foreign == code.replace("_", "-").split("-")[0].lower()
 
     def message(self, sources: Sequence[str]) -> str:
         """Why a foreign text is not translated, in one line."""
@@ -130,22 +136,23 @@ class LanguageIdentifier:
             codes = {lang: code for code, lang in self.known.items()}
             values = [(codes[v.language], v.value) for v in ranker.compute_language_confidence_values(text)]
             ranking = tuple(values) if values and values[0][1] > 0 else tuple((code, 0.0) for code in self.known)
-        foreign = self._foreign(text, guard)
-        return Identified(ranking[0][0], ranking[0][1], ranking, foreign)
+        foreign, sure = self._foreign(text, guard)
+        return Identified(ranking[0][0], ranking[0][1], ranking, foreign, sure)
 
-    def _foreign(self, text: str, guard: Any) -> str | None:
-        """The language lingua takes `text` for when the model's own get almost none of the confidence."""
+    def _foreign(self, text: str, guard: Any) -> tuple[str | None, float]:
+        """The language lingua takes `text` for when the model's own get almost none of the confidence,
+        and lingua's confidence in it; (None, 0.0) when the model can read it."""
         if guard is None:
-            return None
+            return None, 0.0
         values = guard.compute_language_confidence_values(text)
         if not values or values[0].value <= 0:  # no letters: nothing to go by
-            return None
+            return None, 0.0
         own = sum(v.value for v in values if v.language in self.known.values())
         if own > FOREIGN_AT_MOST:
-            return None
+            return None, 0.0
         if sum(c.isalpha() for c in text) < SHORT_LETTERS and values[0].value < SURE_AT_LEAST:
-            return None
-        return values[0].language.iso_code_639_1.name.lower()
+            return None, 0.0
+        return values[0].language.iso_code_639_1.name.lower(), values[0].value
 
 
 @functools.lru_cache(maxsize=8)

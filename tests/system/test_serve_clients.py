@@ -21,6 +21,7 @@ from mt.decoding.options import DecodeOptions
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 ENGLISH = "A man in a blue shirt is riding his bicycle down a busy street."
+FRENCH = "Un homme en chemise bleue fait du vélo dans une rue très animée."
 LISTED = [{"code": "de", "name": "German", "targets": ["en"]}, {"code": "en", "name": "English", "targets": []}]
 
 
@@ -56,10 +57,13 @@ def test_libretranslatepy_translates_detects_and_lists_as_from_libretranslate(se
         assert refused.value.code == 403 and json.loads(refused.value.read()) == {"error": "Invalid API key"}
     client = LibreTranslateAPI(plain.url)
     assert client.detect(ENGLISH) == [{"confidence": 0.0, "language": "de"}]  # none of the model's: all 0
+    # A text already in the target language comes back as it is, as from LibreTranslate (was a 400)
+    assert client.translate(ENGLISH, "auto", "en") == ENGLISH
+    assert client.translate(LINES[0], "de", "de") == LINES[0]
     with pytest.raises(urllib.error.HTTPError) as refused:
-        client.translate(ENGLISH, "auto", "en")
+        client.translate(FRENCH, "auto", "en")
     error = json.loads(refused.value.read())["error"]
-    assert refused.value.code == 400 and error.startswith("en is not supported: the text looks like English (en)")
+    assert refused.value.code == 400 and error.startswith("fr is not supported: the text looks like French (fr)")
     assert "translates from de" in error
 
 
@@ -76,8 +80,8 @@ def test_deep_translator_sends_its_fields_in_the_query_string_and_is_answered(se
         assert auto.translate(LINES[1]) == expected[1]
     with pytest.raises(AuthorizationException):
         LibreTranslator(source="de", target="en", api_key="WRONG", custom_url=f"{keyed.url}/").translate(LINES[0])
-    with pytest.raises(ServerException):  # 400: English is not what this model reads
-        LibreTranslator(source="auto", target="en", api_key="x", custom_url=f"{plain.url}/").translate(ENGLISH)
+    with pytest.raises(ServerException):  # 400: French is not what this model reads
+        LibreTranslator(source="auto", target="en", api_key="x", custom_url=f"{plain.url}/").translate(FRENCH)
 
 
 def test_fields_come_from_the_query_string_a_form_or_json_as_libretranslate_reads_them(servers, expected):
@@ -110,8 +114,18 @@ def test_detect_answers_libretranslates_shape_and_auto_refuses_a_language_the_mo
     assert ok(f"{plain.url}/detect", {"q": "12 345"}) == [{"confidence": 0.0, "language": "de"}]  # no letters: was 100
     listed = ok(f"{plain.url}/translate", {"q": [LINES[0], LINES[1]], "source": "auto", "target": "en"})
     assert listed == {"translatedText": expected[:2], "detectedLanguage": [{"confidence": 100.0, "language": "de"}] * 2}
-    status, _, data = call(f"{plain.url}/translate", {"q": [LINES[0], ENGLISH], "source": "auto", "target": "en"})
-    assert status == 400 and data["error"].startswith("en is not supported")
+    mixed = ok(f"{plain.url}/translate", {"q": [LINES[0], ENGLISH], "source": "auto", "target": "en", "alternatives": 1})
+    assert mixed["translatedText"] == [expected[0], ENGLISH] and mixed["alternatives"][1] == []
+    assert [d["language"] for d in mixed["detectedLanguage"]] == ["de", "en"]
+    assert mixed["detectedLanguage"][1]["confidence"] > 50
+    html = ok(f"{plain.url}/translate", {"q": f"<p>{ENGLISH}</p>", "source": "auto", "target": "en", "format": "html"})
+    assert html["translatedText"] == f"<p>{ENGLISH}</p>"
+    same = ok(f"{plain.url}/translate", {"q": [LINES[0], ENGLISH], "source": "en", "target": "en"})
+    assert same == {"translatedText": [LINES[0], ENGLISH]}  # LibreTranslate's identity: nothing to translate
+    status, _, data = call(f"{plain.url}/translate", {"q": [LINES[0], FRENCH], "source": "auto", "target": "en"})
+    assert status == 400 and data["error"].startswith("fr is not supported")
+    status, _, data = call(f"{plain.url}/translate", {"q": "Hallo.", "source": "fr", "target": "fr"})
+    assert status == 400 and data["error"].startswith("fr is not supported")  # a language it does not know
     status, _, data = call(f"{plain.url}/v1/translate", {"text": [LINES[0], ENGLISH], "source": "auto"})
     assert status == 400 and data["error"].startswith("text[1]: en is not supported")
     v1 = ok(f"{plain.url}/v1/translate", {"text": LINES[:2], "source": "auto"})

@@ -1,8 +1,10 @@
 """The languages of `mt serve`, as LibreTranslate gives them: GET /languages (every language the model
 knows, each with the targets it reaches), POST /detect and `source: auto` (mt.text.language's
 identifier, restricted to the model's source languages and built once per server). Confidences are
-LibreTranslate's: 0 to 100, two decimals. A text in a language the model cannot read is refused with
-400, "xx is not supported: ...", as LibreTranslate refuses a detected language it has no model for.
+LibreTranslate's: 0 to 100, two decimals. Under `auto` a text already in the target language comes
+back as it is (LibreTranslate's identity translation); one in another language the model cannot read
+is refused with 400, "xx is not supported: ...", as LibreTranslate refuses a detected language it has
+no model for.
 """
 
 from __future__ import annotations
@@ -87,12 +89,26 @@ class Languages:
         scale = 0.0 if found.foreign is not None else 1.0
         return [{"confidence": confidence(scale * value), "language": code} for code, value in found.ranking]
 
-    async def auto(self, texts: list[str], fields: list[str] | None = None) -> list[dict[str, Any]]:
-        """`source: auto`: each text's detectedLanguage ({"confidence", "language"}), or 400 when one is
-        in a language the model cannot read (naming its field, /v1's text[i], where given)."""
+    def knows(self, code: str) -> bool:
+        """Whether `code` is one of the languages /languages lists."""
+        return code in self.readable or code in self.directions.targets() or code in self.directions.tags
+
+    async def auto(
+        self, texts: list[str], fields: list[str] | None = None, target: str | None = None
+    ) -> tuple[list[dict[str, Any]], set[int]]:
+        """`source: auto`: each text's detectedLanguage ({"confidence", "language"}) and the texts
+        already in `target` (their detectedLanguage the target: they come back as they are, as
+        LibreTranslate's identity translation gives them); 400 when one is in another language the model
+        cannot read (naming its field, /v1's text[i], where given)."""
         found = await self.identify(texts)
+        detected, same = [], set()
         for i, item in enumerate(found):
-            if item.foreign is not None:
+            if target is not None and item.written_in(target):
+                same.add(i)
+                detected.append({"confidence": confidence(item.foreign_confidence), "language": target})
+            elif item.foreign is not None:
                 where = f"{fields[i]}: " if fields else ""
                 raise ApiError(400, f"{where}{item.foreign} is not supported: {item.message(self.readable)}")
-        return [{"confidence": confidence(item.confidence), "language": item.language} for item in found]
+            else:
+                detected.append({"confidence": confidence(item.confidence), "language": item.language})
+        return detected, same

@@ -102,16 +102,26 @@ class Service:
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
         self._libre_size(texts, [lines for lines, _ in split])
         html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
-        detected: list[dict[str, Any]] = []
-        if source == "auto":  # 400 for a language it cannot read; a fragment by its text, not its tags
-            detected = await self.langs.auto(await asyncio.to_thread(markup_texts, texts) if html else texts)
         nbest, target = 1 if html else alternatives + 1, fields["target"]
-        options = self.options(("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target))
-        if html:
-            found = await self.translate_markup(request, texts, options, "html")
-            translated, others = [hyps[0][0] for hyps in found], [[] for _ in texts]
-        else:
-            translated, others = await self._libre_lines(request, split, options, alternatives)
+        detected: list[dict[str, Any]] = []
+        same = set(range(len(texts))) if source == target else set()  # already in the target: as they are
+        if source == "auto":  # 400 for another language it cannot read; a fragment by its text, not its tags
+            detected, same = await self.langs.auto(
+                await asyncio.to_thread(markup_texts, texts) if html else texts, target=target
+            )
+        todo = [i for i in range(len(texts)) if i not in same]
+        translated, others = list(texts), [[] for _ in texts]
+        if todo:
+            options = self.options(
+                ("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target)
+            )
+            if html:
+                found = await self.translate_markup(request, [texts[i] for i in todo], options, "html")
+                done = [hyps[0][0] for hyps in found], [[] for _ in todo]
+            else:
+                done = await self._libre_lines(request, [split[i] for i in todo], options, alternatives)
+            for i, text, alternative in zip(todo, *done):
+                translated[i], others[i] = text, alternative
         answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
         if asked:
             answer["alternatives"] = others[0] if isinstance(q, str) else others
@@ -201,6 +211,8 @@ class Service:
             if value in (None, "", []):
                 raise ApiError(400, f"Invalid request: missing {name} parameter")
         check_pair(fields, 400)
+        if source == target and self.langs.knows(target):  # nothing to translate: the texts as they are
+            return source, target
         try:
             self.directions.tag(None if source == "auto" else source, target)
         except ConfigError as exc:
@@ -299,7 +311,7 @@ class Service:
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
         if data.get("source") == "auto":  # each line identified; one the model cannot read is refused
             names = [f"text[{i}]" for i in range(len(texts))] if isinstance(data.get("text"), list) else ["text"]
-            await self.langs.auto(texts, names)
+            await self.langs.auto(texts, names)  # /v1 translates what it is given: the target's own too
         names = ("beam", "nbest", "alpha", "length_penalty", "alignments")
         # Ellipsis for a field left out: a missing field takes the default, where null is refused
         values = tuple((type(v), v) for v in (data.get(name, ...) for name in names))
