@@ -82,4 +82,4 @@ if $quickstart; then
     printf 'Ich habe keine Zeit.\nWo ist der Bahnhof?\nDas Wetter ist heute schön.\n' |
         .venv/bin/mt translate --exp experiments/quickstart
 fi
-say "ready: .venv/bin/mt --help; the tests: bash .ci/run"
+say "ready: .venv/bin/mt --help (or . .venv/bin/activate, then mt); the tests: bash .ci/run"

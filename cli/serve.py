@@ -6,14 +6,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from .options import Checkpoints, Device, Exp, Precision, Quantize, Threads, examples
+from mt.decoding.options import DecodeOptions
+
+from .options import Checkpoints, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
 
 EXAMPLES = examples(
     "mt serve --exp exp/de-en",
     "mt serve --exp exp/de-en --host 0.0.0.0 --port 5000 --api-key SECRET --max-tokens 4000",
+    "mt serve --exp exp/de-en --quantize int8 --shortlist --engine ctranslate2 --length-penalty length",
 )
 
 
+@decode_flags(batch_tokens=False)  # the server's search; --max-tokens, --parallel and --engine are its own
 def serve(
     exp: Exp,
     host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 for every interface.")] = "127.0.0.1",
@@ -111,6 +115,7 @@ def serve(
     quantize: Quantize = None,
     threads: Threads = 2,
     device: Device = "cpu",
+    decode: DecodeOptions = DecodeOptions(),
 ) -> None:
     """Serve translations over HTTP: LibreTranslate's POST /translate and /translate_file, mt's /v1/translate and /v1/attention, a page at /.
 
@@ -122,6 +127,15 @@ def serve(
     from mt.experiment.config import read_experiment
 
     experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
+    from mt.config.schema import decode_checks
+    from mt.errors import ConfigError
+
+    for name in ("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "no_repeat_ngram", "shortlist"):
+        if getattr(decode, name) is not None:  # the server's search, for requests that do not ask another
+            setattr(cfg.decode, name, getattr(decode, name))
+    for ok, message in decode_checks(cfg.decode):
+        if not ok:
+            raise ConfigError(message)
     from mt.apps.serve.app import Limits
     from mt.apps.serve.app import serve as run_serve
 

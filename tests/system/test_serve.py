@@ -804,3 +804,24 @@ def test_the_server_moves_what_it_loaded_out_of_the_collectors_passes_and_collec
     before, frozen, threshold, wanted, found = json.loads(out.stdout)
     assert before == 0 and frozen > 1000 and threshold == wanted and wanted[0] > 700
     assert found >= 2  # the two objects of the cycle, made after the freeze
+
+
+@pytest.mark.slow
+def test_mt_serve_takes_the_search_flags_the_ctranslate2_engine_needs(trained_experiment, tmp_path):
+    """`--engine ctranslate2` on an experiment of the default gnmt penalty could not start: its refusal
+    named --length-penalty, a flag mt serve did not have. The server's search takes translate's flags."""
+    pytest.importorskip("ctranslate2")
+    log_path = tmp_path / "serve.log"
+    process, url = serve_process(trained_experiment.root.parent, log_path, "--exp", str(trained_experiment.root),
+                                 "--threads", "1", "--engine", "ctranslate2", "--length-penalty", "length",
+                                 "--beam", "3")
+    try:
+        status, _, data = call(f"{url}/v1/translate", {"text": LINES[:2]})
+        assert status == 200, data
+        assert ok(f"{url}/health")["engine"].startswith("ctranslate2")
+        stock = Translator.load(trained_experiment, trained_experiment.load_config())
+        options = DecodeOptions(beam=3, length_penalty="length")
+        assert [t["text"] for t in data["translations"]] == [h[0][0] for h in stock.search(LINES[:2], options)]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
