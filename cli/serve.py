@@ -115,7 +115,8 @@ def serve(
     quantize: Quantize = None,
     threads: Threads = 2,
     device: Device = "cpu",
-    decode: DecodeOptions = DecodeOptions(),
+    *,
+    decode: DecodeOptions,
 ) -> None:
     """Serve translations over HTTP: LibreTranslate's POST /translate and /translate_file, mt's /v1/translate and /v1/attention, a page at /.
 

@@ -119,6 +119,8 @@ def parse_source(
             raise ConfigError(f"{where}: a ~SRC-TGT suffix names directions of data.directions, which is not set")
         directions = tuple(parse_direction(d, where) for d in match.group(1).split(","))
         text = text[: match.start()].rstrip()
+        if langs not in directions:  # checked as read in a direction it names (its columns, its languages)
+            langs = directions[0]
     kind_match = _KIND.match(text)
     kind = kind_match.group(1) if kind_match else text.partition(":")[0]
     if kind not in KINDS:

@@ -55,6 +55,18 @@ def test_directions_and_the_sources_they_read():
         assert cfg.data.train == ["files:/c/x~en-de,de-en", "files:/c/y"], written
 
 
+def test_a_source_of_some_directions_is_checked_as_read_in_those():
+    """Was "names columns en-fr, not de": the documented tsv:news.tsv:en-fr~en-fr,fr-en*2 was parsed for
+    en-de too (and a ding source for en-fr), where it is not read, and refused."""
+    cfg = ExperimentConfig()
+    cfg.data.directions = DIRECTIONS
+    cfg.data.train = ["tsv:/c/news.tsv:en-fr~en-fr,fr-en*2", "ding~de-en,en-de", "files:/c/all"]
+    validate(cfg, "test")
+    assert [s.kind for s in cfg.data.sources("train", ("en", "de"))] == ["ding", "files"]
+    (news, _) = cfg.data.sources("train", ("fr", "en"))
+    assert news.kind == "tsv" and news.weight == 2.0
+
+
 def test_a_weighted_tilde_suffix_stays_one_source_in_a_flow_list_a_flag_and_a_recipe(tmp_path):
     """Was "'de-en*2': unknown kind 'de-en'": the documented files:PREFIX~en-de,de-en*2 split at its comma."""
     from mt.config.recipes import load_recipe
