@@ -128,6 +128,20 @@ def sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def sync_tree(root: Path) -> None:
+    """Every file under `root` and every folder holding them flushed to disk (their writers, a zip, a
+    converter's model.bin, do not): what a rename then commits is the whole tree."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for folder in {root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())}:
+        sync_directory(folder)
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -40,6 +40,7 @@ from typing import Callable
 import torch
 
 from mt import log
+from mt.atomic_files import sync_directory, sync_tree
 from mt.data.batching import length_groups
 from mt.data.shortlist import VMAP_FILE, vocabulary_map
 from mt.decoding.options import DecodeOptions
@@ -302,6 +303,8 @@ def prepared(exp, checkpoint: Path, src_tok, tgt_tok, loaded: tuple[int, int] | 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _recorded(directory) == source:
             return directory
+        for left in [*root.glob(".building-*"), *root.glob(".old-*")]:  # a killed build's: none runs now
+            shutil.rmtree(left, ignore_errors=True)
         _build(exp, checkpoint, src_tok, tgt_tok, source, root, directory)
     return directory
 
@@ -324,6 +327,7 @@ def _build(exp, checkpoint: Path, src_tok, tgt_tok, source: dict, root: Path, di
         if vmap is not None:
             (building / VMAP_FILE).write_text(vmap, encoding="utf-8")
         (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")
+        sync_tree(building)  # on disk before the rename commits it: a crash leaves no engine.json over half a model
         if directory.exists():
             if _recorded(directory) is None:  # engine.json is written last: without it, mt did not build it
                 raise MtError(f"{directory}: exists and is not an engine mt built; move it away")
@@ -331,6 +335,7 @@ def _build(exp, checkpoint: Path, src_tok, tgt_tok, source: dict, root: Path, di
             os.replace(directory, old / "engine")
             shutil.rmtree(old)
         os.replace(building, directory)
+        sync_directory(root)
     finally:
         shutil.rmtree(building, ignore_errors=True)
 

@@ -261,6 +261,9 @@ def test_built_once_rebuilt_when_the_checkpoint_changes_and_never_over_a_foreign
     assert (built / "engine.json").stat().st_mtime_ns == stamp and "building" not in capsys.readouterr().err
     checkpoint = experiment.find_checkpoint(cfg.decode.checkpoint)
     os.utime(checkpoint, ns=(stamp + 10**9, stamp + 10**9))  # a checkpoint written again
+    for left in (".building-x1", ".old-x2"):  # what a build killed half way leaves: removed by the next one
+        (experiment.root / "engines" / left / "engine").mkdir(parents=True)
+        (experiment.root / "engines" / left / "engine" / "model.bin").write_bytes(b"half")
     Translator.load(experiment, cfg).search(LINES[:2], options)
     assert "building the CTranslate2 model" in capsys.readouterr().err
     assert json.loads((built / "engine.json").read_text())["checkpoint_stat"][1] == stamp + 10**9

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from mt.atomic_files import sync_directory, write_text_atomic
+from mt.atomic_files import sync_directory, sync_tree, write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
@@ -145,7 +145,7 @@ def _replace_dir(output: Path, write: Callable[[Path], None], fmt: str, earlier:
         files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
         (tmp / MANIFEST).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n", encoding="utf-8")
         _readable(tmp)
-        _flush(tmp)  # on disk before it is renamed in and the earlier export goes: a crash leaves one whole
+        sync_tree(tmp)  # on disk before it is renamed in and the earlier export goes: a crash leaves one whole
         if output.exists() and _others(output, earlier):
             _merge(tmp, output, files, earlier)
         elif output.exists():
@@ -193,20 +193,6 @@ def _merge(tmp: Path, output: Path, files: list[str], earlier: list[str]) -> Non
         sync_directory(folder)
     os.replace(tmp / MANIFEST, output / MANIFEST)
     sync_directory(output)
-
-
-def _flush(root: Path) -> None:
-    """Every file under `root` and every folder holding them flushed to disk (their writers, a zip, a
-    converter's model.bin, do not): what a rename then commits is the whole export."""
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for folder in {root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())}:
-        sync_directory(folder)
 
 
 def _readable(root: Path) -> None:
