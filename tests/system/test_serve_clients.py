@@ -126,6 +126,9 @@ def test_detect_answers_libretranslates_shape_and_auto_refuses_a_language_the_mo
     assert status == 400 and data["error"].startswith("fr is not supported")
     status, _, data = call(f"{plain.url}/translate", {"q": "Hallo.", "source": "fr", "target": "fr"})
     assert status == 400 and data["error"].startswith("fr is not supported")  # a language it does not know
+    # Codes as LibreTranslate reads them: any case (was 400 "DE is not supported")
+    assert ok(f"{plain.url}/translate", {"q": LINES[0], "source": "DE", "target": "En"}) == {
+        "translatedText": expected[0]}
     status, _, data = call(f"{plain.url}/v1/translate", {"text": [LINES[0], ENGLISH], "source": "auto"})
     assert status == 400 and data["error"].startswith("text[1]: en is not supported")
     v1 = ok(f"{plain.url}/v1/translate", {"text": LINES[:2], "source": "auto"})

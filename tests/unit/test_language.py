@@ -82,3 +82,13 @@ def test_auto_tells_apart_the_sources_and_the_zero_shot_languages_lingua_knows()
     languages = identifiable(directions)
     assert languages == ["en", "de"]
     assert LanguageIdentifier(languages).identify(SENTENCES["en"]).language == "en"
+
+
+def test_a_requests_language_codes_are_read_as_libretranslate_reads_them():
+    """`DE` and LibreTranslate's `zh-Hans`/`zh-Hant`/`pt-BR` (Argos models' zh, zt, pb) were refused."""
+    from mt.apps.serve.languages import Languages
+    from mt.decoding.directions import Directions
+
+    langs = Languages(Directions((("en", "zh"), ("en", "zt"), ("en", "pb"), ("en", "de")), {}))
+    assert [langs.canonical(c) for c in ("EN", "zh-Hans", "ZH-HANT", "pt-BR", "de", "auto", "xx", 3)] == [
+        "en", "zh", "zt", "pb", "de", "auto", "xx", 3]

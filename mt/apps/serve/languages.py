@@ -43,6 +43,10 @@ LANGUAGE_NAMES = {  # lingua's names for the others
 }
 
 
+# LibreTranslate's names for the codes Argos Translate's models use (its iso2model): what its clients send
+LIBRE_ALIASES = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb"}
+
+
 def name_of(code: str) -> str:
     return LANGUAGE_NAMES.get(code) or language_name(code)
 
@@ -88,6 +92,15 @@ class Languages:
         (found,) = await self.identify(["\n".join(unicode_text(text, "q", 400) for text in texts)])
         scale = 0.0 if found.foreign is not None else 1.0
         return [{"confidence": confidence(scale * value), "language": code} for code, value in found.ranking]
+
+    def canonical(self, code: Any) -> Any:
+        """A request's language code as the model writes it: `DE` is `de`, LibreTranslate's `zh-Hans` is
+        a model's `zh` (and `zh-Hant` `zt`, `pt-BR` `pb`); as it is when the model has none such."""
+        if not isinstance(code, str) or code == "auto" or self.knows(code):
+            return code
+        known = {known.lower(): known for known in (*self.readable, *self.directions.targets(), *self.directions.tags)}
+        lowered = code.lower()
+        return known.get(lowered) or known.get(LIBRE_ALIASES.get(lowered, lowered)) or code
 
     def knows(self, code: str) -> bool:
         """Whether `code` is one of the languages /languages lists."""

@@ -93,8 +93,8 @@ class Service:
         """POST /translate, as LibreTranslate answers it."""
         fields = await libre_fields(request, self.body_limit)
         check_key(self.api_key, field_key(fields, header_key(request)))
+        texts = self._libre_texts(fields)  # and the languages as the model writes them (libre_pair)
         q, source = fields.get("q"), fields.get("source")
-        texts = self._libre_texts(fields)
         src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
         # As LibreTranslate: a number (a form's digits too), fewer than 0 read as 0
         asked = max(0, whole_number(fields.get("alternatives") or 0, "alternatives", 400, low=-(2**63), text=True) or 0)
@@ -195,7 +195,7 @@ class Service:
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
         for text in texts:
             unicode_text(text, "q", 400)
-        self.libre_pair(fields)
+        self.libre_pair(fields, same=True)
         fmt = fields.get("format")
         fmt = "text" if fmt is None or fmt == "" else fmt  # as the schema: a string (0, false, {} are no format)
         if fmt not in ("text", "html"):
@@ -203,15 +203,18 @@ class Service:
             raise ApiError(400, f"{shown} format is not supported: this server translates text and html")
         return texts
 
-    def libre_pair(self, fields: dict) -> tuple[str | None, str]:
-        """(source, None for auto; target) of a LibreTranslate request, once this server translates them:
-        400 in LibreTranslate's words otherwise ("fr is not supported")."""
+    def libre_pair(self, fields: dict, same: bool = False) -> tuple[str | None, str]:
+        """(source, None for auto; target) of a LibreTranslate request, once this server translates them
+        (with `same`, a language the server knows into itself too: /translate's identity): 400 in
+        LibreTranslate's words otherwise ("fr is not supported")."""
         source, target = fields.get("source"), fields.get("target")
         for name, value in (("source", source), ("target", target)):
             if value in (None, "", []):
                 raise ApiError(400, f"Invalid request: missing {name} parameter")
         check_pair(fields, 400)
-        if source == target and self.langs.knows(target):  # nothing to translate: the texts as they are
+        source = fields["source"] = self.langs.canonical(source)  # `DE`, LibreTranslate's `zh-Hans`
+        target = fields["target"] = self.langs.canonical(target)
+        if same and source == target and self.langs.knows(target):  # nothing to translate: the texts as they are
             return source, target
         try:
             self.directions.tag(None if source == "auto" else source, target)
