@@ -382,3 +382,16 @@ def test_the_repetition_guard_is_written_into_the_search_each_runtime_is_given(t
     assert "no_repeat_ngram_size" not in readme(trained_experiment, cfg, Path("best.pt"), {"step": 1}, None,
                                                 ["spm.model"], 1024)
     assert not generation_config(cfg, 1024).no_repeat_ngram_size
+
+
+def test_an_export_of_a_tokenizer_that_normalizes_nothing_says_what_input_it_needs(trained_experiment, tmp_path,
+                                                                                   capsys):
+    """mt translate brings input to data.normalize's form before a tokenizer of normalization identity;
+    an export does not, and a decomposed character then reads as other pieces: said, once."""
+    exp, cfg = trained_experiment, trained_experiment.load_config()
+    export(exp, cfg, tmp_path / "plain")
+    assert "normalizes nothing" not in capsys.readouterr().err
+    cfg.tokenizer.normalization = "identity"
+    export(exp, cfg, tmp_path / "identity")
+    err = capsys.readouterr().err
+    assert "normalizes nothing" in err and "give it NFC text" in err, err

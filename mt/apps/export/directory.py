@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from mt import log
 from mt.atomic_files import sync_directory, sync_tree, write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.errors import ConfigError, MtError
@@ -54,6 +55,14 @@ def export(
     target = {"ctranslate2": ctranslate2, "huggingface": huggingface, "argos": argos}[fmt]
     target.check_options(quantize, license)
     source = load_exported(exp, cfg, checkpoint, target.check_model)
+    form = cfg.data.cleaning("train")
+    if cfg.tokenizer.normalization == "identity" and form not in (None, "none"):
+        log.warn(
+            f"export: the tokenizer normalizes nothing (tokenizer.normalization identity) and mt translate "
+            f"brings input to {form.upper()} first, as the training text was; the {fmt} model does not: "
+            f"give it {form.upper()} text (Python: unicodedata.normalize({form.upper()!r}, text)) or a "
+            f"decomposed character reads as other pieces"
+        )
     files = _replace_dir(output, target.writer(source, quantize, license), fmt, earlier)
     return {
         "output": str(output),
