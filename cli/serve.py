@@ -73,7 +73,9 @@ def serve(
             help="Characters a document may ask to translate; more is refused (413) before any is translated."
         ),
     ] = 200_000,
-    file_ttl: Annotated[float, typer.Option(help="Seconds a translated document is kept for download.")] = 600.0,
+    file_ttl: Annotated[
+        float, typer.Option(help="Seconds a translated document is kept for download (LibreTranslate keeps them 30 minutes).")
+    ] = 1800.0,
     max_files: Annotated[
         int, typer.Option(help="Translated documents kept at once; past that the oldest is removed.")
     ] = 100,

@@ -79,7 +79,7 @@ class Limits:
     read_timeout: float = 30.0  # seconds a client has to send a whole request, from connecting or its last answer
     max_file_bytes: int = 10_000_000  # an uploaded document's bytes (/translate_file); refused while it is read
     max_file_chars: int = 200_000  # characters a document may ask to translate (about 2,000 sentences)
-    file_ttl: float = 600.0  # seconds a translated document is kept for download
+    file_ttl: float = 1800.0  # seconds a translated document is kept for download, as LibreTranslate keeps them
     max_files: int = 100  # translated documents kept at once; the oldest goes first
     max_file_jobs: int = 4  # documents translated at once, and uploads read at once (files.Documents); one more: 503
 
