@@ -74,7 +74,8 @@ def serve(
         ),
     ] = 200_000,
     file_ttl: Annotated[
-        float, typer.Option(help="Seconds a translated document is kept for download (LibreTranslate keeps them 30 minutes).")
+        float,
+        typer.Option(help="Seconds a translated document is kept for download (LibreTranslate keeps them 30 minutes)."),
     ] = 1800.0,
     max_files: Annotated[
         int, typer.Option(help="Translated documents kept at once; past that the oldest is removed.")
