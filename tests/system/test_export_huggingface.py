@@ -349,6 +349,7 @@ def test_the_model_card_does_not_give_scores_of_earlier_weights_as_the_models(tr
     shutil.copytree(trained.root, exp.root)
     cfg = exp.load_config()
     cfg.decode.checkpoint = "last"
+    cfg.decode.length_penalty = "length"  # a search transformers' generate() makes as mt does
     evaluate_split(exp, cfg, "test")
     fresh = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" in fresh and "| last.pt |" in fresh
@@ -374,6 +375,7 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     shutil.copytree(trained.root, exp.root)
     cfg = exp.load_config()
     cfg.decode.checkpoint = "last"
+    cfg.decode.length_penalty = "length"  # a search transformers' generate() makes as mt does
     evaluate_split(exp, cfg, "test", translator=Translator.load(exp, cfg, quantize="int8"))
     card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and ", int8 |" in card and "the header the Hub indexes leaves them out" in card
@@ -385,3 +387,9 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     evaluate_split(exp, cfg, "test")  # the export's own search, float32: the model's scores
     card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
     assert "model-index" in card and "leaves them out" not in card
+    # The GNMT penalty, which generate() does not have (it ranks by |Y|^alpha): not the export's scores
+    gnmt = copy.deepcopy(cfg)
+    gnmt.decode.length_penalty = "gnmt"
+    evaluate_split(exp, gnmt, "test")
+    card = model_card(load_exported(exp, gnmt, "last", check_model), "unknown", 0.0)
+    assert "model-index" not in card and "GNMT length penalty transformers does not have" in card

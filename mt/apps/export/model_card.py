@@ -118,6 +118,8 @@ def own_scores(record: dict, source: Exported) -> bool:
     )  # fp32, no quantization: the weights as exported
     decoded = record.get("decode") or {}
     exported = checkpoint_name(source.exp, source.path)  # another run's best.pt is not this one's
+    if decoded.get("length_penalty") == "gnmt" and decoded.get("beam", 1) > 1:
+        return False  # transformers has no GNMT penalty: its generate() ranks the beam otherwise (below)
     return record.get("checkpoint") == exported and all(decoded.get(k, v) == v for k, v in wanted.items())
 
 
@@ -202,7 +204,8 @@ def _results(scores: dict[str, dict], source: Exported) -> str:
     if any(record.get("checkpoint") == exported and not own_scores(record, source) for record in scores.values()):
         notes.append(
             "Scores decoded otherwise than the exported float32 model with its search "
-            "(`generation_config.json`) are not its own: the header the Hub indexes leaves them out."
+            "(`generation_config.json`), or with the GNMT length penalty transformers does not have, "
+            "are not its own: the header the Hub indexes leaves them out."
         )
     return "\n".join(lines) + "\n\n" + " ".join(notes)
 
