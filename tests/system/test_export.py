@@ -248,6 +248,8 @@ def test_an_unknown_model_field_is_refused_and_nothing_is_written(post_norm, tmp
     assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["newer.pt"]
     with pytest.raises(ConfigError, match="--quantize 'int4'"):
         export(post_norm, post_norm.load_config(), tmp_path / "out", quantize="int4")
+    # float32, the default --help names, may be given (was refused)
+    assert export(post_norm, post_norm.load_config(), tmp_path / "f32", quantize="float32")["quantize"] == "float32"
 
 
 def test_force_replaces_only_the_files_the_earlier_export_wrote(trained_experiment, tmp_path):

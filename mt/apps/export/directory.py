@@ -49,6 +49,7 @@ def export(
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     output = Path(output)
+    quantize = None if quantize == "float32" else quantize  # the default, as --help names it
     earlier = _check_output(output, force)
     from mt.apps.export import argos, ctranslate2, huggingface
 
