@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -277,6 +276,11 @@ def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, for
     """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written.
     `force`: build it again where it exists (not under checkpoints, which were trained on it); the old
     data/ stays until the new one is complete."""
+    if exp.data_dir.exists() and not exp.has_data():  # a folder of the user's (corpora, say): never replaced
+        raise MtError(
+            f"{exp.data_dir}: not data `mt binarize` wrote (no {exp.manifest_path.name}), and binarize writes "
+            f"there; move it out of {exp.root}, or binarize into another --exp"
+        )
     if exp.data_dir.exists() and not force:
         raise MtError(
             f"{exp.data_dir}: the experiment is already binarized; nothing overwritten "
@@ -328,7 +332,7 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
         write_json_atomic(tmp_dir / exp.manifest_path.name, manifest)
         old = None
         if exp.data_dir.exists():  # --force: the old data/ moves aside only now that the new one is whole
-            old = Path(tempfile.mkdtemp(dir=exp.root, prefix=".data-replaced-"))
+            old = exp.new_data_build()  # marked: a run killed before it is removed leaves it to the next
             os.replace(exp.data_dir, old / "data")
         os.replace(tmp_dir, exp.data_dir)
         sync_directory(exp.root)  # the rename is the commit point of the whole data/

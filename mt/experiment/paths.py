@@ -42,6 +42,7 @@ from mt.errors import MtError
 from mt.tokenizer import Tokenizer
 
 _DATA_BUILD = re.compile(r"\.data-(\d+)-")  # Experiment.new_data_build's directories
+DATA_BUILD_MARK = ".mt-data-build"  # in each of them (and so in data/, the build renamed)
 
 
 class Experiment:
@@ -77,16 +78,20 @@ class Experiment:
         return self.root / "data"
 
     def new_data_build(self) -> Path:
-        """A fresh hidden directory ".data-PID-XXXX" for binarize to build data/ in, renamed at the end."""
+        """A fresh hidden directory ".data-PID-XXXX" for binarize to build data/ in (renamed at the end) or
+        to move the old one aside into, marked as binarize's (DATA_BUILD_MARK)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=self.root, prefix=f".data-{os.getpid()}-"))
+        path = Path(tempfile.mkdtemp(dir=self.root, prefix=f".data-{os.getpid()}-"))
+        (path / DATA_BUILD_MARK).touch()
+        return path
 
     def abandoned_data_builds(self) -> list[Path]:
-        """Build directories of binarize runs that were killed: their process is gone."""
+        """Build directories of binarize runs that were killed: their process is gone. Only binarize's,
+        by their mark: a user's `.data-2024-backup/` has the name, not the mark."""
         found = []
         for path in self.root.glob(".data-*"):
             match = _DATA_BUILD.match(path.name)
-            if match and path.is_dir() and not pid_alive(int(match.group(1))):
+            if match and (path / DATA_BUILD_MARK).is_file() and not pid_alive(int(match.group(1))):
                 found.append(path)
         return found
 
@@ -208,8 +213,9 @@ class Experiment:
         )
 
     def has_data(self) -> bool:
-        """Binarized data: binarize renames its whole directory into place when it is done."""
-        return self.data_dir.is_dir()
+        """Binarized data: binarize renames its whole directory into place when it is done, its
+        manifest inside (a data/ folder without one is not mt's: a user's corpora, say)."""
+        return self.manifest_path.is_file()
 
     def has_checkpoints(self) -> bool:
         return self.checkpoints_dir.is_dir() and any(self.checkpoints_dir.glob("*.pt"))

@@ -441,6 +441,10 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
     before = set(multiprocessing.active_children())  # another module's may live in this test process
     exp, cfg, _ = setup
     exp.root.joinpath(".data-999999999-x1y2").mkdir()  # left by a binarize that was killed
+    exp.root.joinpath(".data-999999999-x1y2", ".mt-data-build").touch()  # binarize's mark
+    users = exp.root / ".data-2024-backup"  # the name's shape, a user's: was deleted
+    (users / "train.de").parent.mkdir()
+    (users / "train.de").write_text("mine\n", encoding="utf-8")
     monkeypatch.setattr(mt.data.binarize_workers, "ENCODE_CHUNK", 16)
     real_append, calls = mt.data.arrays.SplitWriter.append, []
 
@@ -455,7 +459,8 @@ def test_interrupted_binarize_with_workers_leaves_the_experiment_usable(setup, m
         binarize(exp, cfg, workers=2)
     assert not exp.data_dir.exists() and set(multiprocessing.active_children()) <= before
     # Its own temporary directory is gone, and so is the killed run's (its process is not alive).
-    assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
+    assert [p.name for p in exp.root.iterdir() if p.name.startswith(".data-")] == [users.name]
+    assert (users / "train.de").read_text(encoding="utf-8") == "mine\n"
     monkeypatch.setattr(mt.data.arrays.SplitWriter, "append", real_append)
     stats = binarize(exp, cfg, workers=2)
     assert stats["splits"]["train"]["kept"] == 207
@@ -519,3 +524,16 @@ def test_cli_train_sources_and_workers(tmp_path):
     assert [s["pairs_in"] for s in train["sources"]] == [120, 90]
     assert train["sources"][0]["kept"] in (116, 117) and train["sources"][1]["kept"] == 90  # a.tsv holds the bad pairs
     assert train["kept"] == train["sources"][0]["kept"] + 2 * 90 and "train: kept" in done.stderr
+
+
+def test_a_data_folder_mt_did_not_write_is_never_replaced_even_with_force(setup):
+    """A user's corpora in EXP/data/ (`--exp .` at a project's root) were called "already binarized",
+    and `--force` moved them aside and deleted them."""
+    exp, cfg, _ = setup
+    exp.data_dir.mkdir()
+    (exp.data_dir / "train.de").write_text("mein Korpus\n", encoding="utf-8")
+    for force in (False, True):
+        with pytest.raises(MtError, match=r"data: not data `mt binarize` wrote \(no manifest\.json\).*move it out"):
+            binarize(exp, cfg, force=force)
+    assert [p.name for p in exp.data_dir.iterdir()] == ["train.de"] and not exp.has_data()
+    assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]

@@ -352,7 +352,8 @@ def test_a_student_with_a_config_of_its_own_gets_the_distilled_corpus_added(trai
     late = Experiment(tmp_path / "late")  # binarized before: the data would not hold the distilled pairs
     shutil.copytree(student.root, late.root, ignore=shutil.ignore_patterns("distill"))
     write_text_atomic(late.config_path, save_yaml(own))
-    late.data_dir.mkdir()  # binarize renames data/ into place when done: there is data
+    late.data_dir.mkdir()  # binarize renames data/ into place when done, its manifest inside: there is data
+    late.manifest_path.write_text("{}")
     with pytest.raises(ConfigError, match="binarized data made without the distilled corpus"):
         distill([trained_experiment], late, chunk_lines=400)
     assert late.load_config().data.train == []
@@ -567,6 +568,7 @@ def test_a_done_distill_from_other_teachers_is_refused(trained_experiment, tmp_p
     cfg.data.train = cfg.data.train[:1]
     write_text_atomic(late.config_path, save_yaml(cfg))
     late.data_dir.mkdir()
+    late.manifest_path.write_text("{}")
     with pytest.raises(ConfigError, match="binarized data made without the distilled corpus"):
         distill([trained_experiment], late, mix_original=True)
 

@@ -254,6 +254,7 @@ def test_used_fields_are_frozen(tmp_path):
     ConfigChange(exp).resolve({"tokenizer.vocab_size": 500, "data.max_len": 100})  # same value; binarize's field
     ConfigChange(exp).resolve({"tokenizer.train_segmentations": 4})  # binarize's too, though under tokenizer
     exp.data_dir.mkdir()
+    exp.manifest_path.write_text("{}")  # binarized (its manifest is the mark)
     for key, value in [("data.max_len", 50), ("tokenizer.train_segmentations", 2), ("tokenizer.sampling_alpha", 0.5)]:
         with pytest.raises(ConfigError, match=f"{key} is fixed at .*was binarized with it"):
             ConfigChange(exp).resolve({key: value})
