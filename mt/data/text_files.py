@@ -55,15 +55,46 @@ def mismatch_error(src_path, src_count: int, tgt_path, tgt_count: int) -> MtErro
     )
 
 
+# What a file that is not UTF-8 text starts with: refused by name (its bytes would pass for lines of
+# garbage, or be counted as invalid UTF-8 one by one); gzip is read whatever the file's name.
+NOT_TEXT = {
+    b"\xff\xfe": "UTF-16 text (its byte-order mark); mt reads UTF-8: convert it (iconv -f UTF-16 -t UTF-8)",
+    b"\xfe\xff": "UTF-16 text (its byte-order mark); mt reads UTF-8: convert it (iconv -f UTF-16 -t UTF-8)",
+    b"\xfd7zXZ\x00": "compressed with xz; mt reads plain text or gzip: decompress it (unxz)",
+    b"\x28\xb5\x2f\xfd": "compressed with zstd; mt reads plain text or gzip: decompress it (unzstd)",
+    b"PK\x03\x04": "a zip archive; mt reads plain text or gzip: unzip it",
+}
+_GZIP = b"\x1f\x8b"
+
+
 def open_binary(path: str):
+    """A corpus file's bytes, gzip decompressed (by its name or its first bytes); MtError for a file
+    that is not UTF-8 text by its first bytes (NOT_TEXT, NUL bytes, lines ended by CR alone)."""
     try:
-        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+        with open(path, "rb") as probe:
+            gzipped = path.endswith(".gz") or probe.read(2) == _GZIP
+        handle = gzip.open(path, "rb") if gzipped else open(path, "rb")
     except FileNotFoundError:
         raise MtError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise MtError(f"{path}: is a directory, expected a text file") from None
     except OSError as exc:
         raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        head = handle.peek(1 << 16)[: 1 << 16]
+    except (EOFError, OSError, zlib.error):
+        return handle  # a broken gzip file: reading it says so, naming it
+    problem = next((why for start, why in NOT_TEXT.items() if head.startswith(start)), None)
+    if problem is None and head[:3] == b"BZh" and head[4:10] == b"1AY&SY":  # bzip2's, its block size between
+        problem = "compressed with bzip2; mt reads plain text or gzip: decompress it (bunzip2)"
+    if problem is None and head.count(b"\x00") > len(head) // 8:  # a stray one in a crawl is cleaned, not this
+        problem = "mostly NUL bytes: UTF-16 or binary, not UTF-8 text"
+    if problem is None and b"\r" in head and b"\n" not in head and len(head) > 1:
+        problem = "its lines end in a carriage return alone (CR, old Mac files); convert them to LF (mac2unix)"
+    if problem is not None:
+        handle.close()
+        raise MtError(f"{path}: {problem}")
+    return handle
 
 
 def _strip_newline(line: bytes) -> bytes:

@@ -92,3 +92,30 @@ def test_input_lines_leave_out_a_utf8_byte_order_mark(tmp_path):
     path = tmp_path / "in.txt"
     path.write_bytes(b"\xef\xbb\xbfDer Hund.\n\xef\xbb\xbfzwei\n")
     assert list(text_files.input_lines(path)) == ["Der Hund.\n", "\ufeffzwei\n"]  # a mark inside is text
+
+
+def test_files_that_are_not_utf8_text_are_refused_by_name_gzip_by_its_bytes(tmp_path):
+    """UTF-16 (ASCII in it is valid UTF-8 with NULs: pairs of garbage, `G u t e n`), xz/bzip2/zstd/zip
+    (counted as invalid UTF-8 line by line) and lines ended by CR alone (the whole file one line,
+    dropped as too long) were read as text; gzip under another name was one of those."""
+    text = "Guten Tag\nHallo Welt\n"
+    cases = {
+        "u16.de": ("\ufeff" + text).encode("utf-16-le"),
+        "u16be.de": ("\ufeff" + text).encode("utf-16-be"),
+        "nobom.de": text.encode("utf-16-le"),
+        "c.de.xz": b"\xfd7zXZ\x00\x00\x04rest",
+        "c.de.bz2": b"BZh91AY&SYrest",
+        "c.de.zst": b"\x28\xb5\x2f\xfdrest",
+        "c.zip": b"PK\x03\x04rest",
+        "mac.de": b"Guten Tag\rHallo Welt\r",
+    }
+    reasons = ["UTF-16", "UTF-16", "NUL bytes", "xz", "bzip2", "zstd", "zip", "carriage return alone"]
+    for (name, data), reason in zip(cases.items(), reasons):
+        with pytest.raises(MtError, match=rf"^{tmp_path / name}: .*{reason}"):
+            read_lines(write(tmp_path / name, data))
+        with pytest.raises(MtError, match=reason):
+            count_lines(str(tmp_path / name))
+    assert read_lines(write(tmp_path / "gz.de", gzip.compress(text.encode()))) == ["Guten Tag", "Hallo Welt"]
+    assert read_lines(write(tmp_path / "bz.de", "BZh ist kein Archiv\n")) == ["BZh ist kein Archiv"]
+    assert read_lines(write(tmp_path / "r.de", "x")) == ["x"] and read_lines(write(tmp_path / "e.de", "")) == []
+    assert read_lines(write(tmp_path / "nul.de", "ein\x00Satz\nzwei\n")) == ["ein\x00Satz", "zwei"]  # cleaning's
