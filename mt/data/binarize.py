@@ -26,6 +26,7 @@ from mt.data import stats as data_stats
 from mt.data.arrays import SeenPairs, SplitWriter
 from mt.data.binarize_workers import CLEAN_REASONS, RAW_REASONS, Filters, Workers, id_dtype
 from mt.data.dataset import input_record
+from mt.data.text_files import existing
 from mt.errors import MtError
 from mt.experiment.lock import experiment_lock
 from mt.experiment.paths import Experiment
@@ -272,6 +273,17 @@ def _refuse_empty_direction(cfg: ExperimentConfig, split: str, stats: dict) -> N
         )
 
 
+def _check_files_exist(cfg: ExperimentConfig, split: str) -> None:
+    """A split's files are there before any split is read: a mistyped valid path was found once the
+    training split was encoded, hours in (the Ding dictionary's reader says how to install it)."""
+    for pair in cfg.data.pairs():
+        for source in cfg.data.sources(split, pair):
+            if source.kind in ("files", "tsv", "jsonl"):
+                for path in source.paths:
+                    if not os.path.exists(existing(path) if source.kind == "files" else path):
+                        raise MtError(f"data.{split}: {path}: no such file")
+
+
 def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, force: bool = False) -> dict:
     """`mt binarize`: encode every configured split into exp.data_dir; returns the stats written.
     `force`: build it again where it exists (not under checkpoints, which were trained on it); the old
@@ -305,6 +317,7 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
     stats: dict = {"max_len": cfg.data.max_len, "tokenizer_sha256": tokenizer_sha256, "splits": {}}
     for split in splits:  # every split's, before any is read: a bad test spec found after hours of train
         cfg.data.check_sides(split)
+        _check_files_exist(cfg, split)
     # The inputs as they are before they are read: a file changed later is told from these (`changed_inputs`).
     inputs = input_record(cfg, splits)
     manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}, "inputs": inputs}

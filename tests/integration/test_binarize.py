@@ -537,3 +537,15 @@ def test_a_data_folder_mt_did_not_write_is_never_replaced_even_with_force(setup)
             binarize(exp, cfg, force=force)
     assert [p.name for p in exp.data_dir.iterdir()] == ["train.de"] and not exp.has_data()
     assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
+
+
+def test_a_missing_file_of_any_split_is_refused_before_the_training_split_is_read(setup, monkeypatch):
+    """A mistyped valid path was found after the training split was encoded (hours, on a real corpus)."""
+    exp, cfg, _ = setup
+    read = []
+    real = mt.data.binarize.binarize_split
+    monkeypatch.setattr(mt.data.binarize, "binarize_split", lambda *a, **k: read.append(a[2]) or real(*a, **k))
+    cfg.data.valid = [*cfg.data.valid, "files:/no/such/valid"]
+    with pytest.raises(MtError, match=r"^data\.valid: /no/such/valid\.\w\w: no such file$"):
+        binarize(exp, cfg)
+    assert read == [] and not exp.data_dir.exists()
