@@ -4,6 +4,7 @@ split with mt's fixed special ids (`mt.tokenizer`), joint by default (Sec. 3.4).
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import re
@@ -82,10 +83,14 @@ def _train_one(lines: list[str], tmp_prefix: Path, cfg: TokenizerConfig, symbols
             f"{tmp_prefix.name}: {too_long:,} sampled lines over {MAX_SENTENCE_BYTES:,} bytes left out of the "
             "tokenizer's training (a file whose lines end in CR alone, or none, is read as one line)"
         )
+    # Written to memory: a model_prefix (a temporary directory's random name) would be kept in the
+    # model, and two trainings alike would write other bytes, where mt tells tokenizers apart by their
+    # sha256 (averaging, --init-from, exports).
+    written = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines),
-            model_prefix=str(tmp_prefix),
+            model_writer=written,
             model_type=cfg.model_type,
             vocab_size=cfg.vocab_size,
             character_coverage=cfg.character_coverage,
@@ -105,6 +110,11 @@ def _train_one(lines: list[str], tmp_prefix: Path, cfg: TokenizerConfig, symbols
         )
     except (RuntimeError, ValueError) as exc:  # ValueError: an argument sentencepiece refuses
         raise MtError(_train_error(exc, cfg.vocab_size)) from None
+    model = written.getvalue()
+    Path(f"{tmp_prefix}.model").write_bytes(model)
+    pieces = spm.SentencePieceProcessor(model_proto=model)  # the .vocab SentencePiece writes: piece, score
+    vocab = "".join(f"{pieces.id_to_piece(i)}\t{pieces.get_score(i):g}\n" for i in range(pieces.get_piece_size()))
+    Path(f"{tmp_prefix}.vocab").write_text(vocab, encoding="utf-8")
 
 
 def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:

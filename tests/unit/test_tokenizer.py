@@ -238,3 +238,16 @@ def test_lines_longer_than_sentencepieces_default_limit_are_trained_on(tmp_path)
     train_spm(short + long, tmp_path / "spm", TokenizerConfig(vocab_size=275, byte_fallback=True))
     tok = Tokenizer.load(model_path(tmp_path / "spm"))
     assert not any(piece.startswith("<0x") for piece in tok.pieces(tok.encode(["XYZW QRST"])[0]))
+
+
+def test_two_trainings_alike_write_the_same_bytes(tmp_path):
+    """The model kept its temporary directory's random name (trainer_spec.model_prefix): tokenizers of
+    one vocabulary had other sha256s, and averaging or --init-from across them was refused."""
+    cfg = files_config(tmp_path)
+    digests = []
+    for name in ("a", "b"):
+        exp = Experiment(tmp_path / name)
+        train_tokenizer(exp, cfg)
+        digests.append(hashlib.sha256(exp.spm_model_path("joint").read_bytes()).hexdigest())
+        assert Tokenizer.load(exp.spm_model_path("joint")).encode(["Ein Hund läuft."])[0]
+    assert digests[0] == digests[1]
