@@ -127,7 +127,7 @@ def _mt_decoder(exp, cfg, mode: str, refs: list[str]):
     translator = Translator.load(exp, cfg, cfg.decode.checkpoint, "cpu", precision, quantize)
     if mode.endswith("_1w"):
         translator.decode_cfg.workers = 1
-    if "_proc" in mode:  # the processes start on the warm-up call, before timing; RSS is this process's
+    if "_proc" in mode:  # the processes start on the warm-up call, before timing; RSS counts theirs too
         translator.decode_cfg.parallel = "processes"
     if "_sl" in mode:
         translator.decode_cfg.shortlist = True
@@ -218,12 +218,24 @@ def _hf_decoder(exp, cfg, mode: str, model_dirs: dict[str, str], threads: int):
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory since its exec (VmHWM): getrusage's maxrss carries over the
-    parent's peak into a spawned child, which made every worker of a parent that trained a model look alike."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident memory since its exec (VmHWM), plus that of each process it has
+    started that still runs (search processes, each with a model of its own: left out, the mode of
+    processes looked smaller than the one of threads). getrusage's maxrss carries over the parent's
+    peak into a spawned child, which made every worker of a parent that trained a model look alike."""
+    pids = ["self"]
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            pids += (task / "children").read_text().split()
+        except OSError:
+            continue
+    total = 0.0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        total += next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0.0)
+    return total or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], commands, results) -> None:
