@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from mt.hardware import cpu_name
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -94,7 +96,7 @@ def main() -> None:
     Console(width=120).print(table)
     if args.test:
         print(f"best on valid (*), on the test split: BLEU {summary['test_bleu']:.2f} chrF {summary['test_chrf']:.2f}")
-    print(json.dumps(summary))
+    print(json.dumps({"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime()), **summary}))
 
 
 if __name__ == "__main__":
