@@ -54,8 +54,8 @@ def model_flops_per_token(model) -> tuple[int, int]:
 
 
 def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict[str, dict]:
-    """Warm-up steps per precision, then `steps` steps of each, interleaved step by step so that
-    all precisions see the same machine load and the same batches (each step's are drawn once and
+    """Warm-up steps per precision, then `steps` steps of each, interleaved step by step (which goes
+    first alternating) so that all precisions see the same machine load and the same batches (each step's are drawn once and
     given to every precision: a batch's rows, lengths and padding move a step's time); seconds of
     every step and the tokens. Each step is an update as the training loop makes it (`Trainer.update`:
     nothing read back from the device)."""
@@ -71,9 +71,10 @@ def measure(trainer, precisions: list[str], steps: int, warmup: int = 2) -> dict
             start = time.perf_counter()
             trainer.update(batches)
             measured[precision]["warmup_seconds"].append(time.perf_counter() - start)
-    for _ in range(steps):
+    for step in range(steps):
         batches = drawn()
-        for precision in precisions:
+        # each precision first on every other batch: the first to see a batch pays for its shapes
+        for precision in precisions if step % 2 == 0 else precisions[::-1]:
             trainer.precision = precision
             start = time.perf_counter()
             stats = trainer.update(batches)
