@@ -56,6 +56,12 @@ def pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+# A SentencePiece piece holds at most 16 characters (max_sentencepiece_length), spaces aside, and
+# normalisation may fold a character's combining marks into it: a side of more than max_len times this
+# many non-space characters is surely more than max_len pieces.
+CHARS_PER_PIECE_BOUND = 32
+
+
 class Encoder:
     """Turns a corpus.RawChunk into the id arrays of the pairs that pass, with counts per drop reason."""
 
@@ -64,8 +70,19 @@ class Encoder:
 
     def __call__(self, chunk: corpus.RawChunk, filters: Filters) -> dict:
         decoded = corpus.decode_chunk(chunk, filters.clean)
-        encoded = {"src": self.src_tok.encode(decoded.src), "tgt": self.tgt_tok.encode(decoded.tgt)}
-        is_empty, is_long, is_off = _length_checks(_lengths(encoded["src"]), _lengths(encoded["tgt"]), filters)
+        # A side of more characters than max_len pieces can hold is too long without being encoded: its
+        # ids as Python lists took ~100x its size in memory (a 4 MB line, 0.5 GB).
+        bound = filters.max_len * CHARS_PER_PIECE_BOUND
+        sides = {"src": (decoded.src, self.src_tok), "tgt": (decoded.tgt, self.tgt_tok)}
+        over = {side: [len(t) - t.count(" ") > bound for t in texts] for side, (texts, _) in sides.items()}
+        encoded = {
+            side: tok.encode(["" if o else t for t, o in zip(texts, over[side])])
+            for side, (texts, tok) in sides.items()
+        }
+        lengths = {side: _lengths(encoded[side]) for side in encoded}
+        for side, flags in over.items():
+            lengths[side][np.asarray(flags, dtype=bool)] = filters.max_len + 1
+        is_empty, is_long, is_off = _length_checks(lengths["src"], lengths["tgt"], filters)
         dropped = dict(decoded.dropped) if filters.clean is not None else {}
         dropped["empty"] = dropped.get("empty", 0) + int(is_empty.sum())
         dropped["too_long"] = int(is_long.sum())

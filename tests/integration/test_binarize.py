@@ -549,3 +549,23 @@ def test_a_missing_file_of_any_split_is_refused_before_the_training_split_is_rea
     with pytest.raises(MtError, match=r"^data\.valid: /no/such/valid\.\w\w: no such file$"):
         binarize(exp, cfg)
     assert read == [] and not exp.data_dir.exists()
+
+
+def test_a_side_longer_than_max_len_pieces_can_hold_is_dropped_without_being_encoded(setup):
+    """Every line was encoded before the length filter: a 4 MB line took half a GB of Python ids."""
+    exp, cfg, _ = setup
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    seen: list[int] = []
+
+    class Watched(type(src_tok)):  # the real tokenizer, its inputs' lengths noted
+        def encode(self, lines, *args, **kwargs):
+            seen.extend(map(len, lines))
+            return super().encode(lines, *args, **kwargs)
+
+    src_tok.__class__ = Watched
+    huge = "Hund " * 40_000  # 200,000 characters
+    spaced = " " * 20_000 + "Hund"  # long, but one word: encoded and kept
+    src, tgt = ["ein Hund", huge, "", spaced], ["a dog", "a dog", huge, "a dog"]
+    _, counts = encode_pairs(src, tgt, src_tok, tgt_tok, MAX_LEN)
+    assert counts["dropped"] == {"empty": 1, "too_long": 1} and counts["kept"] == 2
+    assert max(seen) <= 20_004 and len(huge) not in seen
