@@ -233,7 +233,9 @@ def _pair(chunk: RawChunk, i: int) -> Pair:
         record = record["translation"]
     if not isinstance(record, dict):
         raise _BadPair("malformed", f"{chunk.where(i)}: not a JSON object")
-    return _text(record.get(chunk.langs[0]), chunk, i, 0), _text(record.get(chunk.langs[1]), chunk, i, 1)
+    # null is an empty side, as in a dataset read through hf: (mt.data.hub); a missing key is malformed
+    src, tgt = ("" if lang in record and record[lang] is None else record.get(lang) for lang in chunk.langs)
+    return _text(src, chunk, i, 0), _text(tgt, chunk, i, 1)
 
 
 # ---------------------------------------------------------------------------------------------

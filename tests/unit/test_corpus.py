@@ -99,6 +99,11 @@ def test_records_that_break_are_errors_when_strict_and_counted_when_cleaning(tmp
         f"{tmp_path / 'y.jsonl'}:2: not a JSON object", f"{tmp_path / 'y.jsonl'}:3: no language key 'en'",
         f"{tmp_path / 'y.jsonl'}:4: language key 'de' holds int, expected text", f"{tmp_path / 'y.jsonl'}:5: not a JSON object"]
     assert corpus.decode_chunk(tsv, "nfc").dropped["malformed"] == 2
+    # null is an empty side, as through hf: (was "no language key 'de'", the key being there)
+    write(tmp_path / "n.jsonl", '{"de": null, "en": "five"}\n{"de": "sechs", "en": "six"}\n')
+    [chunk] = corpus.chunks(DataConfig(train=[f"jsonl:{tmp_path / 'n.jsonl'}"]).sources("train")[0])
+    decoded = corpus.decode_chunk(chunk, "nfc")
+    assert (decoded.src, decoded.dropped["empty"], decoded.dropped["malformed"]) == (["sechs"], 1, 0)
 
 
 def test_a_jsonl_record_nested_too_deep_or_with_a_lone_surrogate_is_a_bad_pair_not_a_crash(tmp_path):
