@@ -109,6 +109,14 @@ class SeenPairs:
     def __init__(self):
         self.runs: list[np.ndarray] = []
 
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        """True for each hash seen so far (nothing is remembered)."""
+        found = np.zeros(len(hashes), dtype=bool)
+        for run in self.runs:
+            at = np.searchsorted(run, hashes).clip(max=len(run) - 1)
+            found |= run[at] == hashes
+        return found
+
     def first_seen(self, hashes: np.ndarray) -> np.ndarray:
         """True for each hash not seen before (in earlier chunks, or earlier in this one); remembers them."""
         unique, first = np.unique(hashes, return_index=True)

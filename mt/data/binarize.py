@@ -81,8 +81,11 @@ def binarize_split(
     workers: Workers,
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
-) -> tuple[dict, dict]:
-    """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest)."""
+    train: SeenPairs | None = None,
+) -> tuple[dict, dict, SeenPairs | None]:
+    """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest,
+    the hashes of its pairs when deduplicated). `train`: the training split's hashes, which the pairs
+    of valid and test are looked up in (stats' "in_train")."""
     data = cfg.data
     clean = data.cleaning(split)
     filters = Filters(
@@ -92,6 +95,7 @@ def binarize_split(
         clean is not None and data.dedup,
         cfg.tokenizer.train_segmentations if split == "train" else 1,
         cfg.tokenizer.sampling_alpha,
+        hashes=train is not None,
     )
     # Each source of each direction, in order; with directions, its pairs' sources start with the tag.
     entries = [
@@ -119,6 +123,7 @@ def binarize_split(
         ],
     }
     seen = SeenPairs() if filters.dedup else None
+    in_train = 0
     tasks = (
         ((index, chunk.start), chunk, tagged)
         for index, (_, source, tagged) in enumerate(entries)
@@ -133,6 +138,8 @@ def binarize_split(
             for (index, start), result in workers.map(tasks):
                 progress.update(bar, advance=result["pairs_in"])
                 _add_chunk(result, index, start, sources[index].weight, tally, seen, writer, entries[index][0])
+                if train is not None:
+                    in_train += int(train.contains(result["hashes"]).sum())
     except BaseException:
         writer.abandon()
         raise
@@ -154,7 +161,9 @@ def binarize_split(
         stats["sources"] = tally["sources"]
     if data.multilingual:
         stats["directions"] = {"-".join(pair): writer.direction_rows.get(d, 0) for d, pair in enumerate(data.pairs())}
-    return stats, writer.close()
+    if train is not None:
+        stats["in_train"] = in_train  # pairs also in the training split: their scores flatter the model
+    return stats, writer.close(), seen
 
 
 def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool, back_translated: bool) -> Filters:
@@ -245,6 +254,11 @@ def _log_split(split: str, stats: dict, seconds: float) -> None:
             f"(alpha {stats['segmentations']['sampling_alpha']}; {stats['mean_src_len']} / "
             f"{stats['mean_tgt_len']} tokens per sentence over all copies)"
         )
+    if stats.get("in_train"):
+        log.warn(
+            f"{split}: {stats['in_train']:,} of its {stats['pairs_kept']:,} pairs are also in the training split "
+            f"(the same source and target): scores on them flatter the model (data/stats.json: in_train)"
+        )
     examples = stats.get("cleaning", {}).get("examples", {})
     for reason in ("invalid_utf8", "malformed"):
         for example in examples.get(reason, []):
@@ -329,9 +343,11 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
     pool = Workers(src_tok, tgt_tok, workers)
     try:
         try:
+            train = None  # the training split's pair hashes, when it is deduplicated: valid and test looked up
             for split in splits:
                 started = time.perf_counter()
-                split_stats, files = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok)
+                split_stats, files, seen = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok, train)
+                train = seen if split == "train" else train
                 if not split_stats["kept"]:
                     _refuse_empty(cfg, split, split_stats)
                 _refuse_empty_direction(cfg, split, split_stats)

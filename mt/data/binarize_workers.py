@@ -46,6 +46,7 @@ class Filters:
     sampling_alpha: float = 0.3  # tokenizer.sampling_alpha
     src_prefix: tuple[int, ...] = ()  # ids before each source (a multilingual model's target tag), after the filters
     src_counted: int = 0  # of these, how many max_len counts: <BT> (model.max_positions leaves room for the tag only)
+    hashes: bool = False  # each kept pair's hash, without deduplicating (valid and test, checked against train)
 
 
 def pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
@@ -101,7 +102,7 @@ class Encoder:
         if filters.segmentations > 1:
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
-        if filters.dedup:
+        if filters.dedup or filters.hashes:
             hashes = (pair_hash(decoded.src[i], decoded.tgt[i], filters.src_prefix) for i in keep)
             result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
         return result

@@ -569,3 +569,14 @@ def test_a_side_longer_than_max_len_pieces_can_hold_is_dropped_without_being_enc
     _, counts = encode_pairs(src, tgt, src_tok, tgt_tok, MAX_LEN)
     assert counts["dropped"] == {"empty": 1, "too_long": 1} and counts["kept"] == 2
     assert max(seen) <= 20_004 and len(huge) not in seen
+
+
+def test_valid_and_test_pairs_also_in_train_are_counted_and_said(setup, capsys):
+    """A test split that overlaps the training data was binarized without a word: its scores flatter."""
+    exp, cfg, _ = setup
+    cfg.data.test = list(cfg.data.train)  # the training files again
+    stats = binarize(exp, cfg)
+    test, valid = stats["splits"]["test"], stats["splits"]["valid"]
+    assert test["in_train"] == test["pairs_kept"] > 0 and valid["in_train"] < valid["pairs_kept"]
+    err = capsys.readouterr().err
+    assert f"test: {test['pairs_kept']:,} of its {test['pairs_kept']:,} pairs are also in the training split" in err
