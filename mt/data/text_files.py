@@ -71,15 +71,19 @@ def open_binary(path: str):
     """A corpus file's bytes, gzip decompressed (by its name or its first bytes); MtError for a file
     that is not UTF-8 text by its first bytes (NOT_TEXT, NUL bytes, lines ended by CR alone)."""
     try:
-        with open(path, "rb") as probe:
-            gzipped = path.endswith(".gz") or probe.read(2) == _GZIP
-        handle = gzip.open(path, "rb") if gzipped else open(path, "rb")
+        raw = open(path, "rb")  # opened once: a pipe (<(...), a FIFO) cannot be read again
     except FileNotFoundError:
         raise MtError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise MtError(f"{path}: is a directory, expected a text file") from None
     except OSError as exc:
         raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        gzipped = path.endswith(".gz") or raw.peek(2)[:2] == _GZIP
+    except OSError as exc:
+        raw.close()
+        raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    handle = _OwningGzip(raw) if gzipped else raw
     try:
         head = handle.peek(1 << 16)[: 1 << 16]
     except (EOFError, OSError, zlib.error):
@@ -95,6 +99,20 @@ def open_binary(path: str):
         handle.close()
         raise MtError(f"{path}: {problem}")
     return handle
+
+
+class _OwningGzip(gzip.GzipFile):
+    """gzip over a file already open, closed with it (GzipFile leaves a file object it is given open)."""
+
+    def __init__(self, raw):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 def _strip_newline(line: bytes) -> bytes:

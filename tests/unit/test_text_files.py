@@ -119,3 +119,28 @@ def test_files_that_are_not_utf8_text_are_refused_by_name_gzip_by_its_bytes(tmp_
     assert read_lines(write(tmp_path / "bz.de", "BZh ist kein Archiv\n")) == ["BZh ist kein Archiv"]
     assert read_lines(write(tmp_path / "r.de", "x")) == ["x"] and read_lines(write(tmp_path / "e.de", "")) == []
     assert read_lines(write(tmp_path / "nul.de", "ein\x00Satz\nzwei\n")) == ["ein\x00Satz", "zwei"]  # cleaning's
+
+
+def test_a_pipe_is_read_once_whole_plain_or_gzip(tmp_path):
+    """The file was opened twice (once to look for gzip's bytes): a FIFO or <(...) lost its first
+    block, and `mt evaluate --hyp <(...)` scored a truncated set."""
+    import os
+    import threading
+
+    lines = [f"Zeile {i}" for i in range(3000)]
+    for name, data in (("plain", "\n".join(lines).encode() + b"\n"), ("gz", gzip.compress("\n".join(lines).encode()))):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        def write(fifo=fifo, data=data):
+            try:
+                fifo.write_bytes(data)
+            except BrokenPipeError:  # the reader closed it early (what this test catches)
+                pass
+
+        got: list = []
+        writer = threading.Thread(target=write, daemon=True)
+        reader = threading.Thread(target=lambda fifo=fifo: got.append(read_lines(fifo)), daemon=True)
+        writer.start()
+        reader.start()
+        reader.join(20)  # reopened, the FIFO would wait for a writer for ever
+        assert got == [lines], name
