@@ -77,12 +77,16 @@ def unreadable(translator: Translator, pieces: list[str]) -> dict[int, str]:
 
 
 def pieces(
-    translator: Translator, texts: list[str], options: DecodeOptions
+    translator: Translator, texts: list[str], options: DecodeOptions, nbest_of_sentences: bool = False
 ) -> tuple[list[str], list[list[Span]], dict[int, str]]:
     """The pieces to search, all texts' in order; each text's plan (`segment`) for `join`; and the
     pieces copied instead (`unreadable`), by their index among all texts' pieces. Under options that
-    segmenting does not apply to, each text is its one piece."""
-    if not segments_apply(options):
+    segmenting does not apply to, each text is its one piece; but with `nbest_of_sentences` an n-best
+    list asked still cuts texts: a text of one sentence keeps its n best, one of several is joined
+    from its sentences' best (`mt serve`: a page's pasted paragraph was one segment, translated badly,
+    because the page asks for alternatives; `mt translate --nbest` promises K lines per input)."""
+    cut = segments_apply(replace(options, nbest=1)) if nbest_of_sentences else segments_apply(options)
+    if not cut:
         return list(texts), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]

@@ -459,6 +459,16 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
     assert ok(url, {"text": LINES[0], "alpha": 1, "length_penalty": "length"}) == single  # alpha: any number
 
 
+def test_v1_nbest_of_a_line_of_sentences_is_its_sentences_best_joined(server, reference):
+    """The page asks for alternatives: a pasted paragraph was one segment to a model of sentences."""
+    paragraph = f"{LINES[0].rstrip('.')}. {LINES[1].rstrip('.')}."
+    answer = ok(f"{server.url}/v1/translate", {"text": [paragraph, LINES[2]], "nbest": 3})
+    joined, single = answer["translations"]
+    assert joined["text"] == translate_text(reference, [paragraph])[0]  # sentence by sentence, as nbest 1
+    assert [h["text"] for h in joined["nbest"]] == [joined["text"]]
+    assert [h["text"] for h in single["nbest"]] == [h[0] for h in reference.search([LINES[2]], DecodeOptions(nbest=3))[0]]
+
+
 def test_v1_attention_is_the_json_of_mt_attention(server, reference):
     from mt.apps.report.attention_maps import attention_maps
 

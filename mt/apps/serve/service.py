@@ -70,9 +70,9 @@ class Service:
         texts = lines
         if options.src_lang is None and len(self.translator.directions.sources()) > 1:
             # the sentence rules of each text's language, identified (lingua): not on the event loop
-            lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options)
+            lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options, True)
         else:
-            lines, plans, kept = pieces(self.translator, texts, options)  # kept: unreadable, copied
+            lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
         if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
             raise ApiError(
                 413,
