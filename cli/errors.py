@@ -55,6 +55,11 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
         sys.exit(code)
 
     signal.signal(signal.SIGTERM, _terminated)
+    # Results are UTF-8 whatever the locale, as --output files are (a latin-1 locale made a traceback of
+    # the first character it lacks); messages keep the terminal's encoding, escaping what it lacks.
+    for stream, options in ((sys.stdout, {"encoding": "utf-8"}), (sys.stderr, {"errors": "backslashreplace"})):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(**options)
     try:
         code = app(args=global_flags_first(sys.argv[1:]), standalone_mode=False)
     except MtError as exc:

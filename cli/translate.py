@@ -136,10 +136,15 @@ def translate(
 
     Input is raw text: mt tokenizes and detokenizes, and translates a line of several sentences
     sentence by sentence (--no-split-sentences: whole)."""
-    from mt.data.text_files import check_input, count_lines, input_lines
+    from mt.data.text_files import check_input, count_lines, input_lines, is_regular
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
+    if output is not None and str(output) == "-":  # as --input -: the standard stream, not a file named "-"
+        output = None
+    if output is not None and input is not None and str(input) != "-" and output.exists() and input.exists():
+        if output.resolve() == input.resolve():  # --force would replace the text with its translation
+            raise ConfigError(f"--output {output}: is the input; write the translation to another file")
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
     whole = [
@@ -187,8 +192,6 @@ def translate(
     )
     experiment, cfg = read_experiment(exp)
     check_input(input)
-    if output is not None and str(output) == "-":  # as --input -: the standard stream, not a file named "-"
-        output = None
     # torch comes with these: a mistyped flag, experiment or input is answered before its import, in a
     # fraction of the time
     from mt.decoding.alignment import check_layer
@@ -224,7 +227,8 @@ def translate(
             source = readable_lines(source, identifier)
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
-    total = count_lines(str(input)) if input is not None and str(input) != "-" else None
+    # the progress bar's total, where there is one: not from a pipe, which is read once
+    total = count_lines(str(input)) if is_regular(input) and output is not None else None
     render.write_translations(
         translator,
         source,

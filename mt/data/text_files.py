@@ -161,9 +161,16 @@ def existing(path: str) -> str:
 
 
 def check_input(path: Path | None) -> None:
-    """An input file that is not there (or is a directory): one line, before anything is loaded."""
-    if path is not None and str(path) != "-" and not path.is_file():
-        raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+    """An input file that is not there (or is a directory): one line, before anything is loaded. A pipe
+    (a FIFO, <(...), /dev/stdin) is an input too."""
+    if path is None or str(path) == "-" or path.is_file() or path.is_fifo() or path.is_char_device():
+        return
+    raise MtError(f"{path}: no such input file" + (" (it is a directory)" if path.is_dir() else ""))
+
+
+def is_regular(path: Path | None) -> bool:
+    """Whether `path` names a regular file, one that can be read twice (counted, then translated)."""
+    return path is not None and str(path) != "-" and path.is_file()
 
 
 def input_lines(path: Path | None) -> Iterator[str | None]:

@@ -258,6 +258,20 @@ def test_output_dash_is_stdout_as_input_dash_is_stdin(trained_experiment, tmp_pa
     plain = mt_translate(trained_experiment, "Der Hund.\n")
     assert done.returncode == 0 and done.stdout == plain.stdout != b"", done.stderr
     assert not (tmp_path / "-").exists()
+    (tmp_path / "-").write_text("a file named -\n")  # refused as an --output that exists (was)
+    again = subprocess.run(done.args, input=b"Der Hund.\n", capture_output=True, env=env, timeout=300, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == plain.stdout, again.stderr
+    assert (tmp_path / "-").read_text() == "a file named -\n"
+
+
+def test_the_input_is_never_its_own_output_even_with_force(trained_experiment, tmp_path):
+    """In line mode `--input X --output X --force` replaced the text with its translation."""
+    source = tmp_path / "text.de"
+    source.write_text("Der Hund.\n", encoding="utf-8")
+    for flags in ((), ("--scores",)):
+        done = mt_translate(trained_experiment, "", "--input", str(source), "--output", str(source), "--force", *flags)
+        assert done.returncode == 2 and b"is the input" in done.stderr, done.stderr
+    assert source.read_text(encoding="utf-8") == "Der Hund.\n"
 
 
 @pytest.mark.slow
@@ -286,3 +300,24 @@ def test_a_signal_leaves_no_temporary_output_and_says_why_it_stopped(trained_exp
     assert process.returncode == code, err.decode()
     assert err.decode().strip().splitlines()[-1] == said and "Traceback" not in err.decode()
     assert sorted(tmp_path.iterdir()) == []  # no temporary, and no output: nothing was finished
+
+
+def test_input_from_a_fifo_and_results_in_utf8_whatever_the_locale(trained_experiment, tmp_path):
+    """`--input <(...)` and a FIFO were "no such input file"; under a latin-1 locale the first
+    character it lacks was a traceback (results are UTF-8, as --output files are)."""
+    import threading
+
+    lines = toy_corpus(6, seed=11)[0]
+    fifo = tmp_path / "in.de"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("\n".join(lines) + "\n",), daemon=True)
+    writer.start()
+    done = mt_translate(trained_experiment, "", "--input", str(fifo))
+    plain = mt_translate(trained_experiment, "\n".join(lines) + "\n")
+    assert done.returncode == 0 and done.stdout == plain.stdout and done.stdout.count(b"\n") == 6, done.stderr
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONIOENCODING": "latin-1"}
+    text = "東京大学の図書館はとても大きい。\n"  # unreadable to the model: copied as it is, not in latin-1
+    latin = subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root),
+                            "--threads", "1"], input=text.encode("utf-8"), capture_output=True, env=env, timeout=300)
+    assert latin.returncode == 0 and b"Traceback" not in latin.stderr, latin.stderr
+    assert latin.stdout == mt_translate(trained_experiment, text).stdout == text.encode("utf-8")
