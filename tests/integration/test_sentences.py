@@ -45,6 +45,16 @@ def test_mt_translate_splits_lines_keeps_their_spaces_and_one_line_per_line(trai
     assert done.stdout.decode().split("\n") == [f"{t1} {t2}  {t3}", "", f"  {t2}", t3, ""]
 
 
+def test_a_break_between_two_sentences_of_a_line_is_a_space_in_its_translation(trained_experiment):
+    """A lone CR (or a form feed, U+2028) between sentences was copied into the output line, which
+    Python's readers then split in two."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    t1, t2 = translator.translate([S1, S2])
+    done = mt_translate(trained_experiment, f"{S1}\r{S2}\n{S1}\u2028{S2}\x0c\n")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode("utf-8").splitlines() == [f"{t1} {t2}", f"{t1} {t2} "]  # the form feed's place kept
+
+
 def test_no_split_sentences_translates_each_line_whole(trained_experiment):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     whole = translator.translate([f"{S1} {S2} {S3}"])[0]
