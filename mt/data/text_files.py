@@ -174,12 +174,14 @@ def is_regular(path: Path | None) -> bool:
 
 
 def input_lines(path: Path | None) -> Iterator[str | None]:
-    """Lines of a file or of stdin (None, or "-" as every Unix tool takes it), read as they arrive;
-    invalid UTF-8 is an error naming the line."""
+    """Lines of a file (gzip too) or of stdin (None, or "-" as every Unix tool takes it), read as
+    they arrive; invalid UTF-8 is an error naming the line."""
     if path is not None and str(path) == "-":
         path = None
     check_input(path)
     stream = open(path, "rb") if path is not None else sys.stdin.buffer
+    if path is not None and stream.peek(2)[:2] == _GZIP:  # a file left compressed, read as the corpora are
+        stream = _OwningGzip(stream)
     name = str(path) if path is not None else "<stdin>"
     try:
         piped = path is None and not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)

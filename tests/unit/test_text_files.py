@@ -144,3 +144,11 @@ def test_a_pipe_is_read_once_whole_plain_or_gzip(tmp_path):
         reader.start()
         reader.join(20)  # reopened, the FIFO would wait for a writer for ever
         assert got == [lines], name
+
+
+def test_input_lines_of_a_gzip_file_are_its_text(tmp_path):
+    """`mt translate --input text.de.gz` said "text.de.gz:1: not valid UTF-8"."""
+    from mt.data.text_files import input_lines
+
+    path = write(tmp_path / "text.de.gz", gzip.compress("eins\nzwei\n".encode()))
+    assert [line for line in input_lines(path) if line is not None] == ["eins\n", "zwei\n"]
