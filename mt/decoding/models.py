@@ -62,8 +62,17 @@ def load_models(
     src_tok, tgt_tok = tokenizers
     expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
     models, paths, averaged = [], [], {}
+    found = {name: exp.find_checkpoint(name) for name in names}  # best falls back to last without best.pt
+    for name, path in found.items():
+        same = [other for other, there in found.items() if other != name and there.resolve() == path.resolve()]
+        if same:  # an ensemble of a model with itself: twice the search for the same translation
+            raise ConfigError(
+                f"--checkpoint {name} and {same[0]} are the same file ({path}): an ensemble needs other models"
+            )
+    if len(set(names)) < len(names):
+        raise ConfigError(f"--checkpoint {next(n for n in names if names.count(n) > 1)} given twice")
     for name in names:
-        path = exp.find_checkpoint(name)
+        path = found[name]
         state = load_checkpoint(path)
         check_tokenizer(path, state, expected, exp.tokenizer_dir)
         if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model

@@ -124,11 +124,15 @@ def test_a_translator_from_plain_parts_equals_the_loaded_one(trained_experiment)
     assert plain.translate(lines) == loaded.translate(lines)
 
 
-def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment):
+def test_ensemble_of_one_model_twice_equals_the_model(trained_experiment, tmp_path):
+    import shutil
+
     cfg = trained_experiment.load_config()
     lines = toy_corpus(15, seed=4)[0]
+    copy = tmp_path / "copy.pt"  # the same weights in another file (one file twice is refused)
+    shutil.copy(trained_experiment.checkpoint_path("last"), copy)
     single = Translator.load(trained_experiment, cfg, checkpoint="last").search(lines, DecodeOptions(nbest=2))
-    double = Translator.load(trained_experiment, cfg, checkpoint=["last", "last"]).search(lines, DecodeOptions(nbest=2))
+    double = Translator.load(trained_experiment, cfg, checkpoint=["last", str(copy)]).search(lines, DecodeOptions(nbest=2))
     assert [[t for t, _ in h] for h in single] == [[t for t, _ in h] for h in double]
     for h1, h2 in zip(single, double):
         for (_, s1), (_, s2) in zip(h1, h2):
@@ -321,3 +325,13 @@ def test_input_from_a_fifo_and_results_in_utf8_whatever_the_locale(trained_exper
                             "--threads", "1"], input=text.encode("utf-8"), capture_output=True, env=env, timeout=300)
     assert latin.returncode == 0 and b"Traceback" not in latin.stderr, latin.stderr
     assert latin.stdout == mt_translate(trained_experiment, text).stdout == text.encode("utf-8")
+
+
+def test_an_ensemble_of_one_model_twice_is_refused(trained_experiment):
+    """`--checkpoint last --checkpoint best` without best.pt (best falls back to last) decoded an
+    ensemble of last.pt with itself: twice the search, recorded as two models."""
+    last = trained_experiment.checkpoint_path("last")
+    for flags in (("last", str(last)), ("last", "last")):
+        done = mt_translate(trained_experiment, "Der Hund.\n", *(f for name in flags for f in ("--checkpoint", name)))
+        assert done.returncode == 2 and b"Traceback" not in done.stderr, done.stderr
+        assert b"same file" in done.stderr or b"given twice" in done.stderr, done.stderr
