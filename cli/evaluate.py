@@ -23,7 +23,7 @@ def evaluate(
         Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)
     ] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
-    hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref).")] = None,
+    hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref; - is stdin).")] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
     checkpoint: Checkpoints = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
@@ -107,7 +107,10 @@ def _score_files(
         raise ConfigError(
             "--exp translates a split; --hyp and --ref score two files as they are: give one or the other"
         )
-    hyps, refs = read_lines(hyp), read_lines(ref)
+    if str(hyp) == "-" and str(ref) == "-":
+        raise ConfigError("--hyp - and --ref -: only one of them can be stdin")
+    # "-" is stdin, as for `mt translate --input -`: `mt translate ... | mt evaluate --hyp - --ref REF`
+    hyps, refs = (read_lines("/dev/stdin" if str(path) == "-" else path) for path in (hyp, ref))
     if len(hyps) != len(refs):
         raise MtError(
             f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line"

@@ -88,3 +88,17 @@ def test_evaluate_tokenized_on_an_experiment_files_its_scores_apart(base, tmp_pa
     result = json.loads(done.stdout)
     assert "bleu_tokenized" in result and "bleu" not in result
     assert exp.score_path("test.tokenized").exists() and not exp.score_path("test").exists()
+
+
+def test_evaluate_reads_hyp_from_stdin_as_dash(tmp_path):
+    """`mt translate ... | mt evaluate --hyp - --ref REF` said "-: no such file"."""
+    import subprocess
+    import sys
+
+    ref = tmp_path / "ref.de"
+    ref.write_text("Ein Hund rennt.\nZwei Katzen!\n", encoding="utf-8")
+    args = [sys.executable, "-m", "mt", "evaluate", "--hyp", "-", "--ref", str(ref), "--json"]
+    done = subprocess.run(args, input="Ein Hund rennt.\nZwei Katzen!\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and '"bleu": 100.0' in done.stdout, done.stderr
+    both = mt("evaluate", "--hyp", "-", "--ref", "-")
+    assert both.returncode == 2 and "only one of them can be stdin" in both.stderr
