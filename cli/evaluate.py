@@ -23,7 +23,9 @@ def evaluate(
         Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)
     ] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
-    hyp: Annotated[Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref; - is stdin).")] = None,
+    hyp: Annotated[
+        Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref; - is stdin).")
+    ] = None,
     ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
     checkpoint: Checkpoints = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
