@@ -62,12 +62,18 @@ def stream(
     return count
 
 
+ONE_LINE = dict.fromkeys(map(ord, "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), " ")
+
+
 def format_lines(found: list[list[tuple]], first_line: int, output: OutputFormat) -> list[str]:
     """The output lines of `Translator.search`'s hypotheses for input lines from `first_line` (from 0).
     In a line of tab-separated fields a translation's tabs are spaces (a source's tab between
-    sentences is copied into its translation), so that every line has its number of fields."""
+    sentences is copied into its translation), so that every line has its number of fields; and a
+    line break between sentences (a lone CR, a form feed, U+2028, which Python's readers split at) is
+    a space in every format, so that an input line gives its lines, as the tokenizer's decode does."""
     rows = []
     for offset, hyps in enumerate(found):
+        hyps = [(text.translate(ONE_LINE), *rest) for text, *rest in hyps]
         if output != "moses" and (output != "plain" or len(hyps[0]) > 2):
             hyps = [(text.replace("\t", " "), *rest) for text, *rest in hyps]
         if output == "nbest":

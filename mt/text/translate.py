@@ -146,12 +146,7 @@ def search(
     results = join(texts, plans, translator.search(todo, options, first_line) if todo else [], kept)
     if progress is not None:
         progress(len(texts))
-    # one output line for each input line: a break the source had between two sentences (a lone "\r",
-    # a form feed, U+2028, which Python's readers split at) becomes a space, as the tokenizer's decode does
-    return [[(h[0].translate(ONE_LINE), *h[1:]) for h in hyps] for hyps in results]
-
-
-ONE_LINE = dict.fromkeys(map(ord, "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), " ")
+    return results
 
 
 def translate(translator: Translator, texts: list[str], options: DecodeOptions | None = None) -> list[str]:

@@ -120,6 +120,12 @@ def test_the_page_is_the_packaged_file(server):
     assert body == (Path(mt.__file__).parent / "apps" / "serve" / "page.html").read_bytes()
     # Its addresses are relative: served by a proxy under /mt/, "/v1/translate" went to another site
     assert not re.findall(rb"""(?:fetch|post)\(["'`]/""", body)
+    # Its own script and style only, no framing by another site (the key field): none of these was sent
+    with urllib.request.urlopen(server + "/", timeout=60) as response:
+        policy = response.headers["Content-Security-Policy"]
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/=]{44}';", policy), policy
 
 
 @pytest.mark.slow
@@ -387,7 +393,7 @@ def test_page_clears_a_dropped_attentions_status_and_keeps_dropped_files_and_foc
     page.fill("#source", "")
     page.click("#translate")  # refused: nothing to translate, and the attention asked is dropped
     held.pop().continue_()
-    page.wait_for_function("document.getElementById('status').textContent === ''")
+    page.wait_for_function("() => document.getElementById('status').textContent === ''")  # a function: CSP allows no eval
     assert page.evaluate("""() => {
         const drop = new DragEvent("drop", {bubbles: true, cancelable: true});
         document.body.dispatchEvent(drop);
@@ -410,7 +416,7 @@ def test_page_asks_no_more_alternatives_than_the_server_gives(browser, trained_e
     """With --max-beam 2 the page's default of 3 alternatives was refused at every Translate."""
     for url in serving(trained_experiment, tmp_path_factory, "--max-beam", "2"):
         with opened(browser, url) as page:
-            page.wait_for_function("document.getElementById('nbest').value === '2'")
+            page.wait_for_function("() => document.getElementById('nbest').value === '2'")
             page.fill("#source", LINES[0])
             page.click("#translate")
             page.locator("[data-testid=result]").first.wait_for()
