@@ -327,6 +327,19 @@ def test_page_asks_for_the_key_of_a_server_that_wants_one(browser, keyed_server)
         assert page.locator("[data-testid=error]").inner_text() == ""
         page.locator("[data-testid=result-source]").first.click()  # /v1/attention takes the key too
         page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
+        # A key pasted with spaces works for files too (was 403 there), sent as a header as well
+        sent = []
+        page.on("request", lambda r: sent.append(r.headers.get("authorization")) if "translate_file" in r.url else None)
+        page.fill("[data-testid=key]", " s3cret ")
+        page.set_input_files("[data-testid=file]", files=[{"name": "a.txt", "mimeType": "text/plain",
+                                                           "buffer": (LINES[0] + "\n").encode()}])
+        page.locator("[data-testid=download]").wait_for()
+        assert page.locator("[data-testid=error]").inner_text() == "" and sent == ["Bearer s3cret"]
+        page.fill("[data-testid=key]", "schlüssel€")  # beyond Latin-1: said so (was "is mt serve running?")
+        page.click("#translate")
+        page.locator("[data-testid=error]", has_text="cannot carry").wait_for()
+        # Right-to-left targets run right to left; the others by their text
+        assert page.evaluate("() => [direction('ar'), direction('he-IL'), direction('de')]") == ["rtl", "rtl", "auto"]
 
 
 @pytest.fixture(scope="module")
