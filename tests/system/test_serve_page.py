@@ -273,6 +273,7 @@ def test_page_shows_only_answers_to_what_was_asked_last(page, server):
     page.press("#source", "Control+Enter")  # while the first is still unanswered
     page.wait_for_timeout(500)
     assert len(held) == 1
+    assert "still translating" in page.locator("#status").inner_text()  # said (was ignored unsaid)
     held.pop().continue_()
     page.locator("[data-testid=result]").first.wait_for()
     assert page.locator("[data-testid=result-source]").all_inner_texts() == [LINES[0]]
@@ -294,6 +295,28 @@ def test_page_shows_only_answers_to_what_was_asked_last(page, server):
     page.wait_for_timeout(1000)
     assert LINES[1] in page.locator("#attention-pair").inner_text()
     page.unroute("**/v1/attention")
+
+    # A busy server's 503 with Retry-After is sent again when it says (the user had to, by hand)
+    busy = []
+
+    def once_busy(route):
+        busy.append(1)
+        if len(busy) == 1:
+            route.fulfill(status=503, headers={"Retry-After": "1"}, content_type="application/json",
+                          body=json.dumps({"error": "the server is busy"}))
+        else:
+            route.continue_()
+
+    page.route("**/v1/translate", once_busy)
+    page.fill("#source", "Ein Hund.")
+    page.click("#translate")
+    page.locator("#status", has_text="trying again").wait_for()
+    page.locator("[data-testid=result-source]", has_text="Ein Hund.").wait_for()
+    assert len(busy) == 2 and page.locator("[data-testid=error]").inner_text() == ""
+    page.unroute("**/v1/translate")
+    page.fill("#source", "\n".join(LINES))
+    page.click("#translate")
+    page.locator("[data-testid=result]").nth(1).wait_for()
 
     page.route("**/v1/attention", lambda route: route.fulfill(status=413, content_type="application/json",
                                                                body=json.dumps({"error": "text: too long"})))
