@@ -179,6 +179,8 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
     if path is not None and str(path) == "-":
         path = None
     check_input(path)
+    if path is None and sys.stdin is None:  # started with stdin closed (`mt translate <&-`)
+        raise MtError("stdin is closed: give the text on stdin or with --input FILE")
     stream = open(path, "rb") if path is not None else sys.stdin.buffer
     if path is not None and stream.peek(2)[:2] == _GZIP:  # a file left compressed, read as the corpora are
         stream = _OwningGzip(stream)
@@ -221,9 +223,10 @@ def _arriving(fd: int) -> Iterator[bytes | None]:
         block = os.read(fd, 1 << 16)
         if not block:
             break
+        scanned = len(pending)  # what is pending holds no line break: a long line is not scanned again
         pending += block
         start = 0
-        while (end := pending.find(b"\n", start)) >= 0:
+        while (end := pending.find(b"\n", max(start, scanned))) >= 0:
             yield bytes(pending[start : end + 1])
             start = end + 1
         del pending[:start]

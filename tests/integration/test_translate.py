@@ -335,3 +335,16 @@ def test_an_ensemble_of_one_model_twice_is_refused(trained_experiment):
         done = mt_translate(trained_experiment, "Der Hund.\n", *(f for name in flags for f in ("--checkpoint", name)))
         assert done.returncode == 2 and b"Traceback" not in done.stderr, done.stderr
         assert b"same file" in done.stderr or b"given twice" in done.stderr, done.stderr
+
+
+def test_a_closed_stdin_is_one_line_and_a_long_piped_line_arrives_whole(trained_experiment):
+    """`mt translate <&-` was an AttributeError traceback; a line arriving in many blocks through a
+    pipe is one line (its blocks are no longer scanned again for a line break each time)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = [sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root), "--threads", "1"]
+    done = subprocess.run(args, capture_output=True, env=env, timeout=300, preexec_fn=lambda: os.close(0))
+    assert done.returncode == 1 and b"Traceback" not in done.stderr and b"stdin is closed" in done.stderr
+    long = ("Der Hund läuft. " * 20_000).strip()  # 320,000 characters, five 64 KiB blocks
+    piped = subprocess.run(args + ["--alignments"], input=f"{long}\nDer Hund.\n".encode(), capture_output=True,
+                           env=env, timeout=300)
+    assert piped.returncode == 0 and piped.stdout.count(b"\n") == 2, piped.stderr
