@@ -246,7 +246,8 @@ def test_page_translates_a_chosen_or_dropped_file_and_offers_it_for_download(pag
 
     page.set_input_files("[data-testid=file]", files=[{"name": "bild.png", "mimeType": "image/png",
                                                        "buffer": b"\x89PNG\r\n\x1a\n"}])
-    page.locator("[data-testid=error]", has_text="bild.png: Invalid request: file format not supported").wait_for()
+    page.locator("[data-testid=file-error]", has_text="bild.png: Invalid request: file format not supported").wait_for()
+    assert page.locator("[data-testid=error]").inner_text() == ""  # beside the file box, not at the top
     assert link.is_hidden()
 
 
@@ -471,6 +472,6 @@ def test_page_says_when_a_translated_file_is_no_longer_kept(browser, trained_exp
             page.locator("[data-testid=download]", has_text="kurz.txt").wait_for()
             page.wait_for_timeout(2500)  # past the server's 1 s
             page.locator("[data-testid=download]").click()
-            page.locator("[data-testid=error]", has_text="no longer keeps this translation").wait_for()
+            page.locator("[data-testid=file-error]", has_text="no longer keeps this translation").wait_for()
             assert page.locator("[data-testid=download]").is_hidden()
 
