@@ -53,20 +53,26 @@ def main() -> None:
                         help="Passed on to bench/throughput.py (repeatable), for both checkouts.")
     args = parser.parse_args()
     old_tree = Path(args.old).resolve()
-    commits = {name: subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True).stdout.strip() for name, tree in (("old", old_tree), ("new", REPO))}
+    def commit(tree: Path) -> str:  # a tree with changes not committed is its commit and "+changes"
+        head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head.stdout.strip() + ("+changes" if dirty else "")
+
+    commits = {name: commit(tree) for name, tree in (("old", old_tree), ("new", REPO))}
     old, new = [], []
     print(f"{'pair':>4} {'old tgt tok/s':>14} {'new tgt tok/s':>14} {'new/old':>8}", file=sys.stderr)
     started = time.time()
     for pair in range(1, args.pairs + 1):
-        old.append(one_run(old_tree, args.old_exp, args.steps, args.threads, args.precision, tuple(args.sets)))
-        new.append(one_run(REPO, args.new_exp, args.steps, args.threads, args.precision, tuple(args.sets)))
+        runs = [(old, old_tree, args.old_exp), (new, REPO, args.new_exp)]
+        for results, tree, exp in runs if pair % 2 else runs[::-1]:  # each goes first every other pair
+            results.append(one_run(tree, exp, args.steps, args.threads, args.precision, tuple(args.sets)))
         print(f"{pair:>4} {old[-1]:>14,.1f} {new[-1]:>14,.1f} {new[-1] / old[-1]:>8.3f}", file=sys.stderr)
     median_old, median_new = statistics.median(old), statistics.median(new)
     print(f"median {median_old:,.1f} (old {commits['old']}) against {median_new:,.1f} (new {commits['new']}): "
           f"{median_new / median_old:.3f}x; {time.time() - started:.0f} s", file=sys.stderr)
     print(json.dumps({
-        "what": f"bench/throughput_ab.py: bench/throughput.py --precisions {args.precision}, old and new alternating",
+        "what": f"bench/throughput_ab.py: bench/throughput.py --precisions {args.precision}, old and new alternating, each first every other pair",
         "sets": args.sets,
         "cpu": f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads",
         "date": time.strftime("%Y-%m-%d", time.gmtime()), "old_commit": commits["old"], "new_commit": commits["new"],
