@@ -147,7 +147,9 @@ def _inside(name: str) -> bool:
 def _replace_dir(output: Path, write: Callable[[Path], None], fmt: str, earlier: list[str]) -> list[str]:
     """Write into a temporary directory beside `output`, then rename it into place: a failed or
     interrupted export leaves no half model and keeps the previous one. `earlier`: the files of the
-    export `output` holds; anything else there is kept (`_merge`). Returns the files written."""
+    export `output` holds; anything else there is kept (`_merge`: there the files move one by one, and
+    an export killed among them leaves old and new side by side, all listed, for --force to replace).
+    Returns the files written."""
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.{os.getpid()}-"))
     try:
