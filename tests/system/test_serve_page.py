@@ -451,13 +451,24 @@ def test_page_clears_a_dropped_attentions_status_and_keeps_dropped_files_and_foc
 @pytest.mark.slow
 def test_page_asks_no_more_alternatives_than_the_server_gives(browser, trained_experiment, tmp_path_factory):
     """With --max-beam 2 the page's default of 3 alternatives was refused at every Translate."""
-    for url in serving(trained_experiment, tmp_path_factory, "--max-beam", "2"):
+    for url in serving(trained_experiment, tmp_path_factory, "--max-beam", "2", "--max-lines", "2",
+                       "--max-file-bytes", "100"):
         with opened(browser, url) as page:
             page.wait_for_function("() => document.getElementById('nbest').value === '2'")
             page.fill("#source", LINES[0])
             page.click("#translate")
             page.locator("[data-testid=result]").first.wait_for()
             assert page.locator("[data-testid=error]").inner_text() == ""
+            # The text against the server's limits as it is typed (they were known only once refused)
+            assert page.locator("[data-testid=count]").inner_text() == f"{len(LINES[0])} / 20,000 characters, 1 / 2 lines"
+            page.fill("#source", "\n".join([LINES[0]] * 3))
+            assert page.locator("[data-testid=count]").inner_text().endswith("3 / 2 lines: more than the server takes")
+            sent = []
+            page.on("request", lambda r: sent.append(r.url) if "translate_file" in r.url else None)
+            page.set_input_files("[data-testid=file]", files=[{"name": "big.txt", "mimeType": "text/plain",
+                                                               "buffer": b"Ein Hund.\n" * 20}])
+            page.locator("[data-testid=file-error]", has_text="200 bytes, more than the server takes (100)").wait_for()
+            assert sent == []  # refused before it was sent
 
 
 @pytest.mark.slow

@@ -442,6 +442,8 @@ class Documents:
             "filesTranslation": True,
             "supportedFilesFormat": extensions(),
             "maxBeam": self.limits.max_beam,  # mt's own: its page offers no more alternatives than --max-beam
+            "maxLines": self.limits.max_lines,  # mt's own, as its page counts what a request may hold
+            "maxFileBytes": self.limits.max_file_bytes,
             "language": {
                 "source": {"code": source, "name": name_of(source)},
                 "target": {"code": target, "name": name_of(target)},
