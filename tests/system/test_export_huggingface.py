@@ -393,3 +393,24 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     evaluate_split(exp, gnmt, "test")
     card = model_card(load_exported(exp, gnmt, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and "GNMT length penalty transformers does not have" in card
+
+
+def test_the_model_card_describes_the_checkpoints_model_and_says_one_from_elsewhere(trained, tmp_path):
+    """The card's model line came from the experiment's config, and its data and training lines said
+    nothing of a --checkpoint from another experiment (a student sharing the tokenizer, say)."""
+    import shutil
+
+    from mt.apps.export.directory import load_exported
+    from mt.apps.export.huggingface import check_model
+    from mt.apps.export.model_card import model_card
+
+    cfg = trained.load_config()
+    elsewhere = tmp_path / "student.pt"
+    shutil.copy(trained.checkpoint_path("last"), elsewhere)
+    source = load_exported(trained, cfg, str(elsewhere), check_model)
+    heads = source.state["model_config"]["n_heads"]
+    source.state["model_config"] = {**source.state["model_config"], "n_heads": heads * 2, "pre_norm": True}
+    card = model_card(source, "unknown", 0.0)
+    assert f"{heads * 2} heads, pre-norm" in card and "student.pt, comes from outside this experiment" in card
+    own = model_card(load_exported(trained, cfg, "last", check_model), "unknown", 0.0)
+    assert f"{cfg.model.n_heads} heads, post-norm" in own and "outside this experiment" not in own

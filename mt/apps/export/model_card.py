@@ -11,6 +11,7 @@ import yaml
 
 from mt import __version__
 from mt.apps.export.exported import Exported
+from mt.config.schema import ModelConfig
 from mt.model.transformer import count_parameters
 from mt.training.schedule import peak_lr
 from mt.training.token_budget import lr_scaling
@@ -217,7 +218,14 @@ def _training(source: Exported) -> str:
     if stats_path.is_file():
         splits = source.exp.read_json(stats_path).get("splits", {})
         pairs = ", ".join(f"{split} {s['pairs_kept']:,} pairs" for split, s in splits.items() if "pairs_kept" in s)
-    m, t = cfg.model, cfg.train
+    # The model as the checkpoint holds it (a checkpoint given from another experiment is not cfg's)
+    m, t = ModelConfig(**source.state["model_config"]) if source.state.get("model_config") else cfg.model, cfg.train
+    outside = (
+        f"\n- The checkpoint, {source.path.name}, comes from outside this experiment: the data and training "
+        "lines are the experiment's it was exported from, not necessarily the ones it was trained with."
+        if source.path.resolve().parent != source.exp.checkpoints_dir.resolve()
+        else ""
+    )
     hours = source.state.get("elapsed")
     budget = source.state.get("max_tokens") or t.max_tokens  # auto's choice, where the checkpoint has it
     lr_factor, warmup = (
@@ -228,11 +236,11 @@ def _training(source: Exported) -> str:
     peak = peak_lr(t.lr_peak, t.lr_scale, t.warmup_steps, m.d_model) * lr_factor
     return f"""- Data: {", ".join(f"`{spec}`" for spec in cfg.data.train)}{f" ({pairs}, after cleaning)" if pairs else ""};
   SentencePiece {cfg.tokenizer.model_type}, {"one joint vocabulary" if cfg.tokenizer.joint else "two vocabularies"} of {cfg.tokenizer.vocab_size:,}.
-- Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, post-norm,
+- Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, {"pre-norm" if m.pre_norm else "post-norm"},
   {"tied" if m.tie_embeddings else "untied"} embeddings, {count_parameters(model) / 1e6:.1f}M parameters.
 - Training: {source.state.get("step", "?")} updates{f" in {hours / 3600:.2f} h" if hours else ""}, batches of {f"{budget:,}" if isinstance(budget, int) else budget} tokens,
   peak learning rate {peak:.3g}{"" if t.lr_peak is not None else " (the paper's schedule)"} after {warmup:,} warm-up updates, label smoothing {t.label_smoothing:g},
-  dropout {m.dropout:g}, precision {t.precision}.
+  dropout {m.dropout:g}, precision {t.precision}.{outside}
 
 <details><summary>The experiment's config.yaml</summary>
 
