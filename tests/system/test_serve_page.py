@@ -153,6 +153,8 @@ def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_senten
     heatmap.locator("tbody tr").first.wait_for()
     rows, cols = len(maps["tgt_tokens"]), len(maps["src_tokens"])
     assert heatmap.locator("tbody tr").count() == rows
+    assert page.evaluate("() => document.activeElement.id") == "attention-title"  # focused: it was out of view
+    assert page.evaluate("() => document.getElementById('source').getAttribute('aria-describedby')") == "hint"
     assert heatmap.locator("tbody td").count() == rows * cols
     assert heatmap.locator("thead th").all_inner_texts() == maps["src_tokens"]
     assert heatmap.locator("tbody th").all_inner_texts() == maps["tgt_tokens"]
