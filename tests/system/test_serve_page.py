@@ -413,6 +413,13 @@ def test_page_asks_a_model_of_several_targets_for_the_one_chosen(browser, multi_
         expected = post(multi_target_server + "/v1/translate", {"text": ["a dog runs"], "target": "fr", "nbest": NBEST})
         assert page.locator("[data-testid=translation]").first.inner_text() == expected["translations"][0]["text"]
         assert page.locator("[data-testid=translation]").first.get_attribute("lang") == "fr"
+        # Another target chosen since: the sentence's attention is still of its French translation
+        attention = []
+        page.on("request", lambda r: attention.append(json.loads(r.post_data)) if r.url.endswith("/v1/attention") else None)
+        page.select_option("[data-testid=target]", "de")
+        page.locator("[data-testid=result-source]").first.click()
+        page.locator("[data-testid=heatmap] tbody tr").first.wait_for()
+        assert attention[-1]["target"] == "fr"
 
 
 @pytest.mark.slow
