@@ -377,6 +377,9 @@ def test_libretranslate_requests_as_its_clients_send_them(server):
     for data in (b"\xef\xbb\xbf" + body.encode(), body.encode("utf-16")):
         assert ok(f"{server.url}/translate", raw=data, headers={"Content-Type": "application/json"}) == expected
     assert ok(f"{server.url}/translate", {**json.loads(body), "alternatives": -1}) == expected
+    # A client given the server's address with a slash at its end joins "/translate": "//translate" (was 404)
+    assert ok(f"{server.url}//translate", json.loads(body)) == expected
+    assert call(f"{server.url}//v1///translate", {"text": LINES[0]})[0] == 200
 
 
 def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import gc
 import inspect
+import re
 import signal
 import socket
 import threading
@@ -149,6 +150,21 @@ class HeadAsGet:
         await self.app({**scope, "method": "GET"}, receive, headers_only)
 
 
+class MergedSlashes:
+    """A path's repeated slashes read as one, as Flask (LibreTranslate) reads them: a client given
+    `http://host:8000/` that joins "/translate" to it asks for `//translate` (was 404)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and "//" in path:
+            merged = re.sub("/{2,}", "/", path)
+            scope = {**scope, "path": merged, "raw_path": merged.encode("latin-1", "replace")}
+        await self.app(scope, receive, send)
+
+
 def cors(app):
     """Cross-origin requests allowed as LibreTranslate allows them (any origin, GET and POST, its
     headers; a preflight answered before the routes): its JavaScript client runs in a web page."""
@@ -165,9 +181,9 @@ def cors(app):
 
 def asgi(app):
     """What a server runs for an app of `build_app`: its plain routes called directly (`PlainRoutes`),
-    HEAD as GET (`HeadAsGet`), cross-origin requests allowed (`cors`) and every request logged
+    a path's repeated slashes as one (`MergedSlashes`), HEAD as GET (`HeadAsGet`), cross-origin requests allowed (`cors`) and every request logged
     (`AccessLog`)."""
-    return AccessLog(cors(HeadAsGet(PlainRoutes(app))))
+    return AccessLog(cors(HeadAsGet(MergedSlashes(PlainRoutes(app)))))
 
 
 GRACE = 30  # seconds uvicorn lets the requests in flight finish after SIGTERM or Ctrl-C
