@@ -54,14 +54,15 @@ def load_models(
     device: torch.device,
     precision: str = "fp32",
     quantize: str | None = None,
-) -> tuple[torch.nn.Module, list[Path], dict[Path, list[str]]]:
+) -> tuple[torch.nn.Module, list[Path], dict[Path, list[str]], list[tuple[int, int]]]:
     """The checkpoints `names` (best, last, average, step_N or a .pt file; several make an ensemble),
     each checked against the tokenizers and, when it is this experiment's own, its model config; in
-    eval mode on `device`, in `precision` or with `quantize`. Returns the model, the files, and for
-    each file that is an average, the checkpoints it averages."""
+    eval mode on `device`, in `precision` or with `quantize`. Returns the model, the files, for
+    each file that is an average the checkpoints it averages, and each file's (size, mtime_ns) as
+    it was before it was read (one saved again while it loaded is then told from the one loaded)."""
     src_tok, tgt_tok = tokenizers
     expected = {"src": src_tok.sha256, "tgt": tgt_tok.sha256}
-    models, paths, averaged = [], [], {}
+    models, paths, averaged, stats = [], [], {}, []
     found = {name: exp.find_checkpoint(name) for name in names}  # best falls back to last without best.pt
     for name, path in found.items():
         same = [other for other, there in found.items() if other != name and there.resolve() == path.resolve()]
@@ -73,6 +74,8 @@ def load_models(
         raise ConfigError(f"--checkpoint {next(n for n in names if names.count(n) > 1)} given twice")
     for name in names:
         path = found[name]
+        stat = path.stat()
+        stats.append((stat.st_size, stat.st_mtime_ns))
         state = load_checkpoint(path)
         check_tokenizer(path, state, expected, exp.tokenizer_dir)
         if path.resolve().parent == exp.checkpoints_dir.resolve():  # another experiment's has its own model
@@ -82,7 +85,7 @@ def load_models(
         if "averaged_from" in state:
             averaged[path] = list(state["averaged_from"])
     model = models[0] if len(models) == 1 else Ensemble(models).eval()
-    return set_precision(model, precision, quantize, device), paths, averaged
+    return set_precision(model, precision, quantize, device), paths, averaged, stats
 
 
 def set_precision(model: torch.nn.Module, precision: str, quantize: str | None, device: torch.device):

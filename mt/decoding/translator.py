@@ -114,14 +114,14 @@ class Translator:
         torch_device = torch.device(checked_device(device, "device"))
         tokenizers = exp.load_tokenizers(cfg.tokenizer.joint)
         names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint or [cfg.decode.checkpoint])
-        model, paths, averaged = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
+        model, paths, averaged, stats = load_models(exp, cfg, names, tokenizers, torch_device, precision, quantize)
         directions = Directions.of(cfg.data.pairs(), cfg.data.multilingual, tokenizers[0])
         translator = cls(model, *tokenizers, cfg.decode, torch_device, paths, precision, quantize, directions)
         translator.averaged_from = averaged
         form = cfg.data.cleaning("train")  # the form training text was cleaned to (None: read strictly)
         if form not in (None, "none"):
             translator.unicode_form = form.upper()
-        translator.checkpoint_stats = [(stat.st_size, stat.st_mtime_ns) for stat in map(Path.stat, paths)]
+        translator.checkpoint_stats = stats  # as they were before they were read
         translator.load_args = dict(
             exp=exp, cfg=cfg, checkpoint=checkpoint, device=device, precision=precision, quantize=quantize
         )
