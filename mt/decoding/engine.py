@@ -170,7 +170,10 @@ class CTranslate2Engine:
         `meanwhile` runs in this thread once they are queued, while CTranslate2's threads search."""
         o = options
         if o.shortlist and not self.vmap:
-            raise MtError(f"--shortlist: {self.directory} has no {VMAP_FILE}; build the shortlist (`mt shortlist`)")
+            raise MtError(
+                f"--shortlist: {self.directory} has no {VMAP_FILE}: the experiment has no shortlist, or one of "
+                f"another tokenizer; build it (`mt shortlist`, with --force over an old one)"
+            )
         a, b, room = o.max_len_a, o.max_len_b, self.max_positions - 1
         budget = min(o.max_tokens, self.batch_tokens or o.max_tokens)
         lengths = [len(ids) for ids in encoded]
