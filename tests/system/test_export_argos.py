@@ -65,7 +65,7 @@ def test_the_package_is_what_argos_reads(exported):
         names = sorted(archive.namelist())
         metadata = json.loads(archive.read("translate-de_en/metadata.json"))
         config = json.loads(archive.read("translate-de_en/model/config.json"))
-        readme = archive.read("translate-de_en/README.md").decode()
+        readme = archive.read("translate-de_en/README.md").decode("ascii")  # Argos reads it as cp1252 on Windows
     assert names == ["translate-de_en/README.md", "translate-de_en/metadata.json", "translate-de_en/minisbd/de.onnx",
                      "translate-de_en/model/config.json", "translate-de_en/model/model.bin",
                      "translate-de_en/model/shared_vocabulary.json", "translate-de_en/sentencepiece.model"]

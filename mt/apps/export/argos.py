@@ -140,7 +140,8 @@ def _package(
         "model/config.json": (json.dumps(config, indent=4, ensure_ascii=False) + "\n").encode(),
         "sentencepiece.model": source.src_tok.proto,
         f"minisbd/{src}.onnx": splitter,
-        "README.md": readme(source, quantize, src, tgt, tag).encode(),
+        # ASCII (other characters as references): Argos reads it in the system's encoding, cp1252 on Windows
+        "README.md": readme(source, quantize, src, tgt, tag).encode("ascii", "xmlcharrefreplace"),
     }
     with zipfile.ZipFile(directory / f"{name}{SUFFIX}", "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(model_dir.iterdir()):
@@ -189,7 +190,7 @@ Serve with LibreTranslate: `libretranslate --load-only {src},{tgt}` once the pac
 
 Argos translates each line sentence by sentence. minisbd/{src}.onnx is the splitter (MiniSBD's format,
 so nothing is downloaded): a sentence ends after . ! ? ... followed by a space and no lowercase letter,
-and after 。！？. MiniSBD's own model for the language may replace the file (same name).
+and after the CJK full stop, exclamation and question marks (U+3002, U+FF01, U+FF1F). MiniSBD's own model for the language may replace the file (same name).
 
 ## Search: Argos's settings beside mt's
 
@@ -202,7 +203,8 @@ mt translates with beam {d.beam}, a {d.length_penalty} length penalty (alpha {d.
 - length penalty: 0.2, fixed (CTranslate2's score / length^0.2); mt's: {d.length_penalty}, alpha {d.alpha}.
 - length: at least 1 token and at most 256 (CTranslate2's defaults); mt allows an empty translation and
   stops at its own limit above.
-- an unknown word (<unk>) is replaced by the source word it attends to most; mt prints it as ⁇.
+- an unknown word (<unk>) is replaced by the source word it attends to most; mt prints it as U+2047 (a double
+  question mark).
 - Argos turns every "_" of the output into a space; LibreTranslate then matches the source's final
   punctuation and capitalisation.{repeat}
 """
