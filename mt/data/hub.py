@@ -70,10 +70,31 @@ def load(source: Source):
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 300:
             reason = reason[:300] + "..."
+        if path.is_file() and (line := _invalid_utf8_line(path)) is not None:  # named, as other sources' are
+            raise MtError(
+                f"{path}:{line}: not valid UTF-8 (hf: reads a data file whole: fix or remove the line)"
+            ) from None
         if path.is_dir() or path.is_file():  # the file's fault, not the network's
             raise MtError(f"cannot read {describe(source)}: {reason}") from None
         why = "the hub did not answer, so only the local cache was tried" if offline else "no network?"
         raise MtError(f"cannot load {describe(source)}: {reason} ({why}; use local files)") from None
+
+
+def _invalid_utf8_line(path: Path) -> int | None:
+    """The first line of a local data file that is not UTF-8 (from 1), or None: the library's error
+    gives a byte position in a block, not the line."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    return number
+    except OSError:
+        return None
+    return None
 
 
 def _looks_local(name: str) -> bool:
@@ -132,6 +153,11 @@ def batches(source: Source, size: int) -> Iterator[tuple[list, list]]:
         except StopIteration:
             return
         except Exception as exc:
+            path = Path(source.paths[0])
+            if path.is_file() and (line := _invalid_utf8_line(path)) is not None:
+                raise MtError(
+                    f"{path}:{line}: not valid UTF-8 (hf: reads a data file whole: fix or remove the line)"
+                ) from None
             reason = " ".join(str(exc).split())[:300] or type(exc).__name__
             raise MtError(f"cannot read {what}: {reason}") from None
         if "translation" in batch:

@@ -181,3 +181,11 @@ def test_local_hf_files_are_inputs_whose_changes_mt_run_notices(tmp_path, hf_cac
     found = input_files(cfg, "train")
     assert found[0] == data_file and all(p.startswith(str(tmp_path / "saved")) for p in found[1:])
     assert any(p.endswith(".arrow") for p in found) and len(input_record(cfg, ["train"])) == len(found)
+
+
+def test_a_local_data_file_of_invalid_utf8_names_its_line(tmp_path, hf_cache):
+    """Was "cannot read ...: 'utf-8' codec can't decode byte 0xe9 in position 4": no line."""
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"de": "eins", "en": "one"}\n{"de": "zwei", "en": "two"}\n{"de": "caf\xe9", "en": "cafe"}\n')
+    with pytest.raises(MtError, match=rf"^{path}:3: not valid UTF-8"):
+        load_split(DataConfig(valid=[f"hf:{path}"]).sources("valid"))
