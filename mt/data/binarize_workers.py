@@ -72,7 +72,7 @@ class Encoder:
     def __call__(self, chunk: corpus.RawChunk, filters: Filters) -> dict:
         decoded = corpus.decode_chunk(chunk, filters.clean)
         # A side of more characters than max_len pieces can hold is too long without being encoded: its
-        # ids as Python lists took ~100x its size in memory (a 4 MB line, 0.5 GB).
+        # ids as Python lists took many times its size in memory.
         bound = filters.max_len * CHARS_PER_PIECE_BOUND
         sides = {"src": (decoded.src, self.src_tok), "tgt": (decoded.tgt, self.tgt_tok)}
         over = {side: [len(t) - t.count(" ") > bound for t in texts] for side, (texts, _) in sides.items()}

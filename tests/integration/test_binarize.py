@@ -552,7 +552,7 @@ def test_a_missing_file_of_any_split_is_refused_before_the_training_split_is_rea
 
 
 def test_a_side_longer_than_max_len_pieces_can_hold_is_dropped_without_being_encoded(setup):
-    """Every line was encoded before the length filter: a 4 MB line took half a GB of Python ids."""
+    """Every line was encoded before the length filter: a line of megabytes took many times its size as Python ids."""
     exp, cfg, _ = setup
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     seen: list[int] = []
