@@ -218,25 +218,44 @@ def _hf_decoder(exp, cfg, mode: str, model_dirs: dict[str, str], threads: int):
     return translate, exp.load_tokenizers(cfg.tokenizer.joint)[1]
 
 
+def stamp() -> dict[str, str]:
+    """The CPU and the date, for a bench script's JSON line."""
+    from mt.hardware import cpu_name
+
+    return {"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime())}
+
+
+def tree_peak_mb(pid: int) -> float:
+    """VmHWM (peak RSS) of `pid` and its descendants, summed, in MB."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    family, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in family} - family
+        family |= more
+        grew = bool(more)
+    total = 0.0
+    for member in family:
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return total
+
+
 def peak_rss_mb() -> float:
-    """This process's peak resident memory since its exec (VmHWM), plus that of each process it has
+    """This process's peak resident memory since its exec (VmHWM), plus that of every process it has
     started that still runs (search processes, each with a model of its own: left out, the mode of
     processes looked smaller than the one of threads). getrusage's maxrss carries over the parent's
     peak into a spawned child, which made every worker of a parent that trained a model look alike."""
-    pids = ["self"]
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            pids += (task / "children").read_text().split()
-        except OSError:
-            continue
-    total = 0.0
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:  # ended meanwhile
-            continue
-        total += next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM:")), 0.0)
-    return total or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return tree_peak_mb(os.getpid()) or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _worker(exp_dir: str, mode: str, args: dict, model_dirs: dict[str, str], commands, results) -> None:

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from mt.hardware import cpu_name
+from bench.common import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,7 @@ def main() -> None:
     Console(width=120).print(table)
     if args.test:
         print(f"best on valid (*), on the test split: BLEU {summary['test_bleu']:.2f} chrF {summary['test_chrf']:.2f}")
-    print(json.dumps({"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime()), **summary}))
+    print(json.dumps({**stamp(), **summary}))
 
 
 if __name__ == "__main__":

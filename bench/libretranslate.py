@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.common import Server, closed_loop, get, stop_process
+from bench.common import Server, closed_loop, get, stop_process, tree_peak_mb
 from mt.hardware import cpu_name
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,31 +115,6 @@ def quality(kind: str, answers: dict[int, bytes], refs: list[str]) -> dict:
 
 
 # -- the processes ---------------------------------------------------------------------------------------
-def tree_peak_mb(pid: int) -> float:
-    """VmHWM (peak RSS) of `pid` and its descendants, summed, in MB."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            parents[int(stat.parent.name)] = int(fields[1])
-        except (OSError, ValueError, IndexError):
-            continue
-    family, grew = {pid}, True
-    while grew:
-        more = {child for child, parent in parents.items() if parent in family} - family
-        family |= more
-        grew = bool(more)
-    total = 0.0
-    for member in family:
-        try:
-            for line in Path(f"/proc/{member}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) / 1024
-        except OSError:
-            continue
-    return total
-
-
 def offline_home(tmp: Path, args) -> dict[str, str]:
     """Export the model's Argos package and install it into an Argos home under `tmp`; the environment
     LibreTranslate runs in: that home, an empty local package index, proxies at a closed port."""

@@ -14,10 +14,9 @@ import argparse
 import copy
 import json
 import statistics
-import time
 from pathlib import Path
 
-from mt.hardware import cpu_name
+from bench.common import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +62,7 @@ def main() -> None:
         table.add_row(r["model"], f"{r['tgt_tokens_per_s_fp32']:,.0f}", f"{r['tgt_tokens_per_s_bf16']:,.0f}",
                       f"{r['median_step_s_bf16']:.2f}", f"{r['tgt_tokens_per_s_bf16'] / r['tgt_tokens_per_s_fp32']:.2f}x")
     Console(width=120).print(table)
-    print(json.dumps({"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "models": rows, "steps": args.steps, "threads": args.threads}))
+    print(json.dumps({**stamp(), "models": rows, "steps": args.steps, "threads": args.threads}))
 
 
 if __name__ == "__main__":

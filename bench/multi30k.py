@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from mt.hardware import cpu_name
+from bench.common import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -247,7 +247,7 @@ def main() -> None:
     Console(width=120).print(table)
     print(f"params {result['params']:,}; valid BLEU {result['valid_bleu']:.2f} chrF {result['valid_chrf']:.2f}; "
           f"{decoded['bleu_signature']}")
-    print(json.dumps({"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime()), **result}))
+    print(json.dumps({**stamp(), **result}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import resource
 import time
 from pathlib import Path
 
-from mt.hardware import cpu_name
+from bench.common import stamp
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def main() -> None:
     for w in windows:
         table.add_row(str(w["step"]), f"{w['tgt_tokens_per_s']:,.0f}", f"{w['page_faults']:,}", f"{w['rss_mb']:,} MB")
     Console(stderr=True).print(table)
-    print(json.dumps({"cpu": cpu_name(), "date": time.strftime("%Y-%m-%d", time.gmtime()), "exp": args.exp, "allocator": allocator, "trim_every": trim, "windows": windows,
+    print(json.dumps({**stamp(), "exp": args.exp, "allocator": allocator, "trim_every": trim, "windows": windows,
                       "first_over_last": round(windows[0]["tgt_tokens_per_s"] / windows[-1]["tgt_tokens_per_s"], 3)}))
 
 

@@ -30,13 +30,11 @@ import argparse
 import copy
 import json
 import statistics
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.common import measure, model_flops_per_token
-from mt.hardware import cpu_name
+from bench.common import measure, model_flops_per_token, stamp
 
 if TYPE_CHECKING:
     from torch import nn
@@ -377,8 +375,7 @@ def main() -> None:
     fast_mode = max(results, key=lambda p: results[p]["tgt_tokens_per_s"])
     fp32 = results.get("fp32")  # without fp32 measured, no fp32 figure or ratio (another precision's is not one)
     summary = {
-        "cpu": cpu_name(),
-        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        **stamp(),
         "sets": args.sets,
         "allocator": allocator_name(),
         **({"tgt_tokens_per_s_fp32": round(fp32["tgt_tokens_per_s"], 1), "mfu_fp32": round(fp32["mfu_vs_fp32_peak"], 3),

@@ -17,7 +17,7 @@ import typer
 from mt import log
 from mt.errors import MtError
 
-GLOBAL_FLAGS = ("-q", "--quiet", "--debug")
+GLOBAL_FLAGS = ("-q", "--quiet", "--debug")  # mt's own flags, taken after the subcommand too
 INTERRUPTED = 130  # the shell's codes for SIGINT and SIGTERM
 TERMINATED = 143
 
@@ -29,7 +29,7 @@ class Terminated(BaseException):
 
 
 def _terminated(signum, frame) -> None:
-    raise Terminated  # mt's own flags, taken after the subcommand too
+    raise Terminated
 
 
 def global_flags_first(args: list[str]) -> list[str]:

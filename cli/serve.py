@@ -131,15 +131,8 @@ def serve(
     from mt.experiment.config import read_experiment
 
     experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
-    from mt.config.schema import decode_checks
-    from mt.errors import ConfigError
-
-    for name in ("beam", "alpha", "length_penalty", "stop", "max_len_a", "max_len_b", "no_repeat_ngram", "shortlist"):
-        if getattr(decode, name) is not None:  # the server's search, for requests that do not ask another
-            setattr(cfg.decode, name, getattr(decode, name))
-    for ok, message in decode_checks(cfg.decode):
-        if not ok:
-            raise ConfigError(message)
+    for name, value in decode.search_overrides().items():  # the server's search (checked as the flags were read)
+        setattr(cfg.decode, name, value)
     from mt.apps.serve.app import Limits
     from mt.apps.serve.app import serve as run_serve
 

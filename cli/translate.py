@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mt.atomic_files import check_output
+from mt.atomic_files import check_output, same_file
 from mt.decoding.options import SEGMENT_TOKENS, DecodeOptions
 from mt.errors import ConfigError
 
@@ -142,9 +142,8 @@ def translate(
 
     if output is not None and str(output) == "-":  # as --input -: the standard stream, not a file named "-"
         output = None
-    if output is not None and input is not None and str(input) != "-" and output.exists() and input.exists():
-        if output.resolve() == input.resolve():  # --force would replace the text with its translation
-            raise ConfigError(f"--output {output}: is the input; write the translation to another file")
+    if output is not None and input is not None and same_file(output, input):  # --force would replace the text
+        raise ConfigError(f"--output {output}: is the input; write the translation to another file")
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
     whole = [

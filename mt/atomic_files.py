@@ -142,6 +142,11 @@ def sync_tree(root: Path) -> None:
         sync_directory(folder)
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one existing file (an output that would replace its own input)."""
+    return a.exists() and b.exists() and a.resolve() == b.resolve()
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -139,12 +139,17 @@ def resolve(
     return cfg, changes
 
 
+def _origin(key: str, origins: Mapping[str, str]) -> str:
+    """Where an override of `key` came from, by default the flag named after its field."""
+    return origins.get(key, f"--{key.partition('.')[2].replace('_', '-')}")
+
+
 def _by_origin(problem: str, given: Mapping[str, Any], origins: Mapping[str, str]) -> str | None:
     """A validation `problem` prefixed with the flag (and value) that set the first field it names
     among those `given`, as `--max-len -1: data.max_len must be at least 1`; None if it names none."""
     for key in re.findall(r"\b[a-z]+\.[a-z_0-9]+\b", problem):
         if key in given:
-            origin = origins.get(key, f"--{key.partition('.')[2].replace('_', '-')}")
+            origin = _origin(key, origins)
             return f"{origin}: {problem}" if origin == "--set" or " " in origin else f"{origin} {given[key]}: {problem}"
     return None
 
@@ -158,7 +163,7 @@ def _apply(
         if value is None:
             continue
         name = key.partition(".")[2]
-        where = origins.get(key, f"--{name.replace('_', '-')}")
+        where = _origin(key, origins)
         old = getattr(getattr(cfg, key.partition(".")[0], None), name, None)
         new = set_field(cfg, key, value, where=where)
         if key in CORPUS_FIELDS:  # relative paths as of this directory: the saved config works from any other

@@ -120,10 +120,7 @@ class SeenPairs:
     def first_seen(self, hashes: np.ndarray) -> np.ndarray:
         """True for each hash not seen before (in earlier chunks, or earlier in this one); remembers them."""
         unique, first = np.unique(hashes, return_index=True)
-        new = np.ones(len(unique), dtype=bool)
-        for run in self.runs:
-            at = np.searchsorted(run, unique).clip(max=len(run) - 1)
-            new &= run[at] != unique
+        new = ~self.contains(unique)
         mask = np.zeros(len(hashes), dtype=bool)
         mask[first[new]] = True
         run = unique[new]

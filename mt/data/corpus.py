@@ -233,8 +233,8 @@ def _pair(chunk: RawChunk, i: int) -> Pair:
         record = record["translation"]
     if not isinstance(record, dict):
         raise _BadPair("malformed", f"{chunk.where(i)}: not a JSON object")
-    # null is an empty side, as in a dataset read through hf: (mt.data.hub); a missing key is malformed
-    src, tgt = ("" if lang in record and record[lang] is None else record.get(lang) for lang in chunk.langs)
+    # null is an empty side, a missing key malformed: as a dataset's record read through hf:
+    src, tgt = (hub.record_value(record, lang) for lang in chunk.langs)
     return _text(src, chunk, i, 0), _text(tgt, chunk, i, 1)
 
 

@@ -70,19 +70,25 @@ def load(source: Source):
         reason = " ".join(str(exc).split()) or type(exc).__name__
         if len(reason) > 300:
             reason = reason[:300] + "..."
-        if path.is_file() and (line := _invalid_utf8_line(path)) is not None:  # named, as other sources' are
-            raise MtError(
-                f"{path}:{line}: not valid UTF-8 (hf: reads a data file whole: fix or remove the line)"
-            ) from None
+        if (invalid := _utf8_error(path)) is not None:  # named by its line, as other sources' are
+            raise invalid from None
         if path.is_dir() or path.is_file():  # the file's fault, not the network's
             raise MtError(f"cannot read {describe(source)}: {reason}") from None
         why = "the hub did not answer, so only the local cache was tried" if offline else "no network?"
         raise MtError(f"cannot load {describe(source)}: {reason} ({why}; use local files)") from None
 
 
+def _utf8_error(path: Path) -> MtError | None:
+    """The error naming the first line of a local data file that is not UTF-8, or None (not a local
+    file, or valid): the library's error gives a byte position in a block, not the line."""
+    line = _invalid_utf8_line(path) if path.is_file() else None
+    if line is None:
+        return None
+    return MtError(f"{path}:{line}: not valid UTF-8 (hf: reads a data file whole: fix or remove the line)")
+
+
 def _invalid_utf8_line(path: Path) -> int | None:
-    """The first line of a local data file that is not UTF-8 (from 1), or None: the library's error
-    gives a byte position in a block, not the line."""
+    """The first line of `path` that is not UTF-8 (from 1), or None."""
     import gzip
 
     try:
@@ -134,7 +140,7 @@ def _offline_unless_the_hub_answers(timeout: float = 3.0) -> bool:
     return True
 
 
-def _value(record: Any, lang: str) -> Any:
+def record_value(record: Any, lang: str) -> Any:
     """A translation record's text in `lang`: None where it has no such key (reported with the record's
     number), "" for an empty value (JSON's null: an empty side, which cleaning counts as one)."""
     if not isinstance(record, dict) or lang not in record:
@@ -153,16 +159,13 @@ def batches(source: Source, size: int) -> Iterator[tuple[list, list]]:
         except StopIteration:
             return
         except Exception as exc:
-            path = Path(source.paths[0])
-            if path.is_file() and (line := _invalid_utf8_line(path)) is not None:
-                raise MtError(
-                    f"{path}:{line}: not valid UTF-8 (hf: reads a data file whole: fix or remove the line)"
-                ) from None
+            if (invalid := _utf8_error(Path(source.paths[0]))) is not None:
+                raise invalid from None
             reason = " ".join(str(exc).split())[:300] or type(exc).__name__
             raise MtError(f"cannot read {what}: {reason}") from None
         if "translation" in batch:
             rows = batch["translation"]
-            yield tuple([_value(row, lang) for row in rows] for lang in source.langs)
+            yield tuple([record_value(row, lang) for row in rows] for lang in source.langs)
             continue
         for lang in source.langs:
             if lang not in batch:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.atomic_files import check_output, write_bytes_atomic
+from mt.atomic_files import check_output, same_file, write_bytes_atomic
 from mt.documents.encoding import decode, encode
 from mt.documents.formats import DocumentError, DocumentFormat, DocumentOptions, by_extension, load, named
 from mt.documents.units import Units
@@ -40,7 +40,7 @@ def translate_file(
     `output` is None (for stdout: text formats only). Errors name the file."""
     source = Path(source)
     if output is not None:
-        if output.exists() and source.exists() and output.resolve() == source.resolve():
+        if same_file(output, source):
             raise DocumentError(f"--output {output}: is the input; write the translation to another file")
         check_output(output, force)
     elif fmt.binary:

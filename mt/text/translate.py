@@ -29,9 +29,10 @@ from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_sp
 UNREADABLE = 0.5  # a piece with at least this share of unknown pieces is copied, not searched
 
 
-def segments_apply(options: DecodeOptions) -> bool:
-    """Whether texts are cut into pieces under `options` (module docstring)."""
-    return options.nbest == 1 and options.alignment_layer is None and not options.constraints
+def segments_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
+    """Whether texts are cut into pieces under `options` (module docstring); with `any_nbest`, whatever
+    n-best list they ask (`pieces`' nbest_of_sentences)."""
+    return (any_nbest or options.nbest == 1) and options.alignment_layer is None and not options.constraints
 
 
 def rules_language(translator: Translator, text: str, options: DecodeOptions) -> str:
@@ -85,8 +86,7 @@ def pieces(
     list asked still cuts texts: a text of one sentence keeps its n best, one of several is joined
     from its sentences' best (`mt serve`: a page's pasted paragraph was one segment, translated badly,
     because the page asks for alternatives; `mt translate --nbest` promises K lines per input)."""
-    cut = segments_apply(replace(options, nbest=1)) if nbest_of_sentences else segments_apply(options)
-    if not cut:
+    if not segments_apply(options, nbest_of_sentences):
         return list(texts), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]

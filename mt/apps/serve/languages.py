@@ -62,15 +62,16 @@ class Languages:
         self.directions = directions
         self.readable = directions.readable()  # its sources, then (multilingual) the zero-shot ones
         self.identifier = LanguageIdentifier(identifiable(directions))
+        # every language the model knows, sources first (/languages), and by lower case (`canonical`)
+        self.codes = dict.fromkeys([*self.readable, *directions.targets(), *directions.tags])
+        self._by_lower = {code.lower(): code for code in self.codes}
 
     def listing(self) -> list[dict[str, Any]]:
         """GET /languages: every language the model knows, sources first, each with the targets it was
         trained to reach (zero-shot directions are taken, not listed; a language it only writes lists
         none). LibreTranslate lists both sides of each installed pair, and its clients check a request's
         languages against this list."""
-        directions = self.directions
-        languages = dict.fromkeys([*self.readable, *directions.targets(), *directions.tags])
-        return [{"code": code, "name": name_of(code), "targets": directions.targets(code)} for code in languages]
+        return [{"code": code, "name": name_of(code), "targets": self.directions.targets(code)} for code in self.codes]
 
     async def identify(self, texts: list[str]) -> list[Identified]:
         """Each text's language (in a worker thread: lingua loads its models on first use)."""
@@ -98,13 +99,12 @@ class Languages:
         a model's `zh` (and `zh-Hant` `zt`, `pt-BR` `pb`); as it is when the model has none such."""
         if not isinstance(code, str) or code == "auto" or self.knows(code):
             return code
-        known = {known.lower(): known for known in (*self.readable, *self.directions.targets(), *self.directions.tags)}
         lowered = code.lower()
-        return known.get(lowered) or known.get(LIBRE_ALIASES.get(lowered, lowered)) or code
+        return self._by_lower.get(lowered) or self._by_lower.get(LIBRE_ALIASES.get(lowered, lowered)) or code
 
     def knows(self, code: str) -> bool:
         """Whether `code` is one of the languages /languages lists."""
-        return code in self.readable or code in self.directions.targets() or code in self.directions.tags
+        return code in self.codes
 
     async def auto(
         self, texts: list[str], fields: list[str] | None = None, target: str | None = None
