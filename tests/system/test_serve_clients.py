@@ -67,6 +67,17 @@ def test_libretranslatepy_translates_detects_and_lists_as_from_libretranslate(se
     assert "translates from de" in error
 
 
+def test_spec_describes_the_libretranslate_api_where_clients_look_for_it(servers):
+    """Dialect (GNOME's translation app) takes a server for a LibreTranslate instance only if GET /spec
+    answers a document whose info.title is "LibreTranslate" (it was 404)."""
+    plain, keyed = servers
+    for served in (plain, keyed):  # no key needed to read it, as from LibreTranslate
+        spec = ok(f"{served.url}/spec")
+        assert spec["info"]["title"] == "LibreTranslate" and spec["info"]["x-implementation"].startswith("mt ")
+        assert {"/translate", "/detect", "/languages", "/translate_file"} <= set(spec["paths"])
+    assert ok(f"{plain.url}/openapi.json")["info"]["title"] == "mt"
+
+
 def test_deep_translator_sends_its_fields_in_the_query_string_and_is_answered(servers, expected):
     from deep_translator import LibreTranslator
     from deep_translator.exceptions import AuthorizationException, ServerException

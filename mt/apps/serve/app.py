@@ -168,6 +168,14 @@ def build_app(
 
     _routes(app, service, documents, translator, limits)
 
+    @app.get("/spec", include_in_schema=False)
+    async def libre_spec():
+        """The API's description where LibreTranslate serves its own, titled as the API it implements:
+        clients (Dialect) take a server for a LibreTranslate instance only when /spec says so."""
+        schema = dict(app.openapi())
+        schema["info"] = {**schema["info"], "title": "LibreTranslate", "x-implementation": f"mt {_version()}"}
+        return JSONResponse(schema)
+
     @app.get("/", response_class=HTMLResponse)
     async def page():
         if not PAGE.is_file():
