@@ -14,7 +14,8 @@ CPU runs 10x or more slower than fp32 (no bf16/fp16 hardware; mt.hardware.too_sl
 (a) and (b) and everything after, and the step table says so. MFU = 6 x (encoder params x src tokens/s +
 (decoder params + output projection) x tgt tokens/s) / measured peak (embeddings excluded: lookups,
 not matmuls; attention scores not counted, as in the reference figures). (c) pad fraction of the
-epoch's batches. (d) with --profile, the top operators of an fp32 step (torch.profiler).
+epoch's batches. (d) with --profile, the top operators of a step in each precision (torch.profiler), and the matmul
+operators' share of their time.
 (e) with --phases (and --profile), the step split into phases (embedding, attention, FFN, residual +
 LayerNorm, output layer + loss, optimizer, data, other) in each precision, see profile_phases.
 (f) with --scaling, tokens/s and MFU of d_model 256 and 512 (3+3 layers) at 2048/4096/8192 tokens
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[1]
 
+MATMUL_OPERATORS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")  # the products the 6N count is of
 FAIRSEQ_TGT_TOKENS_PER_S = 2461  # fairseq 0.12.2's fp32 figure on the small preset, EPYC (Zen 4), not side by side
 
 
@@ -238,7 +240,7 @@ def main() -> None:
                         help="Warm-up updates per precision before the measured ones (oneDNN builds its kernels "
                              "for a precision over its first updates; a training run's thousands amortise that).")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--profile", action="store_true", help="Top operators of an fp32 step, and --phases.")
+    parser.add_argument("--profile", action="store_true", help="Top operators of a step in each precision, and --phases.")
     parser.add_argument("--phases", action="store_true", help="The step split into phases, in each precision.")
     parser.add_argument("--phase-steps", type=int, default=3, help="Profiled steps per precision for --phases.")
     parser.add_argument("--scaling", action="store_true", help="d_model 256/512 at 2048/4096/8192 tokens per batch.")
@@ -315,14 +317,23 @@ def main() -> None:
     print(f"pad fraction of the epoch's batches: source {src_pad:.1%}, target {tgt_pad:.1%}; "
           f"matmul params: encoder {encoder_params:,}, decoder + output {decoder_params:,}")
 
+    matmul_share = {}  # precision -> the matmul operators' share of a profiled step's operator time
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        trainer.precision = "fp32"
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(3):
-                trainer.step()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
+        for precision in precisions:
+            trainer.precision = precision
+            trainer.step()  # this precision's first shapes outside the profile
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for _ in range(3):
+                    trainer.step()
+            averages = prof.key_averages()
+            total = sum(event.self_cpu_time_total for event in averages)
+            matmul = sum(event.self_cpu_time_total for event in averages if event.key in MATMUL_OPERATORS)
+            matmul_share[precision] = round(matmul / total, 3) if total else 0.0
+            print(f"{precision}: top operators of 3 profiled steps; the matmul operators ({', '.join(MATMUL_OPERATORS)}) "
+                  f"take {matmul_share[precision]:.0%} of their self time")
+            print(averages.table(sort_by="self_cpu_time_total", row_limit=15, max_name_column_width=40))
 
     phases = {}
     if args.phases or args.profile:
@@ -398,6 +409,8 @@ def main() -> None:
     for half in ("bf16", "fp16"):
         if half in results:
             summary[f"mfu_{half}_vs_{half}_peak"] = round(results[half]["mfu_vs_half_peak"], 3)
+    for precision, share in matmul_share.items():
+        summary[f"matmul_share_profiled_{precision}"] = share
     for precision, ms in phases.items():
         summary[f"phases_ms_{precision}"] = {phase: round(value, 2) for phase, value in ms.items()}
     if "error" in compiled:
