@@ -503,8 +503,22 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
                 log.info(f"[bold]evaluate {split}[/bold]")
                 translator = translator or Translator.load(exp, cfg, device=device)
                 scores = evaluate_split(exp, cfg, split, translator)
-            bleu, chrf, signature = scores["bleu"], scores["chrf"], scores["bleu_signature"]
-            print_result(f"{split}: BLEU {bleu:.2f}  chrF {chrf:.2f}  ({signature})")
+            for line in score_lines(split, scores):
+                print_result(line)
     finally:
         if translator is not None:  # its search processes, if any
             translator.close()
+
+
+def score_lines(split: str, scores: dict) -> list[str]:
+    """The split's result: BLEU, chrF and the signature; where the directions' target languages are
+    tokenized apart (zh, ja against 13a), no signature is the split's: a line per direction first."""
+    line = f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}"
+    if "bleu_signature" in scores:
+        return [f"{line}  ({scores['bleu_signature']})"]
+    directions = scores.get("directions", {})
+    each = [
+        f"{split} {name}: BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}  ({d['bleu_signature']})"
+        for name, d in directions.items()
+    ]
+    return [*each, f"{line}  (the mean of {len(directions)} directions, each scored as above)"]

@@ -83,6 +83,11 @@ def coerce(value: Any, hint: Any, where: str) -> Any:
         if not math.isfinite(as_float) or as_float != int(as_float):
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         return int(as_float)
+    if isinstance(value, bool):  # `tgt_lang: no` (Norwegian) in a recipe is YAML's false, not "False"
+        raise ConfigError(
+            f"{where}: expected text, got the YAML boolean {str(value).lower()} (unquoted no, yes, on, off, "
+            "true and false are ones): quote it, e.g. 'no'"
+        )
     return str(value)
 
 

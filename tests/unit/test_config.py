@@ -172,6 +172,16 @@ def test_type_errors_name_the_key(section, values, key):
     assert key in str(info.value) and "recipe.yaml" in str(info.value)
 
 
+def test_a_yaml_boolean_in_a_text_field_is_refused_not_read_as_false(tmp_path):
+    """`tgt_lang: no` (Norwegian) is YAML's false: it became the language "False" and files `train.False`."""
+    with pytest.raises(ConfigError) as info:
+        load_recipe(write(tmp_path / "r.yaml", "data:\n  src_lang: en\n  tgt_lang: no\n"))
+    message = str(info.value)
+    assert "data.tgt_lang" in message and "YAML boolean false" in message and "quote it" in message
+    cfg, _ = load_recipe(write(tmp_path / "q.yaml", "data:\n  src_lang: en\n  tgt_lang: 'no'\n"))
+    assert cfg.data.tgt_lang == "no"
+
+
 def test_types_are_converted():
     cfg = from_dict({"train": {"max_steps": "30", "lr_peak": 1, "max_time": "1.5h"},
                      "model": {"pre_norm": "true"}, "data": {"src_lang": 5}}, "test")

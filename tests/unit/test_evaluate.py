@@ -62,3 +62,19 @@ def test_read_lines(tmp_path):
         read_lines(bad)
     with pytest.raises(MtError, match=r"missing\.en: no such file"):
         read_lines(tmp_path / "missing.en")
+
+
+def test_run_prints_each_direction_where_target_languages_are_tokenized_apart():
+    """`mt run`'s result lines for a split whose directions' signatures differ (zh is tokenized as
+    tok:zh, de as 13a): no signature is the mean's (was a KeyError after scoring valid, every run)."""
+    from mt.apps.evaluate import _mean
+    from mt.apps.run import score_lines
+
+    chinese = ["我们明天早上九点再见面。"]
+    mixed = _mean({"en-de": score(REFS, REFS, "de"), "en-zh": score(chinese, chinese, "zh")})
+    lines = score_lines("valid", mixed)
+    assert len(lines) == 3 and "tok:zh" in lines[1] and "tok:13a" in lines[0]
+    assert lines[0].startswith("valid en-de: BLEU 100.00") and lines[2].startswith("valid: BLEU 100.00")
+    assert "the mean of 2 directions" in lines[2]
+    same = _mean({"en-de": score(REFS, HYPS, "de"), "en-fr": score(REFS, HYPS, "fr")})
+    assert score_lines("test", same) == [f"test: BLEU {same['bleu']:.2f}  chrF {same['chrf']:.2f}  ({same['bleu_signature']})"]
