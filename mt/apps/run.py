@@ -96,9 +96,9 @@ def _run_step(
     """One step of the recipe (`run`: its run keys), unless what it makes is there already. `given`:
     the config fields the recipe and the flags set."""
     if step == "distill":
-        distill_step(exp, cfg, run["teacher"], device, print_result, given)
+        distill_step(exp, cfg, run["teacher"], device, given)
     elif step == "backtranslate":
-        backtranslate_step(exp, cfg, run, device, print_result)
+        backtranslate_step(exp, cfg, run, device)
     elif step == "train-tokenizer":
         from mt.data.train_tokenizer import train_tokenizer
 
@@ -155,7 +155,6 @@ def distill_step(
     cfg: ExperimentConfig,
     teacher: str | list[str],
     device: str,
-    print_result: Callable[[str], None],
     given: set[str] | None = None,
 ) -> None:
     """The recipe's `teacher:` (each a recipe, run first to the end when anything of it is missing,
@@ -169,13 +168,19 @@ def distill_step(
     for entry in [teacher] if isinstance(teacher, str) else teacher:
         if entry.endswith((".yaml", ".yml")) and not done:
             log.info(f"[bold]teacher[/bold] {entry}")
-            teachers.append(run_recipe(Path(entry), None, {}, device, print_result))
+            teachers.append(run_recipe(Path(entry), None, {}, device, _labelled(f"teacher {entry}")))
         else:
             teachers.append(_experiment_of(entry))
     log.info("[bold]distill[/bold]")
     distill(teachers, exp, device=device, given=given)
     saved = exp.load_config()  # with the distilled corpus, if distill added it, and the teacher's tokenizer
     cfg.data.train, cfg.tokenizer = saved.data.train, saved.tokenizer
+
+
+def _labelled(what: str) -> Callable[[str], None]:
+    """A recipe run for another's results, to stderr under its name: stdout is the asked recipe's (its
+    `test: BLEU` line was the teacher's first)."""
+    return lambda line: log.info(f"{what}: {line}")
 
 
 def _experiment_of(entry: str) -> Experiment:
@@ -213,9 +218,7 @@ def _check_backtranslate_corpus(exp: Experiment, cfg: ExperimentConfig) -> None:
         )
 
 
-def backtranslate_step(
-    exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str, print_result: Callable[[str], None]
-) -> None:
+def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, Any], device: str) -> None:
     """The recipe's `reverse:` (a recipe, run first to the end when anything of it is missing, or an
     experiment) back-translates `mono:` into this experiment (mt.apps.backtranslate), with `bt_search`.
     The recipe names the synthetic corpus in its data.train itself (bt:files:EXP/backtranslate/train),
@@ -229,7 +232,7 @@ def backtranslate_step(
     entry = str(run["reverse"])
     if entry.endswith((".yaml", ".yml")) and not done:
         log.info(f"[bold]reverse[/bold] {entry}")
-        reverse = run_recipe(Path(entry), None, {}, device, print_result)
+        reverse = run_recipe(Path(entry), None, {}, device, _labelled(f"reverse {entry}"))
     else:
         reverse = _experiment_of(entry)
     search = run.get("bt_search", "beam")
@@ -467,7 +470,10 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         DecodeOptions().resolved(cfg.decode),
         averaged_from=[p.name for p in _average_sources(exp, cfg)] if average else None,
     )
-    scores = exp.read_json(score_path) if score_path.exists() else None
+    try:
+        scores = exp.read_json(score_path) if score_path.exists() else None
+    except MtError:  # not JSON (a write cut short by hand, a disk fault): scored again
+        scores = None
     return (
         isinstance(scores, dict)  # anything else is damage: scored again, and written anew
         and scores.get("decode") == expected

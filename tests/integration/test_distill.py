@@ -604,3 +604,34 @@ def test_a_distill_keeps_a_users_file_in_its_folder_and_joins_once_it_is_moved(t
     done = mt("distill", "--teacher", teacher, "--exp", str(student.root), "--beam", "1")
     assert done.returncode == 0 and "done already" in done.stderr, done.stderr
     assert users.read_text(encoding="utf-8").splitlines() == teacher_sources(trained_experiment)
+
+
+@pytest.mark.slow
+def test_a_teacher_recipe_s_results_go_to_stderr_under_its_name(trained_experiment, tmp_path, capsys):
+    """A student recipe whose teacher is a recipe: the teacher's `valid:`/`test:` lines are logged under
+    its name, and the results (stdout in the CLI) are the student's only (the teacher's came first)."""
+    from mt.apps.run import run_recipe
+
+    teacher_dir = tmp_path / "teacher"
+    shutil.copytree(trained_experiment.root, teacher_dir)
+    (teacher_recipe := tmp_path / "teacher.yaml").write_text(f"exp: {teacher_dir}\nsteps: [evaluate]\n", encoding="utf-8")
+    teacher_cfg = trained_experiment.load_config()
+    student_dir = tmp_path / "student"
+    (recipe := tmp_path / "student.yaml").write_text(f"""
+exp: {student_dir}
+teacher: {teacher_recipe}
+steps: [distill]
+data:
+  src_lang: {teacher_cfg.data.src_lang}
+  tgt_lang: {teacher_cfg.data.tgt_lang}
+  train: [files:{student_dir}/distill/train]
+  valid: {teacher_cfg.data.valid}
+  test: {teacher_cfg.data.test}
+decode: {{beam: 1, max_len_b: 10}}
+""", encoding="utf-8")
+    results: list[str] = []
+    run_recipe(recipe, None, {}, print_result=results.append)
+    assert (student_dir / "distill" / "manifest.json").exists()
+    assert not any(line.startswith(("valid:", "test:")) for line in results)
+    logged = " ".join(capsys.readouterr().err.split())
+    assert f"teacher {teacher_recipe}: valid: BLEU" in logged and f"teacher {teacher_recipe}: test: BLEU" in logged
