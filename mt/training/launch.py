@@ -58,7 +58,8 @@ def train_processes(
     if nproc and nproc > 1:
         args = ["train", "--exp", str(exp_dir), "--device", device]
         args += ["--init-from", init_from] if init_from else []
-        args += ["--threads", str(threads)] if threads else []
+        each = threads or worker_threads(nproc, device)
+        args += ["--threads", str(each)] if each else []
         launch_workers(exp_dir, resolve, nproc, (["-q"] if log.quiet else []) + (["--debug"] if debug else []) + args)
         return
     group = None
@@ -123,18 +124,47 @@ def refuse_other_world_size(exp_dir: Path, world: int) -> None:
             check_world_size(last, saved, world)
 
 
+def worker_threads(nproc: int, device: str) -> int | None:
+    """Each CPU worker's share of the cores, unless OMP_NUM_THREADS says otherwise: torchrun sets it to
+    1 for every worker when it is unset (2 of 16 cores trained with --nproc 2). None: torch's choice."""
+    if device != "cpu" or "OMP_NUM_THREADS" in os.environ:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // nproc)
+
+
+def saved_step(path: Path) -> int | None:
+    """The step training checkpoint `path` holds, None if there is none (or it cannot be peeked at)."""
+    if not path.is_file():
+        return None
+    from mt.experiment.checkpoint_file import peek_checkpoint
+
+    state = peek_checkpoint(path)
+    return None if state is None or "step" not in state else int(state["step"])
+
+
 def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str]) -> None:
     """`mt train --nproc N`: resolve and save the config here (train_processes has checked the lock),
-    then run `mt ARGS` in N workers that read it."""
+    then run `mt ARGS` in N workers that read it. After a signal, says what last.pt holds: a worker
+    still validating when torchrun's patience ran out was killed unsaved."""
     experiment, _, change = resolve()
+    last = experiment.checkpoint_path("last")
+    before = saved_step(last)
     with change.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back
         signal_name = start_workers(nproc, args)
     if signal_name:
-        log.info(
-            f"{signal_name}: the training processes saved {experiment.checkpoint_path('last')}; "
-            f"run `mt train --exp {exp_dir} --nproc {nproc}` again to resume"
-        )
+        after = saved_step(last)
+        if after is None:
+            held = f"no checkpoint was saved ({last})"
+        elif after == before:
+            held = f"{last} holds step {after}, from before this run: nothing newer was saved"
+        else:
+            held = f"the training processes saved {last} at step {after}"
+        log.info(f"{signal_name}: {held}; run `mt train --exp {exp_dir} --nproc {nproc}` again to resume")
         raise KeyboardInterrupt  # exit 130, as one process does (report_stop)
+
+
+SHUTDOWN_SECONDS = 600  # how long the workers may take to save after a signal before torchrun kills them
 
 
 def start_workers(nproc: int, args: list[str]) -> str | None:
@@ -147,7 +177,12 @@ def start_workers(nproc: int, args: list[str]) -> str | None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
-    options = get_args_parser().parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "mt", *args])
+    # torchrun kills the workers 30 s after forwarding a signal unless told otherwise, and a worker stops
+    # at its next step boundary: one validating (BLEU on a CPU) or writing checkpoints takes longer.
+    patience = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", str(SHUTDOWN_SECONDS))
+    options = get_args_parser().parse_args(
+        ["--standalone", f"--nproc-per-node={nproc}", f"--shutdown-timeout={patience}", "-m", "mt", *args]
+    )
     try:
         run(options)
     except ChildFailedError as exc:

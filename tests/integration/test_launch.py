@@ -41,6 +41,27 @@ def test_the_stop_line_says_where_why_and_what_was_skipped(capsys):
     ]
 
 
+def test_cpu_workers_share_the_cores_unless_omp_num_threads_says_otherwise(monkeypatch):
+    """torchrun sets OMP_NUM_THREADS=1 for each worker when it is unset: --nproc 2 trained on 2 cores of 16."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert launch.worker_threads(2, "cpu") == max(1, cores // 2)
+    assert launch.worker_threads(4 * cores, "cpu") == 1
+    assert launch.worker_threads(2, "cuda") is None  # a GPU worker's threads only feed it
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert launch.worker_threads(2, "cpu") is None  # the user's, as torchrun passes it on
+
+
+def test_the_step_a_training_checkpoint_holds_is_read_without_loading_it(trained_experiment, tmp_path):
+    """What `mt train --nproc N` says after a signal: the step last.pt holds (it said "saved" even when
+    torchrun had killed a worker still validating)."""
+    last = trained_experiment.checkpoint_path("last")
+    assert launch.saved_step(last) == load_checkpoint(last)["step"] > 0
+    assert launch.saved_step(tmp_path / "none.pt") is None
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    assert launch.saved_step(tmp_path / "bad.pt") is None
+
+
 @pytest.mark.slow
 def test_a_resume_with_another_process_count_is_refused_before_any_process_starts(trained_experiment, tmp_path,
                                                                                   monkeypatch):
