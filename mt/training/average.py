@@ -12,32 +12,39 @@ from mt.experiment.paths import Experiment
 
 
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
-    """The element-wise mean of the models' parameters (Sec. 6.1); metadata from the last one."""
+    """The element-wise mean of the models' parameters (Sec. 6.1); metadata from the last one. The
+    files are read one at a time into running sums: each holds a whole training state (Adam's moments,
+    the EMA), and twenty of a big model at once took tens of GB."""
     if not paths:
         raise MtError("no checkpoints to average")
-    states = [load_checkpoint(p) for p in paths]
-    for path, state in zip(paths, states):
-        if not isinstance(state.get("model"), dict) or not state["model"]:
-            raise MtError(f"{path}: holds no model parameters; remove it or average fewer checkpoints")
-    reference = states[-1]["model"]
-    for path, state in zip(paths[:-1], states[:-1]):
-        difference = _difference(state["model"], reference) or _other_model(state, states[-1])
+    last = _model_state(paths[-1])
+    keep = ("model_config", "vocab", "tokenizer_sha256", "step", "model")
+    reference = {k: last[k] for k in keep if k in last}
+    del last  # its optimizer state and the rest: not kept
+    sums = {key: value.double() for key, value in reference["model"].items() if value.is_floating_point()}
+    for path in paths[:-1]:
+        state = _model_state(path)
+        difference = _difference(state["model"], reference["model"]) or _other_model(state, reference)
         if difference:
             raise MtError(
                 f"{path}: not the same model as {paths[-1].name} ({difference}); remove it or average fewer checkpoints"
             )
-    averaged = {}
-    for key, value in states[-1]["model"].items():
-        if value.is_floating_point():
-            averaged[key] = sum(s["model"][key].double() for s in states).div(len(states)).to(value.dtype)
-        else:
-            averaged[key] = value
-    keep = ("model_config", "vocab", "tokenizer_sha256", "step")
-    return {
-        **{k: states[-1][k] for k in keep if k in states[-1]},
-        "model": averaged,
-        "averaged_from": [str(p.name) for p in paths],
+        for key, total in sums.items():
+            total += state["model"][key].double()
+        del state
+    averaged = {
+        key: sums[key].div_(len(paths)).to(value.dtype) if key in sums else value
+        for key, value in reference["model"].items()
     }
+    return {**reference, "model": averaged, "averaged_from": [str(p.name) for p in paths]}
+
+
+def _model_state(path: Path) -> dict[str, Any]:
+    """Checkpoint `path`, refused when it holds no model parameters."""
+    state = load_checkpoint(path)
+    if not isinstance(state.get("model"), dict) or not state["model"]:
+        raise MtError(f"{path}: holds no model parameters; remove it or average fewer checkpoints")
+    return state
 
 
 def _other_model(state: dict[str, Any], reference: dict[str, Any]) -> str | None:
