@@ -254,7 +254,17 @@ def resume_training(run: Training) -> bool:
     return True
 
 
+TRAINING_STATE = ("optimizer", "epoch", "batch_in_epoch", "step", "elapsed")  # what a resume reads besides the model
+
+
 def _check_resumable(run: Training, path: Path, saved: dict[str, Any]) -> None:
+    missing = [key for key in TRAINING_STATE if key not in saved]
+    if missing:  # average.pt or ema.pt copied over last.pt: a KeyError's traceback
+        raise MtError(
+            f"{path}: holds a model but no training state ({', '.join(missing)}): not one of training's "
+            "checkpoints (average.pt, ema.pt, an export?); put back a step_N.pt or best.pt as last.pt, or start "
+            "another run with --init-from"
+        )
     check_model_config(path, saved, run.cfg.model, run.exp.config_path)  # config.yaml edited by hand
     check_tokenizer(path, saved, run.metadata["tokenizer_sha256"], run.exp.tokenizer_dir)
     check_world_size(path, int(saved.get("world_size", 1)), run.trainer.group.world_size)

@@ -227,3 +227,14 @@ def test_average_refuses_checkpoints_of_another_model_naming_the_file(trained_ex
     dropout = {**config, **{key: 0.0 for key in config if "dropout" in key}}  # fine-tuned with other dropout
     save_checkpoint(odd, {**state, "model_config": dropout, "step": 3})
     assert odd in average_last(exp, 3, "again")[1]
+
+
+def test_a_model_only_checkpoint_as_last_pt_is_refused_in_one_line(trained_experiment, tmp_path, capsys, monkeypatch):
+    """average.pt copied over last.pt (the refusal without last.pt says to put one back): a KeyError's
+    traceback from the optimizer state it lacks."""
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    average, _ = average_last(exp, 1)
+    shutil.copy(average, exp.checkpoint_path("last"))
+    code, _, err = run_mt(capsys, monkeypatch, "train", "--exp", exp.root, "--threads", "1")
+    one_line_cli_error(code, err, f"{exp.checkpoint_path('last')}: holds a model but no training state", "step_N.pt")
