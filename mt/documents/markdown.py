@@ -149,13 +149,13 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
             skip = kind == "link_open"
         elif kind == "image":
             (start, end), label = token.meta["span"], token.meta["label"]
-            k = mark(Mark("![", src[label:end]))
+            k = mark(Mark("![", closing(src, start + 2, label, end)))
             parts.append(
                 f'<span data-t="{k}">{fragment(token.children or [], src[start + 2 : label], marks, [])}</span>'
             )
         elif kind == "link_open":
             (start, end), label = token.meta["span"], token.meta["label"]
-            parts.append(f'<span data-t="{mark(Mark("[", src[label:end]))}">')
+            parts.append(f'<span data-t="{mark(Mark("[", closing(src, start + 1, label, end)))}">')
         elif kind.endswith("_open"):
             parts.append(f'<span data-t="{mark(Mark(token.markup, token.markup))}">')
         elif kind.endswith("_close"):
@@ -169,6 +169,14 @@ def fragment(children: list, src: str, marks: list[Mark], breaks: list[str]) -> 
             literal = Mark(token.content, literal=True, spaced=spaced(src, start, end) if end else (False, False))
             parts.append(f'<span data-t="{mark(literal)}"></span>')
     return "".join(parts)
+
+
+def closing(src: str, text_start: int, label: int, end: int) -> str:
+    """What follows a link's or image's text as written: `](url)`, `][ref]`; a shortcut `[text]` or a
+    collapsed `[text][]` reference is named by its text, which the translation changes: it gets its
+    reference written out (`][text]`), or it would match no definition and show as brackets."""
+    rest = src[label:end]
+    return f"][{src[text_start:label]}]" if rest in ("]", "][]") else rest
 
 
 def spaced(src: str, start: int, end: int) -> tuple[bool, bool]:

@@ -195,3 +195,15 @@ def test_mt_translate_writes_markdown_to_stdout(trained_experiment, units, tmp_p
     )
     assert code == 0, err
     assert out == translate_content(DOC.encode(), FORMATS["md"], units, EN).decode()
+
+
+def test_shortcut_and_collapsed_references_still_resolve_once_their_text_is_translated(units):
+    """`[text]` and `[text][]` are named by their text: translated, it named no definition, and the link
+    or image showed as brackets. The reference is written out (`[translation][text]`)."""
+    doc = (f"Siehe [{S[3]}] und [{S[4]}][].\n\n![{W[5][0]}]\n\n"
+           f"[{S[3]}]: https://example.com/a\n[{S[4]}]: https://example.com/b\n[{W[5][0]}]: /logo.png\n")
+    out = translate_content(doc.encode(), FORMATS["md"], units, EN).decode()
+    found = marks(out)
+    assert found == marks(doc)  # the same links and image, with their URLs
+    assert sum(n for key, n in found.items() if key[0] in ("link_open", "image")) == 3, found
+    assert f"][{S[3]}]" in out and f"][{S[4]}]" in out and f"][{W[5][0]}]" in out
