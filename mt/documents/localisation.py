@@ -2,7 +2,8 @@
 
 Each unit's source is translated into its target; everything else (IDs, notes, contexts, flags,
 locations, the header, obsolete entries) is kept. A unit that already has a translation (a non-empty
-target or msgstr) is left alone unless `DocumentOptions.retranslate`; one that mt translated is marked
+target or msgstr; not an XLIFF target whose state says it is none) is left alone unless
+`DocumentOptions.retranslate` (fuzzy PO entries too, counted in a warning); one that mt translated is marked
 for review: a PO entry `fuzzy` (msgfmt leaves fuzzy entries out of the compiled catalogue until a
 translator clears the flag), an XLIFF 1.2 target state="needs-review-translation" with
 state-qualifier="leveraged-mt", an XLIFF 2.0 segment state="translated" (translated, not reviewed).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mt import log
 from mt.documents.encoding import DECLARED
 from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.placeholders import Protected, placeholders
@@ -52,10 +54,12 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     pattern = placeholders()
     nplurals, plural = plural_forms(store, options.target)
     todo: list[tuple[Any, list[Protected]]] = []
+    fuzzy_kept = 0
     for unit in store.units:
         if unit.isheader() or unit.isobsolete() or not str(unit.source):
             continue
         if any(getattr(unit.target, "strings", [unit.target])) and not options.retranslate:
+            fuzzy_kept += unit.isfuzzy()
             continue
         sources = unit.source.strings[:2] if unit.hasplural() else [str(unit.source)]
         protected = []
@@ -82,6 +86,11 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
         store.updateheader(add=True, Language=options.target, **written)
     if plurals_used and plural is not None:
         store.updateheaderplural(nplurals, plural)
+    if fuzzy_kept:  # a translator's draft (msgmerge's guess, say): theirs to review, but not silently
+        log.warn(
+            f"{fuzzy_kept} fuzzy entr{'y' if fuzzy_kept == 1 else 'ies'} kept as written (msgfmt leaves them out "
+            "until reviewed); --retranslate translates them too"
+        )
     return bytes(store).decode(store.encoding)
 
 
@@ -97,6 +106,8 @@ def read_po(text: str):
         poparser.parse_units(poparser.PoParseState(lines, store.create_unit), store)
     except (poparser.PoParseError, ValueError) as exc:
         raise DocumentError(f"not a PO file: {str(exc).splitlines()[0][:200]}") from None
+    except (AttributeError, TypeError, IndexError, KeyError) as exc:  # the parser's own faults on odd entries
+        raise DocumentError(f"not a PO file translate-toolkit can read ({type(exc).__name__}: {exc})") from None
     return store
 
 
@@ -122,7 +133,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         source, target = unit.get_source_dom(), unit.get_target_dom()
         if not unit.istranslatable() or source is None or not "".join(source.itertext()).strip():
             continue
-        if target is not None and (len(target) or (target.text or "").strip()) and not options.retranslate:
+        if holds_translation(unit, target, version) and not options.retranslate:
             continue
         p = Protected(pattern)
         p.html = p.element(source)
@@ -146,6 +157,19 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     if todo:
         set_target_language(store, version, options.target)
     return serialized(store)
+
+
+NOT_TRANSLATED_1 = {"new", "needs-translation"}  # XLIFF 1.2 target states: its text is no translation (a copy)
+
+
+def holds_translation(unit, target, version: int) -> bool:
+    """Whether a unit's target is a translation to keep: not empty, and not marked as none (1.2's
+    state new or needs-translation, 2.0's segment state initial, as editors mark a copy of the source)."""
+    if target is None or not (len(target) or (target.text or "").strip()):
+        return False
+    if version == 2:
+        return unit.xmlelement.get("state") != "initial"
+    return target.get("state") not in NOT_TRANSLATED_1
 
 
 def serialized(store) -> str:

@@ -104,6 +104,18 @@ def test_translated_entries_are_translated_again_only_when_asked(translator, uni
     assert out.parseheader()["Language"] == "fr"  # a language the file names is kept
 
 
+def test_a_fuzzy_entry_is_kept_as_the_translator_wrote_it_and_said(units, capsys):
+    """A fuzzy msgstr (msgmerge's guess, a draft) is the translator's to review: kept, but counted in a
+    warning, so that a file that comes back unchanged says why."""
+    store = build()
+    store.units[4].markfuzzy(True)
+    out = result(store, units)
+    assert out.units[4].target == "Kept as the translator wrote it." and out.units[4].isfuzzy()
+    assert "1 fuzzy entry kept as written" in " ".join(capsys.readouterr().err.split())
+    result(build(), units)
+    assert "fuzzy" not in capsys.readouterr().err
+
+
 @pytest.mark.skipif(shutil.which("msgfmt") is None, reason="gettext's msgfmt is not installed")
 def test_msgfmt_checks_the_translation(units, tmp_path):
     path = tmp_path / "de.po"
@@ -129,6 +141,7 @@ def test_a_legacy_encoding_and_windows_line_endings_are_kept(units):
         ('msgid "Haus\nmsgstr ""\n', "line 1"),
         ("Hallo Welt\n", "Syntax error on line 1"),
         ('msgid "a"\nmsgstr "b"\nmsgid', "line 3"),
+        ('#, fuzzy\nmsgid "file"\nmsgid_plural "files"\nmsgstr "Datei"\n', "translate-toolkit"),  # was a traceback
     ],
 )
 def test_a_file_that_is_no_po_file_is_refused_in_one_line(units, text, needle):

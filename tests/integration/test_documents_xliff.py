@@ -110,6 +110,25 @@ def test_translated_units_are_translated_again_only_when_asked(translator, units
     assert done.get_target_dom().get("state") == "needs-review-translation"
 
 
+@pytest.mark.parametrize("state", ["new", "needs-translation"])
+def test_a_target_marked_as_no_translation_is_translated(translator, units, state):
+    """Editors copy the source into an untranslated unit's target and say so by its state: those units
+    were kept as they were, and the file came back unchanged."""
+    store = build_1()
+    copied = store.units[2]
+    copied.settarget(S[2])
+    copied.get_target_dom().set("state", state)
+    out = xliff.xlifffile.parsestring(translate_content(bytes(store), XLIFF, units, EN)).units[2]
+    assert out.target == translate_text(translator, [S[2]])[0]
+    assert out.get_target_dom().get("state") == "needs-review-translation"
+    store = build_2()
+    store.units[0].settarget(S[0])
+    store.units[0].xmlelement.set("state", "initial")
+    store.units[1].settarget("Kept.")  # no state: a translation, kept
+    out2 = xliff2.Xliff2File.parsestring(translate_content(bytes(store), XLIFF, units, EN))
+    assert out2.units[0].target == translate_text(translator, [S[0]])[0] and out2.units[1].target == "Kept."
+
+
 def test_known_by_extension_and_encodings_kept(units):
     assert by_extension("a.xlf") is XLIFF and by_extension("a.XLIFF") is XLIFF
     text = bytes(build_1()).decode().replace('encoding="UTF-8"', 'encoding="UTF-16"').replace("\n", "\r\n")
