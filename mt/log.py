@@ -6,6 +6,7 @@ import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 console = Console(stderr=True, highlight=False, emoji=False)  # ":x:" in a message is text, not an emoji
 quiet = False  # set by the CLI's --quiet
@@ -26,7 +27,9 @@ def line(text: str) -> None:
 
 
 def warn(message: str) -> None:
-    console.print(f"[yellow]warning:[/yellow] {message}", soft_wrap=True)
+    """One warning line on stderr, its message as plain text: it quotes users' text and paths, whose
+    brackets rich would read as markup (`[/b]` raised, `[music]` vanished)."""
+    console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
 
 
 def progress_enabled() -> bool:

@@ -180,7 +180,9 @@ def distill_step(
 def _labelled(what: str) -> Callable[[str], None]:
     """A recipe run for another's results, to stderr under its name: stdout is the asked recipe's (its
     `test: BLEU` line was the teacher's first)."""
-    return lambda line: log.info(f"{what}: {line}")
+    from rich.markup import escape
+
+    return lambda line: log.info(escape(f"{what}: {line}"))
 
 
 def _experiment_of(entry: str) -> Experiment:
