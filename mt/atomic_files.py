@@ -143,8 +143,12 @@ def sync_tree(root: Path) -> None:
 
 
 def same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one existing file (an output that would replace its own input)."""
-    return a.exists() and b.exists() and a.resolve() == b.resolve()
+    """Whether two paths name one existing file (an output that would replace its own input), by device
+    and inode: on a case-insensitive file system README.md and readme.md resolve apart but are one file."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one missing (or unreadable): no file of the other's to replace
+        return False
 
 
 def pid_alive(pid: int) -> bool:
