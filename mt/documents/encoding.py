@@ -1,7 +1,7 @@
 """A text document's encoding and line endings, read and written back as they were: a byte-order mark
 names the encoding; else UTF-8 if the bytes are UTF-8; else charset_normalizer's best guess (it comes
-with datasets' requests). Line endings: "\\r\\n" if the file uses them (then every line break is written
-so), else "\\n"; the formats see "\\n" only.
+with datasets' requests). Line endings: "\\r\\n" if most of the file's lines end so (then every line
+break is written so), else "\\n"; the formats see "\\n" only.
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
         # "ascii" too: a page that says us-ascii, written back in UTF-8, is mojibake to its readers
         if codec and codec != "utf-8" and not codec.startswith(("utf-16", "utf-32")):
             text = data.decode(codec)
-            newline = "\r\n" if "\r\n" in text else "\n"
-            return text.replace("\r\n", "\n"), TextEncoding(codec, b"", newline)
+            return text.replace("\r\n", "\n"), TextEncoding(codec, b"", line_ending(text))
     bom, codec = next(((b, c) for b, c in BOMS if data.startswith(b)), (b"", ""))
     try:
         text = data[len(bom) :].decode(codec or "utf-8")
@@ -61,8 +60,14 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
         if codec:
             raise DocumentError(f"not {codec} as its byte-order mark says: {exc.reason} at byte {exc.start}") from None
         codec, text = guess(data)
-    newline = "\r\n" if "\r\n" in text else "\n"
-    return text.replace("\r\n", "\n"), TextEncoding(codec or "utf-8", bom, newline)
+    return text.replace("\r\n", "\n"), TextEncoding(codec or "utf-8", bom, line_ending(text))
+
+
+def line_ending(text: str) -> str:
+    """The file's line break: "\\r\\n" where most of its lines end so, else "\\n" (one CRLF among
+    a thousand LF lines made every line CRLF: a diff of the whole file)."""
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and 2 * crlf >= text.count("\n") else "\n"
 
 
 def guess(data: bytes) -> tuple[str, str]:

@@ -5,13 +5,16 @@ over the input and never over another file without `force`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mt.atomic_files import check_output, same_file, write_bytes_atomic
-from mt.documents.encoding import decode, encode
+from mt.documents.encoding import TextEncoding, decode, encode
 from mt.documents.formats import DocumentError, DocumentFormat, DocumentOptions, by_extension, load, named
 from mt.documents.units import Units
 from mt.errors import MtError
+
+XML_DECLARED_ENCODING = re.compile(r"""(\A\s*<\?xml[^>]*?encoding\s*=\s*["'])([A-Za-z0-9._-]+)(["'])""")
 
 
 def format_of(path: Path | str, name: str | None = None) -> DocumentFormat:
@@ -30,7 +33,17 @@ def translate_content(data: bytes, fmt: DocumentFormat, units: Units, options: D
     if fmt.binary:
         return module.translate(data, units, options)
     text, encoding = decode(data, fmt.name)
-    return encode(module.translate(text, units, options), encoding, fmt.unwritable)
+    return encode(declared_as(module.translate(text, units, options), fmt, encoding), encoding, fmt.unwritable)
+
+
+def declared_as(text: str, fmt: DocumentFormat, encoding: TextEncoding) -> str:
+    """An XML document written in UTF-16 or UTF-32 (its byte-order mark read it) declares that: a file
+    without a declaration came back from translate-toolkit saying UTF-8, which expat and strict readers
+    refuse in UTF-16 bytes."""
+    family = next((f for f in ("UTF-16", "UTF-32") if encoding.codec.upper().startswith(f)), None)
+    if fmt.name != "xliff" or family is None:
+        return text
+    return XML_DECLARED_ENCODING.sub(lambda m: f"{m.group(1)}{family}{m.group(3)}", text, count=1)
 
 
 def translate_file(

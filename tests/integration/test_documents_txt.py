@@ -83,6 +83,16 @@ def test_a_quoted_wrapped_paragraph_keeps_its_mark_on_every_line():
     assert " ".join(out.replace("> ", "").split()) == " ".join(quoted.replace("> ", "").upper().split())
 
 
+
+def test_a_file_s_line_ending_is_that_of_most_of_its_lines():
+    """One CRLF among LF lines turned every line into CRLF (a diff of the whole file in a repository)."""
+    assert decode(b"a\r\nb\nc\nd\n")[1].newline == "\n"
+    assert decode(b"a\r\nb\r\nc\n")[1].newline == "\r\n"
+    assert decode(b"a\nb")[1].newline == "\n" and decode(b"a\r\n")[1].newline == "\r\n"
+    text, encoding = decode(b"a\r\nb\nc\n")
+    assert text == "a\nb\nc\n" and encode(text, encoding) == b"a\nb\nc\n"
+
+
 @pytest.mark.parametrize("codec, bom", [("utf-8", b""), ("utf-8", codecs.BOM_UTF8), ("utf-16-le", codecs.BOM_UTF16_LE)])
 def test_line_endings_and_encodings_are_kept(units, codec, bom):
     data = bom + f"{LINES[0]}\r\n\r\n{LINES[1]}\r\n".encode(codec)

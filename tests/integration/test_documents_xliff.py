@@ -129,6 +129,24 @@ def test_a_target_marked_as_no_translation_is_translated(translator, units, stat
     assert out2.units[0].target == translate_text(translator, [S[0]])[0] and out2.units[1].target == "Kept."
 
 
+@pytest.mark.parametrize("declaration", ['<?xml version="1.0"?>\n', ""])
+def test_a_utf_16_file_without_an_encoding_declared_says_utf_16_when_translated(translator, units, declaration):
+    """Its byte-order mark says UTF-16; translate-toolkit wrote the declaration encoding="UTF-8" into the
+    UTF-16 bytes, which expat (and mt serve's own XML check) refuse."""
+    import codecs
+    import xml.dom.minidom
+
+    text = bytes(build_1()).decode().split("\n", 1)[1]  # without translate-toolkit's declaration
+    data = codecs.BOM_UTF16_LE + (declaration + text).encode("utf-16-le")
+    out = translate_content(data, XLIFF, units, EN)
+    assert out.startswith(codecs.BOM_UTF16_LE)
+    head = out[2:].decode("utf-16-le").split("\n", 1)[0]
+    assert "UTF-8" not in head.upper() and ("UTF-16" in head or "encoding" not in head), head
+    parsed = xml.dom.minidom.parseString(out)  # expat: the declaration agrees with the bytes
+    assert parsed.documentElement.tagName == "xliff"
+    assert xliff.xlifffile.parsestring(out).units[0].target == translate_text(translator, [S[0]])[0]
+
+
 def test_known_by_extension_and_encodings_kept(units):
     assert by_extension("a.xlf") is XLIFF and by_extension("a.XLIFF") is XLIFF
     text = bytes(build_1()).decode().replace('encoding="UTF-8"', 'encoding="UTF-16"').replace("\n", "\r\n")
