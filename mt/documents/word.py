@@ -127,12 +127,52 @@ def translate(content: bytes, units: Units, options: DocumentOptions) -> bytes:
             paragraphs += [p for p in map(paragraph, part.element.iter(W + "p")) if p is not None]
     unique = list(dict.fromkeys(p.html for p in paragraphs))  # a text box's fallback copy is asked once
     translated = dict(zip(unique, units(unique, "html")))
+    changed = False
     for p in paragraphs:
         if translated[p.html] != p.html:
             rebuild(p, translated[p.html])
+            relabel(p.element, options.target)
+            changed = True
+    if changed:  # the styles' and defaults' language: Word spell-checks and hyphenates by it
+        relabel(document.styles.element, options.target, defaults=True)
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+EAST_ASIAN = {"zh", "zt", "ja", "ko"}  # w:lang's eastAsia attribute: the language of those scripts' runs
+RIGHT_TO_LEFT = {"ar", "he", "fa", "ur", "yi", "ps", "dv", "ug"}  # its bidi attribute
+TAGS = {"zt": "zh-TW", "pb": "pt-BR"}  # Argos Translate's codes, as the language tags Word reads
+AFTER_LANG = {W + tag for tag in ("eastAsianLayout", "specVanish", "oMath", "rPrChange")}  # w:rPr's order
+
+
+def relabel(root, target: str, defaults: bool = False) -> None:
+    """Every w:lang under `root` names the target language (the attribute for its script: w:val,
+    w:eastAsia or w:bidi); with `defaults` (styles.xml) the document defaults get one where they have
+    none. The runs kept their source language: an English translation spell-checked as German."""
+    code = target.split("-")[0].lower()
+    attribute = W + ("eastAsia" if code in EAST_ASIAN else "bidi" if code in RIGHT_TO_LEFT else "val")
+    value = TAGS.get(code, target)
+    for lang in root.iter(W + "lang"):
+        lang.set(attribute, value)
+    if defaults:
+        doc_defaults = root.find(W + "docDefaults")
+        if doc_defaults is None:
+            doc_defaults = new_element("docDefaults")
+            root.insert(0, doc_defaults)
+        rpr_default = doc_defaults.find(W + "rPrDefault")
+        if rpr_default is None:
+            rpr_default = new_element("rPrDefault")
+            doc_defaults.insert(0, rpr_default)
+        rpr = rpr_default.find(W + "rPr")
+        if rpr is None:
+            rpr = new_element("rPr")
+            rpr_default.append(rpr)
+        if rpr.find(W + "lang") is None:
+            lang = new_element("lang")
+            lang.set(attribute, value)
+            later = next((i for i, child in enumerate(rpr) if child.tag in AFTER_LANG), len(rpr))
+            rpr.insert(later, lang)
 
 
 def open_document(content: bytes):

@@ -166,7 +166,9 @@ def test_a_document_is_translated_with_its_structure_formatting_and_parts_kept(t
     before, after = resaved(data), entries(out)
     assert before.keys() == after.keys()
     changed = {"word/document.xml", "word/footnotes.xml"} | {n for n in after if "header" in n or "footer" in n}
-    assert all(after[name] == before[name] for name in after if name not in changed)
+    assert all(after[name] == before[name] for name in after if name not in changed | {"word/styles.xml"})
+    # the styles name the target language, and nothing else of them changed
+    assert after["word/styles.xml"].replace(b'w:val="en"', b"") == before["word/styles.xml"].replace(b'w:val="en-US"', b"")
 
 
 def test_runs_of_other_formatting_become_spans_and_the_dominant_one_plain_text(units):
@@ -327,3 +329,24 @@ def test_a_link_whose_words_were_aligned_to_none_goes_around_a_word():
     (link,) = out.paragraphs[0].hyperlinks
     assert link.address == URL and link.text == "See"
     assert out.paragraphs[0].text == "See  the end. the link"
+
+
+@pytest.mark.parametrize("target, attribute, value", [("en", "w:val", "en"), ("ja", "w:eastAsia", "ja"),
+                                                      ("ar", "w:bidi", "ar"), ("zt", "w:eastAsia", "zh-TW")])
+def test_translated_runs_and_the_styles_name_the_target_language(units, target, attribute, value):
+    """Copied w:rPr kept the source's w:lang, and so did the styles: Word spell-checked and hyphenated an
+    English translation as German."""
+    d = docx.Document()
+    p = d.add_paragraph()
+    run = p.add_run(S[0])
+    run._r.get_or_add_rPr().append(parse_xml(f'<w:lang {nsdecls("w")} w:val="de-DE"/>'))
+    untouched = d.add_paragraph("   ")
+    data = io.BytesIO()
+    d.save(data)
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, DocumentOptions(target))))
+    langs = out.paragraphs[0]._p.findall(".//" + qn("w:lang"))
+    assert langs and all(lang.get(qn(attribute)) == value for lang in langs)
+    defaults = out.styles.element.find(qn("w:docDefaults")).find(qn("w:rPrDefault")).find(qn("w:rPr"))
+    assert defaults.find(qn("w:lang")).get(qn(attribute)) == value
+    assert all(lang.get(qn(attribute)) == value for lang in out.styles.element.iter(qn("w:lang")))
+    assert untouched.text == "   "
