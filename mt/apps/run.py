@@ -71,6 +71,10 @@ def _run_recipe(
         *(() if cfg.decode.shortlist else ("shortlist",)),
     )
     steps = run.get("steps") or [s for s in STEPS if s not in skipped]
+    if cfg.decode.shortlist and "evaluate" in steps and "shortlist" not in steps:
+        # evaluate decodes with the table: one of other decode.shortlist_top or data was used unseen
+        at = steps.index("evaluate")
+        steps = [*steps[:at], "shortlist", *steps[at:]]
     if dry_run:
         _dry_run(exp, cfg, steps, print_result, run)
         return exp

@@ -144,6 +144,21 @@ def test_mt_run_skips_a_fresh_shortlist_and_builds_it_again_when_the_data_change
     assert stale_reason(exp, exp.load_config()) is None
 
 
+@pytest.mark.slow
+def test_mt_run_evaluating_with_the_shortlist_builds_it_as_configured_first(trained_copy, tmp_path):
+    """A recipe whose steps do not name shortlist (none of mt's do) but decodes with it: the table of
+    another decode.shortlist_top was used and the scores said done, under a config naming the new size."""
+    recipe = tmp_path / "eval.yaml"
+    for top in (3, 5):
+        recipe.write_text(json.dumps({"steps": ["evaluate"], "decode": {"shortlist": True, "shortlist_top": top}}))
+        results: list[str] = []
+        run_recipe(recipe, trained_copy.root, {}, print_result=results.append)
+        assert load_table(trained_copy).meta["top"] == top
+        assert stale_reason(trained_copy, trained_copy.load_config()) is None
+        assert any(line.startswith("test: BLEU") for line in results)
+        assert json.loads(trained_copy.score_path("test").read_text())["decode"]["shortlist"] is True
+
+
 @pytest.fixture
 def trained_copy(trained_experiment, tmp_path) -> Experiment:
     shutil.copytree(trained_experiment.root, tmp_path / "exp")
