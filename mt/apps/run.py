@@ -118,6 +118,9 @@ def _run_step(
             _check_inputs(exp, cfg)
             log.info(f"binarize: done already ({exp.data_dir})")
             return
+        if done := _training_done(exp, cfg):  # data/ removed to save disk: nothing left needs it
+            log.info(f"binarize: not needed, training is done ({done}); {exp.data_dir} is not made again")
+            return
         log.info("[bold]binarize[/bold]")
         stats = binarize(exp, cfg)
         if print_data is not None:

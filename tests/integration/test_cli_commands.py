@@ -740,6 +740,24 @@ def test_run_scores_again_after_another_checkpoints_scores_or_with_other_test_li
         reference.write_bytes(before)
 
 
+def test_run_does_not_binarize_again_for_a_finished_training_whose_data_was_removed(
+    experiment, tmp_path, capsys, monkeypatch
+):
+    """data/ removed after training to save disk: `mt run` binarized the whole corpus again (hours on
+    WMT), then skipped the training it was for."""
+    import shutil
+
+    copy = tmp_path / "exp"
+    shutil.copytree(experiment.root, copy)
+    shutil.rmtree(copy / "data")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [binarize, train, evaluate]\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--threads", "1")
+    assert code == 0, err
+    assert "binarize: not needed, training is done" in " ".join(err.split()) and not (copy / "data").exists()
+    assert "train: done already" in err and "test: BLEU" in out
+
+
 # `mt ARGS` in a process of its own that says, as it exits, whether torch was imported.
 WITH_TORCH_REPORTED = (
     "import atexit, runpy, sys\n"
