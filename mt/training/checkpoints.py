@@ -29,7 +29,7 @@ from mt.experiment.checkpoint_file import (
 from mt.experiment.paths import Experiment
 from mt.training.ema import WeightAverage
 from mt.training.optimizer import regroup_optimizer_state
-from mt.training.state import TrainingState
+from mt.training.state import TrainingState, bleu_setup
 
 if TYPE_CHECKING:
     from mt.training.setup import Training
@@ -236,9 +236,25 @@ def resume_training(run: Training) -> bool:
         else:  # train.ema_decay set on resume: the average starts from the resumed weights
             log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
             trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
-    trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric)
+    batching = trainer.state.batching  # this run's (setup's fresh state)
+    setup = bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences)
+    trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric, setup)
+    if saved.get("best_metric") == tcfg.best_metric and saved.get("best_setup") not in (None, setup):
+        if trainer.group.is_main:
+            log.warn(
+                f"train.valid_bleu_sentences: the best so far ({float(saved['best_valid']):.2f}) was "
+                f"{saved['best_setup']}, this run's is {setup}: the best and patience start afresh"
+            )
     trainer.counters.continue_bad_run(trainer.state.bad_in_row)
     before, epoch, batch = trainer.state.max_tokens, int(saved["epoch"]), int(saved["batch_in_epoch"])
+    cut = trainer.state.batching
+    trainer.state.batching = batching
+    if cut is not None and cut != batching and batch > 0 and trainer.group.is_main:
+        log.warn(
+            f"batches cut otherwise ({cut} -> {batching}: train.compile or train.direction_temperature) in the "
+            f"middle of epoch {epoch}: its batches are cut anew and this run goes on from batch {batch} of the "
+            "new ones, so some of the epoch's pairs are trained on twice or not at all (the epochs after are whole)"
+        )
     trainer.state.max_tokens = int(tcfg.max_tokens)  # this run's (auto keeps the saved one: mt.training.token_budget)
     trainer.state.precision = trainer.precision  # this run's (auto keeps the saved one: setup.decided_precision)
     if before is not None and before != trainer.state.max_tokens and batch > 0 and trainer.group.is_main:

@@ -35,7 +35,7 @@ from mt.training.ema import WeightAverage
 from mt.training.loss import decoder_states, output_loss
 from mt.training.optimizer import build_optimizer
 from mt.training.schedule import Schedule, peak_lr
-from mt.training.state import TrainingState
+from mt.training.state import TrainingState, batching_of, bleu_setup
 from mt.training.token_budget import decided_max_tokens, lr_scaling
 from mt.training.trainer import Trainer
 from mt.training.validate import BleuSample
@@ -125,8 +125,9 @@ def build_training(
         bucketed=tcfg.compile,  # a few shapes for the compiled step (and its CUDA graphs)
         max_width=cfg.model.max_positions,
     )
-    state = TrainingState.fresh(tcfg.best_metric)
+    state = TrainingState.fresh(tcfg.best_metric, bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences))
     state.max_tokens, state.precision = max_tokens, tcfg.precision
+    state.batching = batching(tcfg, train_data)
     trainer = Trainer(
         model,
         group.wrap(loss_module),
@@ -195,3 +196,12 @@ def seeded_model(model_cfg: ModelConfig, vocab: dict[str, Any], seed: int, group
 def scheduled_dropouts(model: Transformer) -> list[nn.Module]:
     """model.dropout's modules (after each sub-layer, after the embeddings), for train.early_dropout."""
     return [m.dropout for m in model.modules() if isinstance(m, (Residual, Embedding))]
+
+
+def batching(tcfg, train_data) -> str:
+    """This run's `batching_of`: the temperature only where the data has several directions."""
+    import numpy as np
+
+    directions = getattr(train_data, "directions", None)
+    several = directions is not None and len(directions) > 0 and int(np.min(directions)) != int(np.max(directions))
+    return batching_of(tcfg.compile, tcfg.direction_temperature if several else None)

@@ -24,21 +24,26 @@ class TrainingState:
     device: str | None = None  # the device type the last run trained on ("cpu", "cuda"): a resume names a change
     max_tokens: int | None = None  # the batch budget trained with (train.max_tokens auto's choice is kept on resume)
     precision: str | None = None  # the precision trained in (train.precision auto's choice is kept on resume)
+    batching: str | None = None  # how an epoch's batches were cut besides max_tokens (`batching_of`)
+    best_setup: str | None = None  # what best_valid was measured on, for BLEU: the sample's size (`bleu_setup`)
 
     @classmethod
-    def fresh(cls, best_metric: str) -> TrainingState:
+    def fresh(cls, best_metric: str, best_setup: str | None = None) -> TrainingState:
         """A new run's: no best yet (lower NLL is better, higher BLEU)."""
-        return cls(best_metric=best_metric, best_valid=math.inf if best_metric == "nll" else -math.inf)
+        best = math.inf if best_metric == "nll" else -math.inf
+        return cls(best_metric=best_metric, best_valid=best, best_setup=best_setup)
 
     def to_checkpoint(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_checkpoint(cls, saved: dict[str, Any], best_metric: str) -> TrainingState:
+    def from_checkpoint(cls, saved: dict[str, Any], best_metric: str, best_setup: str | None = None) -> TrainingState:
         """The counters of checkpoint `saved`, with the defaults of those older checkpoints lack. A
-        best_metric other than the saved one starts its best and patience afresh."""
-        state = cls.fresh(best_metric)
-        if saved.get("best_metric", "nll") == best_metric:
+        best_metric other than the saved one, or one measured otherwise (BLEU on a sample of another
+        size), starts its best and patience afresh."""
+        state = cls.fresh(best_metric, best_setup)
+        same_setup = saved.get("best_setup") in (None, best_setup)  # None: saved before it was recorded
+        if saved.get("best_metric", "nll") == best_metric and same_setup:
             state.best_valid = float(saved["best_valid"])
             state.bad_validations = int(saved.get("bad_validations", 0))
         state.step, state.elapsed = int(saved["step"]), float(saved["elapsed"])
@@ -49,6 +54,7 @@ class TrainingState:
         state.device = saved.get("device")
         state.max_tokens = saved.get("max_tokens")
         state.precision = saved.get("precision")
+        state.batching = saved.get("batching")
         return state
 
     def record_validation(self, metrics: dict[str, float], on_schedule: bool = True) -> bool:
@@ -70,3 +76,16 @@ class TrainingState:
     def out_of_patience(self, patience: int) -> bool:
         """train.patience validations in a row without a new best (0: never)."""
         return 0 < patience <= self.bad_validations
+
+
+def bleu_setup(best_metric: str, valid_bleu_sentences: int) -> str | None:
+    """What a BLEU best is comparable on: the validation sample's size (None for NLL: the whole split)."""
+    return f"greedy BLEU on {valid_bleu_sentences} sentences" if best_metric == "bleu" else None
+
+
+def batching_of(bucketed: bool, direction_temperature: float | None) -> str:
+    """How an epoch's batches are cut besides their budget: padded to a few shapes (train.compile) and,
+    with several directions (else None), their sampling temperature. Changed in the middle of an
+    epoch, its batches are cut anew."""
+    temperature = "" if direction_temperature is None else f", direction temperature {direction_temperature:g}"
+    return f"bucketed {bucketed}{temperature}"

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 # The keys of a training checkpoint as written before TrainingState (existing checkpoints resume), and
 # max_tokens since train.max_tokens auto (older checkpoints lack it: a resume takes the config's), and
 # bad_in_row since a resume counts on the run of bad updates it stopped in (older ones: 0), and precision
-# since train.precision auto keeps its choice (older ones: decided again).
+# since train.precision auto keeps its choice (older ones: decided again), batching and best_setup since a
+# resume says when the batches are cut otherwise or a BLEU best was of another sample (older ones: not said).
 CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
                    "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
-                   "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row", "precision"}
+                   "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row", "precision",
+                   "batching", "best_setup"}
 
 
 def test_the_counters_round_trip_through_a_checkpoint():
@@ -41,6 +43,18 @@ def test_an_older_checkpoint_and_a_changed_best_metric():
     assert TrainingState.from_checkpoint(older, "nll") == TrainingState(step=3, best_valid=2.0, elapsed=1.0)
     changed = TrainingState.from_checkpoint({**older, "best_metric": "nll", "bad_validations": 4}, "bleu")
     assert (changed.step, changed.best_valid, changed.bad_validations) == (3, -math.inf, 0)  # a new best starts
+
+
+def test_a_bleu_best_of_another_sample_size_starts_afresh():
+    """A BLEU best of 50 sentences compared with scores of 1,000: best.pt stuck, patience ran out early."""
+    saved = TrainingState(step=5, best_metric="bleu", best_valid=30.0, bad_validations=2,
+                          best_setup="greedy BLEU on 50 sentences").to_checkpoint()
+    same = TrainingState.from_checkpoint(saved, "bleu", "greedy BLEU on 50 sentences")
+    assert (same.best_valid, same.bad_validations) == (30.0, 2)
+    other = TrainingState.from_checkpoint(saved, "bleu", "greedy BLEU on 1000 sentences")
+    assert (other.best_valid, other.bad_validations, other.step) == (-math.inf, 0, 5)
+    older = {k: v for k, v in saved.items() if k != "best_setup"}  # saved before the setup was recorded
+    assert TrainingState.from_checkpoint(older, "bleu", "greedy BLEU on 1000 sentences").best_valid == 30.0
 
 
 def test_a_validation_off_the_schedule_may_be_a_best_but_counts_for_no_patience():
@@ -79,3 +93,21 @@ def test_a_run_saves_the_keys_on_disk_and_resumes_its_state_and_position(base, t
     assert resumed.trainer.state == run.trainer.state
     assert (resumed.trainer.stream.epoch, resumed.trainer.stream.batch_in_epoch) == (0, 3)
     assert resumed.trainer.stream.next_batch().indices.tolist() == run.trainer.stream.next_batch().indices.tolist()
+
+
+def test_a_resume_says_when_the_batches_are_cut_otherwise_mid_epoch(base, tmp_path, capsys):
+    """train.compile (padded shapes) changed mid-epoch cut the epoch's batches anew without a word: pairs
+    trained twice or never in that epoch."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp")
+    run = build_training(exp, cfg)
+    for _ in range(3):
+        run.trainer.step()
+    save_training(run)
+    capsys.readouterr()
+    assert resume_training(build_training(exp, cfg)) and "cut otherwise" not in capsys.readouterr().err
+    cfg.train.compile = True
+    resumed = build_training(exp, cfg)
+    assert resume_training(resumed)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "batches cut otherwise (bucketed False -> bucketed True" in said and "middle of epoch 0" in said
+    assert resumed.trainer.state.batching == "bucketed True"
