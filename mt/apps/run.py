@@ -333,7 +333,6 @@ def _dry_run(
             for later in steps[steps.index(step) + 1 :]:
                 if step in READS.get(later, ()):
                     done[later] = False
-    from rich.markup import escape
 
     checks = {"distill": _check_distill_corpus, "backtranslate": _check_backtranslate_corpus}
     for step, check in checks.items():
@@ -341,12 +340,12 @@ def _dry_run(
             try:
                 check(exp, cfg)
             except ConfigError as exc:
-                log.warn(f"{step} would stop: {escape(str(exc))}")
+                log.warn(f"{step} would stop: {exc}")
     if done["binarize"] and "binarize" in steps:
         try:
             _check_inputs(exp, cfg)
         except MtError as exc:
-            log.warn(f"binarize would stop: {escape(str(exc))}")
+            log.warn(f"binarize would stop: {exc}")
     log.info(
         f"dry run of {exp.root} (nothing written): "
         + ", ".join(f"{step} {'done' if done.get(step) else 'to run'}" for step in steps)

@@ -14,7 +14,8 @@ translated text, with a copy of the w:rPr its wrapper stood for, each hyperlink 
 each marker's elements where the marker landed. A span the text layer left empty (its words aligned
 to none) is an empty run: its formatting kept once, as an html page keeps `<b></b>`. Spelling marks
 (w:proofErr) and rendered page breaks (w:lastRenderedPageBreak), which Word recomputes, are left out.
-A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is.
+A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is,
+but for a HYPERLINK field's, which Word shows and never regenerates: translated as a link's text.
 
 A .docx is a zip: `check_zip` refuses, before python-docx opens it, a package that unpacks to more
 than MAX_UNPACKED bytes or more than MAX_RATIO times its packed size (a zip bomb), so that a server can
@@ -100,6 +101,16 @@ class Wrap:
 
     element: Any
     items: list[Text | Code | Wrap]
+
+
+@dataclass
+class FieldLink:
+    """A HYPERLINK field written as a complex field: its runs up to the separator (the code) and its end
+    run, around the runs of its shown text, which Word never regenerates (unlike a page number's)."""
+
+    head: list[Any]
+    tail: list[Any]
+    tag: str = W + "hyperlink"  # written as a link is: <a data-link> around its words
 
 
 @dataclass
@@ -239,7 +250,11 @@ def walk(container) -> list[Text | Code | Wrap]:
             field_code.elements.append(child)
             depth += field_depth(child)
             if depth <= 0:
+                if (link := field_link(field_code.elements)) is not None:
+                    items[-1] = link
                 field_code, depth = None, 0
+        elif tag == W + "fldSimple" and is_hyperlink(child.get(W + "instr", "")):
+            items.append(Wrap(child, walk(child)))
         elif tag in DROPPED or not isinstance(tag, str) or properties(child):
             continue  # w:pPr, a wrapper's properties (copied with it), comments in the XML
         elif tag == W + "r" and (child.find(W + "fldChar") is not None or child.find(W + "instrText") is not None):
@@ -255,6 +270,27 @@ def walk(container) -> list[Text | Code | Wrap]:
         else:
             items.append(Code([child]))  # bookmarks, comment ranges, simple fields, math, deletions, ...
     return items
+
+
+def is_hyperlink(instruction: str) -> bool:
+    return instruction.split()[:1] == ["HYPERLINK"]
+
+
+def field_link(elements: list[Any]) -> Wrap | None:
+    """A complex field's runs as a link around its shown text, when it is a HYPERLINK field whose result
+    is plain runs (no field inside); None for any other field (its result kept as it is)."""
+    kinds = [[f.get(W + "fldCharType") for f in run.iter(W + "fldChar")] for run in elements]
+    separate = next((i for i, k in enumerate(kinds) if "separate" in k), None)
+    if separate is None or kinds[0] != ["begin"] or kinds[-1] != ["end"] or len(elements) < 3:
+        return None
+    instruction = "".join(t.text or "" for run in elements[:separate] for t in run.iter(W + "instrText"))
+    result = elements[separate + 1 : -1]
+    if not is_hyperlink(instruction) or any(k for k in kinds[separate + 1 : -1]) or kinds[separate] != ["separate"]:
+        return None
+    if any(run.tag != W + "r" or run.find(W + "instrText") is not None for run in result):
+        return None
+    items = [item for run in result for item in run_items(run)]
+    return Wrap(FieldLink(elements[: separate + 1], elements[-1:]), items)
 
 
 def properties(element) -> bool:
@@ -324,7 +360,7 @@ def encode(items: list[Text | Code | Wrap], p: Paragraph) -> str:
                 parts.append("</span>")
                 open_key = None
             p.wraps[number] = item.element
-            hyperlink = item.element.tag == W + "hyperlink"
+            hyperlink = item.element.tag == W + "hyperlink" or item.element.tag == W + "fldSimple"
             tag, name = ("a", "data-link") if hyperlink else ("span", "data-wrap")
             parts.append(inline.wrapper(tag, name, number, encode(item.items, p)))
     if open_key is not None:
@@ -374,6 +410,11 @@ def put(pieces: list[inline.Piece], parent, rpr, p: Paragraph, used: set[int]) -
                 put(piece.children, parent, p.formats[run], p, used)
                 if len(parent) == written:  # its words aligned to none: kept empty, as html keeps <b></b>
                     parent.append(text_run("", p.formats[run]))
+            elif link in p.wraps and link not in used and isinstance(p.wraps[link], FieldLink):
+                used.add(link)  # the field's code runs, its translated text, its end run
+                parent.extend(copy.deepcopy(p.wraps[link].head))
+                put(piece.children, parent, p.dominant, p, used)
+                parent.extend(copy.deepcopy(p.wraps[link].tail))
             elif link in p.wraps and link not in used:
                 used.add(link)
                 wrapper, content = copy_wrapper(p.wraps[link])

@@ -350,3 +350,36 @@ def test_translated_runs_and_the_styles_name_the_target_language(units, target, 
     assert defaults.find(qn("w:lang")).get(qn(attribute)) == value
     assert all(lang.get(qn(attribute)) == value for lang in out.styles.element.iter(qn("w:lang")))
     assert untouched.text == "   "
+
+
+@pytest.mark.parametrize("simple", [False, True])
+def test_a_hyperlink_field_s_shown_text_is_translated_as_a_link(translator, units, simple):
+    """A HYPERLINK field (complex, as documents converted from .doc have them, or w:fldSimple) shows prose
+    that Word never regenerates: it came back untranslated, kept as a page number's result is."""
+    words = S[5].rstrip(".").split()
+    d = docx.Document()
+    p = d.add_paragraph(" ".join(words[:2]) + " ")
+    code = f' HYPERLINK "{URL.replace("&", "&amp;")}" '
+    shown = " ".join(words[2:])
+    if simple:
+        attribute = code.replace('"', "&quot;")
+        p._p.append(parse_xml(f'<w:fldSimple {nsdecls("w")} w:instr="{attribute}"><w:r><w:t>{shown}</w:t></w:r></w:fldSimple>'))
+    else:
+        for run in (
+            '<w:fldChar w:fldCharType="begin"/>', f'<w:instrText xml:space="preserve">{code}</w:instrText>',
+            '<w:fldChar w:fldCharType="separate"/>', f"<w:t>{shown}</w:t>", '<w:fldChar w:fldCharType="end"/>',
+        ):
+            p._p.append(parse_xml(f'<w:r {nsdecls("w")}>{run}</w:r>'))
+    p.add_run(".")
+    data = io.BytesIO()
+    d.save(data)
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN))).paragraphs[0]._p
+    (expected,) = translate_text(translator, [S[5]])
+    shown_text = "".join(t.text for t in out.iter(qn("w:t")))
+    assert " ".join(shown_text.split()) == expected and shown not in shown_text
+    if simple:
+        (field,) = out.findall(qn("w:fldSimple"))
+        assert field.get(qn("w:instr")) == code.replace("&amp;", "&") and field.xpath("string(.)").strip()
+    else:
+        kinds = [f.get(qn("w:fldCharType")) for f in out.iter(qn("w:fldChar"))]
+        assert kinds == ["begin", "separate", "end"] and out.xpath("string(.//w:instrText)") == code.replace("&amp;", "&")

@@ -512,9 +512,8 @@ def _same(a: DecodeOptions | None, b: DecodeOptions | None) -> bool:
 def _warn_failed(what: str, exc: BaseException) -> None:
     """One warning line for a failed batch, its requests already answered: the exception's text is not
     rich markup (a path in brackets would raise), and a closed stderr must not stop the worker."""
-    from rich.markup import escape
 
     try:
-        log.warn(escape(" ".join(f"{what} failed: {type(exc).__name__}: {exc}".split())))
+        log.warn(" ".join(f"{what} failed: {type(exc).__name__}: {exc}".split()))
     except BaseException:  # noqa: BLE001 - rich's broken-pipe handling raises SystemExit
         pass
