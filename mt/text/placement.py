@@ -31,7 +31,7 @@ import re
 from bisect import bisect_left, bisect_right, insort
 
 from mt.text.markup import Element, Node, Raw, Segment
-from mt.text.sentences import Span, reassemble
+from mt.text.sentences import Span, gaps, reassemble
 
 WORD = re.compile(r"\S+")
 
@@ -44,11 +44,11 @@ class Mapping:
         self.starts, self.ends = [a for a, _ in spans], [b for _, b in spans]
         self.output = reassemble(source, spans, translations)
         self.out: list[Span] = []  # each piece's translation in the output
-        at, previous = 0, 0
-        for (start, end), translation in zip(spans, translations):
-            at += start - previous
+        at = 0
+        for gap, translation in zip(gaps(source, spans, translations), translations):
+            at += len(gap)  # the source's text between pieces, or the space `gaps` put where it had none
             self.out.append((at, at + len(translation)))
-            at, previous = at + len(translation), end
+            at += len(translation)
         self.words: list[list[tuple[int, int, list[Span]]]] = []  # per piece: (start, end, aligned targets)
         self.targets: list[list[Span]] = []  # per piece: the words of its translation
         for (start, _), (out_start, _), translation, pairs, text in zip(

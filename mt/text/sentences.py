@@ -91,10 +91,37 @@ def nearest(pattern: re.Pattern, text: str, start: int, end: int, middle: int) -
 
 
 def reassemble(text: str, spans: list[Span], translations: list[str]) -> str:
-    """`text` with each span replaced by its translation: everything outside the spans as it was."""
-    parts, at = [], 0
+    """`text` with each span replaced by its translation: everything outside the spans as it was, but
+    for a space between two pieces of a text that had none (`gaps`)."""
+    between = gaps(text, spans, translations)
+    return "".join(part for gap, translation in zip(between, translations) for part in (gap, translation)) + between[-1]
+
+
+# Scripts written without spaces between words and sentences: Han, kana, Hangul's symbols and full-width
+# forms (。！？), Thai, Lao, Khmer, Myanmar.
+UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
+)
+
+
+def gaps(text: str, spans: list[Span], translations: list[str]) -> list[str]:
+    """What goes before each piece's translation, and after the last: the source's text between the
+    spans, as it was, but a space where the source had nothing between two pieces (Chinese, Japanese,
+    Thai sentences, or a long sentence cut at "，") and the translations either side of it end and begin
+    in a spaced script ("I like cats.Do you like dogs?" was glued so)."""
+    out, at = [], 0
+    previous = ""
     for (start, end), translation in zip(spans, translations, strict=True):
-        parts += [text[at:start], translation]
-        at = end
-    parts.append(text[at:])
-    return "".join(parts)
+        gap = text[at:start]
+        if (
+            not gap
+            and previous
+            and translation
+            and not (UNSPACED.match(previous[-1]) or UNSPACED.match(translation[0]))
+        ):
+            gap = " " if not (previous[-1].isspace() or translation[0].isspace()) else ""
+        out.append(gap)
+        at, previous = end, (translation or (previous if not gap else ""))
+    out.append(text[at:])
+    return out

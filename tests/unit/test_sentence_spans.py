@@ -86,3 +86,20 @@ def test_segment_tokens_below_one_is_refused_in_the_flags_words():
 
     with pytest.raises(ConfigError, match="--segment-tokens 0"):
         DecodeOptions(segment_tokens=0)
+
+
+def test_sentences_of_an_unspaced_text_get_a_space_between_spaced_translations():
+    """Chinese and Japanese sentences have nothing between them: their English translations were glued
+    ("I like cats.Do you like dogs?Yes!"), as were the halves of a sentence cut at "，"."""
+    from mt.text.placement import Mapping
+
+    text = "我喜欢猫。你喜欢狗吗？是的！"
+    spans = sentence_spans(text, "zh")
+    english = ["I like cats.", "Do you like dogs?", "Yes!"]
+    assert len(spans) == 3 and reassemble(text, spans, english) == "I like cats. Do you like dogs? Yes!"
+    assert reassemble(text, spans, ["猫が好き。", "犬が好き？", "はい！"]) == "猫が好き。犬が好き？はい！"  # unspaced both
+    assert reassemble(text, spans, ["Ich mag Katzen.", "", "Ja!"]) == "Ich mag Katzen. Ja!"  # an empty piece
+    spaced = "One. Two."
+    assert reassemble(spaced, sentence_spans(spaced, "en"), ["Eins.", "Zwei."]) == "Eins. Zwei."  # as it was
+    mapping = Mapping(text, spans, english, ["", "", ""])
+    assert [mapping.output[a:b] for a, b in mapping.out] == english  # the pieces' output offsets agree
