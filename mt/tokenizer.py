@@ -74,6 +74,7 @@ class Tokenizer:
         self.vocab_size: int = self._sp.vocab_size()
         # byte_fallback's <0xNN> pieces, id -> byte: a search may end a character halfway (see decode)
         self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
+        self._characters: dict[str, bool] = {}  # character -> whether the vocabulary writes it (unknown_character)
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -120,6 +121,13 @@ class Tokenizer:
         except (TypeError, UnicodeEncodeError):
             _check_unicode(lines)
             raise
+
+    def unknown_character(self, character: str) -> bool:
+        """Whether the vocabulary cannot write `character` (it is spelt in byte pieces or <unk>); cached."""
+        known = self._characters.get(character)
+        if known is None:
+            known = self._characters[character] = self.unknown_pieces(self.encode([character])[0]) == 0
+        return not known
 
     def unknown_pieces(self, ids: list[int]) -> int:
         """How many of `ids` stand for characters the vocabulary does not hold: byte_fallback's pieces

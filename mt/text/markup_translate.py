@@ -63,7 +63,7 @@ def plan(
     spans = iter(segment(translator, flat, options) if flat else [])
     pieces = [[next(spans) for _ in fragment] for fragment in found]
     every = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
-    kept = unreadable(translator, every)
+    kept = unreadable(translator.src_tok, every)
     return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept)
 
 

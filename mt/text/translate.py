@@ -10,10 +10,11 @@ Segmenting applies to one-best translation without alignments or constraints; wi
 joined paragraph would mean nothing), and the model's position limit cuts it as before. A joined
 text's score is the mean of its pieces' scores.
 
-A piece whose source tokens are mostly byte pieces or <unk> (`UNREADABLE`: text in a script the
-model's vocabulary never held, which it can only turn into a runaway of guesses, 200,000 characters for a
+A piece at least half of whose letters the source vocabulary cannot write (`UNREADABLE`; they would be
+byte pieces or <unk>: text in a script the model's vocabulary never held, which it can only turn into a runaway of guesses, 200,000 characters for a
 20,000-character Chinese line into an EN->DE model) is not searched: it is copied into the
-translation as it is (score 0), with a warning where the caller shows them (`kept`).
+translation as it is (score 0), with a warning where the caller shows them (`kept`). A piece of no
+letters is copied only if the vocabulary writes none of it (emoji alone); emoji beside words are read.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_spans
+from mt.tokenizer import Tokenizer
 
-UNREADABLE = 0.5  # a piece with at least this share of unknown pieces is copied, not searched
+UNREADABLE = 0.5  # a piece with at least this share of letters the vocabulary lacks is copied, not searched
 
 
 def segments_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
@@ -66,15 +68,23 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
     return plans
 
 
-def unreadable(translator: Translator, pieces: list[str]) -> dict[int, str]:
-    """The pieces that are mostly characters the source vocabulary does not hold (module docstring),
-    by index: all encoded in one call."""
-    tok = translator.src_tok
-    return {
-        i: piece
-        for i, (piece, ids) in enumerate(zip(pieces, tok.encode(pieces) if pieces else []))
-        if ids and tok.unknown_pieces(ids) >= UNREADABLE * len(ids)
-    }
+def unreadable(tok: Tokenizer, pieces: list[str]) -> dict[int, str]:
+    """The pieces the model cannot read, by index (module docstring): at least UNREADABLE of their
+    letters ones the source vocabulary does not hold; a piece without letters (emoji, symbols) only if
+    the vocabulary holds none of its characters. Counted in letters, not tokens: an emoji is four byte pieces, and
+    "Love it 😍😍" was copied untranslated. All encoded in one call (`tok`: the source's)."""
+    found = {}
+    for i, (piece, ids) in enumerate(zip(pieces, tok.encode(pieces) if pieces else [])):
+        unknown = tok.unknown_pieces(ids) if ids else 0
+        if not unknown:
+            continue
+        letters = [c for c in piece if c.isalpha()]
+        if letters:
+            if sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters):
+                found[i] = piece
+        elif all(tok.unknown_character(c) for c in piece if not c.isspace()):
+            found[i] = piece
+    return found
 
 
 def pieces(
@@ -90,7 +100,7 @@ def pieces(
         return list(texts), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
-    kept = unreadable(translator, every)
+    kept = unreadable(translator.src_tok, every)
     return [piece for i, piece in enumerate(every) if i not in kept], plans, kept
 
 

@@ -101,6 +101,25 @@ def test_a_sentence_in_a_script_the_model_cannot_read_is_copied_with_a_warning(t
     assert "input line 1" not in warning
 
 
+def test_emoji_beside_words_are_no_reason_to_copy_a_sentence(tmp_path):
+    """With byte fallback an emoji is four byte pieces against a piece a word: "Love it 😍😍" was copied
+    untranslated as "in a script the model cannot read". Counted in letters, a sentence with emoji is
+    read, one of emoji alone copied, and one in a script the vocabulary lacks copied as before."""
+    import sentencepiece as spm
+
+    from mt.text.translate import unreadable
+    from mt.tokenizer import Tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(toy_corpus(300, seed=5)[0] + ["Love it. Great job. Thank you. Room 12 345."]) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=320,
+                                   byte_fallback=True, pad_id=0, unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    tok = Tokenizer.load(tmp_path / "sp.model")
+    assert tok.unknown_pieces(tok.encode(["Love it 😍😍"])[0]) * 2 >= len(tok.encode(["Love it 😍😍"])[0])
+    found = unreadable(tok, ["Love it 😍😍", "Great job 👍", "😍😍 🙏", CJK, f"{S1} 🐶", "12 345"])
+    assert found == {2: "😍😍 🙏", 3: CJK}
+
+
 def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
     from mt.text.markup_translate import translate as translate_markup
 
