@@ -7,12 +7,14 @@ it what it can decode as mt's search would: decode.engine "ctranslate2" (refused
 call it cannot), or "auto" (CTranslate2 where it can, mt's search for the rest, each said once).
 
 What CTranslate2 cannot decode as mt does (`unsupported`): the gnmt length penalty and the exact stop
-rule (it has |Y|^alpha and stops once `beam` hypotheses finished), sampling (another generator),
-constraints, ensembles, a precision it lacks on the device. Alignments it leaves to mt's model, which
-aligns its translations in a teacher-forced pass (mt.decoding.alignment).
+rule (it has |Y|^alpha and stops once `beam` hypotheses finished), n-best lists without a length
+penalty (then it stops once its best and `nbest` hypotheses finished, another rule), sampling (another
+generator), constraints, ensembles, a precision it lacks on the device. Alignments it leaves to mt's
+model, which aligns its translations in a teacher-forced pass (mt.decoding.alignment).
 What it decodes the same: greedy and beam search with the length or no penalty, n-best lists and
-their scores, the repetition guard, the lexical shortlist (exported as its vocabulary map), a
-multilingual model's target tags, int8 on a CPU. Two differences are left, both documented: its
+their scores with the length penalty, the repetition guard, the lexical shortlist (exported as its
+vocabulary map), a multilingual model's target tags. int8 on a CPU it decodes with its own quantized
+kernels, which round otherwise than torch's: the same search, translations that differ now and then. Two differences are left, both documented: its
 log-probabilities leave <pad> and <s> out of the softmax (mt.model.ctranslate2_spec), and it takes
 one length limit per batch, so a hypothesis that runs to that limit is cut back to its own sentence's
 limit here (greedy: the tokens mt gives; beam: what the beam held, without mt's forced </s>; its score
@@ -86,6 +88,9 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
         return "CTranslate2 has no gnmt length penalty (--length-penalty or decode.length_penalty: length or none)"
     if beam and o.stop == "exact":
         return "CTranslate2 has no exact stop rule (--stop or decode.stop: early)"
+    if beam and o.nbest > 1 and (o.length_penalty == "none" or o.alpha == 0):
+        # without a penalty it stops once its best hypothesis finished and --nbest have, not `beam`
+        return "CTranslate2 stops otherwise without a length penalty: --nbest with --length-penalty none or --alpha 0"
     compute = compute_type(translator)
     device = translator.device.type
     if device not in ("cpu", "cuda"):

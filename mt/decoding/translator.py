@@ -200,7 +200,10 @@ class Translator:
         phrase_ids, unmet = None, []
         if phrases is not None:
             # A phrase that normalisation empties (a zero-width character, say) constrains nothing.
-            phrase_ids = [[ids for ids in self.tgt_tok.encode(phrases[i]) if ids] if phrases[i] else [] for i in todo]
+            # normalised as the sources are (data.normalize): a decomposed é of a phrase was byte pieces
+            form = self.unicode_form
+            normal = [[p if form is None else unicodedata.normalize(form, p) for p in found] for found in phrases]
+            phrase_ids = [[ids for ids in self.tgt_tok.encode(normal[i]) if ids] if normal[i] else [] for i in todo]
             searched = set(todo)
             for i in (i for i, found in enumerate(phrases) if found and i not in searched):
                 log.warn(f"input line {first_line + i + 1}: no source to translate: its constraints are not used")

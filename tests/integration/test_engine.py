@@ -44,7 +44,8 @@ def _engine_dirs(exp: Experiment) -> list:
 
 @pytest.mark.parametrize("beam, penalty", [(1, "gnmt"), (4, "length"), (4, "none")])
 def test_ctranslate2_translates_and_scores_as_mt_does(translator, beam, penalty):
-    options = dict(beam=beam, length_penalty=penalty, alpha=0.8, nbest=min(beam, 2), max_tokens=100)
+    nbest = 1 if penalty == "none" else min(beam, 2)  # n-best without a penalty: mt's search only (below)
+    options = dict(beam=beam, length_penalty=penalty, alpha=0.8, nbest=nbest, max_tokens=100)
     with one_thread():
         ours = translator.search(LINES, DecodeOptions(**options))
         theirs = translator.search(LINES, DecodeOptions(engine="ctranslate2", **options))
@@ -191,6 +192,9 @@ def test_auto_falls_back_when_the_engine_cannot_be_built_and_ctranslate2_says_wh
         (dict(sampling=Sampling()), "--sample"),
         (dict(beam=4, length_penalty="length", stop="exact"), "exact stop rule"),
         (dict(beam=4, length_penalty="gnmt"), "no gnmt length penalty"),
+        # its stop rule without a penalty gave other 3rd and 4th best than mt's (2 sources in 300)
+        (dict(beam=4, nbest=4, length_penalty="none"), "stops otherwise without a length penalty"),
+        (dict(beam=4, nbest=2, length_penalty="length", alpha=0.0), "--alpha 0"),
     ],
 )
 def test_ctranslate2_refuses_what_it_cannot_decode_as_mt_would(translator, options, needle):
