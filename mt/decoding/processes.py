@@ -38,8 +38,13 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
     from mt.hardware import set_threads
 
     set_threads(threads)
+    expected = load_args.pop("expected_stats", None)
     try:
         translator = load(**load_args)
+        if expected is not None and getattr(translator, "checkpoint_stats", expected) != expected:
+            raise RuntimeError(  # training wrote it again: these would be other weights than the caller's
+                f"{', '.join(map(str, translator.checkpoint_paths))}: saved again since the caller loaded it"
+            )
     except BaseException as exc:
         results.put((None, None, f"loading the model failed: {type(exc).__name__}: {exc}"))
         return

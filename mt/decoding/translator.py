@@ -154,7 +154,14 @@ class Translator:
             if self._processes is None or self._processes.count != workers:
                 self.close()
                 threads = threads or max(1, torch.get_num_threads() // workers)
-                self._processes = SearchProcesses(type(self).load, self.load_args or {}, workers, threads)
+                # The files this model was read from, not their names again: `last` or `best` saved
+                # anew by training since (or best.pt made after a fall back to last.pt) is refused.
+                args = dict(self.load_args or {})
+                if self.checkpoint_paths and args:
+                    args.update(
+                        checkpoint=[str(p) for p in self.checkpoint_paths], expected_stats=self.checkpoint_stats
+                    )
+                self._processes = SearchProcesses(type(self).load, args, workers, threads)
                 # A Translator dropped unclosed stops them when it is collected, not at the program's end.
                 self._stop_processes = weakref.finalize(self, self._processes.close)
             return self._processes

@@ -278,3 +278,23 @@ def test_a_call_that_failed_leaves_no_answer_for_the_next(translator):
     again = list(processes.map([([encoded[0]], options)] * 3))
     assert again[0] == again[1] == again[2] == translator.search_batch(translator.pad_sources([encoded[0]]), options)
     translator.close()
+
+
+def test_processes_refuse_a_checkpoint_saved_again_since_this_model_was_read(trained_experiment, tmp_path):
+    """They loaded `last` by name again: a training run that saved last.pt meanwhile gave them other
+    weights than this process's (which aligns and constrains), one output from two models."""
+    import os
+    import shutil
+
+    from mt.experiment.paths import Experiment
+
+    shutil.copytree(trained_experiment.root, tmp_path / "exp")
+    exp = Experiment(tmp_path / "exp")
+    options = DecodeOptions(max_tokens=60, workers=2, parallel="processes")
+    with Translator.load(exp, exp.load_config(), checkpoint="last") as translator:
+        last = exp.checkpoint_path("last")
+        shutil.copy(exp.step_checkpoints()[0], last)  # training saved it again
+        os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns + 10**9))
+        with pytest.raises(MtError) as exc:
+            translator.search(LINES[:4], options)
+        assert "saved again since the caller loaded it" in str(exc.value) and "\n" not in str(exc.value)
