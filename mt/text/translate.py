@@ -108,8 +108,8 @@ def join(
     texts: list[str], plans: list[list[Span]], found: list[list[tuple]], kept: dict[int, str] | None = None
 ) -> list[list[tuple]]:
     """Each text's result from its pieces' (`found`, `Translator.search`'s, for the pieces searched;
-    `kept` pieces as they are): a plan of one piece that is the whole text keeps its hypotheses as they
-    are; else one (translation, mean score)."""
+    `kept` pieces as they are): a plan of one piece keeps its hypotheses (put between the text's own
+    spaces); else one (translation, mean score)."""
     kept = kept or {}
     searched = iter(found)
     every = [[(kept[i], 0.0)] if i in kept else next(searched) for i in range(sum(len(p) for p in plans))]
@@ -119,6 +119,9 @@ def join(
         at += len(plan)
         if plan == [(0, len(text))]:
             results.append(hyps[0])
+            continue
+        if len(plan) == 1:  # one piece between spaces ("Hello world. "): its n best kept, with those spaces
+            results.append([(reassemble(text, plan, [h[0]]), *h[1:]) for h in hyps[0]])
             continue
         score = sum(h[0][1] for h in hyps) / len(hyps) if hyps else 0.0
         joined = reassemble(text, plan, [h[0][0] for h in hyps]) if plan else ""  # a blank text: ""

@@ -147,3 +147,15 @@ def test_zero_width_characters_alone_add_no_invented_sentence(trained_experiment
     alone = translate(translator, [line])[0]
     assert translate(translator, [f"{line} \u200b", "\u200b", "\ufeff \u200b"]) == [f"{alone} ", "", ""]
     assert translator.search(["\u200b"]) == translator.search([""])
+
+
+def test_one_sentence_between_spaces_keeps_its_n_best_with_the_spaces():
+    """A text of one sentence and a trailing space ("Hello world. ") was joined as a paragraph: one
+    hypothesis, its alternatives (LibreTranslate's `alternatives`, /v1's nbest) gone."""
+    from mt.text.translate import join
+
+    found = [[("Hallo Welt.", -0.1), ("Hallo, Welt.", -0.5)]]
+    assert join([" Hello world. "], [[(1, 13)]], found) == [[(" Hallo Welt. ", -0.1), (" Hallo, Welt. ", -0.5)]]
+    assert join(["Hello world."], [[(0, 12)]], found) == found  # the whole text: as it was
+    two = join(["A. B."], [[(0, 2), (3, 5)]], [[("X.", -1.0), ("Y.", -3.0)], [("Z.", -2.0)]])
+    assert two == [[("X. Z.", -1.5)]]  # several pieces: the best of each, joined
