@@ -10,7 +10,8 @@ downloaded. Two detectors, built once per `LanguageIdentifier` and loaded on fir
   the guard: a text whose model's languages get at most FOREIGN_AT_MOST of the confidence among all
   75 is in a language the model cannot read, and is not translated (about 0.1-0.3% of test2016's
   sentences are taken for foreign by it; a caller that knows the language names it instead of auto);
-  a short text (SHORT_LETTERS) only when it is in a script none of the model's sources is written in.
+  a short text (SHORT_LETTERS) only when the guard is all but sure of a language in a script none of
+  the model's sources is written in.
 A source language lingua does not know: a model with that one source takes every text as it
 (unguarded); a model with several sources, one of them unknown to lingua, cannot tell them apart,
 and `identify` refuses (Unidentifiable) with what to do instead.
@@ -32,9 +33,11 @@ FOREIGN_AT_MOST = (
 )
 # A short text (a name, a product, a menu item, an address) gives the guard's low-accuracy mode little to go
 # by: "iPhone 15 Pro" is Zulu to it, "Hello world" Vietnamese, and one diacritic makes it sure ("Crème
-# brûlée" French, "Kraków" Polish). Below SHORT_LETTERS letters a text is foreign only in a script none
-# of the model's sources is written in (Cyrillic to an English model, whatever lingua's confidence).
+# brûlée" French, "Kraków" Polish). Below SHORT_LETTERS letters a text is foreign only when the guard is
+# SURE_AT_LEAST sure of a language written in a script none of the model's sources is written in
+# (Japanese to an English model; a brand name in Latin letters to a Russian one is not).
 SHORT_LETTERS = 24
+SURE_AT_LEAST = 0.9
 
 
 class Unidentifiable(MtError):
@@ -150,7 +153,8 @@ class LanguageIdentifier:
         own = sum(v.value for v in values if v.language in self.known.values())
         if own > FOREIGN_AT_MOST:
             return None, 0.0
-        if sum(c.isalpha() for c in text) < SHORT_LETTERS and self._shares_script(values[0].language):
+        short = sum(c.isalpha() for c in text) < SHORT_LETTERS
+        if short and (values[0].value < SURE_AT_LEAST or self._shares_script(values[0].language)):
             return None, 0.0  # "Crème brûlée", "São Paulo" to an English model: one letter is all lingua goes by
         return values[0].language.iso_code_639_1.name.lower(), values[0].value
 
