@@ -12,7 +12,8 @@ The rule, for an inline item covering source characters [start, end):
   of its aligned neighbours (the piece's edge where there is none: the whole piece if nothing in it
   is aligned), if any lie there;
 - an end outside every piece (in the spaces between sentences, at a line break) maps exactly, since
-  those characters are copied to the output as they are;
+  those characters are copied to the output as they are (a space `gaps` adds between two pieces of an
+  unspaced source lies between them, where no source offset is);
 - an item that covers no aligned word and has no target words between its neighbours', and an empty
   one (`<br>` between words, `<img>`, a comment, an element kept verbatim; `<wbr>` inside a word too),
   is placed after the target words aligned to the nearest aligned source word before it in its piece

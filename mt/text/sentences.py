@@ -1,6 +1,8 @@
 """Where a text's sentences are: character spans into the text itself, never strings searched for
 again, so that whatever lies between two sentences (spaces, tabs, line breaks) is kept byte for byte
-when the translations are put back (`reassemble`), as bergamot's AnnotatedText keeps it.
+when the translations are put back (`reassemble`), as bergamot's AnnotatedText keeps it; where an
+unspaced source (Chinese, Japanese) has nothing between two, a space goes between translations in a
+spaced script (`gaps`).
 
 The segmenter is sentencex (Wikimedia's rule-based segmenter, ~300 languages through fallback chains,
 offline): chosen by bench/segmenters.py against pysbd, syntok and the Moses splitter (docs/benchmarks.md).
@@ -107,19 +109,16 @@ UNSPACED = re.compile(
 
 def gaps(text: str, spans: list[Span], translations: list[str]) -> list[str]:
     """What goes before each piece's translation, and after the last: the source's text between the
-    spans, as it was, but a space where the source had nothing between two pieces (Chinese, Japanese,
-    Thai sentences, or a long sentence cut at "，") and the translations either side of it end and begin
-    in a spaced script ("I like cats.Do you like dogs?" was glued so)."""
+    spans, as it was, but a space where an unspaced source had nothing between two pieces (Chinese,
+    Japanese, Thai sentences, or a long sentence cut at "，") and the translations either side of it end
+    and begin in a spaced script ("I like cats.Do you like dogs?" was glued so)."""
     out, at = [], 0
     previous = ""
     for (start, end), translation in zip(spans, translations, strict=True):
         gap = text[at:start]
-        if (
-            not gap
-            and previous
-            and translation
-            and not (UNSPACED.match(previous[-1]) or UNSPACED.match(translation[0]))
-        ):
+        unspaced_source = start > 0 and UNSPACED.match(text[start - 1])  # not a long URL cut in its middle
+        spaced_out = previous and translation and not (UNSPACED.match(previous[-1]) or UNSPACED.match(translation[0]))
+        if not gap and unspaced_source and spaced_out:
             gap = " " if not (previous[-1].isspace() or translation[0].isspace()) else ""
         out.append(gap)
         at, previous = end, (translation or (previous if not gap else ""))

@@ -103,3 +103,10 @@ def test_sentences_of_an_unspaced_text_get_a_space_between_spaced_translations()
     assert reassemble(spaced, sentence_spans(spaced, "en"), ["Eins.", "Zwei."]) == "Eins. Zwei."  # as it was
     mapping = Mapping(text, spans, english, ["", "", ""])
     assert [mapping.output[a:b] for a, b in mapping.out] == english  # the pieces' output offsets agree
+
+
+def test_a_long_word_cut_in_its_middle_gets_no_space():
+    """A URL or an ID of a spaced text cut anywhere (no clause, no space) is put back whole."""
+    text = "https://example.com/" + "a" * 60
+    spans = cut_long(text, (0, len(text)), lambda piece: len(piece) // 2, 20)
+    assert len(spans) > 1 and reassemble(text, spans, [text[a:b] for a, b in spans]) == text
