@@ -81,7 +81,7 @@ def _run_recipe(
     given = {key for key, value in overrides.items() if value is not None} | set(read_recipe(recipe).fields)
     with change.undo_if_fails():
         for step in steps:
-            _run_step(step, exp, cfg, run, device, print_result, print_data, given)
+            _run_step(step, exp, cfg, run, device, print_result, print_data, given, steps)
     show_test_samples(exp, cfg)
     _translate_examples(exp, cfg, [str(e) for e in run.get("translate_examples") or []], device, print_result)
     return exp
@@ -96,9 +96,10 @@ def _run_step(
     print_result: Callable[[str], None],
     print_data: Callable[[dict], None] | None,
     given: set[str],
+    steps: list[str],
 ) -> None:
     """One step of the recipe (`run`: its run keys), unless what it makes is there already. `given`:
-    the config fields the recipe and the flags set."""
+    the config fields the recipe and the flags set; `steps`: the recipe's."""
     if step == "distill":
         distill_step(exp, cfg, run["teacher"], device, given)
     elif step == "backtranslate":
@@ -118,7 +119,7 @@ def _run_step(
             _check_inputs(exp, cfg)
             log.info(f"binarize: done already ({exp.data_dir})")
             return
-        if done := _training_done(exp, cfg):  # data/ removed to save disk: nothing left needs it
+        if done := _data_not_needed(exp, cfg, steps):  # data/ removed to save disk: nothing left reads it
             log.info(f"binarize: not needed, training is done ({done}); {exp.data_dir} is not made again")
             return
         log.info("[bold]binarize[/bold]")
@@ -321,7 +322,7 @@ def _dry_run(
         "distill": (distill_dir(exp) / "manifest.json").exists(),
         "backtranslate": (backtranslate_dir(exp) / "manifest.json").exists(),
         "train-tokenizer": exp.has_tokenizer(),
-        "binarize": exp.has_data(),
+        "binarize": exp.has_data() or bool(_data_not_needed(exp, cfg, steps)),
         "shortlist": exp.has_data() and stale_reason(exp, cfg) is None,
         "train": bool(_training_done(exp, cfg)),
         "average": _average_fresh(exp, cfg),
@@ -404,6 +405,12 @@ def _check_inputs(exp: Experiment, cfg: ExperimentConfig) -> None:
                 f"{said}: training would read its earlier lines; "
                 f"`mt binarize --exp {exp.root} --force` binarizes it again, or start a new --exp"
             )
+
+
+def _data_not_needed(exp: Experiment, cfg: ExperimentConfig, steps: list[str]) -> str | None:
+    """Why binarize may leave a removed data/ so (training is done, and no shortlist is to be built
+    from it), or None."""
+    return None if "shortlist" in steps else _training_done(exp, cfg)
 
 
 def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:

@@ -756,6 +756,12 @@ def test_run_does_not_binarize_again_for_a_finished_training_whose_data_was_remo
     assert code == 0, err
     assert "binarize: not needed, training is done" in " ".join(err.split()) and not (copy / "data").exists()
     assert "train: done already" in err and "test: BLEU" in out
+    code, _, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run")
+    assert code == 0 and "binarize to run" not in err, err  # the dry run says as the run does
+    # a shortlist to build reads data/: binarized again then (the step failed on the missing data/)
+    recipe.write_text("steps: [binarize, shortlist, train]\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--threads", "1")
+    assert code == 0 and (copy / "data").is_dir() and (copy / "shortlist").exists(), err
 
 
 # `mt ARGS` in a process of its own that says, as it exits, whether torch was imported.
