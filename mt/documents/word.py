@@ -284,12 +284,13 @@ def field_link(elements: list[Any]) -> Wrap | None:
     if separate is None or kinds[0] != ["begin"] or kinds[-1] != ["end"] or len(elements) < 3:
         return None
     instruction = "".join(t.text or "" for run in elements[:separate] for t in run.iter(W + "instrText"))
-    result = elements[separate + 1 : -1]
+    result = [e for e in elements[separate + 1 : -1] if e.tag not in DROPPED]  # Word's spelling marks: dropped
     if not is_hyperlink(instruction) or any(k for k in kinds[separate + 1 : -1]) or kinds[separate] != ["separate"]:
         return None
-    if any(run.tag != W + "r" or run.find(W + "instrText") is not None for run in result):
+    if any(e.tag == W + "r" and e.find(W + "instrText") is not None for e in result):
         return None
-    items = [item for run in result for item in run_items(run)]
+    # its text's runs, and what lies between them (a bookmark: _GoBack) as codes that move with the words
+    items = [item for e in result for item in (run_items(e) if e.tag == W + "r" else [Code([e])])]
     return Wrap(FieldLink(elements[: separate + 1], elements[-1:]), items)
 
 

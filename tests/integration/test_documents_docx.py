@@ -340,7 +340,7 @@ def test_translated_runs_and_the_styles_name_the_target_language(units, target, 
     p = d.add_paragraph()
     run = p.add_run(S[0])
     run._r.get_or_add_rPr().append(parse_xml(f'<w:lang {nsdecls("w")} w:val="de-DE"/>'))
-    untouched = d.add_paragraph("   ")
+    d.add_paragraph("   ")  # nothing to translate: left as it was, its language too
     data = io.BytesIO()
     d.save(data)
     out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, DocumentOptions(target))))
@@ -349,7 +349,7 @@ def test_translated_runs_and_the_styles_name_the_target_language(units, target, 
     defaults = out.styles.element.find(qn("w:docDefaults")).find(qn("w:rPrDefault")).find(qn("w:rPr"))
     assert defaults.find(qn("w:lang")).get(qn(attribute)) == value
     assert all(lang.get(qn(attribute)) == value for lang in out.styles.element.iter(qn("w:lang")))
-    assert untouched.text == "   "
+    assert out.paragraphs[1].text == "   " and not out.paragraphs[1]._p.findall(".//" + qn("w:lang"))
 
 
 @pytest.mark.parametrize("simple", [False, True])
@@ -370,6 +370,12 @@ def test_a_hyperlink_field_s_shown_text_is_translated_as_a_link(translator, unit
             '<w:fldChar w:fldCharType="separate"/>', f"<w:t>{shown}</w:t>", '<w:fldChar w:fldCharType="end"/>',
         ):
             p._p.append(parse_xml(f'<w:r {nsdecls("w")}>{run}</w:r>'))
+        # as Word writes it: spelling marks around the shown text, a bookmark in it
+        result = p._p.findall(qn("w:r"))[-2]
+        result.addprevious(parse_xml(f'<w:proofErr {nsdecls("w")} w:type="spellStart"/>'))
+        result.addprevious(parse_xml(f'<w:bookmarkStart {nsdecls("w")} w:id="0" w:name="_GoBack"/>'))
+        result.addnext(parse_xml(f'<w:proofErr {nsdecls("w")} w:type="spellEnd"/>'))
+        result.addnext(parse_xml(f'<w:bookmarkEnd {nsdecls("w")} w:id="0"/>'))
     p.add_run(".")
     data = io.BytesIO()
     d.save(data)
@@ -383,3 +389,4 @@ def test_a_hyperlink_field_s_shown_text_is_translated_as_a_link(translator, unit
     else:
         kinds = [f.get(qn("w:fldCharType")) for f in out.iter(qn("w:fldChar"))]
         assert kinds == ["begin", "separate", "end"] and out.xpath("string(.//w:instrText)") == code.replace("&amp;", "&")
+        assert len(out.findall(qn("w:bookmarkStart"))) == 1 and len(out.findall(qn("w:bookmarkEnd"))) == 1
