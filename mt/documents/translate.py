@@ -5,6 +5,7 @@ over the input and never over another file without `force`.
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 
@@ -40,10 +41,16 @@ def declared_as(text: str, fmt: DocumentFormat, encoding: TextEncoding) -> str:
     """An XML document written in UTF-16 or UTF-32 (its byte-order mark read it) declares that: a file
     without a declaration came back from translate-toolkit saying UTF-8, which expat and strict readers
     refuse in UTF-16 bytes."""
-    family = next((f for f in ("UTF-16", "UTF-32") if encoding.codec.upper().startswith(f)), None)
+    try:
+        codec = codecs.lookup(encoding.codec).name  # charset_normalizer's "utf_16_le" too
+    except LookupError:
+        return text
+    family = next((f for f in ("utf-16", "utf-32") if codec.startswith(f)), None)
     if fmt.name != "xliff" or family is None:
         return text
-    return XML_DECLARED_ENCODING.sub(lambda m: f"{m.group(1)}{family}{m.group(3)}", text, count=1)
+    # with a byte-order mark the family's name; without one, XML wants the byte order named
+    name = family.upper() if encoding.bom else codec.upper().replace("-LE", "LE").replace("-BE", "BE")
+    return XML_DECLARED_ENCODING.sub(lambda m: f"{m.group(1)}{name}{m.group(3)}", text, count=1)
 
 
 def translate_file(

@@ -6,6 +6,7 @@ language set; translated units left alone unless asked; hostile or broken XML is
 
 from __future__ import annotations
 
+import codecs
 from collections import Counter
 
 import pytest
@@ -127,6 +128,18 @@ def test_a_target_marked_as_no_translation_is_translated(translator, units, stat
     store.units[1].settarget("Kept.")  # no state: a translation, kept
     out2 = xliff2.Xliff2File.parsestring(translate_content(bytes(store), XLIFF, units, EN))
     assert out2.units[0].target == translate_text(translator, [S[0]])[0] and out2.units[1].target == "Kept."
+
+
+def test_a_utf_16_file_without_a_byte_order_mark_declares_its_byte_order(units):
+    """Read by charset-normalizer's guess ("utf_16_le"): the declaration said UTF-8, and UTF-16 alone
+    needs a byte-order mark in XML."""
+    text = bytes(build_1()).decode().replace("Kept.", "Kept: café.")
+    data = text.replace('encoding="UTF-8"', 'encoding="UTF-8"').encode("utf-16-le")
+    out = translate_content(data, XLIFF, units, EN)
+    assert not out.startswith(codecs.BOM_UTF16_LE)
+    head = out.decode("utf-16-le").split("\n", 1)[0]
+    assert 'encoding="UTF-16LE"' in head, head
+    assert etree.fromstring(out).tag.endswith("xliff")  # libxml2 reads it by its declaration
 
 
 @pytest.mark.parametrize("declaration", ['<?xml version="1.0"?>\n', ""])
