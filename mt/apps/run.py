@@ -426,9 +426,18 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
         return f"step {step} of max_steps {cfg.train.max_steps}"
     if cfg.train.max_time and elapsed >= cfg.train.max_time:  # None or 0: off
         return f"{elapsed:.0f}s of max_time {cfg.train.max_time:.0f}s at step {step}"
-    if 0 < cfg.train.patience <= int(state.get("bad_validations", 0)):  # a resume would stop at once
-        return f"patience {cfg.train.patience} ran out at step {step}"
+    if 0 < cfg.train.patience <= int(state.get("bad_validations", 0)) and _same_best(state, cfg):
+        return f"patience {cfg.train.patience} ran out at step {step}"  # a resume would stop at once
     return None
+
+
+def _same_best(state: dict, cfg: ExperimentConfig) -> bool:
+    """Whether a resume keeps the checkpoint's best and patience (TrainingState.from_checkpoint): the
+    same best_metric, measured alike (BLEU on a sample of the same size)."""
+    from mt.training.state import bleu_setup
+
+    setup = bleu_setup(cfg.train.best_metric, cfg.train.valid_bleu_sentences)
+    return state.get("best_metric", "nll") == cfg.train.best_metric and state.get("best_setup") in (None, setup)
 
 
 def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:

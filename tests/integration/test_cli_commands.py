@@ -764,6 +764,28 @@ def test_run_does_not_binarize_again_for_a_finished_training_whose_data_was_remo
     assert code == 0 and (copy / "data").is_dir() and (copy / "shortlist").exists(), err
 
 
+def test_run_takes_patience_run_out_for_done_only_while_a_resume_would_keep_it(experiment, tmp_path):
+    """A BLEU best of another sample size starts afresh on resume (patience too): `mt run` said
+    "train: done already (patience ran out)" where `mt train` would have gone on."""
+    import shutil
+
+    from mt.apps.run import _training_done
+    from mt.experiment.checkpoint_file import save_checkpoint
+
+    copy = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, copy.root)
+    last = copy.checkpoint_path("last")
+    state = load_checkpoint(last)
+    state.update(best_metric="bleu", best_valid=12.0, bad_validations=5, best_setup="greedy BLEU on 50 sentences")
+    save_checkpoint(last, state)
+    cfg = copy.load_config()
+    cfg.train.max_steps, cfg.train.max_time, cfg.train.patience = 10**6, None, 3
+    cfg.train.valid_bleu, cfg.train.best_metric, cfg.train.valid_bleu_sentences = True, "bleu", 50
+    assert "patience 3 ran out" in _training_done(copy, cfg)
+    cfg.train.valid_bleu_sentences = 1000
+    assert _training_done(copy, cfg) is None
+
+
 # `mt ARGS` in a process of its own that says, as it exits, whether torch was imported.
 WITH_TORCH_REPORTED = (
     "import atexit, runpy, sys\n"
