@@ -273,9 +273,14 @@ def write(nodes: list[Node], fmt: Format, raw_text: bool = False) -> str:
     return "".join(parts)
 
 
+ATTRIBUTE_WHITESPACE = str.maketrans({"\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
+
+
 def start_tag(element: Element, fmt: Format) -> str:
-    """`<tag name="value" ...>` (`/>` for an empty XML element)."""
-    attrs = "".join(f' {name}="{html.escape(value, quote=True)}"' for name, value in element.attrs)
+    """`<tag name="value" ...>` (`/>` for an empty XML element). In XML a tab or line break in a value
+    is written as its reference, as the source had it: raw, an XML reader turns it into a space."""
+    table = ATTRIBUTE_WHITESPACE if fmt == "xml" else {}
+    attrs = "".join(f' {name}="{html.escape(value, quote=True).translate(table)}"' for name, value in element.attrs)
     return f"<{element.tag}{attrs}{'/>' if element.void and fmt == 'xml' else '>'}"
 
 

@@ -119,6 +119,16 @@ def test_text_is_escaped_again_and_entities_are_translated_as_characters():
     assert reverse("Cats &amp; dogs &lt;3") == "&lt;3 DOGS &amp; CATS"
 
 
+def test_a_tab_or_line_break_in_an_xml_attribute_is_written_as_its_reference():
+    """Written raw, an XML reader normalises it to a space (XLIFF, say: `title="x&#9;y"` became "x y")."""
+    from lxml import etree
+
+    source = '<g title="x&#9;y&#10;z&#13;">t</g>'
+    written = write(parse(source, "xml"), "xml")
+    assert written == source and etree.fromstring(written).get("title") == "x\ty\nz\r"
+    assert write(parse('<a title="x\ty">t</a>', "html"), "html") == '<a title="x\ty">t</a>'  # html: as it was
+
+
 def test_nested_elements_stay_nested_and_a_tag_crossing_others_is_clipped():
     assert reverse("<b>x <i>y</i></b> z.") == "Z. <b><i>Y</i> X</b>"
     out = reverse("<b>one</b> <i>two</i>", drop=frozenset({"two"}))  # i's word aligned to nothing
