@@ -2,9 +2,10 @@
 
 A bilingual model translates data.src_lang -> data.tgt_lang and knows no tags. A multilingual one
 (data.directions) reads `<2xx>`, the target language's tag, as the first token of every source; it
-was trained on some directions, and may be asked for another between its languages (zero-shot: its
-target's tag exists, the pair was never seen), which is allowed with a warning. A target it has no
-tag for is refused, in one line that lists the directions it knows.
+was trained on some directions, and may be asked for another between its languages (zero-shot: a
+target it was trained to write, from a source it reads, the pair never seen), which is allowed with a
+warning. A target it has no tag for, or one it only ever read (its tag never led a training source),
+is refused, in one line that lists the directions it knows.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class Directions:
             raise ConfigError(
                 f"{src_lang or '?'}-{tgt_lang}: this model has no {language_tag(tgt_lang)}; it "
                 f"translates {self.names()}"
+            )
+        if tgt_lang not in self.targets():  # its tag exists (it reads the language) but never led a source
+            raise ConfigError(
+                f"{src_lang or '?'}-{tgt_lang}: this model was never trained to write {tgt_lang} (its targets: "
+                f"{', '.join(self.targets())}); it translates {self.names()}"
             )
         if src_lang == tgt_lang:  # not a direction: no model of mt's was trained to copy, nor warned as zero-shot
             raise ConfigError(

@@ -306,15 +306,19 @@ def test_the_openapi_schema_lists_every_source_the_server_takes(multi):
         paths = ok(f"{served.url}/openapi.json")["paths"]
         for route, field in (("/translate", "q"), ("/v1/translate", "text"), ("/v1/attention", "text")):
             schema = paths[route]["post"]["requestBody"]["content"]["application/json"]["schema"]
-            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")  # en-en is no direction: en to de
+            # to a language it was trained to write (de, fr; en only ever read is refused as a target)
+            taken = [lang for lang in ("auto", "en", "de", "fr", "es", "xx")
                      if call(f"{served.url}{route}", {field: "Hallo.", "source": lang,
-                                                      "target": "de" if lang == "en" else "en"})[0] == 200]
+                                                      "target": "fr" if lang == "de" else "de"})[0] == 200]
             listed = [lang for lang in schema["properties"]["source"]["enum"] if lang is not None]  # /v1: null, not given
             assert sorted(listed) == sorted(taken) == ["auto", "de", "en", "fr"], route
             assert (None in schema["properties"]["source"]["enum"]) == route.startswith("/v1")
-            assert call(f"{served.url}{route}", {field: "Hallo.", "source": None, "target": "en"})[0] == (
+            assert call(f"{served.url}{route}", {field: "Hallo.", "source": None, "target": "de"})[0] == (
                 200 if route.startswith("/v1") else 400
             ), route
+            # a language it only ever read is no target (it wrote something else, unsaid, with 200)
+            status, _, data = call(f"{served.url}{route}", {field: "Hallo.", "source": "de", "target": "en"})
+            assert status in (400, 422) and "never trained to write en" in data["error"], (route, data)
 
 
 @pytest.mark.slow

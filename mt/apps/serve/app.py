@@ -210,7 +210,7 @@ def _routes(app: FastAPI, service: Service, documents: Documents, translator, li
     directions = translator.directions
     known = directions.readable()  # zero-shot sources too
     sources = known + ["auto"]  # each text identified (mt.apps.serve.languages)
-    targets = list(directions.tags) or directions.targets()  # zero-shot targets too: every language with a tag
+    targets = directions.targets()  # the languages it was trained to write (zero-shot pairs reach them too)
     spec = openapi.routes(
         sources,
         targets,
