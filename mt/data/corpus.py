@@ -250,16 +250,23 @@ def describe(sources: Sequence[Source]) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def load_split(sources: Sequence[Source]) -> tuple[list[str], list[str]]:
+def load_split(
+    sources: Sequence[Source], clean: str | None = None, dropped: list[str] | None = None
+) -> tuple[list[str], list[str]]:
     """Source and target lines of a split, raw (as `mt evaluate` scores them): every pair of every
-    source, in order, weights ignored; the first bad pair is an error naming its file and line."""
+    source, in order, weights ignored; the first bad pair is an error naming its file and line. With
+    `clean` (data.normalize), read as binarize reads training data: bad pairs left out, each named in
+    `dropped` ("FILE:LINE: why", for the caller to say)."""
     src_lines: list[str] = []
     tgt_lines: list[str] = []
     for source in sources:
         for chunk in chunks(source):
-            decoded = decode_chunk(chunk, None)
+            decoded = decode_chunk(chunk, clean)
             src_lines += decoded.src
             tgt_lines += decoded.tgt
+            if dropped is not None and sum(decoded.dropped.values()):
+                named = [example for examples in decoded.examples.values() for example in examples]
+                dropped += named + [f"{source.name}: a pair"] * (sum(decoded.dropped.values()) - len(named))
     return src_lines, tgt_lines
 
 

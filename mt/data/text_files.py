@@ -24,8 +24,9 @@ BATCH_LINES = 20_000  # lines per batch read from a file
 _BOM = b"\xef\xbb\xbf"
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """UTF-8 lines of a text file (gzip if the name ends in .gz), without line endings.
+def read_lines(path: str | os.PathLike, invalid: list[str] | None = None) -> list[str]:
+    """UTF-8 lines of a text file (gzip if the name ends in .gz), without line endings. A line that is
+    not UTF-8 is an error naming it, or, given `invalid`, left out and named there ("FILE:LINE: why").
 
     Only '\\n' ends a line (str.splitlines would also split at U+2028, form feeds etc. and break
     the alignment of parallel files); a '\\r' before it is dropped, and so is a leading BOM.
@@ -36,7 +37,10 @@ def read_lines(path: str | os.PathLike) -> list[str]:
             try:
                 lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError as exc:
-                raise MtError(f"{path}:{start + i + 1}: not valid UTF-8 (byte {raw[exc.start]:#04x})") from None
+                message = f"{path}:{start + i + 1}: not valid UTF-8 (byte {raw[exc.start]:#04x})"
+                if invalid is None:
+                    raise MtError(message) from None
+                invalid.append(message)
     return lines
 
 

@@ -383,3 +383,15 @@ def test_a_done_backtranslation_of_other_text_or_another_model_is_refused(traine
     path.write_text(path.read_text(encoding="utf-8").replace("a", "e", 1), encoding="utf-8")
     with pytest.raises(MtError, match="has changed since it was back-translated"):
         backtranslate(trained_experiment, final, [f"text:{path}"])
+
+
+def test_a_mono_line_that_is_not_utf_8_is_left_out_with_a_warning(tmp_path, capsys):
+    """One bad byte in a crawl of millions of lines stopped the back-translation (binarize leaves such a
+    pair out of training and says so)."""
+    from mt.apps.backtranslate import read_mono
+
+    mono = tmp_path / "mono.en"
+    mono.write_bytes(b"A man sleeps.\n\xff broken\nTwo dogs run.\n")
+    lines, empty = read_mono([f"text:{mono}"], "en", ("de", "en"))
+    assert lines == ["A man sleeps.", "Two dogs run."] and empty == 0
+    assert f"1 lines not valid UTF-8 left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())

@@ -635,3 +635,22 @@ decode: {{beam: 1, max_len_b: 10}}
     assert not any(line.startswith(("valid:", "test:")) for line in results)
     logged = " ".join(capsys.readouterr().err.split())
     assert f"teacher {teacher_recipe}: valid: BLEU" in logged and f"teacher {teacher_recipe}: test: BLEU" in logged
+
+
+def test_a_training_pair_the_teachers_binarize_left_out_is_left_out_of_distill_too(trained_experiment, tmp_path, capsys):
+    """The teacher trained with data.clean on: its binarize skipped a line of invalid UTF-8, and distill
+    of that teacher stopped on it."""
+    from helpers import toy_corpus
+
+    from mt.apps.distill import teacher_sources as sources_of
+
+    cfg = trained_experiment.load_config()
+    src, tgt = toy_corpus(3, seed=9)
+    (tmp_path / "t.de").write_bytes("\n".join(src[:1]).encode() + b"\n\xff kaputt\n" + src[2].encode() + b"\n")
+    (tmp_path / "t.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    cfg.data.src_lang, cfg.data.tgt_lang = "de", "en"
+    cfg.data.train = [f"files:{tmp_path / 't'}"]
+    assert cfg.data.clean
+    parts, _ = sources_of(cfg, keep_bt=False)
+    assert parts == [(("de", "en"), [src[0], src[2]])]
+    assert "distill: 1 pairs of the teacher's training data left out" in " ".join(capsys.readouterr().err.split())
