@@ -237,6 +237,7 @@ def bleu_sample(run: Training) -> BleuSample:
         cfg.decode.max_len_b,
         cfg.train.precision,
         None if cfg.data.multilingual else cfg.data.tgt_lang,  # BLEU's tokenizer: a Chinese target's is zh
+        [tgt for _, tgt in cfg.data.pairs()] if cfg.data.multilingual else None,  # each direction's, multilingual
     )
 
 

@@ -66,6 +66,7 @@ class BleuSample:
         max_len_b: int,
         precision: str,
         lang: str | None = None,  # the target language, for BLEU's tokenizer (mt.metrics.sacrebleu_bleu)
+        targets: list[str] | None = None,  # a multilingual model's: each direction's target, by data.directions
     ):
         size = min(size, len(data))
         # The same sentences at every validation, so that the scores compare; a private generator
@@ -75,6 +76,13 @@ class BleuSample:
         self.data, self.tgt_tok = data, tgt_tok
         self.max_tokens, self.max_len_a, self.max_len_b, self.precision = max_tokens, max_len_a, max_len_b, precision
         self.lang = lang
+        # Several directions: each scored with its own target's tokenizer (zh's is not 13a: a Chinese
+        # target scored about 0 pooled with the others), and their mean is the sample's, as `mt evaluate`.
+        self.targets = targets or []
+        self.by_direction: dict[int, list[int]] = {}  # direction -> its rows of the sample
+        if targets:
+            for k, direction in enumerate(data.directions[self.indices].tolist()):
+                self.by_direction.setdefault(int(direction), []).append(k)
 
     @torch.no_grad()
     def score(self, model: Transformer, device: torch.device, group: Distributed) -> tuple[float, list[str]]:
@@ -92,4 +100,10 @@ class BleuSample:
         for part in group.all_gather(hyps):
             hyps.update(part)
         ordered = [hyps[i] for i in range(len(self.indices))]
-        return score(ordered, self.refs, self.lang)["bleu"], ordered
+        if not self.by_direction:
+            return score(ordered, self.refs, self.lang)["bleu"], ordered
+        each = [
+            score([ordered[k] for k in rows], [self.refs[k] for k in rows], self.targets[direction])["bleu"]
+            for direction, rows in self.by_direction.items()
+        ]
+        return sum(each) / len(each), ordered

@@ -161,6 +161,10 @@ def test_validation_bleu_scores_each_row_against_its_own_direction(multi):
     sample = bleu_sample(SimpleNamespace(exp=multi, cfg=cfg, valid_data=data, tgt_tok=tgt_tok))
     assert len(set(data.directions[sample.indices].tolist())) == len(DIRECTIONS)  # rows of every direction
     assert sample.refs == tgt_tok.decode([data.tgt(int(i)).tolist() for i in sample.indices])
+    # each direction's rows scored with its own target's BLEU tokenizer (zh's is not 13a), then averaged
+    assert sample.targets == [tgt for _, tgt in cfg.data.pairs()]
+    assert sorted(sample.by_direction) == list(range(len(DIRECTIONS)))
+    assert all(data.directions[sample.indices[k]] == d for d, rows in sample.by_direction.items() for k in rows)
 
 
 def test_the_tokenizer_keeps_each_tag_whole(multi):
