@@ -311,16 +311,19 @@ class _Loop:
         if step <= self.handled_at or not (logs or saves):
             return
         self.handled_at = step
-        record = self.window.record(self.trainer, done) if logs else None
+        # the window's rates are of training: recorded before validation, its clock started after saving
+        record = self.window.record(self.trainer, done) if logs or validates else None
         is_best = False
         if validates:
             metrics, is_best = self._validate()
-            record = {**(record or self.window.record(self.trainer, done)), **metrics}
+            record = {**(record or {}), **metrics}
         if record is not None:
             self._write(record)
         if saves:
             save_training(self.training, is_best)
             self.saved_at = step
+        if validates or saves:  # the next record's tokens/s counted validation and the checkpoint's writing
+            self.window.time = time.perf_counter()
 
     def _validate(self, on_schedule: bool = True) -> tuple[dict[str, float], bool]:
         metrics = validate_run(self.training)

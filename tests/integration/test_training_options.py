@@ -140,3 +140,25 @@ def test_a_run_shorter_than_its_warmup_is_warned_about(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "short", max_steps=3, warmup_steps=2)
     done = mt("train", "--exp", str(exp.root))
     assert done.returncode == 0 and "warning:" not in done.stderr, done.stderr
+
+
+def test_tokens_per_second_leave_out_validation_and_checkpoint_writing(base, tmp_path, monkeypatch):
+    """The record after a validation counted the validation's seconds as training's (a fraction of the
+    true speed, which `mt info` shows when it is the latest record)."""
+    import time
+
+    from mt.training import loop
+
+    validate = loop.validate_run
+
+    def slow(run):  # a validation of a second: greedy BLEU on a CPU takes longer
+        time.sleep(1.0)
+        return validate(run)
+
+    monkeypatch.setattr(loop, "validate_run", slow)
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=12, log_every=2, valid_every=6, save_every=6)
+    train(exp, cfg)
+    records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines()]
+    rates = {r["step"]: r["tgt_tokens_per_s"] for r in records if "tgt_tokens_per_s" in r}
+    assert {2, 6, 8} <= set(rates)
+    assert rates[8] > rates[2] / 4, rates  # counted with the 1 s validation it was under a tenth
