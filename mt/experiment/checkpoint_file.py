@@ -124,6 +124,15 @@ def peek_checkpoint(path: Path) -> dict[str, Any] | None:
     return state if isinstance(state, dict) and state.get("format") == FORMAT else None
 
 
+def saved_step(path: Path) -> int | None:
+    """The step training checkpoint `path` holds, read without loading its tensors; None if there is
+    none (or it cannot be peeked at: the full load says what is wrong with it)."""
+    if not Path(path).is_file():
+        return None
+    state = peek_checkpoint(path)
+    return None if state is None or "step" not in state else int(state["step"])
+
+
 def _damaged_entry(path: Path) -> str | None:
     """The first entry of a zip archive whose bytes fail their CRC-32, or None if all pass."""
     try:

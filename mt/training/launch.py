@@ -133,21 +133,13 @@ def worker_threads(nproc: int, device: str) -> int | None:
     return max(1, cores // nproc)
 
 
-def saved_step(path: Path) -> int | None:
-    """The step training checkpoint `path` holds, None if there is none (or it cannot be peeked at)."""
-    if not path.is_file():
-        return None
-    from mt.experiment.checkpoint_file import peek_checkpoint
-
-    state = peek_checkpoint(path)
-    return None if state is None or "step" not in state else int(state["step"])
-
-
 def launch_workers(exp_dir: Path, resolve: Resolve, nproc: int, args: list[str]) -> None:
     """`mt train --nproc N`: resolve and save the config here (train_processes has checked the lock),
     then run `mt ARGS` in N workers that read it. After a signal, says what last.pt holds: a worker
     still validating when torchrun's patience ran out was killed unsaved."""
     experiment, _, change = resolve()
+    from mt.experiment.checkpoint_file import saved_step
+
     last = experiment.checkpoint_path("last")
     before = saved_step(last)
     with change.undo_if_fails():  # workers that fail having saved nothing: the flags are taken back

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from mt.errors import ConfigError, MtError
-from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint, saved_step
 from mt.experiment.paths import Experiment
 from mt.training import launch
 
@@ -56,10 +56,10 @@ def test_the_step_a_training_checkpoint_holds_is_read_without_loading_it(trained
     """What `mt train --nproc N` says after a signal: the step last.pt holds (it said "saved" even when
     torchrun had killed a worker still validating)."""
     last = trained_experiment.checkpoint_path("last")
-    assert launch.saved_step(last) == load_checkpoint(last)["step"] > 0
-    assert launch.saved_step(tmp_path / "none.pt") is None
+    assert saved_step(last) == load_checkpoint(last)["step"] > 0
+    assert saved_step(tmp_path / "none.pt") is None
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
-    assert launch.saved_step(tmp_path / "bad.pt") is None
+    assert saved_step(tmp_path / "bad.pt") is None
 
 
 @pytest.mark.slow

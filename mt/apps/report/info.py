@@ -211,15 +211,9 @@ def _how_decoded(scores: dict) -> str:
 def _saved_step(exp: Experiment) -> int | None:
     """The step checkpoints/last.pt holds; None where there is none, or it cannot be read (the
     checkpoints section lists it, and translate/train name what is wrong with it)."""
-    path = exp.checkpoint_path("last")
-    if not path.is_file():
-        return None
-    from mt.experiment.checkpoint_file import load_checkpoint
+    from mt.experiment.checkpoint_file import saved_step
 
-    try:
-        return int(load_checkpoint(path)["step"])
-    except (MtError, KeyError, TypeError, ValueError):
-        return None
+    return saved_step(exp.checkpoint_path("last"))  # its tensors not read: seconds and GBs for a big model
 
 
 def json_numbers(value: Any) -> Any:
