@@ -17,19 +17,20 @@ from mt import log
 from mt.errors import MtError
 
 
-def sacrebleu_bleu(lang: str | None) -> BLEU:
+def sacrebleu_bleu(lang: str | None, effective_order: bool = False) -> BLEU:
     """sacreBLEU's BLEU for a target language, as `sacrebleu -l xx-LANG` scores it: tok:zh for Chinese,
     Japanese's and Korean's MeCab tokenizers where sacrebleu's extras are installed (else tok:char,
-    said: 13a reads a sentence without spaces as one word), 13a for every other language."""
+    said: 13a reads a sentence without spaces as one word), 13a for every other language.
+    `effective_order`: for sentence BLEU."""
     code = (lang or "").split("-")[0].split("_")[0].lower()
     try:
-        return BLEU(trg_lang=code)
+        return BLEU(trg_lang=code, effective_order=effective_order)
     except RuntimeError:  # ja-mecab, ko-mecab: their libraries are sacrebleu's extras
         log.warn(
             f"BLEU into {code}: sacrebleu's tokenizer for it needs pip install 'sacrebleu[{code}]'; "
             "scored by characters (tok:char) instead"
         )
-        return BLEU(tokenize="char")
+        return BLEU(tokenize="char", effective_order=effective_order)
 
 
 def score(hyps: list[str], refs: list[str], lang: str | None = None) -> dict:

@@ -21,7 +21,7 @@ from helpers import mt as run_mt  # `mt ARGS` in this process: (exit code, stdou
 from helpers import one_thread
 
 from mt.apps.evaluate import evaluate_split
-from mt.apps.report.info import experiment_info
+from mt.apps.report.info import experiment_info, experiment_record
 from mt.apps.report.page import build_report, report
 from mt.apps.report.plot import plot
 from mt.errors import MtError
@@ -259,4 +259,21 @@ def test_report_shows_tokenized_scores(experiment, tmp_path):
     with one_thread():
         evaluate_split(scored, scored.load_config(), "test", tokenized=True)
     page = build_report(scored)
-    assert "test (tokenized)" in page and "no scores in" not in page
+    assert "test (tokenized)" in page and "no scores in" not in page and "stale" not in page
+    # a checkpoint saved after them: stale in the report as in `mt info` (the report said nothing)
+    record = scored.score_path("test.tokenized")
+    os.utime(record, (record.stat().st_atime - 3600, record.stat().st_mtime - 3600))
+    checkpoint = scored.checkpoints_dir / json.loads(record.read_text())["checkpoint"]
+    os.utime(checkpoint)
+    assert experiment_record(scored)["scores"]["test.tokenized"]["stale"]
+    assert "stale: " in build_report(scored)
+
+
+def test_sample_sentence_bleu_tokenizes_as_the_target_language_does():
+    """The report's sentence BLEU used 13a for every target: a Chinese sentence one character off its
+    reference scored 0.0."""
+    from mt.metrics import sacrebleu_bleu
+
+    hyp, ref = "我今天很喜欢这只小猫。", "我今天很喜欢那只小猫。"
+    assert sacrebleu_bleu("zh", effective_order=True).sentence_score(hyp, [ref]).score > 50
+    assert sacrebleu_bleu("en", effective_order=True).sentence_score(hyp, [ref]).score == 0.0  # 13a: one word

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from mt.atomic_files import check_output, write_text_atomic
+from mt.config.schema import ExperimentConfig
 from mt.data import stats as data_stats
 from mt.data.corpus import SPLITS, load_split, read_lines
 from mt.errors import ConfigError, MtError
@@ -173,7 +174,7 @@ def _scores(exp: Experiment) -> str:
     for split in SPLITS:
         s = exp.read_json(exp.score_path(split))
         if not s:
-            rows += _tokenized_rows(exp, split)
+            rows += _tokenized_rows(exp, split, cfg, digests)
             continue
         decode = s.get("decode", {})
         options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
@@ -201,7 +202,7 @@ def _scores(exp: Experiment) -> str:
                     how,
                 ]
             )
-        rows += _tokenized_rows(exp, split)
+        rows += _tokenized_rows(exp, split, cfg, digests)
     if not rows:
         raise MtError(f"no scores in {exp.score_path('test').parent}: run `mt evaluate --exp {exp.root}`")
     return _table(
@@ -211,15 +212,19 @@ def _scores(exp: Experiment) -> str:
     )
 
 
-def _tokenized_rows(exp: Experiment, split: str) -> list[list[str]]:
+def _tokenized_rows(exp: Experiment, split: str, cfg: ExperimentConfig, digests: dict) -> list[list[str]]:
     """The rows of `mt evaluate --tokenized`'s scores of a split (scores/SPLIT.tokenized.json): tokenized
-    BLEU, as papers report it; no chrF."""
+    BLEU, as papers report it; no chrF; said to be stale as sacreBLEU's rows are."""
+    from mt.apps.evaluate import stale
+
     s = exp.read_json(exp.score_path(f"{split}.tokenized"))
     if not isinstance(s, dict):
         return []
     decode = s.get("decode", {})
     options = ", ".join(f"{k} {v}" for k, v in decode.items() if v is not None)
     how = _e(f"{s.get('checkpoint', '')}; {options}; {s.get('translate_seconds', '?')} s")
+    if reasons := stale(exp, cfg, f"{split}.tokenized", s, digests):
+        how += f"<br><strong>stale: {_e('; '.join(reasons))}</strong>"
     rows = []
     for name, d in [*(s.get("directions") or {}).items(), (None, s)]:
         if "bleu_tokenized" not in d:
@@ -271,7 +276,7 @@ def _teachers(exp: Experiment) -> str:
 
 
 def sample_table(exp: Experiment, count: int, seed: int = 1) -> str:
-    from sacrebleu.metrics import BLEU
+    from mt.metrics import sacrebleu_bleu
 
     if count == 0:
         return _missing("no samples asked for (--samples 0)")
@@ -300,7 +305,7 @@ def sample_table(exp: Experiment, count: int, seed: int = 1) -> str:
                 )
                 continue
             picked = sorted(random.Random(seed).sample(range(len(hyps)), min(count, len(hyps))))
-            bleu = BLEU(effective_order=True)
+            bleu = sacrebleu_bleu(pair[1], effective_order=True)  # a Chinese target's tokenizer is zh's
             rows = [
                 [
                     str(i + 1),
