@@ -241,6 +241,24 @@ def test_info_shows_what_a_log_holds_without_a_traceback_or_a_nan_best(experimen
     assert json.loads(out)["training"]["train_ppl"] is None
 
 
+def test_info_names_the_best_validation_by_the_metric_that_made_best_pt(experiment, tmp_path):
+    """With train.best_metric bleu, "best valid ppl (step 100)" pointed at the lowest NLL's step while
+    best.pt was the highest BLEU's (step 200)."""
+    from mt.config.schema import save_yaml
+
+    exp = Experiment(tmp_path / "exp")
+    exp.root.mkdir()
+    cfg = experiment.load_config()
+    cfg.train.valid_bleu, cfg.train.best_metric = True, "bleu"
+    exp.config_path.write_text(save_yaml(cfg))
+    records = [{"step": 100, "valid_loss": 2.0, "valid_nll": 2.0, "valid_ppl": 7.39, "valid_bleu": 25.0},
+               {"step": 200, "valid_loss": 2.1, "valid_nll": 2.1, "valid_ppl": 8.17, "valid_bleu": 27.0}]
+    exp.train_log_path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    training = experiment_info(exp)["training"]
+    assert training["best valid BLEU / ppl"] == "27.00 / 8.17 (step 200)" and "best valid ppl" not in training
+    assert experiment_record(exp)["training"]["best_valid_bleu"] == 27.0
+
+
 def test_text_with_dollars_is_drawn_as_written(experiment, tmp_path):
     """matplotlib read "$...$" in a sentence, token or run name as TeX math: a parser's traceback, or
     text drawn garbled."""

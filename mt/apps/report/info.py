@@ -42,7 +42,7 @@ def experiment_record(exp: Experiment, cfg: ExperimentConfig | None = None) -> d
         "config": to_dict(cfg),
         "data": (stats or {}).get("splits") or {},
         "checkpoints": checkpoints,
-        "training": _training(exp),
+        "training": _training(exp, cfg.train.best_metric),
         "scores": scores,
         "student_and_teachers": teacher_rows(exp),
     }
@@ -131,11 +131,12 @@ def _unexpected(path, what, command: str) -> MtError:
 
 def training_summary(exp: Experiment) -> dict[str, Any]:
     """The training section alone (the report's, beside its curves)."""
-    return _training_text(_training(exp))
+    return _training_text(_training(exp, exp.load_config().train.best_metric))
 
 
-def _training(exp: Experiment) -> dict[str, Any]:
-    """Where training stands: last.pt's step, the last logged update, the best validation."""
+def _training(exp: Experiment, best_metric: str = "nll") -> dict[str, Any]:
+    """Where training stands: last.pt's step, the last logged update, the best validation by
+    train.best_metric (what made best.pt: the lowest NLL, or the highest BLEU)."""
     training: dict[str, Any] = {}
     if exp.train_log_path.exists():
         train_records, valid_records = load_train_log(exp.train_log_path)  # a resume's records replace older ones
@@ -150,12 +151,13 @@ def _training(exp: Experiment) -> dict[str, Any]:
                 tgt_tokens_per_s=_number(last.get("tgt_tokens_per_s")),
                 seconds=_number(last.get("elapsed")),
             )
-        finite = [
-            r for r in valid_records if isinstance(_number(r.get("valid_nll")), float) and math.isfinite(r["valid_nll"])
-        ]
+        key = "valid_bleu" if best_metric == "bleu" else "valid_nll"
+        finite = [r for r in valid_records if isinstance(_number(r.get(key)), float) and math.isfinite(r[key])]
         if finite:  # a diverged validation (NaN) is no best
-            best = min(finite, key=lambda r: r["valid_nll"])
+            best = max(finite, key=lambda r: r[key]) if best_metric == "bleu" else min(finite, key=lambda r: r[key])
             training.update(best_valid_ppl=_number(best.get("valid_ppl")), best_valid_step=best["step"])
+            if best_metric == "bleu":
+                training["best_valid_bleu"] = _number(best.get("valid_bleu"))
     saved_step = _saved_step(exp)
     if saved_step is not None:  # last.pt's, where a resume starts: the log may end a few updates before it
         training["last_step"] = saved_step
@@ -187,7 +189,12 @@ def _training_text(training: dict[str, Any]) -> dict[str, Any]:
         text["tgt tokens/s"] = _shown(training["tgt_tokens_per_s"], ".0f")
         seconds = training["seconds"]
         text["hours"] = _shown(None if seconds is None else seconds / 3600, ".2f")
-    if "best_valid_ppl" in training:
+    if "best_valid_bleu" in training:  # train.best_metric bleu: best.pt is the highest BLEU's
+        text["best valid BLEU / ppl"] = (
+            f"{_shown(training['best_valid_bleu'], '.2f')} / {_shown(training['best_valid_ppl'], '.2f')} "
+            f"(step {training['best_valid_step']})"
+        )
+    elif "best_valid_ppl" in training:
         text["best valid ppl"] = f"{_shown(training['best_valid_ppl'], '.2f')} (step {training['best_valid_step']})"
     return text
 
