@@ -63,9 +63,15 @@ def stale(
     `split_digest`, kept across calls (a split and its tokenized scores read the split once)."""
     reasons = []
     written = exp.score_path(name).stat().st_mtime if exp.score_path(name).exists() else None
-    for named in str(record.get("checkpoint") or "").split("+"):
+    read = record.get("checkpoint_stats") or []  # (size, mtime_ns) of each as it was read; older records: none
+    for k, named in enumerate(str(record.get("checkpoint") or "").split("+")):
         path = Path(named) if os.path.isabs(named) else exp.checkpoints_dir / named
-        if named and written is not None and path.is_file() and path.stat().st_mtime > written:
+        if not named or not path.is_file():
+            continue
+        stat = path.stat()
+        if k < len(read) and list(read[k]) != [stat.st_size, stat.st_mtime_ns]:
+            reasons.append(f"{path.name} saved since")
+        elif k >= len(read) and written is not None and stat.st_mtime > written:
             reasons.append(f"{path.name} saved since")
     split = name.removesuffix(".tokenized")
     if record.get("data_sha256"):
@@ -129,6 +135,9 @@ def evaluate_split(
         "split": split,
         **scores,
         "checkpoint": "+".join(checkpoint_name(exp, path) for path in translator.checkpoint_paths),
+        # each file's size and time as it was read: one saved again while this split was translated is
+        # newer than its name's, though older than these scores (`stale`)
+        "checkpoint_stats": [list(stat) for stat in translator.checkpoint_stats],
         "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
         # the engine that ran (decode.engine auto names none: CTranslate2, or mt's search when it cannot)
         "engine": translator.engine.describe() if decodes(translator, options) and translator.engine else "mt",

@@ -505,6 +505,7 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         and scores.get("checkpoint") == checkpoint_name(exp, chosen)  # a .pt of another run: its whole path
         and score_path.stat().st_mtime > last.stat().st_mtime
         and score_path.stat().st_mtime > chosen.stat().st_mtime
+        and _read_as_now(scores, chosen)  # not saved again while it was being scored
         and (not average or _average_fresh(exp, cfg))
         and (
             not cfg.decode.shortlist
@@ -512,6 +513,16 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
         )
         and scores.get("data_sha256") == split_digest(cfg, split)  # last: it reads the split
     )
+
+
+def _read_as_now(scores: dict, checkpoint: Path) -> bool:
+    """Whether the scores' checkpoint was read as it is now (size and time; a record without them,
+    written before they were kept, is taken as read so)."""
+    read = scores.get("checkpoint_stats") or []
+    if len(read) != 1:
+        return True
+    stat = checkpoint.stat()
+    return list(read[0]) == [stat.st_size, stat.st_mtime_ns]
 
 
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:

@@ -287,6 +287,24 @@ def test_report_shows_tokenized_scores(experiment, tmp_path):
     assert "stale: " in build_report(scored)
 
 
+def test_scores_of_a_checkpoint_saved_again_while_they_were_made_are_stale(experiment, tmp_path):
+    """Evaluated while training went on: the checkpoint was read, saved again, then the scores written.
+    Its time was older than theirs, so they were shown (and `mt run` kept them) as the new model's."""
+    from mt.apps.evaluate import stale
+
+    scored = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, scored.root)
+    cfg = scored.load_config()
+    with one_thread():
+        record = evaluate_split(scored, cfg, "test")
+    assert stale(scored, cfg, "test", record) == []
+    checkpoint = scored.checkpoints_dir / record["checkpoint"]
+    written = scored.score_path("test").stat().st_mtime_ns
+    shutil.copy(scored.step_checkpoints()[0], checkpoint)  # training saved it again meanwhile
+    os.utime(checkpoint, ns=(written - 10**9, written - 10**9))  # before the scores were written
+    assert stale(scored, cfg, "test", record) == [f"{checkpoint.name} saved since"]
+
+
 def test_sample_sentence_bleu_tokenizes_as_the_target_language_does():
     """The report's sentence BLEU used 13a for every target: a Chinese sentence one character off its
     reference scored 0.0."""
