@@ -375,13 +375,18 @@ def teacher_rows(student: Experiment) -> list[dict]:
 
 
 def _model_row(role: str, exp: Experiment, checkpoint: Path) -> dict:
+    from mt.apps.evaluate import checkpoint_name, stale
     from mt.experiment.checkpoint_file import load_checkpoint, model_from_checkpoint
     from mt.model.transformer import count_parameters
 
     row: dict = {"role": role, "experiment": str(exp.root), "checkpoint": checkpoint.name}
     scores = exp.read_json(exp.score_path("test")) if exp.has_config() else None
-    if scores:
+    if scores and scores.get("checkpoint") != checkpoint_name(exp, checkpoint):  # another model's scores
+        row["scores_of"] = str(scores.get("checkpoint"))
+    elif scores:
         row.update(bleu=round(scores["bleu"], 2), chrf=round(scores["chrf"], 2))
+        if reasons := stale(exp, exp.load_config(), "test", scores):
+            row["stale"] = reasons
         if scores.get("translate_seconds"):
             row["sent_per_s"] = round(scores["sentences"] / scores["translate_seconds"], 1)
         decode = scores.get("decode", {})

@@ -654,3 +654,24 @@ def test_a_training_pair_the_teachers_binarize_left_out_is_left_out_of_distill_t
     parts, _ = sources_of(cfg, keep_bt=False)
     assert parts == [(("de", "en"), [src[0], src[2]])]
     assert "distill: 1 pairs of the teacher's training data left out" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_models_row_shows_scores_only_of_its_own_checkpoint(trained_experiment, tmp_path):
+    """The student-and-teachers row named best.pt beside the BLEU of whatever scores/test.json held (of
+    step_N.pt, say), never said stale."""
+    import json
+
+    from mt.apps.distill import _model_row
+    from mt.apps.evaluate import evaluate_split
+
+    exp = Experiment(tmp_path / "teacher")
+    shutil.copytree(trained_experiment.root, exp.root)
+    record = evaluate_split(exp, exp.load_config(), "test")
+    own = exp.checkpoints_dir / record["checkpoint"]
+    row = _model_row("teacher", exp, own)
+    assert row["bleu"] == round(record["bleu"], 2) and "stale" not in row and "scores_of" not in row
+    other = exp.step_checkpoints()[0]
+    row = _model_row("teacher", exp, other)
+    assert "bleu" not in row and row["scores_of"] == record["checkpoint"]
+    exp.score_path("test").write_text(json.dumps({**record, "data_sha256": "0"}))  # the test split changed
+    assert _model_row("teacher", exp, own)["stale"] == ["the test split's lines changed since"]

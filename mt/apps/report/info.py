@@ -90,7 +90,12 @@ def experiment_info(exp: Experiment) -> dict[str, dict[str, Any]]:
             raise _unexpected(exp.score_path(name), exc, "evaluate") from None
     for row in record["student_and_teachers"]:  # a student of mt distill: its teachers beside it
         figures = [
-            f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}" if "bleu" in row else "not evaluated",
+            f"{row['bleu']:.2f} BLEU, chrF {row['chrf']:.2f}"
+            if "bleu" in row
+            else f"not evaluated (its test scores are of {row['scores_of']})"
+            if "scores_of" in row
+            else "not evaluated",
+            f"stale: {'; '.join(row['stale'])}" if row.get("stale") else None,
             f"{row['sent_per_s']} sent/s ({row['decoding']})" if "sent_per_s" in row else None,
             f"{row['params_m']}M parameters" if row.get("params_m") else None,
             f"{row['size_mb']} MB" if "size_mb" in row else None,

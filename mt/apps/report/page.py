@@ -249,7 +249,9 @@ def _teachers(exp: Experiment) -> str:
             _e(r["role"]),
             _e(r["experiment"]),
             _e(r["checkpoint"]),
-            f"{r.get('bleu', '-')}",
+            f"{r.get('bleu', '-')}"
+            + (f"<br><strong>stale: {_e('; '.join(r['stale']))}</strong>" if r.get("stale") else "")
+            + (f"<br>(scores of {_e(r['scores_of'])})" if "scores_of" in r else ""),
             f"{r.get('chrf', '-')}",
             f"{r.get('sent_per_s', '-')}",
             _e(r.get("decoding", "-")),
