@@ -17,9 +17,9 @@ def count(n: int) -> str:
     """Exact below 100,000, then rounded (128k, 4.5M): keeps the data table within 80 columns."""
     if n < 100_000:
         return f"{n:,}"
-    if n < 1_000_000:
+    if n < 999_500:  # the unit by the rounded figure: 999,600 is 1.0M, not "1000k"
         return f"{n / 1e3:.0f}k"
-    return f"{n / 1e6:.1f}M" if n < 1_000_000_000 else f"{n / 1e9:.1f}B"
+    return f"{n / 1e6:.1f}M" if n < 999_950_000 else f"{n / 1e9:.1f}B"
 
 
 def print_data_table(stats: dict) -> None:
