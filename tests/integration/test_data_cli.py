@@ -189,3 +189,11 @@ def test_binarize_is_refused_while_a_trainer_holds_the_experiment(tmp_path, caps
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_counts_in_the_data_table_take_the_unit_of_their_rounded_figure():
+    """999,600 tokens showed as "1000k" and 999.96M as "1000.0M"."""
+    from mt.cli.render import count
+
+    assert [count(n) for n in (99_999, 100_000, 999_499, 999_600, 1_234_567, 999_960_000, 2_500_000_000)] == [
+        "99,999", "100k", "999k", "1.0M", "1.2M", "1.0B", "2.5B"]
