@@ -191,6 +191,10 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
         raise MtError(
             f"data.train: no training text in any of {', '.join(cfg.data.directions)} to train the tokenizer on"
         )
+    if note := small_sample_note(
+        {lang: len(lines) for lang, lines in text.items()}, counts, cfg.tokenizer.language_temperature
+    ):
+        log.warn(note)
     rng = random.Random(1)
     lines = [line for lang, wanted in counts.items() for line in rng.sample(list(text[lang]), wanted)]
     shares = ", ".join(f"{lang} {n:,}" for lang, n in counts.items())
@@ -217,6 +221,19 @@ def back_translation_symbols(cfg: ExperimentConfig) -> list[str]:
     """The source side's symbols of back-translated pairs (bt: specs): the tag and noise's filler."""
     marked = any(source.back_translated for pair in cfg.data.pairs() for source in cfg.data.sources("train", pair))
     return [BACK_TRANSLATION_TAG, NOISE_FILLER] if marked else []
+
+
+def small_sample_note(sizes: dict[str, int], counts: dict[str, int], temperature: float) -> str | None:
+    """A warning when the balanced sample takes under half of the text read: its smallest language
+    bounds it (drawn without repeats), and a large vocabulary may then not fit."""
+    read, taken = sum(sizes.values()), sum(counts.values())
+    if not taken or 2 * taken >= read:
+        return None
+    small = min((lang for lang in sizes if sizes[lang]), key=lambda lang: sizes[lang])
+    return (
+        f"the tokenizer trains on {taken:,} of the {read:,} sentences read: {small}'s {sizes[small]:,} bound the "
+        f"balanced sample at tokenizer.language_temperature {temperature:g} (a lower one takes more, 1 all of it)"
+    )
 
 
 def balanced_counts(sizes: dict[str, int], temperature: float) -> dict[str, int]:

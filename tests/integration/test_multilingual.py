@@ -114,6 +114,13 @@ def test_temperature_balances_without_repeats_and_batches_with():
     assert balanced_counts({"en": 100, "de": 100}, 5) == {"en": 100, "de": 100}
     assert balanced_counts({"en": 1000, "de": 100}, 1) == {"en": 1000, "de": 100}
     assert balanced_counts({"en": 1000, "de": 100}, 5) == {"en": 158, "de": 100}  # 1000^0.2 / 100^0.2 = 1.58
+    # a small language bounds the sample, without repeats: said (a --vocab-size "too large" was all one saw)
+    from mt.data.train_tokenizer import small_sample_note
+
+    sizes = {"en": 333_333, "de": 333_333, "xx": 1_000}
+    note = small_sample_note(sizes, balanced_counts(sizes, 5), 5)
+    assert note.startswith("the tokenizer trains on 7,392 of the 667,666 sentences read: xx's 1,000") and "a lower" in note
+    assert small_sample_note({"en": 100, "de": 100}, {"en": 100, "de": 100}, 5) is None
     directions = np.array([0] * 90 + [1] * 10)
     assert balanced_epoch(directions, 1, seed=1, epoch=0) is None  # as the data come
     epoch = balanced_epoch(directions, 5, seed=1, epoch=0)
