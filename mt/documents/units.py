@@ -9,13 +9,15 @@ once (or once per kind), so that they are searched in the usual batches; blank u
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Protocol
 
 from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
+from mt.documents.formats import DocumentError
 from mt.text.language import LanguageIdentifier
-from mt.text.markup import Format, language_text
+from mt.text.markup import Format, MarkupError, language_text
 
 Progress = Callable[[int, int], None]  # (units done, units asked) of the current request
 
@@ -61,7 +63,14 @@ class TranslatorUnits:
         todo = [i for i, text in enumerate(texts) if self.readable(text, fmt)]
         for start in range(0, len(todo), self.chunk):
             chunk = todo[start : start + self.chunk]
-            found = search(self.translator, [texts[i] for i in chunk], self.options)
+            try:
+                found = search(self.translator, [texts[i] for i in chunk], self.options)
+            except MarkupError as exc:  # "input line N" counts this call's units: the text says which
+                number = re.match(r"input line (\d+): (.*)", str(exc), re.S)
+                if number is None or not 0 < int(number.group(1)) <= len(chunk):
+                    raise
+                shown = " ".join(texts[chunk[int(number.group(1)) - 1]].split())[:60]
+                raise DocumentError(f"the text {shown!r}: {number.group(2)}") from None
             for i, hyps in zip(chunk, found):
                 out[i] = hyps[0][0]
             if self.progress is not None:

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from helpers import mt, toy_corpus
 
-from mt.documents.formats import FORMATS, DocumentOptions
+from mt.documents.formats import FORMATS, DocumentError, DocumentOptions
 from mt.documents.markdown import parser
 from mt.documents.translate import translate_content
 from mt.text.translate import translate as translate_text
@@ -207,3 +207,13 @@ def test_shortcut_and_collapsed_references_still_resolve_once_their_text_is_tran
     assert found == marks(doc)  # the same links and image, with their URLs
     assert sum(n for key, n in found.items() if key[0] in ("link_open", "image")) == 3, found
     assert f"][{S[3]}]" in out and f"][{S[4]}]" in out and f"][{W[5][0]}]" in out
+
+
+def test_a_text_the_markup_layer_refuses_is_named_by_its_text_not_a_line_number(units):
+    """The error said "input line 7" of a call's units: no line of the file."""
+    deep = "<span>" * 300 + "Hallo" + "</span>" * 300
+    doc = f"Eins zwei.\n\nSiehe {deep} hier.\n"
+    with pytest.raises(DocumentError) as exc:
+        translate_content(doc.encode(), FORMATS["md"], units, EN)
+    message = str(exc.value)
+    assert "input line" not in message and "the text 'Siehe" in message and "nested" in message, message
