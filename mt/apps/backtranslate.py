@@ -83,8 +83,9 @@ def noisy(line: str, rng: random.Random) -> str:
 
 def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[str], int]:
     """The non-empty lines of the monolingual specs (text:FILE, or the `lang` side of a parallel spec of
-    `pair`), in order, and how many empty lines were left out. A line of a text: file that is not UTF-8
-    is left out with a warning (a crawl's one bad byte stopped the run), as binarize leaves out a pair."""
+    `pair`), in order, and how many empty lines were left out. A line that is no text (not UTF-8, a
+    malformed record) is left out with a warning (a crawl's one bad byte stopped the run), as binarize
+    leaves out such a pair."""
     lines: list[str] = []
     invalid: list[str] = []
     for spec in specs:
@@ -101,9 +102,9 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
                 source = parse_source(text, "train", pair)
             except ConfigError as exc:
                 raise ConfigError(f"--mono {str(exc).removeprefix('data.train: ')}") from None
-            lines += load_split([source])[pair.index(lang)]
+            lines += load_split([source], invalid)[pair.index(lang)]
     if invalid:
-        log.warn(f"--mono: {len(invalid):,} lines not valid UTF-8 left out (first: {invalid[0]})")
+        log.warn(f"--mono: {len(invalid):,} lines that are not text left out (first: {invalid[0]})")
     kept = [line for line in lines if line.strip()]
     if not kept:
         raise MtError(f"--mono {', '.join(specs)}: no text to back-translate")

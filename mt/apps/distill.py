@@ -241,20 +241,21 @@ def teacher_sources(
     """Each direction's training source lines of the teacher, and how many lines of back-translated
     sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr."""
     parts, skipped, names = [], None, []
-    # read as the teacher's binarize read them: a pair it left out (invalid UTF-8, say) stopped distill
-    clean, dropped = teacher_cfg.data.cleaning("train"), []
+    # A pair that is no text (invalid UTF-8, a malformed record), which the teacher's binarize left out
+    # with data.clean, stopped distill: left out here too, said; every other line as it is written.
+    dropped: list[str] = []
     for pair in teacher_cfg.data.pairs():
         sources = teacher_cfg.data.sources("train", pair)
         synthetic = [source for source in sources if source.back_translated]
         if synthetic:
-            skipped = (skipped or 0) + (0 if keep_bt else len(load_split(synthetic, clean, [])[0]))
+            skipped = (skipped or 0) + (0 if keep_bt else len(load_split(synthetic, [])[0]))
             names += [source.name for source in synthetic]
         kept = [s for s in sources if keep_bt or not s.back_translated]
-        parts.append((pair, load_split(kept, clean, dropped)[0]))
+        parts.append((pair, load_split(kept, dropped)[0]))
     if dropped:
         log.warn(
-            f"distill: {len(dropped):,} pairs of the teacher's training data left out, as its binarize left "
-            f"them out (first: {dropped[0]})"
+            f"distill: {len(dropped):,} pairs of the teacher's training data are not text and are left out "
+            f"(first: {dropped[0]})"
         )
     if skipped and not any(lines for _, lines in parts):
         raise MtError(

@@ -162,16 +162,17 @@ class _BadPair(Exception):
         self.reason = reason
 
 
-def decode_chunk(chunk: RawChunk, clean: str | None) -> Decoded:
+def decode_chunk(chunk: RawChunk, clean: str | None, skip_bad: bool = False) -> Decoded:
     """Text pairs of a chunk. `clean` is None (strict: the first bad pair is an MtError naming its
-    file and line, and text is kept as it is) or data.normalize (cleaning: bad pairs are dropped
-    and counted per reason, text goes through clean_text, pairs with an empty side are dropped)."""
+    file and line, and text is kept as it is; with `skip_bad` it is dropped and counted instead) or
+    data.normalize (cleaning: bad pairs are dropped and counted per reason, text goes through
+    clean_text, pairs with an empty side are dropped)."""
     out = Decoded()
     for i in range(len(chunk)):
         try:
             src, tgt = _pair(chunk, i)
         except _BadPair as bad:
-            if clean is None:
+            if clean is None and not skip_bad:
                 raise MtError(str(bad)) from None
             out.drop(bad.reason, str(bad))
             continue
@@ -250,18 +251,15 @@ def describe(sources: Sequence[Source]) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def load_split(
-    sources: Sequence[Source], clean: str | None = None, dropped: list[str] | None = None
-) -> tuple[list[str], list[str]]:
+def load_split(sources: Sequence[Source], dropped: list[str] | None = None) -> tuple[list[str], list[str]]:
     """Source and target lines of a split, raw (as `mt evaluate` scores them): every pair of every
-    source, in order, weights ignored; the first bad pair is an error naming its file and line. With
-    `clean` (data.normalize), read as binarize reads training data: bad pairs left out, each named in
-    `dropped` ("FILE:LINE: why", for the caller to say)."""
+    source, in order, weights ignored; the first bad pair (invalid UTF-8, a malformed record) is an
+    error naming its file and line, or, given `dropped`, left out and named there ("FILE:LINE: why")."""
     src_lines: list[str] = []
     tgt_lines: list[str] = []
     for source in sources:
         for chunk in chunks(source):
-            decoded = decode_chunk(chunk, clean)
+            decoded = decode_chunk(chunk, None, skip_bad=dropped is not None)
             src_lines += decoded.src
             tgt_lines += decoded.tgt
             if dropped is not None and sum(decoded.dropped.values()):

@@ -109,16 +109,20 @@ UNSPACED = re.compile(
 
 def gaps(text: str, spans: list[Span], translations: list[str]) -> list[str]:
     """What goes before each piece's translation, and after the last: the source's text between the
-    spans, as it was, but a space where an unspaced source had nothing between two pieces (Chinese,
-    Japanese, Thai sentences, or a long sentence cut at "，") and the translations either side of it end
-    and begin in a spaced script ("I like cats.Do you like dogs?" was glued so)."""
+    spans, as it was, but a space where the source had nothing between two pieces (Chinese, Japanese,
+    Thai sentences, or a long sentence cut at "，"; not within a word of a spaced script, cut past the
+    limit) and the translations either side of it end and begin in a spaced script ("I like cats.Do you
+    like dogs?" was glued so)."""
     out, at = [], 0
     previous = ""
     for (start, end), translation in zip(spans, translations, strict=True):
         gap = text[at:start]
-        unspaced_source = start > 0 and UNSPACED.match(text[start - 1])  # not a long URL cut in its middle
+        # not inside a word of a spaced script (a long URL cut in its middle, or a word past the limit)
+        in_word = 0 < start < len(text) and all(
+            c.isalnum() and not UNSPACED.match(c) for c in text[start - 1 : start + 1]
+        )
         spaced_out = previous and translation and not (UNSPACED.match(previous[-1]) or UNSPACED.match(translation[0]))
-        if not gap and unspaced_source and spaced_out:
+        if not gap and not in_word and spaced_out:
             gap = " " if not (previous[-1].isspace() or translation[0].isspace()) else ""
         out.append(gap)
         at, previous = end, (translation or (previous if not gap else ""))

@@ -311,8 +311,10 @@ class _Loop:
         if step <= self.handled_at or not (logs or saves):
             return
         self.handled_at = step
-        # the window's rates are of training: recorded before validation, its clock started after saving
+        # the window's rates are of training: recorded before validation, and the pause for validating
+        # and saving kept out of the next record's seconds (its tokens/s counted them)
         record = self.window.record(self.trainer, done) if logs or validates else None
+        paused = time.perf_counter()
         is_best = False
         if validates:
             metrics, is_best = self._validate()
@@ -322,8 +324,7 @@ class _Loop:
         if saves:
             save_training(self.training, is_best)
             self.saved_at = step
-        if validates or saves:  # the next record's tokens/s counted validation and the checkpoint's writing
-            self.window.time = time.perf_counter()
+        self.window.time += time.perf_counter() - paused
 
     def _validate(self, on_schedule: bool = True) -> tuple[dict[str, float], bool]:
         metrics = validate_run(self.training)

@@ -394,4 +394,4 @@ def test_a_mono_line_that_is_not_utf_8_is_left_out_with_a_warning(tmp_path, caps
     mono.write_bytes(b"A man sleeps.\n\xff broken\nTwo dogs run.\n")
     lines, empty = read_mono([f"text:{mono}"], "en", ("de", "en"))
     assert lines == ["A man sleeps.", "Two dogs run."] and empty == 0
-    assert f"1 lines not valid UTF-8 left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())
+    assert f"1 lines that are not text left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())

@@ -646,6 +646,7 @@ def test_a_training_pair_the_teachers_binarize_left_out_is_left_out_of_distill_t
 
     cfg = trained_experiment.load_config()
     src, tgt = toy_corpus(3, seed=9)
+    src[0] = f"  {src[0]}  mit  Leerzeichen "  # every other line as it is written: a resume compares them
     (tmp_path / "t.de").write_bytes("\n".join(src[:1]).encode() + b"\n\xff kaputt\n" + src[2].encode() + b"\n")
     (tmp_path / "t.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
     cfg.data.src_lang, cfg.data.tgt_lang = "de", "en"
@@ -653,7 +654,7 @@ def test_a_training_pair_the_teachers_binarize_left_out_is_left_out_of_distill_t
     assert cfg.data.clean
     parts, _ = sources_of(cfg, keep_bt=False)
     assert parts == [(("de", "en"), [src[0], src[2]])]
-    assert "distill: 1 pairs of the teacher's training data left out" in " ".join(capsys.readouterr().err.split())
+    assert "distill: 1 pairs of the teacher's training data are not text and are left out" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_models_row_shows_scores_only_of_its_own_checkpoint(trained_experiment, tmp_path):

@@ -162,3 +162,15 @@ def test_tokens_per_second_leave_out_validation_and_checkpoint_writing(base, tmp
     rates = {r["step"]: r["tgt_tokens_per_s"] for r in records if "tgt_tokens_per_s" in r}
     assert {2, 6, 8} <= set(rates)
     assert rates[8] > rates[2] / 4, rates  # counted with the 1 s validation it was under a tenth
+    # a save between two records: the window's seconds still all of its updates' (not only those after it)
+    monkeypatch.setattr(loop, "validate_run", validate)
+    def rates_of(name: str, save_every: int) -> dict[int, float]:
+        exp, cfg = copy_experiment(base, tmp_path / name, max_steps=12, log_every=4, valid_every=100,
+                                   save_every=save_every)
+        train(exp, cfg)
+        records = [json.loads(line) for line in exp.train_log_path.read_text().splitlines()]
+        return {r["step"]: r["tgt_tokens_per_s"] for r in records if "tgt_tokens_per_s" in r}
+
+    unsaved, saved = rates_of("unsaved", 100), rates_of("saved", 1)
+    # restarted at each save, a record counted 4 updates' tokens in the last one's time: 4x
+    assert saved[12] < 2 * unsaved[12] and saved[8] < 2 * unsaved[8], (saved, unsaved)

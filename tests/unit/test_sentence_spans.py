@@ -99,6 +99,9 @@ def test_sentences_of_an_unspaced_text_get_a_space_between_spaced_translations()
     assert len(spans) == 3 and reassemble(text, spans, english) == "I like cats. Do you like dogs? Yes!"
     assert reassemble(text, spans, ["猫が好き。", "犬が好き？", "はい！"]) == "猫が好き。犬が好き？はい！"  # unspaced both
     assert reassemble(text, spans, ["Ich mag Katzen.", "", "Ja!"]) == "Ich mag Katzen. Ja!"  # an empty piece
+    for quoted in ("他说：“你好。”她笑了。", "我喜欢猫!你喜欢狗吗?"):  # a quote or an ASCII mark before the cut
+        cut = sentence_spans(quoted, "zh")
+        assert len(cut) == 2 and reassemble(quoted, cut, ["A.", "B."]) == "A. B.", (quoted, cut)
     spaced = "One. Two."
     assert reassemble(spaced, sentence_spans(spaced, "en"), ["Eins.", "Zwei."]) == "Eins. Zwei."  # as it was
     mapping = Mapping(text, spans, english, ["", "", ""])
