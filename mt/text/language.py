@@ -34,8 +34,8 @@ FOREIGN_AT_MOST = (
 # A short text (a name, a product, a menu item, an address) gives the guard's low-accuracy mode little to go
 # by: "iPhone 15 Pro" is Zulu to it, "Hello world" Vietnamese, and one diacritic makes it sure ("Crème
 # brûlée" French, "Kraków" Polish). Below SHORT_LETTERS letters a text is foreign only when the guard is
-# SURE_AT_LEAST sure of a language written in a script none of the model's sources is written in
-# (Japanese to an English model; a brand name in Latin letters to a Russian one is not).
+# SURE_AT_LEAST sure of a script none of the model's sources is written in, and not Latin (Japanese or
+# Cyrillic to an English model; a brand name in Latin letters to a Russian one is not).
 SHORT_LETTERS = 24
 SURE_AT_LEAST = 0.9
 
@@ -153,23 +153,30 @@ class LanguageIdentifier:
         own = sum(v.value for v in values if v.language in self.known.values())
         if own > FOREIGN_AT_MOST:
             return None, 0.0
-        short = sum(c.isalpha() for c in text) < SHORT_LETTERS
-        if short and (values[0].value < SURE_AT_LEAST or self._shares_script(values[0].language)):
+        if sum(c.isalpha() for c in text) < SHORT_LETTERS and not self._surely_other_script(values):
             return None, 0.0  # "Crème brûlée", "São Paulo" to an English model: one letter is all lingua goes by
         return values[0].language.iso_code_639_1.name.lower(), values[0].value
 
-    def _shares_script(self, language: Any) -> bool:
-        """Whether one of lingua's script families (Latin, Cyrillic, Arabic, Devanagari) holds both
-        `language` and one of the model's sources."""
+    def _surely_other_script(self, values: Sequence[Any]) -> bool:
+        """Whether a short text is, all but surely (SURE_AT_LEAST), in a script none of the model's
+        sources is written in. lingua's script families (Latin, Cyrillic, Arabic, Devanagari) count as
+        one: "Привет" spreads its confidence over Russian, Ukrainian, Bulgarian. Latin letters never
+        are: brands, names and codes are written in them whatever the language."""
         from lingua import Language
 
+        latin = Language.all_with_latin_script()
         families = (
-            Language.all_with_latin_script(),
+            latin,
             Language.all_with_cyrillic_script(),
             Language.all_with_arabic_script(),
             Language.all_with_devanagari_script(),
         )
-        return any(language in family and any(known in family for known in self.known.values()) for family in families)
+        top = values[0].language
+        family = next((f for f in families if top in f), None)
+        if family is latin or (family is not None and any(known in family for known in self.known.values())):
+            return False
+        sure = sum(v.value for v in values if v.language in family) if family is not None else values[0].value
+        return sure >= SURE_AT_LEAST
 
 
 @functools.lru_cache(maxsize=8)
