@@ -436,7 +436,7 @@ def _same_best(state: dict, cfg: ExperimentConfig) -> bool:
     same best_metric, measured alike (BLEU on a sample of the same size)."""
     from mt.training.state import bleu_setup
 
-    setup = bleu_setup(cfg.train.best_metric, cfg.train.valid_bleu_sentences)
+    setup = bleu_setup(cfg.train.best_metric, cfg.train.valid_bleu_sentences, cfg.data.multilingual)
     return state.get("best_metric", "nll") == cfg.train.best_metric and state.get("best_setup") in (None, setup)
 
 

@@ -237,12 +237,12 @@ def resume_training(run: Training) -> bool:
             log.info(f"train.ema_decay {tcfg.ema_decay}: {path} holds no average; it starts from these weights")
             trainer.ema = WeightAverage(trainer.model, tcfg.ema_decay)
     batching = trainer.state.batching  # this run's (setup's fresh state)
-    setup = bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences)
+    setup = bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences, run.cfg.data.multilingual)
     trainer.state = TrainingState.from_checkpoint(saved, tcfg.best_metric, setup)
     if saved.get("best_metric") == tcfg.best_metric and saved.get("best_setup") not in (None, setup):
         if trainer.group.is_main:
             log.warn(
-                f"train.valid_bleu_sentences: the best so far ({float(saved['best_valid']):.2f}) was "
+                f"validation BLEU measured otherwise: the best so far ({float(saved['best_valid']):.2f}) was "
                 f"{saved['best_setup']}, this run's is {setup}: the best and patience start afresh"
             )
     trainer.counters.continue_bad_run(trainer.state.bad_in_row)

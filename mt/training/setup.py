@@ -125,7 +125,9 @@ def build_training(
         bucketed=tcfg.compile,  # a few shapes for the compiled step (and its CUDA graphs)
         max_width=cfg.model.max_positions,
     )
-    state = TrainingState.fresh(tcfg.best_metric, bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences))
+    state = TrainingState.fresh(
+        tcfg.best_metric, bleu_setup(tcfg.best_metric, tcfg.valid_bleu_sentences, cfg.data.multilingual)
+    )
     state.max_tokens, state.precision = max_tokens, tcfg.precision
     state.batching = batching(tcfg, train_data)
     trainer = Trainer(

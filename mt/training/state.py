@@ -78,9 +78,12 @@ class TrainingState:
         return 0 < patience <= self.bad_validations
 
 
-def bleu_setup(best_metric: str, valid_bleu_sentences: int) -> str | None:
-    """What a BLEU best is comparable on: the validation sample's size (None for NLL: the whole split)."""
-    return f"greedy BLEU on {valid_bleu_sentences} sentences" if best_metric == "bleu" else None
+def bleu_setup(best_metric: str, valid_bleu_sentences: int, multilingual: bool = False) -> str | None:
+    """What a BLEU best is comparable on: the validation sample's size, and for several directions the
+    mean of theirs (each with its target's tokenizer); None for NLL (the whole split)."""
+    if best_metric != "bleu":
+        return None
+    return f"greedy BLEU on {valid_bleu_sentences} sentences" + (", the mean of its directions" if multilingual else "")
 
 
 def batching_of(bucketed: bool, direction_temperature: float | None) -> str:

@@ -306,8 +306,8 @@ def test_scores_of_a_checkpoint_saved_again_while_they_were_made_are_stale(exper
 
 
 def test_sample_sentence_bleu_tokenizes_as_the_target_language_does():
-    """The report's sentence BLEU used 13a for every target: a Chinese sentence one character off its
-    reference scored 0.0."""
+    """The report's sentence BLEU (its samples' table, now through sacrebleu_bleu with the pair's target)
+    used 13a for every target: a Chinese sentence one character off its reference scored 0.0."""
     from mt.metrics import sacrebleu_bleu
 
     hyp, ref = "我今天很喜欢这只小猫。", "我今天很喜欢那只小猫。"

@@ -53,6 +53,9 @@ def test_a_bleu_best_of_another_sample_size_starts_afresh():
     assert (same.best_valid, same.bad_validations) == (30.0, 2)
     other = TrainingState.from_checkpoint(saved, "bleu", "greedy BLEU on 1000 sentences")
     assert (other.best_valid, other.bad_validations, other.step) == (-math.inf, 0, 5)
+    from mt.training.state import bleu_setup  # a multilingual mean of directions is another scale than pooled
+
+    assert bleu_setup("bleu", 50, multilingual=True) != bleu_setup("bleu", 50) and bleu_setup("nll", 50) is None
     older = {k: v for k, v in saved.items() if k != "best_setup"}  # saved before the setup was recorded
     assert TrainingState.from_checkpoint(older, "bleu", "greedy BLEU on 1000 sentences").best_valid == 30.0
 
