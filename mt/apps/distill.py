@@ -369,7 +369,11 @@ def teacher_rows(student: Experiment) -> list[dict]:
         return []
     manifest = read_manifest(student)
     student_cfg = student.load_config()
-    entries = [("student", student, student.checkpoint_path(student_cfg.decode.checkpoint))]
+    try:  # the file decoding takes (best.pt, or last.pt without a valid split), as evaluate names it
+        own = student.find_checkpoint(student_cfg.decode.checkpoint)
+    except MtError:
+        own = student.checkpoint_path(student_cfg.decode.checkpoint)
+    entries = [("student", student, own)]
     for path in map(Path, manifest["teachers"]):
         entries.append(("teacher", Experiment(path.parent.parent), path))  # EXP/checkpoints/NAME.pt
     return [_model_row(role, exp, checkpoint) for role, exp, checkpoint in entries]

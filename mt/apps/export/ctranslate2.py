@@ -174,7 +174,7 @@ def _languages(cfg: ExperimentConfig, src_spm: str, tgt_spm: str) -> tuple[str, 
         languages = (
             f"directions: {', '.join(cfg.data.directions)} (trained), SentencePiece model {src_spm}\n"
             f"target language tokens (the first source piece asks for the target): "
-            + ", ".join(f"{language_tag(lang)} {lang}" for lang in cfg.data.languages())
+            + ", ".join(f"{language_tag(lang)} {lang}" for lang in dict.fromkeys(t for _, t in cfg.data.pairs()))
         )
         encode = f'pieces = [["{language_tag(first)}"] + p for p in src_sp.encode(lines, out_type=str)]  # into {first}'
         tags = (

@@ -133,7 +133,8 @@ def _example(cfg) -> str:
 def _languages(cfg) -> str:
     if not cfg.data.multilingual:
         return ""
-    rows = "\n".join(f"| `>>{lang}<<` | {lang} |" for lang in cfg.data.languages())
+    targets = dict.fromkeys(tgt for _, tgt in cfg.data.pairs())  # a language it only read is no target
+    rows = "\n".join(f"| `>>{lang}<<` | {lang} |" for lang in targets)
     return f"""
 One model for several directions, trained on {", ".join(cfg.data.directions)}. Start every source with
 the token of the language to translate into (the tokenizer reads it and gives its id); a direction
