@@ -14,6 +14,7 @@ from mt import log
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig
 from mt.data.corpus import load_split
+from mt.data.dataset import file_sha256
 from mt.decoding.engine import decodes
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
@@ -68,10 +69,9 @@ def stale(
         path = Path(named) if os.path.isabs(named) else exp.checkpoints_dir / named
         if not named or not path.is_file():
             continue
-        stat = path.stat()
-        if k < len(read) and list(read[k]) != [stat.st_size, stat.st_mtime_ns]:
+        if k < len(read) and not read_as_now(record, k, path):
             reasons.append(f"{path.name} saved since")
-        elif k >= len(read) and written is not None and stat.st_mtime > written:
+        elif k >= len(read) and written is not None and path.stat().st_mtime > written:
             reasons.append(f"{path.name} saved since")
     split = name.removesuffix(".tokenized")
     if record.get("data_sha256"):
@@ -85,6 +85,16 @@ def stale(
         except (MtError, OSError):
             reasons.append(f"the {split} split's files cannot be read now")
     return reasons
+
+
+def read_as_now(record: dict, k: int, path: Path) -> bool:
+    """Whether checkpoint `path`, the k-th of a scores record, is the file that was scored: its size
+    and time as they were read, or else (a copy with other times) its bytes' sha256 as recorded."""
+    stat = path.stat()
+    if list(record["checkpoint_stats"][k]) == [stat.st_size, stat.st_mtime_ns]:
+        return True
+    hashes = record.get("checkpoint_sha256") or []
+    return k < len(hashes) and stat.st_size == record["checkpoint_stats"][k][0] and file_sha256(path)[:16] == hashes[k]
 
 
 def evaluate_split(
@@ -108,6 +118,9 @@ def evaluate_split(
             return evaluate_split(exp, cfg, split, own, tokenized, lowercase, options)
     options = (options or DecodeOptions()).resolved(cfg.decode)
     cfg.data.check_sides(split)  # every direction's, before any is translated
+    # the bytes of what was loaded (read now, before the search): a copy of the experiment with other
+    # file times is still what was scored, a checkpoint saved again while it was is not (`stale`)
+    hashes = [file_sha256(path)[:16] for path in translator.checkpoint_paths]
     start = time.perf_counter()
     directions = {}
     for src_lang, tgt_lang in cfg.data.pairs():
@@ -138,6 +151,7 @@ def evaluate_split(
         # each file's size and time as it was read: one saved again while this split was translated is
         # newer than its name's, though older than these scores (`stale`)
         "checkpoint_stats": [list(stat) for stat in translator.checkpoint_stats],
+        "checkpoint_sha256": hashes,
         "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
         # the engine that ran (decode.engine auto names none: CTranslate2, or mt's search when it cannot)
         "engine": translator.engine.describe() if decodes(translator, options) and translator.engine else "mt",

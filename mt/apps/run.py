@@ -516,13 +516,11 @@ def _scores_fresh(exp: Experiment, cfg: ExperimentConfig, split: str) -> bool:
 
 
 def _read_as_now(scores: dict, checkpoint: Path) -> bool:
-    """Whether the scores' checkpoint was read as it is now (size and time; a record without them,
-    written before they were kept, is taken as read so)."""
-    read = scores.get("checkpoint_stats") or []
-    if len(read) != 1:
-        return True
-    stat = checkpoint.stat()
-    return list(read[0]) == [stat.st_size, stat.st_mtime_ns]
+    """Whether the scores' checkpoint is the file that was scored (`read_as_now`; a record without its
+    stats, written before they were kept, is taken as read so)."""
+    from mt.apps.evaluate import read_as_now
+
+    return len(scores.get("checkpoint_stats") or []) != 1 or read_as_now(scores, 0, checkpoint)
 
 
 def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result: Callable[[str], None]) -> None:

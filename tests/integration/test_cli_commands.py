@@ -381,6 +381,9 @@ def test_info_says_how_each_score_was_decoded(experiment, tmp_path, capsys, monk
 
     best = copy / "checkpoints" / "best.pt"
     later = (copy / "scores" / "valid.json").stat().st_mtime + 60
+    import shutil
+
+    shutil.copy(copy / "checkpoints" / "step_0000020.pt", best)  # another model saved as best.pt
     os.utime(best, (later, later))
     code, out, err = mt(capsys, monkeypatch, "info", "--exp", str(copy), "--json")
     assert code == 0 and json.loads(out)["scores"]["valid"]["stale"] == ["best.pt saved since"], out
