@@ -278,7 +278,8 @@ def is_hyperlink(instruction: str) -> bool:
 
 def field_link(elements: list[Any]) -> Wrap | None:
     """A complex field's runs as a link around its shown text, when it is a HYPERLINK field whose result
-    is plain runs (no field inside); None for any other field (its result kept as it is)."""
+    is runs, with empty markers between them (a bookmark) at most; None for any other field (its result
+    kept as it is)."""
     kinds = [[f.get(W + "fldCharType") for f in run.iter(W + "fldChar")] for run in elements]
     separate = next((i for i, k in enumerate(kinds) if "separate" in k), None)
     if separate is None or kinds[0] != ["begin"] or kinds[-1] != ["end"] or len(elements) < 3:
@@ -289,6 +290,8 @@ def field_link(elements: list[Any]) -> Wrap | None:
         return None
     if any(e.tag == W + "r" and e.find(W + "instrText") is not None for e in result):
         return None
+    if any(e.tag != W + "r" and next(e.iter(W + "t"), None) is not None for e in result):
+        return None  # text in something else (a tracked insertion, a content control): kept as it is
     # its text's runs, and what lies between them (a bookmark: _GoBack) as codes that move with the words
     items = [item for e in result for item in (run_items(e) if e.tag == W + "r" else [Code([e])])]
     return Wrap(FieldLink(elements[: separate + 1], elements[-1:]), items)
