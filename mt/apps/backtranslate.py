@@ -81,7 +81,7 @@ def noisy(line: str, rng: random.Random) -> str:
     return " ".join(word for _, word in sorted(zip(keys, words), key=lambda pair: pair[0]))
 
 
-def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[str], int]:
+def read_mono(specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False) -> tuple[list[str], int]:
     """The non-empty lines of the monolingual specs (text:FILE, or the `lang` side of a parallel spec of
     `pair`), in order, and how many empty lines were left out. A line that is no text (not UTF-8, a
     malformed record) is left out with a warning (a crawl's one bad byte stopped the run), as binarize
@@ -103,7 +103,7 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str]) -> tuple[list[
             except ConfigError as exc:
                 raise ConfigError(f"--mono {str(exc).removeprefix('data.train: ')}") from None
             lines += load_split([source], invalid)[pair.index(lang)]
-    if invalid:
+    if invalid and not quiet:  # `quiet`: a done back-translation's check, which said it when it ran
         log.warn(f"--mono: {len(invalid):,} lines that are not text left out (first: {invalid[0]})")
     kept = [line for line in lines if line.strip()]
     if not kept:
@@ -323,7 +323,7 @@ def backtranslate(
                 reverse_cfg = reverse.load_config()
                 pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
                 try:
-                    now = _lines_sha256(read_mono(mono, pair[0], (pair[1], pair[0]))[0])
+                    now = _lines_sha256(read_mono(mono, pair[0], (pair[1], pair[0]), quiet=True)[0])
                 except MtError:  # removed since (its synthetic pairs stand): nothing to compare
                     now = manifest["mono_sha256"]
                 if now != manifest["mono_sha256"]:

@@ -395,3 +395,5 @@ def test_a_mono_line_that_is_not_utf_8_is_left_out_with_a_warning(tmp_path, caps
     lines, empty = read_mono([f"text:{mono}"], "en", ("de", "en"))
     assert lines == ["A man sleeps.", "Two dogs run."] and empty == 0
     assert f"1 lines that are not text left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())
+    read_mono([f"text:{mono}"], "en", ("de", "en"), quiet=True)  # a done back-translation's check: said once
+    assert "not text" not in capsys.readouterr().err
