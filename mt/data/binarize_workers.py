@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import multiprocessing
 import signal
+import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,7 @@ def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -
     return is_empty, is_long, is_off
 
 
+TERMINATE_SECONDS = 10.0  # how long stopping the pool may take before its processes are killed
 _worker_encoder: Encoder | None = None
 
 
@@ -211,8 +213,19 @@ class Workers:
             yield done_meta, result.get()
 
     def close(self) -> None:
-        """Stop the workers (all results are in, or an error makes the rest moot)."""
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-            self.pool = None
+        """Stop the workers (all results are in, or an error makes the rest moot). Pool.terminate can
+        wait for ever on its own task thread, blocked writing a task into a pipe no worker reads any
+        more (an interrupted binarize hung so): given TERMINATE_SECONDS, then its processes are killed."""
+        if self.pool is None:
+            return
+        pool, self.pool = self.pool, None
+        processes = list(getattr(pool, "_pool", []))  # the worker processes, as the pool holds them
+        stopping = threading.Thread(target=pool.terminate, daemon=True, name="mt-binarize-stop")
+        stopping.start()
+        stopping.join(TERMINATE_SECONDS)
+        if stopping.is_alive():  # its threads are daemons: left blocked, they end with this process
+            for process in processes:
+                process.kill()
+                process.join(TERMINATE_SECONDS)
+        else:
+            pool.join()

@@ -580,3 +580,25 @@ def test_valid_and_test_pairs_also_in_train_are_counted_and_said(setup, capsys):
     assert test["in_train"] == test["pairs_kept"] > 0 and valid["in_train"] < valid["pairs_kept"]
     err = capsys.readouterr().err
     assert f"test: {test['pairs_kept']:,} of its {test['pairs_kept']:,} pairs are also in the training split" in err
+
+
+def test_workers_stop_even_when_the_pools_own_terminate_hangs(setup, monkeypatch):
+    """Pool.terminate waited for ever on its task thread (blocked writing into a pipe no worker read):
+    an interrupted binarize, and CI once, hung. The pool's processes are killed after a while instead."""
+    import threading
+    import time
+
+    from mt.data.binarize_workers import Workers
+
+    exp, cfg, _ = setup
+    src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
+    workers = Workers(src_tok, tgt_tok, 2)
+    assert list(workers._in_pool(iter([]))) == []  # the pool started, nothing to encode
+    pool = workers.pool
+    processes = list(pool._pool)
+    monkeypatch.setattr(mt.data.binarize_workers, "TERMINATE_SECONDS", 0.5)
+    monkeypatch.setattr(type(pool), "terminate", lambda self: threading.Event().wait())  # as it hung
+    start = time.perf_counter()
+    workers.close()
+    assert time.perf_counter() - start < 5 and workers.pool is None
+    assert not any(process.is_alive() for process in processes)
