@@ -322,6 +322,9 @@ def test_libretranslate_shapes_json_and_forms(server, reference):
     assert multipart == {"translatedText": one}
     two_lines = ok(url, {"q": f"{LINES[0]}\n{LINES[1]}", "source": "de", "target": "en"})
     assert two_lines == {"translatedText": f"{one}\n{two}"}  # each line translated on its own
+    # a line of only spaces or tabs between them comes back as it is (it came back empty)
+    spaced = ok(url, {"q": f"{LINES[0]}\n\t \n{LINES[1]}", "source": "de", "target": "en"})
+    assert spaced == {"translatedText": f"{one}\n\t \n{two}"}
 
 
 def distinct_others(hyps: list[tuple], count: int) -> list[str]:

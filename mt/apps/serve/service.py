@@ -154,7 +154,10 @@ class Service:
         for lines, breaks in split:
             hyps = results[at : at + len(lines)]
             at += len(lines)
-            translated.append("".join(h[0][0] + line_break for h, line_break in zip(hyps, breaks)))
+            # a line of only spaces or tabs comes back as it is (it was emptied: "A.\n\t\nB." lost its tab)
+            translated.append(
+                "".join((h[0][0] if line.strip() else line) + brk for h, line, brk in zip(hyps, lines, breaks))
+            )
             others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
         return translated, others
 
