@@ -4,6 +4,7 @@ translations and the scores, with how they were decoded, in the experiment.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -94,7 +95,16 @@ def read_as_now(record: dict, k: int, path: Path) -> bool:
     if list(record["checkpoint_stats"][k]) == [stat.st_size, stat.st_mtime_ns]:
         return True
     hashes = record.get("checkpoint_sha256") or []
-    return k < len(hashes) and stat.st_size == record["checkpoint_stats"][k][0] and file_sha256(path)[:16] == hashes[k]
+    if k >= len(hashes) or stat.st_size != record["checkpoint_stats"][k][0]:
+        return False
+    return _sha256_of(str(path), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns) == hashes[k]
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256_of(path: str, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    """A checkpoint's sha256 (16 digits), once per file as it is (any write or touch moves its ctime):
+    `mt info` asks it for each split's scores."""
+    return file_sha256(Path(path))[:16]
 
 
 def evaluate_split(

@@ -32,7 +32,7 @@ import re
 from bisect import bisect_left, bisect_right, insort
 
 from mt.text.markup import Element, Node, Raw, Segment
-from mt.text.sentences import Span, gaps, reassemble
+from mt.text.sentences import Span, gaps
 
 WORD = re.compile(r"\S+")
 
@@ -43,13 +43,15 @@ class Mapping:
     def __init__(self, source: str, spans: list[Span], translations: list[str], alignments: list[str]):
         self.spans = spans  # in order, apart: the methods below find the few an offset concerns by bisection
         self.starts, self.ends = [a for a, _ in spans], [b for _, b in spans]
-        self.output = reassemble(source, spans, translations)
+        between = gaps(source, spans, translations)  # reassemble's: the output is built from them here
         self.out: list[Span] = []  # each piece's translation in the output
-        at = 0
-        for gap, translation in zip(gaps(source, spans, translations), translations):
+        parts, at = [], 0
+        for gap, translation in zip(between, translations):
             at += len(gap)  # the source's text between pieces, or the space `gaps` put where it had none
             self.out.append((at, at + len(translation)))
             at += len(translation)
+            parts += [gap, translation]
+        self.output = "".join(parts) + between[-1]
         self.words: list[list[tuple[int, int, list[Span]]]] = []  # per piece: (start, end, aligned targets)
         self.targets: list[list[Span]] = []  # per piece: the words of its translation
         for (start, _), (out_start, _), translation, pairs, text in zip(

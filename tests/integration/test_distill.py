@@ -37,6 +37,13 @@ def mt(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mt", *args], capture_output=True, text=True, env=ENV, timeout=300)
 
 
+def student_data(student_dir, teacher_cfg) -> str:
+    """A student recipe's data section: the teacher's languages and splits, the distilled corpus to train on."""
+    return (f"data:\n  src_lang: {teacher_cfg.data.src_lang}\n  tgt_lang: {teacher_cfg.data.tgt_lang}\n"
+            f"  train: [files:{student_dir}/distill/train]\n  valid: {teacher_cfg.data.valid}\n"
+            f"  test: {teacher_cfg.data.test}\n")
+
+
 def teacher_sources(teacher: Experiment) -> list[str]:
     return load_split(teacher.load_config().data.sources("train"))[0]
 
@@ -131,13 +138,7 @@ def test_a_student_recipe_distills_its_teacher_then_trains_and_skips_what_is_don
 exp: {student_dir}
 teacher: {trained_experiment.root}
 steps: [distill, binarize, train, evaluate]
-data:
-  src_lang: {teacher_cfg.data.src_lang}
-  tgt_lang: {teacher_cfg.data.tgt_lang}
-  train: [files:{student_dir}/distill/train]
-  valid: {teacher_cfg.data.valid}
-  test: {teacher_cfg.data.test}
-model: {{enc_layers: 2, dec_layers: 1, d_model: 32, d_ff: 64, n_heads: 2}}
+{student_data(student_dir, teacher_cfg)}model: {{enc_layers: 2, dec_layers: 1, d_model: 32, d_ff: 64, n_heads: 2}}
 train: {{max_steps: 3, max_tokens: 300, warmup_steps: 2, valid_every: 3, save_every: 3}}
 decode: {{beam: 2, checkpoint: last, max_len_b: 10}}
 """, encoding="utf-8")
@@ -621,13 +622,7 @@ def test_a_teacher_recipe_s_results_go_to_stderr_under_its_name(trained_experime
 exp: {student_dir}
 teacher: {teacher_recipe}
 steps: [distill]
-data:
-  src_lang: {teacher_cfg.data.src_lang}
-  tgt_lang: {teacher_cfg.data.tgt_lang}
-  train: [files:{student_dir}/distill/train]
-  valid: {teacher_cfg.data.valid}
-  test: {teacher_cfg.data.test}
-decode: {{beam: 1, max_len_b: 10}}
+{student_data(student_dir, teacher_cfg)}decode: {{beam: 1, max_len_b: 10}}
 """, encoding="utf-8")
     results: list[str] = []
     run_recipe(recipe, None, {}, print_result=results.append)
