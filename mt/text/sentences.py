@@ -7,6 +7,9 @@ spaced script (`gaps`).
 The segmenter is sentencex (Wikimedia's rule-based segmenter, ~300 languages through fallback chains,
 offline): chosen by bench/segmenters.py against pysbd, syntok and the Moses splitter (docs/benchmarks.md).
 A language it does not know is segmented by English's rules. A sentence never crosses a line break.
+Two cuts sentencex makes are taken back: after an initial ("M. Dupont", "J.-P. Sartre") in a language
+whose rules cut there (a Golden Rule, pysbd's), and after a German ordinal ("der 2. Weltkrieg", "im 19.
+Jahrhundert": an article or a preposition, a number, its period), where the noun after it is capitalised.
 `cut_long` cuts a sentence of too many tokens at clause marks, then at spaces, then anywhere.
 """
 
@@ -25,6 +28,22 @@ SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n]+")  # what lies between line breaks ("\n", "\r\n", a lone "\r")
 
 
+# An initial: one letter alone before its period, where sentencex cut.
+INITIAL = re.compile(r"(?:^|[\s(\-‐])([^\W\d_])\.\s*$")
+# A German ordinal: the word before the number is an article, a contracted preposition or a possessive
+# ("der 2. Weltkrieg", "im 19. Jahrhundert", "beim 1. FC Köln"); a number after a noun ends its sentence
+# ("mit der Nummer 10. Ein Mann ..."). Other languages that write ordinals with a period (Danish, Czech,
+# Finnish, ...) write the noun after it in lower case, and there sentencex does not cut.
+ORDINAL = re.compile(r"(?:^|\s)(\w+)\s+\d{1,3}\.\s*$")
+GERMAN_ORDINAL_LEADS = frozenset(
+    """der die das dem den des ein eine einem einen einer eines am im zum zur vom beim ins ans aufs
+    jeder jede jedes jedem jeden dieser diese dieses diesem diesen
+    mein meine meinem meinen meiner meines dein deine deinem deinen deiner deines sein seine seinem seinen
+    seiner seines ihr ihre ihrem ihren ihrer ihres unser unsere unserem unseren unserer unseres euer eure
+    eurem euren eurer eures""".split()
+)
+
+
 @lru_cache(maxsize=64)
 def rules_for(lang: str) -> str:
     """`lang` if sentencex splits by its rules, else "en": sentencex leaves text whole in a language
@@ -33,6 +52,30 @@ def rules_for(lang: str) -> str:
 
     probe = "One two. Three four."
     return lang if len(sentencex.get_sentence_boundaries(lang or "en", probe)) == 2 else "en"
+
+
+@lru_cache(maxsize=64)
+def misses_initials(rules: str) -> bool:
+    """Whether sentencex's rules for `rules` cut after an initial that follows a lower-case word (its
+    French, Spanish, Portuguese, Polish, Czech, Russian: "Il voit M. Dupont." was two sentences)."""
+    import sentencex
+
+    return len(sentencex.get_sentence_boundaries(rules, "Abc def J. Ghi jkl. Mno.")) > 2
+
+
+def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
+    """Whether the sentence cut at `cut` goes on: the cut follows an initial or a German ordinal (above)
+    and a word (or an initial's hyphen) comes next."""
+    after = text[cut:end].lstrip()
+    if not after or not (after[0].isalpha() or after[0] in "-‐"):
+        return False
+    before = text[max(0, cut - 40) : cut]
+    initial = INITIAL.search(before)
+    if initial and initial.group(1).isupper() and misses_initials(rules):
+        return True
+    german = rules.replace("_", "-").split("-")[0].lower() == "de"
+    ordinal = ORDINAL.search(before) if german else None
+    return ordinal is not None and ordinal.group(1).lower() in GERMAN_ORDINAL_LEADS
 
 
 def sentence_spans(text: str, lang: str) -> list[Span]:
@@ -47,7 +90,7 @@ def sentence_spans(text: str, lang: str) -> list[Span]:
         cuts = [start]
         for boundary in sentencex.get_sentence_boundaries(rules, text[start:end]):
             cut = start + boundary["end_index"]
-            if cuts[-1] < cut < end:
+            if cuts[-1] < cut < end and not continues(text, cut, end, rules, lang):
                 cuts.append(cut)
         spans += [s for s in (strip(text, a, b) for a, b in zip(cuts, [*cuts[1:], end])) if s[0] < s[1]]
     return spans

@@ -21,6 +21,17 @@ def pieces(text: str, spans) -> list[str]:
          ["Dr. Smith paid 3.5 dollars.", "He left...", "Then he came back!"]),
         ("de", "Das ist z. B. ein Test. Er kam am 3. Mai.", ["Das ist z. B. ein Test.", "Er kam am 3. Mai."]),
         ("ja", "今日は晴れです。明日は雨です。", ["今日は晴れです。", "明日は雨です。"]),
+        # German ordinals (after an article or a contracted preposition); a year or a number after a
+        # noun still ends its sentence
+        ("de", "Der 2. Weltkrieg endete 1945. Im 19. Jahrhundert war das anders.",
+         ["Der 2. Weltkrieg endete 1945.", "Im 19. Jahrhundert war das anders."]),
+        ("de-AT", "Am 1. Jänner. Er spielt beim 1. FC Köln.", ["Am 1. Jänner.", "Er spielt beim 1. FC Köln."]),
+        ("de", "Er trägt die Nummer 10. Ein Mann telefoniert.", ["Er trägt die Nummer 10.", "Ein Mann telefoniert."]),
+        ("en", "He finished 2. Then he left.", ["He finished 2.", "Then he left."]),
+        # initials where sentencex's own rules cut after them; English's rules are left as they are
+        ("fr", "Je vois M. Dupont et J.-P. Sartre. Ils parlent.", ["Je vois M. Dupont et J.-P. Sartre.", "Ils parlent."]),
+        ("es", "Vi a J. García ayer. Llegó tarde.", ["Vi a J. García ayer.", "Llegó tarde."]),
+        ("en", "I like plan B. It works. I saw J. Smith.", ["I like plan B.", "It works.", "I saw J. Smith."]),
     ],
 )
 def test_sentences_are_found(lang, text, expected):
