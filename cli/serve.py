@@ -58,7 +58,7 @@ def serve(
     read_timeout: Annotated[
         float,
         typer.Option(
-            help="Seconds a client has to send a whole request (after connecting or its last answer) before it is cut off."
+            help="Seconds a client has to send a request's head (after connecting or its last answer), and a body may go without a byte, before it is cut off."
         ),
     ] = 30.0,
     max_file_bytes: Annotated[

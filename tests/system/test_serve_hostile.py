@@ -324,6 +324,72 @@ def test_a_client_that_stalls_in_its_headers_or_body_is_cut_off(trained_experime
     assert "POST /v1/translate 499" in err and "Traceback" not in err
 
 
+def test_a_body_that_keeps_coming_is_read_past_the_read_timeout(trained_experiment):
+    """Was: --read-timeout was a deadline on the whole body, so an upload slower than the timeout
+    allowed (10 MB in 30 s: 2.7 Mbit/s) was cut off, steady as it came; now its silences are timed."""
+    limits = Limits(max_wait_ms=0, read_timeout=1.0)
+    body = json.dumps({"text": LINES[0]}).encode()
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        host, port = served.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body))
+            pieces = [body[i : i + max(1, len(body) // 6)] for i in range(0, len(body), max(1, len(body) // 6))]
+            for piece in pieces:  # about 2.5 s in all, never 1 s without a byte
+                time.sleep(0.35)
+                sock.sendall(piece)
+            sock.settimeout(30)
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                assert chunk, answer
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"translations"' in answer
+
+
+def test_a_long_query_string_is_read_however_its_bytes_arrive(server):
+    """Was: a request line past 16 KiB passed when it came in one read and was 400 when it came in
+    several (as over a network): deep-translator sends `q` in the query string, so a text of a few
+    thousand Cyrillic characters (or 1,400 of 4 bytes), well within --max-chars, failed. Now the line may take what a body
+    may (12 x --max-chars + 64 KiB), counted the same however it is split; past it, a JSON 400."""
+    from urllib.parse import quote
+
+    text = ("𠀋" * 20 + "。") * 70  # 1,470 characters (--max-chars 2000 here): 17,430 bytes percent-encoded
+    head = f"POST /translate?q={quote(text)}&source=de&target=en HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+    assert len(head) > 16384
+    host, port = server.url.removeprefix("http://").split(":")
+    for size in (len(head), 1400):
+        with socket.create_connection((host, int(port))) as sock:
+            data = head.encode()
+            for i in range(0, len(data), size):
+                sock.sendall(data[i : i + size])
+                time.sleep(0.002)
+            sock.settimeout(30)
+            answer = b""
+            while not answer.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                assert chunk, answer
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200 "), (size, answer[:300])
+        assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["translatedText"].startswith("𠀋")  # copied
+    over = f"GET /health?q={'x' * BODY_LIMIT} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    with socket.create_connection((host, int(port))) as sock:
+        for i in range(0, len(over), 1400):
+            try:
+                sock.sendall(over[i : i + 1400])
+            except (BrokenPipeError, ConnectionResetError):
+                break
+        sock.settimeout(10)
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert "request line" in json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+
+
 def test_a_client_that_leaves_mid_body_is_logged_as_499_without_a_traceback(server, capfd):
     host, port = server.url.removeprefix("http://").split(":")
     for route in ("/v1/translate", "/translate"):

@@ -76,7 +76,7 @@ class Limits:
     batching: str = "static"  # mt.apps.serve.queue: each batch searched to its end, or sentences join a running search
     max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square
     max_connections: int = 512  # open at once; one more is closed as it opens (each holds a file descriptor)
-    read_timeout: float = 30.0  # seconds a client has to send a whole request, from connecting or its last answer
+    read_timeout: float = 30.0  # seconds to send a request's head (after connecting or an answer); a body's pauses
     max_file_bytes: int = 10_000_000  # an uploaded document's bytes (/translate_file); refused while it is read
     max_file_chars: int = 200_000  # characters a document may ask to translate (about 2,000 sentences)
     file_ttl: float = 1800.0  # seconds a translated document is kept for download, as LibreTranslate keeps them

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import gc
 import inspect
+import json
 import re
 import signal
 import socket
@@ -221,44 +222,92 @@ def uvicorn_config(app):
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACE,
-        http=guarded_protocol(limits.max_connections, limits.read_timeout),
+        http=guarded_protocol(limits.max_connections, limits.read_timeout, url_limit(limits.max_chars)),
     )
 
 
-MAX_HEAD_BYTES = 16384  # a request's line and headers, at most (h11's bound, which uvicorn kept before)
+MAX_HEAD_BYTES = 16384  # a request's headers, at most (h11's bound, which uvicorn kept before)
 MAX_PIPELINED = 16  # requests a connection may queue behind the one being answered
+MAX_BODY_SECONDS = 600  # how long a body may take in all, however steadily it arrives
 
 
-def guarded_protocol(max_connections: int, read_timeout: float):
+def url_limit(max_chars: int) -> int:
+    """The bytes a request's line may take: a body's bound (12 x --max-chars + 64 KiB), since
+    LibreTranslate's clients (deep-translator) send every field in the query string, percent-encoded."""
+    return max(MAX_HEAD_BYTES, 12 * max_chars + 65536)
+
+
+def guarded_protocol(max_connections: int, read_timeout: float, max_url_bytes: int = MAX_HEAD_BYTES):
     """uvicorn's httptools protocol (a C parser: h11's, in Python, cost the event loop 0.40 ms a
     request against 0.29, docs/benchmarks.md "Decoding speed"), bounded against clients that
     connect and wait, or send more than a request: past `max_connections` open at once a new one is
-    closed as it opens; a client that has not sent a whole request `read_timeout` seconds after
-    connecting (or after its last answer) is cut off, in its headers or its body (the app then logs
-    499); one that stops reading its answer (the socket's buffer full) for `read_timeout` seconds is
-    cut off too, its unsent answer dropped; a head over MAX_HEAD_BYTES (uvicorn would join a URL
-    read by read, in time that grows with its square) and more than MAX_PIPELINED requests queued
-    on one connection (httptools parses a whole read: thousands of queued requests) get a 400 and
-    the connection closed. uvicorn bounds none of these, and its close() waits for a write buffer to
-    empty: abort() is what frees the connection."""
+    closed as it opens; a client that has not sent a whole head `read_timeout` seconds after
+    connecting (or after its last answer), or sends nothing of its body for `read_timeout` seconds
+    (or for MAX_BODY_SECONDS in all), is cut off (the app then logs 499); one that stops reading its
+    answer (the socket's buffer full) for `read_timeout` seconds is cut off too, its unsent answer
+    dropped; a request line over `max_url_bytes`, headers over MAX_HEAD_BYTES and more than
+    MAX_PIPELINED requests queued on one connection (httptools parses a whole read: thousands of
+    queued requests) get a 400 (JSON, as the app's) and the connection closed, however the bytes
+    arrive. uvicorn bounds none of these, joins a URL read by read (time that grows with its square:
+    here its pieces are joined once), and its close() waits for a write buffer to empty: abort() is
+    what frees the connection."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class GuardedProtocol(HttpToolsProtocol):
         read_deadline = write_deadline = None
         head_bytes, in_body = 0, False  # bytes read since the last head ended; between a head and its end
+        url_bytes = header_bytes = 0
+        url_parts: list[bytes] = []
+        refusal: str | None = None  # why the parser was stopped (a callback raised): the 400's message
+        heard = body_started = 0.0  # when the body last sent bytes; when it began
 
         def data_received(self, data: bytes) -> None:
             if not self.in_body:  # a head not yet complete (with whatever follows it in this read)
                 self.head_bytes += len(data)
+            else:
+                self.heard = self.loop.time()
             super().data_received(data)
-            if not self.in_body and self.head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
-                self.send_400_response(f"Request line and headers over {MAX_HEAD_BYTES} bytes.")
+            too_long = self.head_bytes > max_url_bytes + MAX_HEAD_BYTES  # a head of no line or header yet
+            if not self.in_body and too_long and not self.transport.is_closing():
+                self.send_400_response(f"request line and headers over {max_url_bytes + MAX_HEAD_BYTES} bytes")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self.url_parts, self.url_bytes, self.header_bytes = [], 0, 0
+
+        def on_url(self, url: bytes) -> None:
+            self.url_bytes += len(url)
+            if self.url_bytes > max_url_bytes:  # raised through httptools: answered 400 (send_400_response)
+                self.refusal = f"the request line is over {max_url_bytes} bytes"
+                raise ValueError(self.refusal)
+            self.url_parts.append(url)
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self.header_bytes += len(name) + len(value) + 4
+            if self.header_bytes > MAX_HEAD_BYTES:
+                self.refusal = f"the request's headers are over {MAX_HEAD_BYTES} bytes"
+                raise ValueError(self.refusal)
+            super().on_header(name, value)
 
         def on_headers_complete(self) -> None:
-            if len(self.pipeline) >= MAX_PIPELINED:  # raised through httptools: uvicorn answers 400, closes
-                raise ValueError(f"more than {MAX_PIPELINED} requests pipelined")
+            if len(self.pipeline) >= MAX_PIPELINED:
+                self.refusal = f"more than {MAX_PIPELINED} requests pipelined"
+                raise ValueError(self.refusal)
+            self.url = b"".join(self.url_parts)
             self.head_bytes, self.in_body = 0, True
+            self.heard = self.body_started = self.loop.time()
             super().on_headers_complete()
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's 400 for HTTP that does not parse, or passes a bound above, as the app's errors
+            are: one JSON object (LibreTranslate's clients read its `error`)."""
+            body = json.dumps({"error": self.refusal or msg.rstrip(".")}).encode()
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            for name, value in self.server_state.default_headers:
+                head += [name, b": ", value, b"\r\n"]
+            head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body)]
+            self.transport.write(b"".join([*head, b"connection: close\r\n\r\n", body]))
+            self.transport.close()
 
         def on_message_complete(self) -> None:
             self.in_body = False
@@ -298,6 +347,12 @@ def guarded_protocol(max_connections: int, read_timeout: float):
                 setattr(self, name, None)
 
         def _read_deadline_passed(self) -> None:
+            if self.in_body:  # a body is timed by its silences: a slow upload that keeps coming goes on
+                now = self.loop.time()
+                until = min(self.heard + read_timeout, self.body_started + MAX_BODY_SECONDS)
+                if now < until:
+                    self.read_deadline = self.loop.call_later(until - now, self._read_deadline_passed)
+                    return
             if self.cycle is None or self.cycle.response_complete or self.cycle.more_body:  # not while answering
                 self.transport.abort()
 
