@@ -286,6 +286,10 @@ def test_serve_lists_the_pairs_and_honours_source_and_target(multi):
         auto = ok(f"{served.url}/translate", {"q": mixed, "source": "auto", "target": "en"})
         assert [d["language"] for d in auto["detectedLanguage"]] == ["de", "fr"]
         assert auto["translatedText"] == [h[0][0] for h in translator.search(mixed, DecodeOptions(tgt_lang="en"))]
+        # auto, a text already in the target: as it is (was translated fr -> fr, a direction never trained)
+        same = ok(f"{served.url}/translate", {"q": [toy["fr"][0], toy["de"][1]], "source": "auto", "target": "fr"})
+        assert [d["language"] for d in same["detectedLanguage"]] == ["fr", "de"]
+        assert same["translatedText"][0] == toy["fr"][0] and same["translatedText"][1] != toy["de"][1]
         detected = ok(f"{served.url}/detect", {"q": toy["fr"][0]})
         assert detected[0]["language"] == "fr" and sorted(d["language"] for d in detected) == ["de", "en", "fr"]
         status, _, data = call(f"{served.url}/translate", {"q": SPANISH, "source": "auto", "target": "en"})

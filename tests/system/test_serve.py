@@ -329,7 +329,30 @@ def test_libretranslate_shapes_json_and_forms(server, reference):
 
 def distinct_others(hyps: list[tuple], count: int) -> list[str]:
     """The other translations of an n-best list, best first, each text once, the best's left out."""
-    return list(dict.fromkeys(h[0] for h in hyps[1:] if h[0] != hyps[0][0]))[:count]
+    return list(dict.fromkeys(h[0] for h in hyps[1:] if h[0] not in (hyps[0][0], "")))[:count]
+
+
+def test_an_empty_hypothesis_is_no_alternative():
+    """Was: a hypothesis that ended at its first step came back as an alternative, "" (LibreTranslate
+    leaves empty ones out)."""
+    from mt.apps.serve.service import distinct_alternatives
+
+    assert distinct_alternatives([("Hallo.", -1.0), ("", -2.0), ("Hallo !", -3.0), ("Hallo.", -4.0)], 3) == ["Hallo !"]
+
+
+def test_libretranslate_limits_count_lines_with_text_and_forms_line_breaks_as_the_page_means_them(server, reference):
+    """Was: blank lines and an html fragment's line breaks (spaces, in html) counted against --max-lines
+    (20 here): a pretty-printed list was refused; and a form's CRLF line breaks (every browser's, so
+    LibreTranslate's own page's) counted twice against --max-chars and came back as CRLF."""
+    url = f"{server.url}/translate"
+    spaced = "\n\n".join(LINES[:12])  # 12 lines of text, 11 blank
+    assert ok(url, {"q": spaced, "source": "de", "target": "en"})["translatedText"] == \
+        "\n\n".join(reference.translate(LINES[:12]))
+    listed = "<ul>\n" + "".join(f"<li>{line}</li>\n" for line in LINES[:3] * 8) + "</ul>"  # 26 lines
+    assert ok(url, {"q": listed, "source": "de", "target": "en", "format": "html"})["translatedText"].count("<li>") == 24
+    form = ok(url, form={"q": "\r\n".join(LINES[:2]), "source": "de", "target": "en"})["translatedText"]
+    assert form == ok(url, {"q": "\n".join(LINES[:2]), "source": "de", "target": "en"})["translatedText"]
+    assert "\r" not in form
 
 
 def test_libretranslate_alternatives_and_auto_source(server, reference):
@@ -630,11 +653,14 @@ def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_exp
 
 
 def test_a_request_of_more_sentences_than_the_queue_holds_is_413_not_503_until_the_queue_empties(trained_experiment):
-    """Was: admitted only into an empty queue (a 503 that no retry ends under load), and then past the bound."""
+    """Was: admitted only into an empty queue (a 503 that no retry ends under load), and then past the bound.
+    /translate answers it as LibreTranslate answers a request over its limits (was 413: Dialect, which
+    reads LibreTranslate's 400 "exceeds text limit" as a batch too large, took it for an unknown error)."""
     with Served(build_app(load(trained_experiment), Limits(max_wait_ms=0, max_queue=4), threads=1)) as served:
         text = " ".join(LINES[:5])  # five sentences in one line
         status, _, data = call(f"{served.url}/translate", {"q": text, "source": "de", "target": "en"})
-        assert status == 413 and "5 sentences, more than --max-queue 4" in data["error"], data
+        assert status == 400 and data["error"].startswith(
+            "Invalid request: request (5 sentences) exceeds text limit (4 sentences, --max-queue)"), data
         status, _, data = call(f"{served.url}/v1/translate", {"text": text})
         assert status == 413 and "--max-queue 4" in data["error"]
         assert ok(f"{served.url}/v1/translate", {"text": " ".join(LINES[:4])})["translations"]

@@ -119,6 +119,9 @@ class Languages:
             if target is not None and item.written_in(target):
                 same.add(i)
                 detected.append({"confidence": confidence(item.foreign_confidence), "language": target})
+            elif target is not None and item.foreign is None and item.language == target:  # a multilingual
+                same.add(i)  # model reads its target too: "Deux hommes." into fr is no fr -> fr translation
+                detected.append({"confidence": confidence(item.confidence), "language": target})
             elif item.foreign is not None:
                 where = f"{fields[i]}: " if fields else ""
                 raise ApiError(400, f"{where}{item.foreign} is not supported: {item.message(self.readable)}")

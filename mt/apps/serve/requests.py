@@ -129,7 +129,15 @@ async def libre_fields(request, limit: int) -> dict:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except UnicodeDecodeError:
             raise ApiError(400, "the form is not valid UTF-8") from None
-    return {**form_fields(pairs), **form_fields(query)}  # the query's first, as Flask's request.values; q not merged
+    fields = {**form_fields(pairs), **form_fields(query)}  # the query's first, as Flask's request.values; q not merged
+    # A browser's form writes each line break as CRLF; LibreTranslate reads its lines (and counts the
+    # characters) with LF only, and so its own page's texts come back
+    q = fields.get("q")
+    if isinstance(q, str):
+        fields["q"] = q.replace("\r\n", "\n")
+    elif isinstance(q, list):
+        fields["q"] = [item.replace("\r\n", "\n") for item in q]
+    return fields
 
 
 def form_fields(pairs: list[tuple[str, str]]) -> dict:

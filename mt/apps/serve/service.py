@@ -74,11 +74,7 @@ class Service:
         else:
             lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
         if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
-            raise ApiError(
-                413,
-                f"the request has {len(lines)} sentences, more than --max-queue {self.limits.max_queue} can hold; "
-                "send them in several requests",
-            )
+            raise TooManySentences(len(lines), self.limits.max_queue)
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
@@ -100,8 +96,8 @@ class Service:
         asked = max(0, whole_number(fields.get("alternatives") or 0, "alternatives", 400, low=-(2**63), text=True) or 0)
         alternatives = min(asked, self.limits.max_beam - 1)  # the beam gives at most --max-beam translations
         split = [split_lines(text) for text in texts]  # each text's lines and the breaks between them
-        self._libre_size(texts, [lines for lines, _ in split])
         html = (fields.get("format") or "text") == "html"  # each text one fragment; no alternatives
+        self._libre_size(texts, [[text] for text in texts] if html else [lines for lines, _ in split])
         nbest, target = 1 if html else alternatives + 1, fields["target"]
         detected: list[dict[str, Any]] = []
         same = set(range(len(texts))) if source == target else set()  # already in the target: as they are
@@ -115,11 +111,18 @@ class Service:
             options = self.options(
                 ("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target)
             )
-            if html:
-                found = await self.translate_markup(request, [texts[i] for i in todo], options, "html")
-                done = [hyps[0][0] for hyps in found], [[] for _ in todo]
-            else:
-                done = await self._libre_lines(request, [split[i] for i in todo], options, alternatives)
+            try:
+                if html:
+                    found = await self.translate_markup(request, [texts[i] for i in todo], options, "html")
+                    done = [hyps[0][0] for hyps in found], [[] for _ in todo]
+                else:
+                    done = await self._libre_lines(request, [split[i] for i in todo], options, alternatives)
+            except TooManySentences as exc:  # LibreTranslate's 400 for its limits (its clients read the words)
+                raise ApiError(
+                    400,
+                    f"Invalid request: request ({exc.count} sentences) exceeds text limit ({exc.limit} sentences, "
+                    "--max-queue); send them in several requests",
+                ) from None
             for i, text, alternative in zip(todo, *done):
                 translated[i], others[i] = text, alternative
         answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
@@ -242,8 +245,10 @@ class Service:
         return await asyncio.to_thread(finish, planned, results)
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
-        """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines."""
-        chars, lines = sum(len(text) for text in texts), sum(len(item) for item in lines_of)
+        """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines (those with
+        text: a blank line is not searched; an html fragment is one, its line breaks being spaces)."""
+        chars = sum(len(text) for text in texts)
+        lines = sum(1 for item in lines_of for line in item if line.strip())
         limits = self.limits
         if chars > limits.max_chars or lines > limits.max_lines:
             size, limit = (
@@ -441,9 +446,21 @@ def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
     return answer
 
 
+class TooManySentences(ApiError):
+    """413: a request of more sentences than the queue holds (it would wait for an empty queue, which a
+    busy server never has); /translate answers it as LibreTranslate's limits are answered."""
+
+    def __init__(self, count: int, limit: int):
+        super().__init__(
+            413,
+            f"the request has {count} sentences, more than --max-queue {limit} can hold; send them in several requests",
+        )
+        self.count, self.limit = count, limit
+
+
 def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
     """Up to `count` other translations, best first, none the same text as one before it."""
-    seen, others = {hyps[0][0]}, []
+    seen, others = {hyps[0][0], ""}, []  # an empty one (a hypothesis ended at its first step) is none
     for h in hyps[1:]:
         if h[0] not in seen and len(others) < count:
             seen.add(h[0])
