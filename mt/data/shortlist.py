@@ -231,16 +231,21 @@ def build_shortlist(exp: Experiment, cfg: ExperimentConfig, src_vocab: int, tgt_
 
 def vocabulary_map(exp: Experiment, src_tok, tgt_tok) -> str | None:
     """The experiment's table as CTranslate2's vocabulary map (VMAP_FILE's text: `vmap_lines`), for `mt
-    export` and the CTranslate2 engine; None without a table, or (with a warning) for one built with other
-    tokenizers than `src_tok` and `tgt_tok`."""
+    export` and the CTranslate2 engine; None without a table, or (with a warning: the map is optional,
+    the model is not) for one built with other tokenizers than `src_tok` and `tgt_tok`, one that does
+    not read, or a vocabulary piece the map cannot hold."""
     if not exp.shortlist_path.exists():
         return None
-    table = load_table(exp)
-    if table.meta.get("tokenizer_sha256") != {"src": src_tok.sha256, "tgt": tgt_tok.sha256}:
-        log.warn(f"{exp.shortlist_path}: built with another tokenizer; no {VMAP_FILE} (`mt shortlist --force`)")
+    try:
+        table = load_table(exp)
+        if table.meta.get("tokenizer_sha256") != {"src": src_tok.sha256, "tgt": tgt_tok.sha256}:
+            raise MtError(f"{exp.shortlist_path}: built with another tokenizer (`mt shortlist --force`)")
+        pieces = (tok.pieces(list(range(tok.vocab_size))) for tok in (src_tok, tgt_tok))
+        return "".join(vmap_lines(table, *pieces))
+    except MtError as exc:
+        where = "" if str(exc).startswith(str(exp.shortlist_path)) else f"{exp.shortlist_path}: "
+        log.warn(f"{where}{exc}; no {VMAP_FILE}")
         return None
-    pieces = (tok.pieces(list(range(tok.vocab_size))) for tok in (src_tok, tgt_tok))
-    return "".join(vmap_lines(table, *pieces))
 
 
 def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]) -> Iterator[str]:
@@ -254,7 +259,7 @@ def vmap_lines(table: LexicalTable, src_pieces: list[str], tgt_pieces: list[str]
         # CTranslate2 cuts lines at \n and fields at tab and space (other spaces, U+3000 or U+00A0 kept
         # as pieces of CJK text, are characters to it); SentencePiece writes spaces as U+2581
         if not piece or any(c in piece for c in SEPARATORS):
-            raise MtError(f"the vocabulary holds a piece CTranslate2's vocabulary map cannot hold ({piece!r}): no map")
+            raise MtError(f"the vocabulary holds a piece CTranslate2's vocabulary map cannot hold ({piece!r})")
         return piece
 
     yield "\t" + " ".join(written(tgt_pieces[i]) for i in table.frequent) + "\n"

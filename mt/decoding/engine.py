@@ -88,6 +88,11 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
         return "CTranslate2 has no gnmt length penalty (--length-penalty or decode.length_penalty: length or none)"
     if beam and o.stop == "exact":
         return "CTranslate2 has no exact stop rule (--stop or decode.stop: early)"
+    engine = translator.engine
+    if o.shortlist and engine is not None and not engine.vmap:  # built before `mt shortlist`, or without a map
+        return (
+            f"--shortlist: the CTranslate2 engine in {engine.directory} has no {VMAP_FILE} (restart to build it again)"
+        )
     if beam and o.nbest > 1 and (o.length_penalty == "none" or o.alpha == 0):
         # without a penalty it stops once its best hypothesis finished and --nbest have, not `beam`
         return "CTranslate2 stops otherwise without a length penalty: --nbest with --length-penalty none or --alpha 0"
@@ -328,10 +333,20 @@ def _build(exp, checkpoint: Path, src_tok, tgt_tok, source: dict, root: Path, di
         src_pieces = src_tok.pieces(list(range(src_tok.vocab_size)))
         tgt_pieces = tgt_tok.pieces(list(range(tgt_tok.vocab_size)))
         model = model_from_checkpoint(load_checkpoint(checkpoint)).eval()
+        read = checkpoint.stat()
+        if [read.st_size, read.st_mtime_ns] != source["checkpoint_stat"]:  # saved again while it was read
+            raise MtError(
+                f"{checkpoint}: saved again while the engine was built (by training?): its record would name "
+                "other weights; start again once it is saved"
+            )
         spec = build_spec(model, src_pieces, tgt_pieces)
         spec.optimize(quantization=None)  # float32: the compute type is chosen when it is loaded
         spec.save(str(building))
         vmap = vocabulary_map(exp, src_tok, tgt_tok)
+        shortlist = exp.shortlist_path
+        now = [shortlist.stat().st_size, shortlist.stat().st_mtime_ns] if shortlist.exists() else None
+        if now != source["shortlist_stat"]:  # built again (`mt shortlist --force`) while the engine was
+            raise MtError(f"{shortlist}: built again while the engine was built; start again")
         if vmap is not None:
             (building / VMAP_FILE).write_text(vmap, encoding="utf-8")
         (building / "engine.json").write_text(json.dumps(source, indent=1) + "\n", encoding="utf-8")

@@ -490,3 +490,44 @@ def test_a_helper_pool_that_breaks_fails_the_batch_it_was_given_instead_of_holdi
     finally:
         batcher.close(timeout=60)
     assert not batcher._thread.is_alive()
+
+
+def test_a_shortlist_built_after_the_engine_falls_back_under_auto_and_a_save_during_the_build_is_refused(
+    trained_experiment, tmp_path, monkeypatch
+):
+    """Was: an engine loaded before `mt shortlist` ran said it could decode --shortlist, then refused it
+    (auto too, though mt's search decodes it); and a checkpoint saved again while the engine was built
+    from it left an engine.json naming the older file over the newer weights."""
+    from mt.data.shortlist import build_shortlist
+
+    experiment = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, experiment.root)
+    cfg = experiment.load_config()
+    translator = Translator.load(experiment, cfg)
+    translator.search(LINES[:2], DecodeOptions(engine="ctranslate2", beam=1))  # built: no shortlist yet
+    cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 2, 3
+    tok = translator.tgt_tok
+    build_shortlist(experiment, cfg, tok.vocab_size, tok.vocab_size)
+    ours = translator.search(LINES[:4], DecodeOptions(beam=1, shortlist=True))
+    assert translator.search(LINES[:4], DecodeOptions(beam=1, shortlist=True, engine="auto")) == ours
+    with pytest.raises(MtError) as exc:
+        translator.search(LINES[:4], DecodeOptions(beam=1, shortlist=True, engine="ctranslate2"))
+    one_line(exc, "--shortlist", "has no vmap.txt")
+    # saved again (here: its time) between the engine's check and its reading of the weights
+    import mt.decoding.engine as engine
+
+    checkpoint = experiment.find_checkpoint(cfg.decode.checkpoint)
+    read = engine.load_checkpoint
+
+    def saved_meanwhile(path):
+        state = read(path)
+        stamp = checkpoint.stat().st_mtime_ns + 10**9
+        os.utime(checkpoint, ns=(stamp, stamp))
+        return state
+
+    shutil.rmtree(experiment.root / "engines")
+    monkeypatch.setattr(engine, "load_checkpoint", saved_meanwhile)
+    with pytest.raises(MtError) as exc:
+        Translator.load(experiment, cfg).search(LINES[:2], DecodeOptions(engine="ctranslate2", beam=1))
+    one_line(exc, str(checkpoint.resolve()), "saved again while the engine was built")
+    assert not _engine_dirs(experiment)

@@ -397,3 +397,71 @@ def test_an_export_of_a_tokenizer_that_normalizes_nothing_says_what_input_it_nee
     export(exp, cfg, tmp_path / "identity")
     err = capsys.readouterr().err
     assert "normalizes nothing" in err and "give it NFC text" in err, err
+
+
+def test_a_damaged_shortlist_is_left_out_of_the_export_with_a_warning(post_norm, tmp_path, capsys):
+    """Was: an unreadable shortlist.npz (cut short, an older format) stopped the whole export, although
+    vmap.txt is optional; now the model is exported without it, the warning naming the file."""
+    exp = post_norm
+    exp.shortlist_path.parent.mkdir(parents=True, exist_ok=True)
+    exp.shortlist_path.write_bytes(b"PK\x03\x04 cut short")
+    try:
+        files = export(exp, exp.load_config(), tmp_path / "ct2")["files"]
+    finally:
+        exp.shortlist_path.unlink()
+    assert "model.bin" in files and "vmap.txt" not in files
+    err = capsys.readouterr().err
+    assert str(exp.shortlist_path) in err and "no vmap.txt" in err
+
+
+def test_the_readme_recipe_names_pieces_as_the_vmap_does_and_greedy_takes_no_penalty(post_norm, tmp_path):
+    """Was: README.txt encoded with out_type=str (a character the vocabulary lacks came out as itself,
+    not the <unk> vmap.txt names) and gave a greedy experiment a length penalty (CTranslate2 then
+    divides its scores by it: other scores than mt's)."""
+    import sentencepiece as spm
+
+    cfg = post_norm.load_config()
+    cfg.decode.beam = 1
+    export(post_norm, cfg, tmp_path / "ct2")
+    readme = (tmp_path / "ct2" / "README.txt").read_text()
+    assert "length_penalty=0," in readme
+    [line] = [line.strip() for line in readme.splitlines() if line.strip().startswith("pieces = ")]
+    src_sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "ct2" / "spm.model"))
+    scope = {"src_sp": src_sp, "lines": ["ein Hund 龘"]}
+    exec(line, scope)  # the README's own line
+    tok = post_norm.load_tokenizers(True)[0]
+    assert scope["pieces"] == [tok.pieces(tok.encode(["ein Hund 龘"])[0])]
+
+
+def test_force_into_a_directory_that_cannot_move_replaces_its_files_and_a_killed_export_is_put_back(
+    trained_experiment, tmp_path, monkeypatch
+):
+    """Was: --force renamed the earlier export's directory away, which a mount point (a container's
+    volume) refuses (EBUSY): the export failed. And an export killed between its two renames left no
+    --output at all, the earlier export under a hidden name for good."""
+    import errno
+
+    import mt.apps.export.directory as directory
+
+    exp, cfg = trained_experiment, trained_experiment.load_config()
+    out = tmp_path / "volume"
+    export(exp, cfg, out)
+    inode = out.stat().st_ino
+    rename = os.rename
+
+    def mounted(src, dst):
+        if Path(src) == out:
+            raise OSError(errno.EBUSY, "Device or resource busy", str(src))
+        return rename(src, dst)
+
+    monkeypatch.setattr(directory.os, "rename", mounted)
+    written = export(exp, cfg, out, force=True)["files"]
+    monkeypatch.undo()
+    assert out.stat().st_ino == inode and sorted(p.name for p in out.iterdir()) == sorted([".mt-export.json", *written])
+    # killed between the renames: the earlier export aside, nothing in its place, its process gone
+    aside = tmp_path / ".volume.999999999-abc-replaced"
+    os.rename(out, aside)
+    (tmp_path / ".volume.999999999-def").mkdir()  # the killed one's half-written model
+    with pytest.raises(MtError, match="exists; choose another --output or add --force"):
+        export(exp, cfg, out)  # put back first: an export, which only --force replaces
+    assert (out / ".mt-export.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["volume"]

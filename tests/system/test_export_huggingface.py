@@ -393,6 +393,13 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     evaluate_split(exp, gnmt, "test")
     card = model_card(load_exported(exp, gnmt, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and "GNMT length penalty transformers does not have" in card
+    # A search the record leaves out when it is off: a score of --no-repeat-ngram was taken for the
+    # model's own (the export's generation_config writes none)
+    guarded = copy.deepcopy(cfg)
+    guarded.decode.no_repeat_ngram = 3
+    evaluate_split(exp, guarded, "test")
+    card = model_card(load_exported(exp, cfg, "last", check_model), "unknown", 0.0)
+    assert "model-index" not in card
 
 
 def test_the_model_card_describes_the_checkpoints_model_and_says_one_from_elsewhere(trained, tmp_path):

@@ -109,7 +109,7 @@ def readme(
             f"length_penalty={d.alpha} is |Y|^alpha, as `mt translate --length-penalty length`."
         ),
     }[d.length_penalty]
-    alpha = 0 if d.length_penalty == "none" else d.alpha
+    alpha = 0 if d.length_penalty == "none" or d.beam == 1 else d.alpha  # greedy: mt's score is the raw sum
     # mt's repetition guard (decode.no_repeat_ngram) is CTranslate2's no_repeat_ngram_size, the same ban
     repeat = f",\n        no_repeat_ngram_size={d.no_repeat_ngram}" if d.no_repeat_ngram else ""
     languages, encode, tags = _languages(cfg, src_spm, tgt_spm)
@@ -166,7 +166,7 @@ def _languages(cfg: ExperimentConfig, src_spm: str, tgt_spm: str) -> tuple[str, 
     languages, encode, tags = (
         f"source:     {cfg.data.src_lang}, SentencePiece model {src_spm}\ntarget:     "
         f"{cfg.data.tgt_lang}, SentencePiece model {tgt_spm}",
-        "pieces = src_sp.encode(lines, out_type=str)",
+        "pieces = [[src_sp.id_to_piece(i) for i in ids] for ids in src_sp.encode(lines)]  # <unk> as vmap.txt names it",
         "",
     )
     if cfg.data.multilingual:  # one model, several directions: the first source piece names the target
@@ -176,7 +176,10 @@ def _languages(cfg: ExperimentConfig, src_spm: str, tgt_spm: str) -> tuple[str, 
             f"target language tokens (the first source piece asks for the target): "
             + ", ".join(f"{language_tag(lang)} {lang}" for lang in dict.fromkeys(t for _, t in cfg.data.pairs()))
         )
-        encode = f'pieces = [["{language_tag(first)}"] + p for p in src_sp.encode(lines, out_type=str)]  # into {first}'
+        encode = (
+            f'pieces = [["{language_tag(first)}"] + [src_sp.id_to_piece(i) for i in ids] for ids in src_sp.encode(lines)]'
+            f"  # into {first}"
+        )
         tags = (
             "\nA multilingual model: put the target language's token first in every source, as above; "
             "a direction\nnot among those trained is zero-shot (it translates, less well).\n"

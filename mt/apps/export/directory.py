@@ -11,6 +11,7 @@ those and keeps every other file (a Hub clone's .git/, notes), and refuses one i
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -50,6 +51,7 @@ def export(
         raise ConfigError(f"--format {fmt!r}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
     output = Path(output)
     quantize = None if quantize == "float32" else quantize  # the default, as --help names it
+    _clear_killed(output)  # first: an earlier export a killed one had moved aside is back in place
     earlier = _check_output(output, force)
     from mt.apps.export import argos, ctranslate2, huggingface
 
@@ -158,21 +160,49 @@ def _replace_dir(output: Path, write: Callable[[Path], None], fmt: str, earlier:
         (tmp / MANIFEST).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n", encoding="utf-8")
         _readable(tmp)
         sync_tree(tmp)  # on disk before it is renamed in and the earlier export goes: a crash leaves one whole
-        if output.exists() and _others(output, earlier):
+        old = tmp.with_name(tmp.name + "-replaced")
+        if output.exists() and not _others(output, earlier):
+            try:
+                os.rename(output, old)
+            except OSError:  # a mount point (a container's volume) cannot move: its files are replaced instead
+                pass
+        if output.exists():
             _merge(tmp, output, files, earlier)
-        elif output.exists():
-            old = tmp.with_name(tmp.name + "-replaced")
-            os.rename(output, old)
-            os.rename(tmp, output)
-            sync_directory(output.parent)
-            shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, output)
             sync_directory(output.parent)
+            shutil.rmtree(old, ignore_errors=True)  # the earlier export, moved aside above
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return files
+
+
+def _clear_killed(output: Path) -> None:
+    """What an export into `output` killed midway left beside it (its process gone): a temporary
+    directory is removed, and an earlier export moved aside for the new one, with nothing in
+    `output`'s place, is put back first."""
+    if not output.parent.is_dir():
+        return
+    for left in sorted(output.parent.glob(f".{glob.escape(output.name)}.*-*")):
+        pid = left.name[len(output.name) + 2 :].split("-", 1)[0]
+        if not pid.isdigit() or _running(int(pid)) or not left.is_dir():
+            continue
+        if left.name.endswith("-replaced") and not output.exists() and (left / MANIFEST).exists():
+            os.rename(left, output)
+            log.warn(f"{output}: put back (an export killed while it replaced it had moved it to {left.name})")
+        else:
+            shutil.rmtree(left, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _others(output: Path, earlier: list[str]) -> list[str]:

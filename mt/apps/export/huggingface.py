@@ -60,7 +60,7 @@ def _transformers():
 def check_options(quantize: str | None, license: str | None) -> None:
     if quantize is not None:
         raise ConfigError(
-            "--quantize is for --format ctranslate2: a Hugging Face export keeps float32 weights "
+            "--quantize is for --format ctranslate2 or argos: a Hugging Face export keeps float32 weights "
             "(transformers and onnxruntime quantize when loading)"
         )
     if license is not None and not LICENSE.fullmatch(license):

@@ -121,7 +121,13 @@ def own_scores(record: dict, source: Exported) -> bool:
     exported = checkpoint_name(source.exp, source.path)  # another run's best.pt is not this one's
     if decoded.get("length_penalty") == "gnmt" and decoded.get("beam", 1) > 1:
         return False  # transformers has no GNMT penalty: its generate() ranks the beam otherwise (below)
-    return record.get("checkpoint") == exported and all(decoded.get(k, v) == v for k, v in wanted.items())
+    # a record leaves out what was off (no_repeat_ngram 0, no shortlist, mt's own search): compared as
+    # such, so that a score of --shortlist or the CTranslate2 engine is not taken for the model's own
+    off = {"no_repeat_ngram": 0, "shortlist": False, "engine": "mt"}
+    wanted, decoded = {**off, **wanted}, {**off, **decoded}
+    if decoded["shortlist"] or decoded["engine"] != "mt":
+        return False
+    return record.get("checkpoint") == exported and all(decoded.get(k) == v for k, v in wanted.items())
 
 
 def _example(cfg) -> str:
