@@ -90,6 +90,7 @@ def _utf8_error(path: Path) -> MtError | None:
 def _invalid_utf8_line(path: Path) -> int | None:
     """The first line of `path` that is not UTF-8 (from 1), or None."""
     import gzip
+    import zlib
 
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as handle:
@@ -98,7 +99,7 @@ def _invalid_utf8_line(path: Path) -> int | None:
                     raw.decode("utf-8")
                 except UnicodeDecodeError:
                     return number
-    except OSError:
+    except (OSError, EOFError, zlib.error):  # a broken gzip file: the reader names it, not this
         return None
     return None
 

@@ -8,6 +8,7 @@ alignment of parallel files. A '\\r' before it is dropped, and so is a BOM at th
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
 import itertools
 import os
@@ -130,27 +131,34 @@ def line_batches(path: str, size: int) -> Iterator[tuple[int, list[bytes]]]:
 
     Only b'\\n' ends a line; a b'\\r' before it goes, and so does a BOM at the start of the file.
     """
-    with open_binary(path) as handle:
+    with open_binary(path) as handle, read_errors(path):
         start = 0
-        try:
-            while True:
-                batch = [_strip_newline(line) for line in itertools.islice(handle, size)]
-                if not batch:
-                    return
-                if start == 0 and batch[0].startswith(_BOM):
-                    batch[0] = batch[0][len(_BOM) :]
-                yield start, batch
-                start += len(batch)
-        except (EOFError, zlib.error) as exc:
-            raise MtError(f"{path}: broken gzip file ({exc})") from None
-        except OSError as exc:  # gzip.BadGzipFile is one
-            raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        while True:
+            batch = [_strip_newline(line) for line in itertools.islice(handle, size)]
+            if not batch:
+                return
+            if start == 0 and batch[0].startswith(_BOM):
+                batch[0] = batch[0][len(_BOM) :]
+            yield start, batch
+            start += len(batch)
+
+
+@contextlib.contextmanager
+def read_errors(path: str | os.PathLike) -> Iterator[None]:
+    """A file that breaks while it is read (a gzip file cut short or damaged, a disk error) as one line
+    naming it: a traceback of EOFError, or gzip's CRC message naming no file, was all one saw."""
+    try:
+        yield
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise MtError(f"{path}: broken gzip file ({exc})") from None
+    except OSError as exc:
+        raise MtError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def count_lines(path: str) -> int:
     """Lines of a plain file, counted in blocks (fast): the last line may lack its '\\n'."""
     count, last = 0, b"\n"
-    with open_binary(path) as handle:
+    with open_binary(path) as handle, read_errors(path):
         while block := handle.read(1 << 20):
             count += block.count(b"\n")
             last = block[-1:]
@@ -195,7 +203,7 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
         piped = False
 
     def lines():
-        with stream:
+        with stream, read_errors(name):
             raws = _arriving(stream.fileno()) if piped else iter(stream.readline, b"")
             number = 0
             for raw in raws:

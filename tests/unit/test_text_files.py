@@ -152,3 +152,23 @@ def test_input_lines_of_a_gzip_file_are_its_text(tmp_path):
 
     path = write(tmp_path / "text.de.gz", gzip.compress("eins\nzwei\n".encode()))
     assert [line for line in input_lines(path) if line is not None] == ["eins\n", "zwei\n"]
+
+
+def test_a_gzip_file_cut_short_or_damaged_is_one_line_naming_it_wherever_it_is_read(tmp_path):
+    """Was: a traceback (EOFError) from counting lines or reading mt translate's input, and for a bad
+    CRC gzip's message alone, naming no file."""
+    import gzip
+
+    from mt.data.text_files import count_lines, input_lines, read_lines
+
+    whole = gzip.compress(b"".join(b"line %d\n" % i for i in range(2000)))
+    cut = tmp_path / "train.de"  # gzip whatever the name, as a download saved without .gz
+    cut.write_bytes(whole[: len(whole) // 2])
+    damaged = tmp_path / "valid.de.gz"
+    damaged.write_bytes(whole[:-8] + bytes([whole[-8] ^ 0xFF]) + whole[-7:])  # the CRC
+    for path in (cut, damaged):
+        for read in (count_lines, read_lines, lambda p: list(input_lines(Path(p)))):
+            with pytest.raises(MtError) as exc:
+                read(str(path))
+            message = str(exc.value)
+            assert message.startswith(f"{path}: ") and "gzip" in message and "\n" not in message, message
