@@ -7,6 +7,7 @@ recipe's own model section overrides) and the keys `mt run` uses (`exp`, `steps`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,29 @@ def recipe_config(raw: dict[str, Any], where: str) -> ExperimentConfig:
     return from_dict({key: value for key, value in raw.items() if key not in RECIPE_KEYS}, where, base=cfg)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader that refuses a key given twice in one mapping: PyYAML keeps the last, so a
+    recipe with two `data:` sections lost the first one's fields without a word."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict:
+    lines: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = lines.setdefault(key, key_node.start_mark.line)
+        except TypeError:  # an unhashable key: construct_mapping names it
+            continue
+        if first != key_node.start_mark.line:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{key!r} given twice in one mapping (first on line {first + 1})", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     """The mapping a YAML file (a recipe, an experiment's config) holds. Unreadable files, bytes that
     are not UTF-8, bad YAML and anything but a mapping are one-line errors naming the file (and line)."""
@@ -87,7 +111,7 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}): a damaged {what}?") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)  # safe: a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f":{mark.line + 1}" if getattr(mark, "line", None) is not None else ""
@@ -112,6 +136,11 @@ def read_recipe(path: Path) -> Recipe:
     cfg = recipe_config(raw, str(path))
     absolute_data_paths(cfg)
     run = {key: raw[key] for key in RECIPE_KEYS if key in raw}
+    for key in ("exp", "teacher", "reverse"):  # paths: `~/experiments/x` is the home's, as corpus paths are
+        if isinstance(run.get(key), str):
+            run[key] = os.path.expanduser(run[key])
+        elif isinstance(run.get(key), list):
+            run[key] = [os.path.expanduser(entry) if isinstance(entry, str) else entry for entry in run[key]]
     steps = run.get("steps", [])
     if not isinstance(steps, list):
         raise ConfigError(f"{path}: steps must be a list, e.g. [{', '.join(STEPS)}]")

@@ -127,6 +127,10 @@ def test_recipe_fields_are_only_what_it_sets(tmp_path):
     ("train: 5\n", ["train", "mapping"]),
     ("- a list\n", ["mapping"]),
     ("train:\n  max_steps: [1\n", ["not valid YAML"]),
+    # a section given twice: PyYAML kept the last, the first one's fields lost without a word
+    ("data:\n  max_len: 50\nmodel:\n  d_model: 64\ndata:\n  dedup: false\n",
+     ["bad.yaml:5:", "'data' given twice", "first on line 1"]),
+    ("train:\n  max_steps: 5\n  max_steps: 6\n", ["bad.yaml:3:", "'max_steps' given twice"]),
 ])
 def test_bad_recipe_names_the_key_and_file(tmp_path, text, needles):
     path = write(tmp_path / "bad.yaml", text)
@@ -486,3 +490,13 @@ def test_a_section_name_yaml_reads_as_no_word_is_one_line_error(key):
     with pytest.raises(ConfigError) as exc:  # was: TypeError from hasattr
         from_dict({key: {"beam": 2}}, "recipe.yaml")
     assert str(exc.value) == f"recipe.yaml: section names are words, not {key!r} (quote it if it is one)"
+
+
+def test_a_recipes_paths_start_at_the_home_directory_as_corpus_paths_do(tmp_path, monkeypatch):
+    """Was: `exp: ~/experiments/x` made a directory named `~` in the current one."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = write(tmp_path / "r.yaml", "exp: ~/experiments/x\nteacher: [~/t.yaml, ~/t2]\nreverse: ~/r\n")
+    _, run = load_recipe(path)
+    home = str(tmp_path / "home")
+    assert run["exp"] == f"{home}/experiments/x" and run["teacher"] == [f"{home}/t.yaml", f"{home}/t2"]
+    assert run["reverse"] == f"{home}/r"
