@@ -240,6 +240,9 @@ def absolute_spec(spec: str) -> str:
     weight = _WEIGHT.search(text)
     suffix = text[weight.start() :] if weight else ""
     text = text[: weight.start()].rstrip() if weight else text
+    directions = _DIRECTIONS.search(text)  # `~en-de`: not part of a path (hf:corpus.jsonl~en-de)
+    suffix = (text[directions.start() :] if directions else "") + suffix
+    text = text[: directions.start()].rstrip() if directions else text
     kind_match = _KIND.match(text)
     if not kind_match or kind_match.group(1) not in KINDS or not text[len(kind_match.group(1)) :].startswith(":"):
         return spec  # no path (ding, ding@valid), or not a spec: parse_source names it as written

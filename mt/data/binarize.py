@@ -290,12 +290,21 @@ def _refuse_empty_direction(cfg: ExperimentConfig, split: str, stats: dict) -> N
 def _check_files_exist(cfg: ExperimentConfig, split: str) -> None:
     """A split's files are there before any split is read: a mistyped valid path was found once the
     training split was encoded, hours in (the Ding dictionary's reader says how to install it)."""
+    from mt.config.sources import DING_PATH
+    from mt.data.hub import _looks_local
+
     for pair in cfg.data.pairs():
         for source in cfg.data.sources(split, pair):
+            paths: tuple[str, ...] = ()
             if source.kind in ("files", "tsv", "jsonl"):
-                for path in source.paths:
-                    if not os.path.exists(existing(path) if source.kind == "files" else path):
-                        raise MtError(f"data.{split}: {path}: no such file")
+                paths = source.paths
+            elif source.kind == "ding" and source.paths[0] != DING_PATH:  # the package's: its reader says how
+                paths = source.paths
+            elif source.kind == "hf" and _looks_local(source.paths[0]):  # a data file, not a hub name
+                paths = (os.path.expanduser(source.paths[0]),)
+            for path in paths:
+                if not os.path.exists(existing(path) if source.kind == "files" else path):
+                    raise MtError(f"data.{split}: {path}: no such file")
 
 
 def binarize(exp: Experiment, cfg: ExperimentConfig, workers: int = WORKERS, force: bool = False) -> dict:

@@ -545,9 +545,15 @@ def test_a_missing_file_of_any_split_is_refused_before_the_training_split_is_rea
     read = []
     real = mt.data.binarize.binarize_split
     monkeypatch.setattr(mt.data.binarize, "binarize_split", lambda *a, **k: read.append(a[2]) or real(*a, **k))
-    cfg.data.valid = [*cfg.data.valid, "files:/no/such/valid"]
+    valid = cfg.data.valid
+    cfg.data.valid = [*valid, "files:/no/such/valid"]
     with pytest.raises(MtError, match=r"^data\.valid: /no/such/valid\.\w\w: no such file$"):
         binarize(exp, cfg)
+    # a local data file of hf: and a dictionary file of ding: too (were read, or failed, after train)
+    for spec, path in (("hf:/no/such/valid.jsonl", "/no/such/valid.jsonl"), ("ding:/no/such/de-en@valid", "/no/such/de-en")):
+        cfg.data.valid = [*valid, spec]
+        with pytest.raises(MtError, match=rf"^data\.valid: {path}: no such file$"):
+            binarize(exp, cfg)
     assert read == [] and not exp.data_dir.exists()
 
 

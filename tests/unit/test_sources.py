@@ -271,3 +271,14 @@ def test_legacy_hf_data_files_become_local_hub_files():
 
 def test_legacy_half_named_files_are_not_spelled_with_none():
     assert "None" not in legacy_error({"train_src": "a.de"})
+
+
+def test_a_local_hub_file_with_its_directions_is_made_absolute(tmp_path, monkeypatch):
+    """Was: hf:sub/x.jsonl~en-de was looked for as a file named `x.jsonl~en-de`, so it stayed relative in
+    the saved config and a later step run from another directory found no such file."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.jsonl").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    assert absolute_spec("hf:sub/x.jsonl~en-de") == f"hf:{tmp_path}/sub/x.jsonl~en-de"
+    assert absolute_spec("hf:sub/x.jsonl~en-de, de-en*2") == f"hf:{tmp_path}/sub/x.jsonl~en-de, de-en*2"
+    assert absolute_spec("files:~/corpus") != "files:~/corpus"  # a ~ in a path is still the home's
