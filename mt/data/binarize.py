@@ -96,6 +96,8 @@ def binarize_split(
         cfg.tokenizer.train_segmentations if split == "train" else 1,
         cfg.tokenizer.sampling_alpha,
         hashes=train is not None,
+        # valid and test read strictly: their pairs looked up as cleaned training text ("a dog " is "a dog")
+        hash_clean=data.cleaning("train") if train is not None and clean is None else None,
     )
     # Each source of each direction, in order; with directions, its pairs' sources start with the tag.
     entries = [

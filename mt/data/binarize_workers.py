@@ -48,6 +48,7 @@ class Filters:
     src_prefix: tuple[int, ...] = ()  # ids before each source (a multilingual model's target tag), after the filters
     src_counted: int = 0  # of these, how many max_len counts: <BT> (model.max_positions leaves room for the tag only)
     hashes: bool = False  # each kept pair's hash, without deduplicating (valid and test, checked against train)
+    hash_clean: str | None = None  # cleaned so (train's normalisation) before hashing: as train's pairs were
 
 
 def pair_hash(src: str, tgt: str, prefix: tuple[int, ...] = ()) -> int:
@@ -104,7 +105,12 @@ class Encoder:
             text = {"src": [decoded.src[i] for i in keep], "tgt": [decoded.tgt[i] for i in keep]}
             result["samples"] = [self._sampled(best, text, filters) for _ in range(1, filters.segmentations)]
         if filters.dedup or filters.hashes:
-            hashes = (pair_hash(decoded.src[i], decoded.tgt[i], filters.src_prefix) for i in keep)
+            form, fixed = filters.hash_clean, {"control": 0, "unicode": 0, "whitespace": 0}
+
+            def cleaned(text: str) -> str:
+                return text if form is None else corpus.clean_text(text, form, fixed)
+
+            hashes = (pair_hash(cleaned(decoded.src[i]), cleaned(decoded.tgt[i]), filters.src_prefix) for i in keep)
             result["hashes"] = np.fromiter(hashes, dtype=np.uint64, count=len(keep))
         return result
 

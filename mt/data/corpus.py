@@ -118,8 +118,10 @@ def _file_chunks(src_path: str, tgt_path: str, size: int) -> Iterator[RawChunk]:
 # ---------------------------------------------------------------------------------------------
 # Decoding and cleaning
 
-# C0 and C1 control characters other than tab, line feed and carriage return (whitespace, below).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# C0 and C1 control characters other than tab, line feed and carriage return (whitespace, below), and
+# a byte-order mark inside a file (`cat a.de b.de` of files saved with one: only the first is dropped
+# as the file is read).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff]")
 
 
 def clean_text(text: str, normalize: str, fixed: dict[str, int]) -> str:

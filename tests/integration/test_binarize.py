@@ -588,6 +588,22 @@ def test_valid_and_test_pairs_also_in_train_are_counted_and_said(setup, capsys):
     assert f"test: {test['pairs_kept']:,} of its {test['pairs_kept']:,} pairs are also in the training split" in err
 
 
+def test_a_test_pair_differing_from_a_training_pair_only_as_cleaning_undoes_is_in_train(setup, tmp_path):
+    """Was: valid and test (read strictly) were hashed as written and training pairs as cleaned, so a
+    test pair with a trailing space, a doubled space or decomposed letters was not counted."""
+    import unicodedata
+
+    exp, cfg, texts = setup
+    src, tgt = texts["train"]
+    pairs = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip() and len(s) < 60 and " " in s][:20]
+    (tmp_path / "spaced.de").write_text("".join(unicodedata.normalize("NFD", s.replace(" ", "  ")) + " \n"
+                                                for s, _ in pairs), encoding="utf-8")
+    (tmp_path / "spaced.en").write_text("".join(f" {t}\n" for _, t in pairs), encoding="utf-8")
+    cfg.data.test = [f"files:{tmp_path / 'spaced'}"]
+    test = binarize(exp, cfg)["splits"]["test"]
+    assert test["in_train"] == test["pairs_kept"] == len(pairs)
+
+
 def test_workers_stop_even_when_the_pools_own_terminate_hangs(setup, monkeypatch):
     """Pool.terminate waited for ever on its task thread (blocked writing into a pipe no worker read):
     an interrupted binarize, and CI once, hung. The pool's processes are killed after a while instead."""
