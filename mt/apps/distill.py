@@ -108,7 +108,7 @@ def prepare_student(
     if not student.has_tokenizer():
         staging = student.root / ".tokenizer-copy"
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(teacher.tokenizer_dir, staging)
+        shutil.copytree(teacher.tokenizer_dir, staging, ignore=shutil.ignore_patterns("inputs.json"))  # its corpus
         staging.rename(student.tokenizer_dir)
     elif not same_tokenizer(student, teacher):
         raise MtError(

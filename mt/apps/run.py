@@ -109,6 +109,7 @@ def _run_step(
 
         if exp.has_tokenizer():
             log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
+            _check_tokenizer_inputs(exp)
             return
         log.info("[bold]train-tokenizer[/bold]")
         train_tokenizer(exp, cfg)
@@ -377,6 +378,20 @@ def _missing_inputs(exp: Experiment, cfg: ExperimentConfig, to_run: list[str], r
             and not str(Path(item.partition(": ")[2]).resolve()).startswith(root)
         )
     )
+
+
+def _check_tokenizer_inputs(exp: Experiment) -> None:
+    """A training file changed since the tokenizer learned its vocabulary from it (a corpus fixed or
+    replaced before binarize ran): said, since binarize will encode the new text with it."""
+    from mt.data.dataset import changed_inputs
+
+    if exp.has_data():  # binarize's own check compares data/ with its files
+        return
+    for _, path, how in changed_inputs(exp, exp.read_json(exp.tokenizer_inputs_path) or {}):
+        log.warn(
+            f"train-tokenizer: {path} has changed since {exp.tokenizer_dir} was trained on it ({how}); its "
+            f"vocabulary is the earlier text's: start a new --exp to train one on the new text"
+        )
 
 
 def _check_inputs(exp: Experiment, cfg: ExperimentConfig) -> None:

@@ -87,12 +87,14 @@ def input_record(cfg, splits: list[str]) -> dict[str, dict]:
     return record
 
 
-def changed_inputs(exp: Experiment) -> list[tuple[str, str, str]]:
-    """(split, file, how) for each file data/ was binarized from that has changed since: gone, or other
-    bytes (its sha256, read only where its size or time moved). Data binarized before inputs were
-    recorded has nothing to compare with: none."""
+def changed_inputs(exp: Experiment, record: dict | None = None) -> list[tuple[str, str, str]]:
+    """(split, file, how) for each file data/ was binarized from (or that `record`, an `input_record`,
+    holds) that has changed since: gone, or other bytes (its sha256, read only where its size or time
+    moved). Data binarized before inputs were recorded has nothing to compare with: none."""
     changed = []
-    for path, was in ((exp.read_json(exp.manifest_path) or {}).get("inputs") or {}).items():
+    if record is None:
+        record = (exp.read_json(exp.manifest_path) or {}).get("inputs") or {}
+    for path, was in record.items():
         try:
             stat = os.stat(path)
         except OSError:

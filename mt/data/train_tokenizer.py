@@ -15,9 +15,10 @@ from pathlib import Path
 import sentencepiece as spm
 
 from mt import log
-from mt.atomic_files import sync_directory
+from mt.atomic_files import sync_directory, write_json_atomic
 from mt.config.schema import ExperimentConfig, TokenizerConfig
 from mt.data import corpus
+from mt.data.dataset import input_record
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.tokenizer import BACK_TRANSLATION_TAG, BOS_ID, EOS_ID, NOISE_FILLER, PAD_ID, UNK_ID, Tokenizer, language_tag
@@ -135,8 +136,9 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     if not cfg.data.train:  # else the sample is empty and the error names no file
         raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
     started = time.perf_counter()
+    inputs = input_record(cfg, ["train"])  # before reading: a file rewritten meanwhile is then "changed"
     if cfg.data.multilingual:
-        return _train_multilingual(exp, cfg, started)
+        return _train_multilingual(exp, cfg, started, inputs)
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
     pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
     sample = corpus.sample_pairs(cfg.data.sources("train"), pairs, cfg.data.cleaning("train"))
@@ -159,6 +161,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             )
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         models.append((lines, exp.spm_prefix(side), back_translation_symbols(cfg) if side != "tgt" else None))
+    write_json_atomic(exp.tokenizer_inputs_path, inputs)  # before the models, which say it is done
     train_spms(models, cfg.tokenizer)  # written together, once every side has trained
     return {
         "vocab_size": {side: Tokenizer.load(exp.spm_model_path(side)).vocab_size for side in _sides(cfg)},
@@ -168,7 +171,7 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     }
 
 
-def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) -> dict:
+def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, inputs: dict) -> dict:
     """One joint model for every language of data.directions, trained on a sample that balances the
     languages (tokenizer.language_temperature), with each language's tag as a user symbol."""
     directions = cfg.data.pairs()
@@ -202,6 +205,7 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float) 
         f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
         f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})"
     )
+    write_json_atomic(exp.tokenizer_inputs_path, inputs)
     train_spm(
         lines,
         exp.spm_prefix("joint"),

@@ -64,6 +64,11 @@ class Experiment:
     def tokenizer_dir(self) -> Path:
         return self.root / "tokenizer"
 
+    @property
+    def tokenizer_inputs_path(self) -> Path:
+        """The training files the tokenizer was trained on (`mt.data.dataset.input_record`)."""
+        return self.tokenizer_dir / "inputs.json"
+
     def spm_prefix(self, side: str) -> Path:
         """side: "joint", "src" or "tgt"; SentencePiece adds .model/.vocab to this prefix."""
         return self.tokenizer_dir / ("spm" if side == "joint" else f"spm.{side}")

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -467,6 +468,25 @@ def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, 
     code, out, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(copy), "--dry-run",
                         "--set", "train.max_steps=99")  # the run would train on, then score anew
     assert code == 0 and "train to run, evaluate to run" in err, err
+
+
+def test_run_says_a_corpus_file_changed_since_the_tokenizer_was_trained_on_it(tmp_path, capsys, monkeypatch):
+    """Was: "train-tokenizer: done already" unchecked, and binarize then encoded a corpus fixed or
+    replaced meanwhile with the earlier text's vocabulary, without a word."""
+    from helpers import tiny_experiment
+
+    exp, _ = tiny_experiment(tmp_path, {"train": 60, "valid": 8}, model={}, train={}, decode={})
+    shutil.rmtree(exp.data_dir)  # the tokenizer trained, binarize not run yet
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps: [train-tokenizer]\n", encoding="utf-8")
+    train = tmp_path / "train.de"
+    lines = train.read_text(encoding="utf-8")
+    train.write_text(lines, encoding="utf-8")  # the same lines, a new time: nothing to say
+    code, _, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(exp.root))
+    assert code == 0 and "train-tokenizer: done already" in err and "has changed" not in err, err
+    train.write_text(lines.replace("e", "a", 3), encoding="utf-8")
+    code, _, err = mt(capsys, monkeypatch, "run", str(recipe), "--exp", str(exp.root))
+    assert code == 0 and f"train-tokenizer: {train} has changed since {exp.tokenizer_dir} was trained on it" in err
 
 
 def test_run_notices_a_corpus_file_changed_since_it_was_binarized(tmp_path, capsys, monkeypatch):
