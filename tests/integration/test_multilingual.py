@@ -344,7 +344,7 @@ def test_a_ctranslate2_export_translates_as_mt_with_the_tag(multi, tmp_path):
     cfg = multi.load_config()
     export(multi, cfg, tmp_path / "ct2")
     readme = (tmp_path / "ct2" / "README.txt").read_text()
-    assert "<2de> de, <2fr> fr" in readme.replace("<2en> en, ", "") and '["<2de>"] + p' in readme
+    assert "<2de> de, <2fr> fr" in readme.replace("<2en> en, ", "") and '["<2de>"] + [src_sp.id_to_piece(i) for i in ids]' in readme
     translator = Translator.load(multi, cfg)
     ct2 = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
     english = toy_multiway(20, seed=95)["en"]
