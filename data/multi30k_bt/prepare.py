@@ -23,9 +23,16 @@ PAIRS = 10_000
 
 def write(path: Path, lines: list[str]) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write("".join(line + "\n" for line in lines))
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(text_of(lines))
+        os.replace(temporary, path)
+    finally:
+        Path(temporary).unlink(missing_ok=True)  # a write that failed (a full disk) leaves no temporary
+
+
+def text_of(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode("utf-8")
 
 
 def main() -> None:
@@ -53,10 +60,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, lines in files.items():  # checked before any is written: all or none
         path = out / name
-        if path.exists() and not args.force and path.read_text(encoding="utf-8") != "".join(x + "\n" for x in lines):
+        try:  # as bytes: a file of other line endings (CRLF) holds other lines, not the same
+            other = path.exists() and path.read_bytes() != text_of(lines)
+        except OSError as exc:
+            sys.exit(f"{path}: cannot read it: {exc.strerror or exc}")
+        if other and not args.force:
             sys.exit(f"{path}: exists and holds other lines; --force replaces it")
     for name, lines in files.items():
-        write(out / name, lines)
+        try:
+            write(out / name, lines)
+        except OSError as exc:
+            sys.exit(f"{out / name}: cannot write it: {exc.strerror or exc}")
     print(f"multi30k_bt: {PAIRS:,} pairs in {out}/parallel10k.{{en,de}}, "
           f"{len(sides['de']) - PAIRS:,} German sentences in {out}/mono19k.de", file=sys.stderr)
 

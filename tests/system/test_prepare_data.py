@@ -296,3 +296,23 @@ def test_multi30k_bt_keeps_a_last_line_without_its_line_break(tmp_path, monkeypa
     monkeypatch.setattr("sys.argv", ["prepare.py", "--from", str(source), "--out", str(out)])
     bt.main()
     assert (out / "mono19k.de").read_text(encoding="utf-8").splitlines() == [f"de {i}" for i in range(bt.PAIRS, n)]
+
+
+def test_multi30k_bt_refuses_a_file_of_other_line_endings_or_bytes_in_one_line(tmp_path, monkeypatch):
+    """Was: an existing output compared as text (universal newlines): one with CRLF line endings counted
+    as the same and was replaced without --force; one not UTF-8 was a traceback."""
+    bt = load_script("multi30k_bt")
+    source, out = tmp_path / "m30k", tmp_path / "out"
+    source.mkdir()
+    out.mkdir()
+    n = bt.PAIRS + 3
+    for lang in ("en", "de"):
+        (source / f"train.{lang}").write_text("".join(f"{lang} {i}\n" for i in range(n)), encoding="utf-8")
+    monkeypatch.setattr("sys.argv", ["prepare.py", "--from", str(source), "--out", str(out)])
+    crlf = "".join(f"de {i}\r\n" for i in range(bt.PAIRS, n)).encode()
+    for mine in (crlf, b"\xff\xfe not text\n"):
+        (out / "mono19k.de").write_bytes(mine)
+        with pytest.raises(SystemExit) as exc:
+            bt.main()
+        assert str(exc.value) == f"{out / 'mono19k.de'}: exists and holds other lines; --force replaces it"
+        assert (out / "mono19k.de").read_bytes() == mine
