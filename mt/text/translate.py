@@ -124,7 +124,7 @@ def join(
             results.append([(reassemble(text, plan, [h[0]]), *h[1:]) for h in hyps[0]])
             continue
         score = sum(h[0][1] for h in hyps) / len(hyps) if hyps else 0.0
-        joined = reassemble(text, plan, [h[0][0] for h in hyps]) if plan else ""  # a blank text: ""
+        joined = reassemble(text, plan, [h[0][0] for h in hyps]) if plan else text  # a blank text: as it is
         results.append([(joined, score)])
     return results
 

@@ -40,9 +40,10 @@ def test_a_paragraphs_sentences_are_each_translated_as_alone(trained_experiment)
 def test_mt_translate_splits_lines_keeps_their_spaces_and_one_line_per_line(trained_experiment):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     t1, t2, t3 = translator.translate([S1, S2, S3])
-    done = mt_translate(trained_experiment, f"{S1} {S2}  {S3}\n\n  {S2}\n{S3}\n")
+    # a line of spaces and tabs alone comes back as it is (was emptied: its whitespace lost)
+    done = mt_translate(trained_experiment, f"{S1} {S2}  {S3}\n\n  {S2}\n \t \n{S3}\n")
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout.decode().split("\n") == [f"{t1} {t2}  {t3}", "", f"  {t2}", t3, ""]
+    assert done.stdout.decode().split("\n") == [f"{t1} {t2}  {t3}", "", f"  {t2}", " \t ", t3, ""]
 
 
 def test_a_break_between_two_sentences_of_a_line_is_a_space_in_its_translation(trained_experiment):
