@@ -120,7 +120,7 @@ def test_detect_answers_libretranslates_shape_and_auto_refuses_a_language_the_mo
     assert ok(f"{plain.url}/detect", {"q": LINES[0]}) == [{"confidence": 100.0, "language": "de"}]
     assert ok(f"{plain.url}/detect?{urlencode({'q': LINES[0]})}", raw=b"") == [{"confidence": 100.0, "language": "de"}]
     assert ok(f"{keyed.url}/detect", {"q": LINES[0], "api_key": "SECRET"})[0]["language"] == "de"
-    assert call(f"{keyed.url}/detect", {"q": LINES[0]})[0] == 403
+    assert call(f"{keyed.url}/detect", {"q": LINES[0]})[0] == 400  # no key: LibreTranslate's 400
     assert call(f"{plain.url}/detect", {"q": ""})[2] == {"error": "Invalid request: missing q parameter"}
     assert ok(f"{plain.url}/detect", {"q": "12 345"}) == [{"confidence": 0.0, "language": "de"}]  # no letters: was 100
     listed = ok(f"{plain.url}/translate", {"q": [LINES[0], LINES[1]], "source": "auto", "target": "en"})

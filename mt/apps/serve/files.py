@@ -332,7 +332,7 @@ class Documents:
             upload = await read_upload(request, self.limits.max_file_bytes)
         finally:
             self.reading[keyed] -= 1
-        check_key(service.api_key, field_key(upload.fields, header_key(request)))
+        check_key(service.api_key, field_key(upload.fields, header_key(request)), libre=True)
         source, target = service.libre_pair(upload.fields)
         tag = service.directions.tag(source, target)  # libre_pair has checked that there is one
         options = DecodeOptions(nbest=1, src_lang=source, tgt_lang=target).resolved(service.defaults)

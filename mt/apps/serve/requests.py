@@ -187,15 +187,18 @@ def key_matches(expected: str, given: Any) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass"))
 
 
-def check_key(expected: str | None, given: Any) -> None:
-    """403 unless the server has no key or `given` is it."""
+NO_KEY = "Please contact the server operator to get an API key"  # LibreTranslate's words: clients match them
+
+
+def check_key(expected: str | None, given: Any, libre: bool = False) -> None:
+    """Unless the server has no key or `given` is it: 403 for another key; for none, 403 (/v1), or on
+    LibreTranslate's routes (`libre`) its 400 and its words (Dialect reads them as "a key is needed")."""
     if expected is None:
         return
     if not given or not isinstance(given, str):
-        raise ApiError(
-            403,
-            "Please contact the server operator to get an API key (api_key, or the header Authorization: Bearer KEY)",
-        )
+        if libre:
+            raise ApiError(400, NO_KEY)
+        raise ApiError(403, f"{NO_KEY} (the header Authorization: Bearer KEY, or X-API-Key)")
     if not key_matches(expected, given):
         raise ApiError(403, "Invalid API key")
 

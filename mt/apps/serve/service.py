@@ -88,7 +88,7 @@ class Service:
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""
         fields = await libre_fields(request, self.body_limit)
-        check_key(self.api_key, field_key(fields, header_key(request)))
+        check_key(self.api_key, field_key(fields, header_key(request)), libre=True)
         texts = self._libre_texts(fields)  # and the languages as the model writes them (libre_pair)
         q, source = fields.get("q"), fields.get("source")
         src_lang = None if source == "auto" else source  # a multilingual model's tag is its target's
@@ -246,9 +246,10 @@ class Service:
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
         """400, as LibreTranslate's limit, past --max-chars characters or --max-lines lines (those with
-        text: a blank line is not searched; an html fragment is one, its line breaks being spaces)."""
+        text: a blank line is not searched; an html fragment is one, its line breaks being spaces; and
+        each text at least one, so that a form of 44,000 empty q's is refused at once)."""
         chars = sum(len(text) for text in texts)
-        lines = sum(1 for item in lines_of for line in item if line.strip())
+        lines = sum(max(1, sum(1 for line in item if line.strip())) for item in lines_of)
         limits = self.limits
         if chars > limits.max_chars or lines > limits.max_lines:
             size, limit = (
@@ -274,7 +275,7 @@ class Service:
     async def detect(self, request: Request) -> list[dict[str, Any]]:
         """POST /detect, as LibreTranslate answers it: [{"confidence", "language"}], likeliest first."""
         fields = await libre_fields(request, self.body_limit)
-        check_key(self.api_key, field_key(fields, header_key(request)))
+        check_key(self.api_key, field_key(fields, header_key(request)), libre=True)
         q = fields.get("q")
         texts = [
             text for text in ([q] if isinstance(q, str) else q if isinstance(q, list) else []) if isinstance(text, str)
