@@ -119,6 +119,8 @@ def parse(text: str, fmt: Format) -> list[Node]:
             ) from None
         except ValueError as exc:  # a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
+    elif "<?" in text and (marked := _marked(text))[1]:  # <?php ... ?>: written back as it was (libxml2's
+        return [_unmark(node, marked[1]) for node in parse(marked[0], fmt)]  # HTML parser made a comment of it)
     elif (start := document_start(text)) is not None:  # what comes before it is kept as it is
         prefix = [Raw(text[:start], True)] if start else []
         end = len(text.rstrip())  # the spaces after </html>, which libxml2 drops, kept too
@@ -133,6 +135,14 @@ def parse(text: str, fmt: Format) -> list[Node]:
         # `</body></html>` into it, which came out as text the client never sent
         if text.rfind("<!--") > text.rfind("-->"):
             text += "-->"
+        # A tag left open at the end ("A dog <div runs.") is text: libxml2 made an element of it with
+        # the wrapper's end tags for attributes (`<div runs.<="" body="">`), and a browser drops it
+        opened = list(RAW_TEXT_OPEN.finditer(text))
+        last = opened[-1] if opened else None
+        if last and not re.search(rf"</{last.group(1)}\s*>", text[last.end() :], re.IGNORECASE):
+            text += f"</{last.group(1).lower()}>"  # a script or style left open runs to the end, as a comment does
+        elif cut := OPEN_TAG_AT_END.search(text):
+            text = text[: cut.start()] + "&lt;" + text[cut.start() + 1 :]
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         check_depth(root)
@@ -140,6 +150,36 @@ def parse(text: str, fmt: Format) -> list[Node]:
             root.text = text[: len(text) - len(body)] + (root.text or "")
     top = convert(root, fmt)
     return top.children if isinstance(top, Element) else [top]
+
+
+# A processing instruction (<?php ... ?>) outside comments, scripts and styles (kept: group 1)
+PROCESSING = re.compile(r"(<!--.*?(?:-->|\Z)|<(script|style)\b.*?(?:</\2\s*>|\Z))|<\?.*?\?>", re.IGNORECASE | re.DOTALL)
+PROCESSING_MARK = "mt-processing-instruction-"
+OPEN_TAG_AT_END = re.compile(r"<[A-Za-z/!?][^<>]*\Z")
+RAW_TEXT_OPEN = re.compile(r"<(script|style)\b", re.IGNORECASE)  # a tag inside one is its text
+
+
+def _marked(text: str) -> tuple[str, list[str]]:
+    """`text` with each processing instruction hidden in a comment (`_unmark` puts it back), and them."""
+    pis: list[str] = []
+
+    def mark(match: re.Match) -> str:
+        if match.group(1):
+            return match.group(1)
+        pis.append(match.group())
+        return f"<!--{PROCESSING_MARK}{len(pis) - 1}-->"
+
+    return PROCESSING.sub(mark, text), pis
+
+
+def _unmark(node: Node, pis: list[str]) -> Node:
+    """`node` with each processing instruction `_mark` hid in a comment written back as it was."""
+    if isinstance(node, Raw):
+        restored = re.sub(f"<!--{PROCESSING_MARK}(\\d+)-->", lambda m: pis[int(m.group(1))], node.markup)
+        return Raw(restored, node.block)
+    if isinstance(node, Element):
+        node.children = [_unmark(child, pis) for child in node.children]
+    return node
 
 
 XML_DECLARATION = re.compile(r"\ufeff?<\?xml\s[^>]*\?>\s*")  # <?xml version="1.0" ...?> and the spaces after it

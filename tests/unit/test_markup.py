@@ -226,3 +226,24 @@ def test_a_document_keeps_what_comes_before_its_doctype_and_after_its_end():
     assert reverse('<script>var s = "</body>";</script> one two') == '<script>var s = "</body>";</script> TWO ONE'
     assert reverse("<!-- </html> --> one two<style>p::after { content: '</BODY>' }</style>") == (
         "<!-- </html> --> TWO ONE<style>p::after { content: '</BODY>' }</style>")
+
+
+def test_a_processing_instruction_is_written_back_as_it_was_and_not_translated():
+    """Was: libxml2's HTML parser made a comment of it (`<!--?php echo $x; ?-->`): a PHP template came back broken."""
+    out = reverse("<p>Hello <?php echo $name; ?> world.</p>")  # placed as a comment is: after HELLO
+    assert out.count("<?php echo $name; ?>") == 1 and "HELLO" in out and "WORLD." in out and "<!--" not in out
+    for kept in ("<!-- <?php x ?> --> <b>a</b>", "<script>if (a<?b?>c) {}</script>"):  # inside: theirs
+        assert write(parse(kept, "html"), "html") == kept
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A dog <div runs.", "RUNS. &lt;DIV DOG A"),  # a tag left open at the end is text (was `<div runs.<="" body="">`)
+    ("Dogs run. <i", "RUN. DOGS &lt;I"),
+])
+def test_a_tag_left_open_at_the_end_is_text(text, expected):
+    assert reverse(text) == expected
+
+
+def test_a_script_left_open_at_the_end_takes_no_wrapper_tags():
+    """Was: `x <script>a <b` came back with `</body></html>` inside the script, the wrapper's."""
+    assert write(parse("x <script>a <b", "html"), "html") == "x <script>a <b</script>"
