@@ -84,6 +84,7 @@ def frozen_by(checkpoints: str | None = None, data: str | None = None, tokenizer
             why = (
                 (section == "model" and checkpoints)
                 or ((section == "data" or binarize) and data)
+                or (binarize and checkpoints)  # data/ removed to save disk is rebuilt as the model was trained on it
                 or (section in ("tokenizer", "data") and not binarize and tokenizer)
             )
             if why:

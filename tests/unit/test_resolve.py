@@ -121,6 +121,9 @@ def test_frozen_by_what_was_made():
     assert frozen_by() == {}
     model = frozen_by(checkpoints="ckpt")
     assert model.pop("train.seed").startswith("the checkpoints hold the random state")
+    # binarize's settings too, with data/ removed to save disk (was: changeable, the data rebuilt
+    # otherwise than the model was trained on, and a resume went on from its position in the old)
+    assert {key: model.pop(key) for key in BINARIZE_FIELDS} == dict.fromkeys(BINARIZE_FIELDS, "ckpt")
     assert model and all(key.startswith("model.") for key in model) and set(model.values()) == {"ckpt"}
     data = frozen_by(data="bin")
     assert {"data.src_lang", "data.max_len", *BINARIZE_FIELDS} <= set(data) and "tokenizer.vocab_size" not in data
