@@ -23,6 +23,7 @@ are the document's too. In a fragment, an end tag of body or html is dropped, no
 
 from __future__ import annotations
 
+import collections
 import html
 import re
 import unicodedata
@@ -131,18 +132,7 @@ def parse(text: str, fmt: Format) -> list[Node]:
     else:  # libxml2 drops the spaces before a fragment's first element: kept here
         # and everything after an end tag of body or html, which a fragment has no start tag for
         text = STRAY_END.sub(lambda m: m.group(1) or "", text.translate(CONTROLS))
-        # A comment left open runs to the end, as a browser reads it; libxml2 put the wrapper's
-        # `</body></html>` into it, which came out as text the client never sent
-        if text.rfind("<!--") > text.rfind("-->"):
-            text += "-->"
-        # A tag left open at the end ("A dog <div runs.") is text: libxml2 made an element of it with
-        # the wrapper's end tags for attributes (`<div runs.<="" body="">`), and a browser drops it
-        opened = list(RAW_TEXT_OPEN.finditer(text))
-        last = opened[-1] if opened else None
-        if last and not re.search(rf"</{last.group(1)}\s*>", text[last.end() :], re.IGNORECASE):
-            text += f"</{last.group(1).lower()}>"  # a script or style left open runs to the end, as a comment does
-        elif cut := OPEN_TAG_AT_END.search(text):
-            text = text[: cut.start()] + "&lt;" + text[cut.start() + 1 :]
+        text = _closed_at_end(text)
         body = text.lstrip()
         root = lxml.html.fragment_fromstring(body, create_parent="div")
         check_depth(root)
@@ -155,8 +145,31 @@ def parse(text: str, fmt: Format) -> list[Node]:
 # A processing instruction (<?php ... ?>) outside comments, scripts and styles (kept: group 1)
 PROCESSING = re.compile(r"(<!--.*?(?:-->|\Z)|<(script|style)\b.*?(?:</\2\s*>|\Z))|<\?.*?\?>", re.IGNORECASE | re.DOTALL)
 PROCESSING_MARK = "mt-processing-instruction-"
-OPEN_TAG_AT_END = re.compile(r"<[A-Za-z/!?][^<>]*\Z")
-RAW_TEXT_OPEN = re.compile(r"<(script|style)\b", re.IGNORECASE)  # a tag inside one is its text
+# A fragment as a browser's tokenizer sees it, in the parts that can be left open at its end: comments,
+# scripts and styles (which run to their end), and tags (their quoted values may hold "<!--")
+SCANNED = re.compile(
+    r"(?P<comment><!--.*?(?:-->|\Z))|<(?P<raw>script|style)\b.*?(?:</(?P=raw)\s*>|\Z)"
+    r"|(?P<tag><[A-Za-z/][^>\"']*(?:(?:\"[^\"]*(?:\"|\Z)|'[^']*(?:'|\Z))[^>\"']*)*>?)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _closed_at_end(text: str) -> str:
+    """A fragment whose last part is left open, as a browser reads it: a comment, script or style runs
+    to the end, and is closed there (libxml2 put the wrapper's `</body></html>` into it, text the
+    client never sent); a tag left open ("A dog <div runs.") is text, its `<` escaped (libxml2 made an
+    element of it with the wrapper's end tags for attributes, `<div runs.<="" body="">`)."""
+    parts = collections.deque(SCANNED.finditer(text), maxlen=1)  # the last part
+    last = parts[0] if parts else None
+    if last is None or last.end() != len(text):
+        return text
+    if last.group("comment") and not last.group().endswith("-->"):
+        return text + "-->"
+    if last.group("raw") and not re.search(r"</\w+\s*>\Z", last.group()):
+        return text + f"</{last.group('raw').lower()}>"
+    if last.group("tag") and not last.group().endswith(">"):
+        return text[: last.start()] + "&lt;" + text[last.start() + 1 :]
+    return text
 
 
 def _marked(text: str) -> tuple[str, list[str]]:

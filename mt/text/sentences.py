@@ -6,7 +6,8 @@ spaced script (`gaps`).
 
 The segmenter is sentencex (Wikimedia's rule-based segmenter, ~300 languages through fallback chains,
 offline): chosen by bench/segmenters.py against pysbd, syntok and the Moses splitter (docs/benchmarks.md).
-A language it does not know is segmented by English's rules. A sentence never crosses a line break.
+A language it does not know is segmented by English's rules. A sentence never crosses a line break
+or a tab.
 Two cuts sentencex makes are taken back: after an initial ("M. Dupont", "J.-P. Sartre") in a language
 whose rules cut there (a Golden Rule, pysbd's), and after a German ordinal ("der 2. Weltkrieg", "im 19.
 Jahrhundert": an article or a preposition, a number, its period), where the noun after it is capitalised.
@@ -25,7 +26,9 @@ Span = tuple[int, int]  # [start, end) character offsets into the text
 # "12:45" and "https://" are not cut; the CJK marks take no space after them.
 CLAUSE = re.compile(r"[,;:](?=\s)\s*|[，；：、]\s*")
 SPACE = re.compile(r"\s+")
-LINE = re.compile(r"[^\r\n]+")  # what lies between line breaks ("\n", "\r\n", a lone "\r")
+# What lies between line breaks ("\n", "\r\n", a lone "\r") and tabs: a tab separates columns (a table
+# pasted as text, a row of a .txt file), each its own piece, the tabs kept between them
+LINE = re.compile(r"[^\r\n\t]+")
 
 
 # An initial: one letter alone before its period, where sentencex cut.

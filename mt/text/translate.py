@@ -14,7 +14,9 @@ A piece at least half of whose letters the source vocabulary cannot write (`UNRE
 byte pieces or <unk>: text in a script the model's vocabulary never held, which it can only turn into a runaway of guesses, 200,000 characters for a
 20,000-character Chinese line into an EN->DE model) is not searched: it is copied into the
 translation as it is (score 0), with a warning where the caller shows them (`kept`). A piece of no
-letters is copied only if the vocabulary writes none of it (emoji alone); emoji beside words are read.
+letters (a list's number cut off its sentence, "42" or "12:45" alone, a rule of dashes, emoji alone)
+is copied too, without a word: there is nothing to translate, and a model asked anyway invents a
+sentence ("42" came back as "Drei Arbeiter kämpfen."). Emoji beside words are read.
 """
 
 from __future__ import annotations
@@ -69,20 +71,16 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
 
 
 def unreadable(tok: Tokenizer, pieces: list[str]) -> dict[int, str]:
-    """The pieces the model cannot read, by index (module docstring): at least UNREADABLE of their
-    letters ones the source vocabulary does not hold; a piece without letters (emoji, symbols) only if
-    the vocabulary holds none of its characters. Counted in letters, not tokens: an emoji is four byte pieces, and
-    "Love it 😍😍" was copied untranslated. All encoded in one call (`tok`: the source's)."""
+    """The pieces copied rather than searched, by index (module docstring): those without letters, and
+    those at least UNREADABLE of whose letters the source vocabulary does not hold. Counted in letters,
+    not tokens: an emoji is four byte pieces, and "Love it 😍😍" was copied untranslated. All encoded
+    in one call (`tok`: the source's)."""
     found = {}
     for i, (piece, ids) in enumerate(zip(pieces, tok.encode(pieces) if pieces else [])):
-        unknown = tok.unknown_pieces(ids) if ids else 0
-        if not unknown:
-            continue
         letters = [c for c in piece if c.isalpha()]
-        if letters:
-            if sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters):
-                found[i] = piece
-        elif all(tok.unknown_character(c) for c in piece if not c.isspace()):
+        if not letters:  # numbers, punctuation, symbols: nothing to translate
+            found[i] = piece
+        elif tok.unknown_pieces(ids) and sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters):
             found[i] = piece
     return found
 
@@ -130,10 +128,11 @@ def join(
 
 
 def warn_kept(plans: list[list[Span]], kept: dict[int, str], first_line: int) -> None:
-    """One warning per text with pieces copied untranslated, naming its line."""
+    """One warning per text with pieces copied untranslated, naming its line (a piece without letters,
+    copied as there is nothing in it to translate, is not one)."""
     at = 0
     for number, plan in enumerate(plans, first_line + 1):
-        chars = sum(len(kept[i]) for i in range(at, at + len(plan)) if i in kept)
+        chars = sum(len(kept[i]) for i in range(at, at + len(plan)) if i in kept and any(c.isalpha() for c in kept[i]))
         at += len(plan)
         if chars:
             log.warn(

@@ -118,7 +118,7 @@ def test_emoji_beside_words_are_no_reason_to_copy_a_sentence(tmp_path):
     tok = Tokenizer.load(tmp_path / "sp.model")
     assert tok.unknown_pieces(tok.encode(["Love it 😍😍"])[0]) * 2 >= len(tok.encode(["Love it 😍😍"])[0])
     found = unreadable(tok, ["Love it 😍😍", "Great job 👍", "😍😍 🙏", CJK, f"{S1} 🐶", "12 345"])
-    assert found == {2: "😍😍 🙏", 3: CJK}
+    assert found == {2: "😍😍 🙏", 3: CJK, 5: "12 345"}  # no letters: copied, as there is nothing to translate
 
 
 def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
@@ -142,11 +142,12 @@ def test_markup_warns_of_what_it_copies_untranslated_as_plain_text_does(trained_
 def test_zero_width_characters_alone_add_no_invented_sentence(trained_experiment):
     """A zero-width space or BOM after a sentence is a piece of its own for the splitter and nothing
     for the tokenizer (its normalisation removes it): searched from EOS alone, the model would add a
-    sentence that is not in the input. Such a piece or line is blank."""
+    sentence that is not in the input. Such a piece, without letters, is copied as it is."""
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     line = toy_corpus(1, seed=9)[0][0]
     alone = translate(translator, [line])[0]
-    assert translate(translator, [f"{line} \u200b", "\u200b", "\ufeff \u200b"]) == [f"{alone} ", "", ""]
+    assert translate(translator, [f"{line} \u200b", "\u200b", "\ufeff \u200b"]) == [
+        f"{alone} \u200b", "\u200b", "\ufeff \u200b"]
     assert translator.search(["\u200b"]) == translator.search([""])
 
 
@@ -160,3 +161,15 @@ def test_one_sentence_between_spaces_keeps_its_n_best_with_the_spaces():
     assert join(["Hello world."], [[(0, 12)]], found) == found  # the whole text: as it was
     two = join(["A. B."], [[(0, 2), (3, 5)]], [[("X.", -1.0), ("Y.", -3.0)], [("Z.", -2.0)]])
     assert two == [[("X. Z.", -1.5)]]  # several pieces: the best of each, joined
+
+
+def test_a_piece_without_letters_is_copied_and_a_tab_separates_pieces(trained_experiment, tmp_path):
+    """Was: a list's number cut off its sentence ("1."), "42" or "12:45" alone, a rule of dashes were
+    searched, and a model invents a sentence for them; and a tab inside a line joined the columns
+    either side of it into one sentence (a row of a table pasted as text came back one cell)."""
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    t1, t2 = translator.translate([S1, S2])
+    assert translate(translator, ["42", "12:45", "---", f"1. {S1}", f"{S1}\t{S2}", f"2)\t{S2}"]) == [
+        "42", "12:45", "---", f"1. {t1}", f"{t1}\t{t2}", f"2)\t{t2}"]
+    done = mt_translate(trained_experiment, "42\n")
+    assert done.stdout.decode() == "42\n" and "warning" not in done.stderr.decode()  # nothing was left untranslated

@@ -247,3 +247,12 @@ def test_a_tag_left_open_at_the_end_is_text(text, expected):
 def test_a_script_left_open_at_the_end_takes_no_wrapper_tags():
     """Was: `x <script>a <b` came back with `</body></html>` inside the script, the wrapper's."""
     assert write(parse("x <script>a <b", "html"), "html") == "x <script>a <b</script>"
+
+
+@pytest.mark.parametrize("text", [
+    '<p title="a <!-- b">Dogs run.</p>',  # "<!--" in an attribute's value, and in a script's text,
+    '<script>var s = "<!--";</script><p>Dogs run.</p>',  # opens no comment: "-->" was added, as text
+])
+def test_a_comment_mark_inside_a_tag_or_a_script_opens_no_comment(text):
+    out = reverse(text)
+    assert out.endswith(">RUN. DOGS</p>") and "--&gt;" not in out and "--&gt;" not in markup_text(out), out
