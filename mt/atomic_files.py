@@ -77,7 +77,7 @@ def _temporary_beside(path: Path) -> tuple[int, str]:
         raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes | memoryview) -> None:
     """Write to a temporary file beside `path`, flush it to disk, then rename over `path`."""
     path = Path(path)
     fd, tmp = _temporary_beside(path)

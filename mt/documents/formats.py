@@ -68,7 +68,7 @@ FORMATS: dict[str, DocumentFormat] = {
         ),
         DocumentFormat(
             "po",
-            (".po",),
+            (".po", ".pot"),  # a template too: its msgstrs empty, its header's placeholders filled in
             "localisation",
             requires=("translate.storage",),
             description="Gettext PO: each msgid into its msgstr (plural forms too), placeholders kept, marked fuzzy",

@@ -37,7 +37,7 @@ def save_checkpoint(path: Path | Sequence[Path], state: dict[str, Any]) -> None:
     buffer = io.BytesIO()
     torch.save(full, buffer)
     for target in [path] if isinstance(path, (str, Path)) else path:
-        write_bytes_atomic(Path(target), buffer.getvalue())
+        write_bytes_atomic(Path(target), buffer.getbuffer())  # a view: getvalue() copied the whole checkpoint
 
 
 def checksum(state: Any) -> str:

@@ -41,7 +41,9 @@ BLOCK = frozenset(  # a form's button and label too: "Email" and "Send" beside t
     "label legend li link main menu meta nav noscript ol optgroup option p pre section select summary table tbody "
     "td template textarea tfoot th thead title tr ul".split()
 )
-VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+VOID = frozenset(
+    "area base basefont bgsound br col embed frame hr img input keygen link meta param source track wbr".split()
+)
 VERBATIM = frozenset("script style code pre".split())  # kept as they are, with translate="no" and notranslate
 RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is written unescaped
 # Characters libxml2 refuses and HTML does not allow: a form feed is a space, the rest U+FFFD (as a NUL in HTML).

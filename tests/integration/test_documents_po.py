@@ -159,6 +159,16 @@ def test_mt_translate_writes_a_po_file_to_stdout(trained_experiment, translator,
     )
     assert code == 0, err
     assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
+    # a template (.pot), gettext's usual input, too: it was translated line by line as plain text,
+    # `msgid "..."` and all, without a word
+    assert by_extension("messages.pot") is PO
+    template = tmp_path / "messages.pot"
+    template.write_bytes(bytes(build()))
+    code, out, err = mt(
+        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", template, "--threads", "1"
+    )
+    assert code == 0, err
+    assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
 
 
 def test_an_ascii_file_is_written_in_the_charset_its_header_declares(capsys):

@@ -256,3 +256,9 @@ def test_a_script_left_open_at_the_end_takes_no_wrapper_tags():
 def test_a_comment_mark_inside_a_tag_or_a_script_opens_no_comment(text):
     out = reverse(text)
     assert out.endswith(">RUN. DOGS</p>") and "--&gt;" not in out and "--&gt;" not in markup_text(out), out
+
+
+def test_the_obsolete_void_elements_stay_void():
+    """Was: `<frame src="a">` came back as `<frame src="a"></frame>`, which no browser reads so."""
+    assert write(parse('<frameset><frame src="a"><frame src="b"></frameset>', "html"), "html") == (
+        '<frameset><frame src="a"><frame src="b"></frameset>')
