@@ -471,8 +471,11 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 
 
 def _average_sources(exp: Experiment, cfg: ExperimentConfig) -> list[Path]:
-    """The periodic checkpoints that average.pt is to average now: the last decode.average_last."""
-    periodic = exp.step_checkpoints()
+    """The periodic checkpoints that average.pt is to average now: the last decode.average_last (of
+    those up to last.pt's step: `run_checkpoints`)."""
+    from mt.training.average import run_checkpoints
+
+    periodic = run_checkpoints(exp)
     return periodic[-min(cfg.decode.average_last, len(periodic)) :] if periodic else []
 
 

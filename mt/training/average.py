@@ -7,7 +7,7 @@ from typing import Any
 
 from mt.atomic_files import check_output
 from mt.errors import ConfigError, MtError
-from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint, saved_step
 from mt.experiment.paths import Experiment
 
 
@@ -81,7 +81,7 @@ def average_last(exp: Experiment, n: int, name: str = "average", force: bool = F
     if name.removesuffix(".pt") in ("last", "best", "ema") or name.startswith("step_"):
         raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
     exp.load_config()  # a one-line error when this is not an experiment
-    steps = exp.step_checkpoints()
+    steps = run_checkpoints(exp)
     if len(steps) < n:
         have = ", ".join(p.stem for p in steps) or "none"
         raise MtError(
@@ -93,3 +93,13 @@ def average_last(exp: Experiment, n: int, name: str = "average", force: bool = F
     paths = steps[-n:]
     save_checkpoint(target, average_checkpoints(paths))
     return target, paths
+
+
+def run_checkpoints(exp: Experiment, step: int | None = None) -> list[Path]:
+    """The periodic checkpoints up to `step` (default: the step last.pt holds, where there is one),
+    oldest first: a run resumed from an earlier last.pt may leave others' past it, which an average
+    must not take."""
+    if step is None:
+        step = saved_step(exp.checkpoint_path("last"))
+    periodic = exp.step_checkpoints()
+    return periodic if step is None else [path for path in periodic if int(path.stem[5:]) <= step]

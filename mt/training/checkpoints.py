@@ -24,9 +24,11 @@ from mt.experiment.checkpoint_file import (
     model_differences,
     peek_checkpoint,
     save_checkpoint,
+    saved_step,
     tokenizer_difference,
 )
 from mt.experiment.paths import Experiment
+from mt.training.average import run_checkpoints
 from mt.training.ema import WeightAverage
 from mt.training.optimizer import regroup_optimizer_state
 from mt.training.state import TrainingState, bleu_setup
@@ -68,12 +70,14 @@ def save_training_checkpoint(
         paths.append(exp.checkpoint_path(f"step_{step}"))
     save_checkpoint([*paths, exp.checkpoint_path("last")], state)
     if periodic and keep_last > 0:
-        prune_step_checkpoints(exp, keep_last)
+        prune_step_checkpoints(exp, keep_last, step)
 
 
-def prune_step_checkpoints(exp: Experiment, keep_last: int) -> list[Path]:
-    """Remove all but the newest keep_last periodic checkpoints (step_N.pt); returns the removed."""
-    old = exp.step_checkpoints()[:-keep_last]
+def prune_step_checkpoints(exp: Experiment, keep_last: int, step: int | None = None) -> list[Path]:
+    """Remove all but the newest keep_last periodic checkpoints (step_N.pt) up to `step`; returns the
+    removed. Those past it (a run resumed from an earlier last.pt) are left: this run writes over each
+    as it reaches its step (they were pruned instead, the new ones with them)."""
+    old = run_checkpoints(exp, step)[:-keep_last]
     for path in old:
         path.unlink(missing_ok=True)
     return old
@@ -221,6 +225,7 @@ def resume_training(run: Training) -> bool:
         return False
     saved = load_checkpoint(path)
     _check_resumable(run, path, saved)
+    _say_later_checkpoints(run.exp, int(saved["step"]))
     trainer, tcfg = run.trainer, run.cfg.train
     trainer.model.load_state_dict(saved["model"])
     trainer.optimizer.load_state_dict(
@@ -271,6 +276,22 @@ def resume_training(run: Training) -> bool:
 
 
 TRAINING_STATE = ("optimizer", "epoch", "batch_in_epoch", "step", "elapsed")  # what a resume reads besides the model
+
+
+def _say_later_checkpoints(exp: Experiment, step: int) -> None:
+    """Checkpoints saved past the step last.pt holds (last.pt put back from an earlier step_N.pt or
+    best.pt; or a save cut short after them): said, since this run writes over them only as it
+    reaches their steps."""
+    later = [path for path in exp.step_checkpoints() if int(path.stem[5:]) > step]
+    later += [
+        exp.checkpoint_path(name) for name in ("best", "ema") if (saved_step(exp.checkpoint_path(name)) or 0) > step
+    ]
+    if later:
+        log.warn(
+            f"{exp.checkpoints_dir}: {', '.join(path.name for path in later)} saved past step {step}, which last.pt "
+            f"holds: this run writes over each as it reaches its step (best.pt: at its first better validation); "
+            f"`mt average` takes the checkpoints up to last.pt's step"
+        )
 
 
 def _check_resumable(run: Training, path: Path, saved: dict[str, Any]) -> None:

@@ -512,6 +512,27 @@ def test_keep_last(base, tmp_path, keep_last, kept):
     assert all(path.read_bytes() == b"mine" for path in mine)
 
 
+def test_a_resume_from_an_earlier_last_pt_prunes_and_averages_only_up_to_its_step(base, tmp_path, capsys):
+    """Was: last.pt put back from step_2.pt (as the refusal without one advises), the resumed run's
+    new step_4.pt was pruned as soon as it was written, the abandoned run's step_6/8 kept, and an
+    average took them: two runs mixed."""
+    from mt.training.average import average_last
+
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, save_every=2, keep_last=0)
+    train(exp, cfg)
+    shutil.copy(exp.checkpoint_path("step_2"), exp.checkpoint_path("last"))
+    abandoned = {n: exp.checkpoint_path(f"step_{n}").read_bytes() for n in (6, 8)}
+    capsys.readouterr()
+    cfg.train.max_steps, cfg.train.keep_last = 5, 2  # resumed from step 2, stopped at 5
+    train(exp, cfg)
+    err = capsys.readouterr().err
+    assert "step_0000004.pt, step_0000006.pt, step_0000008.pt saved past step 2, which last.pt holds" in err, err
+    assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == [2, 4, 6, 8]  # its new step_4 kept
+    assert all(exp.checkpoint_path(f"step_{n}").read_bytes() == abandoned[n] for n in (6, 8))
+    _, used = average_last(exp, 2, "avg", force=True)
+    assert [p.stem for p in used] == [exp.checkpoint_path(f"step_{n}").stem for n in (2, 4)]  # up to step 5
+
+
 def test_a_run_without_last_pt_beside_an_earlier_runs_best_pt_is_refused(base, tmp_path):
     """A damaged last.pt removed, as its error said: the next run started from step 0 and wrote over
     best.pt (its first validation) and ema.pt; it is refused now, as with periodic checkpoints."""
