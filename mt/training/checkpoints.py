@@ -251,6 +251,7 @@ def resume_training(run: Training) -> bool:
                 f"{saved['best_setup']}, this run's is {setup}: the best and patience start afresh"
             )
     trainer.counters.continue_bad_run(trainer.state.bad_in_row)
+    _say_cooldown_undone(trainer)
     before, epoch, batch = trainer.state.max_tokens, int(saved["epoch"]), int(saved["batch_in_epoch"])
     cut = trainer.state.batching
     trainer.state.batching = batching
@@ -276,6 +277,23 @@ def resume_training(run: Training) -> bool:
 
 
 TRAINING_STATE = ("optimizer", "epoch", "batch_in_epoch", "step", "elapsed")  # what a resume reads besides the model
+
+
+def _say_cooldown_undone(trainer) -> None:
+    """A run whose cooldown had begun, resumed with a budget that puts it before the cooldown again
+    (`--set train.max_time=null --max-steps N`, as the docs say to go on): the lr goes back up from
+    near 0 to the schedule's at once, with no warmup. Said, with both rates."""
+    state, schedule = trainer.state, trainer.schedule
+    if state.cooldown_from is None or not trainer.group.is_main:
+        return
+    step = trainer.scheduled_step() + 1
+    lr, going_on = schedule.lr(step, schedule.progress(step, state.elapsed), state.cooldown_from)
+    if going_on is None:
+        log.warn(
+            f"the cooldown had begun (the lr falling from {state.cooldown_from:.2e}) and this budget puts update "
+            f"{step} before it: the lr goes back up to {lr:.2e} at once, with no warmup; a larger train.cooldown "
+            "keeps the new budget's end in it"
+        )
 
 
 def _say_later_checkpoints(exp: Experiment, step: int) -> None:

@@ -42,12 +42,12 @@ def cooldown_factor(progress: float, fraction: float, shape: str = "linear") -> 
 @dataclass(frozen=True)
 class Schedule:
     """The learning rate and the sub-layer dropout over a run, as pure functions of the update and
-    of `progress`, the share of the budget (max_time if set, else max_steps) spent before it."""
+    of `progress`, the share of the budget (max_steps, and max_time where set) spent before it."""
 
     peak_lr: float  # see `peak_lr`
     warmup_steps: int
     max_steps: int
-    max_time: float | None = None  # seconds over all runs; the budget instead of max_steps when set (not 0)
+    max_time: float | None = None  # seconds over all runs; a budget beside max_steps when set (not 0)
     cooldown: float = 0.0  # the last share of the budget, in which the lr falls to 0; 0 = off
     cooldown_shape: str = "linear"
     shape: str = "inverse_sqrt"  # or "constant": flat at peak_lr after the warmup
@@ -56,10 +56,13 @@ class Schedule:
     early_dropout_until: float = 0.5
 
     def progress(self, step: int, elapsed: float) -> float:
-        """How far into the budget update `step` (from 1) is, after `elapsed` training seconds."""
+        """How far into the budget update `step` (from 1) is, after `elapsed` training seconds: with a
+        time budget, the share of whichever of time and max_steps runs out first (a fast machine
+        reached max_steps, which stops the run too, before the time's cooldown had begun)."""
+        steps = (step - 1) / max(self.max_steps, 1)
         if self.max_time:  # None or 0: off
-            return elapsed / self.max_time
-        return (step - 1) / max(self.max_steps, 1)
+            return max(elapsed / self.max_time, steps)
+        return steps
 
     def lr(self, step: int, progress: float, cooldown_from: float | None) -> tuple[float, float | None]:
         """The lr of update `step` (from 1): the schedule (Sec. 5.3), then the cooldown's fall to 0

@@ -533,6 +533,23 @@ def test_a_resume_from_an_earlier_last_pt_prunes_and_averages_only_up_to_its_ste
     assert [p.stem for p in used] == [exp.checkpoint_path(f"step_{n}").stem for n in (2, 4)]  # up to step 5
 
 
+def test_a_resume_that_puts_a_begun_cooldown_back_before_it_says_so(base, tmp_path, capsys):
+    """Was: going on past a budget (as the docs say, a larger --max-steps) took the lr from near 0 back
+    to the schedule's at once, without a word."""
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=4, cooldown=0.5, save_every=100)
+    train(exp, cfg)
+    capsys.readouterr()
+    cfg.train.max_steps = 20
+    train(exp, cfg)
+    assert "the cooldown had begun" in capsys.readouterr().err
+    exp2, cfg2 = copy_experiment(base, tmp_path / "exp2", max_steps=4, cooldown=0.5, save_every=100)
+    train(exp2, cfg2)
+    capsys.readouterr()
+    cfg2.train.max_steps = 5  # its end still in the cooldown: nothing to say
+    train(exp2, cfg2)
+    assert "the cooldown had begun" not in capsys.readouterr().err
+
+
 def test_a_run_without_last_pt_beside_an_earlier_runs_best_pt_is_refused(base, tmp_path):
     """A damaged last.pt removed, as its error said: the next run started from step 0 and wrote over
     best.pt (its first validation) and ema.pt; it is refused now, as with periodic checkpoints."""

@@ -72,6 +72,16 @@ def test_cooldown_by_time():
     assert lrs == pytest.approx([inverse_sqrt_lr(10, 4, 1e-3), start, start * 0.5, start * (1 - 0.75**0.5)], rel=1e-12)
 
 
+def test_with_a_time_budget_max_steps_cools_down_too_when_it_comes_first():
+    """Was: with max_time set the progress counted time only, while max_steps still stops the run: a
+    machine fast enough to reach max_steps first stopped before the cooldown, its last.pt at a high lr."""
+    schedule = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=100, max_time=3600.0, cooldown=0.2)
+    assert schedule.progress(81, 10.0) == pytest.approx(0.8)  # steps first: 80 of 100 done, 10 s of 3600
+    assert schedule.progress(2, 3240.0) == pytest.approx(0.9)  # time first
+    lrs, _ = lrs_over(schedule, ((81, 10.0), (91, 11.0), (101, 12.0)))
+    assert lrs[1] == pytest.approx(lrs[0] * 0.5) and lrs[2] == 0.0
+
+
 def test_the_schedule_is_pure():
     """The same arguments give the same lr: what the cooldown carries is an argument, not a side effect."""
     schedule = Schedule(peak_lr=1e-3, warmup_steps=2, max_steps=8, cooldown=0.25)
