@@ -16,6 +16,8 @@ class TrainingState:
     best_metric: str = "nll"  # train.best_metric: what best_valid is of
     best_valid: float = math.inf
     bad_validations: int = 0  # validations in a row without a new best (for patience)
+    # the best of the validations on the valid_every grid, which patience counts against (None: best_valid)
+    patience_best: float | None = None
     cooldown_from: float | None = None  # the schedule's lr where the cooldown began (mt.training.schedule)
     skipped: int = 0  # updates skipped for a non-finite loss or gradient norm, all runs
     bad_in_row: int = 0  # of them, those in a row up to the step saved: a resume's train.max_bad_steps counts on
@@ -46,6 +48,8 @@ class TrainingState:
         if saved.get("best_metric", "nll") == best_metric and same_setup:
             state.best_valid = float(saved["best_valid"])
             state.bad_validations = int(saved.get("bad_validations", 0))
+            if saved.get("patience_best") is not None:
+                state.patience_best = float(saved["patience_best"])
         state.step, state.elapsed = int(saved["step"]), float(saved["elapsed"])
         state.cooldown_from = saved.get("cooldown_from")
         state.skipped = int(saved.get("skipped", 0))
@@ -59,18 +63,24 @@ class TrainingState:
 
     def record_validation(self, metrics: dict[str, float], on_schedule: bool = True) -> bool:
         """Track the best value of best_metric and the validations since; True on a new best. One off
-        the valid_every schedule (at a run's end) may be a new best but counts for no patience: a run
-        stopped there and resumed would otherwise run out of it where an unbroken one does not."""
-        if self.best_metric == "bleu":
-            value = metrics["valid_bleu"]
-            better = value > self.best_valid
+        the valid_every schedule (at a run's end) may be a new best but counts for no patience, neither
+        way: later ones must beat the grid's best, not it, or a run stopped there and resumed would run
+        out of patience, or go on, where an unbroken one does not."""
+        value = metrics["valid_bleu" if self.best_metric == "bleu" else "valid_nll"]
+
+        def beats(best: float) -> bool:
+            return value > best if self.best_metric == "bleu" else value < best
+
+        grid_best = self.best_valid if self.patience_best is None else self.patience_best
+        better = beats(self.best_valid)
+        if not on_schedule:
+            self.patience_best = grid_best  # kept apart before best_valid moves past it
+        elif beats(grid_best):
+            self.patience_best, self.bad_validations = value, 0
         else:
-            value = metrics["valid_nll"]
-            better = value < self.best_valid
-        if better:
-            self.best_valid, self.bad_validations = value, 0
-        elif on_schedule:
             self.bad_validations += 1
+        if better:
+            self.best_valid = value
         return better
 
     def out_of_patience(self, patience: int) -> bool:

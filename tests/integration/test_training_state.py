@@ -22,17 +22,18 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 # max_tokens since train.max_tokens auto (older checkpoints lack it: a resume takes the config's), and
 # bad_in_row since a resume counts on the run of bad updates it stopped in (older ones: 0), and precision
 # since train.precision auto keeps its choice (older ones: decided again), batching and best_setup since a
-# resume says when the batches are cut otherwise or a BLEU best was of another sample (older ones: not said).
+# resume says when the batches are cut otherwise or a BLEU best was of another sample (older ones: not said),
+# and patience_best since a validation off the valid_every grid counts for no patience (older ones: best_valid).
 CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
                    "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
                    "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row", "precision",
-                   "batching", "best_setup"}
+                   "batching", "best_setup", "patience_best"}
 
 
 def test_the_counters_round_trip_through_a_checkpoint():
     state = TrainingState(step=7, best_metric="bleu", best_valid=12.5, bad_validations=2, cooldown_from=3e-4,
                           skipped=1, elapsed=9.5, init_from="other/checkpoints/best.pt", device="cuda",
-                          max_tokens=24576, bad_in_row=2, precision="bf16")
+                          max_tokens=24576, bad_in_row=2, precision="bf16", patience_best=11.0)
     saved = state.to_checkpoint()
     assert set(saved) < CHECKPOINT_KEYS
     assert TrainingState.from_checkpoint(saved, "bleu") == state
@@ -67,6 +68,17 @@ def test_a_validation_off_the_schedule_may_be_a_best_but_counts_for_no_patience(
     assert state.record_validation({"valid_nll": 2.0})
     assert not state.record_validation({"valid_nll": 2.5}, on_schedule=False) and state.bad_validations == 0
     assert state.record_validation({"valid_nll": 1.5}, on_schedule=False) and state.best_valid == 1.5
+    # Neither does its new best count: the grid's next validations are measured against the grid's own
+    # best (2.0), as in a run never stopped, whose validation at 45 never happened (was: patience reset
+    # by it, and 1.8 then counted as bad against 1.5)
+    off_grid = TrainingState.fresh("nll")
+    for value in (2.0, 2.2, 2.3):
+        off_grid.record_validation({"valid_nll": value})
+    assert off_grid.bad_validations == 2
+    assert off_grid.record_validation({"valid_nll": 1.5}, on_schedule=False) and off_grid.bad_validations == 2
+    resumed = TrainingState.from_checkpoint(off_grid.to_checkpoint(), "nll")
+    assert not resumed.record_validation({"valid_nll": 1.8}) and resumed.bad_validations == 0  # beats 2.0
+    assert not resumed.record_validation({"valid_nll": 1.9}) and resumed.bad_validations == 1
 
 
 def test_the_best_validation_and_patience():
