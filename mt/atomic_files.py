@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,25 +24,44 @@ os.umask(_umask)
 _FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
 
 
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"  # as a temporary's name holds it
+
+
 def _tmp_prefix(path: Path) -> str:
-    """A temporary file's name beside `path` starts ".NAME.PID-": a process killed while writing
-    leaves it behind, and its dead pid tells `remove_abandoned_temporaries` it is garbage."""
-    return f".{path.name}.{os.getpid()}-"
+    """A temporary file's name beside `path` starts ".NAME.PID@HOST-": a process killed while writing
+    leaves it behind, and its dead pid on this host tells `remove_abandoned_temporaries` it is garbage
+    (a directory on a shared volume holds other machines' writers too, whose pids mean nothing here)."""
+    return f".{path.name}.{os.getpid()}@{HOST}-"
 
 
-# `_tmp_prefix`'s, then mkstemp's 8 letters; without a pid, a checkpoint's from before pids: any other
-# hidden .tmp file is not one mt wrote, and stays
-_TMP_FILE = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-\w{8}\.tmp|\.(?P<old>.+\.pt)\.\w{8}\.tmp")
+# `_tmp_prefix`'s, then mkstemp's 8 letters; without a host or a pid, the names of earlier versions:
+# any other hidden .tmp file is not one mt wrote, and stays
+_TMP_FILE = re.compile(
+    r"\.(?P<name>.+)\.(?P<pid>\d+)(?:@(?P<host>[A-Za-z0-9-]+))?-\w{8}\.tmp|\.(?P<old>.+\.pt)\.\w{8}\.tmp"
+)
+STALE_SECONDS = {"unnamed": 600, "elsewhere": 86400}  # a temporary of no host, or another's, untouched so long
 
 
 def remove_abandoned_temporaries(directory: Path) -> list[Path]:
     """Remove the temporary files that writers killed mid-write (SIGKILL, power loss) left in
-    `directory`: those of processes that are gone; returns them."""
+    `directory`: those of this host's processes that are gone; one of another host, or of no host
+    (an earlier version's), only once it has not changed for a day, or ten minutes. Returns them."""
     removed = []
+    now = time.time()
     for path in Path(directory).glob(".*.tmp") if Path(directory).is_dir() else []:
         match = _TMP_FILE.fullmatch(path.name)
-        pid = int(match.group("pid")) if match and match.group("pid") else None
-        if match and path.is_file() and (pid is None or (pid != os.getpid() and not pid_alive(pid))):
+        if not match or not path.is_file():
+            continue
+        pid, host = int(match.group("pid") or 0), match.group("host")
+        try:
+            age = now - path.stat().st_mtime
+        except OSError:
+            continue
+        if host == HOST:
+            gone = pid != os.getpid() and not pid_alive(pid)
+        else:
+            gone = age > STALE_SECONDS["unnamed" if host is None else "elsewhere"]
+        if gone:
             try:
                 path.unlink(missing_ok=True)
             except OSError:  # not ours to remove: harmless beside the checkpoints

@@ -180,19 +180,30 @@ def dead_pid() -> int:
 
 
 def test_training_removes_the_temporary_files_of_killed_saves(trained, tmp_path):
+    """A killed writer's temporary on this host, by its dead pid; one of another host (a shared volume:
+    its pids mean nothing here, and a live writer's was removed) or of an earlier version's names only
+    once it has lain untouched a day, or ten minutes."""
+    from mt.atomic_files import HOST
+
     exp = copy_of(trained, tmp_path / "exp")
     ckpt = exp.checkpoints_dir
-    dead = [ckpt / f".step_0000004.pt.{dead_pid()}-k2j3h4g5.tmp", ckpt / ".last.pt.a1b2c3d4.tmp"]  # new, old names
-    alive = ckpt / f".average.pt.{os.getppid()}-q1w2e3r4.tmp"  # a live writer's (`mt average` running)
-    for path in [*dead, alive]:
+    day = time.time() - 2 * 86400
+    dead = [ckpt / f".step_0000004.pt.{dead_pid()}@{HOST}-k2j3h4g5.tmp"]
+    stale = [ckpt / f".step_0000006.pt.{dead_pid()}-k2j3h4g5.tmp", ckpt / ".last.pt.a1b2c3d4.tmp",  # earlier names
+             ckpt / ".best.pt.1@other-host-k2j3h4g5.tmp"]
+    alive = [ckpt / f".average.pt.{os.getppid()}@{HOST}-q1w2e3r4.tmp",  # a live writer's (`mt average` running)
+             ckpt / ".average.pt.1@other-host-q1w2e3r4.tmp"]  # another machine's, writing now
+    for path in [*dead, *stale, *alive]:
         path.write_bytes(b"half a checkpoint")
+    for path in stale:
+        os.utime(path, (day, day))
     cfg = exp.load_config()
     cfg.train.max_steps = 3
     with one_thread():
         train(exp, cfg)
-    assert not any(path.exists() for path in dead)
-    assert alive.exists()
-    assert not [p for p in ckpt.glob(".*.tmp") if p != alive]
+    assert not any(path.exists() for path in [*dead, *stale])
+    assert all(path.exists() for path in alive)
+    assert not [p for p in ckpt.glob(".*.tmp") if p not in alive]
 
 
 # -- 7: the missing best checkpoint ---------------------------------------------------------------
