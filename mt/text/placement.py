@@ -241,14 +241,26 @@ def build(
         end = max(spans[k][1], start)
         if start > at:
             nodes.append(output[at:start])
-        node = segment.items[k].node
-        if isinstance(node, Raw):
-            nodes.append(node)
-            end = start
-        elif node.void:  # what it covers is the line break that stood for it, and never words
-            nodes.append(Element(node.tag, node.attrs, [], node.block, True))
-            if output[start:end].strip():
+        item = segment.items[k]
+        node = item.node
+        if isinstance(node, Raw) or node.void:
+            # a kept element or an image between words keeps the spaces it stood between ("Run
+            # <code>ls</code> now" came back "Ein<code>ls</code> ..."): one where the output has none
+            # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself)
+            text, seen = segment.text, shown(node)
+            spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
+            if spaced_before and not output[start - 1].isspace():
+                nodes.append(" ")
+            if isinstance(node, Raw):
+                nodes.append(node)
                 end = start
+            else:  # what it covers is the line break that stood for it, and never words
+                nodes.append(Element(node.tag, node.attrs, [], node.block, True))
+                if output[start:end].strip():
+                    end = start
+            spaced_after = seen and item.end < len(text) and text[item.end].isspace()
+            if spaced_after and end == start and start < len(output) and not output[start].isspace():
+                nodes.append(" ")
         else:
             inner = build(segment, spans, output, k, start, end, children_of)
             nodes.append(Element(node.tag, node.attrs, inner, node.block))
@@ -256,6 +268,14 @@ def build(
     if at < hi:
         nodes.append(output[at:hi])
     return nodes
+
+
+def shown(node: Element | Raw) -> bool:
+    """Whether an empty item shows on the page: a kept element (code, translate="no") or a void one
+    but a line break; not a comment, a processing instruction or an entity reference."""
+    if isinstance(node, Raw):
+        return node.markup.startswith("<") and not node.markup.startswith(("<!--", "<?", "<!"))
+    return node.tag != "br"
 
 
 def place_segment(segment: Segment, spans: list[Span], translations: list[str], alignments: list[str]) -> list[Node]:

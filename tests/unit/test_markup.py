@@ -165,7 +165,11 @@ def test_an_element_aligned_to_words_far_apart_goes_around_one_run_of_them():
 
 
 def test_empty_elements_follow_the_target_word_of_the_word_before_them():
-    assert reverse("one <img src=x> two three") == "THREE TWO ONE<img src=\"x\">"
+    # with the space it stood after (was glued to its word: "ONE<img ...>", "Ein<code>ls</code>")
+    assert reverse("one <img src=x> two three") == "THREE TWO ONE <img src=\"x\">"
+    assert reverse("Run <code>ls</code> now.") == "NOW. RUN <code>ls</code>"
+    assert reverse("A <span translate=\"no\">Brand</span> dog runs.") == 'RUNS. DOG A <span translate="no">Brand</span>'
+    assert reverse("one<img src=x>two") == "<img src=\"x\">ONETWO"  # inside a word: no space added
     assert reverse("<!--c-->one two") == "<!--c-->TWO ONE"
 
 
@@ -179,7 +183,7 @@ def test_xml_keeps_namespaces_empty_elements_and_refuses_what_is_not_well_formed
     out = reverse(source, "xml")
     assert markup_tags(out, "xml") == markup_tags(source, "xml")
     assert '<its:x its:translate="no">Kept</its:x>' in out and '<g id="1">' in out and '<ph id="2"/>' in out
-    assert markup_text(out, "xml") == "TOO. WORD THIS AND SAYKept"  # the kept element: after its word before
+    assert markup_text(out, "xml") == "TOO. WORD THIS AND SAY Kept"  # the kept element: after its word before
     with pytest.raises(MarkupError, match="not well-formed XML"):
         parse("<a>unclosed", "xml")
     # A line with its XML declaration (was: "XML declaration allowed only at the start of the document")
