@@ -95,8 +95,17 @@ def sentence_spans(text: str, lang: str) -> list[Span]:
             cut = start + boundary["end_index"]
             if cuts[-1] < cut < end and not continues(text, cut, end, rules, lang):
                 cuts.append(cut)
-        spans += [s for s in (strip(text, a, b) for a, b in zip(cuts, [*cuts[1:], end])) if s[0] < s[1]]
+        pieces = [s for s in (strip(text, a, b) for a, b in zip(cuts, [*cuts[1:], end])) if s[0] < s[1]]
+        if pieces and (mark := LINE_MARK.match(text, pieces[0][0], pieces[0][1])) and mark.end() < pieces[0][1]:
+            pieces[0] = (mark.end(), pieces[0][1])  # the mark stays outside, as the spaces around it do
+        spans += pieces
     return spans
+
+
+# What a line may start with outside its text: a mail's quote marks, a list's bullet or its letter or
+# number, a heading's hashes; each before a space. A model asked to translate it drops it or makes a word
+# of it ("* A dog runs." came back without its bullet, "> Thanks" without its quote).
+LINE_MARK = re.compile(r"(?:(?:>[ \t]?)*>|[-*+•‣◦–—]|\(?\d{1,3}[.)]|\(?[a-z][.)]|#{1,6})[ \t]+")
 
 
 def strip(text: str, start: int, end: int) -> Span:

@@ -216,3 +216,13 @@ def test_line_outputs_read_a_txt_file_as_lines_unless_format_names_the_document(
     )
     code, out, err = mt(capsys, monkeypatch, *args, "--format", "txt")
     assert code != 0 and "a txt document is written back as a txt document: not with --scores" in err
+
+
+def test_quote_marks_bullets_and_numbers_of_lines_stay_outside_their_translation(translator, units):
+    """Was: a line's `> `, `* ` or `a) ` went to the model with its text, which dropped it (a mail's
+    quoted lines and a list's bullets came back bare), unless the paragraph was hard-wrapped."""
+    S = LINES
+    text = f"> {S[0]}\n> {S[1]}\n\n* {S[2]}\n- {S[0]}\n\na) {S[1]}\n"
+    out = translate_content(text.encode(), FORMATS["txt"], units, EN).decode()
+    t0, t1, t2 = translate_text(translator, S[:3])
+    assert out == f"> {t0}\n> {t1}\n\n* {t2}\n- {t0}\n\na) {t1}\n"

@@ -124,3 +124,17 @@ def test_a_long_word_cut_in_its_middle_gets_no_space():
     text = "https://example.com/" + "a" * 60
     spans = cut_long(text, (0, len(text)), lambda piece: len(piece) // 2, 20)
     assert len(spans) > 1 and reassemble(text, spans, [text[a:b] for a, b in spans]) == text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("* A dog runs.", ["A dog runs."]),
+    ("> > Thanks for the dog.", ["Thanks for the dog."]),
+    ("  • An indented bullet.", ["An indented bullet."]),
+    ("a) First item.", ["First item."]),
+    ("# A heading", ["A heading"]),
+    ("A. Smith went home.", ["A. Smith went home."]),  # an initial, not a list's letter
+    ("-5 degrees today.", ["-5 degrees today."]),  # a sign, not a bullet
+])
+def test_a_lines_mark_stays_outside_its_first_sentence(text, expected):
+    """Was: sent to the model with the text, which dropped the bullet or quote mark."""
+    assert pieces(text, sentence_spans(text, "en")) == expected
