@@ -63,8 +63,10 @@ class TranslatorUnits:
         todo = [i for i, text in enumerate(texts) if self.readable(text, fmt)]
         for start in range(0, len(todo), self.chunk):
             chunk = todo[start : start + self.chunk]
+            # a warning names the unit by its text: "input line N" counted this call's units, no line of the file
+            names = [f"the text {' '.join(texts[i].split())[:40]!r}" for i in chunk]
             try:
-                found = search(self.translator, [texts[i] for i in chunk], self.options)
+                found = search(self.translator, [texts[i] for i in chunk], self.options, names=names)
             except MarkupError as exc:  # "input line N" counts this call's units: the text says which
                 number = re.match(r"input line (\d+): (.*)", str(exc), re.S)
                 if number is None or not 0 < int(number.group(1)) <= len(chunk):

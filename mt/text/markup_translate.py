@@ -99,11 +99,14 @@ def search(
     first_line: int = 0,
     progress: Callable[[int], None] | None = None,
     fmt: Format = "html",
+    names: list[str] | None = None,
 ) -> list[list[tuple]]:
-    """Each markup text's translation and score, as `Translator.search` gives them (module docstring)."""
+    """Each markup text's translation and score, as `Translator.search` gives them (module docstring);
+    `names`, what a warning calls each text (default: its input line)."""
     options = aligned(translator, options)
     planned = plan(translator, texts, fmt, options, first_line)
-    warn_kept([[span for spans in fragment for span in spans] for fragment in planned.pieces], planned.kept, first_line)
+    every = [[span for spans in fragment for span in spans] for fragment in planned.pieces]
+    warn_kept(every, planned.kept, first_line, names)
     results = finish(planned, translator.search(planned.sources, options, first_line) if planned.sources else [])
     if progress is not None:
         progress(len(texts))
@@ -118,8 +121,8 @@ def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
         return plain
     markup_format = coerce(fmt, Format, "format")
 
-    def markup(translator, texts, options=None, first_line=0, progress=None):
-        found = search(translator, texts, options, first_line, progress, markup_format)
+    def markup(translator, texts, options=None, first_line=0, progress=None, names=None):
+        found = search(translator, texts, options, first_line, progress, markup_format, names)
         return [
             [(on_one_line(out), *rest) for out, *rest in hyps] if "\n" not in text and "\r" not in text else hyps
             for text, hyps in zip(texts, found)

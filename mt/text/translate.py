@@ -127,16 +127,18 @@ def join(
     return results
 
 
-def warn_kept(plans: list[list[Span]], kept: dict[int, str], first_line: int) -> None:
-    """One warning per text with pieces copied untranslated, naming its line (a piece without letters,
-    copied as there is nothing in it to translate, is not one)."""
+def warn_kept(plans: list[list[Span]], kept: dict[int, str], first_line: int, names: list[str] | None = None) -> None:
+    """One warning per text with pieces copied untranslated, naming its line, or `names` its name (a
+    document's unit: "the text '...'"); a piece without letters, copied as there is nothing in it to
+    translate, is not one."""
     at = 0
-    for number, plan in enumerate(plans, first_line + 1):
+    for k, plan in enumerate(plans):
         chars = sum(len(kept[i]) for i in range(at, at + len(plan)) if i in kept and any(c.isalpha() for c in kept[i]))
         at += len(plan)
         if chars:
+            where = names[k] if names is not None else f"input line {first_line + k + 1}"
             log.warn(
-                f"input line {number}: {chars} characters in a script the model cannot read (not in its "
+                f"{where}: {chars} characters in a script the model cannot read (not in its "
                 "vocabulary) copied untranslated"
             )
 
@@ -147,14 +149,15 @@ def search(
     options: DecodeOptions | None = None,
     first_line: int = 0,
     progress: Callable[[int], None] | None = None,
+    names: list[str] | None = None,
 ) -> list[list[tuple]]:
     """`Translator.search` over `texts`, each translated piece by piece (module docstring); `progress`
-    counts texts, as there."""
+    counts texts, as there; `names`, what a warning calls each text (default: its input line)."""
     options = options or DecodeOptions()
     if not segments_apply(options):
         return translator.search(texts, options, first_line, progress)
     todo, plans, kept = pieces(translator, texts, options)
-    warn_kept(plans, kept, first_line)
+    warn_kept(plans, kept, first_line, names)
     results = join(texts, plans, translator.search(todo, options, first_line) if todo else [], kept)
     if progress is not None:
         progress(len(texts))

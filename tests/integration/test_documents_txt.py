@@ -226,3 +226,11 @@ def test_quote_marks_bullets_and_numbers_of_lines_stay_outside_their_translation
     out = translate_content(text.encode(), FORMATS["txt"], units, EN).decode()
     t0, t1, t2 = translate_text(translator, S[:3])
     assert out == f"> {t0}\n> {t1}\n\n* {t2}\n- {t0}\n\na) {t1}\n"
+
+
+def test_a_unit_copied_untranslated_is_named_by_its_text(units, capsys):
+    """Was: "input line 1", a count of the chunk's units that meant nothing in a .docx, .md or .srt."""
+    text = f"{LINES[0]}\n\n東京大学の図書館はとても大きい。\n"
+    translate_content(text.encode(), FORMATS["txt"], units, EN)
+    err = capsys.readouterr().err
+    assert "the text '東京大学の図書館はとても大きい。': 16 characters in a script" in err and "input line" not in err, err
