@@ -227,13 +227,18 @@ def check_depth(root) -> None:
         raise MarkupError(f"elements nested {deepest} deep: HTML parsing loses text past {MAX_DEPTH}")
 
 
+DOCTYPE_ALONE = re.compile(r"<!doctype[^<>]*>\s*", re.IGNORECASE)
+
+
 def document(text: str) -> list[Node]:
     """A whole HTML document (from `<!DOCTYPE` or `<html>`): its doctype, if it has one, and its html
     element, head and title (translated) included."""
     import lxml.etree
     import lxml.html
 
-    try:  # a doctype alone or an unclosed `<html`: libxml2 builds no element (a client's text: its error)
+    if DOCTYPE_ALONE.fullmatch(text):  # a line of a page given line by line (--format html): as it is
+        return [Raw(text, True)]
+    try:  # an unclosed `<html`: libxml2 builds no element (a client's text: its error)
         root = lxml.html.document_fromstring(text)
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError) as exc:
         raise MarkupError(f"not an HTML document: {exc}") from None

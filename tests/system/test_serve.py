@@ -437,7 +437,6 @@ def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, re
     ({"q": "Hallo. " * 1000, "source": "de", "target": "en"}, "Invalid request: request (7000) exceeds text limit (6000)"),
     ({"q": ["Hallo."] * 21, "source": "de", "target": "en"}, "exceeds text limit (20)"),
     ({"q": "Hallo.", "source": "de", "target": "en", "api_key": ["k"]}, "api_key: expected a string"),
-    ({"q": "<!DOCTYPE html>", "source": "de", "target": "en", "format": "html"}, "not an HTML document"),
     ({"q": ["Hallo.", "<html"], "source": "de", "target": "en", "format": "html"}, "not an HTML document"),
     ({"q": "<b>" * 300 + "Hallo.", "source": "de", "target": "en", "format": "html"}, "HTML parsing loses text"),
 ])

@@ -266,3 +266,10 @@ def test_the_obsolete_void_elements_stay_void():
     """Was: `<frame src="a">` came back as `<frame src="a"></frame>`, which no browser reads so."""
     assert write(parse('<frameset><frame src="a"><frame src="b"></frameset>', "html"), "html") == (
         '<frameset><frame src="a"><frame src="b"></frameset>')
+
+
+def test_a_doctype_alone_comes_back_as_it_is():
+    """Was: an error ("not an HTML document: Document is empty") that stopped `mt translate --format
+    html` on a page given line by line, at its first line."""
+    for text in ("<!DOCTYPE html>", "<!doctype html>  "):
+        assert write(parse(text, "html"), "html") == text
