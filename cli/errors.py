@@ -55,6 +55,10 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
         sys.exit(code)
 
     signal.signal(signal.SIGTERM, _terminated)
+    # A parent may start mt with SIGINT or SIGTERM blocked (its mask is inherited: a thread of a test
+    # runner, of a pool's resource tracker): Ctrl-C then stayed pending, and mt ran to its end as if
+    # nothing had been asked. Ignored signals (a background job's) stay ignored.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     # Results are UTF-8 whatever the locale, as --output files are (a latin-1 locale made a traceback of
     # the first character it lacks); messages keep the terminal's encoding, escaping what it lacks.
     for stream, options in ((sys.stdout, {"encoding": "utf-8"}), (sys.stderr, {"errors": "backslashreplace"})):
