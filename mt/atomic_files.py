@@ -39,13 +39,14 @@ def _tmp_prefix(path: Path) -> str:
 _TMP_FILE = re.compile(
     r"\.(?P<name>.+)\.(?P<pid>\d+)(?:@(?P<host>[A-Za-z0-9-]+))?-\w{8}\.tmp|\.(?P<old>.+\.pt)\.\w{8}\.tmp"
 )
-STALE_SECONDS = {"unnamed": 600, "elsewhere": 86400}  # a temporary of no host, or another's, untouched so long
+# a temporary of no host, or another's (a container's name changes with each run), untouched so long
+STALE_SECONDS = {"unnamed": 600, "elsewhere": 3600}
 
 
 def remove_abandoned_temporaries(directory: Path) -> list[Path]:
     """Remove the temporary files that writers killed mid-write (SIGKILL, power loss) left in
     `directory`: those of this host's processes that are gone; one of another host, or of no host
-    (an earlier version's), only once it has not changed for a day, or ten minutes. Returns them."""
+    (an earlier version's), only once it has not changed for an hour, or ten minutes. Returns them."""
     removed = []
     now = time.time()
     for path in Path(directory).glob(".*.tmp") if Path(directory).is_dir() else []:

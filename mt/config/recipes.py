@@ -83,15 +83,18 @@ class UniqueKeyLoader(yaml.SafeLoader):
 def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode) -> dict:
     lines: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
+            continue
         key = loader.construct_object(key_node, deep=True)
         try:
-            first = lines.setdefault(key, key_node.start_mark.line)
+            first = lines.get(key)
         except TypeError:  # an unhashable key: construct_mapping names it
             continue
-        if first != key_node.start_mark.line:
+        if first is not None:
             raise yaml.constructor.ConstructorError(
                 None, None, f"{key!r} given twice in one mapping (first on line {first + 1})", key_node.start_mark
             )
+        lines[key] = key_node.start_mark.line
     return loader.construct_mapping(node, deep=True)
 
 

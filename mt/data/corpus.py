@@ -118,17 +118,17 @@ def _file_chunks(src_path: str, tgt_path: str, size: int) -> Iterator[RawChunk]:
 # ---------------------------------------------------------------------------------------------
 # Decoding and cleaning
 
-# C0 and C1 control characters other than tab, line feed and carriage return (whitespace, below), and
-# a byte-order mark inside a file (`cat a.de b.de` of files saved with one: only the first is dropped
-# as the file is read).
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff]")
+# C0 and C1 control characters other than tab, line feed and carriage return (whitespace, below).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def clean_text(text: str, normalize: str, fixed: dict[str, int]) -> str:
     """Control characters become spaces, Unicode is normalised (NFC/NFKC), whitespace runs become one
     space and the ends are trimmed; `fixed` counts the lines each step changed."""
-    if _CONTROL.search(text):
-        text = _CONTROL.sub(" ", text)
+    if _CONTROL.search(text) or "\ufeff" in text:  # a byte-order mark inside a file (`cat a.de b.de` of
+        # files saved with one; only the first goes as the file is read), or a zero-width no-break space
+        # inside a word: deleted, not a space
+        text = _CONTROL.sub(" ", text.replace("\ufeff", ""))
         fixed["control"] += 1
     if normalize != "none":
         form = normalize.upper()

@@ -161,8 +161,9 @@ def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             )
         log.info(f"training {cfg.tokenizer.model_type} tokenizer ({side}) on {len(lines):,} sentences")
         models.append((lines, exp.spm_prefix(side), back_translation_symbols(cfg) if side != "tgt" else None))
-    write_json_atomic(exp.tokenizer_inputs_path, inputs)  # before the models, which say it is done
     train_spms(models, cfg.tokenizer)  # written together, once every side has trained
+    # after: a training that fails leaves nothing of its own (the step's config change is undone)
+    write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {side: Tokenizer.load(exp.spm_model_path(side)).vocab_size for side in _sides(cfg)},
         "sentences": {"src": len(sample.src), "tgt": len(sample.tgt)},
@@ -205,13 +206,13 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, 
         f"training {cfg.tokenizer.model_type} tokenizer (joint, {len(counts)} languages) on {len(lines):,} "
         f"sentences: {shares} (temperature {cfg.tokenizer.language_temperature:g})"
     )
-    write_json_atomic(exp.tokenizer_inputs_path, inputs)
     train_spm(
         lines,
         exp.spm_prefix("joint"),
         cfg.tokenizer,
         [language_tag(lang) for lang in text] + back_translation_symbols(cfg),
     )
+    write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
         "sentences": {"src": len(lines), "tgt": len(lines)},

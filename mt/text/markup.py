@@ -101,7 +101,7 @@ class Segment:
 
     text: str
     items: list[Inline]
-    plain: str = ""  # the text as the sentences are found in it: its line breaks spaces, but a <br>'s
+    plain: str = ""  # the text as the sentences are found in it: its line breaks and tabs spaces, but a <br>'s
 
 
 def parse(text: str, fmt: Format) -> list[Node]:
@@ -144,8 +144,13 @@ def parse(text: str, fmt: Format) -> list[Node]:
     return top.children if isinstance(top, Element) else [top]
 
 
-# A processing instruction (<?php ... ?>) outside comments, scripts and styles (kept: group 1)
-PROCESSING = re.compile(r"(<!--.*?(?:-->|\Z)|<(script|style)\b.*?(?:</\2\s*>|\Z))|<\?.*?\?>", re.IGNORECASE | re.DOTALL)
+# A processing instruction (<?php ... ?>) outside comments, scripts, styles, titles and text areas (their
+# text is text) and tags (an attribute's value): those kept, group 1
+PROCESSING = re.compile(
+    r"(<!--.*?(?:-->|\Z)|<(script|style|title|textarea)\b.*?(?:</\2\s*>|\Z)"
+    r"|<[A-Za-z][^>\"']*(?:(?:\"[^\"]*(?:\"|\Z)|'[^']*(?:'|\Z))[^>\"']*)*>?)|<\?.*?\?>",
+    re.IGNORECASE | re.DOTALL,
+)
 PROCESSING_MARK = "mt-processing-instruction-"
 # A fragment as a browser's tokenizer sees it, in the parts that can be left open at its end: comments,
 # scripts and styles (which run to their end), and tags (their quoted values may hold "<!--")
@@ -184,7 +189,8 @@ def _marked(text: str) -> tuple[str, list[str]]:
         pis.append(match.group())
         return f"<!--{PROCESSING_MARK}{len(pis) - 1}-->"
 
-    return PROCESSING.sub(mark, text), pis
+    end = text.rfind("?>") + 2  # a "<?" after the last "?>" ends none: not tried (each try ran to the end)
+    return (PROCESSING.sub(mark, text[:end]) + text[end:], pis) if end > 1 else (text, pis)
 
 
 def _unmark(node: Node, pis: list[str]) -> Node:
@@ -405,7 +411,7 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     for node in nodes:
         if isinstance(node, str):
             segment.text += node
-            segment.plain += node.replace("\r", " ").replace("\n", " ")
+            segment.plain += node.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
             previous = node
             continue
         if isinstance(previous, Element) and isinstance(node, Element) and _word_end(segment.text):

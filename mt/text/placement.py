@@ -32,7 +32,7 @@ import re
 from bisect import bisect_left, bisect_right, insort
 
 from mt.text.markup import Element, Node, Raw, Segment
-from mt.text.sentences import Span, gaps
+from mt.text.sentences import UNSPACED, Span, gaps
 
 WORD = re.compile(r"\S+")
 
@@ -249,8 +249,8 @@ def build(
             # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself)
             text, seen = segment.text, shown(node)
             spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
-            if spaced_before and not output[start - 1].isspace():
-                nodes.append(" ")
+            if spaced_before and not output[start - 1].isspace() and not UNSPACED.match(output[start - 1]):
+                nodes.append(" ")  # (none beside a word of a script written without spaces)
             if isinstance(node, Raw):
                 nodes.append(node)
                 end = start
@@ -260,7 +260,8 @@ def build(
                     end = start
             spaced_after = seen and item.end < len(text) and text[item.end].isspace()
             if spaced_after and end == start and start < len(output) and not output[start].isspace():
-                nodes.append(" ")
+                if not UNSPACED.match(output[start]):
+                    nodes.append(" ")
         else:
             inner = build(segment, spans, output, k, start, end, children_of)
             nodes.append(Element(node.tag, node.attrs, inner, node.block))

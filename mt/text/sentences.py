@@ -47,6 +47,21 @@ GERMAN_ORDINAL_LEADS = frozenset(
 )
 
 
+# Words that start a sentence, not a name or a noun after an initial or an ordinal: pronouns, articles,
+# conjunctions and adverbs of German and of the languages whose initials are joined (French, Spanish,
+# Portuguese, Italian). After one, the cut sentencex made stands.
+STARTERS = frozenset(
+    """er sie es wir ihr ich du man das die der den dem des ein eine einen einem einer am im zum zur
+    danach dann doch aber und oder also auch heute gestern hier dort so nun jetzt wenn als da weil dies
+    diese dieser dieses was wer wie wo warum nach vor bei mit seit in an auf für um ab bis nicht kein keine
+    il elle ils elles je tu nous vous on le la les un une ce cette ces mais et puis alors ensuite donc car
+    si quand dans pour sur avec après avant ici oui non
+    el los las él ella ellos ellas yo pero luego después entonces hoy ayer aquí sí no es está son
+    o os as um uma ele ela eles elas eu nós mas depois então hoje ontem aqui sim não
+    lo gli io lui lei noi voi loro ma poi oggi ieri qui""".split()
+)
+
+
 @lru_cache(maxsize=64)
 def rules_for(lang: str) -> str:
     """`lang` if sentencex splits by its rules, else "en": sentencex leaves text whole in a language
@@ -72,6 +87,9 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     after = text[cut:end].lstrip()
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
+    word = re.match(r"[^\W\d_]+", after)
+    if word and word.group().lower() in STARTERS and after[word.end() : word.end() + 1] != ".":
+        return False  # a word that starts sentences ("am 3. Danach ...", "au point A. Elle ..."): one does
     before = text[max(0, cut - 40) : cut]
     initial = INITIAL.search(before)
     if initial and initial.group(1).isupper() and misses_initials(rules):
@@ -103,9 +121,11 @@ def sentence_spans(text: str, lang: str) -> list[Span]:
 
 
 # What a line may start with outside its text: a mail's quote marks, a list's bullet or its letter or
-# number, a heading's hashes; each before a space. A model asked to translate it drops it or makes a word
-# of it ("* A dog runs." came back without its bullet, "> Thanks" without its quote).
-LINE_MARK = re.compile(r"(?:(?:>[ \t]?)*>|[-*+•‣◦–—]|\(?\d{1,3}[.)]|\(?[a-z][.)]|#{1,6})[ \t]+")
+# number in brackets, a heading's hashes; each before a space. A model asked to translate it drops it
+# or makes a word of it ("* A dog runs." came back without its bullet, "> Thanks" without its quote).
+# Not "1." or "a.": a German date ("3. Oktober") or an abbreviation ("e. g.") starts so (and a list's
+# "1." that sentencex cuts off is a piece without letters, copied as it is).
+LINE_MARK = re.compile(r"(?:(?:>[ \t]?)*>|[-*+•‣◦–—]|\(?\d{1,3}\)|\(?[a-z]\)|#{1,6})[ \t]+")
 
 
 def strip(text: str, start: int, end: int) -> Span:

@@ -875,3 +875,17 @@ def test_int8_with_another_precision_is_refused(experiment, capsys, monkeypatch)
     result = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "--input",
                 str(experiment.root.parent / "in.txt"), "--format", "text", "--quantize", "int8", "--precision", "bf16")
     one_error(*result, 2, "--quantize int8 goes without --precision bf16")
+
+
+def test_a_tokenizer_that_fails_to_train_leaves_no_experiment_behind(tmp_path, capsys, monkeypatch):
+    """Was: tokenizer/inputs.json, written before the models, kept a new experiment's config.yaml (and an
+    existing one's failed --vocab-size) where a failed step is undone."""
+    from helpers import toy_corpus
+
+    src, tgt = toy_corpus(40, seed=3)
+    (tmp_path / "train.de").write_text("\n".join(src) + "\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+    exp = tmp_path / "exp"
+    code, _, err = mt(capsys, monkeypatch, "train-tokenizer", "--exp", str(exp), "--train",
+                      f"files:{tmp_path / 'train'}", "--vocab-size", "50000")
+    assert code != 0 and "--vocab-size 50000 is too large" in err and not exp.exists(), err

@@ -182,7 +182,7 @@ def dead_pid() -> int:
 def test_training_removes_the_temporary_files_of_killed_saves(trained, tmp_path):
     """A killed writer's temporary on this host, by its dead pid; one of another host (a shared volume:
     its pids mean nothing here, and a live writer's was removed) or of an earlier version's names only
-    once it has lain untouched a day, or ten minutes."""
+    once it has lain untouched an hour, or ten minutes."""
     from mt.atomic_files import HOST
 
     exp = copy_of(trained, tmp_path / "exp")

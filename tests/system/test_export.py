@@ -454,7 +454,15 @@ def test_force_into_a_directory_that_cannot_move_replaces_its_files_and_a_killed
             raise OSError(errno.EBUSY, "Device or resource busy", str(src))
         return rename(src, dst)
 
+    replace = os.replace
+
+    def across(src, dst):  # the new export beside the volume, on another file system than it
+        if Path(src).parent.name.startswith(".volume.") or Path(src).parent.parent.name.startswith(".volume."):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        return replace(src, dst)
+
     monkeypatch.setattr(directory.os, "rename", mounted)
+    monkeypatch.setattr(directory.os, "replace", across)
     written = export(exp, cfg, out, force=True)["files"]
     monkeypatch.undo()
     assert out.stat().st_ino == inode and sorted(p.name for p in out.iterdir()) == sorted([".mt-export.json", *written])

@@ -131,6 +131,7 @@ def test_recipe_fields_are_only_what_it_sets(tmp_path):
     ("data:\n  max_len: 50\nmodel:\n  d_model: 64\ndata:\n  dedup: false\n",
      ["bad.yaml:5:", "'data' given twice", "first on line 1"]),
     ("train:\n  max_steps: 5\n  max_steps: 6\n", ["bad.yaml:3:", "'max_steps' given twice"]),
+    ("train: {max_steps: 5, max_steps: 6}\n", ["bad.yaml:1:", "'max_steps' given twice"]),  # on one line too
 ])
 def test_bad_recipe_names_the_key_and_file(tmp_path, text, needles):
     path = write(tmp_path / "bad.yaml", text)
@@ -500,3 +501,11 @@ def test_a_recipes_paths_start_at_the_home_directory_as_corpus_paths_do(tmp_path
     home = str(tmp_path / "home")
     assert run["exp"] == f"{home}/experiments/x" and run["teacher"] == [f"{home}/t.yaml", f"{home}/t2"]
     assert run["reverse"] == f"{home}/r"
+
+
+def test_a_recipe_may_merge_a_mapping_and_override_its_keys(tmp_path):
+    """YAML's merge key (`<<: *base`) is no key given twice: refusing duplicates broke it."""
+    path = write(tmp_path / "r.yaml", "base: &b {max_steps: 5, lr_peak: 0.001}\ntrain: {<<: *b, max_steps: 7}\n")
+    from mt.config.recipes import read_yaml_mapping
+
+    assert read_yaml_mapping(path, "recipe")["train"] == {"max_steps": 7, "lr_peak": 0.001}

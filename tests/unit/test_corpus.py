@@ -129,6 +129,7 @@ def test_clean_text_steps():
     assert fixed == {"control": 1, "unicode": 2, "whitespace": 1}
     # a byte-order mark inside a file (files joined with cat): was kept, an invisible character of the text
     assert corpus.clean_text("\ufeffb", "nfc", fixed) == "b" and fixed["control"] == 2
+    assert corpus.clean_text("foo\ufeffbar", "nfc", fixed) == "foobar"  # within a word: deleted, no space
 
 
 def test_cleaning_drops_empty_sides_and_strict_keeps_text_as_it_is(tmp_path):

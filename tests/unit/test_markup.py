@@ -273,3 +273,22 @@ def test_a_doctype_alone_comes_back_as_it_is():
     html` on a page given line by line, at its first line."""
     for text in ("<!DOCTYPE html>", "<!doctype html>  "):
         assert write(parse(text, "html"), "html") == text
+
+
+def test_markup_indentation_tabs_do_not_cut_a_sentence():
+    """A tab of a pretty-printed page inside a sentence: the sentence is one piece, not cut at it."""
+    (segment,) = segments(parse("<p>This is a long\n\t\tsentence that wraps.</p>", "html"))
+    assert "\t" not in segment.plain and sentence_spans(segment.plain, "en") == [(0, len(segment.plain))]
+
+
+def test_a_processing_instruction_in_an_attribute_or_a_title_is_its_text():
+    """The marker that keeps a processing instruction was left in an attribute and a title's text."""
+    for text in ('<a title="<?php echo $t ?>">Link</a>', "<title>A <?= $t ?> page</title>"):
+        out = write(parse(text, "html"), "html")
+        assert "mt-processing-instruction" not in out and ("&lt;?" in out or "<?" in out), out
+
+
+def test_no_space_is_added_beside_a_kept_element_in_a_script_written_without_spaces():
+    (segment,) = segments(parse("Run <code>ls</code> now.", "html"))
+    nodes = place_segment(segment, sentence_spans(segment.plain, "en"), ["运行现在。"], ["0-0 1-1"])
+    assert render(parse("Run <code>ls</code> now.", "html"), "html", iter([nodes])) == "运行现在。<code>ls</code>"

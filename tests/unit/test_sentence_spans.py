@@ -138,3 +138,17 @@ def test_a_long_word_cut_in_its_middle_gets_no_space():
 def test_a_lines_mark_stays_outside_its_first_sentence(text, expected):
     """Was: sent to the model with the text, which dropped the bullet or quote mark."""
     assert pieces(text, sentence_spans(text, "en")) == expected
+
+
+@pytest.mark.parametrize("lang, text, expected", [
+    ("de", "3. Oktober ist Feiertag.", ["3. Oktober ist Feiertag."]),  # a date, not a list's number
+    ("en", "e. g. this works.", ["e. g. this works."]),
+    ("en", "1) A man sits.", ["A man sits."]),
+    # a word that starts sentences after an ordinal or an initial: the cut stands
+    ("de", "Das Spiel endete am 3. Danach gingen wir heim.", ["Das Spiel endete am 3.", "Danach gingen wir heim."]),
+    ("de", "Wir treffen uns am 3. Am 4. fahren wir.", ["Wir treffen uns am 3.", "Am 4. fahren wir."]),
+    ("fr", "Il vit au point A. Elle vit au point B.", ["Il vit au point A.", "Elle vit au point B."]),
+    ("fr", "Par J. A. Dupont. Oui.", ["Par J. A. Dupont.", "Oui."]),  # an initial after an initial
+])
+def test_marks_and_joins_leave_dates_abbreviations_and_sentence_starts_alone(lang, text, expected):
+    assert pieces(text, sentence_spans(text, lang)) == expected

@@ -11,6 +11,7 @@ those and keeps every other file (a Hub clone's .git/, notes), and refuses one i
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -227,14 +228,33 @@ def _merge(tmp: Path, output: Path, files: list[str], earlier: list[str]) -> Non
     write_text_atomic(output / MANIFEST, write_manifest)
     for name in files:
         (output / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp / name, output / name)
+        _move(tmp / name, output / name)
     for name in set(earlier) - set(files):  # a folder there now is not the file the export wrote: kept
         if (output / name).is_file() or (output / name).is_symlink():
             (output / name).unlink()
     for folder in {(output / name).parent for name in files}:
         sync_directory(folder)
-    os.replace(tmp / MANIFEST, output / MANIFEST)
+    _move(tmp / MANIFEST, output / MANIFEST)
     sync_directory(output)
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename `source` over `target`; across file systems (`--output` a mounted volume, the new export
+    written beside it on another), copied beside `target` first, then renamed over it."""
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        copy = target.with_name(f".{target.name}.{os.getpid()}-copy")
+        try:
+            shutil.copyfile(source, copy)
+            with open(copy, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(copy, source.stat().st_mode & 0o777)
+            os.replace(copy, target)
+        finally:
+            copy.unlink(missing_ok=True)
 
 
 def _readable(root: Path) -> None:

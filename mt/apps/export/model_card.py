@@ -125,7 +125,7 @@ def own_scores(record: dict, source: Exported) -> bool:
     # such, so that a score of --shortlist or the CTranslate2 engine is not taken for the model's own
     off = {"no_repeat_ngram": 0, "shortlist": False, "engine": "mt"}
     wanted, decoded = {**off, **wanted}, {**off, **decoded}
-    if decoded["shortlist"] or decoded["engine"] != "mt":
+    if decoded["shortlist"] or record.get("engine", "mt") != "mt":  # the engine that ran, not the one asked
         return False
     return record.get("checkpoint") == exported and all(decoded.get(k) == v for k, v in wanted.items())
 

@@ -349,7 +349,7 @@ def guarded_protocol(max_connections: int, read_timeout: float, max_url_bytes: i
         def _read_deadline_passed(self) -> None:
             if self.in_body:  # a body is timed by its silences: a slow upload that keeps coming goes on
                 now = self.loop.time()
-                until = min(self.heard + read_timeout, self.body_started + MAX_BODY_SECONDS)
+                until = min(self.heard + read_timeout, self.body_started + max(MAX_BODY_SECONDS, read_timeout))
                 if now < until:
                     self.read_deadline = self.loop.call_later(until - now, self._read_deadline_passed)
                     return
