@@ -96,9 +96,14 @@ def test_source_auto_is_identified_and_the_languages_are_checked_as_for_translat
     ):
         answer = upload(plain.url, "a.txt", data, source=source, target=target)
         assert answer.status_code == 400 and answer.json()["error"].startswith(message), answer.text
+    # a document in its target language already, found so (auto) or said so (source = target), comes back
+    # as it is, as /translate gives such a text (was 400 "en is not supported", and de -> de refused)
     english = b"A man in a blue shirt is riding his bicycle down a busy street."
-    answer = upload(plain.url, "a.txt", english, source="auto")
-    assert answer.status_code == 400 and answer.json()["error"].startswith("file: en is not supported: the text looks")
+    assert translated(plain.url, "a.txt", english, source="auto").content == english
+    assert translated(plain.url, "a.txt", data, source="de", target="de").content == data
+    spanish = "Un hombre con una camisa azul monta su bicicleta por una calle concurrida.".encode()
+    answer = upload(plain.url, "a.txt", spanish, source="auto")
+    assert answer.status_code == 400 and answer.json()["error"].startswith("file: es is not supported: the text looks")
 
 
 def test_every_registered_format_is_listed_and_translated_markup_and_all(servers, units):

@@ -150,6 +150,10 @@ class Abandoned(Exception):
     """The document's request is gone (its client left, or the server is stopping): stop its work."""
 
 
+class InTarget(Exception):
+    """The document is in its target language already (`source: auto`): it comes back as it is."""
+
+
 class CountingUnits:
     """`Units` that translate nothing (each text comes back as it is) and count the characters asked:
     a document's budget, checked before any of it is searched."""
@@ -218,6 +222,9 @@ class BatcherUnits:
             found = langs.identifier.identify(" ".join(" ".join(lines)[:SAMPLE].split()))
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
+        target = self.options.tgt_lang or ""
+        if found.written_in(target) or (found.foreign is None and found.language == target):
+            raise InTarget  # as /translate gives a text already in the target: the file as it is
         if found.foreign is not None:
             raise ApiError(400, f"file: {found.foreign} is not supported: {found.message(langs.readable)}")
 
@@ -333,15 +340,16 @@ class Documents:
         finally:
             self.reading[keyed] -= 1
         check_key(service.api_key, field_key(upload.fields, header_key(request)), libre=True)
-        source, target = service.libre_pair(upload.fields)
-        tag = service.directions.tag(source, target)  # libre_pair has checked that there is one
+        source, target = service.libre_pair(upload.fields, same=True)
+        same = source == target  # LibreTranslate's identity: the file as it is
+        tag = None if same else service.directions.tag(source, target)  # libre_pair has checked it
         options = DecodeOptions(nbest=1, src_lang=source, tgt_lang=target).resolved(service.defaults)
         self._check_room()
         self.jobs += 1
         job: asyncio.Future | None = None
         try:
             units = BatcherUnits(service, options, tag, self.limits.max_file_chars, identify=source is None)
-            job = asyncio.get_running_loop().run_in_executor(self.pool, self._translate, upload, units, target)
+            job = asyncio.get_running_loop().run_in_executor(self.pool, self._translate, upload, units, target, same)
             key = await self._until_done(request, job, units)
             request.state.lines, request.state.tokens = units.sentences, units.tokens
             return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{key}"}
@@ -380,11 +388,14 @@ class Documents:
         except Abandoned:
             raise ApiError(499, "the client closed the connection before its answer") from None
 
-    def _translate(self, upload: Upload, units: BatcherUnits, target: str) -> str:
-        """In a worker thread: the upload checked, translated by its format's module, and kept; its key."""
+    def _translate(self, upload: Upload, units: BatcherUnits, target: str, same: bool = False) -> str:
+        """In a worker thread: the upload checked, translated by its format's module (as it is when it is
+        in the target already: `same`, or found so), and kept; its key."""
         name = upload.name
         try:
             check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes)
+            if same:
+                raise InTarget
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
             # before its first units are translated, not after.
             counted = CountingUnits()
@@ -394,6 +405,8 @@ class Documents:
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
                 )
             translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
+        except InTarget:
+            return self.results.put(name, upload.data)
         except (ApiError, Abandoned):
             raise
         except DocumentError as exc:
