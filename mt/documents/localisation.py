@@ -128,17 +128,19 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     """An XLIFF file translated (module docstring)."""
     store, version = read_xliff(text)
     pattern = placeholders()
-    todo: list[tuple[Any, Protected]] = []
+    todo: list[tuple[Any, Any, Protected]] = []  # (unit, the segment's element: source or a seg-source mrk, ...)
     for unit in store.units:
         source, target = unit.get_source_dom(), unit.get_target_dom()
         if not unit.istranslatable() or source is None or not "".join(source.itertext()).strip():
             continue
         if holds_translation(unit, target, version) and not options.retranslate:
             continue
-        p = Protected(pattern)
-        p.html = p.element(source)
-        todo.append((unit, p))
-    for (unit, p), translated in zip(todo, ask(units, [p for _, p in todo])):
+        for element in segmented(unit) if version == 1 else [source]:
+            p = Protected(pattern)
+            p.html = p.element(element)
+            todo.append((unit, element, p))
+    translations = ask(units, [p for _, _, p in todo])
+    for unit in {id(unit): unit for unit, _, _ in todo}.values():  # each once (units are not hashable)
         target = unit.get_target_dom()
         if target is None:
             unit.settarget("")
@@ -146,7 +148,6 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         for child in list(target):
             target.remove(child)
         target.text = None
-        p.restore(translated, target)
         if version == 2:
             unit.xmlelement.set("state", REVIEW_2)
         else:
@@ -154,9 +155,50 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
                 target.set(name, value)
             if unit.xmlelement.get("approved") == "yes":
                 unit.xmlelement.set("approved", "no")
+    for (unit, element, p), translated in zip(todo, translations):
+        target = unit.get_target_dom()
+        if element.tag.endswith("}mrk"):  # a segment of seg-source: its own mrk in the target, as CAT tools read it
+            place_segment_mark(unit, element, target).text = None
+            p.restore(translated, target[-1])
+        else:
+            p.restore(translated, target)
     if todo:
         set_target_language(store, version, options.target)
     return serialized(store)
+
+
+def segmented(unit) -> list:
+    """An XLIFF 1.2 unit's segments: the `<mrk mtype="seg">` elements of its `<seg-source>` (as Trados,
+    memoQ and Okapi write units they have segmented), else its source whole."""
+    seg_source = unit.xmlelement.find(unit.namespaced("seg-source"))
+    if seg_source is None:
+        return [unit.get_source_dom()]
+    marks = [m for m in seg_source.iter(unit.namespaced("mrk")) if m.get("mtype") == "seg"]
+    return [m for m in marks if "".join(m.itertext()).strip()] if marks else [unit.get_source_dom()]
+
+
+def place_segment_mark(unit, mark, target):
+    """A `<mrk>` like `mark` (its mtype and mid) appended to `target`, with the text between segments
+    that seg-source has before it; the target put after seg-source, where XLIFF 1.2's order wants it."""
+    from lxml import etree
+
+    seg_source = mark.getparent()
+    while seg_source is not None and not seg_source.tag.endswith("}seg-source"):
+        seg_source = seg_source.getparent()
+    element = unit.xmlelement
+    if seg_source is not None and element.index(target) < element.index(seg_source):
+        element.remove(target)
+        seg_source.addnext(target)
+    made = etree.SubElement(target, mark.tag, {k: v for k, v in mark.attrib.items() if k in ("mtype", "mid")})
+    previous = mark.getprevious()
+    gap = (previous.tail if previous is not None else mark.getparent().text) or ""
+    if gap and not gap.strip():  # the spaces between two segments
+        if len(target) > 1:
+            target[-2].tail = gap
+        else:
+            target.text = gap
+    made.tail = None
+    return made
 
 
 NOT_TRANSLATED_1 = {"new", "needs-translation"}  # XLIFF 1.2 target states: its text is no translation (a copy)
@@ -173,18 +215,13 @@ def holds_translation(unit, target, version: int) -> bool:
 
 
 def serialized(store) -> str:
-    """The store's XML as text (the driver encodes it as the file was). translate-toolkit encodes the
-    declaration and the tree apart: in UTF-16 or UTF-32 each comes with a byte-order mark, left out.
-    A character the declared encoding cannot write (French "œ" in ISO-8859-1) is a character reference,
-    as lxml writes it (translate-toolkit raised)."""
-    try:
-        data = bytes(store)
-    except UnicodeEncodeError:
-        from lxml import etree
+    """The store's XML as text (the driver encodes it as the file was), written by lxml as it was read:
+    translate-toolkit's writer indents the whole tree anew (spaces went into mixed content: between a
+    seg-source's segments). The declaration names the store's encoding, as translate-toolkit's does."""
+    from lxml import etree
 
-        data = etree.tostring(store.document, encoding=store.encoding, xml_declaration=True)
-    declaration, newline, tree = data.decode(store.encoding).lstrip("\ufeff").partition("\n")
-    return declaration + newline + tree.lstrip("\ufeff")
+    tree = etree.tostring(store.document, encoding="unicode")
+    return f'<?xml version="1.0" encoding="{store.encoding}"?>\n' + tree + ("" if tree.endswith("\n") else "\n")
 
 
 def read_xliff(text: str) -> tuple[Any, int]:

@@ -223,3 +223,24 @@ def test_a_declared_legacy_encoding_gets_character_references_for_what_it_cannot
                                 lambda texts, fmt="text", t=translation: [t for _ in texts], DocumentOptions("fr"))
         target = etree.fromstring(out).xpath("//*[local-name()='target']")[0]
         assert target.text == translation and b"ISO-8859-1" in out.split(b"\n")[0]
+
+
+def test_a_segmented_unit_gets_a_target_segment_for_each_seg_source_segment(translator, units):
+    """Was: the target (one text, no segments) went before <seg-source>, against XLIFF 1.2's order, and
+    CAT tools (Trados, memoQ, Okapi) read no translation from it; the file was indented anew, spaces
+    put into seg-source between its segments."""
+    from lxml import etree
+
+    a, b = toy_corpus(2, seed=77)[0]
+    source = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+              '<file original="x" source-language="de" datatype="plaintext"><body>'
+              f'<trans-unit id="7"><source>{a} {b}</source><seg-source><mrk mtype="seg" mid="1">{a}</mrk> '
+              f'<mrk mtype="seg" mid="2">{b}</mrk></seg-source></trans-unit></body></file></xliff>\n')
+    out = translate_content(source.encode(), FORMATS["xliff"], units, DocumentOptions("en")).decode()
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    unit = etree.fromstring(out.encode()).find(".//x:trans-unit", ns)
+    assert [etree.QName(child).localname for child in unit] == ["source", "seg-source", "target"]
+    marks = unit.find("x:target", ns).findall("x:mrk", ns)
+    assert [(m.get("mtype"), m.get("mid")) for m in marks] == [("seg", "1"), ("seg", "2")]
+    assert [m.text for m in marks] == translate_text(translator, [a, b])
+    assert f'<mrk mtype="seg" mid="1">{a}</mrk> <mrk mtype="seg" mid="2">{b}</mrk></seg-source>' in out
