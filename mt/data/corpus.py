@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import json
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ class RawChunk:
 def chunks(source: Source, size: int | None = None) -> Iterator[RawChunk]:
     """The pairs of one source, read as a stream of chunks of up to `size` (CHUNK_PAIRS) pairs."""
     size = size or CHUNK_PAIRS
+    for path in source.paths if source.kind in ("files", "tsv", "jsonl") else ():
+        _check_regular(text_files.existing(path))
     if source.kind == "files":
         yield from _file_chunks(*(text_files.existing(path) for path in source.paths), size)  # type: ignore[call-arg]
     elif source.kind in ("tsv", "jsonl"):
@@ -92,6 +95,21 @@ def chunks(source: Source, size: int | None = None) -> Iterator[RawChunk]:
             yield RawChunk("text", src[start:end], tgt[start:end], origin, start, source.langs, unit="pair")
     else:
         raise MtError(f"unknown source kind {source.kind!r}")
+
+
+def _check_regular(path: str) -> None:
+    """A corpus is a file: a pipe (a FIFO, `<(...)`) is read once, and a corpus is read more than once
+    (the tokenizer's sample, binarize, a count of its lines): the second read waited for ever."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: the reader names it
+    if not stat.S_ISREG(mode):
+        raise MtError(
+            f"{path}: not a regular file (a pipe?): mt reads a corpus more than once; save it to a file first"
+        )
 
 
 def _file_chunks(src_path: str, tgt_path: str, size: int) -> Iterator[RawChunk]:

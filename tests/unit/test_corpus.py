@@ -237,3 +237,14 @@ def test_sample_cleans_what_it_keeps_and_counts_what_it_drops(tmp_path):
     assert sample.examples["malformed"] == [f"{tmp_path / 'c.tsv'}:2: expected 2 tab-separated fields, found 1"]
     with pytest.raises(MtError, match=r"c\.tsv:2: expected 2 tab-separated fields"):
         corpus.sample_pairs(sources, 10, None)  # strict
+
+
+def test_a_corpus_that_is_a_pipe_is_refused_in_one_line(tmp_path):
+    """Was: counted (which drained it), then opened again: the read waited for ever."""
+    import os
+
+    os.mkfifo(tmp_path / "train.de")
+    (tmp_path / "train.en").write_text("a dog\n", encoding="utf-8")
+    [source] = DataConfig(train=[f"files:{tmp_path / 'train'}"]).sources("train")
+    with pytest.raises(MtError, match=r"train\.de: not a regular file \(a pipe\?\)"):
+        next(corpus.chunks(source))
