@@ -29,3 +29,4 @@ def average(
 
     path, used = average_last(experiment, last, output, force)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
+    print(path)  # what it wrote, on stdout, as export, plot and report say theirs

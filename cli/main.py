@@ -37,7 +37,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: it wraps long help at 80 columns where rich's tables cut it
-    context_settings={"max_content_width": 120},
+    context_settings={"max_content_width": 120, "help_option_names": ["-h", "--help"]},
     help="Machine translation with the Transformer (Vaswani et al., 2017): "
     "train-tokenizer -> binarize -> train -> translate / evaluate, all in one experiment directory.",
 )
@@ -83,7 +83,7 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def _global(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines or progress bars.")] = False,
-    debug: Annotated[bool, typer.Option(help="Show the traceback of an error.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
     version: Annotated[
         bool,
         typer.Option(

@@ -88,7 +88,9 @@ Stop = Annotated[
         help="When beam search stops: early (once beam hypotheses have finished, as fairseq and CTranslate2; default) or exact (only when no live hypothesis can still win: slower)."
     ),
 ]
-MaxLenA = Annotated[Optional[float], typer.Option(help="Max output length = a * source length + b.")]
+MaxLenA = Annotated[
+    Optional[float], typer.Option(help="Max output length = a * source length + b tokens, </s> included.")
+]
 MaxLenB = Annotated[Optional[int], typer.Option(help="The b of --max-len-a: tokens added to a * source length.")]
 NoRepeat = Annotated[
     Optional[int],

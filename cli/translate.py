@@ -146,6 +146,8 @@ def translate(
         raise ConfigError(f"--output {output}: is the input; write the translation to another file")
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
+    if document is not None and document.binary and output is None:  # before the model loads, as the others
+        raise ConfigError(f"{input}: a {document.name} document is not text; name the file to write with --output")
     whole = [
         name
         for name, on in (("--nbest", nbest > 1), ("--alignments", alignments), ("--constraints", constraints))
@@ -236,7 +238,8 @@ def translate(
         options,
         ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
         total,
-        searcher(text_format),
+        # an n-best list is of the whole line, even of one (--nbest 1): not sentences' joined with a mean score
+        Translator.search if nbest and text_format == "text" else searcher(text_format),
     )
 
 
@@ -297,3 +300,5 @@ def check_output_flags(
         raise ConfigError("--nbest-format goes with --nbest K")
     if output is not None:
         check_output(output, force)
+    elif force:  # it would say "replaced" of nothing: stdout is no file
+        raise ConfigError("--force goes with --output FILE (it replaces that file)")

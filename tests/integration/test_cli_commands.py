@@ -889,3 +889,22 @@ def test_a_tokenizer_that_fails_to_train_leaves_no_experiment_behind(tmp_path, c
     code, _, err = mt(capsys, monkeypatch, "train-tokenizer", "--exp", str(exp), "--train",
                       f"files:{tmp_path / 'train'}", "--vocab-size", "50000")
     assert code != 0 and "--vocab-size 50000 is too large" in err and not exp.exists(), err
+
+
+def test_command_line_shapes_help_force_documents_and_average(trained_experiment, tmp_path, capsys, monkeypatch):
+    """-h is --help (was "No such option: -h"); --force without --output is refused (it was ignored);
+    a binary document without --output is refused as a flag error (2) before the model loads (it was 1,
+    after); `mt average` says on stdout what it wrote, as export and plot do (stderr only, silent with -q)."""
+    import shutil
+
+    code, out, _ = mt(capsys, monkeypatch, "translate", "-h")
+    assert code == 0 and "--input" in out
+    code, _, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--force")
+    assert code == 2 and "--force goes with --output FILE" in err
+    (tmp_path / "a.docx").write_bytes(b"not read")
+    code, _, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", tmp_path / "a.docx")
+    assert code == 2 and "a docx document is not text; name the file to write with --output" in err
+    exp = tmp_path / "exp"
+    shutil.copytree(trained_experiment.root, exp)
+    code, out, _ = mt(capsys, monkeypatch, "-q", "average", "--exp", exp, "--last", "1")
+    assert code == 0 and out == f"{exp / 'checkpoints' / 'average.pt'}\n"

@@ -69,6 +69,12 @@ def test_nbest_keeps_each_line_one_segment(trained_experiment):
     line = f"{S1} {S2}"
     options = DecodeOptions(nbest=2)
     assert search(translator, [line], options) == translator.search([line], options)
+    # --nbest 1 too: a list of one hypothesis of the whole line (was its sentences' joined, with their
+    # mean score: no hypothesis of the line at all)
+    (best,) = translator.search([line], DecodeOptions(nbest=1))
+    done = mt_translate(trained_experiment, line + "\n", "--nbest", "1")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split("\t")[1:] == [f"{best[0][1]:.4f}", best[0][0] + "\n"]
 
 
 def test_a_long_line_is_translated_in_bounded_pieces(trained_experiment):

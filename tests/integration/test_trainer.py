@@ -633,7 +633,7 @@ def test_average_cli_and_translate_with_it(base, tmp_path):
     assert [p.name for p in steps] == ["step_0000004.pt", "step_0000006.pt", "step_0000008.pt"]
 
     done = mt("average", "--exp", str(exp.root), "--last", "3")
-    assert done.returncode == 0 and done.stdout == b"", done.stderr.decode()
+    assert done.returncode == 0 and done.stdout.decode() == f"{exp.checkpoint_path('average')}\n", done.stderr.decode()
     averaged = load_checkpoint(exp.checkpoint_path("average"))
     states = [load_checkpoint(p)["model"] for p in steps]
     for key, value in averaged["model"].items():

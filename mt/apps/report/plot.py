@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mt.atomic_files import check_output, write_bytes_atomic
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
 from mt.training.train_log import load_train_log
 
@@ -140,7 +140,7 @@ def plot(exps: Sequence[Experiment], output: Path | None = None, force: bool = F
     output = Path(output) if output is not None else exps[0].curves_path
     check_output(output, force)
     if output.suffix.lower() != ".png":
-        raise MtError(f"{output}: the curves are written as PNG; name the file *.png")
+        raise ConfigError(f"{output}: the curves are written as PNG; name the file *.png")
     runs = []
     for exp, name in zip(exps, run_names(exps)):
         if not exp.root.is_dir():
