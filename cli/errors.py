@@ -17,7 +17,7 @@ import typer
 from mt import log
 from mt.errors import MtError
 
-GLOBAL_FLAGS = ("-q", "--quiet", "--debug")  # mt's own flags, taken after the subcommand too
+GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--no-debug")  # mt's own flags, taken after the subcommand too
 INTERRUPTED = 130  # the shell's codes for SIGINT and SIGTERM
 TERMINATED = 143
 

@@ -83,7 +83,7 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def _global(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status lines or progress bars.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
+    debug: Annotated[bool, typer.Option(help="Show the traceback of an error.")] = False,
     version: Annotated[
         bool,
         typer.Option(

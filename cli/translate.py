@@ -146,8 +146,6 @@ def translate(
         raise ConfigError(f"--output {output}: is the input; write the translation to another file")
     check_output_flags(output, force, nbest, nbest_format, alignments, alignment_layer, scores)
     document = document_format(input, text_format)
-    if document is not None and document.binary and output is None:  # before the model loads, as the others
-        raise ConfigError(f"{input}: a {document.name} document is not text; name the file to write with --output")
     whole = [
         name
         for name, on in (("--nbest", nbest > 1), ("--alignments", alignments), ("--constraints", constraints))
@@ -188,11 +186,13 @@ def translate(
         src_lang=src_lang,
         tgt_lang=tgt_lang,
         pivot=pivot,
-        sentences=split_sentences,
+        sentences=split_sentences and not nbest,  # an n-best list is of the whole line, even of one (--nbest 1)
         segment_tokens=segment_tokens,
     )
     experiment, cfg = read_experiment(exp)
     check_input(input)
+    if document is not None and document.binary and output is None:  # before the model loads, as the others
+        raise ConfigError(f"{input}: a {document.name} document is not text; name the file to write with --output")
     # torch comes with these: a mistyped flag, experiment or input is answered before its import, in a
     # fraction of the time
     from mt.decoding.alignment import check_layer
@@ -238,8 +238,7 @@ def translate(
         options,
         ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
         total,
-        # an n-best list is of the whole line, even of one (--nbest 1): not sentences' joined with a mean score
-        Translator.search if nbest and text_format == "text" else searcher(text_format),
+        searcher(text_format),
     )
 
 

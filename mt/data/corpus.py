@@ -106,10 +106,10 @@ def _check_regular(path: str) -> None:
         mode = os.stat(path).st_mode
     except OSError:
         return  # missing: the reader names it
-    if not stat.S_ISREG(mode):
-        raise MtError(
-            f"{path}: not a regular file (a pipe?): mt reads a corpus more than once; save it to a file first"
-        )
+    if stat.S_ISDIR(mode):
+        raise MtError(f"{path}: is a directory, not a corpus file")
+    if stat.S_ISFIFO(mode):
+        raise MtError(f"{path}: a pipe: mt reads a corpus more than once; save it to a file first")
 
 
 def _file_chunks(src_path: str, tgt_path: str, size: int) -> Iterator[RawChunk]:

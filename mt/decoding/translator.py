@@ -489,7 +489,9 @@ class Translator:
         o = options
         if o.no_repeat_ngram and not getattr(self, "_said_no_repeat", False):
             self._said_no_repeat = True  # once: constrained search has no repetition guard
-            log.warn(f"--no-repeat-ngram {o.no_repeat_ngram} is not applied to lines with constraints")
+            log.warn(
+                f"no_repeat_ngram {o.no_repeat_ngram} (the repetition guard) is not applied to lines with constraints"
+            )
         model, vocab = self.model, None
         if o.shortlist:  # the constraints' tokens are candidates too, as indices among them
             vocab = self._shortlist().batch_vocabulary(src_ids, [t for c in constraints for p in c for t in p])

@@ -140,6 +140,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
             p.html = p.element(element)
             todo.append((unit, element, p))
     translations = ask(units, [p for _, _, p in todo])
+    marks: dict[int, Any] = {}  # a seg-source mrk's id -> its copy in the target
     for unit in {id(unit): unit for unit, _, _ in todo}.values():  # each once (units are not hashable)
         target = unit.get_target_dom()
         if target is None:
@@ -148,6 +149,8 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         for child in list(target):
             target.remove(child)
         target.text = None
+        if version == 1:
+            marks.update(copy_seg_source(unit, target))
         if version == 2:
             unit.xmlelement.set("state", REVIEW_2)
         else:
@@ -156,49 +159,52 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
             if unit.xmlelement.get("approved") == "yes":
                 unit.xmlelement.set("approved", "no")
     for (unit, element, p), translated in zip(todo, translations):
-        target = unit.get_target_dom()
-        if element.tag.endswith("}mrk"):  # a segment of seg-source: its own mrk in the target, as CAT tools read it
-            place_segment_mark(unit, element, target).text = None
-            p.restore(translated, target[-1])
-        else:
-            p.restore(translated, target)
+        into = marks.get(id(element), unit.get_target_dom())
+        if into is not unit.get_target_dom():  # a segment's mrk, a copy of seg-source's: its text replaced
+            for child in list(into):
+                into.remove(child)
+            into.text = None
+        p.restore(translated, into)
     if todo:
         set_target_language(store, version, options.target)
     return serialized(store)
 
 
-def segmented(unit) -> list:
-    """An XLIFF 1.2 unit's segments: the `<mrk mtype="seg">` elements of its `<seg-source>` (as Trados,
-    memoQ and Okapi write units they have segmented), else its source whole."""
+def segments_of(unit) -> tuple[Any, list]:
+    """An XLIFF 1.2 unit's `<seg-source>` (None without one) and its `<mrk mtype="seg">` segments."""
     seg_source = unit.xmlelement.find(unit.namespaced("seg-source"))
     if seg_source is None:
+        return None, []
+    return seg_source, [m for m in seg_source.iter(unit.namespaced("mrk")) if m.get("mtype") == "seg"]
+
+
+def segmented(unit) -> list:
+    """What of an XLIFF 1.2 unit is translated: the segments of its `<seg-source>` that hold text (as
+    Trados, memoQ and Okapi write units they have segmented), else its source whole."""
+    _, marks = segments_of(unit)
+    if not marks:
         return [unit.get_source_dom()]
-    marks = [m for m in seg_source.iter(unit.namespaced("mrk")) if m.get("mtype") == "seg"]
-    return [m for m in marks if "".join(m.itertext()).strip()] if marks else [unit.get_source_dom()]
+    return [m for m in marks if "".join(m.itertext()).strip()]
 
 
-def place_segment_mark(unit, mark, target):
-    """A `<mrk>` like `mark` (its mtype and mid) appended to `target`, with the text between segments
-    that seg-source has before it; the target put after seg-source, where XLIFF 1.2's order wants it."""
-    from lxml import etree
+def copy_seg_source(unit, target) -> dict[int, Any]:
+    """A segmented unit's target made a copy of its `<seg-source>` (its text, inline elements and every
+    segment, each `<mrk>` with its mid: what CAT tools merge), and put after it, where XLIFF 1.2's order
+    wants it; each seg-source segment's id -> its copy, whose text the translation replaces."""
+    import copy
 
-    seg_source = mark.getparent()
-    while seg_source is not None and not seg_source.tag.endswith("}seg-source"):
-        seg_source = seg_source.getparent()
+    seg_source, marks = segments_of(unit)
+    if not marks:
+        return {}
     element = unit.xmlelement
-    if seg_source is not None and element.index(target) < element.index(seg_source):
+    if element.index(target) < element.index(seg_source):
         element.remove(target)
         seg_source.addnext(target)
-    made = etree.SubElement(target, mark.tag, {k: v for k, v in mark.attrib.items() if k in ("mtype", "mid")})
-    previous = mark.getprevious()
-    gap = (previous.tail if previous is not None else mark.getparent().text) or ""
-    if gap and not gap.strip():  # the spaces between two segments
-        if len(target) > 1:
-            target[-2].tail = gap
-        else:
-            target.text = gap
-    made.tail = None
-    return made
+    target.text = seg_source.text
+    for child in seg_source:
+        target.append(copy.deepcopy(child))  # with its tail
+    copies = [m for m in target.iter(unit.namespaced("mrk")) if m.get("mtype") == "seg"]
+    return {id(mark): made for mark, made in zip(marks, copies)}
 
 
 NOT_TRANSLATED_1 = {"new", "needs-translation"}  # XLIFF 1.2 target states: its text is no translation (a copy)
@@ -207,7 +213,9 @@ NOT_TRANSLATED_1 = {"new", "needs-translation"}  # XLIFF 1.2 target states: its 
 def holds_translation(unit, target, version: int) -> bool:
     """Whether a unit's target is a translation to keep: not empty, and not marked as none (1.2's
     state new or needs-translation, 2.0's segment state initial, as editors mark a copy of the source)."""
-    if target is None or not (len(target) or (target.text or "").strip()):
+    # text, or an element that is no empty segment (a CAT tool's pre-segmented target of empty mrks is none)
+    holds = "".join(target.itertext()).strip() if target is not None else ""
+    if target is None or not (holds or any(not str(child.tag).endswith("}mrk") for child in target)):
         return False
     if version == 2:
         return unit.xmlelement.get("state") != "initial"

@@ -244,3 +244,20 @@ def test_a_segmented_unit_gets_a_target_segment_for_each_seg_source_segment(tran
     assert [(m.get("mtype"), m.get("mid")) for m in marks] == [("seg", "1"), ("seg", "2")]
     assert [m.text for m in marks] == translate_text(translator, [a, b])
     assert f'<mrk mtype="seg" mid="1">{a}</mrk> <mrk mtype="seg" mid="2">{b}</mrk></seg-source>' in out
+
+
+def test_a_segmented_units_target_keeps_what_lies_around_and_inside_its_segments(translator, units):
+    """The target is seg-source's copy with each segment's text translated: the text and inline elements
+    between and around the segments, and a segment of a placeholder alone, come back (were dropped);
+    a CAT tool's pre-segmented target of empty segments is no translation (it was left alone)."""
+    a, b = toy_corpus(2, seed=78)[0]
+    source = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+              '<file original="x" source-language="de" datatype="plaintext"><body><trans-unit id="7">'
+              f'<source>1. {a} <x id="1"/> {b}</source><seg-source>1. <g id="2"><mrk mtype="seg" mid="1">{a}</mrk></g> '
+              f'<mrk mtype="seg" mid="2"><x id="1"/></mrk> <mrk mtype="seg" mid="3">{b}</mrk></seg-source>'
+              '<target><mrk mtype="seg" mid="1"/> <mrk mtype="seg" mid="2"/> <mrk mtype="seg" mid="3"/></target>'
+              '</trans-unit></body></file></xliff>\n')
+    out = translate_content(source.encode(), FORMATS["xliff"], units, DocumentOptions("en")).decode()
+    ta, tb = translate_text(translator, [a, b])
+    assert (f'leveraged-mt">1. <g id="2"><mrk mtype="seg" mid="1">{ta}</mrk></g> <mrk mtype="seg" mid="2">'
+            f'<x id="1"/></mrk> <mrk mtype="seg" mid="3">{tb}</mrk></target>') in out

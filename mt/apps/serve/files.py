@@ -151,7 +151,7 @@ class Abandoned(Exception):
 
 
 class InTarget(Exception):
-    """The document is in its target language already (`source: auto`): it comes back as it is."""
+    """The document's source is its target (LibreTranslate's identity): it comes back as it is."""
 
 
 class CountingUnits:
@@ -222,9 +222,6 @@ class BatcherUnits:
             found = langs.identifier.identify(" ".join(" ".join(lines)[:SAMPLE].split()))
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
-        target = self.options.tgt_lang or ""
-        if found.written_in(target) or (found.foreign is None and found.language == target):
-            raise InTarget  # as /translate gives a text already in the target: the file as it is
         if found.foreign is not None:
             raise ApiError(400, f"file: {found.foreign} is not supported: {found.message(langs.readable)}")
 
