@@ -132,8 +132,28 @@ def test_temperature_balances_without_repeats_and_batches_with():
 
 # -- a tiny multilingual experiment --------------------------------------------------------------
 @pytest.fixture(scope="module")
-def multi(tmp_path_factory):
+def multi(tmp_path_factory, worker_id):
+    """The experiment, trained once per test session (~20 s) and copied into each xdist worker's own
+    folder: a module fixture of workers is built once in each (the tests write into it: engines, files)."""
+    import shutil
+
+    from filelock import FileLock
+
+    if worker_id == "master":  # no xdist
+        return _train_multi(tmp_path_factory.mktemp("multilingual"))
+    shared = tmp_path_factory.getbasetemp().parent / "multilingual-shared"  # this session's, every worker's
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "trained").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            _train_multi(shared)
+            (shared / "trained").touch()
     root = tmp_path_factory.mktemp("multilingual")
+    shutil.copytree(shared / "exp", root / "exp")
+    return Experiment(root / "exp")
+
+
+def _train_multi(root):
     for split, n in (("train", 400), ("valid", 30), ("test", 30)):
         for lang, lines in toy_multiway(n, seed=len(split)).items():
             (root / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
