@@ -378,6 +378,11 @@ def decode_checks(d: DecodeConfig) -> list[tuple[bool, str]]:
         ),
         (0 <= d.max_len_a <= MAX_LEN_A, f"decode.max_len_a (--max-len-a) must be from 0 to {MAX_LEN_A:g}"),
         (0 <= d.max_len_b <= MAX_LEN_B, f"decode.max_len_b (--max-len-b) must be from 0 to {MAX_LEN_B}"),
+        (
+            d.max_len_a > 0 or d.max_len_b >= 2,  # a limit of 1 leaves room for </s> alone
+            f"decode.max_len_b (--max-len-b) {d.max_len_b} with max_len_a 0: the length counts </s>, so every "
+            "translation would be empty; give at least 2",
+        ),
         (d.max_tokens >= 1, "decode.max_tokens (--max-tokens) must be at least 1"),
         (d.no_repeat_ngram >= 0, "decode.no_repeat_ngram (--no-repeat-ngram) must be 0 (off) or more"),
         (

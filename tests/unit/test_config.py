@@ -484,6 +484,14 @@ def test_numbers_out_of_range_or_not_finite_are_refused_by_name(tmp_path, key, v
     assert needle in str(info.value) and str(path) in str(info.value)
 
 
+def test_a_length_limit_that_leaves_room_for_eos_alone_is_refused(tmp_path):
+    """Was: --max-len-a 0 --max-len-b 1 (or 0) gave an empty translation of every line, with a score."""
+    path = write(tmp_path / "r.yaml", "decode:\n  max_len_a: 0\n  max_len_b: 1\n")
+    with pytest.raises(ConfigError, match="the length counts </s>, so every translation would be empty"):
+        load_recipe(path)
+    load_recipe(write(tmp_path / "ok.yaml", "decode:\n  max_len_a: 0\n  max_len_b: 2\n"))
+
+
 @pytest.mark.parametrize("key", [1, None, True])
 def test_a_section_name_yaml_reads_as_no_word_is_one_line_error(key):
     from mt.config.schema import from_dict
