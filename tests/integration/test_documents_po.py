@@ -151,24 +151,17 @@ def test_a_file_that_is_no_po_file_is_refused_in_one_line(units, text, needle):
 
 
 def test_mt_translate_writes_a_po_file_to_stdout(trained_experiment, translator, tmp_path, capsys, monkeypatch):
-    assert by_extension("de.po") is PO
-    source = tmp_path / "de.po"
-    source.write_bytes(bytes(build()))
-    code, out, err = mt(
-        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1"
-    )
-    assert code == 0, err
-    assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
     # a template (.pot), gettext's usual input, too: it was translated line by line as plain text,
     # `msgid "..."` and all, without a word
-    assert by_extension("messages.pot") is PO
-    template = tmp_path / "messages.pot"
-    template.write_bytes(bytes(build()))
-    code, out, err = mt(
-        capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", template, "--threads", "1"
-    )
-    assert code == 0, err
-    assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
+    for name in ("de.po", "messages.pot"):
+        assert by_extension(name) is PO
+        source = tmp_path / name
+        source.write_bytes(bytes(build()))
+        code, out, err = mt(
+            capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", source, "--threads", "1"
+        )
+        assert code == 0, err
+        assert pypo.pofile.parsestring(out.encode()).units[1].target == translate_text(translator, [S[1]])[0]
 
 
 def test_an_ascii_file_is_written_in_the_charset_its_header_declares(capsys):

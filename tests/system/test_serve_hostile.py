@@ -373,19 +373,7 @@ def test_a_long_query_string_is_read_however_its_bytes_arrive(server):
         assert answer.startswith(b"HTTP/1.1 200 "), (size, answer[:300])
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["translatedText"].startswith("𠀋")  # copied
     over = f"GET /health?q={'x' * BODY_LIMIT} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    with socket.create_connection((host, int(port))) as sock:
-        for i in range(0, len(over), 1400):
-            try:
-                sock.sendall(over[i : i + 1400])
-            except (BrokenPipeError, ConnectionResetError):
-                break
-        sock.settimeout(10)
-        answer = b""
-        try:
-            while chunk := sock.recv(65536):
-                answer += chunk
-        except ConnectionResetError:
-            pass
+    answer = _received_until_closed(server.url, over, piece=1400)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert "request line" in json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
 
@@ -484,12 +472,21 @@ def test_requests_a_stopping_server_has_no_time_left_for_get_503_with_retry_afte
 def _answers_then_closed(url: str, data: bytes, seconds: float = 10) -> list[int]:
     """Send `data` on a socket of its own; the statuses of the answers read until the server closes it
     (within `seconds`: else the test fails)."""
+    received = _received_until_closed(url, data, seconds)
+    return [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]  # answers follow bodies directly
+
+
+def _received_until_closed(url: str, data: bytes, seconds: float = 10, piece: int | None = None) -> bytes:
+    """Send `data` on a socket of its own (in reads of `piece` bytes, as over a network, where given);
+    what the server answers until it closes the socket (within `seconds`)."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port))) as sock:
-        try:
-            sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # refused while it was still sending: what a limit should do
+        step = piece or len(data) or 1
+        for start in range(0, len(data), step):
+            try:
+                sock.sendall(data[start : start + step])
+            except (BrokenPipeError, ConnectionResetError):
+                break  # refused while it was still sending: what a limit should do
         sock.settimeout(seconds)
         received = b""
         try:
@@ -497,7 +494,7 @@ def _answers_then_closed(url: str, data: bytes, seconds: float = 10) -> list[int
                 received += chunk
         except ConnectionResetError:
             pass
-    return [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]  # answers follow bodies directly
+    return received
 
 
 @pytest.mark.parametrize("head", [

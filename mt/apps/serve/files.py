@@ -150,10 +150,6 @@ class Abandoned(Exception):
     """The document's request is gone (its client left, or the server is stopping): stop its work."""
 
 
-class InTarget(Exception):
-    """The document's source is its target (LibreTranslate's identity): it comes back as it is."""
-
-
 class CountingUnits:
     """`Units` that translate nothing (each text comes back as it is) and count the characters asked:
     a document's budget, checked before any of it is searched."""
@@ -391,8 +387,8 @@ class Documents:
         name = upload.name
         try:
             check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes)
-            if same:
-                raise InTarget
+            if same:  # its source is its target (LibreTranslate's identity): the file as it is
+                return self.results.put(name, upload.data)
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
             # before its first units are translated, not after.
             counted = CountingUnits()
@@ -402,8 +398,6 @@ class Documents:
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
                 )
             translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
-        except InTarget:
-            return self.results.put(name, upload.data)
         except (ApiError, Abandoned):
             raise
         except DocumentError as exc:
