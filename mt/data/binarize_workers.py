@@ -165,6 +165,7 @@ def _length_checks(src_len: np.ndarray, tgt_len: np.ndarray, filters: Filters) -
 
 
 TERMINATE_SECONDS = 10.0  # how long stopping the pool may take before its processes are killed
+KILLED_SECONDS = 10.0  # how long a killed process may take to be reaped (a loaded machine: more than a moment)
 _worker_encoder: Encoder | None = None
 
 
@@ -232,6 +233,6 @@ class Workers:
         if stopping.is_alive():  # its threads are daemons: left blocked, they end with this process
             for process in processes:
                 process.kill()
-                process.join(TERMINATE_SECONDS)
+                process.join(KILLED_SECONDS)
         else:
             pool.join()
