@@ -11,7 +11,7 @@ from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError
 
-from .options import Checkpoint, Device, Exp, Threads, decode_flags, examples
+from .options import Checkpoint, Device, Exp, Threads, decode_flags, examples, one
 
 EXAMPLES = examples(
     'mt attention --exp exp/en-de "A man in a blue shirt is riding a bike down the street."',
@@ -75,7 +75,7 @@ def attention(
         given = "--output" if output is not None else "--force" if force else "--format"
         raise ConfigError(f"{given} is for the files mt attention writes; --json prints the weights on stdout")
     set_threads(threads)
-    translator = Translator.load(experiment, cfg, checkpoint, device)
+    translator = Translator.load(experiment, cfg, one(checkpoint), device)
     index = check_layer(translator.model, layer, "--layer")
     out_dir = output if output is not None else experiment.attention_dir
     tag = translator.directions.tag(src_lang, tgt_lang)

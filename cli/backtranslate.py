@@ -25,6 +25,7 @@ from .options import (
     TopP,
     decode_flags,
     examples,
+    one,
     sampling_of,
 )
 
@@ -91,7 +92,7 @@ def backtranslate(
         tag,
         weight,
         chunk_lines,
-        checkpoint,
+        one(checkpoint),
         device,
         precision,
         quantize,

@@ -10,7 +10,7 @@ import typer
 from mt import log
 from mt.decoding.options import DecodeOptions
 
-from .options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples
+from .options import Checkpoint, ChunkLines, Device, Exp, Precision, Quantize, Threads, decode_flags, examples, one
 
 EXAMPLES = examples(
     "mt distill --teacher exp/teacher --exp exp/student --beam 5",
@@ -54,7 +54,7 @@ def distill(
         decode,
         chunk_lines,
         mix_original,
-        checkpoint,
+        one(checkpoint),
         device,
         precision,
         quantize,

@@ -10,7 +10,7 @@ import typer
 
 from mt import log
 
-from .options import Checkpoint, Exp, examples
+from .options import Checkpoint, Exp, examples, one
 
 EXAMPLES = examples(
     "mt export --exp exp/de-en --format ctranslate2 --output exp/de-en/ct2",
@@ -55,7 +55,7 @@ def export(
     from mt.experiment.config import read_experiment
 
     experiment, cfg = read_experiment(exp)
-    summary = run_export(experiment, cfg, output, fmt, checkpoint, quantize, force, license)
+    summary = run_export(experiment, cfg, output, fmt, one(checkpoint), quantize, force, license)
     log.info(
         f"exported {summary['checkpoint']} as {summary['format']} ({summary['quantize']}) to {summary['output']}: "
         f"{', '.join(summary['files'])}; {summary['bytes'] / 1e6:.1f} MB"

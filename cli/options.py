@@ -137,12 +137,35 @@ EngineKind = Annotated[
         help="What decodes: mt's search; ctranslate2, the same weights in CTranslate2 (built once into EXP/engines/, faster on a CPU; refuses what it cannot decode as mt would); auto, CTranslate2 where it can (decode.engine).",
     ),
 ]
-Checkpoint = Annotated[
-    Optional[str],
+
+
+def _one_checkpoint(value: Optional[list[str]]) -> Optional[list[str]]:
+    """--checkpoint of a command that reads one model: given twice, click kept the last without a word
+    (`mt export --checkpoint a --checkpoint b` exported b, where translate would have made an ensemble)."""
+    if value and len(value) > 1:
+        raise typer.BadParameter(
+            f"given {len(value)} times ({', '.join(value)}): this command reads one checkpoint "
+            "(several, an ensemble, are for translate, evaluate and serve)"
+        )
+    return value
+
+
+Checkpoint = Annotated[  # a list of at most one: `one` gives it; see _one_checkpoint
+    Optional[list[str]],
     typer.Option(
-        help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint."
+        "--checkpoint",
+        metavar="NAME",
+        callback=_one_checkpoint,
+        help="best, last, average, ema (train.ema_decay), step_N or a .pt file; default: the experiment's decode.checkpoint.",
     ),
 ]
+
+
+def one(checkpoint: Optional[list[str]]) -> Optional[str]:
+    """The name a Checkpoint option holds, None if not given."""
+    return checkpoint[0] if checkpoint else None
+
+
 Checkpoints = Annotated[
     Optional[list[str]],
     typer.Option(

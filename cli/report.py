@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .options import Checkpoint, Exp, Force, Threads, examples
+from .options import Checkpoint, Exp, Force, Threads, examples, one
 
 EXAMPLES = examples("mt report --exp exp/en-de", "mt report --exp exp/en-de --samples 20 -o report.html")
 
@@ -32,4 +32,4 @@ def report(
 
     experiment, _ = read_experiment(exp)  # a mistyped --exp is answered before torch loads
     set_threads(threads)
-    print(run(experiment, output, force, samples, sentence, checkpoint))
+    print(run(experiment, output, force, samples, sentence, one(checkpoint)))

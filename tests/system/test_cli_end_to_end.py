@@ -308,6 +308,11 @@ def test_bad_flags_and_config(work: Path, built: dict):
     error(mt(work, "train", "--exp", "exp", "--preset", "small"), 2, "--preset small", "model.")
     error(mt(work, "binarize", "--exp", "exp", "--set", "data.src_lang=fr"), 2, "data.src_lang")
     error(mt(work, "binarize", "--exp", "exp", "--train-segmentations", "4"), 2, "tokenizer.train_segmentations", "binarized")
+    # A command that reads one checkpoint refuses two (click kept the last: an export of the wrong one).
+    for command in (["export", "--format", "ctranslate2", "--output", "out"], ["attention", "A dog."], ["report"]):
+        error(mt(work, *command, "--exp", "exp", "--checkpoint", "best", "--checkpoint", "last"), 2,
+              "--checkpoint", "given 2 times (best, last)")
+    assert not (work / "out").exists()
     assert snapshot(work / "exp") == files
 
     (work / "typo.yaml").write_text("exp: typo_exp\ntrain:\n  max_stpes: 5\n")
