@@ -213,19 +213,26 @@ def translate(
         resolved = translator.directions.resolve(src_lang, tgt_lang)
         replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
         translator.directions.check_pivot(src_lang, tgt_lang, pivot)
+    search = searcher(text_format)
     if auto:
-        from mt.text.language import LanguageIdentifier, identifiable, readable_lines
+        from mt.search.constrained import split_constrained_line
+        from mt.text.language import LanguageIdentifier, auto_search, identifiable
         from mt.text.markup import language_text
 
         identifier = LanguageIdentifier(identifiable(translator.directions))
-        if constraints:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
-            from mt.search.constrained import split_constrained_line
+        target = translator.directions.resolve(src_lang, tgt_lang)[1]
 
-            source = readable_lines(source, identifier, lambda line: split_constrained_line(line)[0])
-        elif text_format != "text":  # the markup's text, not its tags, attributes and addresses
-            source = readable_lines(source, identifier, lambda line: language_text(line, text_format))
-        else:
-            source = readable_lines(source, identifier)
+        def source_of(line: str) -> str:  # SOURCE<TAB>PHRASE...: the phrases are in the target language
+            return split_constrained_line(line)[0] if constraints else line
+
+        search = auto_search(
+            search,
+            identifier,
+            target,
+            lambda language: translator.directions.tag(language, target),  # warns of a zero-shot direction
+            lambda line: language_text(source_of(line), text_format),  # markup: its words, not its tags
+            source_of,
+        )
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
     # the progress bar's total, where there is one: not from a pipe, which is read once
@@ -238,7 +245,7 @@ def translate(
         options,
         ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
         total,
-        searcher(text_format),
+        search,
     )
 
 

@@ -20,8 +20,9 @@ and `identify` refuses (Unidentifiable) with what to do instead.
 from __future__ import annotations
 
 import functools
+import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,14 @@ FOREIGN_AT_MOST = (
 # Cyrillic to an English model; a brand name in Latin letters to a Russian one is not).
 SHORT_LETTERS = 24
 SURE_AT_LEAST = 0.9
+# Web and mail addresses say nothing of a text's language, and their letters outvoted its words: "Mehr
+# dazu unter https://www.example.com/documentation/getting-started" was English to a German model.
+ADDRESSES = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+
+
+def without_addresses(text: str) -> str:
+    """The text that tells its language: web and mail addresses taken out (ADDRESSES)."""
+    return ADDRESSES.sub(" ", text)
 
 
 class Unidentifiable(MtError):
@@ -59,7 +68,10 @@ class Identified:
     def written_in(self, code: str) -> bool:
         """Whether the text is in `code` (a model's language: "pt-BR" is lingua's "pt"), a language the
         model does not read: a text already in the target language, say."""
-        return self.foreign is not None and self.foreign == code.replace("_", "-").split("-")[0].lower()
+        if self.foreign is None:
+            return False
+        language = lingua_language(code)  # "deu" and "de" are one language
+        return language == lingua_language(self.foreign) if language is not None else self.foreign == base_code(code)
 
     def message(self, sources: Sequence[str]) -> str:
         """Why a foreign text is not translated, in one line."""
@@ -69,15 +81,25 @@ class Identified:
         )
 
 
-def lingua_language(code: str) -> Any:
-    """lingua's Language for an ISO 639-1 code ("de", "pt-BR" as "pt"), or None when it knows none."""
-    from lingua import IsoCode639_1, Language
+def base_code(code: str) -> str:
+    """A language code without its region or script: "pt-BR" and "pt_BR" are "pt", "eng_Latn" "eng"."""
+    return code.replace("_", "-").split("-")[0].lower()
 
-    iso = getattr(IsoCode639_1, code.replace("_", "-").split("-")[0].upper(), None)
+
+def lingua_language(code: str) -> Any:
+    """lingua's Language for an ISO 639-1 or 639-3 code ("de", "deu"; "pt-BR" as "pt", FLORES's
+    "deu_Latn" as "deu"), or None when it knows none."""
+    from lingua import IsoCode639_1, IsoCode639_3, Language
+
+    base = base_code(code).upper()
+    table, build = (
+        (IsoCode639_1, Language.from_iso_code_639_1) if len(base) == 2 else (IsoCode639_3, Language.from_iso_code_639_3)
+    )
+    iso = getattr(table, base, None)
     if iso is None:
         return None
     try:
-        return Language.from_iso_code_639_1(iso)
+        return build(iso)
     except ValueError:  # a code lingua has a name for but no model
         return None
 
@@ -124,6 +146,7 @@ class LanguageIdentifier:
         ranker, _ = self._detectors(guarded=False)
         if ranker is None:
             return self.sources[0]
+        text = without_addresses(text)
         found = ranker.detect_language_of(text)
         codes = {lang: code for code, lang in self.known.items()}
         return codes[found] if found is not None else self.sources[0]
@@ -132,6 +155,7 @@ class LanguageIdentifier:
         """The model's source language `text` is most likely in, and whether it is another language."""
         self._check_identifiable()
         ranker, guard = self._detectors()
+        text = without_addresses(text)
         if ranker is None:  # one source: every text is in it, unless the guard says otherwise
             # but a text without letters ("", "12 345") shows no language: no confidence in it, as lingua's
             ranking: tuple[tuple[str, float], ...] = ((self.sources[0], float(any(c.isalpha() for c in text))),)
@@ -193,29 +217,54 @@ def identifiable(directions) -> list[str]:
     return sources + [lang for lang in directions.readable() if lang not in sources and lingua_language(lang)]
 
 
-def readable_lines(
-    lines: Iterable[str | None], identifier: LanguageIdentifier, text: Callable[[str], str] = lambda line: line
-) -> Iterator[str | None]:
-    """`mt translate --src-lang auto`: each line as it is, or "" (an empty output line) with a warning on
-    stderr when its `text` (the source of a constrained line) is in a language the model cannot read;
-    languages seen are noted once each. None (a stream's pause: `mt.data.text_files.input_lines`)
-    passes through, uncounted."""
+def auto_search(
+    search: Callable[..., list[list[tuple]]],
+    identifier: LanguageIdentifier,
+    target: str,
+    seen_language: Callable[[str], object] = lambda language: None,
+    text: Callable[[str], str] = lambda line: line,
+    kept: Callable[[str], str] = lambda line: line,
+) -> Callable[..., list[list[tuple]]]:
+    """`mt translate --src-lang auto`: `search` (as mt.decoding.output.stream calls it) with each line
+    identified first by its `text` (a markup line's words, a constrained line's source). A line in the
+    target language already comes back as it is (`kept`: the line, a constrained line's source), as
+    `mt serve` gives it (the model translated it into its own language, or emptied it as foreign); one
+    in another language the model cannot read comes back empty, with a warning on stderr; the rest are
+    translated, each language noted once and handed to `seen_language` (which warns of a direction
+    never trained)."""
     seen: set[str] = set()
-    number = 0
-    for line in lines:
-        if line is None:
-            yield None
-            continue
-        number += 1
-        if not line.strip():
-            yield line
-            continue
-        found = identifier.identify(text(line))
-        if found.foreign is not None:
-            log.warn(f"line {number}: not translated: {found.message(identifier.sources)} (--src-lang)")
-            yield ""
-            continue
-        if len(identifier.sources) > 1 and found.language not in seen:
-            seen.add(found.language)
-            log.info(f"--src-lang auto: line {number} is {language_name(found.language)} ({found.language})")
-        yield line
+
+    def identified_search(
+        translator: Any, lines: list[str], options: Any = None, first_line: int = 0
+    ) -> list[list[tuple]]:
+        todo, copies = [], {}
+        for i, line in enumerate(lines):
+            number = first_line + i + 1
+            found = identifier.identify(text(line)) if line.strip() else None
+            if found is not None and (found.written_in(target) or (found.foreign is None and found.language == target)):
+                if target not in seen:
+                    seen.add(target)
+                    log.info(
+                        f"--src-lang auto: line {number} is in the target language ({target}): "
+                        "lines in it come back as they are"
+                    )
+                copies[i] = kept(line)
+                todo.append("")
+            elif found is not None and found.foreign is not None:
+                log.warn(f"line {number}: not translated: {found.message(identifier.sources)} (--src-lang)")
+                todo.append("")
+            else:
+                if found is not None and found.language not in seen:
+                    seen.add(found.language)
+                    if len(identifier.sources) > 1:
+                        log.info(
+                            f"--src-lang auto: line {number} is {language_name(found.language)} ({found.language})"
+                        )
+                    seen_language(found.language)
+                todo.append(line)
+        results = search(translator, todo, options, first_line)
+        for i, copy in copies.items():
+            results[i] = [(copy, 0.0, *rest) for _, _, *rest in results[i][:1]]
+        return results
+
+    return identified_search

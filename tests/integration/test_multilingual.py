@@ -476,9 +476,9 @@ def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_onl
                         "--src-lang", "auto", "--format", "text")
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     found = translator.search([LINES[0], LINES[1]], DecodeOptions())
-    assert code == 0 and out.splitlines() == [found[0][0][0], "", found[1][0][0]], err
-    assert "line 2: not translated: the text looks like English (en), which this model does not read" in \
-        " ".join(err.split())
+    # English, the target, comes back as it is (was: an empty line, "not translated")
+    assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0]], err
+    assert "line 2 is in the target language (en)" in " ".join(err.split()) and "not translated" not in err
     # As a document (a .txt by default), the line it cannot read stays as it was, with the warning.
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
                         "--src-lang", "auto")
@@ -564,6 +564,7 @@ def test_src_lang_auto_reads_a_zero_shot_source_as_the_server_does(multi, tmp_pa
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", copy, "-i", french, "--src-lang", "auto",
                         "--tgt-lang", "en", "--format", "text")
     assert code == 0 and out.strip() and "not translated" not in err, err
+    assert "fr-en was not trained (zero-shot" in " ".join(err.split())  # as --src-lang fr says (was: no word)
 
 
 def test_the_same_text_into_two_languages_is_two_pairs_not_a_duplicate():

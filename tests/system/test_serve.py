@@ -485,6 +485,8 @@ def test_v1_options_beam_nbest_scores_and_alignments(server, reference):
     single = ok(url, {"text": LINES[0], "alpha": 1.0, "length_penalty": "length"})
     assert list(single["translations"][0]) == ["text", "score"]
     assert ok(url, {"text": LINES[0], "alpha": 1, "length_penalty": "length"}) == single  # alpha: any number
+    # codes as /translate reads them (`DE` was refused here: "no <2EN>")
+    assert ok(url, {"text": lines, "beam": 1, "source": "DE", "target": "EN"}) == ok(url, {"text": lines, "beam": 1})
 
 
 def test_v1_nbest_of_a_line_of_sentences_is_its_sentences_best_joined(server, reference):

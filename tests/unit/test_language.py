@@ -7,11 +7,11 @@ import pytest
 
 from mt.text.language import (
     LanguageIdentifier,
+    auto_search,
     Unidentifiable,
     identifiable,
     language_name,
     lingua_language,
-    readable_lines,
 )
 
 SENTENCES = {
@@ -74,13 +74,43 @@ def test_sources_lingua_does_not_know():
         LanguageIdentifier(["de", "xx"]).identify(SENTENCES["de"])
 
 
-def test_src_lang_auto_leaves_foreign_lines_untranslated_with_a_warning(capsys):
-    lines = [SENTENCES["de"], "", SENTENCES["en"], SENTENCES["fr"]]
-    out = list(readable_lines(lines, LanguageIdentifier(["de", "fr"])))
-    assert out == [SENTENCES["de"], "", "", SENTENCES["fr"]]
-    err = capsys.readouterr().err
-    assert "line 3: not translated: the text looks like English (en)" in " ".join(err.split())
+def test_src_lang_auto_copies_the_targets_lines_and_leaves_foreign_ones_untranslated(capsys):
+    """A line already in the target language comes back as it is, as `mt serve` gives it (it was
+    emptied as foreign by a bilingual model, and translated into itself by a multilingual one)."""
+    def search(translator, lines, options=None, first_line=0):  # a stand-in for the model: marks what it was given
+        return [[(f"<{line}>", -1.0, "0-0")] for line in lines]
+
+    seen = []
+    lines = [SENTENCES["de"], "", SENTENCES["en"], SENTENCES["fr"], SPANISH]
+    identified = auto_search(search, LanguageIdentifier(["de", "fr", "en"]), "en", seen.append)
+    assert identified(None, lines, None, 0) == [[(f"<{SENTENCES['de']}>", -1.0, "0-0")], [("<>", -1.0, "0-0")],
+                                                [(SENTENCES["en"], 0.0, "0-0")], [(f"<{SENTENCES['fr']}>", -1.0, "0-0")],
+                                                [("<>", -1.0, "0-0")]]
+    assert seen == ["de", "fr"]
+    err = " ".join(capsys.readouterr().err.split())
+    assert "line 5: not translated: the text looks like Spanish (es)" in err
     assert "line 1 is German (de)" in err and "line 4 is French (fr)" in err
+    assert "line 3 is in the target language (en): lines in it come back as they are" in err
+    bilingual = auto_search(search, LanguageIdentifier(["de"]), "en")  # English is foreign to it, and its target
+    assert bilingual(None, [SENTENCES["en"], SENTENCES["fr"]], None, 10) == [[(SENTENCES["en"], 0.0, "0-0")],
+                                                                             [("<>", -1.0, "0-0")]]
+    assert "line 12: not translated: the text looks like French (fr)" in " ".join(capsys.readouterr().err.split())
+
+
+def test_addresses_do_not_decide_a_texts_language_and_iso_639_3_codes_are_known():
+    """A German sentence with a URL was English (or Slovak) to the guard: copied untranslated or refused;
+    a model of FLORES codes (deu_Latn) could not identify at all, or took every text as its own."""
+    german = LanguageIdentifier(["de"])
+    for text in ("Mehr dazu unter https://www.example.com/documentation/getting-started/installation",
+                 "Kontakt: support@example-company.com",
+                 "Siehe https://github.com/organization/repository/blob/main/README.md"):
+        assert german.identify(text).foreign is None, text
+    assert german.identify("https://example.com/a/b/c/d/e/f/g/h").confidence == 0.0  # no words: nothing to go by
+    flores = LanguageIdentifier(["eng_Latn", "deu_Latn"])
+    assert flores.identify(SENTENCES["de"]).language == "deu_Latn" and not flores.unknown
+    found = LanguageIdentifier(["deu"]).identify(SENTENCES["en"])
+    assert found.foreign == "en" and found.written_in("eng") and found.written_in("eng_Latn") and not found.written_in("fr")
+    assert lingua_language("deu") == lingua_language("de") and language_name("fra_Latn") == "French"
 
 
 def test_auto_tells_apart_the_sources_and_the_zero_shot_languages_lingua_knows():
@@ -102,3 +132,8 @@ def test_a_requests_language_codes_are_read_as_libretranslate_reads_them():
     langs = Languages(Directions((("en", "zh"), ("en", "zt"), ("en", "pb"), ("en", "de")), {}))
     assert [langs.canonical(c) for c in ("EN", "zh-Hans", "ZH-HANT", "pt-BR", "de", "auto", "xx", 3)] == [
         "en", "zh", "zt", "pb", "de", "auto", "xx", 3]
+    # a model that spells them pt_BR and zh_Hans (a direction has no hyphen), or has pt alone: refused before
+    langs = Languages(Directions((("en", "pt_BR"), ("en", "zh_Hans"), ("en", "es")), {}))
+    assert [langs.canonical(c) for c in ("pt-BR", "zh-hans", "es-419", "es-MX", "zh-Hant")] == [
+        "pt_BR", "zh_Hans", "es", "es", "zh-Hant"]
+    assert Languages(Directions((("en", "pt"),), {})).canonical("pt-BR") == "pt"

@@ -96,11 +96,16 @@ class Languages:
 
     def canonical(self, code: Any) -> Any:
         """A request's language code as the model writes it: `DE` is `de`, LibreTranslate's `zh-Hans` is
-        a model's `zh` (and `zh-Hant` `zt`, `pt-BR` `pb`); as it is when the model has none such."""
+        a model's `zh` (and `zh-Hant` `zt`, `pt-BR` `pb`), `pt-BR` a model's `pt_BR`, or its `pt` where it
+        has no other (a region, not a script: `zh-Hant` is no `zh`); as it is when the model has none such."""
         if not isinstance(code, str) or code == "auto" or self.knows(code):
             return code
         lowered = code.lower()
-        return self._by_lower.get(lowered) or self._by_lower.get(LIBRE_ALIASES.get(lowered, lowered)) or code
+        spellings = [lowered, LIBRE_ALIASES.get(lowered, lowered), lowered.replace("-", "_"), lowered.replace("_", "-")]
+        base, _, region = lowered.replace("_", "-").partition("-")
+        if region.isdigit() or len(region) == 2:  # pt-BR, es-419 into a model of pt; zh-Hant is no zh
+            spellings.append(base)
+        return next((self._by_lower[s] for s in spellings if s in self._by_lower), code)
 
     def knows(self, code: str) -> bool:
         """Whether `code` is one of the languages /languages lists."""

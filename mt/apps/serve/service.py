@@ -317,7 +317,7 @@ class Service:
         """POST /v1/translate: one translation per text item, its score, n best and alignments as asked."""
         check_key(self.api_key, header_key(request))
         data = await v1_fields(request, self.body_limit, V1_TRANSLATE_FIELDS)
-        src_lang, tgt_lang = check_pair(data)
+        src_lang, tgt_lang = (self.langs.canonical(code) for code in check_pair(data))  # `DE` is `de`, as on /translate
         self._tag(src_lang, tgt_lang)
         texts = text_items(data)
         check_size(texts, self.limits.max_chars, self.limits.max_lines)
@@ -348,7 +348,7 @@ class Service:
 
         check_key(self.api_key, header_key(request))
         data = await v1_fields(request, self.body_limit, V1_ATTENTION_FIELDS)
-        tag = self._tag(*check_pair(data))
+        tag = self._tag(*(self.langs.canonical(code) for code in check_pair(data)))
         text = data.get("text")
         if not isinstance(text, str) or not text.strip() or "\n" in text:  # one line, as mt translate reads lines
             raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
