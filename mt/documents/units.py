@@ -43,13 +43,17 @@ class TranslatorUnits:
         self.identifier = identifier  # --src-lang auto: a unit the model cannot read is kept as it is
 
     def readable(self, text: str, fmt: Format = "text") -> bool:
-        """Whether to translate a unit: it has text, in a language the model reads (a warning if not);
-        a markup unit's language is its text's, not its tags', styles' and scripts'."""
+        """Whether to translate a unit: it has text, in a language the model reads (a warning if not)
+        other than the target (kept as it is); a markup unit's language is its text's, not its tags',
+        styles' and scripts'."""
         if not text.strip():
             return False
         if self.identifier is None:
             return True
         found = self.identifier.identify(language_text(text, fmt))
+        target = self.translator.directions.resolve(self.options.src_lang, self.options.tgt_lang)[1]
+        if found.written_in(target) or (found.foreign is None and found.language == target):
+            return False  # already in the target language: kept as it is, as `mt serve` gives it
         if found.foreign is not None:
             shown = text.strip()[:40]
             log.warn(f"not translated: {shown!r}: {found.message(self.identifier.sources)} (--src-lang)")

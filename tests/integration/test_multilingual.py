@@ -479,11 +479,12 @@ def test_src_lang_auto_on_a_bilingual_experiment_translates_its_own_language_onl
     # English, the target, comes back as it is (was: an empty line, "not translated")
     assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0]], err
     assert "line 2 is in the target language (en)" in " ".join(err.split()) and "not translated" not in err
-    # As a document (a .txt by default), the line it cannot read stays as it was, with the warning.
+    # As a document (a .txt by default), the target's line stays as it was, and a foreign one with a warning.
+    text.write_text(f"{LINES[0]}\n{english}\n{LINES[1]}\n{SPANISH}\n", encoding="utf-8")
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "-i", text,
                         "--src-lang", "auto")
-    assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0]], err
-    assert "not translated: 'A man in a blue shirt" in " ".join(err.split())
+    assert code == 0 and out.splitlines() == [found[0][0][0], english, found[1][0][0], SPANISH], err
+    assert "not translated: 'Dos hombres" in " ".join(err.split()) and "A man in a blue" not in err
 
 
 def test_src_lang_auto_identifies_the_text_of_markup_not_its_tags_and_addresses(trained_experiment, capsys,
