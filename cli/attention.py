@@ -74,6 +74,14 @@ def attention(
     if json_out and (output is not None or force or fmt != "png"):  # files' flags: said, not ignored
         given = "--output" if output is not None else "--force" if force else "--format"
         raise ConfigError(f"{given} is for the files mt attention writes; --json prints the weights on stdout")
+    if target is not None:  # forced decoding searches nothing: a search flag would be ignored
+        from .options import DECODE_FLAGS
+
+        for name, (_, field) in DECODE_FLAGS.items():
+            value = getattr(decode, field, None)
+            if value is not None:
+                flag = f"--{'no-' if value is False else ''}{name.replace('_', '-')}"
+                raise ConfigError(f"{flag} is for the model's own translation; --target is forced decoding, no search")
     set_threads(threads)
     translator = Translator.load(experiment, cfg, one(checkpoint), device)
     index = check_layer(translator.model, layer, "--layer")

@@ -309,6 +309,11 @@ def test_attention_json_on_stdout_and_files_in_output(experiment, tmp_path, caps
     code, out, err = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.",
                         "--format", "json", "--output", tmp_path / "maps")
     assert code == 0 and json.loads((tmp_path / "maps" / "attention.json").read_text()) == weights, err
+    # --target decodes the given translation: a search flag beside it was ignored without a word
+    for flags, flag in ((["--beam", "1"], "--beam"), (["--no-shortlist"], "--no-shortlist")):
+        result = mt(capsys, monkeypatch, "attention", "--exp", experiment.root, "Ein Mann läuft.", "--target", "A man.",
+                    "--json", *flags)
+        one_error(*result, 2, f"{flag} is for the model's own translation; --target is forced decoding")
 
 
 def test_a_bare_mt_prints_its_help(capsys, monkeypatch):

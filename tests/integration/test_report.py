@@ -173,6 +173,17 @@ def test_report_refuses_a_named_checkpoint_or_sentence_it_cannot_use(experiment,
         done = run_mt(capsys, monkeypatch, "report", "--exp", experiment.root, "-o", page, "--threads", "1", *args)
         one_line_cli_error(*done, needle)
         assert not page.exists() and not list(tmp_path.glob(".r.html.*"))
+    # A sentence with nothing the tokenizer reads (zero-width spaces), or no checkpoint to translate it
+    # with: refused (the page was written, its attention "not available", exit 0).
+    with pytest.raises(MtError, match="nothing to translate"):
+        report(experiment, page, sentence="\u200b\u200b")
+    bare = Experiment(tmp_path / "bare")
+    bare.root.mkdir()
+    shutil.copy(experiment.config_path, bare.config_path)
+    shutil.copytree(experiment.root / "tokenizer", bare.root / "tokenizer")
+    with pytest.raises(MtError, match="train first"):
+        report(bare, page, sentence="Ein Mann läuft.")
+    assert not page.exists()
     # Named and usable: the page shows that checkpoint's attention.
     report(experiment, page, samples=1, sentence="Ein Mann läuft.", checkpoint="last")
     text = page.read_text(encoding="utf-8")
@@ -239,6 +250,16 @@ def test_info_shows_what_a_log_holds_without_a_traceback_or_a_nan_best(experimen
     code, out, err = run_mt(capsys, monkeypatch, "info", "--exp", str(odd.root), "--json")
     assert code == 0 and "NaN" not in out and "Infinity" not in out, err
     assert json.loads(out)["training"]["train_ppl"] is None
+    # plot draws what it can: an elapsed time that is no number was a TypeError's traceback; `--exp .`
+    # names the run by its directory (the legend and the report's title were empty)
+    with odd.train_log_path.open("a") as log:
+        log.write(json.dumps({"step": 40, "loss": 1.5, "ppl": 4.5, "elapsed": None}) + "\n")
+    monkeypatch.chdir(odd.root)
+    code, out, err = run_mt(capsys, monkeypatch, "plot", "--exp", ".", "-o", str(tmp_path / "c.png"))
+    assert code == 0 and (tmp_path / "c.png").is_file(), err
+    from mt.apps.report.plot import run_names
+
+    assert run_names([Experiment(".")]) == ["exp"]
 
 
 def test_info_names_the_best_validation_by_the_metric_that_made_best_pt(experiment, tmp_path):

@@ -7,8 +7,8 @@ import pytest
 
 from mt.text.language import (
     LanguageIdentifier,
-    auto_search,
     Unidentifiable,
+    auto_search,
     identifiable,
     language_name,
     lingua_language,

@@ -155,7 +155,7 @@ def _training(exp: Experiment) -> str:
     if not train and not valid:
         raise MtError(f"{exp.train_log_path}: no training records yet")
     summary = training_summary(exp)
-    figure = training_curves([(exp.root.name, train, valid)])
+    figure = training_curves([(exp.root.resolve().name, train, valid)])
     return _kv(summary) + _img(png_bytes(figure, dpi=80), "training curves")
 
 
@@ -388,9 +388,15 @@ def _first_source(exp: Experiment, cfg) -> str:
 
 # -- the page -------------------------------------------------------------------------------------
 def build_report(
-    exp: Experiment, samples: int = 10, sentence: str | None = None, checkpoint: str | None = None, translator=None
+    exp: Experiment,
+    samples: int = 10,
+    sentence: str | None = None,
+    checkpoint: str | None = None,
+    translator=None,
+    attention: str | None = None,
 ) -> str:
-    """The report as one HTML string; `translator`: the attention example's, loaded already."""
+    """The report as one HTML string; `translator`: the attention example's, loaded already;
+    `attention`: its section's body, made already."""
     cfg = exp.load_config()  # a one-line error when this is not an experiment
     stamp = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     sections = [
@@ -400,10 +406,10 @@ def build_report(
         _section("Scores", lambda: _scores(exp)),
         *([_section("Student and teachers", lambda: _teachers(exp))] if _is_student(exp) else []),
         _section("Sample translations", lambda: sample_table(exp, samples)),
-        _section("Attention", lambda: _attention(exp, sentence, checkpoint, translator)),
+        _section("Attention", lambda: attention or _attention(exp, sentence, checkpoint, translator)),
     ]
     pairs = cfg.data.pairs()
-    title = f"mt report: {exp.root.name} ({', '.join(f'{src} → {tgt}' for src, tgt in pairs)})"
+    title = f"mt report: {exp.root.resolve().name} ({', '.join(f'{src} → {tgt}' for src, tgt in pairs)})"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -437,5 +443,8 @@ def report(
         from mt.decoding.translator import Translator
 
         translator = Translator.load(exp, exp.load_config(), checkpoint)
-    write_text_atomic(output, build_report(exp, samples, sentence, checkpoint, translator))
+    attention = None
+    if sentence is not None:  # its attention made here: one it cannot be made for is an error, not a note
+        attention = _attention(exp, sentence, checkpoint, translator)
+    write_text_atomic(output, build_report(exp, samples, sentence, checkpoint, translator, attention))
     return output

@@ -82,7 +82,9 @@ def training_curves(runs: Sequence[tuple[str, list[dict], list[dict]]]):
             ax = axes[row][column]
             for colour, (_, train, valid) in zip(colours, runs):
                 for records, key, style in ((train, train_key, "-"), (valid, valid_key, "--")):
-                    points = [(r[x_key], r[key]) for r in records if key and x_key in r and _finite(r.get(key))]
+                    points = [
+                        (r[x_key], r[key]) for r in records if key and _finite(r.get(x_key)) and _finite(r.get(key))
+                    ]
                     if not points:
                         continue
                     xs = [x / time_scale if x_key == "elapsed" else x for x, _ in points]
@@ -128,7 +130,7 @@ def _finite(value) -> bool:
 
 def run_names(exps: Sequence[Experiment]) -> list[str]:
     """Legend names: directory names, or full paths where two directories share a name."""
-    names = [exp.root.name or str(exp.root) for exp in exps]
+    names = [exp.root.resolve().name or str(exp.root) for exp in exps]  # `--exp .` is its directory's name
     return [str(exp.root) if names.count(name) > 1 else name for name, exp in zip(names, exps)]
 
 
