@@ -283,6 +283,9 @@ def test_a_greedy_experiment_exports_a_greedy_search(trained, tmp_path):
     config = json.loads((tmp_path / "hf" / "generation_config.json").read_text())
     assert config.get("num_beams", 1) == 1 and "length_penalty" not in config and "early_stopping" not in config  # 1: the default, not written
     assert transformers.GenerationConfig.from_pretrained(str(tmp_path / "hf")).num_beams == 1
+    card = (tmp_path / "hf" / "README.md").read_text(encoding="utf-8")  # it said early_stopping and a penalty
+    search = card.split("## Translating as mt does")[1].split("## Results")[0]
+    assert "greedy (`num_beams=1`)" in search and "early_stopping" not in search and "length_penalty" not in search
 
 
 def _mt(*args: str) -> subprocess.CompletedProcess:
@@ -393,6 +396,19 @@ def test_the_model_card_does_not_give_int8_or_another_searchs_scores_as_the_mode
     evaluate_split(exp, gnmt, "test")
     card = model_card(load_exported(exp, gnmt, "last", check_model), "unknown", 0.0)
     assert "model-index" not in card and "GNMT length penalty transformers does not have" in card
+    # ... but the search the export writes for a GNMT experiment, |Y|^alpha, is: scores of `mt evaluate
+    # --length-penalty length` (as the docs say) were refused; and an experiment decoded with its shortlist
+    # exports the whole vocabulary, whose scores are `--no-shortlist`'s (both: never in the header)
+    evaluate_split(exp, cfg, "test")
+    card = model_card(load_exported(exp, gnmt, "last", check_model), "unknown", 0.0)
+    assert "model-index" in card
+    listed = copy.deepcopy(cfg)
+    listed.decode.shortlist = True
+    card = model_card(load_exported(exp, listed, "last", check_model), "unknown", 0.0)
+    assert "model-index" in card and "as `mt translate --no-shortlist`" in card
+    # the card is published: corpora by their file names, not where they lay here
+    local = [spec for spec in [*cfg.data.train, *cfg.data.test] if "/" in spec]
+    assert local and not any(spec in card for spec in local) and str(tmp_path) not in card
     # A search the record leaves out when it is off: a score of --no-repeat-ngram was taken for the
     # model's own (the export's generation_config writes none)
     guarded = copy.deepcopy(cfg)

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import torch
 
+from mt import log
 from mt.apps.export.exported import Exported
 from mt.apps.export.model_card import model_card
 from mt.config.schema import ExperimentConfig
@@ -337,6 +338,14 @@ def writer(source: Exported, quantize: str | None = None, license: str | None = 
     dropouts = {k: cfg.model.__dict__[k] for k in ("dropout", "attention_dropout", "activation_dropout")}
     marian = to_marian(source.model, dropouts)
     gap = self_check(source.model, marian)
+    d = cfg.decode
+    if d.beam > 1 and d.length_penalty == "gnmt":  # said where it is written, not in the card alone
+        log.warn(
+            f"transformers has no GNMT length penalty: generate() ranks the beam by |Y|^{d.alpha:g}, as "
+            "`mt translate --length-penalty length` does (`mt evaluate --length-penalty length` scores it)"
+        )
+    if d.shortlist:
+        log.warn("the export scores the whole vocabulary: decode.shortlist is mt's, as `mt translate --no-shortlist`")
 
     def write(directory: Path) -> None:
         marian.generation_config = generation_config(cfg, source.model.max_positions)

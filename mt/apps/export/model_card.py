@@ -95,7 +95,11 @@ def _metadata(source: Exported, license: str, test: dict | None) -> dict[str, An
                 "results": [
                     {
                         "task": {"type": "translation", "name": f"Translation {direction}"},
-                        "dataset": {"type": "custom", "name": ", ".join(cfg.data.test) or "test", "split": "test"},
+                        "dataset": {
+                            "type": "custom",
+                            "name": ", ".join(map(public_spec, cfg.data.test)) or "test",
+                            "split": "test",
+                        },
                         "metrics": [
                             {"type": "bleu", "value": round(s["bleu"], 2), "name": "BLEU (sacreBLEU)"},
                             {"type": "chrf", "value": round(s["chrf"], 2), "name": "chrF"},
@@ -114,9 +118,11 @@ def own_scores(record: dict, source: Exported) -> bool:
     from mt.apps.evaluate import checkpoint_name, decode_record
     from mt.decoding.options import DecodeOptions
 
-    wanted = decode_record(
-        DecodeOptions().resolved(source.cfg.decode)
-    )  # fp32, no quantization: the weights as exported
+    # fp32, no quantization: the weights as exported, with the search generation_config.json holds (|Y|^alpha
+    # for GNMT's, which transformers lacks: `mt evaluate --length-penalty length`), the whole vocabulary
+    gnmt = source.cfg.decode.length_penalty == "gnmt" and source.cfg.decode.beam > 1
+    exported_search = DecodeOptions(length_penalty="length" if gnmt else None, shortlist=False, engine="mt")
+    wanted = decode_record(exported_search.resolved(source.cfg.decode))
     decoded = record.get("decode") or {}
     exported = checkpoint_name(source.exp, source.path)  # another run's best.pt is not this one's
     if decoded.get("length_penalty") == "gnmt" and decoded.get("beam", 1) > 1:
@@ -128,6 +134,25 @@ def own_scores(record: dict, source: Exported) -> bool:
     if decoded["shortlist"] or record.get("engine", "mt") != "mt":  # the engine that ran, not the one asked
         return False
     return record.get("checkpoint") == exported and all(decoded.get(k) == v for k, v in wanted.items())
+
+
+def public_spec(spec: str) -> str:
+    """A corpus as the card names it: a local file by its name alone (`files:/home/me/data/train` is
+    `files:train`): the card is published, and where the files lay on this machine is no one's business."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in ("files", "ding", "hf") or "/" not in rest:
+        return spec
+    if kind == "hf" and not rest.startswith(("/", "~", ".")):  # a dataset of the Hub: its name says it
+        return spec
+    path, tilde, directions = rest.partition("~")
+    return f"{kind}:{path.rstrip('/').rsplit('/', 1)[-1]}{tilde}{directions}"
+
+
+def public_config(text: str, cfg) -> str:
+    """config.yaml as the card shows it: its corpora's local paths by their names alone (public_spec)."""
+    for spec in dict.fromkeys([*cfg.data.train, *cfg.data.valid, *cfg.data.test]):
+        text = text.replace(spec, public_spec(spec))
+    return text
 
 
 def _example(cfg) -> str:
@@ -154,6 +179,12 @@ not trained is zero-shot: it translates, less well.
 
 def _decoding(cfg, max_positions: int) -> str:
     d = cfg.decode
+    shortlist = (
+        "\n- mt decodes this experiment with its lexical shortlist (`decode.shortlist`, an approximate search);"
+        " transformers scores the whole vocabulary, as `mt translate --no-shortlist`."
+        if d.shortlist
+        else ""
+    )
     penalty = {
         "length": "mt's length penalty is |Y|^alpha, as transformers' `length_penalty`.",
         "none": "mt uses no length penalty: `length_penalty=0`.",
@@ -162,6 +193,13 @@ def _decoding(cfg, max_positions: int) -> str:
             f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."
         ),
     }[d.length_penalty]
+    stopping = "True" if d.stop == "early" else '"never"'
+    # greedy search has neither setting (transformers refuses them beside num_beams=1)
+    search, penalty = (
+        ("greedy (`num_beams=1`)", "")
+        if d.beam == 1
+        else (f"beam {d.beam} (`num_beams={d.beam}`), `early_stopping={stopping}`", f"\n- {penalty}")
+    )
     repeat = (
         f"\n- mt's repetition guard (no {d.no_repeat_ngram}-gram twice) is `no_repeat_ngram_size={d.no_repeat_ngram}`;"
         " transformers bans the n-grams after normalising the scores, mt before, so a beam search may"
@@ -172,10 +210,12 @@ def _decoding(cfg, max_positions: int) -> str:
     return f"""
 ## Translating as mt does
 
-`generation_config.json` holds mt's search: {"greedy" if d.beam == 1 else f"beam {d.beam}"}
-(`num_beams={d.beam}`), `early_stopping={"True" if d.stop == "early" else '"never"'}`, `<pad>` and `<s>` never
-generated (`suppress_tokens`), `</s>` forced at the length limit.
-- {penalty}
+`generation_config.json` holds mt's search: {search}, `<pad>` and `<s>` never
+generated (`suppress_tokens`), `</s>` forced at the length limit.{penalty}{shortlist}
+- It translates what it is given as one segment. `mt translate` cuts each line into sentences
+  (a line of three sentences given whole comes back as one, and may lose some), leaves blank lines
+  blank and copies a text without letters (`12:45`): do the same before `generate()`, one sentence
+  a segment.
 - mt stops a sentence at int({d.max_len_a:g} * source tokens + {d.max_len_b}) tokens (</s> included,
   at most {max_positions - 1}); `generate()` takes one limit per call: `max_length={max_positions}` by default,
   or pass `max_new_tokens`. Greedy translations that end before the limit are mt's, token for token.
@@ -241,7 +281,7 @@ def _training(source: Exported) -> str:
         else (1.0, t.warmup_steps)
     )
     peak = peak_lr(t.lr_peak, t.lr_scale, t.warmup_steps, m.d_model) * lr_factor
-    return f"""- Data: {", ".join(f"`{spec}`" for spec in cfg.data.train)}{f" ({pairs}, after cleaning)" if pairs else ""};
+    return f"""- Data: {", ".join(f"`{public_spec(spec)}`" for spec in cfg.data.train)}{f" ({pairs}, after cleaning)" if pairs else ""};
   SentencePiece {cfg.tokenizer.model_type}, {"one joint vocabulary" if cfg.tokenizer.joint else "two vocabularies"} of {cfg.tokenizer.vocab_size:,}.
 - Model: {m.enc_layers}+{m.dec_layers} layers, d_model {m.d_model}, FFN {m.d_ff}, {m.n_heads} heads, {"pre-norm" if m.pre_norm else "post-norm"},
   {"tied" if m.tie_embeddings else "untied"} embeddings, {count_parameters(model) / 1e6:.1f}M parameters.
@@ -252,6 +292,6 @@ def _training(source: Exported) -> str:
 <details><summary>The experiment's config.yaml</summary>
 
 ```yaml
-{source.exp.config_path.read_text(encoding="utf-8").strip()}
+{public_config(source.exp.config_path.read_text(encoding="utf-8").strip(), cfg)}
 ```
 </details>"""
