@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mt import log
 from mt.atomic_files import check_output
 from mt.errors import ConfigError, MtError
 from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint, saved_step
@@ -82,12 +83,21 @@ def average_last(exp: Experiment, n: int, name: str = "average", force: bool = F
         raise ConfigError(f"--output {name}: that name belongs to training's checkpoints; choose another")
     exp.load_config()  # a one-line error when this is not an experiment
     steps = run_checkpoints(exp)
+    later = [path.name for path in exp.step_checkpoints() if path not in steps]
+    past = (
+        f"{', '.join(later)} {'lies' if len(later) == 1 else 'lie'} past step {saved_step(exp.checkpoint_path('last'))} "
+        "that last.pt holds (another run's, or a save cut short): not averaged"
+        if later
+        else ""
+    )
     if len(steps) < n:
         have = ", ".join(p.stem for p in steps) or "none"
         raise MtError(
-            f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}; "
-            f"average fewer, or train with a smaller train.save_every or larger train.keep_last"
+            f"{exp.checkpoints_dir}: {len(steps)} periodic checkpoints ({have}), fewer than --last {n}"
+            f"{f' ({past})' if past else ''}; average fewer, or train with a smaller train.save_every or larger train.keep_last"
         )
+    if past:
+        log.warn(past)
     target = exp.checkpoint_path(name)
     check_output(target, force)
     paths = steps[-n:]

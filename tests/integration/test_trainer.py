@@ -529,8 +529,13 @@ def test_a_resume_from_an_earlier_last_pt_prunes_and_averages_only_up_to_its_ste
     assert "step_0000004.pt, step_0000006.pt, step_0000008.pt saved past step 2, which last.pt holds" in err, err
     assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == [2, 4, 6, 8]  # its new step_4 kept
     assert all(exp.checkpoint_path(f"step_{n}").read_bytes() == abandoned[n] for n in (6, 8))
+    capsys.readouterr()
     _, used = average_last(exp, 2, "avg", force=True)
     assert [p.stem for p in used] == [exp.checkpoint_path(f"step_{n}").stem for n in (2, 4)]  # up to step 5
+    # and said: the files left out were passed over without a word, and a refusal did not count them
+    assert "step_0000006.pt, step_0000008.pt lie past step 5 that last.pt holds" in capsys.readouterr().err
+    with pytest.raises(MtError, match=r"fewer than --last 3 \(step_0000006.pt, step_0000008.pt lie past step 5"):
+        average_last(exp, 3, "avg", force=True)
 
 
 def test_a_resume_that_puts_a_begun_cooldown_back_before_it_says_so(base, tmp_path, capsys):
