@@ -185,6 +185,23 @@ def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(tra
     assert (out / "alignment.png").read_bytes() == before
     forced, _ = attention(translator, "Die katze.", out, fmt="json", target="The cat sits.", force=True)
     assert forced.translation == "The cat sits."
+    # a directory with another call's files (another layer, the other format) is refused too, and with
+    # --force says which files are not this sentence's (they stood beside it without a word)
+    other = tmp_path / "other"
+    attention(translator, "Die katze.", other, layer=1, fmt="json")
+    with pytest.raises(MtError, match="attention.json: exists"):
+        attention(translator, "Der hund.", other, layer=0, fmt="png")
+    import io
+
+    from mt import log
+
+    stream = io.StringIO()
+    log.console.file, saved = stream, log.console.file
+    try:
+        attention(translator, "Der hund.", other, layer=0, fmt="png", force=True)
+    finally:
+        log.console.file = saved
+    assert "still holds attention.json of an earlier call, not of this sentence" in " ".join(stream.getvalue().split())
 
 
 def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_experiment):

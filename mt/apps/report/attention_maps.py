@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from mt import log
 from mt.atomic_files import write_bytes_atomic, write_json_atomic
 from mt.decoding.alignment import (
     hard_alignment,
@@ -175,9 +176,18 @@ def attention(
         raise MtError(f"--output {out_dir}: not a directory; mt attention writes its files into one")
     layer = layer % len(members(translator.model)[0].decoder)
     files = Experiment.attention_files(Path(out_dir), layer, encoder, fmt)
-    taken = [path for path in files.values() if path.exists()]
-    if taken and not force:
-        raise MtError(f"{taken[0]}: exists; choose another --output or add --force")
+    # any of mt attention's files, of any layer or format: one sentence's beside another's is no set
+    earlier = sorted(
+        {
+            *Path(out_dir).glob("cross-attention-layer*-heads.png"),
+            *(path for path in Experiment.attention_files(Path(out_dir), 0, True, "both").values() if path.exists()),
+        }
+    )
+    if earlier and not force:
+        raise MtError(f"{earlier[0]}: exists; choose another --output or add --force")
+    left = [path.name for path in earlier if path not in files.values()]
+    if left:  # replaced with --force are the files this call writes; the others are not this sentence's
+        log.warn(f"{out_dir} still holds {', '.join(left)} of an earlier call, not of this sentence")
     maps = attention_maps(translator, sentence, target, layer, tag, options)
     if "json" in files:
         write_json_atomic(files["json"], maps.to_json(encoder))
