@@ -22,6 +22,12 @@ for arg in "$@"; do
         *) extras+=("$arg") ;;
     esac
 done
+# pip takes an extra it does not know with a warning, exit 0: a misspelt one would be set up as "ready"
+known=$(sed -n '/^\[project.optional-dependencies\]/,/^\[/p' pyproject.toml | sed -n 's/^\([A-Za-z0-9_-]*\) *= *\[.*/\1/p')
+for extra in ${extras[@]+"${extras[@]}"}; do
+    printf '%s\n' "$known" | grep -x -- "$extra" >/dev/null || {
+        say "no extra $extra in pyproject.toml (there are: $(echo $known))"; exit 2; }
+done
 
 # Debian's packages: venv; the Ding dictionary that the quickstart trains on; tcmalloc, which mt runs
 # with when it is there (long CPU training runs 1.2-1.5x faster, docs/benchmarks.md).
@@ -40,16 +46,18 @@ if ((${#missing[@]})); then
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/pip ]; then
+# a .venv whose Python is gone (removed, upgraded) still has its scripts: it is made again
+if [ ! -x .venv/bin/pip ] || ! .venv/bin/python -c '' 2>/dev/null; then
     python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { say "mt needs Python 3.10 or newer"; exit 1; }
-    say "python3 -m venv .venv"
-    python3 -m venv .venv
+    say "python3 -m venv --clear .venv"
+    python3 -m venv --clear .venv
 fi
 
 # torch first, from the index that has the right build; `pip install -e .` then finds its pin satisfied.
 torch=$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)  # the pin, e.g. torch==2.13.0
 installed=$(.venv/bin/python -c 'from importlib.metadata import version; print(version("torch"))' 2>/dev/null || true)
-if [ "torch==${installed%%+*}" = "$torch" ]; then
+# an install cut short leaves its version behind: it is there when it imports
+if [ "torch==${installed%%+*}" = "$torch" ] && .venv/bin/python -c 'import torch' 2>/dev/null; then
     say "torch $installed: there"
 else
     if [ -n "${MT_TORCH_INDEX+set}" ]; then
@@ -64,8 +72,10 @@ else
             index=""
         fi
     fi
-    say "pip install $torch${index:+ --index-url $index}"
-    .venv/bin/pip install "$torch" ${index:+--index-url "$index"}
+    again=()  # its version there but not importable: pip would take it as installed
+    [ "torch==${installed%%+*}" = "$torch" ] && again=(--force-reinstall --no-deps)
+    say "pip install ${again[*]+${again[*]} }$torch${index:+ --index-url $index}"
+    .venv/bin/pip install ${again[@]+"${again[@]}"} "$torch" ${index:+--index-url "$index"}
 fi
 
 spec=.
@@ -74,7 +84,9 @@ if ((${#extras[@]})); then
 fi
 say "pip install -e '$spec'"
 .venv/bin/pip install -q -e "$spec"
-say "$(.venv/bin/mt --version)"
+# a failure inside $(...) given to a command does not stop a `set -e` script: checked here
+version=$(.venv/bin/mt --version) || { say "mt does not start (above): the set-up failed"; exit 1; }
+say "$version"
 
 if $quickstart; then
     say "the quickstart: mt run recipes/quickstart.yaml (about 8 minutes on 2 cores; a rerun skips what is done)"

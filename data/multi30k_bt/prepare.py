@@ -54,7 +54,10 @@ def main() -> None:
             sys.exit(f"{path}: cannot read it as UTF-8 text: {exc}")
         sides[lang] = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if len(sides["en"]) != len(sides["de"]) or len(sides["en"]) <= PAIRS:
-        sys.exit(f"{source}: train.en and train.de must hold the same number of lines, more than {PAIRS:,}")
+        sys.exit(
+            f"{source}: train.en and train.de must hold the same number of lines, more than {PAIRS:,} "
+            f"(they hold {len(sides['en']):,} and {len(sides['de']):,})"
+        )
     files = {"parallel10k.en": sides["en"][:PAIRS], "parallel10k.de": sides["de"][:PAIRS],
              "mono19k.de": sides["de"][PAIRS:]}
     out.mkdir(parents=True, exist_ok=True)

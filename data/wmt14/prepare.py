@@ -123,14 +123,23 @@ def pairs(split: Any, where: str) -> Iterator[list[tuple[str, str]]]:
         raise PrepareError(
             f"{where}: records need a 'translation' field or {' and '.join(LANGS)} fields; has {', '.join(columns)}"
         )
+    first = 0  # the batch's first record, from 0
     for batch in split.iter(batch_size=BATCH_ROWS):
         if nested:
             try:
-                yield [(record["de"], record["en"]) for record in batch["translation"]]
+                found = [(record["de"], record["en"]) for record in batch["translation"]]
             except (KeyError, TypeError):
                 raise PrepareError(f"{where}: a 'translation' record lacks 'de' or 'en'") from None
         else:
-            yield list(zip(batch["de"], batch["en"]))
+            found = list(zip(batch["de"], batch["en"]))
+        # a side that is missing in a record (datasets fills it in as None): an empty line was written
+        # for it, and a pair lost its sentence without a word
+        for i, pair in enumerate(found):
+            for lang, text in zip(LANGS, pair):
+                if not isinstance(text, str):
+                    raise PrepareError(f"{where}: record {first + i + 1} has no {lang} text ({text!r})")
+        first += len(found)
+        yield found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -282,6 +282,11 @@ def test_wmt14_from_save_to_disk(tmp_path, monkeypatch, capsys):
         (files / f"{name}.jsonl").write_text(f'{{"de": "{name} ja", "en": "{name} yes"}}\n', encoding="utf-8")
     assert wmt14.prepare(fresh, files, cache_dir=str(tmp_path / "cache")) == {"train": 1, "valid": 1, "test": 1}
     assert (fresh / "valid.en").read_text(encoding="utf-8") == "validation yes\n"
+    # a record without one side (datasets reads it as None): an empty reference line was written
+    (files / "test.jsonl").write_text('{"de": "a", "en": "b"}\n{"de": "c"}\n', encoding="utf-8")
+    with pytest.raises(wmt14.PrepareError, match=r"test: record 2 has no en text \(None\)"):
+        wmt14.prepare(tmp_path / "gap", files, cache_dir=str(tmp_path / "cache2"))
+    assert not (tmp_path / "gap").exists()
 
 
 def test_multi30k_bt_keeps_a_last_line_without_its_line_break(tmp_path, monkeypatch, capsys):
