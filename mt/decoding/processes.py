@@ -154,6 +154,12 @@ class SearchProcesses:
         except (queue.Empty, OSError, ValueError):
             pass
 
+    def close_when_idle(self) -> None:
+        """`close` once a call of another thread has had its answers (it failed, "the Translator was
+        closed", when a thread asked for another count of processes meanwhile)."""
+        with self._lock:
+            self.close()
+
     def close(self) -> None:
         """Stop the processes: the batches still queued are dropped (a call given up, Ctrl-C), each
         finishes the one in hand; any still running after STOP_SECONDS in all is terminated."""

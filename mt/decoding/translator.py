@@ -152,6 +152,8 @@ class Translator:
         Threads asking at once share one set (each started its own, and all but the last ran on)."""
         with self._processes_lock:
             if self._processes is None or self._processes.count != workers:
+                if self._processes is not None:
+                    self._processes.close_when_idle()
                 self.close()
                 threads = threads or max(1, torch.get_num_threads() // workers)
                 # The files this model was read from, not their names again: `last` or `best` saved

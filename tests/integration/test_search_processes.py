@@ -121,6 +121,13 @@ def test_threads_sharing_a_translator_take_turns_with_its_processes(translator):
                    for lines in halves]
         for future, alone in zip(futures, expected):
             assert future.result(timeout=120) == [alone] * 3
+        # a thread asking for another count of processes waits for the set in use (it was closed under
+        # the other thread's call, which failed: "the Translator was closed")
+        more = DecodeOptions(max_tokens=60, workers=3, parallel="processes")
+        first = pool.submit(lambda: [translator.search(LINES, options) for _ in range(2)])
+        second = pool.submit(lambda: translator.search(LINES[:5], more))
+        assert first.result(timeout=120) == [expected[0] + expected[1]] * 2
+        assert second.result(timeout=120) == expected[0][:5]
     translator.close()
 
 

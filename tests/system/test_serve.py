@@ -512,6 +512,14 @@ def test_v1_attention_is_the_json_of_mt_attention(server, reference):
     assert len(layers[0][0][0]) == len(answer["src_tokens"])
     first = ok(f"{server.url}/v1/attention", {"text": LINES[0], "layer": 1, "encoder": True})
     assert first["alignment_layer"] == 1 and "encoder_self_attention" in first
+    # a translation given (the page's, made sentence by sentence): its attention, as `mt attention --target`
+    forced = ok(f"{server.url}/v1/attention", {"text": LINES[0], "translation": "A man walks."})
+    assert forced == {**attention_maps(reference, LINES[0], "A man walks.").to_json(), "warnings": []} | {
+        "cross_attention": forced["cross_attention"]} and forced["translation"] == "A man walks."
+    for given, status, needle in (("", 422, "translation: expected one line"), ("a\nb", 422, "translation"),
+                                  (3, 422, "translation"), ("x" * 201, 413, "translation: 201 characters")):
+        answer_status, _, data = call(f"{server.url}/v1/attention", {"text": LINES[0], "translation": given})
+        assert answer_status == status and needle in data["error"], data
 
 
 @pytest.mark.parametrize("body, status, field", [

@@ -146,7 +146,10 @@ def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_senten
             assert alternatives.nth(n).inner_text().startswith(alternative["text"])
     assert page.locator("#error").inner_text() == ""
 
-    maps = post(server + "/v1/attention", {"text": LINES[1]})
+    # the attention of the translation shown (the page sends it: asked again, the model might differ)
+    asked = []
+    page.on("request", lambda r: asked.append(json.loads(r.post_data)) if r.url.endswith("/v1/attention") else None)
+    maps = post(server + "/v1/attention", {"text": LINES[1], "translation": expected[1]["text"]})
     assert maps["translation"] == expected[1]["text"]
     results.nth(1).locator("[data-testid=result-source]").click()
     heatmap = page.locator("[data-testid=heatmap]")
@@ -158,6 +161,7 @@ def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_senten
     assert heatmap.locator("tbody td").count() == rows * cols
     assert heatmap.locator("thead th").all_inner_texts() == maps["src_tokens"]
     assert heatmap.locator("tbody th").all_inner_texts() == maps["tgt_tokens"]
+    assert asked[-1]["text"] == LINES[1] and asked[-1]["translation"] == expected[1]["text"]
     assert heatmap.locator("td.aligned").count() == len(maps["alignment"])
     assert maps["alignment_words"] in page.locator("[data-testid=alignment]").inner_text()
 
@@ -472,12 +476,19 @@ def test_page_asks_no_more_alternatives_than_the_server_gives(browser, trained_e
             assert page.locator("[data-testid=count]").inner_text() == f"{len(LINES[0])} / 20,000 characters, 1 / 2 lines"
             page.fill("#source", "\n".join([LINES[0]] * 3))
             assert page.locator("[data-testid=count]").inner_text().endswith("3 / 2 lines: more than the server takes")
+            # counted as sent: lines trimmed, blank ones left out (their spaces were counted against the limit)
+            page.fill("#source", f"   {LINES[0]}   \n\n  \n")
+            assert page.locator("[data-testid=count]").inner_text() == f"{len(LINES[0])} / 20,000 characters, 1 / 2 lines"
+            page.set_input_files("[data-testid=file]", files=[{"name": "small.txt", "mimeType": "text/plain",
+                                                               "buffer": b"Ein Hund.\n"}])
+            page.locator("[data-testid=download]", has_text="small.txt").wait_for()
             sent = []
             page.on("request", lambda r: sent.append(r.url) if "translate_file" in r.url else None)
             page.set_input_files("[data-testid=file]", files=[{"name": "big.txt", "mimeType": "text/plain",
                                                                "buffer": b"Ein Hund.\n" * 20}])
             page.locator("[data-testid=file-error]", has_text="200 bytes, more than the server takes (100)").wait_for()
             assert sent == []  # refused before it was sent
+            assert page.locator("[data-testid=download]").is_visible()  # the earlier file's link stays (it was hidden)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ Routes (docs/serving.md gives examples with curl):
 - POST /v1/translate: {"text": str | [str], "beam", "alpha", "length_penalty", "nbest", "alignments"}
   -> {"translations": [{"text", "score", "nbest": [{"text", "score"}] (nbest > 1), "alignment"
   (alignments)}], "warnings": [...]}, one translation per text item; SCORE as in `mt translate`.
-- POST /v1/attention: {"text": str, "layer": L, "encoder": bool} -> for one sentence the JSON that
+- POST /v1/attention: {"text": str, "translation": str (forced; default the model's), "layer": L, "encoder": bool} -> for one sentence the JSON that
   `mt attention --format json` writes (`AttentionMaps.to_json`): source, translation, src_tokens and
   tgt_tokens (subword pieces, "</s>" last), cross_attention [layer][head][output token][source token],
   alignment_layer (1-based), alignment ([source token, output token] pairs), alignment_words (Pharaoh

@@ -124,6 +124,13 @@ def routes(
             # At most max_attention_tokens characters, and as many tokens: rare characters (byte pieces) can
             # make a shorter text too long (413).
             "text": {**LINE, "minLength": 1, "maxLength": max_attention_tokens, "pattern": "^[^\\n]*\\S[^\\n]*$"},
+            # the translation to look at (forced decoding); without it, the model's own
+            "translation": {
+                **LINE,
+                "minLength": 1,
+                "maxLength": max_attention_tokens,
+                "pattern": "^[^\\n]*\\S[^\\n]*$",
+            },
             **pair,
             "layer": _or_null({"type": "integer", "minimum": 1, "maximum": layers}),
             "encoder": {"type": "boolean"},

@@ -41,7 +41,7 @@ from mt.text.markup_translate import aligned, finish, plan
 from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
-V1_ATTENTION_FIELDS = ("text", "source", "target", "layer", "encoder")
+V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
 OPTIONS_KEPT = 1024  # sets of decoding options a server keeps made (`Service.options`)
 
 
@@ -353,6 +353,13 @@ class Service:
         if not isinstance(text, str) or not text.strip() or "\n" in text:  # one line, as mt translate reads lines
             raise ApiError(422, "text: expected one sentence (a non-empty string without line breaks)")
         unicode_text(text, "text", 422)
+        # a translation to look at (the page's, made sentence by sentence, as /v1/translate makes it):
+        # forced decoding, no search; without it the model translates the line as one sentence
+        given = data.get("translation")
+        if given is not None and (not isinstance(given, str) or not given.strip() or "\n" in given):
+            raise ApiError(422, "translation: expected one line of text (a non-empty string without line breaks)")
+        if given is not None:
+            unicode_text(given, "translation", 422)
         check_size([text], self.limits.max_chars, self.limits.max_lines)
         layer = whole_number(data.get("layer"), "layer", 422, 1)  # 1-based, as `mt attention --layer`
         try:
@@ -365,16 +372,28 @@ class Service:
             raise ApiError(422, "text: nothing to translate (no text the tokenizer reads)")
         request.state.lines, request.state.tokens = 1, len(encoded[0])
         limit = self.limits.max_attention_tokens
-        for count, what in ((len(text), "characters"), (len(encoded[0]), "tokens")):
+        written = self.translator.tgt_tok.encode([given])[0] if given is not None else []
+        if given is not None and not written:
+            raise ApiError(422, "translation: nothing to read (no text the tokenizer reads)")
+        if len(written) > self.translator.max_src_tokens:
+            raise ApiError(
+                422, f"translation: {len(written)} tokens; this model writes at most {self.translator.max_src_tokens}"
+            )
+        for field, count, what in (
+            ("text", len(text), "characters"),
+            ("text", len(encoded[0]), "tokens"),
+            ("translation", len(given or ""), "characters"),
+            ("translation", len(written), "tokens"),
+        ):
             if count > limit:  # the answer grows with layers x heads x tokens^2
                 raise ApiError(
                     413,
-                    f"text: {count} {what}; /v1/attention draws sentences of at most {limit} "
+                    f"{field}: {count} {what}; /v1/attention draws sentences of at most {limit} "
                     f"characters and tokens (--max-attention-tokens)",
                 )
 
         def answer(translator) -> bytes:  # on the worker: the event loop never serialises the weights
-            maps = attention_maps(translator, text, None, index, tag).to_json(encoder)
+            maps = attention_maps(translator, text, given, index, tag).to_json(encoder)
             return json.dumps({**maps, "warnings": cuts}).encode("utf-8")
 
         return Response(await wait_for(lambda: self.batcher.call(answer), request), media_type="application/json")
