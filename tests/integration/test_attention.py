@@ -156,7 +156,7 @@ def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProc
 
 
 @pytest.mark.slow
-def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(trained_experiment, tmp_path):
+def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(trained_experiment, tmp_path, capsys):
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     out = tmp_path / "att"
     maps, files = attention(translator, "Der hund läuft im park.", out, layer=0, encoder=True, fmt="both")
@@ -191,17 +191,9 @@ def test_attention_writes_heatmaps_and_weights_and_never_overwrites_silently(tra
     attention(translator, "Die katze.", other, layer=1, fmt="json")
     with pytest.raises(MtError, match="attention.json: exists"):
         attention(translator, "Der hund.", other, layer=0, fmt="png")
-    import io
-
-    from mt import log
-
-    stream = io.StringIO()
-    log.console.file, saved = stream, log.console.file
-    try:
-        attention(translator, "Der hund.", other, layer=0, fmt="png", force=True)
-    finally:
-        log.console.file = saved
-    assert "still holds attention.json of an earlier call, not of this sentence" in " ".join(stream.getvalue().split())
+    capsys.readouterr()
+    attention(translator, "Der hund.", other, layer=0, fmt="png", force=True)
+    assert "still holds attention.json of an earlier call, not of this sentence" in " ".join(capsys.readouterr().err.split())
 
 
 def test_word_indices_follow_the_whitespace_words_of_input_and_output(trained_experiment):
