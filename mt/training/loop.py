@@ -250,6 +250,7 @@ class _Loop:
         trainer = run.trainer
         self.task = progress.add_task("train", total=self.tcfg.max_steps, completed=trainer.state.step)
         self.saved_at = saved_at  # the step of the newest checkpoint, -1 if none
+        self.validated_at = saved_at  # the step of the last validation (a resumed checkpoint's: as it was left)
         self.handled_at = trainer.state.step  # the last step whose log, validation and saving were done
         self.start_elapsed = trainer.state.elapsed
         self.last_valid: dict[str, float] = {}
@@ -318,6 +319,7 @@ class _Loop:
         is_best = False
         if validates:
             metrics, is_best = self._validate()
+            self.validated_at = step
             record = {**(record or {}), **metrics}
         if record is not None:
             self._write(record)
@@ -362,11 +364,15 @@ class _Loop:
         patience, and the resumed run would then differ from one never stopped."""
         self._read()
         state = self.trainer.state
-        if self.saved_at == state.step:
+        # the last update may have saved (save_every) without validating: the final model is validated
+        # all the same (best.pt, the summary's figures were an earlier step's)
+        validates = validated and self.training.valid_data is not None and self.validated_at != state.step
+        if self.saved_at == state.step and not validates:
             return
         is_best = False
-        if validated and self.training.valid_data is not None:
+        if validates:
             metrics, is_best = self._validate(on_schedule=state.step % self.tcfg.valid_every == 0)
+            self.validated_at = state.step
             self._write({"step": state.step, "elapsed": round(state.elapsed, 2), **metrics})
         save_training(self.training, is_best)
         self.saved_at = state.step

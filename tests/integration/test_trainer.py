@@ -415,6 +415,19 @@ def test_early_dropout_is_checked():
 # -- validation: BLEU, best metric, patience -------------------------------------------------------------
 
 
+def test_a_run_whose_last_update_saves_without_validating_validates_its_final_model(base, tmp_path):
+    """max_steps 6, save_every 3, valid_every 4: step 6 saved as a periodic checkpoint, and the run ended
+    there without a last validation (best.pt and the summary were step 4's)."""
+    from mt.experiment.checkpoint_file import saved_step
+
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=6, save_every=3, valid_every=4)
+    summary = train(exp, cfg)
+    steps = [json.loads(line)["step"] for line in exp.train_log_path.read_text(encoding="utf-8").splitlines()
+             if "valid_loss" in json.loads(line)]
+    assert steps == [4, 6] and saved_step(exp.checkpoint_path("last")) == 6
+    assert summary["valid_ppl"] == pytest.approx(json.loads(exp.train_log_path.read_text().splitlines()[-1])["valid_ppl"])
+
+
 def test_a_log_record_cut_by_a_kill_does_not_swallow_the_next_runs_first(base, tmp_path):
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=4, log_every=2, valid_every=1000, save_every=1000)
     exp.train_log_path.write_text('{"step": 2, "epoch": 0, "lo', encoding="utf-8")  # killed mid-write
@@ -526,7 +539,8 @@ def test_a_resume_from_an_earlier_last_pt_prunes_and_averages_only_up_to_its_ste
     cfg.train.max_steps, cfg.train.keep_last = 5, 2  # resumed from step 2, stopped at 5
     train(exp, cfg)
     err = capsys.readouterr().err
-    assert "step_0000004.pt, step_0000006.pt, step_0000008.pt saved past step 2, which last.pt holds" in err, err
+    # (best.pt too: the first run's final model, validated at its end)
+    assert "step_0000004.pt, step_0000006.pt, step_0000008.pt, best.pt saved past step 2, which last.pt holds" in err, err
     assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == [2, 4, 6, 8]  # its new step_4 kept
     assert all(exp.checkpoint_path(f"step_{n}").read_bytes() == abandoned[n] for n in (6, 8))
     capsys.readouterr()
