@@ -69,9 +69,16 @@ def train_processes(
         group = distributed.setup(device)
     try:
         summary = train_here(exp_dir, resolve, init_from, threads, device, group)
-    finally:
+    except Exception as exc:
+        if group is not None:
+            leave_alone(exc)
+        raise
+    except BaseException:  # Ctrl-C, SIGTERM: they reach every process, which leave together
         if group is not None:
             distributed.shutdown(group)
+        raise
+    if group is not None:
+        distributed.shutdown(group)
     report_stop(summary)
     if torchrun:
         # Leave without the interpreter's teardown: destroying the process group's communication
@@ -79,6 +86,23 @@ def train_processes(
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def leave_alone(exc: Exception) -> None:
+    """A failure of this process alone (rank 0's log on a full disk, one GPU out of memory): said in one
+    line, then this process leaves at once. The others wait in a collective it will never join, so
+    leaving the group together (a barrier) waited with them until the group's timeout, the error
+    unsaid; torchrun stops them once this one has ended. A failure the processes share (a checkpoint
+    rank 0 cannot write) reaches every process, and each leaves this way."""
+    import traceback
+
+    if log.debug or os.environ.get("MT_DEBUG"):
+        traceback.print_exception(exc)
+    message = str(exc) if isinstance(exc, MtError) else f"{type(exc).__name__}: {exc}"
+    log.console.print(f"error: {' '.join(message.split())}", markup=False, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exc.exit_code if isinstance(exc, MtError) else 1)
 
 
 def train_here(

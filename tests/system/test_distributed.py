@@ -125,6 +125,18 @@ def test_a_checkpoint_the_main_process_cannot_write_stops_every_process_at_once(
     assert "step_0000002.pt" in done.stderr
 
 
+@pytest.mark.slow
+def test_a_failure_of_the_main_process_alone_ends_every_process_with_its_error(base, tmp_path):
+    """Rank 0 alone writes the log: a log it cannot open failed rank 0 only, which then waited for the
+    others in a barrier while they waited for it in the next all-reduce, until gloo's 30-minute
+    timeout, the error unsaid."""
+    exp, _ = copy_experiment(base, tmp_path / "exp", max_steps=4, save_every=2, log_every=1, valid_every=4)
+    exp.train_log_path.mkdir(parents=True)
+    done = mt("train", "--exp", str(exp.root), "--nproc", "2", "--threads", "1")
+    assert done.returncode != 0 and "train.jsonl" in done.stderr, done.stderr
+    assert any(line.startswith("error: ") and "train.jsonl" in line for line in done.stderr.splitlines()), done.stderr
+
+
 def test_torchrun_with_one_rank_takes_the_ddp_path_and_updates_as_one_process(base, tmp_path):
     # tools/gpu_check.py's DDP check on one GPU needs this path: torchrun's environment with WORLD_SIZE 1.
     exp, cfg = copy_experiment(base, tmp_path / "exp", model__dropout=0.0)
