@@ -37,9 +37,13 @@ def fastest_precision(device: "torch.device", d_model: int, d_ff: int) -> tuple[
     import torch
 
     if device.type == "cuda":
-        if torch.cuda.is_bf16_supported():
-            return "bf16", "CUDA with bf16"
-        return "fp16", "CUDA without bf16 (fp16 with a dynamic loss scale)"
+        # this process's GPU (not the current device's), with bf16 in its tensor cores (Ampere, compute
+        # capability 8, and later): torch.cuda.is_bf16_supported() also says yes where bf16 is emulated
+        # (a V100, a T4), several times slower than fp16 there
+        major, minor = torch.cuda.get_device_capability(device)
+        if major >= 8:
+            return "bf16", f"CUDA with bf16 (compute capability {major}.{minor})"
+        return "fp16", f"CUDA compute capability {major}.{minor}: no bf16 units (fp16 with a dynamic loss scale)"
     if device.type != "cpu":
         return "fp32", f"{device.type}: no mixed precision tried"
     rows = 8192
@@ -128,12 +132,22 @@ def too_slow(precision: str, gflops: dict[str, float] | None = None) -> str | No
 def warn_if_slow(precision: str | None, device: str) -> None:
     """One warning line where --precision asks for a half precision that this CPU runs ~10x or more
     slower than fp32 (no bf16/fp16 hardware: `too_slow` times a short matmul)."""
+    from mt import log
+
     if precision in ("bf16", "fp16") and device == "cpu":
         reason = too_slow(precision)
         if reason:
-            from mt import log
-
             log.warn(f"--precision {precision}: {reason} (a short matmul timed here); --precision fp32 will be faster")
+    if precision == "bf16" and device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability(torch.device(device))
+            if major < 8:  # emulated: torch runs it, several times slower than fp16's tensor cores
+                log.warn(
+                    f"--precision bf16: this GPU (compute capability {major}.{minor}) has no bf16 units; "
+                    "--precision fp16 (or auto) will be faster"
+                )
 
 
 def set_threads(threads: int | None) -> None:
