@@ -26,7 +26,10 @@ def evaluate(
     hyp: Annotated[
         Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref; - is stdin).")
     ] = None,
-    ref: Annotated[Optional[Path], typer.Option(help="Reference translations, aligned with --hyp.")] = None,
+    ref: Annotated[
+        Optional[list[Path]],
+        typer.Option(help="Reference translations, aligned with --hyp; several --ref: references of the same lines."),
+    ] = None,
     checkpoint: Checkpoints = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,
     tokenized: Annotated[
@@ -95,13 +98,13 @@ def evaluate(
 
 
 def _score_files(
-    hyp: Path | None, ref: Path | None, exp: Path | None, tokenized: bool, lang: str | None, lowercase: bool
+    hyp: Path | None, ref: list[Path] | None, exp: Path | None, tokenized: bool, lang: str | None, lowercase: bool
 ) -> dict:
     """--hyp against --ref, as they are (no torch needed)."""
     from mt.data.text_files import read_lines
     from mt.metrics import score, score_tokenized
 
-    if hyp is None or ref is None:
+    if hyp is None or not ref:
         raise ConfigError("--hyp and --ref go together")
     if tokenized and not lang:
         raise ConfigError("--tokenized with --hyp needs --lang, the target language (for Moses' tokenization rules)")
@@ -109,12 +112,14 @@ def _score_files(
         raise ConfigError(
             "--exp translates a split; --hyp and --ref score two files as they are: give one or the other"
         )
-    if str(hyp) == "-" and str(ref) == "-":
+    if [str(path) for path in (hyp, *ref)].count("-") > 1:
         raise ConfigError("--hyp - and --ref -: only one of them can be stdin")
     # "-" is stdin, as for `mt translate --input -`: `mt translate ... | mt evaluate --hyp - --ref REF`
-    hyps, refs = (read_lines("/dev/stdin" if str(path) == "-" else path) for path in (hyp, ref))
-    if len(hyps) != len(refs):
-        raise MtError(
-            f"--hyp {hyp} has {len(hyps)} lines but --ref {ref} has {len(refs)}: they must pair up line by line"
-        )
-    return score_tokenized(hyps, refs, lang, lowercase) if tokenized else score(hyps, refs, lang)
+    hyps, *streams = (read_lines("/dev/stdin" if str(path) == "-" else path) for path in (hyp, *ref))
+    for path, refs in zip(ref, streams):
+        if len(hyps) != len(refs):
+            raise MtError(
+                f"--hyp {hyp} has {len(hyps)} lines but --ref {path} has {len(refs)}: they must pair up line by line"
+            )
+    first, more = streams[0], streams[1:]
+    return score_tokenized(hyps, first, lang, lowercase, more) if tokenized else score(hyps, first, lang, more)

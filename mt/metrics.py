@@ -11,10 +11,35 @@ with sacreBLEU's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sacrebleu.metrics import BLEU, CHRF
 
 from mt import log
-from mt.errors import MtError
+from mt.errors import ConfigError, MtError
+
+# ISO 639-3 and FLORES codes (zho_Hans, jpn_Jpan) of the languages sacrebleu tokenizes its own way:
+# read as their base code alone, "zho" is no language to it, and Chinese was scored with 13a (BLEU ~0)
+SACREBLEU_CODES = {"zho": "zh", "cmn": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko"}
+# scripts written without spaces between words: Moses' tokenizer leaves each sentence one word
+UNSPACED = ("zh", "ja", "ko", "th", "lo", "km", "my")
+
+
+def sacrebleu_code(lang: str | None) -> str:
+    """A target language as sacrebleu's `trg_lang` knows it: "zh-Hant" and "zho_Hans" are "zh"."""
+    code = (lang or "").replace("_", "-").split("-")[0].lower()
+    return SACREBLEU_CODES.get(code, code)
+
+
+def unspaced_share(lines: Sequence[str]) -> float:
+    """The share of the (first 1,000) lines' letters in Chinese, Japanese or Korean script."""
+    import unicodedata
+
+    letters = [c for line in lines[:1000] for c in line if c.isalpha()]
+    if not letters:
+        return 0.0
+    names = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL")
+    return sum(unicodedata.name(c, "").startswith(names) for c in letters) / len(letters)
 
 
 def sacrebleu_bleu(lang: str | None, effective_order: bool = False) -> BLEU:
@@ -22,7 +47,7 @@ def sacrebleu_bleu(lang: str | None, effective_order: bool = False) -> BLEU:
     Japanese's and Korean's MeCab tokenizers where sacrebleu's extras are installed (else tok:char,
     said: 13a reads a sentence without spaces as one word), 13a for every other language.
     `effective_order`: for sentence BLEU."""
-    code = (lang or "").split("-")[0].split("_")[0].lower()
+    code = sacrebleu_code(lang)
     try:
         return BLEU(trg_lang=code, effective_order=effective_order)
     except RuntimeError:  # ja-mecab, ko-mecab: their libraries are sacrebleu's extras
@@ -33,16 +58,23 @@ def sacrebleu_bleu(lang: str | None, effective_order: bool = False) -> BLEU:
         return BLEU(tokenize="char", effective_order=effective_order)
 
 
-def score(hyps: list[str], refs: list[str], lang: str | None = None) -> dict:
-    """Corpus BLEU and chrF of hypotheses against one reference each, with sacrebleu signatures; BLEU
-    tokenized as sacreBLEU tokenizes target language `lang` (`sacrebleu_bleu`)."""
-    if len(hyps) != len(refs):
+def score(hyps: list[str], refs: list[str], lang: str | None = None, more_refs: Sequence[list[str]] = ()) -> dict:
+    """Corpus BLEU and chrF of hypotheses against one reference each (and `more_refs`, other
+    references of the same lines: sacrebleu's nrefs), with sacrebleu signatures; BLEU tokenized as
+    sacreBLEU tokenizes target language `lang` (`sacrebleu_bleu`)."""
+    streams = [refs, *more_refs]
+    if any(len(hyps) != len(stream) for stream in streams):
         raise MtError(f"{len(hyps)} hypotheses but {len(refs)} references: they must pair up line by line")
     if not hyps:
         raise MtError("nothing to score: no hypotheses and no references")
+    if lang is None and unspaced_share(refs) > 0.5:  # 13a reads a sentence without spaces as one word
+        log.warn(
+            "the references are Chinese, Japanese or Korean: give their language (--lang zh, ja or ko) "
+            "for sacreBLEU's tokenizer of it; 13a's BLEU of such text is near 0"
+        )
     bleu, chrf = sacrebleu_bleu(lang), CHRF()
-    bleu_score = bleu.corpus_score(hyps, [refs])
-    chrf_score = chrf.corpus_score(hyps, [refs])
+    bleu_score = bleu.corpus_score(hyps, streams)
+    chrf_score = chrf.corpus_score(hyps, streams)
     return {
         "bleu": bleu_score.score,
         "chrf": chrf_score.score,
@@ -53,13 +85,21 @@ def score(hyps: list[str], refs: list[str], lang: str | None = None) -> dict:
     }
 
 
-def score_tokenized(hyps: list[str], refs: list[str], lang: str, lowercase: bool = False) -> dict:
+def score_tokenized(
+    hyps: list[str], refs: list[str], lang: str, lowercase: bool = False, more_refs: Sequence[list[str]] = ()
+) -> dict:
     """Corpus BLEU of Moses-tokenized hypotheses and references (sacremoses, `lang`'s rules, no
     escaping), sacrebleu with tokenize="none": the tokenized BLEU papers report. Not sacreBLEU."""
-    if len(hyps) != len(refs):
+    streams = [refs, *more_refs]
+    if any(len(hyps) != len(stream) for stream in streams):
         raise MtError(f"{len(hyps)} hypotheses but {len(refs)} references: they must pair up line by line")
     if not hyps:
         raise MtError("nothing to score: no hypotheses and no references")
+    if sacrebleu_code(lang) in UNSPACED:
+        raise ConfigError(
+            f"--tokenized into {lang}: Moses' tokenizer does not cut a text written without spaces (each "
+            "sentence would be one word, BLEU about 0); sacreBLEU's score, without --tokenized, tokenizes it"
+        )
     from sacremoses import MosesTokenizer
 
     tokenizer = MosesTokenizer(lang=lang)
@@ -68,7 +108,7 @@ def score_tokenized(hyps: list[str], refs: list[str], lang: str, lowercase: bool
         return [tokenizer.tokenize(line, escape=False, return_str=True) for line in lines]
 
     bleu = BLEU(tokenize="none", lowercase=lowercase, force=True)  # force: the text is tokenized on purpose
-    result = bleu.corpus_score(moses(hyps), [moses(refs)])
+    result = bleu.corpus_score(moses(hyps), [moses(stream) for stream in streams])
     return {
         "bleu_tokenized": result.score,
         "bleu_tokenized_signature": f"{bleu.get_signature()}|pretok:moses-{lang}",

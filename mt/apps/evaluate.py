@@ -49,9 +49,14 @@ def checkpoint_name(exp: Experiment, path: Path) -> str:
 def split_digest(cfg: ExperimentConfig, split: str) -> str:
     """A digest of the split's source and reference lines, every direction's, as `evaluate_split` reads
     them: scores of other lines (references fixed, a file replaced) are not this split's."""
+    return lines_digest([load_split(cfg.data.sources(split, pair)) for pair in cfg.data.pairs()])
+
+
+def lines_digest(directions: list[tuple[list[str], list[str]]]) -> str:
+    """`split_digest` of (source lines, references) as read, each direction's in turn."""
     digest = hashlib.sha256()
-    for pair in cfg.data.pairs():
-        for lines in load_split(cfg.data.sources(split, pair)):
+    for sides in directions:
+        for lines in sides:
             digest.update("\n".join(lines).encode("utf-8", "surrogatepass") + b"\0")
     return digest.hexdigest()[:16]
 
@@ -132,10 +137,11 @@ def evaluate_split(
     # file times is still what was scored, a checkpoint saved again while it was is not (`stale`)
     hashes = [file_sha256(path)[:16] for path in translator.checkpoint_paths]
     start = time.perf_counter()
-    directions = {}
+    directions, read, translations = {}, [], {}
     for src_lang, tgt_lang in cfg.data.pairs():
         name = f"{src_lang}-{tgt_lang}" if cfg.data.multilingual else None
         src_lines, refs = load_split(cfg.data.sources(split, (src_lang, tgt_lang)))
+        read.append((src_lines, refs))  # the lines scored: files changed during the search are not these
         with log.make_progress() as progress:  # on a terminal only (log.progress_enabled)
             task = progress.add_task(f"{split}{f' {name}' if name else ''}", total=len(src_lines))
             found = translator.search(
@@ -147,12 +153,16 @@ def evaluate_split(
         directions[name] = (
             score_tokenized(hyps, refs, tgt_lang, lowercase) if tokenized else score(hyps, refs, tgt_lang)
         )
-        # Beside the scores they belong to: tokenized scoring (maybe of another checkpoint) leaves the
-        # translations of the sacreBLEU scores, which reports and `mt run` show, as they are.
+        translations[name] = hyps
+        log.info(f"{split}{f' {name}' if name else ''}: {len(hyps)} sentences translated")
+    seconds = time.perf_counter() - start
+    # Beside the scores they belong to, written once every direction is scored (a run stopped midway
+    # left one direction's new translations beside the earlier scores); tokenized scoring (maybe of
+    # another checkpoint) leaves the translations of the sacreBLEU scores, which reports show, as they are.
+    for name, hyps in translations.items():
         hyp_path = exp.hyp_path(split + ".tokenized" if tokenized else split, name)
         write_text_atomic(hyp_path, "".join(h + "\n" for h in hyps))
-        log.info(f"{split}{f' {name}' if name else ''}: {len(hyps)} sentences translated; written to {hyp_path}")
-    seconds = time.perf_counter() - start
+        log.info(f"{split}{f' {name}' if name else ''}: translations written to {hyp_path}")
     scores = directions[None] if None in directions else _mean(directions)
     result = {
         "split": split,
@@ -165,7 +175,7 @@ def evaluate_split(
         "decode": decode_record(options, translator.precision, translator.quantize, averaged_from(exp, translator)),
         # the engine that ran (decode.engine auto names none: CTranslate2, or mt's search when it cannot)
         "engine": translator.engine.describe() if decodes(translator, options) and translator.engine else "mt",
-        "data_sha256": split_digest(cfg, split),
+        "data_sha256": lines_digest(read),
         "translate_seconds": round(seconds, 2),
     }
     write_json_atomic(exp.score_path(split + ".tokenized" if tokenized else split), result)

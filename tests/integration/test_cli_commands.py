@@ -256,6 +256,12 @@ def test_evaluate_names_both_files_when_they_do_not_pair_up(experiment, tmp_path
     one_error(*result, 1, f"--hyp {hyp} has 3 lines but --ref {ref} has 2")
     result = mt(capsys, monkeypatch, "evaluate", "--exp", str(experiment.root), "--hyp", str(hyp), "--ref", str(ref))
     one_error(*result, 2, "--exp translates a split")
+    # several --ref: references of the same lines (the last alone was scored, nrefs:1)
+    other = tmp_path / "other.en"
+    other.write_text("a\nb\nc\n", encoding="utf-8")
+    ref.write_text("x\ny\nz\n", encoding="utf-8")
+    code, out, err = mt(capsys, monkeypatch, "evaluate", "--hyp", str(hyp), "--ref", str(ref), "--ref", str(other), "--json")
+    assert code == 0 and json.loads(out)["bleu_signature"].startswith("nrefs:2|"), err
 
 
 def test_version_names_mt_and_what_it_runs_on(capsys, monkeypatch):

@@ -645,3 +645,34 @@ def test_a_model_of_several_sources_cuts_each_text_by_its_own_languages_sentence
     text = "Am 3. Oktober ist Feiertag, und wir fahren alle zusammen weg. Wir kommen am Montag zurück."
     assert len(segment(translator, [text], DecodeOptions(tgt_lang="en"))[0]) == 2
     assert len(segment(translator, [text], DecodeOptions(src_lang="en", tgt_lang="de"))[0]) == 3  # as asked
+
+
+def test_an_evaluation_stopped_midway_leaves_its_scores_with_their_translations(multi, tmp_path, monkeypatch):
+    """Each direction's translations were written as soon as it was searched: a run stopped in the
+    second left the first's new translations beside the earlier run's scores."""
+    import shutil
+
+    from mt.apps.evaluate import evaluate_split
+    from mt.experiment.paths import Experiment
+
+    copy = Experiment(tmp_path / "exp")
+    shutil.copytree(multi.root, copy.root)
+    cfg = copy.load_config()
+    translator = Translator.load(copy, cfg)
+    with one_thread():
+        evaluate_split(copy, cfg, "test", translator)
+    before = {path.name: path.read_bytes() for path in copy.root.glob("translations/test.*.hyp")}
+    scores = copy.score_path("test").read_bytes()
+    search, calls = translator.search, []
+
+    def other_then_stopped(lines, *args, **kwargs):  # another model's first direction, then a Ctrl-C
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return [[("anders", -1.0)] for _ in search(lines, *args, **kwargs)]
+
+    monkeypatch.setattr(translator, "search", other_then_stopped)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_split(copy, cfg, "test", translator)
+    assert {path.name: path.read_bytes() for path in copy.root.glob("translations/test.*.hyp")} == before
+    assert copy.score_path("test").read_bytes() == scores and len(before) == 4

@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import mt as run_mt  # `mt ARGS` in this process: (exit code, stdout, stderr)
@@ -336,3 +337,31 @@ def test_sample_sentence_bleu_tokenizes_as_the_target_language_does():
     hyp, ref = "我今天很喜欢这只小猫。", "我今天很喜欢那只小猫。"
     assert sacrebleu_bleu("zh", effective_order=True).sentence_score(hyp, [ref]).score > 50
     assert sacrebleu_bleu("en", effective_order=True).sentence_score(hyp, [ref]).score == 0.0  # 13a: one word
+
+
+def test_references_changed_while_a_split_is_translated_make_its_scores_stale(experiment, tmp_path, monkeypatch):
+    """The split's digest was taken after the search: references fixed meanwhile were recorded as the
+    ones scored, and the old scores passed as current."""
+    from mt.apps.evaluate import stale
+    from mt.decoding.translator import Translator
+
+    scored = Experiment(tmp_path / "exp")
+    shutil.copytree(experiment.root, scored.root)
+    cfg = scored.load_config()
+    (source,) = cfg.data.sources("test")
+    copies = [tmp_path / Path(path).name for path in source.paths]  # the shared experiment's files stay
+    for path, copy in zip(source.paths, copies):
+        shutil.copy(path, copy)
+    cfg.data.test = [f"files:{copies[0]}|{copies[1]}"]
+    translator = Translator.load(scored, cfg)
+    search = translator.search
+
+    def search_then_fix_the_references(*args, **kwargs):
+        found = search(*args, **kwargs)
+        copies[1].write_text(copies[1].read_text(encoding="utf-8").replace("e", "E"), encoding="utf-8")
+        return found
+
+    monkeypatch.setattr(translator, "search", search_then_fix_the_references)
+    with one_thread():
+        record = evaluate_split(scored, cfg, "test", translator)
+    assert stale(scored, cfg, "test", record) == ["the test split's lines changed since"]

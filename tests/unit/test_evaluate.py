@@ -78,3 +78,25 @@ def test_run_prints_each_direction_where_target_languages_are_tokenized_apart():
     assert "the mean of 2 directions" in lines[2]
     same = _mean({"en-de": score(REFS, HYPS, "de"), "en-fr": score(REFS, HYPS, "fr")})
     assert score_lines("test", same) == [f"test: BLEU {same['bleu']:.2f}  chrF {same['chrf']:.2f}  ({same['bleu_signature']})"]
+
+
+def test_chinese_of_any_code_is_scored_with_sacrebleus_tokenizer_and_several_references_count(capsys):
+    """zho_Hans (FLORES), cmn, zho: read as "zho", no language to sacrebleu, scored with 13a (BLEU 0);
+    a second --ref replaced the first (click keeps the last); --tokenized Chinese was BLEU ~0."""
+    from mt.errors import ConfigError
+    from mt.metrics import score_tokenized
+
+    hyps, refs = ["我们明天上午九点再见面。", "他在家。"], ["我们明天早上九点再见面。", "他在家里。"]
+    expected = sacrebleu.corpus_bleu(hyps, [refs], tokenize="zh").score
+    for code in ("zh", "zh-Hant", "zho_Hans", "cmn", "zho"):
+        found = score(hyps, refs, code)
+        assert found["bleu"] == pytest.approx(expected) and "tok:zh" in found["bleu_signature"], code
+    assert capsys.readouterr().err == ""
+    assert score(hyps, refs)["bleu"] == 0.0  # no language given: 13a, and said
+    assert "give their language (--lang zh, ja or ko)" in " ".join(capsys.readouterr().err.split())
+    with pytest.raises(ConfigError, match="--tokenized into zho_Hans"):
+        score_tokenized(hyps, refs, "zho_Hans")
+    both = score(HYPS, REFS, "en", [HYPS])  # the hypotheses as a second reference: 100
+    assert both["bleu"] == pytest.approx(100.0) and both["bleu_signature"].startswith("nrefs:2|")
+    with pytest.raises(MtError, match="pair up"):
+        score(HYPS, REFS, "en", [HYPS[:2]])
