@@ -28,7 +28,10 @@ def evaluate(
     ] = None,
     ref: Annotated[
         Optional[list[Path]],
-        typer.Option(help="Reference translations, aligned with --hyp; several --ref: references of the same lines."),
+        typer.Option(
+            metavar="FILE",
+            help="Reference translations, aligned with --hyp; several --ref: references of the same lines.",
+        ),
     ] = None,
     checkpoint: Checkpoints = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the scores as one JSON object.")] = False,

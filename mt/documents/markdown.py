@@ -30,6 +30,7 @@ from mt.documents.formats import DocumentOptions
 from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse, segments, write
+from mt.text.sentences import address_spans
 
 ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
 BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
@@ -210,6 +211,18 @@ def unblock(text: str) -> str:
     return BLOCK_START.sub(lambda m: m.group(1) + (m.group(2) or "") + "\\", text, count=1)
 
 
+def escaped(text: str) -> str:
+    """Text escaped where Markdown would read it as markup, but for its web and mail addresses, written
+    as they were (kept out of the translation: `repo\\_name` would be another link where they are
+    linked bare)."""
+    parts, at = [], 0
+    for start, end in [*address_spans(text), (len(text), len(text))]:
+        parts.append(ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", text[at:start]))
+        parts.append(text[start:end])
+        at = end
+    return "".join(parts)
+
+
 def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
     """A translated fragment written back as Markdown: its elements with their marks, its text escaped
     (and, after a hard break, the start of the line)."""
@@ -217,7 +230,7 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
     pad = False  # a literal spaced from the word after it in the source: so in the translation
     for i, node in enumerate(nodes):
         if isinstance(node, str):
-            text = ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", node)
+            text = escaped(node)
             after_break = i and isinstance(nodes[i - 1], Element) and nodes[i - 1].tag == "br"
             text = unblock(text) if after_break else " " + text if pad and text[:1].isalnum() else text
             parts.append(text.replace("|", "\\|") if cell else text)

@@ -20,7 +20,6 @@ and `identify` refuses (Unidentifiable) with what to do instead.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,14 +38,19 @@ FOREIGN_AT_MOST = (
 # Cyrillic to an English model; a brand name in Latin letters to a Russian one is not).
 SHORT_LETTERS = 24
 SURE_AT_LEAST = 0.9
-# Web and mail addresses say nothing of a text's language, and their letters outvoted its words: "Mehr
-# dazu unter https://www.example.com/documentation/getting-started" was English to a German model.
-ADDRESSES = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
 
 
 def without_addresses(text: str) -> str:
-    """The text that tells its language: web and mail addresses taken out (ADDRESSES)."""
-    return ADDRESSES.sub(" ", text)
+    """The text that tells its language: web and mail addresses (mt.text.sentences.address_spans) taken
+    out, which say nothing of it, and whose letters outvoted its words: "Mehr dazu unter
+    https://www.example.com/documentation/getting-started" was English to a German model."""
+    from mt.text.sentences import address_spans
+
+    parts, at = [], 0
+    for start, end in address_spans(text):
+        parts.append(text[at:start])
+        at = end
+    return " ".join([*parts, text[at:]])
 
 
 class Unidentifiable(MtError):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
 from mt.errors import MtError
+from mt.text.sentences import address_spans
 
 Format = Literal["text", "html", "xml"]
 FORMATS: tuple[str, ...] = ("text", "html", "xml")
@@ -76,6 +77,7 @@ class Raw:
 
     markup: str
     block: bool = False
+    address: bool = False  # a web or mail address in the text, kept as it is (flatten), shown as text is
 
 
 Node = Union[Element, Raw, str]
@@ -410,8 +412,15 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     previous: Node | None = None
     for node in nodes:
         if isinstance(node, str):
-            segment.text += node
-            segment.plain += node.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
+            at = 0  # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
+            for start, end in [*address_spans(node), (len(node), len(node))]:
+                part = node[at:start]
+                segment.text += part
+                segment.plain += part.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
+                if end > start:
+                    address = Raw(html.escape(node[start:end], quote=False), address=True)
+                    segment.items.append(Inline(address, len(segment.text), len(segment.text), parent))
+                at = end
             previous = node
             continue
         if isinstance(previous, Element) and isinstance(node, Element) and _word_end(segment.text):

@@ -8,6 +8,7 @@ pieces as plain text is (`mt.text.translate.segment`), every piece is searched w
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -16,8 +17,9 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
 from mt.text.placement import place_segment
-from mt.text.sentences import Span
-from mt.text.translate import segment, unreadable, warn_kept
+from mt.text.sentences import Span, address_spans
+from mt.text.translate import search as plain_search
+from mt.text.translate import segment, segments_apply, unreadable, warn_kept
 
 
 @dataclass
@@ -113,12 +115,47 @@ def search(
     return results
 
 
-def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
-    """`search` for texts in `fmt` (text, html, xml): markup's, or plain text's (`mt.text.translate.search`)."""
-    if fmt == "text":
-        from mt.text.translate import search as plain
+def text_search(
+    translator: Translator,
+    texts: list[str],
+    options: DecodeOptions | None = None,
+    first_line: int = 0,
+    progress: Callable[[int], None] | None = None,
+    names: list[str] | None = None,
+) -> list[list[tuple]]:
+    """Plain text's `search` (mt.text.translate), but for a text with a web or mail address, which the
+    model would read as words and write back as words: escaped into an HTML fragment and searched as
+    markup, whose segments keep the address as it is and place it by the alignment (`flatten`).
+    One-best only (segments_apply): an n-best list or alignments are of the text as it is."""
+    options = options or DecodeOptions()
+    addressed = (
+        [i for i, text in enumerate(texts) if "\t" not in text and address_spans(text)]
+        if segments_apply(options)
+        else []
+    )
+    if not addressed:
+        return plain_search(translator, texts, options, first_line, progress, names)
+    label = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
+    rest = [i for i in range(len(texts)) if i not in addressed]
+    results: list[list[tuple]] = [[] for _ in texts]
+    if rest:
+        found = plain_search(translator, [texts[i] for i in rest], options, first_line, None, [label[i] for i in rest])
+        for i, hyps in zip(rest, found):
+            results[i] = hyps
+    lines = [html.escape(texts[i], quote=False) for i in addressed]
+    for i, hyps in zip(
+        addressed, search(translator, lines, options, first_line, None, "html", [label[i] for i in addressed])
+    ):
+        results[i] = [(html.unescape(text), *more) for text, *more in hyps]
+    if progress is not None:
+        progress(len(texts))
+    return results
 
-        return plain
+
+def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
+    """`search` for texts in `fmt` (text, html, xml): markup's, or plain text's (`text_search`)."""
+    if fmt == "text":
+        return text_search
     markup_format = coerce(fmt, Format, "format")
 
     def markup(translator, texts, options=None, first_line=0, progress=None, names=None):

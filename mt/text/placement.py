@@ -275,7 +275,7 @@ def shown(node: Element | Raw) -> bool:
     """Whether an empty item shows on the page: a kept element (code, translate="no") or a void one
     but a line break; not a comment, a processing instruction or an entity reference."""
     if isinstance(node, Raw):
-        return node.markup.startswith("<") and not node.markup.startswith(("<!--", "<?", "<!"))
+        return node.address or (node.markup.startswith("<") and not node.markup.startswith(("<!--", "<?", "<!")))
     return node.tag != "br"
 
 

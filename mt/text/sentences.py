@@ -31,6 +31,33 @@ SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n\t]+")
 
 
+# Web and mail addresses: no words to translate (a model asked to turns them into words: a URL came back
+# as "Tomeeee"), and no words to identify a language by. The characters of a URL, not the CJK text that
+# follows one without a space; the punctuation that ends a sentence after one is not its own.
+ADDRESSES = re.compile(
+    r"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]+"
+    r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b",
+    re.IGNORECASE,
+)
+TRAILING = re.compile(r"[.,;:!?'\"»”’)\]}]+$")
+
+
+def address_spans(text: str) -> list[Span]:
+    """Where `text`'s web and mail addresses are (ADDRESSES), without the punctuation after them (a
+    closing parenthesis stays where the address opened one: a Wikipedia link)."""
+    spans = []
+    for match in ADDRESSES.finditer(text):
+        start, end = match.span()
+        tail = TRAILING.search(text, start, end)
+        if tail is not None:
+            end = tail.start()
+            while end < match.end() and text[end] == ")" and text.count("(", start, end) > text.count(")", start, end):
+                end += 1
+        if end > start:
+            spans.append((start, end))
+    return spans
+
+
 # An initial: one letter alone before its period, where sentencex cut.
 INITIAL = re.compile(r"(?:^|[\s(\-‐])([^\W\d_])\.\s*$")
 # A German ordinal: the word before the number is an article, a contracted preposition or a possessive

@@ -376,7 +376,12 @@ data: {{src_lang: {teacher_cfg.data.src_lang}, tgt_lang: {teacher_cfg.data.tgt_l
     done = mt("run", str(recipe))
     assert done.returncode == 0, done.stderr
     assert student.load_config().data.train == [f"files:{(student.root / 'distill' / 'train').resolve()}"]
-    assert f"train: kept {len(teacher_sources(trained_experiment))} of" in done.stderr, done.stderr
+    distilled = [(src, tgt) for src, tgt in zip(*(
+        (student.root / "distill" / f"train.{lang}").read_text(encoding="utf-8").splitlines()
+        for lang in (teacher_cfg.data.src_lang, teacher_cfg.data.tgt_lang)))]
+    assert len(distilled) == len(teacher_sources(trained_experiment))
+    kept = sum(bool(src.strip() and tgt.strip()) for src, tgt in distilled)  # an empty translation is dropped
+    assert f"train: kept {kept} of {len(distilled)} pairs" in done.stderr, done.stderr
 
 
 def test_a_student_recipe_takes_its_teachers_tokenizer_fields_or_is_refused_before_the_copy(trained_experiment,

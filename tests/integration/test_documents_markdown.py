@@ -217,3 +217,13 @@ def test_a_text_the_markup_layer_refuses_is_named_by_its_text_not_a_line_number(
         translate_content(doc.encode(), FORMATS["md"], units, EN)
     message = str(exc.value)
     assert "input line" not in message and "the text 'Siehe" in message and "nested" in message, message
+
+
+def test_bare_addresses_in_text_come_back_as_written(units):
+    """A URL or an e-mail address written bare (no <autolink>) was text to the model, which made words
+    of it: GitHub and other renderers link them, and the links were gone."""
+    doc = ("See https://github.com/org/repo_name for the source.\n\n"
+           "Write to support@example.com or visit www.example.org today.\n")
+    out = translate_content(doc.encode(), FORMATS["md"], units, EN).decode()
+    for address in ("https://github.com/org/repo_name", "support@example.com", "www.example.org"):
+        assert address in out, out

@@ -408,6 +408,24 @@ def test_libretranslate_requests_as_its_clients_send_them(server):
     assert call(f"{server.url}//v1///translate", {"text": LINES[0]})[0] == 200
 
 
+def test_web_and_mail_addresses_come_back_as_they_were_in_text_html_and_v1(server, reference):
+    """A URL or an e-mail address in the text was read by the model as words and came back as words
+    ("https://example.com/docs/getting_started" as "Tomeeee..."); now kept, placed by the alignment."""
+    from mt.text.markup_translate import text_search
+    from mt.text.translate import translate as translate_text
+
+    text = [f"{LINES[0].rstrip('.')} https://example.com/docs/getting_started?a=1&b=2 .",
+            f"support@example.com {LINES[1]}", LINES[2]]
+    for body in ({"q": text, "source": "de", "target": "en"},
+                 {"q": [t.replace("&", "&amp;") for t in text], "source": "de", "target": "en", "format": "html"}):
+        out = ok(f"{server.url}/translate", body)["translatedText"]
+        assert "https://example.com/docs/getting_started?a=1" in out[0] and "support@example.com" in out[1], out
+        assert out[2] == translate_text(reference, [LINES[2]])[0]
+    v1 = [t["text"] for t in ok(f"{server.url}/v1/translate", {"text": text})["translations"]]
+    assert v1 == [hyps[0][0] for hyps in text_search(reference, text)]  # as `mt translate` gives them
+    assert "https://example.com/docs/getting_started?a=1&b=2" in v1[0]
+
+
 def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):
     q = [f'<p>{LINES[0]} <b class="x">{LINES[1]}</b><!-- c --></p>', f"{LINES[2]}<br>{LINES[3]}", LINES[4],
          "<p><!-- no text --><br></p>"]

@@ -152,3 +152,19 @@ def test_a_lines_mark_stays_outside_its_first_sentence(text, expected):
 ])
 def test_marks_and_joins_leave_dates_abbreviations_and_sentence_starts_alone(lang, text, expected):
     assert pieces(text, sentence_spans(text, lang)) == expected
+
+
+def test_web_and_mail_addresses_are_found_without_the_punctuation_after_them():
+    from mt.text.sentences import address_spans
+
+    cases = {
+        "See https://github.com/org/repo for the source.": ["https://github.com/org/repo"],
+        "Write to support@example.com or visit www.example.org today.": ["support@example.com", "www.example.org"],
+        "(see https://en.wikipedia.org/wiki/Foo_(bar)).": ["https://en.wikipedia.org/wiki/Foo_(bar)"],
+        "Go to https://x.org/a?b=1&c=2.": ["https://x.org/a?b=1&c=2"],
+        "请访问https://x.cn获取": ["https://x.cn"],
+        "Mail a.b+c@mail.example.co.uk!": ["a.b+c@mail.example.co.uk"],
+        "Version 1.2.3, foo@bar, 12:45 and e.g. this.": [],
+    }
+    for text, expected in cases.items():
+        assert [text[a:b] for a, b in address_spans(text)] == expected, text

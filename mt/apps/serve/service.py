@@ -6,6 +6,7 @@ them to HTTP). Requests are read and checked by `mt.apps.serve.requests`; every 
 from __future__ import annotations
 
 import asyncio
+import html as html_text  # (`html` names a request's format below)
 import json
 import re
 from dataclasses import replace
@@ -38,7 +39,8 @@ from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 from mt.text.markup import Format, MarkupError, plain_text
 from mt.text.markup_translate import aligned, finish, plan
-from mt.text.translate import join, pieces
+from mt.text.sentences import address_spans
+from mt.text.translate import join, pieces, segments_apply
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
@@ -66,7 +68,26 @@ class Service:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
         the search is called off when the client leaves before its answer. The direction's tag goes
         into the sources: sentences of every direction may then share a batch. Each line is translated
-        sentence by sentence, long sentences in pieces (mt.text.translate), and put back together."""
+        sentence by sentence, long sentences in pieces (mt.text.translate), and put back together. A
+        line with a web or mail address goes through markup's search, which keeps the address as it
+        is, as `mt translate` does (mt.text.translate.search)."""
+        addressed = (
+            [i for i, line in enumerate(lines) if "\t" not in line and address_spans(line)]
+            if segments_apply(options)
+            else []
+        )
+        if addressed:
+            rest = [i for i in range(len(lines)) if i not in addressed]
+            results: list[list] = [[] for _ in lines]
+            cuts: list[str] = []
+            if rest:
+                found, cuts = await self.translate(request, [lines[i] for i in rest], options)
+                for i, hyps in zip(rest, found):
+                    results[i] = hyps
+            escaped = [html_text.escape(lines[i], quote=False) for i in addressed]
+            for i, hyps in zip(addressed, await self.translate_markup(request, escaped, options, "html")):
+                results[i] = [(html_text.unescape(text), *more) for text, *more in hyps]
+            return results, cuts
         texts = lines
         if options.src_lang is None and len(self.translator.directions.sources()) > 1:
             # the sentence rules of each text's language, identified (lingua): not on the event loop
