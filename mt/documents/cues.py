@@ -11,8 +11,10 @@ the translation is cut at the markers. A cue that would come out without a word 
 place, or the target shorter), and its group with it, is cut instead at the word boundaries nearest
 the source cues' proportions of the group's characters, each cue at least one word while the
 translation has words enough. A dialogue cue (every line opens with a dash, or with a voice tag
-`<v Name>`) keeps its lines: each is translated alone. A cue without a letter or digit (blank, ♪) is
-left as it is.
+`<v Name>`; or a line after the first opens a turn of its own: a dash, a speaker's `NAME:`, a sound
+`[...]` or `(...)`, a song's ♪; or the first line is a sound alone) keeps its lines: each is
+translated alone. A song's notes (♪, or # between spaces) around a cue's text stay around its
+translation. A cue without a letter or digit (blank, ♪) is left as it is.
 
 Inline tags (<i>, <b>, <u>, <font ...>, VTT's <c.class>, <v Speaker>, <lang>, <ruby>) are inline
 markup placed around the aligned target words; a tag around a cue's whole text (an italic cue, a
@@ -37,10 +39,18 @@ from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse
 
-TAG = re.compile(r"<[^<>\n]*>|\{\\[^{}\n]*\}")  # a cue text's tag, or an {\an8}-style code (kept)
+# a cue text's tag (a name after `<` or `</`, or a VTT timestamp), or an {\an8}-style code (kept); not
+# "5 < 6 and 7 > 2", which is text
+TAG = re.compile(r"</?[A-Za-z][^<>\n]*>|<\d[\d:.]*>|\{\\[^{}\n]*\}")
 NAME = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
 SENTENCE_END = re.compile(r"[.!?…。！？♪][\"'”’»)\]]*$")
 DASH = re.compile(r"[-–—]\s*")
+# What opens a line of its own in a cue: a speaker's dash, a name ("JOHN: "), a sound ("[DOOR SLAMS]",
+# "(laughs)"), a song's note; a cue with such a line after its first keeps its lines apart
+TURN = re.compile(r"[-–—]|[A-Z][A-Z0-9 .'-]*:\s|\[[^\]]*\]|\([^)]*\)|[♪♫]|#\s")
+SOUND = re.compile(r"\s*(?:\[[^\]]*\]|\([^)]*\))\s*")  # a line that is a sound alone: "[DOOR SLAMS]"
+# A song's notes around a cue's text (SDH marks lyrics so): kept around its translation, not read
+NOTES_BEFORE, NOTES_AFTER = re.compile(r"(?:[♪♫]+|#+(?=\s))\s*"), re.compile(r"\s*(?:[♪♫]+|(?<=\s)#+)$")
 GAP, MAX_CUES, MAX_CHARS = 2.0, 5, 300  # a group ends past a 2 s gap, 5 cues or 300 characters
 WIDTH, MIN_LINES = 42, 2  # a cue's lines: at most 42 characters (or its longest), its count of lines or 2
 
@@ -145,6 +155,14 @@ def unwrap(tokens: list[Token], tags: list[Tag], dialogue: bool) -> tuple[list[T
         text = tokens[0][1].lstrip()
         prefix.append(text[: dash.end()])
         tokens = [("text", text[dash.end() :]), *tokens[1:]]
+    if tokens and tokens[0][0] == "text" and (notes := NOTES_BEFORE.match(tokens[0][1].lstrip())):
+        text = tokens[0][1].lstrip()
+        prefix.append(text[: notes.end()])
+        tokens = [("text", text[notes.end() :]), *tokens[1:]]
+    if tokens and tokens[-1][0] == "text" and (notes := NOTES_AFTER.search(tokens[-1][1].rstrip())):
+        text = tokens[-1][1].rstrip()
+        suffix.insert(0, text[notes.start() :])
+        tokens = [*tokens[:-1], ("text", text[: notes.start()])]
     return tokens, prefix, suffix
 
 
@@ -350,11 +368,14 @@ def wrap(words: list[tuple[str, int]], width: int, most: int) -> list[str]:
 
 
 def dialogue(text: str, vtt: bool) -> bool:
-    """Whether a cue is a dialogue: two lines or more, each opening with a dash or a voice tag."""
+    """Whether a cue's lines are each its own: two lines or more, each opening with a dash or a voice
+    tag, or one after the first opening a turn of its own (TURN: "Where is he?" / "- In the garden.",
+    a name, a sound, a song's line): joined, a speaker's line ran into the other's."""
     lines = text.split("\n")
-    return len(lines) > 1 and all(
-        DASH.match(visible(line, vtt).lstrip()) or line.lstrip().lower().startswith("<v") for line in lines
-    )
+    if len(lines) < 2:
+        return False
+    opens = [bool(TURN.match(visible(line, vtt).lstrip())) or line.lstrip().lower().startswith("<v") for line in lines]
+    return all(opens) or any(opens[1:]) or bool(SOUND.fullmatch(visible(lines[0], vtt)))
 
 
 def grouped(cues: list[Cue], vtt: bool) -> list[list[int]]:

@@ -71,3 +71,26 @@ def test_lines_are_balanced_at_most_42_characters_on_at_most_the_lines_allowed()
     lines = wrap(words * 2, 42, 2)  # 119 characters: two lines wider than 42 rather than three
     assert len(lines) == 2 and max(len(line) for line in lines) <= 60
     assert wrap([("<i>word</i>", 4)] * 8, 42, 2) == [" ".join(["<i>word</i>"] * 8)]  # tags are not counted
+
+
+def test_speaker_turns_sounds_and_songs_keep_their_lines_and_marks():
+    """A second speaker's line (a dash on the second line only, a name), a sound on a line of its own
+    and a song's lines were joined into one and wrapped again: the turn fell mid-line, two speakers on
+    one line; a song's notes went to the model, which dropped them; "5 < 6 and 7 > 2" was a tag."""
+    texts = [
+        "Where is the dog?\n- The dog is in the garden.",
+        "JOHN: Hello, everyone.\nMARY: Hi, John.",
+        "[DOOR SLAMS]\nWho is there?",
+        "♪ Somewhere over the rainbow ♪\n♪ Way up high ♪",
+        "5 < 6 and 7 > 2.",
+    ]
+    cues = [cue(t, 3 * i) for i, t in enumerate(texts)]
+    assert translate_cues(cues, same, vtt=False) == texts
+    seen = []
+
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:  # a "translation": what the model was given
+        seen.extend(texts)
+        return [t.upper() for t in texts]
+
+    out = translate_cues([cue("♪ The house is big ♪", 0), cue("5 < 6 and 7 > 2.", 3)], upper, vtt=False)
+    assert out == ["♪ THE HOUSE IS BIG ♪", "5 < 6 AND 7 > 2."] and "The house is big" in seen
