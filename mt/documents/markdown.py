@@ -45,6 +45,7 @@ SPANNED = (
 )  # whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
 TASK = re.compile(r"\[[ xX]\] ")  # a task list item's box
+ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", re.IGNORECASE)  # GitHub's, a quote's first line
 
 
 @dataclass
@@ -238,7 +239,10 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
         elif isinstance(node, Element) and "data-t" in dict(node.attrs):
             m = marks[int(dict(node.attrs)["data-t"])]
             if node.tag == "br" or m.literal:
-                glued = m.spaced[0] and parts and parts[-1][-1:].isalnum()
+                # spaced in the source: so after any word, not only after a letter (`code` after "x."
+                # or a link's `)` was glued to it), but not after an opening bracket or quote
+                last = parts[-1][-1:] if parts else ""
+                glued = m.spaced[0] and last and not last.isspace() and last not in "([{\"'“‘«¿¡/"
                 # a cell's literal comes from the cell's text, its `\|` read as `|`: escaped again
                 written = UNESCAPED_PIPE.sub(r"\\|", m.open) if cell and m.literal else m.open
                 parts.append(" " + written if glued else written)
@@ -286,6 +290,18 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
             cols = [lines[first + i].rfind(part) if first + i < len(lines) else -1 for i, part in enumerate(content)]
             if min(cols) < 0:
                 continue
+            if (
+                grandparent is not None
+                and grandparent.type == "blockquote_open"
+                and ALERT.fullmatch(content[0].strip())
+            ):
+                # GitHub's alert: its marker's line is the quote's prefix, kept as written (it was
+                # escaped and joined to the text, no alert any more); the text starts on the next line
+                children = token.children or []
+                if len(content) < 2 or len(children) < 3 or children[1].type != "softbreak":
+                    continue
+                token.children, token.content = children[2:], token.content.split("\n", 1)[1]
+                first, content, cols = first + 1, content[1:], cols[1:]
             start, end = offsets[first] + cols[0], offsets[first + len(content) - 1] + cols[-1] + len(content[-1])
             if grandparent is not None and grandparent.type == "list_item_open" and TASK.match(content[0]):
                 start += 4  # a task list's box ("- [ ] ", GitHub's) is the item's prefix, kept as written

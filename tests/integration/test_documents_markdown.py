@@ -6,6 +6,7 @@ nothing the file comes back byte for byte (a paragraph of several lines on one l
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
@@ -227,3 +228,17 @@ def test_bare_addresses_in_text_come_back_as_written(units):
     out = translate_content(doc.encode(), FORMATS["md"], units, EN).decode()
     for address in ("https://github.com/org/repo_name", "support@example.com", "www.example.org"):
         assert address in out, out
+
+
+def test_a_github_alert_keeps_its_marker_line_and_code_moved_after_a_period_keeps_its_space():
+    """`> [!NOTE]` came back escaped and joined to its text (`> \\[!NOTE\\] Useful...`: no alert); a code
+    span the translation placed after a period was glued to it ("now.`ls -l`")."""
+    doc = "> [!NOTE]\n> Useful information that users should know.\n\nRun `ls -l` now.\n"
+    out = translate_content(doc.encode(), FORMATS["md"], same, EN).decode()
+    assert out.startswith("> [!NOTE]\n> Useful information that users should know.\n"), out
+
+    def moved(texts: list[str], fmt: str = "text") -> list[str]:  # the code span placed at the end
+        return [re.sub(r"(.*?)\s*(<span data-t=\"0\"></span>)\s*(.*)", r"\1 \3\2", t) for t in texts]
+
+    out = translate_content(doc.encode(), FORMATS["md"], moved, EN).decode()
+    assert "Run now. `ls -l`" in out, out
