@@ -24,9 +24,12 @@ for arg in "$@"; do
 done
 # pip takes an extra it does not know with a warning, exit 0: a misspelt one would be set up as "ready"
 known=$(sed -n '/^\[project.optional-dependencies\]/,/^\[/p' pyproject.toml | sed -n 's/^\([A-Za-z0-9_-]*\) *= *\[.*/\1/p')
-for extra in ${extras[@]+"${extras[@]}"}; do
-    printf '%s\n' "$known" | grep -x -- "$extra" >/dev/null || {
-        say "no extra $extra in pyproject.toml (there are: $(echo $known))"; exit 2; }
+for arg in ${extras[@]+"${extras[@]}"}; do
+    for extra in ${arg//,/ }; do  # pip's `a,b`; its names compared as pip compares them: case, - _ .
+        name=$(printf '%s' "$extra" | tr 'A-Z_.' 'a-z--')
+        printf '%s\n' "$known" | grep -x -- "$name" >/dev/null || {
+            say "no extra $extra in pyproject.toml (there are: $(echo $known))"; exit 2; }
+    done
 done
 
 # Debian's packages: venv; the Ding dictionary that the quickstart trains on; tcmalloc, which mt runs

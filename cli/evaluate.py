@@ -87,6 +87,15 @@ def evaluate(
         if lang is not None:
             raise ConfigError("--lang goes with --hyp; a split is scored in its experiment's target languages")
         experiment, cfg = read_experiment(exp)  # before torch's import: a mistyped --exp is answered at once
+        if tokenized:  # refused before the split is translated, not after (mt.metrics.score_tokenized)
+            from mt.metrics import UNSPACED, sacrebleu_code
+
+            unspaced = [tgt for _, tgt in cfg.data.pairs() if sacrebleu_code(tgt) in UNSPACED]
+            if unspaced:
+                raise ConfigError(
+                    f"--tokenized into {unspaced[0]}: Moses' tokenizer does not cut a text written without spaces; "
+                    "sacreBLEU's score, without --tokenized, tokenizes it"
+                )
         if not any(cfg.data.sources(split, pair) for pair in cfg.data.pairs()):  # before the model loads
             raise ConfigError(f"data.{split} is empty: this experiment has no {split} split to translate and score")
         from mt.apps.evaluate import evaluate_split

@@ -85,6 +85,14 @@ class Identified:
         )
 
 
+# ISO 639-3 individual languages (FLORES-200 writes them) of the macrolanguages lingua knows by theirs
+INDIVIDUAL = {
+    "arb": "ara", "cmn": "zho", "yue": "zho", "pes": "fas", "prs": "fas", "zsm": "msa", "swh": "swa",
+    "als": "sqi", "lvs": "lav", "ekk": "est", "azj": "aze", "uzn": "uzb", "khk": "mon", "gaz": "orm",
+    "npi": "nep", "ory": "ori", "plt": "mlg", "ydd": "yid", "quy": "que",
+}  # fmt: skip
+
+
 def base_code(code: str) -> str:
     """A language code without its region or script: "pt-BR" and "pt_BR" are "pt", "eng_Latn" "eng"."""
     return code.replace("_", "-").split("-")[0].lower()
@@ -95,7 +103,7 @@ def lingua_language(code: str) -> Any:
     "deu_Latn" as "deu"), or None when it knows none."""
     from lingua import IsoCode639_1, IsoCode639_3, Language
 
-    base = base_code(code).upper()
+    base = INDIVIDUAL.get(base_code(code), base_code(code)).upper()
     table, build = (
         (IsoCode639_1, Language.from_iso_code_639_1) if len(base) == 2 else (IsoCode639_3, Language.from_iso_code_639_3)
     )

@@ -9,6 +9,7 @@ pieces as plain text is (`mt.text.translate.segment`), every piece is searched w
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -128,11 +129,7 @@ def text_search(
     markup, whose segments keep the address as it is and place it by the alignment (`flatten`).
     One-best only (segments_apply): an n-best list or alignments are of the text as it is."""
     options = options or DecodeOptions()
-    addressed = (
-        [i for i, text in enumerate(texts) if "\t" not in text and address_spans(text)]
-        if segments_apply(options)
-        else []
-    )
+    addressed = [i for i, text in enumerate(texts) if addresses_kept(text)] if addresses_apply(options) else []
     if not addressed:
         return plain_search(translator, texts, options, first_line, progress, names)
     label = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
@@ -150,6 +147,24 @@ def text_search(
     if progress is not None:
         progress(len(texts))
     return results
+
+
+# A line the markup route would change beyond its addresses: columns (a tab is a space in markup's
+# text), a lone CR (a line break to the HTML parser), control characters (the parser's U+FFFD)
+NOT_THROUGH_MARKUP = re.compile(r"[\t\r\x00-\x08\x0b-\x1f\x7f]")
+
+
+def addresses_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
+    """Whether a text's addresses are kept through markup's search under `options`: one-best (with
+    `any_nbest`, an n-best list asked too, which such a line answers with its one translation, as
+    a line of several sentences does in `mt serve`), no alignments or constraints, no pivot (markup's
+    search aligns, and a pivot's two translations have no alignment)."""
+    return segments_apply(options, any_nbest) and options.pivot is None
+
+
+def addresses_kept(text: str) -> bool:
+    """Whether `text` goes through markup's search to keep its addresses (`text_search`)."""
+    return bool(address_spans(text)) and not NOT_THROUGH_MARKUP.search(text)
 
 
 def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:

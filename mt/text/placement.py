@@ -35,6 +35,7 @@ from mt.text.markup import Element, Node, Raw, Segment
 from mt.text.sentences import UNSPACED, Span, gaps
 
 WORD = re.compile(r"\S+")
+CLOSING = ".,;:!?…)]}»”’\"'"  # what ends a sentence or closes a bracket or quote after a word
 
 
 class Mapping:
@@ -239,18 +240,41 @@ def build(
     for k in children:
         start = max(spans[k][0], at)
         end = max(spans[k][1], start)
-        if start > at:
-            nodes.append(output[at:start])
         item = segment.items[k]
         node = item.node
+        text = segment.text
+        # an address, or an element that holds only addresses (a link written as its URL): it stands
+        # between the words as a kept element does, outside its parent's edges
+        addressed = (isinstance(node, Raw) and node.address) or (
+            isinstance(node, Element)
+            and not node.void
+            and item.start == item.end
+            and bool(children_of.get(k))
+            and all(isinstance(segment.items[j].node, Raw) and segment.items[j].node.address for j in children_of[k])
+        )
+        if addressed and item.end < len(text) and text[item.end] in CLOSING:
+            # the source's punctuation followed it ("Visit https://x.org."): before the punctuation its
+            # word took in the translation ("Besuchen Sie." and the address after the period)
+            while start > at and output[start - 1] in CLOSING:
+                start -= 1
+            end = start
+        if start > at:
+            nodes.append(output[at:start])
+        inside = item.parent is not None and addressed and isinstance(node, Raw)
+        edge = inside and (segment.items[item.parent].start, segment.items[item.parent].end)
+        # a kept element or an image between words keeps the spaces it stood between ("Run
+        # <code>ls</code> now" came back "Ein<code>ls</code> ..."): one where the output has none
+        # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself); an
+        # address at its parent's edge leaves that to its parent
+        seen = shown(node) if isinstance(node, Raw) or node.void else addressed
+        spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
+        spaced_after = seen and item.end < len(text) and text[item.end].isspace()
+        if edge:
+            spaced_before = spaced_before and item.start != edge[0]
+            spaced_after = spaced_after and item.end != edge[1]
+        if spaced_before and not output[start - 1].isspace() and not UNSPACED.match(output[start - 1]):
+            nodes.append(" ")  # (none beside a word of a script written without spaces)
         if isinstance(node, Raw) or node.void:
-            # a kept element or an image between words keeps the spaces it stood between ("Run
-            # <code>ls</code> now" came back "Ein<code>ls</code> ..."): one where the output has none
-            # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself)
-            text, seen = segment.text, shown(node)
-            spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
-            if spaced_before and not output[start - 1].isspace() and not UNSPACED.match(output[start - 1]):
-                nodes.append(" ")  # (none beside a word of a script written without spaces)
             if isinstance(node, Raw):
                 nodes.append(node)
                 end = start
@@ -258,13 +282,12 @@ def build(
                 nodes.append(Element(node.tag, node.attrs, [], node.block, True))
                 if output[start:end].strip():
                     end = start
-            spaced_after = seen and item.end < len(text) and text[item.end].isspace()
-            if spaced_after and end == start and start < len(output) and not output[start].isspace():
-                if not UNSPACED.match(output[start]):
-                    nodes.append(" ")
         else:
             inner = build(segment, spans, output, k, start, end, children_of)
             nodes.append(Element(node.tag, node.attrs, inner, node.block))
+        if spaced_after and end == start and start < len(output) and not output[start].isspace():
+            if not UNSPACED.match(output[start]):
+                nodes.append(" ")
         at = end
     if at < hi:
         nodes.append(output[at:hi])

@@ -34,9 +34,10 @@ LINE = re.compile(r"[^\r\n\t]+")
 # Web and mail addresses: no words to translate (a model asked to turns them into words: a URL came back
 # as "Tomeeee"), and no words to identify a language by. The characters of a URL, not the CJK text that
 # follows one without a space; the punctuation that ends a sentence after one is not its own.
+_NOT_URL = '\\s<>"\u0e00-\u0e7f\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef'
 ADDRESSES = re.compile(
-    r"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>\"\u3000-\u30ff\u4e00-\u9fff\uff00-\uffef]+"
-    r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b",
+    rf"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^{_NOT_URL}]+"  # not the Thai, Hangul or CJK after it
+    r"|(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9-])",
     re.IGNORECASE,
 )
 TRAILING = re.compile(r"[.,;:!?'\"»”’)\]}]+$")

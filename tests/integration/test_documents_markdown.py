@@ -242,3 +242,11 @@ def test_a_github_alert_keeps_its_marker_line_and_code_moved_after_a_period_keep
 
     out = translate_content(doc.encode(), FORMATS["md"], moved, EN).decode()
     assert "Run now. `ls -l`" in out, out
+
+
+def test_an_addresss_emphasis_marks_stay_escaped():
+    """An address is written as it is, but `__init__` in it read as emphasis once the author's escapes
+    were gone (`\\_\\_init\\_\\_` came back `__init__`, bold); `repo_name`'s `_` needs none."""
+    doc = "See https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py and https://github.com/org/repo_name here.\n"
+    out = translate_content(doc.encode(), FORMATS["md"], same, EN).decode()
+    assert "https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py" in out and "https://github.com/org/repo_name" in out, out

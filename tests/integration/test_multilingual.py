@@ -236,6 +236,12 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
     assert "de-fr was not trained (zero-shot" in capsys.readouterr().err
     pivoted = translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en"))
     assert len(pivoted) == 4 and "zero-shot" not in capsys.readouterr().err
+    # a line with an address under --pivot: as plain text (markup's route aligns, which a pivot cannot:
+    # it stopped `mt translate --pivot` at the first line with a URL)
+    from mt.text.markup_translate import text_search
+
+    lines = [f"{german[0]} https://example.com", german[1]]
+    assert len(text_search(translator, lines, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en"))) == 2
     with pytest.raises(ConfigError, match="no <2es>; it translates en-de, de-en, en-fr, fr-en"):
         translator.search(german, DecodeOptions(src_lang="de", tgt_lang="es"))
     with pytest.raises(ConfigError, match=r"^xx-en: this model knows no language xx \(--src-lang\)"):

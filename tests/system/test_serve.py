@@ -424,6 +424,12 @@ def test_web_and_mail_addresses_come_back_as_they_were_in_text_html_and_v1(serve
     v1 = [t["text"] for t in ok(f"{server.url}/v1/translate", {"text": text})["translations"]]
     assert v1 == [hyps[0][0] for hyps in text_search(reference, text)]  # as `mt translate` gives them
     assert "https://example.com/docs/getting_started?a=1&b=2" in v1[0]
+    # the page asks for 3 alternatives: such a line is its one translation (its addresses went to the model)
+    page = ok(f"{server.url}/v1/translate", {"text": text, "nbest": 3})["translations"]
+    assert [t["text"] for t in page] == v1 and len(page[0]["nbest"]) == 1 and len(page[2]["nbest"]) == 3
+    # what markup would change beyond the address (a lone CR, a control character) stays plain text's
+    odd = [f"{LINES[0]}\r{LINES[1]} https://x.org", f"{LINES[0]} \x07 https://x.org"]
+    assert [hyps[0][0].count("\r") for hyps in text_search(reference, odd)] == [1, 0]
 
 
 def test_libretranslate_format_html_places_the_tags_as_mt_text_markup(server, reference):

@@ -111,6 +111,9 @@ def test_addresses_do_not_decide_a_texts_language_and_iso_639_3_codes_are_known(
     found = LanguageIdentifier(["deu"]).identify(SENTENCES["en"])
     assert found.foreign == "en" and found.written_in("eng") and found.written_in("eng_Latn") and not found.written_in("fr")
     assert lingua_language("deu") == lingua_language("de") and language_name("fra_Latn") == "French"
+    # FLORES-200's individual languages of a macrolanguage lingua knows by the macrolanguage's code
+    assert [language_name(code) for code in ("arb_Arab", "pes_Arab", "zsm_Latn", "cmn_Hans", "nob_Latn")] == [
+        "Arabic", "Persian", "Malay", "Chinese", "Bokmal"]
 
 
 def test_auto_tells_apart_the_sources_and_the_zero_shot_languages_lingua_knows():

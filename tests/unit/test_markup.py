@@ -292,3 +292,26 @@ def test_no_space_is_added_beside_a_kept_element_in_a_script_written_without_spa
     (segment,) = segments(parse("Run <code>ls</code> now.", "html"))
     nodes = place_segment(segment, sentence_spans(segment.plain, "en"), ["运行现在。"], ["0-0 1-1"])
     assert render(parse("Run <code>ls</code> now.", "html"), "html", iter([nodes])) == "运行现在。<code>ls</code>"
+
+
+def test_an_address_stands_before_the_punctuation_after_it_and_a_link_of_its_url_keeps_its_spaces():
+    """The model reads "Visit ." for "Visit https://example.com.": its word "Sie." took the period, and
+    the address went after it ("Besuchen Sie. https://..."); a link written as its URL took the space
+    before it inside ("Sie.<a> https://x.com</a>")."""
+    from mt.text.markup import parse, render, segments
+    from mt.text.placement import place_segment
+
+    cases = [
+        ("Visit https://example.com.", "Besuchen Sie.", "0-0 0-1", "Besuchen Sie https://example.com."),
+        ("Write to me@example.com, please.", "Schreib mir, bitte.", "0-0 1-1 2-2",
+         "Schreib mir me@example.com, bitte."),
+        ('Visit <a href="https://x.com">https://x.com</a>.', "Besuchen Sie.", "0-0 0-1",
+         'Besuchen Sie <a href="https://x.com">https://x.com</a>.'),
+        ('Visit <a href="https://x.com">https://x.com</a> now.', "Besuchen Sie jetzt.", "0-0 0-1 1-2",
+         'Besuchen Sie <a href="https://x.com">https://x.com</a> jetzt.'),
+    ]
+    for source, translation, alignment, expected in cases:
+        nodes = parse(source, "html")
+        (segment,) = segments(nodes)
+        placed = place_segment(segment, [(0, len(segment.plain.rstrip()))], [translation], [alignment])
+        assert render(nodes, "html", iter([placed])) == expected, source

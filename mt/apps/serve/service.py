@@ -38,9 +38,8 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 from mt.text.markup import Format, MarkupError, plain_text
-from mt.text.markup_translate import aligned, finish, plan
-from mt.text.sentences import address_spans
-from mt.text.translate import join, pieces, segments_apply
+from mt.text.markup_translate import addresses_apply, addresses_kept, aligned, finish, plan
+from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
@@ -71,10 +70,9 @@ class Service:
         sentence by sentence, long sentences in pieces (mt.text.translate), and put back together. A
         line with a web or mail address goes through markup's search, which keeps the address as it
         is, as `mt translate` does (mt.text.translate.search)."""
+        # (an n-best list asked of such a line is its one translation, as a line of sentences gives)
         addressed = (
-            [i for i, line in enumerate(lines) if "\t" not in line and address_spans(line)]
-            if segments_apply(options)
-            else []
+            [i for i, line in enumerate(lines) if addresses_kept(line)] if addresses_apply(options, True) else []
         )
         if addressed:
             rest = [i for i in range(len(lines)) if i not in addressed]
