@@ -45,6 +45,7 @@ SPANNED = (
 )  # whose source `spanned` records
 CLOSING = re.compile(r"</([A-Za-z][\w-]*)\s*>$")
 TASK = re.compile(r"\[[ xX]\] ")  # a task list item's box
+ENTITY_LIKE = re.compile(r"&(?=#?\w+;)")  # an `&` Markdown would read as an entity's start
 EMPHASIS = re.compile(r"\*|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # emphasis marks, in an address
 ALERT = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", re.IGNORECASE)  # GitHub's, a quote's first line
 
@@ -222,7 +223,7 @@ def escaped(text: str) -> str:
         parts.append(ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", text[at:start]))
         # in an address, only what could start or end emphasis (`*`, a `_` at a word's edge: the
         # author's `\_\_init\_\_`; `repo_name`'s stays)
-        parts.append(EMPHASIS.sub(r"\\\g<0>", text[start:end]))
+        parts.append(ENTITY_LIKE.sub("&amp;", EMPHASIS.sub(r"\\\g<0>", text[start:end])))
         at = end
     return "".join(parts)
 

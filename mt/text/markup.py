@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
 from mt.errors import MtError
-from mt.text.sentences import address_spans
+from mt.text.sentences import address_spans, enclosed
 
 Format = Literal["text", "html", "xml"]
 FORMATS: tuple[str, ...] = ("text", "html", "xml")
@@ -410,10 +410,13 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     style sheet spaces out) are two words to the model: a space goes between them in the text. A word
     cut by one element (`un<u>der</u>line`) stays one, and scripts written without spaces get none."""
     previous: Node | None = None
-    for node in nodes:
+    for i, node in enumerate(nodes):
         if isinstance(node, str):
             at = 0  # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
-            for start, end in [*address_spans(node), (len(node), len(node))]:
+            for start, end in [
+                *kept_addresses(node, i > 0 and not isinstance(previous, str), nodes[i + 1 : i + 2]),
+                (len(node), len(node)),
+            ]:
                 part = node[at:start]
                 segment.text += part
                 segment.plain += part.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
@@ -436,6 +439,19 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
         elif isinstance(node, Element):
             flatten(node.children, segment, index)
         segment.items[index].end = len(segment.text)
+
+
+def kept_addresses(text: str, after_element: bool, following: list[Node]) -> list[tuple[int, int]]:
+    """The addresses of a text node that `flatten` keeps out of the model's text, each with the bracket
+    or quotes right around it: not one that runs into an element beside it (`https://x.org/` and a
+    placeholder, then `/docs`: the model would get the rest of it as a word)."""
+    found = []
+    for span in address_spans(text):
+        start, end = enclosed(text, span)
+        if (start == 0 and after_element) or (end == len(text) and following and not isinstance(following[0], str)):
+            continue
+        found.append((start, end))
+    return found
 
 
 def first_text(element: Element) -> str:

@@ -37,10 +37,13 @@ LINE = re.compile(r"[^\r\n\t]+")
 _NOT_URL = '\\s<>"\u0e00-\u0e7f\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef'
 ADDRESSES = re.compile(
     rf"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^{_NOT_URL}]+"  # not the Thai, Hangul or CJK after it
-    r"|(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9-])",
+    # a mail address (`mailto:` and a `?subject=` after it; git's `git@host:org/repo.git`)
+    r"|(?<![A-Za-z0-9._%+-])(?:mailto:)?[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+    rf"(?:[:?][^{_NOT_URL}]+|(?![A-Za-z0-9-]))",
     re.IGNORECASE,
 )
-TRAILING = re.compile(r"[.,;:!?'\"»”’)\]}]+$")
+TRAILING = ".,;:!?'\"»”’)]}"  # what ends a sentence or closes a bracket or quote after an address
+PAIRS = {"(": ")", "[": "]", "<": ">", '"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "„": "“"}
 
 
 def address_spans(text: str) -> list[Span]:
@@ -49,14 +52,25 @@ def address_spans(text: str) -> list[Span]:
     spans = []
     for match in ADDRESSES.finditer(text):
         start, end = match.span()
-        tail = TRAILING.search(text, start, end)
-        if tail is not None:
-            end = tail.start()
-            while end < match.end() and text[end] == ")" and text.count("(", start, end) > text.count(")", start, end):
-                end += 1
-        if end > start:
-            spans.append((start, end))
+        stripped = start + len(text[start:end].rstrip(TRAILING))
+        while (
+            stripped < end
+            and text[stripped] == ")"
+            and text.count("(", start, stripped) > text.count(")", start, stripped)
+        ):
+            stripped += 1
+        if stripped > start:
+            spans.append((start, stripped))
     return spans
+
+
+def enclosed(text: str, span: Span) -> Span:
+    """`span` with the bracket or quotes right around it (`(https://x.org)`, `"www.x.org"`, `<...>`):
+    kept with the address, where the translation would part them."""
+    start, end = span
+    if 0 < start and end < len(text) and PAIRS.get(text[start - 1]) == text[end]:
+        return start - 1, end + 1
+    return span
 
 
 # An initial: one letter alone before its period, where sentencex cut.

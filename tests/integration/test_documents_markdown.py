@@ -247,6 +247,8 @@ def test_a_github_alert_keeps_its_marker_line_and_code_moved_after_a_period_keep
 def test_an_addresss_emphasis_marks_stay_escaped():
     """An address is written as it is, but `__init__` in it read as emphasis once the author's escapes
     were gone (`\\_\\_init\\_\\_` came back `__init__`, bold); `repo_name`'s `_` needs none."""
-    doc = "See https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py and https://github.com/org/repo_name here.\n"
+    doc = ("See https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py and https://github.com/org/repo_name here.\n\n"
+           "See https://x.org/?a=1&amp;amp;b=2 now.\n")
     out = translate_content(doc.encode(), FORMATS["md"], same, EN).decode()
     assert "https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py" in out and "https://github.com/org/repo_name" in out, out
+    assert "https://x.org/?a=1&amp;amp;b=2" in out, out  # an entity's `&` escaped, as the source wrote it

@@ -309,6 +309,10 @@ def test_an_address_stands_before_the_punctuation_after_it_and_a_link_of_its_url
          'Besuchen Sie <a href="https://x.com">https://x.com</a>.'),
         ('Visit <a href="https://x.com">https://x.com</a> now.', "Besuchen Sie jetzt.", "0-0 0-1 1-2",
          'Besuchen Sie <a href="https://x.com">https://x.com</a> jetzt.'),
+        # the brackets or quotes right around one stay around it (they were left behind, empty: "x.org()")
+        ("See the article (https://x.org/Foo_(bar)).", "Siehe den Artikel.", "0-0 1-1 2-2",
+         "Siehe den Artikel (https://x.org/Foo_(bar))."),
+        ('He said "https://example.com".', "Er sagte.", "0-0 1-1", 'Er sagte "https://example.com".'),
     ]
     for source, translation, alignment, expected in cases:
         nodes = parse(source, "html")
