@@ -183,6 +183,12 @@ class Staging:
         self.staged.append((tmp, self.out_dir / name))
         return f, tmp
 
+    def drop(self, name: str) -> None:
+        """Forget the staged outputs of `name` (a copy that failed its check), their files removed."""
+        for tmp, final in [entry for entry in self.staged if entry[1].name == name]:
+            tmp.unlink(missing_ok=True)
+            self.staged.remove((tmp, final))
+
     def scratch_file(self, name: str) -> tuple[BinaryIO, Path]:
         f, tmp = self.temp(name)
         self.scratch.append(tmp)
@@ -310,11 +316,19 @@ def fetch(name: str, source_dir: Path | None, base_url: str, staging: Staging, p
     if path.suffix == ".gz":
         gz_wanted, gz_actual = expected(f"{name}.gz", checksums), file_digest(path)
         try:
-            unpack(path, str(path), name, staging, progress, checksums)
-        except PrepareError:
-            if gz_actual == gz_wanted:
+            try:
+                unpack(path, str(path), name, staging, progress, checksums)
+            except PrepareError:
+                if gz_actual == gz_wanted:
+                    raise
+                check(str(path), gz_actual, gz_wanted)  # raises: report the file as given
+        except PrepareError as exc:
+            plain = source_dir / name  # a good copy beside a damaged .gz (cut short): that one
+            if not plain.is_file():
                 raise
-            check(str(path), gz_actual, gz_wanted)  # raises: report the file as given
+            staging.drop(name)
+            warn(f"{exc}; {plain} beside it is used instead")
+            copy_plain(plain, name, staging, progress, checksums)
         # A .gz compressed anew (other header or level) differs from upstream's bytes yet may hold
         # the same text: the decompressed checksum, checked in unpack(), decides.
     else:

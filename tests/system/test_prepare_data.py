@@ -321,3 +321,16 @@ def test_multi30k_bt_refuses_a_file_of_other_line_endings_or_bytes_in_one_line(t
             bt.main()
         assert str(exc.value) == f"{out / 'mono19k.de'}: exists and holds other lines; --force replaces it"
         assert (out / "mono19k.de").read_bytes() == mine
+
+
+def test_a_damaged_gz_beside_a_good_plain_copy_uses_the_plain_one(tmp_path, checksums, monkeypatch, capsys):
+    """The .gz is preferred; cut short, it stopped the run though the plain file beside it was good."""
+    source = write_copy(tmp_path / "copy", compressed=("val",))
+    (source / "val.de").write_bytes(text_of("val.de"))
+    gz = source / "val.de.gz"
+    gz.write_bytes(gz.read_bytes()[: len(gz.read_bytes()) // 2])
+    out = tmp_path / "out"
+    assert run_main(monkeypatch, checksums, "--from", source, "--out", out) == 0
+    assert (out / "val.de").read_bytes() == text_of("val.de")
+    assert f"{source / 'val.de'} beside it is used instead" in capsys.readouterr().err
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # the failed copy's temporary is gone
