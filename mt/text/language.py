@@ -68,6 +68,7 @@ class Identified:
     ranking: tuple[tuple[str, float], ...]
     foreign: str | None = None
     foreign_confidence: float = 0.0  # lingua's, among all its languages, that the text is in `foreign`
+    script: str = ""  # where a short text was judged by its script alone: the script's name ("Cyrillic")
 
     def written_in(self, code: str) -> bool:
         """Whether the text is in `code` (a model's language: "pt-BR" is lingua's "pt"), a language the
@@ -75,12 +76,19 @@ class Identified:
         if self.foreign is None:
             return False
         language = lingua_language(code)  # "deu" and "de" are one language
+        if self.script and language is not None:  # a short text known by its script: any language of it
+            return language in script_languages().get(self.script, ())
         return language == lingua_language(self.foreign) if language is not None else self.foreign == base_code(code)
 
     def message(self, sources: Sequence[str]) -> str:
         """Why a foreign text is not translated, in one line."""
+        looks = (
+            f"is in {self.script} script (perhaps {language_name(self.foreign or '')}, {self.foreign})"
+            if self.script
+            else f"looks like {language_name(self.foreign or '')} ({self.foreign})"
+        )
         return (
-            f"the text looks like {language_name(self.foreign or '')} ({self.foreign}), which this model "
+            f"the text {looks}, which this model "
             f"does not read (it translates from {', '.join(sources)}); give the source language to translate it anyway"
         )
 
@@ -175,44 +183,58 @@ class LanguageIdentifier:
             codes = {lang: code for code, lang in self.known.items()}
             values = [(codes[v.language], v.value) for v in ranker.compute_language_confidence_values(text)]
             ranking = tuple(values) if values and values[0][1] > 0 else tuple((code, 0.0) for code in self.known)
-        foreign, sure = self._foreign(text, guard)
-        return Identified(ranking[0][0], ranking[0][1], ranking, foreign, sure)
+        foreign, sure, script = self._foreign(text, guard)
+        return Identified(ranking[0][0], ranking[0][1], ranking, foreign, sure, script)
 
-    def _foreign(self, text: str, guard: Any) -> tuple[str | None, float]:
+    def _foreign(self, text: str, guard: Any) -> tuple[str | None, float, str]:
         """The language lingua takes `text` for when the model's own get almost none of the confidence,
-        and lingua's confidence in it; (None, 0.0) when the model can read it."""
+        lingua's confidence in it, and the script's name where a short text was judged by it alone;
+        (None, 0.0, "") when the model can read it."""
         if guard is None:
-            return None, 0.0
+            return None, 0.0, ""
         values = guard.compute_language_confidence_values(text)
         if not values or values[0].value <= 0:  # no letters: nothing to go by
-            return None, 0.0
+            return None, 0.0, ""
         own = sum(v.value for v in values if v.language in self.known.values())
         if own > FOREIGN_AT_MOST:
-            return None, 0.0
-        if sum(c.isalpha() for c in text) < SHORT_LETTERS and not self._surely_other_script(values):
-            return None, 0.0  # "Crème brûlée", "São Paulo" to an English model: one letter is all lingua goes by
-        return values[0].language.iso_code_639_1.name.lower(), values[0].value
+            return None, 0.0, ""
+        code = values[0].language.iso_code_639_1.name.lower()
+        if sum(c.isalpha() for c in text) < SHORT_LETTERS:
+            judged = self._surely_other_script(values)
+            if judged is None:  # "Crème brûlée", "São Paulo" to an English model: one letter is all lingua goes by
+                return None, 0.0, ""
+            return code, *judged  # "Привет": Cyrillic, surely; which of its languages, lingua cannot say
+        return code, values[0].value, ""
 
-    def _surely_other_script(self, values: Sequence[Any]) -> bool:
+    def _surely_other_script(self, values: Sequence[Any]) -> tuple[float, str] | None:
         """Whether a short text is, all but surely (SURE_AT_LEAST), in a script none of the model's
-        sources is written in. lingua's script families (Latin, Cyrillic, Arabic, Devanagari) count as
+        sources is written in: the confidence in it and the script's name ("" for a language's own
+        script), None if not. lingua's script families (Latin, Cyrillic, Arabic, Devanagari) count as
         one: "Привет" spreads its confidence over Russian, Ukrainian, Bulgarian. Latin letters never
         are: brands, names and codes are written in them whatever the language."""
         from lingua import Language
 
-        latin = Language.all_with_latin_script()
-        families = (
-            latin,
-            Language.all_with_cyrillic_script(),
-            Language.all_with_arabic_script(),
-            Language.all_with_devanagari_script(),
-        )
+        latin, families = Language.all_with_latin_script(), script_languages()
         top = values[0].language
-        family = next((f for f in families if top in f), None)
-        if family is latin or (family is not None and any(known in family for known in self.known.values())):
-            return False
+        if top in latin:
+            return None
+        name, family = next(((n, f) for n, f in families.items() if top in f), ("", None))
+        if family is not None and any(known in family for known in self.known.values()):
+            return None
         sure = sum(v.value for v in values if v.language in family) if family is not None else values[0].value
-        return sure >= SURE_AT_LEAST
+        return (sure, name) if sure >= SURE_AT_LEAST else None
+
+
+@functools.lru_cache(maxsize=1)
+def script_languages() -> dict[str, frozenset]:
+    """lingua's script families beside Latin, by name: the languages written in each."""
+    from lingua import Language
+
+    return {
+        "Cyrillic": frozenset(Language.all_with_cyrillic_script()),
+        "Arabic": frozenset(Language.all_with_arabic_script()),
+        "Devanagari": frozenset(Language.all_with_devanagari_script()),
+    }
 
 
 @functools.lru_cache(maxsize=8)

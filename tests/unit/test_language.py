@@ -140,3 +140,13 @@ def test_a_requests_language_codes_are_read_as_libretranslate_reads_them():
     assert [langs.canonical(c) for c in ("pt-BR", "zh-hans", "es-419", "es-MX", "zh-Hant")] == [
         "pt_BR", "zh_Hans", "es", "es", "zh-Hant"]
     assert Languages(Directions((("en", "pt"),), {})).canonical("pt-BR") == "pt"
+
+
+def test_a_short_text_judged_by_its_script_says_so_and_is_in_any_language_of_it():
+    """"Привет" was "Serbian" to an English model (the script decided, lingua's top language named at
+    28%), and a model into Russian refused it as Serbian rather than taking it as its target's."""
+    found = LanguageIdentifier(["en", "de"]).identify("Привет")
+    assert found.script == "Cyrillic" and found.foreign_confidence >= 0.9
+    assert found.message(["en", "de"]).startswith("the text is in Cyrillic script (perhaps ")
+    assert found.written_in("ru") and found.written_in("uk") and not found.written_in("ar")
+    assert LanguageIdentifier(["en"]).identify("Hello there, how are you today, my friend?").script == ""
