@@ -162,6 +162,10 @@ def test_page_shows_the_translations_and_draws_the_attention_of_a_clicked_senten
     assert heatmap.locator("thead th").all_inner_texts() == maps["src_tokens"]
     assert heatmap.locator("tbody th").all_inner_texts() == maps["tgt_tokens"]
     assert asked[-1]["text"] == LINES[1] and asked[-1]["translation"] == expected[1]["text"]
+    # each cell's weight as text a screen reader reads (it was a background colour and a title)
+    said = heatmap.locator("tbody td").all_text_contents()
+    assert all(re.fullmatch(r"\d\.\d\d(, aligned)?", text) for text in said), said[:5]
+    assert sum(text.endswith(", aligned") for text in said) == heatmap.locator("tbody td.aligned").count() > 0
     assert heatmap.locator("td.aligned").count() == len(maps["alignment"])
     assert maps["alignment_words"] in page.locator("[data-testid=alignment]").inner_text()
 
