@@ -59,13 +59,18 @@ fi
 # torch first, from the index that has the right build; `pip install -e .` then finds its pin satisfied.
 torch=$(sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)  # the pin, e.g. torch==2.13.0
 installed=$(.venv/bin/python -c 'from importlib.metadata import version; print(version("torch"))' 2>/dev/null || true)
-# an install cut short leaves its version behind: it is there when it imports
-if [ "torch==${installed%%+*}" = "$torch" ] && .venv/bin/python -c 'import torch' 2>/dev/null; then
+gpu=false
+if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; then gpu=true; fi
+# an install cut short leaves its version behind: it is there when it imports; the CPU build on a
+# machine that has a GPU now (set up before it had one) is replaced by PyPI's CUDA build
+cpu_build_on_gpu=false
+if $gpu && [ "${installed#*+}" = cpu ] && [ -z "${MT_TORCH_INDEX+set}" ]; then cpu_build_on_gpu=true; fi
+if [ "torch==${installed%%+*}" = "$torch" ] && .venv/bin/python -c 'import torch' 2>/dev/null && ! $cpu_build_on_gpu; then
     say "torch $installed: there"
 else
     if [ -n "${MT_TORCH_INDEX+set}" ]; then
         index=$MT_TORCH_INDEX
-    elif command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; then
+    elif $gpu; then
         index=""  # PyPI's: the CUDA build
     else
         index=https://download.pytorch.org/whl/cpu
@@ -75,7 +80,7 @@ else
             index=""
         fi
     fi
-    again=()  # its version there but not importable: pip would take it as installed
+    again=()  # its version there (not importable, or the CPU build): pip would take it as installed
     [ "torch==${installed%%+*}" = "$torch" ] && again=(--force-reinstall --no-deps)
     say "pip install ${again[*]+${again[*]} }$torch${index:+ --index-url $index}"
     .venv/bin/pip install ${again[@]+"${again[@]}"} "$torch" ${index:+--index-url "$index"}
