@@ -236,9 +236,10 @@ def unpack(gz_path: Path, what: str, name: str, staging: Staging, progress: Prog
     try:
         with f, gzip.open(gz_path, "rb") as src:
             actual = copy_hashing(src, f, lambda n: progress.advance(task, n), wanted[1])
-        progress.remove_task(task)
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise PrepareError(f"{what}: not a valid gzip file ({exc})") from None
+    finally:
+        progress.remove_task(task)  # one bar at a time on screen, a failed one's too
     check(f"{what} (decompressed)", actual, wanted)
 
 

@@ -414,7 +414,7 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
         if isinstance(node, str):
             at = 0  # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
             for start, end in [
-                *kept_addresses(node, i > 0 and not isinstance(previous, str), nodes[i + 1 : i + 2]),
+                *kept_addresses(node, i > 0 and glues(previous), i + 1 < len(nodes) and glues(nodes[i + 1])),
                 (len(node), len(node)),
             ]:
                 part = node[at:start]
@@ -441,17 +441,27 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
         segment.items[index].end = len(segment.text)
 
 
-def kept_addresses(text: str, after_element: bool, following: list[Node]) -> list[tuple[int, int]]:
+def kept_addresses(text: str, glued_before: bool, glued_after: bool) -> list[tuple[int, int]]:
     """The addresses of a text node that `flatten` keeps out of the model's text, each with the bracket
-    or quotes right around it: not one that runs into an element beside it (`https://x.org/` and a
+    or quotes right around it: not one that runs into what `glues` beside it (`https://x.org/` and a
     placeholder, then `/docs`: the model would get the rest of it as a word)."""
     found = []
     for span in address_spans(text):
         start, end = enclosed(text, span)
-        if (start == 0 and after_element) or (end == len(text) and following and not isinstance(following[0], str)):
+        if (start == 0 and glued_before) or (end == len(text) and glued_after):
             continue
         found.append((start, end))
     return found
+
+
+def glues(node: Node | None) -> bool:
+    """Whether a word can run on through `node`: an inline element, a kept one (a placeholder), an
+    entity; not a line break, an image or another void element, a comment, a processing instruction."""
+    if isinstance(node, Element):
+        return not node.void
+    if isinstance(node, Raw):
+        return not node.markup.startswith(("<!", "<?"))
+    return False
 
 
 def first_text(element: Element) -> str:

@@ -260,7 +260,13 @@ def build(
             end = start
         if start > at:
             nodes.append(output[at:start])
-        inside = item.parent is not None and addressed and isinstance(node, Raw)
+        # (only in a parent that holds addresses alone, a link written as its URL, which is spaced itself)
+        inside = (
+            item.parent is not None
+            and addressed
+            and isinstance(node, Raw)
+            and segment.items[item.parent].start == segment.items[item.parent].end
+        )
         edge = inside and (segment.items[item.parent].start, segment.items[item.parent].end)
         # a kept element or an image between words keeps the spaces it stood between ("Run
         # <code>ls</code> now" came back "Ein<code>ls</code> ..."): one where the output has none

@@ -34,12 +34,15 @@ LINE = re.compile(r"[^\r\n\t]+")
 # Web and mail addresses: no words to translate (a model asked to turns them into words: a URL came back
 # as "Tomeeee"), and no words to identify a language by. The characters of a URL, not the CJK text that
 # follows one without a space; the punctuation that ends a sentence after one is not its own.
-_NOT_URL = '\\s<>"\u0e00-\u0e7f\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef'
+_UNSPACED = "\u0e00-\u0e7f\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
+_NOT_URL = f'\\s<>"{_UNSPACED}'
+_W = f"[^\\W{_UNSPACED}]"  # a letter or digit (any script's but those written without spaces) or _
 ADDRESSES = re.compile(
     rf"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^{_NOT_URL}]+"  # not the Thai, Hangul or CJK after it
-    # a mail address (`mailto:` and a `?subject=` after it; git's `git@host:org/repo.git`)
-    r"|(?<![A-Za-z0-9._%+-])(?:mailto:)?[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-    rf"(?:[:?][^{_NOT_URL}]+|(?![A-Za-z0-9-]))",
+    # a mail address, `müller@firma.de` too (`mailto:` and a `?subject=` after it; git's
+    # `git@host:org/repo.git`), beginning where its run of address characters does
+    rf"|(?<!{_W})(?<![.%+-])(?:mailto:)?(?:{_W}|[.%+-])+@(?:{_W}|-)+(?:\.(?:{_W}|-)+)*\.[^\W\d_{_UNSPACED}]{{2,}}"
+    rf"(?:[:?][^{_NOT_URL}]+|(?!{_W}|-))",
     re.IGNORECASE,
 )
 TRAILING = ".,;:!?'\"»”’)]}"  # what ends a sentence or closes a bracket or quote after an address

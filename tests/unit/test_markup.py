@@ -313,9 +313,25 @@ def test_an_address_stands_before_the_punctuation_after_it_and_a_link_of_its_url
         ("See the article (https://x.org/Foo_(bar)).", "Siehe den Artikel.", "0-0 1-1 2-2",
          "Siehe den Artikel (https://x.org/Foo_(bar))."),
         ('He said "https://example.com".', "Er sagte.", "0-0 1-1", 'Er sagte "https://example.com".'),
+        # at the edge of an ordinary element: its space kept (the edge rule is a link-of-its-URL's)
+        ("See <b>https://x.org for details</b>.", "Einzelheiten siehe.", "0-1 2-0 3-0",
+         "<b>Einzelheiten https://x.org</b> siehe."),
     ]
     for source, translation, alignment, expected in cases:
         nodes = parse(source, "html")
         (segment,) = segments(nodes)
         placed = place_segment(segment, [(0, len(segment.plain.rstrip()))], [translation], [alignment])
         assert render(nodes, "html", iter([placed])) == expected, source
+
+
+def test_an_address_beside_a_line_break_an_image_or_a_comment_is_kept_one_glued_to_a_placeholder_is_not():
+    """Only what a word can run on through (an inline element, a placeholder) leaves an address in the
+    text; beside a <br>, an image or a comment it went to the model again."""
+    from mt.text.markup import parse, segments
+
+    for source in ("Line one<br>https://x.org/docs", "Visit https://x.org<br>Next", "Web: <img src=a.png>www.x.org here",
+                   "See <!-- c -->https://x.org"):
+        (segment,) = segments(parse(source, "html"))
+        assert "x.org" not in segment.plain and any(getattr(i.node, "address", False) for i in segment.items), source
+    (segment,) = segments(parse('See https://x.org/<span translate="no">%s</span>/docs', "html"))
+    assert "https://x.org/" in segment.plain  # its tail (/docs) is beyond the placeholder

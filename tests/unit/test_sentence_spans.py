@@ -171,6 +171,8 @@ def test_web_and_mail_addresses_are_found_without_the_punctuation_after_them():
         # the whole of what follows a mail address without a space: git's path, mailto's query
         "Clone git@github.com:org/repo.git now.": ["git@github.com:org/repo.git"],
         "Write to mailto:john@example.com?subject=Hi today.": ["mailto:john@example.com?subject=Hi"],
+        "Mail müller@firma.de now, or josé@x.org.": ["müller@firma.de", "josé@x.org"],
+        "이메일a@b.com로": ["a@b.com"],
     }
     for text, expected in cases.items():
         assert [text[a:b] for a, b in address_spans(text)] == expected, text

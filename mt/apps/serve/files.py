@@ -219,7 +219,8 @@ class BatcherUnits:
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
         if found.foreign is not None:
-            raise ApiError(400, f"file: {found.foreign} is not supported: {found.message(langs.readable)}")
+            what = f"{found.script} script" if found.script else found.foreign
+            raise ApiError(400, f"file: {what} is not supported: {found.message(langs.readable)}")
 
     def search(self, lines: list[str], options: DecodeOptions) -> list[list[tuple]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher (class docstring)."""

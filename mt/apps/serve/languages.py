@@ -129,7 +129,8 @@ class Languages:
                 detected.append({"confidence": confidence(item.confidence), "language": target})
             elif item.foreign is not None:
                 where = f"{fields[i]}: " if fields else ""
-                raise ApiError(400, f"{where}{item.foreign} is not supported: {item.message(self.readable)}")
+                what = f"{item.script} script" if item.script else item.foreign  # a short text known by its script
+                raise ApiError(400, f"{where}{what} is not supported: {item.message(self.readable)}")
             else:
                 detected.append({"confidence": confidence(item.confidence), "language": item.language})
         return detected, same
