@@ -264,6 +264,18 @@ def test_evaluate_names_both_files_when_they_do_not_pair_up(experiment, tmp_path
     assert code == 0 and json.loads(out)["bleu_signature"].startswith("nrefs:2|"), err
 
 
+def test_evaluate_tokenized_into_chinese_is_refused_before_the_model_loads(experiment, tmp_path, capsys, monkeypatch):
+    """Moses leaves a sentence without spaces one word: refused, but only once the split was translated."""
+    import yaml
+
+    config = yaml.safe_load((experiment.root / "config.yaml").read_text(encoding="utf-8"))
+    config["data"]["tgt_lang"] = "zho_Hans"
+    (tmp_path / "zh").mkdir()
+    (tmp_path / "zh" / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")  # no model at all
+    result = mt(capsys, monkeypatch, "evaluate", "--exp", str(tmp_path / "zh"), "--tokenized")
+    one_error(*result, 2, "--tokenized into zho_Hans: Moses' tokenizer does not cut a text written without spaces")
+
+
 def test_version_names_mt_and_what_it_runs_on(capsys, monkeypatch):
     import torch
 
