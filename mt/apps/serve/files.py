@@ -168,6 +168,11 @@ def chars_to_translate(texts: list[str], fmt: Format) -> int:
     return sum(len(language_text(text, fmt)) for text in texts if text.strip())
 
 
+class InTarget(Exception):
+    """`source: auto` found the document in its target language: it comes back as it is, as a text in
+    its target does from /translate (LibreTranslate's identity translation)."""
+
+
 class BatcherUnits:
     """`mt.documents.units.Units` for a format module running in a worker thread: each call's texts cut
     into sentences (or planned as markup) here, their sentences searched by the server's batcher in
@@ -218,6 +223,9 @@ class BatcherUnits:
             found = langs.identifier.identify(" ".join(" ".join(lines)[:SAMPLE].split()))
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
+        target = self.options.tgt_lang
+        if target is not None and (found.written_in(target) or (found.foreign is None and found.language == target)):
+            raise InTarget
         if found.foreign is not None:
             what = f"{found.script} script" if found.script else found.foreign
             raise ApiError(400, f"file: {what} is not supported: {found.message(langs.readable)}")
@@ -399,6 +407,8 @@ class Documents:
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
                 )
             translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
+        except InTarget:  # found in its target by `source: auto`
+            return self.results.put(name, upload.data)
         except (ApiError, Abandoned):
             raise
         except DocumentError as exc:
