@@ -114,7 +114,7 @@ def train(
         with (
             _StopSignal() as stop,
             log.make_progress() as progress,
-            open_train_log(exp, group, cfg.train.tensorboard) as log_file,
+            open_train_log(exp, group, cfg.train.tensorboard, trainer.state.step if resumed else None) as log_file,
         ):
             loop = _Loop(run, stop, progress, log_file, saved_at=trainer.state.step if resumed else -1)
             try:

@@ -66,7 +66,9 @@ def load_train_log(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
 class TensorBoardLog:
     """train.tensorboard: each train.jsonl record's numbers as TensorBoard scalars against the step."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, purge_step: int | None = None):
+        """`purge_step`: a resumed run's first step; what an earlier run logged from it on (past the
+        checkpoint it resumes from) is hidden, as the resumed run logs those steps again."""
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
@@ -74,7 +76,7 @@ class TensorBoardLog:
                 "train.tensorboard: needs the tensorboard package: pip install tensorboard "
                 "(in mt's checkout: pip install -e '.[tensorboard]'), or set train.tensorboard: false"
             ) from None
-        self.writer = SummaryWriter(log_dir=str(directory))
+        self.writer = SummaryWriter(log_dir=str(directory), purge_step=purge_step)
 
     def write(self, record: dict[str, Any]) -> None:
         for key, tag in TENSORBOARD_TAGS.items():
@@ -100,12 +102,15 @@ class TrainLog:
 
 
 @contextmanager
-def open_train_log(exp: Experiment, group: Distributed, tensorboard: bool) -> Iterator[TrainLog | None]:
-    """The log for rank 0; None for the other processes."""
+def open_train_log(
+    exp: Experiment, group: Distributed, tensorboard: bool, resumed_at: int | None = None
+) -> Iterator[TrainLog | None]:
+    """The log for rank 0; None for the other processes. `resumed_at`: the step a resumed run starts
+    from (TensorBoard's events past it, an earlier run's, are purged)."""
     if not group.is_main:
         yield None
         return
-    board = TensorBoardLog(exp.tensorboard_dir) if tensorboard else None
+    board = TensorBoardLog(exp.tensorboard_dir, None if resumed_at is None else resumed_at + 1) if tensorboard else None
     try:
         end_last_line(exp.train_log_path)
         with open(exp.train_log_path, "a", encoding="utf-8") as handle:

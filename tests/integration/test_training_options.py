@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -91,7 +92,8 @@ def test_without_ema_nothing_changes_and_a_bad_decay_is_refused(base, tmp_path):
 def test_tensorboard_events_hold_the_logged_numbers(base, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=10, log_every=5, valid_every=5, tensorboard=True)
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=10, log_every=5, valid_every=5, save_every=5,
+                               tensorboard=True)
     train(exp, cfg)
     events = EventAccumulator(str(exp.tensorboard_dir))
     events.Reload()
@@ -102,6 +104,14 @@ def test_tensorboard_events_hold_the_logged_numbers(base, tmp_path):
     logged = {r["step"]: r["loss"] for r in records if "loss" in r}
     assert {e.step: round(e.value, 4) for e in events.Scalars("train/loss")} == pytest.approx(logged, abs=1e-4)
     assert [e.step for e in events.Scalars("valid/ppl")] == [5, 10]
+    # resumed from step 5 (last.pt put back): the earlier run's events past it are purged, not shown
+    # beside the new run's for the same steps
+    shutil.copy(exp.checkpoint_path("step_5"), exp.checkpoint_path("last"))
+    train(exp, cfg)
+    events = EventAccumulator(str(exp.tensorboard_dir))
+    events.Reload()
+    assert [e.step for e in events.Scalars("valid/ppl")] == [5, 10]
+    assert [e.step for e in events.Scalars("train/loss")] == [5, 10]
 
 
 @pytest.mark.slow
