@@ -133,6 +133,12 @@ def text_search(
     if not addressed:
         return plain_search(translator, texts, options, first_line, progress, names)
     label = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
+    if any("\t" in texts[i] for i in addressed):  # each column its own text, as plain text's pieces are
+        cells, owner = columns(texts, label)
+        found = text_search(translator, [cell for cell, _ in cells], options, first_line, None, [n for _, n in cells])
+        if progress is not None:
+            progress(len(texts))
+        return joined_columns(texts, owner, found)
     rest = [i for i in range(len(texts)) if i not in addressed]
     results: list[list[tuple]] = [[] for _ in texts]
     if rest:
@@ -149,9 +155,34 @@ def text_search(
     return results
 
 
-# A line the markup route would change beyond its addresses: columns (a tab is a space in markup's
-# text), a lone CR (a line break to the HTML parser), control characters (the parser's U+FFFD)
-NOT_THROUGH_MARKUP = re.compile(r"[\t\r\x00-\x08\x0b-\x1f\x7f]")
+# A line the markup route would change beyond its addresses: a lone CR (a line break to the HTML
+# parser), control characters (the parser's U+FFFD); a tab is a space in markup's text: a line's
+# columns go their own ways (`columns`)
+NOT_THROUGH_MARKUP = re.compile(r"[\r\x00-\x08\x0b-\x1f\x7f]")
+
+
+def columns(texts: list[str], names: list[str]) -> tuple[list[tuple[str, str]], list[int]]:
+    """Every text's tab-separated columns as texts of their own (with the text's name), and the text
+    each belongs to."""
+    cells, owner = [], []
+    for i, text in enumerate(texts):
+        for cell in text.split("\t"):
+            cells.append((cell, names[i]))
+            owner.append(i)
+    return cells, owner
+
+
+def joined_columns(texts: list[str], owner: list[int], found: list[list[tuple]]) -> list[list[tuple]]:
+    """Each text's columns' translations joined by its tabs again, with their mean score (`columns`)."""
+    results: list[list[tuple]] = []
+    for i, text in enumerate(texts):
+        mine = [hyps for k, hyps in zip(owner, found) if k == i]
+        if len(mine) == 1:  # no tab: its hypotheses as they are
+            results.append(mine[0])
+            continue
+        scored = [hyps[0][1] for hyps, cell in zip(mine, text.split("\t")) if cell.strip()]
+        results.append([("\t".join(hyps[0][0] for hyps in mine), sum(scored) / len(scored) if scored else 0.0)])
+    return results
 
 
 def addresses_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:

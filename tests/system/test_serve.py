@@ -427,6 +427,11 @@ def test_web_and_mail_addresses_come_back_as_they_were_in_text_html_and_v1(serve
     # the page asks for 3 alternatives: such a line is its one translation (its addresses went to the model)
     page = ok(f"{server.url}/v1/translate", {"text": text, "nbest": 3})["translations"]
     assert [t["text"] for t in page] == v1 and len(page[0]["nbest"]) == 1 and len(page[2]["nbest"]) == 3
+    # a row of columns: each its own text, the address kept in its cell (a tab is a space to markup)
+    row = f"{LINES[0]}\t{LINES[1].rstrip('.')} https://x.org/row ."
+    out = ok(f"{server.url}/translate", {"q": row, "source": "de", "target": "en"})["translatedText"]
+    assert out.count("\t") == 1 and "https://x.org/row" in out.split("\t")[1]
+    assert [h[0][0] for h in text_search(reference, [row])] == [out]
     # what markup would change beyond the address (a lone CR, a control character) stays plain text's
     odd = [f"{LINES[0]}\r{LINES[1]} https://x.org", f"{LINES[0]} \x07 https://x.org"]
     assert [hyps[0][0].count("\r") for hyps in text_search(reference, odd)] == [1, 0]

@@ -38,7 +38,7 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 from mt.text.markup import Format, MarkupError, plain_text
-from mt.text.markup_translate import addresses_apply, addresses_kept, aligned, finish, plan
+from mt.text.markup_translate import addresses_apply, addresses_kept, aligned, columns, finish, joined_columns, plan
 from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
@@ -74,6 +74,10 @@ class Service:
         addressed = (
             [i for i, line in enumerate(lines) if addresses_kept(line)] if addresses_apply(options, True) else []
         )
+        if any("\t" in lines[i] for i in addressed):  # each column its own line, as plain text's pieces are
+            cells, owner = columns(lines, lines)
+            by_cell, cut = await self.translate(request, [cell for cell, _ in cells], options)
+            return joined_columns(lines, owner, by_cell), cut
         if addressed:
             rest = [i for i in range(len(lines)) if i not in addressed]
             results: list[list] = [[] for _ in lines]
