@@ -30,7 +30,7 @@ from mt.documents.formats import DocumentOptions
 from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse, segments, write
-from mt.text.sentences import address_spans
+from mt.text.sentences import address_spans, split_at
 
 ESCAPE = re.compile(r"([\\`*_~\[\]<])|&(?=#?\w+;)")  # what Markdown would read as markup (or an entity)
 BLOCK_START = re.compile(r"^( *)(?:(\d+)(?=[.)])|(?=[#>+=-]))")  # a line's text that would start a block
@@ -218,13 +218,12 @@ def escaped(text: str) -> str:
     """Text escaped where Markdown would read it as markup, but for its web and mail addresses, written
     as they were (kept out of the translation: `repo\\_name` would be another link where they are
     linked bare)."""
-    parts, at = [], 0
-    for start, end in [*address_spans(text), (len(text), len(text))]:
-        parts.append(ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", text[at:start]))
+    parts = []
+    for before, address in split_at(text, address_spans(text)):
+        parts.append(ESCAPE.sub(lambda m: "\\" + m.group() if m.group(1) else "&amp;", before))
         # in an address, only what could start or end emphasis (`*`, a `_` at a word's edge: the
         # author's `\_\_init\_\_`; `repo_name`'s stays)
-        parts.append(ENTITY_LIKE.sub("&amp;", EMPHASIS.sub(r"\\\g<0>", text[start:end])))
-        at = end
+        parts.append(ENTITY_LIKE.sub("&amp;", EMPHASIS.sub(r"\\\g<0>", address)))
     return "".join(parts)
 
 

@@ -44,13 +44,9 @@ def without_addresses(text: str) -> str:
     """The text that tells its language: web and mail addresses (mt.text.sentences.address_spans) taken
     out, which say nothing of it, and whose letters outvoted its words: "Mehr dazu unter
     https://www.example.com/documentation/getting-started" was English to a German model."""
-    from mt.text.sentences import address_spans
+    from mt.text.sentences import address_spans, split_at
 
-    parts, at = [], 0
-    for start, end in address_spans(text):
-        parts.append(text[at:start])
-        at = end
-    return " ".join([*parts, text[at:]])
+    return " ".join(before for before, _ in split_at(text, address_spans(text)))
 
 
 class Unidentifiable(MtError):

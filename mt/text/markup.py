@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Union
 
 from mt.errors import MtError
-from mt.text.sentences import address_spans, enclosed
+from mt.text.sentences import address_spans, enclosed, split_at
 
 Format = Literal["text", "html", "xml"]
 FORMATS: tuple[str, ...] = ("text", "html", "xml")
@@ -412,18 +412,14 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     previous: Node | None = None
     for i, node in enumerate(nodes):
         if isinstance(node, str):
-            at = 0  # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
-            for start, end in [
-                *kept_addresses(node, i > 0 and glues(previous), i + 1 < len(nodes) and glues(nodes[i + 1])),
-                (len(node), len(node)),
-            ]:
-                part = node[at:start]
+            # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
+            kept = kept_addresses(node, i > 0 and glues(previous), i + 1 < len(nodes) and glues(nodes[i + 1]))
+            for part, address in split_at(node, kept):
                 segment.text += part
                 segment.plain += part.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
-                if end > start:
-                    address = Raw(html.escape(node[start:end], quote=False), address=True)
-                    segment.items.append(Inline(address, len(segment.text), len(segment.text), parent))
-                at = end
+                if address:
+                    kept_as = Raw(html.escape(address, quote=False), address=True)
+                    segment.items.append(Inline(kept_as, len(segment.text), len(segment.text), parent))
             previous = node
             continue
         if isinstance(previous, Element) and isinstance(node, Element) and _word_end(segment.text):

@@ -145,11 +145,11 @@ def text_search(
         found = plain_search(translator, [texts[i] for i in rest], options, first_line, None, [label[i] for i in rest])
         for i, hyps in zip(rest, found):
             results[i] = hyps
-    lines = [html.escape(texts[i], quote=False) for i in addressed]
+    lines = [as_fragment(texts[i]) for i in addressed]
     for i, hyps in zip(
         addressed, search(translator, lines, options, first_line, None, "html", [label[i] for i in addressed])
     ):
-        results[i] = [(html.unescape(text), *more) for text, *more in hyps]
+        results[i] = as_text(hyps)
     if progress is not None:
         progress(len(texts))
     return results
@@ -159,6 +159,16 @@ def text_search(
 # parser), control characters (the parser's U+FFFD); a tab is a space in markup's text: a line's
 # columns go their own ways (`columns`)
 NOT_THROUGH_MARKUP = re.compile(r"[\r\x00-\x08\x0b-\x1f\x7f]")
+
+
+def as_fragment(text: str) -> str:
+    """A plain-text line as an HTML fragment of text alone, for markup's search (its addresses kept)."""
+    return html.escape(text, quote=False)
+
+
+def as_text(hyps: list[tuple]) -> list[tuple]:
+    """Hypotheses of an `as_fragment` line as plain text again."""
+    return [(html.unescape(text), *more) for text, *more in hyps]
 
 
 def columns(texts: list[str], names: list[str]) -> tuple[list[tuple[str, str]], list[int]]:

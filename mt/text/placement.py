@@ -260,24 +260,20 @@ def build(
             end = start
         if start > at:
             nodes.append(output[at:start])
-        # (only in a parent that holds addresses alone, a link written as its URL, which is spaced itself)
-        inside = (
-            item.parent is not None
-            and addressed
+        # an address in a parent that holds addresses alone (a link written as its URL) leaves its
+        # spaces to that parent, which is spaced itself
+        in_address_only = (
+            addressed
             and isinstance(node, Raw)
+            and item.parent is not None
             and segment.items[item.parent].start == segment.items[item.parent].end
         )
-        edge = inside and (segment.items[item.parent].start, segment.items[item.parent].end)
         # a kept element or an image between words keeps the spaces it stood between ("Run
         # <code>ls</code> now" came back "Ein<code>ls</code> ..."): one where the output has none
-        # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself); an
-        # address at its parent's edge leaves that to its parent
-        seen = shown(node) if isinstance(node, Raw) or node.void else addressed
+        # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself)
+        seen = not in_address_only and (shown(node) if isinstance(node, Raw) or node.void else addressed)
         spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
         spaced_after = seen and item.end < len(text) and text[item.end].isspace()
-        if edge:
-            spaced_before = spaced_before and item.start != edge[0]
-            spaced_after = spaced_after and item.end != edge[1]
         if spaced_before and not output[start - 1].isspace() and not UNSPACED.match(output[start - 1]):
             nodes.append(" ")  # (none beside a word of a script written without spaces)
         if isinstance(node, Raw) or node.void:

@@ -67,6 +67,16 @@ def address_spans(text: str) -> list[Span]:
     return spans
 
 
+def split_at(text: str, spans: list[Span]) -> list[tuple[str, str]]:
+    """`text` as (what precedes a span, the span's text) pairs, in order, the last span "" (what
+    follows the last one): the one walk of every caller that treats addresses apart from the rest."""
+    pairs, at = [], 0
+    for start, end in [*spans, (len(text), len(text))]:
+        pairs.append((text[at:start], text[start:end]))
+        at = end
+    return pairs
+
+
 def enclosed(text: str, span: Span) -> Span:
     """`span` with the bracket or quotes right around it (`(https://x.org)`, `"www.x.org"`, `<...>`):
     kept with the address, where the translation would part them."""

@@ -6,7 +6,6 @@ them to HTTP). Requests are read and checked by `mt.apps.serve.requests`; every 
 from __future__ import annotations
 
 import asyncio
-import html as html_text  # (`html` names a request's format below)
 import json
 import re
 from dataclasses import replace
@@ -38,7 +37,17 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import ConfigError
 from mt.text.markup import Format, MarkupError, plain_text
-from mt.text.markup_translate import addresses_apply, addresses_kept, aligned, columns, finish, joined_columns, plan
+from mt.text.markup_translate import (
+    addresses_apply,
+    addresses_kept,
+    aligned,
+    as_fragment,
+    as_text,
+    columns,
+    finish,
+    joined_columns,
+    plan,
+)
 from mt.text.translate import join, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
@@ -86,9 +95,9 @@ class Service:
                 found, cuts = await self.translate(request, [lines[i] for i in rest], options)
                 for i, hyps in zip(rest, found):
                     results[i] = hyps
-            escaped = [html_text.escape(lines[i], quote=False) for i in addressed]
+            escaped = [as_fragment(lines[i]) for i in addressed]
             for i, hyps in zip(addressed, await self.translate_markup(request, escaped, options, "html")):
-                results[i] = [(html_text.unescape(text), *more) for text, *more in hyps]
+                results[i] = as_text(hyps)
             return results, cuts
         texts = lines
         if options.src_lang is None and len(self.translator.directions.sources()) > 1:
