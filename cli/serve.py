@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -15,6 +16,14 @@ EXAMPLES = examples(
     "mt serve --exp exp/de-en --host 0.0.0.0 --port 5000 --api-key SECRET --max-tokens 4000",
     "mt serve --exp exp/de-en --quantize int8 --shortlist --engine ctranslate2 --length-penalty length",
 )
+
+
+def _key_given(value: Optional[str]) -> Optional[str]:
+    """An empty key (`--api-key "$KEY"` with KEY unset, or MT_API_KEY set to nothing) is refused: taken as
+    no key, the server started open without a word."""
+    if (value is not None and not value.strip()) or (value is None and os.environ.get("MT_API_KEY") == ""):
+        raise typer.BadParameter("empty: give the key, or leave out --api-key and MT_API_KEY to serve without one")
+    return value
 
 
 @decode_flags(batch_tokens=False)  # the server's search; --max-tokens, --parallel and --engine are its own
@@ -112,6 +121,7 @@ def serve(
             envvar="MT_API_KEY",
             show_envvar=True,
             help="Refuse requests without this key (403): LibreTranslate's api_key field, or the header Authorization: Bearer KEY or X-API-Key.",
+            callback=_key_given,
         ),
     ] = None,
     precision: Precision = "fp32",

@@ -22,6 +22,7 @@ from mt.errors import MtError
 _umask = os.umask(0)
 os.umask(_umask)
 _FILE_MODE = 0o666 & ~_umask  # what open() would give a new file
+DIR_MODE = 0o777 & ~_umask  # what mkdir would give a new directory (mkdtemp's are private)
 
 
 HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40] or "host"  # as a temporary's name holds it

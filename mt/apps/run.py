@@ -465,8 +465,18 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
         log.info(f"average: done already ({target})")
         return
     log.info("[bold]average[/bold]")
-    n = len(_average_sources(exp, cfg)) or 1  # none: average_last says so
-    path, used = average_last(exp, n, force=True)
+    if not _average_sources(exp, cfg) and exp.checkpoint_path("last").exists():
+        # a training shorter than train.save_every: the run goes on, with the one model it has (it stopped here)
+        from mt.experiment.checkpoint_file import save_checkpoint
+        from mt.training.average import average_checkpoints
+
+        log.warn(
+            f"average: no periodic checkpoint to average (train.save_every {cfg.train.save_every} saved none before "
+            "training ended): average.pt holds last.pt's model; lower train.save_every to average several"
+        )
+        save_checkpoint(target, average_checkpoints([exp.checkpoint_path("last")]))
+        return
+    path, used = average_last(exp, len(_average_sources(exp, cfg)) or 1, force=True)
     log.info(f"averaged {', '.join(p.stem for p in used)} into {path}")
 
 

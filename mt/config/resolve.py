@@ -20,7 +20,9 @@ from mt.errors import ConfigError
 
 # Settings of `mt binarize`, not of the tokenizer: they may change after the tokenizer is trained,
 # until the data are written.
-BINARIZE_FIELDS = (
+BINARIZE_FIELDS = (  # and the splits the tokenizer does not read: a mistyped valid path is corrected before binarize
+    "data.valid",
+    "data.test",
     "data.max_len",
     "data.max_len_ratio",
     "data.dedup",

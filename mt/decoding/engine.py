@@ -91,7 +91,8 @@ def unsupported(translator, options: DecodeOptions) -> str | None:
     engine = translator.engine
     if o.shortlist and engine is not None and not engine.vmap:  # built before `mt shortlist`, or without a map
         return (
-            f"--shortlist: the CTranslate2 engine in {engine.directory} has no {VMAP_FILE} (restart to build it again)"
+            f"--shortlist: the CTranslate2 engine in {engine.directory} has no {VMAP_FILE} (built before "
+            "`mt shortlist`: restart to build it again; or the shortlist cannot be written as one: its warning says why)"
         )
     if beam and o.nbest > 1 and (o.length_penalty == "none" or o.alpha == 0):
         # without a penalty it stops once its best hypothesis finished and --nbest have, not `beam`
@@ -246,10 +247,13 @@ def engine(translator, options: DecodeOptions, threads: int | None = None) -> CT
     reason = reason or (None if strict else translator.engine_failure)
     if reason is None:
         current = load(translator, options.workers, threads, strict=strict)
-        if current is not None:
+        # asked again of the engine now loaded: what it was built with (a vocabulary map) can refuse the call
+        reason = translator.engine_failure if current is None else unsupported(translator, options)
+        if reason is not None and strict:
+            raise MtError(_refusal(reason))
+        if current is not None and reason is None:
             translator.say(f"engine: {current.describe()}")
             return current
-        reason = translator.engine_failure
     translator.say(f"engine: mt's search ({reason})")
     return None
 

@@ -59,9 +59,10 @@ def _serve(load: Callable, load_args: dict[str, Any], threads: int, tasks, resul
                 continue
             if task is None:
                 return
-            key, sources, options = task
+            key, sources, options, *rest = task  # rest: the shortlist vocabulary, where given
             try:
-                found = translator.search_batch(translator.pad_sources(sources), options)
+                vocab = rest[0] if rest else None
+                found = translator.search_batch(translator.pad_sources(sources), options, vocab=vocab)
                 results.put((key, found, None))
             except BaseException as exc:  # the caller raises it; this process goes on
                 results.put((key, None, f"{type(exc).__name__}: {exc}"))
@@ -104,9 +105,10 @@ class SearchProcesses:
             for process in self.processes:
                 process.start()
 
-    def map(self, batches: list[tuple[list[list[int]], Any]]) -> Iterator[list]:
+    def map(self, batches: list[tuple[Any, ...]]) -> Iterator[list]:
         """Each batch's hypotheses (`Translator.search_batch`), in order, the batches searched side by
-        side: (source ids, resolved options) each. Calls from several threads take turns."""
+        side: (source ids, resolved options), or with a third, the shortlist vocabulary of the group
+        a batch is part of. Calls from several threads take turns."""
         with self._lock:
             self.calls += 1
             call = self.calls

@@ -179,13 +179,15 @@ class Translator:
         first_line: int = 0,
         progress: Callable[[int], None] | None = None,
         reseed: bool = True,
+        names: list[str] | None = None,
     ) -> list[list[tuple]]:
         """For each line, up to `options.nbest` (translation, score) pairs, best first; with
         `options.alignment_layer`, (translation, score, alignment) triples. With `options.constraints`
         each line is SOURCE<TAB>PHRASE<TAB>...: every translation contains each target phrase
-        (mt.search.constrained). Warnings name input lines counted from `first_line` + 1, and sampling
-        draws from its seed + `first_line` (`reseed` False: the caller seeds each call itself). `progress`
-        is called with the number of lines done as each batch finishes (not when pivoting)."""
+        (mt.search.constrained). Warnings name input lines counted from `first_line` + 1 (or by `names`,
+        where the lines are pieces of texts), and sampling draws from its seed + `first_line` (`reseed`
+        False: the caller seeds each call itself). `progress` is called with the number of lines done as
+        each batch finishes (not when pivoting)."""
         options = (options or DecodeOptions()).resolved(self.decode_cfg)
         if options.sampling is not None and first_line and reseed:  # a stream's later calls draw anew
             options = replace(
@@ -201,9 +203,10 @@ class Translator:
             )
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results: list[list[tuple]] = [[empty] for _ in lines]
-        todo, encoded, cuts = self.encode_lines(lines, first_line, tag)
+        todo, encoded, cuts = self.encode_lines(lines, first_line, tag, names)
         for warning in cuts:
             log.warn(warning)
+        names = names or [f"input line {first_line + i + 1}" for i in range(len(lines))]
         if progress is not None and len(todo) < len(lines):
             progress(len(lines) - len(todo))  # blank lines: done
         phrase_ids, unmet = None, []
@@ -215,25 +218,26 @@ class Translator:
             phrase_ids = [[ids for ids in self.tgt_tok.encode(normal[i]) if ids] if normal[i] else [] for i in todo]
             searched = set(todo)
             for i in (i for i, found in enumerate(phrases) if found and i not in searched):
-                log.warn(f"input line {first_line + i + 1}: no source to translate: its constraints are not used")
+                log.warn(f"{names[i]}: no source to translate: its constraints are not used")
         for i, hyps in zip(todo, self.search_encoded(encoded, options, phrase_ids, unmet, progress)):
             results[i] = hyps
         for k in unmet:
             log.warn(
-                f"input line {first_line + todo[k] + 1}: not every constraint fits within the length limit "
+                f"{names[todo[k]]}: not every constraint fits within the length limit "
                 f"(--max-len-a/--max-len-b); the translation that met the most"
             )
         return results
 
     def encode_lines(
-        self, lines: list[str], first_line: int = 0, tag: int | None = None
+        self, lines: list[str], first_line: int = 0, tag: int | None = None, names: list[str] | None = None
     ) -> tuple[list[int], list[list[int]], list[str]]:
         """The indices of the non-blank lines, their source ids (no EOS; after `tag`, a multilingual
         model's target token: `directions.tag`) cut to the model's positions, and one warning per cut
-        line ("input line N: T tokens, cut to M"). A line the tokenizer reads as nothing (only
+        line ("input line N: T tokens, cut to M"; `names`: what each line is called instead). A line the tokenizer reads as nothing (only
         zero-width characters, which its normalisation removes) is blank too: searched from EOS
         alone, the model would write a sentence that is not in the input."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
+        names = names or [f"input line {first_line + i + 1}" for i in range(len(lines))]
         form = self.unicode_form
         texts = [lines[i] if form is None else unicodedata.normalize(form, lines[i]) for i in todo]
         encoded = self.src_tok.encode(texts) if todo else []
@@ -245,7 +249,7 @@ class Translator:
             if tags and not tags.keys().isdisjoint(ids):
                 written = ", ".join(language_tag(tags[i]) for i in dict.fromkeys(ids) if i in tags)
                 cuts.append(
-                    f"input line {first_line + todo[k] + 1}: {written} in the text is the model's language "
+                    f"{names[todo[k]]}: {written} in the text is the model's language "
                     "tag: left out (the target is the one asked for)"
                 )
                 kept = [i for i in ids if i not in tags]
@@ -255,7 +259,7 @@ class Translator:
         room = self.max_src_tokens - (tag is not None)
         for k, ids in enumerate(encoded):
             if len(ids) > room:
-                cuts.append(f"input line {first_line + todo[k] + 1}: {len(ids)} tokens, cut to {room}")
+                cuts.append(f"{names[todo[k]]}: {len(ids)} tokens, cut to {room}")
                 encoded[k] = ids[:room]
         if tag is not None:
             encoded = [[tag, *ids] for ids in encoded]
@@ -324,9 +328,17 @@ class Translator:
         # thread, and their passes run here, one at a time, while the workers search the next batches.)
         workers = 1 if generator is not None else workers_for(options.workers, self.device)
         if workers > 1 and options.parallel == "processes" and not constrained and self.load_args is not None:
-            batches = [(False, half) for _, group in batches for half in split_for(group, len(batches), workers)]
+            # A group cut in halves keeps the whole group's shortlist candidates: the halves' own would
+            # make the translations differ from the same group's searched in threads.
+            vocabs = [
+                self._group_vocabulary([encoded[k] for k in g]) if options.shortlist else None for _, g in batches
+            ]
+            halves = [
+                (half, vocab) for (_, g), vocab in zip(batches, vocabs) for half in split_for(g, len(batches), workers)
+            ]
+            batches = [(False, half) for half, _ in halves]
             one = replace(options, workers=1)
-            batched = self.search_processes(workers).map([([encoded[k] for k in g], one) for _, g in batches])
+            batched = self.search_processes(workers).map([([encoded[k] for k in h], one, v) for h, v in halves])
             searched: Iterator[tuple[torch.Tensor | None, list]] = _without_sources(batched)
         else:
             searched = search_batches(batches, search, workers)
@@ -337,6 +349,8 @@ class Translator:
                     if unmet is not None:
                         unmet += [k for k, result in zip(group, found) if not result.all_met]
                     found = [result.hypotheses for result in found]
+                    if options.beam == 1:  # greedy's score, the log-probability, as the other lines' at beam 1
+                        found = [[replace(h, score=h.logprob) for h in hyps] for hyps in found]
                 for k, hyps in zip(group, found):
                     texts = self.tgt_tok.decode([h.tokens for h in hyps])
                     results[k] = [(text, h.score) for text, h in zip(texts, hyps)]
@@ -431,17 +445,25 @@ class Translator:
         return self.search_batch(src_ids, (options or DecodeOptions()).resolved(self.decode_cfg), None)[0][0]
 
     def search_batch(
-        self, src_ids: torch.Tensor, options: DecodeOptions, generator: torch.Generator | None = None
+        self,
+        src_ids: torch.Tensor,
+        options: DecodeOptions,
+        generator: torch.Generator | None = None,
+        vocab: torch.Tensor | None = None,
     ) -> list[list[Hypothesis]]:
         """One padded batch (sentences, src_len) searched as `options` (resolved) ask: sampling, greedy
         (beam 1) or beam search; each sentence's hypotheses, best first. With `options.shortlist`, over
-        the batch's candidates (mt.decoding.shortlist)."""
+        the batch's candidates (mt.decoding.shortlist), or `vocab`'s (those of the group it is part of)."""
         o = options
         if o.shortlist:
-            vocab = self._shortlist().batch_vocabulary(src_ids)
+            vocab = self._shortlist().batch_vocabulary(src_ids) if vocab is None else vocab
             found = self._search(shortlisted(self.model, vocab), src_ids, o, generator)
             return to_tokens(vocab, found)
         return self._search(self.model, src_ids, o, generator)
+
+    def _group_vocabulary(self, sources: list[list[int]]) -> torch.Tensor:
+        """The shortlist candidates of a batch of these source ids, as `search_batch` finds them."""
+        return self._shortlist().batch_vocabulary(self.pad_sources(sources))
 
     def _shortlist(self) -> Shortlist:
         """The shortlist a search with decode.shortlist uses: the experiment's, read the first time."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mt import log
 from mt.documents.formats import DocumentError
@@ -59,8 +59,22 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
     except UnicodeDecodeError as exc:
         if codec:
             raise DocumentError(f"not {codec} as its byte-order mark says: {exc.reason} at byte {exc.start}") from None
-        codec, text = guess(data)
+        codec, text = declared_reading(data, fmt) or guess(data)
     return text.replace("\r\n", "\n"), TextEncoding(codec or "utf-8", bom, line_ending(text))
+
+
+def declared_reading(data: bytes, fmt: str) -> tuple[str, str] | None:
+    """The codec a file that is not UTF-8 declares (HTML's meta, XLIFF's declaration, PO's header) and
+    its text, where it reads the bytes; None otherwise."""
+    found = DECLARED.get(fmt)
+    declared = found.search(data.decode("latin-1")) if found else None
+    if declared is None:
+        return None
+    try:
+        codec = codecs.lookup(declared.group(1)).name
+        return codec, data.decode(codec)
+    except (LookupError, UnicodeDecodeError):
+        return None
 
 
 def line_ending(text: str) -> str:
@@ -71,13 +85,62 @@ def line_ending(text: str) -> str:
 
 
 def guess(data: bytes) -> tuple[str, str]:
-    """charset_normalizer's best reading of bytes that are not UTF-8."""
+    """The likeliest reading of bytes that are not UTF-8, with a warning naming it: charset_normalizer's
+    best guess, unless that is a code page few files are in (a Mac's, a DOS one, hp_roman8) or a
+    Chinese, Japanese or Korean one under which the text is mostly Latin letters, and the bytes read
+    as Western European text in Windows-1252, the commonest encoding after UTF-8 (a short German
+    subtitle file's "Über" was big5's "鈁er")."""
     from charset_normalizer import from_bytes
 
     best = from_bytes(data).best()
-    if best is None:
+    latin = western(data)
+    if latin is not None and (best is None or not plausible(best.encoding, str(best))):
+        codec, text = "cp1252", latin
+    elif best is None:
         raise DocumentError("cannot tell the text's encoding (not UTF-8, and no other fits); convert it to UTF-8")
-    return best.encoding, str(best)
+    else:
+        codec, text = best.encoding, str(best)
+    log.warn(f"the document is not UTF-8: read as {codec}, a guess (convert it to UTF-8 if its text is wrong)")
+    return codec, text
+
+
+EAST_ASIAN = ("big5", "gb", "cp932", "cp936", "cp949", "cp950", "shift_jis", "euc", "johab", "hz", "iso2022")
+
+
+def plausible(codec: str, text: str) -> bool:
+    """Whether a guessed codec is one files are commonly in, and for an East Asian one, whether the
+    text it gives is mostly East Asian (a few accented letters read as CJK characters are not)."""
+    name = codec.lower()
+    if name.startswith(EAST_ASIAN):
+        letters = [c for c in text if c.isalpha()]
+        return len([c for c in letters if ord(c) >= 0x1100]) >= 0.3 * len(letters)
+    return name.startswith(("cp125", "iso8859", "latin", "koi8", "tis", "cp874", "utf"))
+
+
+WESTERN_PUNCTUATION = set("€£¥°§©®«»‹›‘’‚“”„–—…•·¡¿×÷±µ¶ºª¹²³½¼¾\xa0")
+
+
+def western(data: bytes) -> str | None:
+    """The bytes read as Windows-1252 if they look like text in a Western European language: every
+    character past ASCII a letter or common punctuation, and the letters past ASCII a minority of the
+    letters (Russian in cp1251 reads as Latin letters in cp1252, all of them past ASCII; Polish in
+    cp1250 as symbols inside words: "Za¿ó³æ"); None otherwise."""
+    import unicodedata
+
+    try:
+        text = data.decode("cp1252")
+    except UnicodeDecodeError:  # one of its five undefined bytes
+        return None
+    letters = accented = 0
+    for c in text:
+        if c.isascii():
+            letters += c.isalpha()
+        elif unicodedata.category(c).startswith("L"):
+            letters += 1
+            accented += 1
+        elif c not in WESTERN_PUNCTUATION:
+            return None
+    return text if accented and 3 * accented < letters else None
 
 
 def encode(text: str, encoding: TextEncoding, unwritable: str = "") -> bytes:
@@ -88,6 +151,15 @@ def encode(text: str, encoding: TextEncoding, unwritable: str = "") -> bytes:
     text, Markdown, subtitles); "header", in UTF-8 with the header's charset changed to it (PO, as
     msgconv does); "", refused with DocumentError."""
     body = text.replace("\n", encoding.newline)
+    if unwritable == "header" and (declared := DECLARED["po"].search(body)):
+        # a file without a header, read in a guessed codec, got one that says UTF-8: written as it says
+        try:
+            said = codecs.lookup(declared.group(1)).name
+            if said != encoding.codec and body.encode(encoding.codec):
+                log.warn(f"the translated file is written in {said}, as the header it was given says")
+                encoding = replace(encoding, codec=said)
+        except (LookupError, UnicodeEncodeError):  # (one it cannot write: below)
+            pass
     try:
         return encoding.bom + body.encode(encoding.codec)
     except UnicodeEncodeError as exc:

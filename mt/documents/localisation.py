@@ -124,6 +124,18 @@ def plural_forms(store, target: str) -> tuple[int, str | None]:
     return (language.nplurals or 2), (language.pluralequation or "(n != 1)")
 
 
+def translatable(unit) -> bool:
+    """Whether an XLIFF unit is to be translated: its own translate="no", else its nearest enclosing
+    <group>'s (2.0's <file> too), decides (translate-toolkit reads the unit's alone)."""
+    element = unit.xmlelement
+    while element is not None:
+        value = element.get("translate")
+        if value is not None:
+            return value != "no"
+        element = element.getparent()
+    return unit.istranslatable()
+
+
 def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     """An XLIFF file translated (module docstring)."""
     store, version = read_xliff(text)
@@ -131,7 +143,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     todo: list[tuple[Any, Any, Protected]] = []  # (unit, the segment's element: source or a seg-source mrk, ...)
     for unit in store.units:
         source, target = unit.get_source_dom(), unit.get_target_dom()
-        if not unit.istranslatable() or source is None or not "".join(source.itertext()).strip():
+        if not translatable(unit) or source is None or not "".join(source.itertext()).strip():
             continue
         if holds_translation(unit, target, version) and not options.retranslate:
             continue

@@ -26,6 +26,7 @@ import html
 import re
 from dataclasses import dataclass
 
+from mt import log
 from mt.documents.formats import DocumentOptions
 from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
@@ -321,8 +322,14 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
     return found
 
 
+TAG = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")
+
+
 def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
-    """The top-level HTML blocks with text that mt's markup writer gives back as they were."""
+    """The top-level HTML blocks with text whose tags mt's markup writer gives back as they were (in
+    its own spelling: `<P>` as `<p>`, `<img />` as `<img>`, attributes in double quotes); a block it
+    would change (one that opens an element a later block closes, `<details>` around Markdown) is
+    left as it is, with a warning."""
     found = []
     for token in tokens:
         if token.type != "html_block" or token.level or token.map is None:
@@ -330,20 +337,45 @@ def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
         start, end = offsets[token.map[0]], offsets[token.map[1]] - 1
         block = text[start:end]
         nodes = parse(block, "html")
-        if segments(nodes) and write(nodes, "html") == block and token.content.rstrip("\n") == block:
+        if not segments(nodes) or token.content.rstrip("\n") != block:
+            continue
+        if tags(write(nodes, "html")) == tags(block):
             found.append(Place(start, end, block, [], "html"))
+        elif any(segment.plain.strip() for segment in segments(nodes)):
+            log.warn(
+                f"line {token.map[0] + 1}: an HTML block left untranslated: its elements do not close within it "
+                "(Markdown between its tags)"
+            )
     return found
+
+
+def tags(html: str) -> list[tuple[str, str]]:
+    """The start and end tags of an HTML text, in order, their names in lower case."""
+    return [(slash, name.lower()) for slash, name in TAG.findall(html)]
 
 
 # TOML front matter (Hugo's, Zola's), which the front matter plugin (YAML's `---` only) would read as text
 TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n.*?\n\+\+\+[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
+def unreferenced(text: str, env: dict) -> None:
+    """A warning for each footnote nothing refers to: the footnote plugin drops it (renderers show none),
+    so it is left as it is, untranslated."""
+    for key, found in env.get("footnotes", {}).get("refs", {}).items():
+        if found < 0:
+            label = key[1:]
+            where = re.search(rf"(?m)^ {{0,3}}\[\^{re.escape(label)}\]:", text)
+            line = f"line {text.count(chr(10), 0, where.start()) + 1}: " if where else ""
+            log.warn(f"{line}footnote [^{label}] is referred to nowhere: left untranslated (renderers do not show it)")
+
+
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated Markdown (module docstring)."""
     if front := TOML_FRONT_MATTER.match(text):  # kept as it is, as YAML's
         return front.group() + translate(text[front.end() :], units, options)
-    tokens = parser().parse(text)
+    env: dict = {}
+    tokens = parser().parse(text, env)
+    unreferenced(text, env)
     lines = text.split("\n")
     offsets = [0]
     for line in lines:

@@ -1,7 +1,8 @@
 """Whole HTML pages: the text of the body and the `<title>` translated as markup (`mt.text.markup`:
 inline elements placed around the aligned words; script, style, code, pre, translate="no" and
 class="notranslate" kept as they are), and the attributes people read translated as plain text: `alt`,
-`title`, `placeholder`, `aria-label`, and the content of `<meta name="description">`. The `<html>`
+`title`, `placeholder`, `aria-label`, a button's `value` (`<input type="submit">`), and the content of
+`<meta name="description">`. The `<html>`
 element's `lang` (and `xml:lang` if it has one) becomes the target language, with `dir="rtl"` for a
 right-to-left one. Every other attribute, comment and element is written back as it was.
 
@@ -17,6 +18,7 @@ from mt.text.markup import Element, MarkupError, Node, parse, write
 
 ATTRIBUTES = frozenset({"alt", "title", "placeholder", "aria-label"})
 META = frozenset({"description", "og:title", "og:description", "twitter:title", "twitter:description"})
+BUTTONS = frozenset({"submit", "button", "reset"})  # an <input> whose value is the label people read
 RTL = frozenset({"ar", "arc", "dv", "fa", "ha", "he", "khw", "ks", "ku", "ps", "sd", "ur", "yi"})
 
 
@@ -24,10 +26,12 @@ def readable(element: Element) -> list[int]:
     """Indices into `element.attrs` of the values to translate (module docstring)."""
     attrs = dict(element.attrs)
     meta = element.tag == "meta" and (attrs.get("name") or attrs.get("property") or "").lower() in META
+    button = element.tag == "input" and (attrs.get("type") or "").lower() in BUTTONS  # its value is its label
     return [
         i
         for i, (name, value) in enumerate(element.attrs)
-        if value.strip() and (name.lower() in ATTRIBUTES or (meta and name.lower() == "content"))
+        if value.strip()
+        and (name.lower() in ATTRIBUTES or (meta and name.lower() == "content") or (button and name.lower() == "value"))
     ]
 
 

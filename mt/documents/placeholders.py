@@ -3,7 +3,7 @@ html unit it is translated as (`mt.documents.inline`) and put back where the tex
 with the spaces the source had around it (the text layer puts a marker right after a word):
 printf placeholders (translate-toolkit's own pattern: %s, %d, %(name)s, %1$s, %@), %%, {name} {0}
 {{name}} %{name} ${name}, tags in the text (<b>, around the words it covered when its </b> follows),
-line breaks (as <br>, where a sentence ends), and XLIFF's inline elements: <x/> <ph> <it> (2.0: <ph/>
+line breaks and tabs (as <br>, where a sentence ends: a tab parts columns, a label from its value), and XLIFF's inline elements: <x/> <ph> <it> (2.0: <ph/>
 <sm/> <em/> <cp/>) are kept with their content; <g>, <pc> and <mrk>, and the pairs <bpt>...<ept>,
 <bx/>...<ex/> and <sc/>...<ec/>, go around the words they covered.
 """
@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mt.documents import inline
+from mt.documents.fragments import embrace, empty_in
+from mt.text.markup import parse
 
 PAIRED = {"g", "pc", "mrk"}  # XLIFF inline elements around translatable text
 CODE_PAIRS = {"bpt": ("ept", "id", "id"), "bx": ("ex", "rid", "rid"), "sc": ("ec", "id", "startRef")}
 TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
 PLACEHOLDER_PATTERN = r"""
-    \n | %% | \{\{[^{}]*\}\} | [%$]?\{[^{}]*\} | </?[A-Za-z][^<>]*> |
+    \n | \t | %% | \{\{[^{}]*\}\} | [%$]?\{[^{}]*\} | </?[A-Za-z][^<>]*> |
 """
 
 
@@ -50,7 +52,7 @@ class Protected:
     def keep(self, value: Any, before: str, after: str) -> str:
         """A marker for a string or an element to put back as it is, between the texts `before` and `after`."""
         number = self.number()
-        line_break = value == "\n"
+        line_break = value in ("\n", "\t")  # a tab divides as a line break does: columns, a label and its value
         spaced = (before[-1:].isspace() and not line_break, after[:1].isspace() and not line_break)
         self.kept[number] = (value, *spaced)
         return inline.marker("data-ph", number, line_break)
@@ -110,7 +112,11 @@ class Protected:
         placeholder the translation lost (none should) goes at the end: never dropped."""
         out = Output(target)
         used: set[int] = set()
-        self._restore(inline.read(translated), out, used)
+        # a wrapper the alignment left around no word (`<b>here</b>` with "here" unaligned) takes the
+        # nearest word, as in the other formats; one empty in the source stays empty, a marker stays put
+        empty = empty_in(self.html, "data-wrap")
+        nodes = embrace(parse(translated, "html"), lambda e: dict(e.attrs).get("data-wrap") in empty | {None})
+        self._restore(inline.pieces(nodes), out, used)
         for number, kept in self.kept.items():
             if number not in used:
                 out.placeholder(*kept)

@@ -21,6 +21,7 @@ from mt.documents.units import Units
 
 BLANK = re.compile(r"(\n[ \t]*(?:\n|$))")  # a line break that ends a paragraph
 MIN_WIDTH = 30  # narrower lines are a list or verse, not wrapped prose
+WRAP_WIDTH = 60  # a line at least this long ends where text wrapped at a usual width (70-80) ends
 SENTENCE_END = tuple(".!?:;\"'”’»)…。！？")
 
 
@@ -55,6 +56,11 @@ def wrapped(lines: list[str]) -> bool:
         words = following.split()
         if not words or len(line.rstrip()) + 1 + len(words[0]) <= width:
             return False
+    # The longest line is "full" by definition: alone (a heading over a line of text, two list items),
+    # it shows a width only where it is as long as wrapped text's lines are.
+    shorter = any(len(line.rstrip()) < width for line in lines[:-1])
+    if not shorter and width < WRAP_WIDTH:
+        return False
     return any(not text.endswith(SENTENCE_END) for text in texts[:-1])
 
 

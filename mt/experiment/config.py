@@ -107,8 +107,9 @@ class ConfigChange:
         otherwise is refused."""
         exp = self.exp
         joint = exp.spm_model_path("joint").exists()
-        size = Tokenizer.load(exp.spm_model_path("joint" if joint else "src")).vocab_size  # damaged: one line
-        for field, value in (("vocab_size", size), ("joint", joint)):
+        path = exp.spm_model_path("joint" if joint else "src")
+        size = Tokenizer.load(path).vocab_size  # damaged: one line
+        for field, value in (("vocab_size", size), ("joint", joint), *trained_with(path)):
             if getattr(cfg.tokenizer, field) != value and f"tokenizer.{field}" in given:
                 raise ConfigError(
                     f"tokenizer.{field} {getattr(cfg.tokenizer, field)!r}: the tokenizer in {exp.tokenizer_dir} "
@@ -195,3 +196,20 @@ def read_experiment(root: Path) -> tuple[Experiment, ExperimentConfig]:
     Their decoding flags are this call's DecodeOptions (mt.decoding.options), never the config's."""
     exp = Experiment(root)
     return exp, exp.load_config()  # a one-line error when there is no experiment here
+
+
+def trained_with(model: Path) -> list[tuple[str, Any]]:
+    """The tokenizer.* settings a SentencePiece model was trained with, as its file records them (a copied
+    tokenizer recorded with the defaults: `mt info`, the export's card and its warnings read them)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]
+    proto.ParseFromString(model.read_bytes())
+    trainer, found = proto.trainer_spec, []
+    kind = {1: "unigram", 2: "bpe"}.get(trainer.model_type)
+    if kind is not None:
+        found.append(("model_type", kind))
+    if proto.normalizer_spec.name in ("nmt_nfkc", "nfkc", "identity", "nmt_nfkc_cf", "nfkc_cf"):
+        found.append(("normalization", proto.normalizer_spec.name))
+    found.append(("byte_fallback", bool(trainer.byte_fallback)))
+    return found

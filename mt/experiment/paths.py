@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mt.atomic_files import pid_alive
+from mt.atomic_files import DIR_MODE, pid_alive
 from mt.config import schema as cfglib
 from mt.config.recipes import read_yaml_mapping
 from mt.config.schema import ExperimentConfig
@@ -87,6 +87,7 @@ class Experiment:
         to move the old one aside into, marked as binarize's (DATA_BUILD_MARK)."""
         self.root.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(dir=self.root, prefix=f".data-{os.getpid()}-"))
+        path.chmod(DIR_MODE)  # data/ as readable as the rest of the experiment (others train on a shared one)
         (path / DATA_BUILD_MARK).touch()
         return path
 

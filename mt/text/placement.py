@@ -36,12 +36,14 @@ from mt.text.sentences import UNSPACED, Span, gaps
 
 WORD = re.compile(r"\S+")
 CLOSING = ".,;:!?…)]}»”’\"'"  # what ends a sentence or closes a bracket or quote after a word
+OPENING = "([{¿¡«„“‘\"'"  # what opens a bracket or quote before a word
 
 
 class Mapping:
     """Source offsets of a segment -> offsets into its output text, through its translated pieces."""
 
     def __init__(self, source: str, spans: list[Span], translations: list[str], alignments: list[str]):
+        self.source = source
         self.spans = spans  # in order, apart: the methods below find the few an offset concerns by bisection
         self.starts, self.ends = [a for a, _ in spans], [b for _, b in spans]
         between = gaps(source, spans, translations)  # reassemble's: the output is built from them here
@@ -84,9 +86,24 @@ class Mapping:
             (a, b), out, words = self.spans[i], self.out[i], self.words[i]
             if start <= a and b <= end:
                 found.append(out)
-            else:
-                found += [t for ws, we, targets in words if ws < end and start < we for t in targets]
+                continue
+            for ws, we, targets in words:
+                if ws < end and start < we:
+                    part = start > ws or end < we  # H<sub>2</sub>O, m<sup>2</sup>: of a word copied, its characters
+                    found += [self.within(t, ws, we, max(start, ws), min(end, we)) if part else t for t in targets]
         return found
+
+    def same(self, target: Span, ws: int, we: int) -> bool:
+        """Whether a target word is the source word [ws, we) copied (in any case): a formula, a number,
+        a name, a placeholder's brackets."""
+        return self.output[target[0] : target[1]].casefold() == self.source[ws:we].casefold()
+
+    def within(self, target: Span, ws: int, we: int, start: int, end: int) -> Span:
+        """The target of source characters [start, end) of word [ws, we): the same characters of the target
+        word where it is the source word copied, else the whole target word."""
+        if not self.same(target, ws, we):
+            return target
+        return target[0] + start - ws, target[0] + end - ws
 
     def piece(self, start: int, end: int) -> int | None:
         """The index of the piece that holds [start, end), None if none does."""
@@ -147,9 +164,33 @@ class Mapping:
         if i < len(self.spans):
             (a, b), (out_start, _), words = self.spans[i], self.out[i], self.words[i]
             if a < k < b:
+                # (not before punctuation that closes the word before: "me@example.com, please")
+                glued = next((w for w in words if w[0] <= k < w[1] and w[2]), None)
+                if glued is not None and k == glued[0] and all(c in CLOSING for c in self.source[k : glued[1]]):
+                    glued = None
+                if glued is not None:
+                    return self.glued(k, *glued)
                 before = [targets for _, we, targets in words if we <= k and targets]
                 return max(t[1] for t in before[-1]) if before else out_start
         return self.offset(k)
+
+    def glued(self, k: int, ws: int, we: int, targets: list[Span]) -> int:
+        """Where an empty item at k inside an aligned word [ws, we), or at its start, goes: with that
+        word's translation rather than after the word before (`File '%s' not found`, `Open {file}.txt`,
+        `Smith¹,`): at the same character of a word copied, before punctuation that followed it in the
+        source, after punctuation that opened it, else at the edge of the word's translation it was at."""
+        if k == ws:
+            return min(t[0] for t in targets)
+        last = max(targets, key=lambda t: t[1])
+        if len(targets) == 1 and self.same(last, ws, we):
+            return last[0] + k - ws
+        word = self.output[last[0] : last[1]]
+        pre, post = self.source[ws:k], self.source[k:we]
+        if all(c in CLOSING for c in post) and word.endswith(post):
+            return last[1] - len(post)
+        if all(c in OPENING for c in pre) and word.startswith(pre):
+            return last[0] + len(pre)
+        return last[1]
 
     def place(self, start: int, end: int) -> Span:
         """The output span of an item covering source [start, end) (module docstring)."""
@@ -236,7 +277,7 @@ def build(
             children_of.setdefault(item.parent, []).append(k)
     children = sorted(children_of.get(parent, []), key=lambda k: (spans[k][0], k))
     nodes: list[Node] = []
-    at = lo
+    at, glued_to = lo, -1  # glued_to: the source end of the item just placed, where the output is at it
     for k in children:
         start = max(spans[k][0], at)
         end = max(spans[k][1], start)
@@ -273,6 +314,7 @@ def build(
         # beside its place (not a comment's, which shows nothing, nor a <br>'s, a break itself)
         seen = not in_address_only and (shown(node) if isinstance(node, Raw) or node.void else addressed)
         spaced_before = seen and 0 < item.start and text[item.start - 1].isspace() and 0 < start <= len(output)
+        spaced_before = spaced_before and not (glued_to == item.start and start == at)  # `%d%%`: none between
         spaced_after = seen and item.end < len(text) and text[item.end].isspace()
         if spaced_before and not output[start - 1].isspace() and not UNSPACED.match(output[start - 1]):
             nodes.append(" ")  # (none beside a word of a script written without spaces)
@@ -290,7 +332,7 @@ def build(
         if spaced_after and end == start and start < len(output) and not output[start].isspace():
             if not UNSPACED.match(output[start]):
                 nodes.append(" ")
-        at = end
+        at, glued_to = end, item.end
     if at < hi:
         nodes.append(output[at:hi])
     return nodes

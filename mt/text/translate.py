@@ -127,20 +127,32 @@ def join(
     return results
 
 
-def warn_kept(plans: list[list[Span]], kept: dict[int, str], first_line: int, names: list[str] | None = None) -> None:
-    """One warning per text with pieces copied untranslated, naming its line, or `names` its name (a
-    document's unit: "the text '...'"); a piece without letters, copied as there is nothing in it to
-    translate, is not one."""
-    at = 0
-    for k, plan in enumerate(plans):
+def labels(count: int, first_line: int, names: list[str] | None) -> list[str]:
+    """What a warning calls each of `count` texts: `names` (a document's unit: "the text '...'"), else
+    its input line."""
+    return names if names is not None else [f"input line {first_line + k + 1}" for k in range(count)]
+
+
+def piece_names(plans: list[list[Span]], kept: dict[int, str], names: list[str]) -> list[str]:
+    """Each searched piece's text's name (`names`), so that a warning about a piece (a language tag
+    written in it, a cut) names the line it is in, not its place among all texts' pieces."""
+    every = [name for name, plan in zip(names, plans) for _ in plan]
+    return [name for i, name in enumerate(every) if i not in kept]
+
+
+def kept_warnings(plans: list[list[Span]], kept: dict[int, str], names: list[str]) -> list[str]:
+    """One warning per text with pieces copied untranslated, by its name; a piece without letters,
+    copied as there is nothing in it to translate, is not one."""
+    warnings, at = [], 0
+    for name, plan in zip(names, plans):
         chars = sum(len(kept[i]) for i in range(at, at + len(plan)) if i in kept and any(c.isalpha() for c in kept[i]))
         at += len(plan)
         if chars:
-            where = names[k] if names is not None else f"input line {first_line + k + 1}"
-            log.warn(
-                f"{where}: {chars} characters in a script the model cannot read (not in its "
-                "vocabulary) copied untranslated"
+            warnings.append(
+                f"{name}: {chars} characters in a script the model cannot read (not in its vocabulary) "
+                "copied untranslated"
             )
+    return warnings
 
 
 def search(
@@ -157,8 +169,11 @@ def search(
     if not segments_apply(options):
         return translator.search(texts, options, first_line, progress)
     todo, plans, kept = pieces(translator, texts, options)
-    warn_kept(plans, kept, first_line, names)
-    results = join(texts, plans, translator.search(todo, options, first_line) if todo else [], kept)
+    names = labels(len(texts), first_line, names)
+    for warning in kept_warnings(plans, kept, names):
+        log.warn(warning)
+    found = translator.search(todo, options, first_line, names=piece_names(plans, kept, names)) if todo else []
+    results = join(texts, plans, found, kept)
     if progress is not None:
         progress(len(texts))
     return results

@@ -119,6 +119,8 @@ def test_binarize_writes_stats_and_readable_data(setup):
         assert data.src(i).tolist() == src_tok.encode([src[lines[i]]])[0]
         assert data.tgt(i).tolist() == tgt_tok.encode([tgt[lines[i]]])[0]
     assert not [p for p in exp.root.iterdir() if p.name.startswith(".data-")]
+    # data/ as readable as the experiment's other directories (mkdtemp made it private: 0700)
+    assert exp.data_dir.stat().st_mode & 0o777 == exp.tokenizer_dir.stat().st_mode & 0o777
 
 
 def test_binarize_refuses_existing_data_dir(setup):

@@ -238,3 +238,20 @@ def test_a_model_only_checkpoint_as_last_pt_is_refused_in_one_line(trained_exper
     shutil.copy(average, exp.checkpoint_path("last"))
     code, _, err = run_mt(capsys, monkeypatch, "train", "--exp", exp.root, "--threads", "1")
     one_line_cli_error(code, err, f"{exp.checkpoint_path('last')}: holds a model but no training state", "step_N.pt")
+
+
+def test_mt_runs_average_step_without_periodic_checkpoints_keeps_last_and_says_so(trained_experiment, tmp_path, capsys):
+    """A training shorter than train.save_every left last.pt alone: `mt run`'s average step stopped the
+    run ("fewer than --last 1", a flag `mt run` does not have) after the training had finished."""
+    from mt.apps.run import average_step
+
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    for path in exp.step_checkpoints():
+        path.unlink()
+    average_step(exp, exp.load_config())
+    assert "average.pt holds last.pt's model" in capsys.readouterr().err
+    averaged = torch.load(exp.checkpoint_path("average"), map_location="cpu", weights_only=True)
+    last = torch.load(exp.checkpoint_path("last"), map_location="cpu", weights_only=True)
+    assert averaged["averaged_from"] == ["last.pt"] and averaged["step"] == last["step"]
+    assert all(torch.equal(averaged["model"][k], v) for k, v in last["model"].items())

@@ -225,6 +225,8 @@ RUNTIME_FLAGS = [
     (["serve"], ["--threads", "-1"], "'--threads'"),
     (["translate"], ["--threads", "100000"], "less than or equal to 1024"),  # was a segmentation fault in OpenMP
     (["serve"], ["--port", "99999"], "'--port'"),
+    (["serve"], ["--api-key", ""], "empty: give the key"),  # "$KEY" unset: the server started open
+    (["serve"], ["--api-key", "  "], "empty: give the key"),
     (["translate"], ["--top-k", "5"], "go with --sample"),
     (["translate"], ["--temperature", "0.5"], "go with --sample"),
     (["translate"], ["--sample", "--beam", "5"], "--sample draws one translation"),
@@ -239,6 +241,11 @@ def test_runtime_flags_are_checked_before_anything_runs(experiment, capsys, monk
     result = mt(capsys, monkeypatch, *command, "--exp", str(experiment.root), *inputs, *flags)
     one_error(*result, 2, needle)
     assert written(experiment) == before
+
+
+def test_serve_refuses_an_empty_key_from_the_environment(experiment, capsys, monkeypatch):
+    monkeypatch.setenv("MT_API_KEY", "")  # click reads an empty variable as none: the server started open
+    one_error(*mt(capsys, monkeypatch, "serve", "--exp", str(experiment.root)), 2, "'--api-key' (env var: 'MT_API_KEY'): empty")
 
 
 def test_report_refuses_a_checkpoint_that_is_not_there(experiment, tmp_path, capsys, monkeypatch):
@@ -447,6 +454,20 @@ def test_a_new_experiment_around_a_copied_tokenizer_records_that_tokenizer(exper
     assert not (tmp_path / "ft" / "config.yaml").exists()
     _, cfg, _ = open_experiment(tmp_path / "ft", sets=["train.max_steps=5"])
     assert cfg.tokenizer.vocab_size == size and open_experiment(tmp_path / "ft")[1].tokenizer.vocab_size == size
+    # how it was trained, as its file says (the defaults were recorded: unigram, nmt_nfkc, byte fallback)
+    import sentencepiece
+    from helpers import toy_corpus
+
+    from mt.experiment.paths import Experiment
+
+    prefix = Experiment(tmp_path / "bpe").spm_model_path("joint").with_suffix("")
+    prefix.parent.mkdir(parents=True)
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(toy_corpus(200, seed=3)[0]), model_prefix=str(prefix), vocab_size=60,
+        model_type="bpe", normalization_rule_name="identity", byte_fallback=False, minloglevel=2,
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3)
+    cfg = open_experiment(tmp_path / "bpe", sets=["train.max_steps=5"])[1]
+    assert (cfg.tokenizer.model_type, cfg.tokenizer.normalization, cfg.tokenizer.byte_fallback) == ("bpe", "identity", False)
 
 
 def test_run_dry_run_prints_the_config_and_writes_nothing(experiment, tmp_path, capsys, monkeypatch):

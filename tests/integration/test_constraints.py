@@ -138,3 +138,20 @@ def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alo
     assert "input line 1: no source to translate: its constraints are not used" in blank.stderr
     refused = mt("translate", "--exp", exp, "--constraints", "--sample", stdin="x\n")
     assert refused.returncode != 0 and "--constraints needs beam search" in refused.stderr
+
+
+def test_at_beam_1_a_constrained_lines_score_is_its_log_probability_as_greedys(trained_experiment):
+    """Beam 1 sends the lines without phrases to greedy search, whose SCORE is the log-probability; the
+    lines with phrases were scored divided by the length penalty: one output, two scales."""
+    from mt.decoding.options import DecodeOptions
+    from mt.decoding.translator import Translator
+
+    translator = Translator.load(trained_experiment, trained_experiment.load_config())
+    line, word = "Der Hund läuft im Park.", "dog"
+    (found,) = translator.search([f"{line}\t{word}"], DecodeOptions(beam=1, constraints=True))
+    options = DecodeOptions(beam=1, constraints=True).resolved(translator.decode_cfg)
+    src_ids = translator.pad_sources(translator.src_tok.encode([line]))
+    (result,) = translator._search_constrained(src_ids, [translator.tgt_tok.encode([word])], options)
+    best = result.hypotheses[0]
+    assert best.score != pytest.approx(best.logprob)  # the penalty divides it: this test can tell them apart
+    assert found[0][1] == pytest.approx(best.logprob) and found[0][0] == translator.tgt_tok.decode([best.tokens])[0]

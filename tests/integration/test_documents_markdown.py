@@ -252,3 +252,24 @@ def test_an_addresss_emphasis_marks_stay_escaped():
     out = translate_content(doc.encode(), FORMATS["md"], same, EN).decode()
     assert "https://github.com/o/r/blob/main/\\_\\_init\\_\\_.py" in out and "https://github.com/org/repo_name" in out, out
     assert "https://x.org/?a=1&amp;amp;b=2" in out, out  # an entity's `&` escaped, as the source wrote it
+
+
+def test_an_html_block_is_translated_in_the_writers_spelling_one_open_across_markdown_is_said(capsys):
+    """A README's centred header (`<img ... />`, `<P align='center'>`) came back untranslated without a
+    word: only a block the writer gave back byte for byte was translated."""
+    source = ('<div align="center">\n  <img src="logo.png" width="120" />\n  <p>a fast tool</p>\n</div>\n\n'
+              "<P align='center'>hello there</P>\n\n<details><summary>click here</summary>\n\ninner text\n\n</details>\n")
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:  # the text between tags, not the tags
+        return [re.sub(r"(^|>)([^<]*)", lambda m: m.group(1) + m.group(2).upper(), t) for t in texts]
+
+    out = translate_content(source.encode(), FORMATS["md"], upper, EN).decode()
+    assert "<p>A FAST TOOL</p>" in out and ">HELLO THERE</" in out  # (the writer's spelling: mt's search writes it)
+    assert out.endswith("<details><summary>click here</summary>\n\nINNER TEXT\n\n</details>\n")
+    assert "line 8: an HTML block left untranslated" in capsys.readouterr().err
+
+
+def test_a_footnote_nothing_refers_to_is_kept_and_said(capsys):
+    """The footnote plugin drops a note nothing refers to: it came back untranslated without a word."""
+    source = "Text with a note[^a].\n\n[^a]: used note.\n\n[^c]: unused note.\n"
+    out = translate_content(source.encode(), FORMATS["md"], lambda texts, fmt="text": texts, EN).decode()
+    assert out == source and "line 5: footnote [^c] is referred to nowhere" in capsys.readouterr().err

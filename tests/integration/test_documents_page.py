@@ -141,3 +141,11 @@ def test_a_page_of_spaces_comes_back_as_it_was():
     page = "  \n\t\n"
     assert translate_content(page.encode(), FORMATS["html"], lambda texts, fmt="text": texts,
                              DocumentOptions("en")).decode() == page
+
+
+def test_a_buttons_label_is_translated_other_inputs_values_are_not():
+    """`<input type="submit" value="Send message">` is the label people read; it was left untranslated."""
+    page = '<form><input type="submit" value="send"><input type="text" name="q" value="query"></form>'
+    out = translate_content(page.encode(), FORMATS["html"], lambda texts, fmt="text": [t.upper() if fmt == "text" else t for t in texts],
+                            DocumentOptions("en")).decode()
+    assert 'value="SEND"' in out and 'value="query"' in out

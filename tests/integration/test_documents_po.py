@@ -185,3 +185,21 @@ def test_a_file_without_a_header_gets_one_that_names_utf_8():
     text = out.decode("utf-8")
     assert '"Content-Type: text/plain; charset=UTF-8\\n"' in text and '"Language: fr\\n"' in text
     assert 'msgstr "Café ouvert"' in text and "CHARSET" not in text
+
+
+def test_a_tab_inside_a_message_is_kept_between_its_translated_parts(units):
+    """A tab inside a sentence became a space: the message's columns, or a label and its value, ran
+    together."""
+    store = pypo.pofile()
+    store.init_headers(charset="UTF-8")
+    store.addsourceunit(f"{W[0]} {W[1]}\t{' '.join(W[2:])}.")
+    out = pypo.pofile.parsestring(translate_content(bytes(store), PO, units, EN))
+    (unit,) = [u for u in out.units if not u.isheader()]
+    assert unit.target.count("\t") == 1 and all(part.strip() for part in unit.target.split("\t")), unit.target
+
+
+def test_a_file_without_a_header_in_a_legacy_encoding_is_written_as_its_new_header_says():
+    """The header added says UTF-8; the file was written in the encoding it was read in (msgfmt: invalid)."""
+    out = translate_content('msgid "Größe ändern"\nmsgstr ""\n'.encode("latin-1"), FORMATS["po"],
+                            lambda texts, fmt="text": ["Redimensionner la taille" for _ in texts], DocumentOptions("fr"))
+    assert '"Content-Type: text/plain; charset=UTF-8\\n"' in out.decode("utf-8") and 'msgid "Größe ändern"' in out.decode()

@@ -234,3 +234,22 @@ def test_a_unit_copied_untranslated_is_named_by_its_text(units, capsys):
     translate_content(text.encode(), FORMATS["txt"], units, EN)
     err = capsys.readouterr().err
     assert "the text '東京大学の図書館はとても大きい。': 16 characters in a script" in err and "input line" not in err, err
+
+
+def test_a_legacy_file_that_reads_as_western_text_is_windows_1252_and_the_guess_is_said(capsys):
+    """charset_normalizer took a short Latin-1 file for big5 ("Über" as "鈁er") without a word; Russian
+    in cp1251, Polish and Czech in cp1250 and Japanese in Shift JIS keep their own code pages."""
+    text = "1\n00:00:01,000 --> 00:00:02,000\nÜber uns\n"
+    found, encoding = decode(text.encode("latin-1"))
+    assert found == text and encoding.codec == "cp1252"
+    assert "not UTF-8: read as cp1252, a guess" in capsys.readouterr().err
+    for text, codec in (("Привет, как дела? Это тест.\n", "cp1251"), ("Zażółć gęślą jaźń. Łódź jest piękna.\n", "cp1250"),
+                        ("Příliš žlutý kůň běžel po silnici.\n", "cp1250"), ("これは日本語のテキストです。\n", "shift_jis")):
+        assert decode(text.encode(codec))[0] == text
+
+
+def test_a_heading_over_a_line_of_text_is_two_lines_not_a_wrapped_paragraph():
+    """The longest line always "ended where the next word would not fit": any two-line paragraph whose
+    first line was its longest and ended without a period was joined and wrapped again."""
+    assert not wrapped(["Installation instructions for Linux systems", "Run the installer and follow the prompts."])
+    assert wrapped(["This is a long sentence that was wrapped by fmt at seventy-two", "columns for the mail client."])

@@ -261,3 +261,22 @@ def test_a_segmented_units_target_keeps_what_lies_around_and_inside_its_segments
     ta, tb = translate_text(translator, [a, b])
     assert (f'leveraged-mt">1. <g id="2"><mrk mtype="seg" mid="1">{ta}</mrk></g> <mrk mtype="seg" mid="2">'
             f'<x id="1"/></mrk> <mrk mtype="seg" mid="3">{tb}</mrk></target>') in out
+
+
+def test_a_group_marked_not_to_translate_keeps_its_units_as_they_are():
+    """translate="no" on a <group> was read on the unit alone: its units were translated."""
+    text = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<xliff version="2.0" xmlns="urn:oasis:names:tc:xliff:document:2.0" srcLang="de" trgLang="en"><file id="f">'
+        '<group id="g" translate="no"><unit id="a"><segment><source>Nicht hier</source></segment></unit>'
+        '<unit id="b" translate="yes"><segment><source>Aber hier</source></segment></unit></group>'
+        '<unit id="c"><segment><source>Und hier</source></segment></unit></file></xliff>\n'
+    )
+    asked: list[str] = []
+
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:
+        asked.extend(texts)
+        return [t.upper() for t in texts]
+
+    out = translate_content(text.encode(), FORMATS["xliff"], upper, EN).decode()
+    assert asked == ["Aber hier", "Und hier"] and "<target>NICHT" not in out and "<target>UND HIER</target>" in out

@@ -498,6 +498,33 @@ def test_a_helper_pool_that_breaks_fails_the_batch_it_was_given_instead_of_holdi
     assert not batcher._thread.is_alive()
 
 
+def test_an_engine_built_without_a_vocabulary_map_falls_back_under_auto_on_its_first_call(
+    trained_experiment, tmp_path, monkeypatch
+):
+    """A shortlist CTranslate2's map cannot hold (a vocabulary piece with a space: `vocabulary_map` warns
+    and writes none) was only found out after the engine's first build: that call failed, under auto
+    too ("the experiment has no shortlist"), where mt's search decodes it."""
+    import mt.decoding.engine as engine
+    from mt.data.shortlist import build_shortlist
+
+    experiment = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, experiment.root)
+    cfg = experiment.load_config()
+    cfg.decode.shortlist_top, cfg.decode.shortlist_frequent = 2, 3
+    translator = Translator.load(experiment, cfg)
+    tok = translator.tgt_tok
+    build_shortlist(experiment, cfg, tok.vocab_size, tok.vocab_size)
+    monkeypatch.setattr(engine, "vocabulary_map", lambda *args: None)  # the map this vocabulary cannot have
+    ours = translator.search(LINES[:4], DecodeOptions(beam=1, shortlist=True))
+    assert translator.engine is None
+    assert translator.search(LINES[:4], DecodeOptions(beam=1, shortlist=True, engine="auto")) == ours
+    assert translator.engine is not None and not translator.engine.vmap  # built, and passed over
+    fresh = Translator.load(experiment, cfg)
+    with pytest.raises(MtError) as exc:
+        fresh.search(LINES[:4], DecodeOptions(beam=1, shortlist=True, engine="ctranslate2"))
+    one_line(exc, "--engine ctranslate2: --shortlist", "has no vmap.txt", "cannot be written as one")
+
+
 def test_a_shortlist_built_after_the_engine_falls_back_under_auto_and_a_save_during_the_build_is_refused(
     trained_experiment, tmp_path, monkeypatch
 ):

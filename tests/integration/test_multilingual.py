@@ -640,6 +640,12 @@ def test_a_language_tag_written_in_the_text_is_left_out_and_said(multi, capsys):
     found = translator.search([f"<2fr> {german[0]}", german[1], "<2de>"], options)
     assert [hyps[0][0] for hyps in found] == [hyps[0][0] for hyps in plain] + [""]  # was: French, and a sentence
     assert "input line 1: <2fr> in the text is the model's language tag: left out" in capsys.readouterr().err
+    # lines cut into sentences: the warning names the line, not the piece's place among all lines' pieces
+    from mt.text.translate import search
+
+    search(translator, [f"{german[0]} {german[1]}", f"{german[1]} <2fr> {german[0]}"], options, first_line=10)
+    err = capsys.readouterr().err
+    assert "input line 12: <2fr> in the text" in err and "input line 14" not in err, err
 
 
 def test_a_model_of_several_sources_cuts_each_text_by_its_own_languages_sentence_rules(multi):

@@ -368,6 +368,10 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
     assert listed["alternatives"] == [distinct_others(hyps, 2) for hyps in best]
     assert listed["detectedLanguage"] == [{"confidence": 100, "language": "de"}] * 2
     assert "alternatives" not in ok(url, {"q": LINES[0], "source": "de", "target": "en"})
+    # one line between line breaks has its alternatives, the breaks around each (it had none)
+    around = ok(url, {"q": f"\n{LINES[0]}\n", "source": "de", "target": "en", "alternatives": 2})
+    assert around["translatedText"] == f"\n{best[0][0][0]}\n"
+    assert around["alternatives"] == [f"\n{other}\n" for other in distinct_others(best[0], 2)]
 
 
 def test_libretranslate_alternatives_never_cut_a_long_text(server, reference):
@@ -631,6 +635,15 @@ def test_a_line_past_the_models_positions_is_cut_with_a_warning(server, referenc
     assert len(answer["warnings"]) == 1
     assert re.fullmatch(r"input line 2: \d+ tokens, cut to 1023", answer["warnings"][0]), answer["warnings"]
     assert answer["translations"][0]["text"] == reference.translate([LINES[0]])[0]
+
+
+def test_text_in_a_script_the_model_cannot_read_is_copied_with_a_warning(server, reference):
+    """As `mt translate` warns: the Chinese came back untranslated, "warnings": []."""
+    chinese = "我们今天去北京看长城，然后回家吃饭。"
+    answer = ok(f"{server.url}/v1/translate", {"text": [LINES[0], f"{LINES[1]} {chinese}"]})
+    assert answer["translations"][1]["text"].endswith(chinese)
+    assert answer["warnings"] == [f"input line 2: {len(chinese)} characters in a script the model cannot read "
+                                  "(not in its vocabulary) copied untranslated"]
 
 
 def test_each_text_is_translated_sentence_by_sentence(server, reference):

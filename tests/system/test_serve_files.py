@@ -104,6 +104,13 @@ def test_source_auto_is_identified_and_the_languages_are_checked_as_for_translat
     spanish = "Un hombre con una camisa azul monta su bicicleta por una calle concurrida.".encode()
     answer = upload(plain.url, "a.txt", spanish, source="auto")
     assert answer.status_code == 400 and answer.json()["error"].startswith("file: es is not supported: the text looks")
+    # the document is judged by its body, not by the first texts its format asks (a page's attribute
+    # values: an English description made a German page come back untranslated)
+    page = (
+        f'<html><head><meta name="description" content="{english.decode()}"></head>'
+        f"<body><p>{' '.join(LINES[:8])}</p></body></html>"
+    ).encode()
+    assert translated(plain.url, "a.html", page, source="auto").content == expected(units, "a.html", page) != page
 
 
 def test_every_registered_format_is_listed_and_translated_markup_and_all(servers, units):
@@ -171,3 +178,17 @@ def test_deep_translators_translate_file_reads_the_file_and_asks_translate(serve
     client = LibreTranslator(source="de", target="en", api_key="x", custom_url=f"{plain.url}/")
     answer = ok(f"{plain.url}/translate", {"q": "\n".join(LINES[:3]), "source": "de", "target": "en"})
     assert client.translate_file(str(path)) == answer["translatedText"]  # the text, stripped, through /translate
+
+
+def test_the_form_is_read_as_translate_reads_it_the_key_from_the_query_too_a_repeated_field_first(servers, units):
+    """The query string's api_key was not read here (400 for a key /translate took), and of a field
+    given twice the last was taken (LibreTranslate, and /translate, take the first)."""
+    plain, keyed = servers
+    data = "\n".join(LINES[:2]).encode()
+    answer = httpx.post(f"{keyed.url}/translate_file?api_key=SECRET", data={"source": "de", "target": "en"},
+                        files={"file": ("a.txt", data)}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    answer = httpx.post(f"{plain.url}/translate_file", data={"source": ["de", "fr"], "target": "en"},
+                        files={"file": ("a.txt", data)}, timeout=120)
+    assert answer.status_code == 200, answer.text
+    assert httpx.get(answer.json()["translatedFileUrl"], timeout=60).content == expected(units, "a.txt", data)

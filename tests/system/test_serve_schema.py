@@ -62,3 +62,17 @@ def test_no_request_crashes_the_server_or_breaks_its_schema(live, mode, single_t
                 assert response.status_code == 400 and "is not supported: the text looks like" in response.json()["error"]
 
         fuzz()
+
+
+def test_a_text_found_in_the_target_is_answered_as_the_schema_says(live):
+    """/translate's detectedLanguage is the target for a text already in it; the schema listed only the
+    sources, so a client generated from it could not read that answer."""
+    import httpx
+
+    spec = httpx.get(f"{live.url}/openapi.json", timeout=30).json()
+    schema = spec["paths"]["/translate"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+    english = "A man in a blue shirt is riding his bicycle down a busy street."
+    answer = httpx.post(f"{live.url}/translate", json={"q": english, "source": "auto", "target": "en"}, timeout=60)
+    assert answer.status_code == 200 and answer.json()["detectedLanguage"]["language"] == "en"
+    single, listed = schema["properties"]["detectedLanguage"]["anyOf"]
+    assert "en" in single["properties"]["language"]["enum"] and listed["items"] == single

@@ -130,6 +130,9 @@ def test_frozen_by_what_was_made():
     tokenizer = frozen_by(tokenizer="spm")
     assert {"tokenizer.vocab_size", "data.src_lang"} <= set(tokenizer)
     assert not set(BINARIZE_FIELDS) & set(tokenizer)  # binarize's settings may change until binarize runs
+    # the tokenizer reads the train split alone: a mistyped valid or test path is corrected until binarize
+    assert "data.train" in tokenizer and not {"data.valid", "data.test"} & set(tokenizer)
+    assert {"data.valid", "data.test"} <= set(data)
 
 
 def test_corpus_paths_are_saved_absolute_and_a_relative_saved_one_is_the_same_files(tmp_path, monkeypatch):

@@ -57,7 +57,7 @@ MEDIA_TYPES = {  # where the system's mime.types has none, or another
 }
 CHUNK = 256  # sentences a document puts in the batcher's queue at once (two chunks in flight)
 PATIENCE = 30.0  # seconds a document's chunk waits for room in a full queue before the document gets 503
-SAMPLE = 2000  # characters of a document that `source: auto` identifies
+SAMPLE = 2000  # characters of a document that `source: auto` identifies, from its longest units
 POLL = 0.1  # seconds between a worker thread's looks at whether its document was abandoned
 
 
@@ -156,10 +156,23 @@ class CountingUnits:
 
     def __init__(self) -> None:
         self.chars = 0
+        self.texts: list[str] = []  # each unit's text, for `source: auto`
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
         self.chars += chars_to_translate(texts, fmt)
+        self.texts += [" ".join(language_text(text, fmt).split()) for text in texts if text.strip()]
         return list(texts)
+
+    def sample(self) -> str:
+        """Up to SAMPLE characters of the document's longest units: its body, not the short attribute
+        values, headers and titles a format may ask first."""
+        picked, size = [], 0
+        for text in sorted(self.texts, key=len, reverse=True):
+            if size >= SAMPLE:
+                break
+            picked.append(text)
+            size += len(text) + 1
+        return " ".join(picked)[:SAMPLE]
 
 
 def chars_to_translate(texts: list[str], fmt: Format) -> int:
@@ -180,8 +193,8 @@ class BatcherUnits:
     fills the queue nor waits between chunks); a chunk that finds the queue full waits for room, up to
     PATIENCE seconds, as the other requests are refused at once. Within the file's budget of
     `max_chars` characters (413 before any is searched past it).
-    With `identify` (`source: auto`) the first texts are identified first (400 for a language the
-    model cannot read). Blank texts come back as they are."""
+    With `identify` (`source: auto`), `identify_document` judges the document before it is searched
+    (400 for a language the model cannot read). Blank texts come back as they are."""
 
     def __init__(self, service: Service, options: DecodeOptions, tag: int | None, max_chars: int, identify: bool):
         self.service, self.options, self.tag, self.max_chars = service, options, tag, max_chars
@@ -213,14 +226,17 @@ class BatcherUnits:
             out[i] = hyps[0][0]
         return out
 
-    def _identify(self, lines: list[str]) -> None:
-        """400 unless the document's first SAMPLE characters are in a language the model reads."""
+    def identify_document(self, sample: str) -> None:
+        """400 unless the document's sample (`CountingUnits.sample`) is in a language the model reads;
+        InTarget where it is in the target already."""
         from mt.text.language import Unidentifiable
 
         self.identify = False
+        if not sample.strip():
+            return
         langs = self.service.langs
         try:
-            found = langs.identifier.identify(" ".join(" ".join(lines)[:SAMPLE].split()))
+            found = langs.identifier.identify(sample)
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
         target = self.options.tgt_lang
@@ -232,8 +248,6 @@ class BatcherUnits:
 
     def search(self, lines: list[str], options: DecodeOptions) -> list[list[tuple]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher (class docstring)."""
-        if self.identify and any(line.strip() for line in lines):
-            self._identify(lines)
         todo, encoded, _ = self.service.translator.encode_lines(lines, tag=self.tag)
         options = replace(options, src_lang=None, tgt_lang=None)  # the tag says the direction
         found: list = []
@@ -406,6 +420,8 @@ class Documents:
                 raise ApiError(
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
                 )
+            if units.identify:
+                units.identify_document(counted.sample())
             translated = translate_content(upload.data, upload.fmt, units, DocumentOptions(target))
         except InTarget:  # found in its target by `source: auto`
             return self.results.put(name, upload.data)

@@ -98,6 +98,9 @@ def routes(
             "language": {"type": "string", "enum": [lang for lang in sources if lang != "auto"]},
         },
     }
+    # /translate's detectedLanguage is the target itself for a text already in it (it comes back as it is)
+    known = list(dict.fromkeys([lang for lang in sources if lang != "auto"] + list(targets)))
+    detected = {**detection, "properties": {**detection["properties"], "language": {"type": "string", "enum": known}}}
     pair = {
         "source": _or_null({"type": "string", "enum": v1_sources or sources}),
         "target": _or_null({"type": "string", "enum": targets}),
@@ -168,7 +171,7 @@ def routes(
                             "properties": {
                                 "translatedText": {"anyOf": [{"type": "string"}, strings]},
                                 "alternatives": {"anyOf": [strings, {"type": "array", "items": strings}]},
-                                "detectedLanguage": {"anyOf": [detection, {"type": "array", "items": detection}]},
+                                "detectedLanguage": {"anyOf": [detected, {"type": "array", "items": detected}]},
                             },
                         }
                     ),

@@ -108,12 +108,7 @@ async def libre_fields(request, limit: int) -> dict:
     string's for the fields it lacks. q given several times in a query or in a form is a list (one of
     each is the query's)."""
     text = await body_text(request, limit)
-    try:
-        query = parse_qsl(
-            request.scope.get("query_string", b"").decode("latin-1"), True, encoding="utf-8", errors="strict"
-        )
-    except UnicodeDecodeError:
-        raise ApiError(400, "the query string is not valid UTF-8") from None
+    query = query_pairs(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "application/json" or kind.endswith("+json"):
         return {**form_fields(query), **json_object(text, 400)}
@@ -138,6 +133,16 @@ async def libre_fields(request, limit: int) -> dict:
     elif isinstance(q, list):
         fields["q"] = [item.replace("\r\n", "\n") for item in q]
     return fields
+
+
+def query_pairs(request) -> list[tuple[str, str]]:
+    """The query string's fields, in order (400 for one that is not UTF-8)."""
+    try:
+        return parse_qsl(
+            request.scope.get("query_string", b"").decode("latin-1"), True, encoding="utf-8", errors="strict"
+        )
+    except UnicodeDecodeError:
+        raise ApiError(400, "the query string is not valid UTF-8") from None
 
 
 def form_fields(pairs: list[tuple[str, str]]) -> dict:

@@ -48,7 +48,7 @@ from mt.text.markup_translate import (
     joined_columns,
     plan,
 )
-from mt.text.translate import join, pieces
+from mt.text.translate import join, kept_warnings, labels, piece_names, pieces
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
@@ -107,7 +107,10 @@ class Service:
             lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
         if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
             raise TooManySentences(len(lines), self.limits.max_queue)
-        todo, encoded, cuts = self.translator.encode_lines(lines, tag=self._tag(options.src_lang, options.tgt_lang))
+        names = labels(len(texts), 0, None)
+        tag = self._tag(options.src_lang, options.tgt_lang)
+        todo, encoded, cuts = self.translator.encode_lines(lines, tag=tag, names=piece_names(plans, kept, names))
+        cuts += kept_warnings(plans, kept, names)  # text in a script the model cannot read, copied
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
         found = await wait_for(lambda: self.batcher.submit(encoded, options), request)
@@ -193,7 +196,15 @@ class Service:
             translated.append(
                 "".join((h[0][0] if line.strip() else line) + brk for h, line, brk in zip(hyps, lines, breaks))
             )
-            others.append(distinct_alternatives(hyps[0], alternatives) if len(lines) == 1 else [])
+            # a text of one line, between blank ones or breaks ("Hallo Welt.\n"), has that line's alternatives
+            filled = [j for j, line in enumerate(lines) if line.strip()]
+            found = distinct_alternatives(hyps[filled[0]], alternatives) if len(filled) == 1 else []
+            others.append(
+                [
+                    "".join((alt if j in filled else line) + brk for j, (line, brk) in enumerate(zip(lines, breaks)))
+                    for alt in found
+                ]
+            )
         return translated, others
 
     def options(self, key: tuple, make: Callable[[], DecodeOptions]) -> DecodeOptions:

@@ -21,7 +21,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
-from mt.apps.serve.requests import ApiError, bounded_body
+from mt.apps.serve.requests import ApiError, bounded_body, form_fields, query_pairs
 from mt.documents.encoding import DECLARED, decode
 from mt.documents.formats import FORMATS, DocumentError, DocumentFormat, by_extension, load
 
@@ -82,7 +82,9 @@ async def read_upload(request, max_bytes: int) -> Upload:
         message = exc.message if isinstance(exc, MultiPartException) else exc.detail
         raise ApiError(400, f"the multipart form is not valid: {message}") from None
     try:
-        fields = {name: value for name, value in form.multi_items() if isinstance(value, str)}
+        # as /translate reads them (Flask's request.values): each field's first value, the query string's first
+        pairs = [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
+        fields = {**form_fields(pairs), **form_fields(query_pairs(request))}
         upload = form.get("file")
         if upload is None or upload == "":
             raise ApiError(400, "Invalid request: missing file parameter")
