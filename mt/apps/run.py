@@ -465,7 +465,7 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
         log.info(f"average: done already ({target})")
         return
     log.info("[bold]average[/bold]")
-    if not _average_sources(exp, cfg) and exp.checkpoint_path("last").exists():
+    if _average_sources(exp, cfg) == [exp.checkpoint_path("last")]:
         # a training shorter than train.save_every: the run goes on, with the one model it has (it stopped here)
         from mt.experiment.checkpoint_file import save_checkpoint
         from mt.training.average import average_checkpoints
@@ -482,11 +482,13 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
 
 def _average_sources(exp: Experiment, cfg: ExperimentConfig) -> list[Path]:
     """The periodic checkpoints that average.pt is to average now: the last decode.average_last (of
-    those up to last.pt's step: `run_checkpoints`)."""
+    those up to last.pt's step: `run_checkpoints`); last.pt where there are none."""
     from mt.training.average import run_checkpoints
 
     periodic = run_checkpoints(exp)
-    return periodic[-min(cfg.decode.average_last, len(periodic)) :] if periodic else []
+    if not periodic:  # a training shorter than train.save_every: last.pt alone (average_step says so)
+        return [exp.checkpoint_path("last")] if exp.checkpoint_path("last").exists() else []
+    return periodic[-min(cfg.decode.average_last, len(periodic)) :]
 
 
 def _average_fresh(exp: Experiment, cfg: ExperimentConfig) -> bool:

@@ -194,7 +194,7 @@ class Translator:
                 options, sampling=replace(options.sampling, seed=(options.sampling.seed + first_line) % 2**63)
             )
         if options.pivot is not None:
-            return self._pivot(lines, options, first_line)
+            return self._pivot(lines, options, first_line, names)
         tag = self.directions.tag(options.src_lang, options.tgt_lang)
         phrases = None
         if options.constraints:
@@ -265,14 +265,17 @@ class Translator:
             encoded = [[tag, *ids] for ids in encoded]
         return todo, encoded, cuts
 
-    def _pivot(self, lines: list[str], options: DecodeOptions, first_line: int) -> list[list[tuple]]:
+    def _pivot(
+        self, lines: list[str], options: DecodeOptions, first_line: int, names: list[str] | None = None
+    ) -> list[list[tuple]]:
         """src -> pivot -> tgt: each line's best translation into the pivot, translated on (`--pivot`)."""
         src_lang, tgt_lang = self.directions.resolve(options.src_lang, options.tgt_lang)
         replace(options, src_lang=src_lang, tgt_lang=tgt_lang)  # made to be checked: a pivot that is neither
         self.directions.check_pivot(src_lang, tgt_lang, options.pivot)  # and both legs are directions
         into = replace(options, pivot=None, tgt_lang=options.pivot, nbest=1, beam=options.beam)
-        middle = [hyps[0][0] for hyps in self.search(lines, into, first_line)]
-        return self.search(middle, replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang), first_line)
+        middle = [hyps[0][0] for hyps in self.search(lines, into, first_line, names=names)]
+        onward = replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang)
+        return self.search(middle, onward, first_line, names=names)
 
     def search_encoded(
         self,

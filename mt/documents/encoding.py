@@ -72,6 +72,8 @@ def declared_reading(data: bytes, fmt: str) -> tuple[str, str] | None:
         return None
     try:
         codec = codecs.lookup(declared.group(1)).name
+        if codec == "iso8859-1" and any(0x80 <= b < 0xA0 for b in data):  # C1 controls: cp1252's “ ” – € …,
+            codec = "cp1252"  # which a Latin-1 label stands for in browsers (WHATWG) and in practice
         return codec, data.decode(codec)
     except (LookupError, UnicodeDecodeError):
         return None
@@ -132,14 +134,16 @@ def western(data: bytes) -> str | None:
     except UnicodeDecodeError:  # one of its five undefined bytes
         return None
     letters = accented = 0
-    for c in text:
+    for i, c in enumerate(text):
         if c.isascii():
             letters += c.isalpha()
         elif unicodedata.category(c).startswith("L"):
             letters += 1
             accented += 1
-        elif c not in WESTERN_PUNCTUATION:
-            return None
+        elif c not in WESTERN_PUNCTUATION or (
+            c not in "’‘·–—" and text[i - 1 : i].isalpha() and text[i + 1 : i + 2].isalpha()
+        ):
+            return None  # a symbol between letters ("Za¿ó³æ") is a letter of another code page
     return text if accented and 3 * accented < letters else None
 
 
@@ -151,11 +155,11 @@ def encode(text: str, encoding: TextEncoding, unwritable: str = "") -> bytes:
     text, Markdown, subtitles); "header", in UTF-8 with the header's charset changed to it (PO, as
     msgconv does); "", refused with DocumentError."""
     body = text.replace("\n", encoding.newline)
-    if unwritable == "header" and (declared := DECLARED["po"].search(body)):
+    if unwritable == "header" and not encoding.bom and (declared := DECLARED["po"].search(body)):
         # a file without a header, read in a guessed codec, got one that says UTF-8: written as it says
         try:
             said = codecs.lookup(declared.group(1)).name
-            if said != encoding.codec and body.encode(encoding.codec):
+            if said == "utf-8" != encoding.codec and body.encode(encoding.codec):
                 log.warn(f"the translated file is written in {said}, as the header it was given says")
                 encoding = replace(encoding, codec=said)
         except (LookupError, UnicodeEncodeError):  # (one it cannot write: below)

@@ -2,7 +2,9 @@
 
 Each line is translated as a text (its sentences found in it) and keeps its indentation, except in a
 hard-wrapped paragraph: one whose every line break falls where the next line's first word would not
-have fitted on the line (the mark of a wrap at a fixed width, as `fmt` and mail clients do), and where
+have fitted on the line (the mark of a wrap at a fixed width, as `fmt` and mail clients do; the
+longest line counts as such a mark only where another line is shorter, or where it is as long as
+text wrapped at a usual width is: a heading over one line of text is no wrap), and where
 some line ends inside a sentence (without . ! ? : ; or a closing quote). Such a paragraph is translated
 as one text and wrapped again at its own width, so that a sentence wrapped over two lines is translated
 whole; a mark every line starts with (a mail's `> `, a comment's `# ` or `// `) is taken off before and

@@ -201,8 +201,10 @@ def read_experiment(root: Path) -> tuple[Experiment, ExperimentConfig]:
 def trained_with(model: Path) -> list[tuple[str, Any]]:
     """The tokenizer.* settings a SentencePiece model was trained with, as its file records them (a copied
     tokenizer recorded with the defaults: `mt info`, the export's card and its warnings read them)."""
-    from sentencepiece import sentencepiece_model_pb2
-
+    try:  # (its protobuf module needs the protobuf package, which not every install has)
+        from sentencepiece import sentencepiece_model_pb2
+    except ImportError:
+        return []
     proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]
     proto.ParseFromString(model.read_bytes())
     trainer, found = proto.trainer_spec, []

@@ -96,7 +96,8 @@ class Mapping:
     def same(self, target: Span, ws: int, we: int) -> bool:
         """Whether a target word is the source word [ws, we) copied (in any case): a formula, a number,
         a name, a placeholder's brackets."""
-        return self.output[target[0] : target[1]].casefold() == self.source[ws:we].casefold()
+        word, source = self.output[target[0] : target[1]], self.source[ws:we]
+        return len(word) == len(source) and word.casefold() == source.casefold()  # (not "Maße" as "MASSE")
 
     def within(self, target: Span, ws: int, we: int, start: int, end: int) -> Span:
         """The target of source characters [start, end) of word [ws, we): the same characters of the target

@@ -243,7 +243,7 @@ def test_a_model_only_checkpoint_as_last_pt_is_refused_in_one_line(trained_exper
 def test_mt_runs_average_step_without_periodic_checkpoints_keeps_last_and_says_so(trained_experiment, tmp_path, capsys):
     """A training shorter than train.save_every left last.pt alone: `mt run`'s average step stopped the
     run ("fewer than --last 1", a flag `mt run` does not have) after the training had finished."""
-    from mt.apps.run import average_step
+    from mt.apps.run import _average_fresh, average_step
 
     exp = Experiment(tmp_path / "exp")
     shutil.copytree(trained_experiment.root, exp.root)
@@ -255,3 +255,4 @@ def test_mt_runs_average_step_without_periodic_checkpoints_keeps_last_and_says_s
     last = torch.load(exp.checkpoint_path("last"), map_location="cpu", weights_only=True)
     assert averaged["averaged_from"] == ["last.pt"] and averaged["step"] == last["step"]
     assert all(torch.equal(averaged["model"][k], v) for k, v in last["model"].items())
+    assert _average_fresh(exp, exp.load_config())  # done: the next `mt run` neither averages nor evaluates again

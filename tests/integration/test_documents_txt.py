@@ -10,7 +10,7 @@ import codecs
 import pytest
 from helpers import mt, one_line, toy_corpus
 
-from mt.documents.encoding import decode, encode
+from mt.documents.encoding import TextEncoding, decode, encode, western
 from mt.documents.formats import FORMATS, DocumentError, DocumentOptions, by_extension
 from mt.documents.translate import translate_content, translate_file
 from mt.documents.txt import wrapped
@@ -246,6 +246,10 @@ def test_a_legacy_file_that_reads_as_western_text_is_windows_1252_and_the_guess_
     for text, codec in (("Привет, как дела? Это тест.\n", "cp1251"), ("Zażółć gęślą jaźń. Łódź jest piękna.\n", "cp1250"),
                         ("Příliš žlutý kůň běžel po silnici.\n", "cp1250"), ("これは日本語のテキストです。\n", "shift_jis")):
         assert decode(text.encode(codec))[0] == text
+    assert western("Zażółć gęślą jaźń.".encode("cp1250")) is None  # "Za¿ó³æ": symbols between letters
+    # a page labelled Latin-1 whose quotes, dashes and euro sign are Windows-1252's, as browsers read it
+    page = '<meta charset="iso-8859-1"><p>“Hello” – 5 € don’t</p>'
+    assert decode(page.encode("cp1252"), "html") == (page, TextEncoding("cp1252"))
 
 
 def test_a_heading_over_a_line_of_text_is_two_lines_not_a_wrapped_paragraph():

@@ -132,8 +132,9 @@ def test_markup_copies_an_unreadable_sentence_with_its_tags(trained_experiment):
 
     translator = Translator.load(trained_experiment, trained_experiment.load_config())
     (out,) = translate_markup(translator, [f"<p>{S1} <b>{CJK[:4]}</b>{CJK[4:]}</p>"], "html")
-    # copied word for word: the tag goes round the (space-less) word it was in, as for any partial word
-    assert out == f"<p>{translator.translate([S1])[0]} <b>{CJK}</b></p>"
+    # copied as it is: the tag goes round the same characters of it (it went round the whole space-less
+    # word, as round any word translated otherwise)
+    assert out == f"<p>{translator.translate([S1])[0]} <b>{CJK[:4]}</b>{CJK[4:]}</p>"
 
 
 def test_markup_warns_of_what_it_copies_untranslated_as_plain_text_does(trained_experiment):

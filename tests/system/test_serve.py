@@ -644,6 +644,10 @@ def test_text_in_a_script_the_model_cannot_read_is_copied_with_a_warning(server,
     assert answer["translations"][1]["text"].endswith(chinese)
     assert answer["warnings"] == [f"input line 2: {len(chinese)} characters in a script the model cannot read "
                                   "(not in its vocabulary) copied untranslated"]
+    # beside a line with an address (searched apart from the others), the line's own number
+    answer = ok(f"{server.url}/v1/translate", {"text": ["Siehe https://example.org/a jetzt.", f"{LINES[1]} {chinese}"]})
+    assert answer["warnings"] == [f"input line 2: {len(chinese)} characters in a script the model cannot read "
+                                  "(not in its vocabulary) copied untranslated"]
 
 
 def test_each_text_is_translated_sentence_by_sentence(server, reference):

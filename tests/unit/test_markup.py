@@ -345,6 +345,8 @@ def test_an_element_on_part_of_a_word_the_translation_copies_covers_the_same_cha
     assert reverse("<kbd>Ctrl</kbd>+<kbd>C</kbd> copies") == "COPIES <kbd>CTRL</kbd>+<kbd>C</kbd>"
     # a word translated otherwise: the element goes around the whole word, as before
     assert aligned("der <b>Donau</b>dampfer", "the Danube steamer", "0-0 1-1 1-2") == "the <b>Danube steamer</b>"
+    # the same word in other letters of another length ("MASSE" is "Maße" folded): not copied, the whole word
+    assert aligned("die MASS<b>E</b> ist gut", "the Maße is good", "0-0 1-1 2-2 3-3") == "the <b>Maße</b> is good"
 
 
 KEPT = '<span translate="no">{}</span>'

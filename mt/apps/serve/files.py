@@ -154,13 +154,15 @@ class CountingUnits:
     """`Units` that translate nothing (each text comes back as it is) and count the characters asked:
     a document's budget, checked before any of it is searched."""
 
-    def __init__(self) -> None:
-        self.chars = 0
-        self.texts: list[str] = []  # each unit's text, for `source: auto`
+    def __init__(self, keep: bool = False) -> None:
+        self.chars, self.keep = 0, keep
+        self.texts: list[str] = []  # with `keep` (`source: auto`), each unit's text
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
-        self.chars += chars_to_translate(texts, fmt)
-        self.texts += [" ".join(language_text(text, fmt).split()) for text in texts if text.strip()]
+        found = [language_text(text, fmt) for text in texts if text.strip()]
+        self.chars += sum(len(text) for text in found)  # (chars_to_translate's count)
+        if self.keep:
+            self.texts += [" ".join(text.split()) for text in found]
         return list(texts)
 
     def sample(self) -> str:
@@ -414,7 +416,7 @@ class Documents:
                 return self.results.put(name, upload.data)
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
             # before its first units are translated, not after.
-            counted = CountingUnits()
+            counted = CountingUnits(keep=units.identify)
             translate_content(upload.data, upload.fmt, counted, DocumentOptions(target))
             if counted.chars > units.max_chars:
                 raise ApiError(

@@ -71,28 +71,30 @@ class Service:
         self.body_limit = 12 * limits.max_chars + 65536
 
     async def translate(
-        self, request: Request, lines: list[str], options: DecodeOptions
+        self, request: Request, lines: list[str], options: DecodeOptions, names: list[str] | None = None
     ) -> tuple[list[list], list[str]]:
         """Each line's hypotheses (`Translator.search`'s), through the batcher, and the cut-line warnings;
         the search is called off when the client leaves before its answer. The direction's tag goes
         into the sources: sentences of every direction may then share a batch. Each line is translated
         sentence by sentence, long sentences in pieces (mt.text.translate), and put back together. A
         line with a web or mail address goes through markup's search, which keeps the address as it
-        is, as `mt translate` does (mt.text.translate.search)."""
+        is, as `mt translate` does (mt.text.translate.search). `names`: what a warning calls each line
+        (default: input line N, N its place in `lines`)."""
+        names = labels(len(lines), 0, names)
         # (an n-best list asked of such a line is its one translation, as a line of sentences gives)
         addressed = (
             [i for i, line in enumerate(lines) if addresses_kept(line)] if addresses_apply(options, True) else []
         )
         if any("\t" in lines[i] for i in addressed):  # each column its own line, as plain text's pieces are
-            cells, owner = columns(lines, lines)
-            by_cell, cut = await self.translate(request, [cell for cell, _ in cells], options)
+            cells, owner = columns(lines, names)
+            by_cell, cut = await self.translate(request, [cell for cell, _ in cells], options, [n for _, n in cells])
             return joined_columns(lines, owner, by_cell), cut
         if addressed:
             rest = [i for i in range(len(lines)) if i not in addressed]
             results: list[list] = [[] for _ in lines]
             cuts: list[str] = []
             if rest:
-                found, cuts = await self.translate(request, [lines[i] for i in rest], options)
+                found, cuts = await self.translate(request, [lines[i] for i in rest], options, [names[i] for i in rest])
                 for i, hyps in zip(rest, found):
                     results[i] = hyps
             escaped = [as_fragment(lines[i]) for i in addressed]
@@ -107,7 +109,6 @@ class Service:
             lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
         if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
             raise TooManySentences(len(lines), self.limits.max_queue)
-        names = labels(len(texts), 0, None)
         tag = self._tag(options.src_lang, options.tgt_lang)
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=tag, names=piece_names(plans, kept, names))
         cuts += kept_warnings(plans, kept, names)  # text in a script the model cannot read, copied

@@ -82,9 +82,12 @@ async def read_upload(request, max_bytes: int) -> Upload:
         message = exc.message if isinstance(exc, MultiPartException) else exc.detail
         raise ApiError(400, f"the multipart form is not valid: {message}") from None
     try:
-        # as /translate reads them (Flask's request.values): each field's first value, the query string's first
+        # as LibreTranslate reads them: each field's first value; the key from the query string too
         pairs = [(name, value) for name, value in form.multi_items() if isinstance(value, str)]
-        fields = {**form_fields(pairs), **form_fields(query_pairs(request))}
+        fields = form_fields(pairs)
+        query = form_fields(query_pairs(request))
+        if "api_key" in query and not fields.get("api_key"):
+            fields["api_key"] = query["api_key"]
         upload = form.get("file")
         if upload is None or upload == "":
             raise ApiError(400, "Invalid request: missing file parameter")
