@@ -241,7 +241,10 @@ def serialized(store) -> str:
     from lxml import etree
 
     tree = etree.tostring(store.document, encoding="unicode")
-    return f'<?xml version="1.0" encoding="{store.encoding}"?>\n' + tree + ("" if tree.endswith("\n") else "\n")
+    standalone = getattr(store.document, "docinfo", None) and store.document.docinfo.standalone
+    said = ' standalone="yes"' if standalone else ""  # kept as declared (lxml reads no declaration as "no")
+    declaration = f'<?xml version="1.0" encoding="{store.encoding}"{said}?>\n'
+    return declaration + tree + ("" if tree.endswith("\n") else "\n")
 
 
 def read_xliff(text: str) -> tuple[Any, int]:

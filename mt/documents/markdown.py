@@ -325,7 +325,7 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
 TAG = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")
 
 
-def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
+def html_blocks(text: str, offsets: list[int], tokens: list, first_line: int = 0) -> list[Place]:
     """The top-level HTML blocks with text whose tags mt's markup writer gives back as they were (in
     its own spelling: `<P>` as `<p>`, `<img />` as `<img>`, attributes in double quotes); a block it
     would change (one that opens an element a later block closes, `<details>` around Markdown) is
@@ -343,7 +343,7 @@ def html_blocks(text: str, offsets: list[int], tokens: list) -> list[Place]:
             found.append(Place(start, end, block, [], "html"))
         elif any(segment.plain.strip() for segment in segments(nodes)):
             log.warn(
-                f"line {token.map[0] + 1}: an HTML block left untranslated: its elements do not close within it "
+                f"line {first_line + token.map[0] + 1}: an HTML block left untranslated: its elements do not close within it "
                 "(Markdown between its tags)"
             )
     return found
@@ -358,29 +358,34 @@ def tags(html: str) -> list[tuple[str, str]]:
 TOML_FRONT_MATTER = re.compile(r"\A\+\+\+[ \t]*\n.*?\n\+\+\+[ \t]*(?:\n|\Z)", re.DOTALL)
 
 
-def unreferenced(text: str, env: dict) -> None:
+def unreferenced(text: str, env: dict, first_line: int = 0) -> None:
     """A warning for each footnote nothing refers to: the footnote plugin drops it (renderers show none),
     so it is left as it is, untranslated."""
     for key, found in env.get("footnotes", {}).get("refs", {}).items():
         if found < 0:
             label = key[1:]
             where = re.search(rf"(?m)^ {{0,3}}\[\^{re.escape(label)}\]:", text)
-            line = f"line {text.count(chr(10), 0, where.start()) + 1}: " if where else ""
+            line = f"line {first_line + text.count(chr(10), 0, where.start()) + 1}: " if where else ""
             log.warn(f"{line}footnote [^{label}] is referred to nowhere: left untranslated (renderers do not show it)")
 
 
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated Markdown (module docstring)."""
-    if front := TOML_FRONT_MATTER.match(text):  # kept as it is, as YAML's
-        return front.group() + translate(text[front.end() :], units, options)
+    front = TOML_FRONT_MATTER.match(text)  # kept as it is, as YAML's (the warnings count the file's lines)
+    head = front.group() if front else ""
+    return head + _translate(text[len(head) :], units, head.count("\n"))
+
+
+def _translate(text: str, units: Units, first_line: int) -> str:
+    """The Markdown after any TOML front matter (`first_line`: the lines before it) translated."""
     env: dict = {}
     tokens = parser().parse(text, env)
-    unreferenced(text, env)
+    unreferenced(text, env, first_line)
     lines = text.split("\n")
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens), key=lambda p: p.start)
+    found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens, first_line), key=lambda p: p.start)
     plain = [i for i, p in enumerate(found) if not p.marks and p.kind != "html"]  # no markup: searched as text
     searched_as_text = set(plain)
     marked = [i for i in range(len(found)) if i not in searched_as_text]

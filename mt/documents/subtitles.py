@@ -110,4 +110,12 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
         if translated is not None:
             parts += [text[at:start], translated]
             at = end
-    return "".join(parts) + text[at:]
+    out = "".join(parts) + text[at:]
+    if vtt:  # the header's `Language: en` (YouTube's, many players') names the translation's language
+        header = out.split("\n\n", 1)
+        header[0] = LANGUAGE.sub(lambda m: m.group(1) + options.target, header[0])
+        out = "\n\n".join(header)
+    return out
+
+
+LANGUAGE = re.compile(r"(?m)^(Language:[ \t]*)\S+[ \t]*$")

@@ -273,3 +273,6 @@ def test_a_footnote_nothing_refers_to_is_kept_and_said(capsys):
     source = "Text with a note[^a].\n\n[^a]: used note.\n\n[^c]: unused note.\n"
     out = translate_content(source.encode(), FORMATS["md"], lambda texts, fmt="text": texts, EN).decode()
     assert out == source and "line 5: footnote [^c] is referred to nowhere" in capsys.readouterr().err
+    front = "+++\ntitle = 'x'\n+++\n"  # the lines of TOML front matter counted (the warning said line 5)
+    assert translate_content((front + source).encode(), FORMATS["md"], lambda texts, fmt="text": texts, EN).decode() == front + source
+    assert "line 8: footnote [^c]" in capsys.readouterr().err

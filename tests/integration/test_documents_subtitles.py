@@ -122,7 +122,8 @@ def frame(text: str) -> list[str]:
 def test_vtt_header_notes_styles_identifiers_and_settings_are_kept(translator, units, sentences):
     source = vtt_file(sentences)
     out = translate_content(source.encode(), FORMATS["vtt"], units, EN).decode()
-    assert frame(out) == frame(source)
+    assert "Language: de\n" in source and "Language: en\n" in out  # the header names the translation's language
+    assert frame(out) == frame(source.replace("Language: de\n", "Language: en\n", 1))
     before, after = webvtt.from_string(source), webvtt.from_string(out)
     assert [(c.identifier, c.start, c.end, str(c.settings), c.comments) for c in after.captions] == [
         (c.identifier, c.start, c.end, str(c.settings), c.comments) for c in before.captions
@@ -184,3 +185,10 @@ def test_mt_translate_writes_a_translated_srt_file(trained_experiment, units, se
     assert (
         target.read_text(encoding="utf-8") == translate_content(source.read_bytes(), FORMATS["srt"], units, EN).decode()
     )
+
+
+def test_a_vtt_headers_language_becomes_the_target():
+    """`Language: de` in the header stayed: players and YouTube took the translation for German."""
+    source = "WEBVTT\nKind: captions\nLanguage: de\n\n00:00:01.000 --> 00:00:02.000\nLanguage: de ist hier Text.\n"
+    out = translate_content(source.encode(), FORMATS["vtt"], lambda texts, fmt="text": texts, DocumentOptions("en"))
+    assert out.decode() == source.replace("Language: de\n\n", "Language: en\n\n")

@@ -280,3 +280,15 @@ def test_a_group_marked_not_to_translate_keeps_its_units_as_they_are():
 
     out = translate_content(text.encode(), FORMATS["xliff"], upper, EN).decode()
     assert asked == ["Aber hier", "Und hier"] and "<target>NICHT" not in out and "<target>UND HIER</target>" in out
+
+
+def test_a_standalone_declaration_is_kept():
+    """`standalone="yes"` was dropped from the XML declaration."""
+    text = (b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<xliff version="1.2" '
+            b'xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="de" target-language="en" '
+            b'datatype="plaintext" original="a"><body><trans-unit id="1"><source>Hallo</source></trans-unit>'
+            b'</body></file></xliff>\n')
+    upper = lambda texts, fmt="text": [t.upper() for t in texts]  # noqa: E731
+    assert translate_content(text, FORMATS["xliff"], upper, EN).startswith(b'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>')
+    plain = translate_content(text.replace(b' standalone="yes"', b""), FORMATS["xliff"], upper, EN)
+    assert plain.startswith(b'<?xml version="1.0" encoding="UTF-8"?>')
