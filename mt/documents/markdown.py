@@ -385,7 +385,9 @@ def _translate(text: str, units: Units, first_line: int) -> str:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    found = sorted(places(lines, offsets, tokens) + html_blocks(text, offsets, tokens, first_line), key=lambda p: p.start)
+    found = sorted(
+        places(lines, offsets, tokens) + html_blocks(text, offsets, tokens, first_line), key=lambda p: p.start
+    )
     plain = [i for i, p in enumerate(found) if not p.marks and p.kind != "html"]  # no markup: searched as text
     searched_as_text = set(plain)
     marked = [i for i in range(len(found)) if i not in searched_as_text]
