@@ -170,8 +170,9 @@ def same_file(a: Path, b: Path) -> bool:
     and inode: on a case-insensitive file system README.md and readme.md resolve apart but are one file."""
     try:
         return os.path.samefile(a, b)
-    except OSError:  # either one missing (or unreadable): no file of the other's to replace
-        return False
+    except OSError:  # either one missing (or unreadable); but a path through a folder not made yet,
+        # `sub/../in.de`, names the file it will be once that folder is made
+        return os.path.normpath(os.path.realpath(a)) == os.path.normpath(os.path.realpath(b))
 
 
 def pid_alive(pid: int) -> bool:

@@ -58,6 +58,14 @@ def teacher_checkpoints(teachers: list[Experiment], checkpoint: str | None) -> l
                 f"--teacher {teacher.root}: its tokenizer is not {teachers[0].root}'s; an ensemble decodes with "
                 f"one: train the second teacher with the first's tokenizer (copy {teachers[0].tokenizer_dir})"
             )
+        if teacher is not teachers[0]:
+            pairs, first = teacher.load_config().data.pairs(), teachers[0].load_config().data
+            if (pairs, bool(teacher.load_config().data.directions)) != (first.pairs(), bool(first.directions)):
+                raise MtError(
+                    f"--teacher {teacher.root}: it translates {', '.join('-'.join(p) for p in pairs)}, "
+                    f"{teachers[0].root} {', '.join('-'.join(p) for p in first.pairs())}: an ensemble's members "
+                    "translate the same directions (and are multilingual alike)"
+                )
         name = checkpoint or teacher.load_config().decode.checkpoint
         paths.append(str(teacher.find_checkpoint(name).resolve()))  # the same teacher from any directory
     return paths

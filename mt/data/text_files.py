@@ -25,6 +25,9 @@ BATCH_LINES = 20_000  # lines per batch read from a file
 _BOM = b"\xef\xbb\xbf"
 
 
+CR_ONLY = "its lines end in a carriage return alone (CR, old Mac files); convert them to LF (mac2unix)"
+
+
 def read_lines(path: str | os.PathLike, invalid: list[str] | None = None) -> list[str]:
     """UTF-8 lines of a text file (gzip if the name ends in .gz), without line endings. A line that is
     not UTF-8 is an error naming it, or, given `invalid`, left out and named there ("FILE:LINE: why").
@@ -99,7 +102,7 @@ def open_binary(path: str):
     if problem is None and head.count(b"\x00") > len(head) // 8:  # a stray one in a crawl is cleaned, not this
         problem = "mostly NUL bytes: UTF-16 or binary, not UTF-8 text"
     if problem is None and b"\r" in head and b"\n" not in head and len(head) > 1:
-        problem = "its lines end in a carriage return alone (CR, old Mac files); convert them to LF (mac2unix)"
+        problem = CR_ONLY
     if problem is not None:
         handle.close()
         raise MtError(f"{path}: {problem}")
@@ -214,6 +217,8 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
                 # An editor's byte-order mark is not text (as the corpus readers read it)
                 if number == 1 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8) :]
+                if b"\n" not in raw and b"\r" in raw.rstrip(b"\r"):  # lines that end in CR alone: one line to us
+                    raise MtError(f"{name}:{number}: {CR_ONLY}")
                 try:
                     yield raw.decode("utf-8")
                 except UnicodeDecodeError:

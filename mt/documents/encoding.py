@@ -59,6 +59,14 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
     except UnicodeDecodeError as exc:
         if codec:
             raise DocumentError(f"not {codec} as its byte-order mark says: {exc.reason} at byte {exc.start}") from None
+        read = data.decode("utf-8", errors="replace")
+        if sum(1 for c in read if not c.isascii() and c != "\ufffd") > read.count("\ufffd"):
+            # UTF-8 with a few bad bytes (one stray Latin-1 é): not a legacy file to guess (it was read as
+            # a DOS code page whole, every umlaut a Cyrillic letter)
+            line = data[: exc.start].count(b"\n") + 1
+            raise DocumentError(
+                f"line {line}: not valid UTF-8 ({exc.reason} at byte {exc.start}); correct it"
+            ) from None
         codec, text = declared_reading(data, fmt) or guess(data)
     return text.replace("\r\n", "\n"), TextEncoding(codec or "utf-8", bom, line_ending(text))
 

@@ -952,3 +952,24 @@ def test_command_line_shapes_help_force_documents_and_average(trained_experiment
     shutil.copytree(trained_experiment.root, exp)
     code, out, _ = mt(capsys, monkeypatch, "average", "--exp", exp, "--last", "1")  # (not -q: it would stay set)
     assert code == 0 and out == f"{exp / 'checkpoints' / 'average.pt'}\n"
+
+
+def test_input_that_would_be_lost_or_replaced_is_refused(experiment, tmp_path, capsys, monkeypatch):
+    """Lines ending in CR alone were one line on stdout (three lines in, one out); a UTF-8 .txt with one
+    stray Latin-1 byte was read whole as a DOS code page (every umlaut Cyrillic); `-o sub/../in.de
+    --force`, through a folder not there yet, replaced the input with its translation."""
+    exp = str(experiment.root)
+    cr = tmp_path / "cr.de"
+    cr.write_bytes(b"Ein Satz.\rZwei.\rDer Hund.\r")
+    one_error(*mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", str(cr)), 1,
+              f"{cr}:1: its lines end in a carriage return alone")
+    stray = tmp_path / "brief.txt"
+    stray.write_bytes("Grüße aus Köln.\n€ 42 — 100\n".encode() + b"Caf\xe9 ist gut.\n")
+    one_error(*mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", str(stray), "-o", str(tmp_path / "out.txt")),
+              1, "line 3: not valid UTF-8")
+    source = tmp_path / "in.de"
+    source.write_text("Ein Satz.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    one_error(*mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", "in.de", "-o", "sub/../in.de", "--force"), 2,
+              "is the input")
+    assert source.read_text(encoding="utf-8") == "Ein Satz.\n"

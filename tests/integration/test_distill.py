@@ -117,6 +117,17 @@ def test_two_teachers_decode_as_an_ensemble_and_must_share_a_tokenizer(trained_e
                  "--exp", str(tmp_path / "s2"))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "tokenizer" in refused.stderr.strip().splitlines()[-1]
+    # a teacher of the other direction (a reverse model sharing the tokenizer) was ensembled in, unsaid
+    reverse = Experiment(tmp_path / "reverse")
+    shutil.copytree(trained_experiment.root, reverse.root)
+    config = reverse.config_path.read_text(encoding="utf-8")
+    src, tgt = trained_experiment.load_config().data.src_lang, trained_experiment.load_config().data.tgt_lang
+    reverse.config_path.write_text(config.replace(f"src_lang: {src}", "src_lang: X").replace(
+        f"tgt_lang: {tgt}", f"tgt_lang: {src}").replace("src_lang: X", f"src_lang: {tgt}"), encoding="utf-8")
+    assert reverse.load_config().data.pairs() == [(tgt, src)]
+    refused = mt("distill", "--teacher", str(trained_experiment.root), "--teacher", str(reverse.root),
+                 "--exp", str(tmp_path / "s3"))
+    assert refused.returncode != 0 and f"it translates {tgt}-{src}" in refused.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.slow

@@ -467,9 +467,14 @@ def test_force_into_a_directory_that_cannot_move_replaces_its_files_and_a_killed
     monkeypatch.undo()
     assert out.stat().st_ino == inode and sorted(p.name for p in out.iterdir()) == sorted([".mt-export.json", *written])
     # killed between the renames: the earlier export aside, nothing in its place, its process gone
-    aside = tmp_path / ".volume.999999999-abc-replaced"
+    aside = tmp_path / ".volume.999999999-abcd_123-replaced"
     os.rename(out, aside)
-    (tmp_path / ".volume.999999999-def").mkdir()  # the killed one's half-written model
+    (tmp_path / ".volume.999999999-defg_456").mkdir()  # the killed one's half-written model
+    (tmp_path / ".volume.999999999-defg_456" / ".mt-export-build").touch()
+    backup = tmp_path / ".volume.2024-05-01"  # a user's, named alike: not an export's (it was removed)
+    backup.mkdir()
+    (backup / "notes.txt").write_text("mine\n", encoding="utf-8")
     with pytest.raises(MtError, match="exists; choose another --output or add --force"):
         export(exp, cfg, out)  # put back first: an export, which only --force replaces
-    assert (out / ".mt-export.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["volume"]
+    assert (out / ".mt-export.json").is_file() and sorted(p.name for p in tmp_path.iterdir()) == [backup.name, "volume"]
+    assert (backup / "notes.txt").read_text(encoding="utf-8") == "mine\n"

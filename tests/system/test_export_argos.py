@@ -124,6 +124,13 @@ def test_the_splitter_is_read_by_minisbd_and_splits_sentences(tmp_path):
         "Ein Satz ohne Punkt": ["Ein Satz ohne Punkt"],
         "这是第一句。这是第二句！": ["这是第一句。", "这是第二句！"],
         "Это кот. это тоже кот.": ["Это кот. это тоже кот."],
+        # a closing quote after 。 stays with its sentence (was cut off into the next), and the marks of
+        # Urdu, Greek and full-width stops end one (a paragraph was one sentence)
+        "「こんにちは。」と彼は言った。次の文。": ["「こんにちは。」", "と彼は言った。", "次の文。"],
+        "یہ ایک کتاب ہے۔ وہ گھر گیا۔": ["یہ ایک کتاب ہے۔", "وہ گھر گیا۔"],
+        "Τι κάνεις\u037e Καλά είμαι.": ["Τι κάνεις\u037e", "Καλά είμαι."],
+        "这是第一句．这是第二句．": ["这是第一句．", "这是第二句．"],
+        "Er kam; Dann ging er.": ["Er kam; Dann ging er."],  # a semicolon is none
     }
     for text, sentences in cases.items():
         assert detector.sentences(text) == sentences, text

@@ -7,8 +7,9 @@ file, and one without downloads MiniSBD's model for the source language on first
 sentence splitter and ships none of MiniSBD's (they are downloaded, AGPL-licensed Stanza models), so
 the package carries a small ONNX model in MiniSBD's format that computes a rule instead of a network:
 
-    a sentence ends after . ! ? … ؟ । (or one of them and a closing quote or bracket) followed by
-    whitespace, unless the next word begins with a lowercase letter; and after 。！？ always;
+    a sentence ends after . ! ? … ؟ । ۔ and Greek's ; (U+037E) (or one of them and a closing quote or bracket) followed by
+    whitespace, unless the next word begins with a lowercase letter; and after 。！？．｡ always (or
+    after the closing quote or bracket right after one: 「こんにちは。」と);
 
 which keeps "z.B. der", "3.5" and "e.g. the" whole and splits "Er kam. Sie ging." (and, unlike a
 trained splitter, "Dr. Smith"). Argos reads it as MiniSBD's own (`minisbd.SBDetect(path)`): the
@@ -23,8 +24,8 @@ import json
 
 from mt.errors import MtError
 
-TERMINALS = ".!?…؟।"  # end a sentence when whitespace and no lowercase letter follow
-ALWAYS = "。！？"  # end a sentence wherever they are (no spaces in those scripts)
+TERMINALS = ".!?…؟।۔\u037e"  # end a sentence when whitespace and no lowercase letter follow (Urdu's ۔, Greek's question mark, U+037E)
+ALWAYS = "。！？．｡"  # end a sentence wherever they are (no spaces in those scripts), after a closer that follows
 CLOSERS = "\"'”’»)]」』"  # after a terminal, the sentence ends after them instead
 SPECIALS = ("<PAD>", "<UNK>")  # MiniSBD's vocabulary begins with these (ids 0 and 1)
 # Lowercase letters of the Latin, Greek and Cyrillic blocks: a word beginning with one continues the sentence.
@@ -110,7 +111,15 @@ def _nodes(helper, tables: list[str]) -> list:
         helper.make_node("Mul", ["ending", "space_next"], ["spaced"]),
         helper.make_node("Sub", ["one_f", "lower_next2"], ["not_lower"]),
         helper.make_node("Mul", ["spaced", "not_lower"], ["ends_rule"]),
-        helper.make_node("Max", ["ends_rule", "always_at"], ["ends"]),
+        # after 。！？: there, unless a closer follows; then after that closer
+        helper.make_node("Pad", ["closer_at", "left1"], ["closer_pad"]),
+        helper.make_node("Slice", ["closer_pad", "one", "big", "axis1"], ["closer_next"]),
+        helper.make_node("Sub", ["one_f", "closer_next"], ["not_closed"]),
+        helper.make_node("Mul", ["always_at", "not_closed"], ["always_end"]),
+        helper.make_node("Pad", ["always_at", "right1"], ["always_pad"]),
+        helper.make_node("Slice", ["always_pad", "zero", "minus_one", "axis1"], ["always_prev"]),
+        helper.make_node("Mul", ["closer_at", "always_prev"], ["closer_end"]),
+        helper.make_node("Max", ["ends_rule", "always_end", "closer_end"], ["ends"]),
         # class scores: 0.5 inside a token, 1 where a space follows (a token ends), 2 where a sentence ends
         helper.make_node("ReduceSum", ["features", "axis2"], ["feature_sum"], keepdims=0),
         helper.make_node("Mul", ["feature_sum", "zero_f"], ["zeros"]),

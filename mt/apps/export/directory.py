@@ -15,6 +15,7 @@ import errno
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,6 +34,7 @@ FORMATS = ("ctranslate2", "huggingface", "argos")
 # A directory holding one of these is an earlier export, which --force may replace.
 EXPORT_MARKERS = ("model.bin", "model.safetensors", "*.argosmodel")
 MANIFEST = ".mt-export.json"  # {"format": ..., "files": [...]}: what the export wrote, and nothing else
+BUILD_MARK = ".mt-export-build"  # in an export's temporary directory while it is written: ours to remove
 
 
 def export(
@@ -156,7 +158,9 @@ def _replace_dir(output: Path, write: Callable[[Path], None], fmt: str, earlier:
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.{os.getpid()}-"))
     try:
+        (tmp / BUILD_MARK).touch()
         write(tmp)
+        (tmp / BUILD_MARK).unlink()  # (the manifest marks it from here on)
         files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file())
         (tmp / MANIFEST).write_text(json.dumps({"format": fmt, "files": files}, indent=1) + "\n", encoding="utf-8")
         _readable(tmp)
@@ -185,9 +189,14 @@ def _clear_killed(output: Path) -> None:
     `output`'s place, is put back first."""
     if not output.parent.is_dir():
         return
+    # only the names `_replace_dir` makes (mkdtemp's eight characters after the pid), holding its mark or
+    # an export's manifest: a user's `.de-en.2024-05-01/` beside `de-en` is not one (it was removed)
+    ours = re.compile(rf"\.{re.escape(output.name)}\.(\d+)-[a-z0-9_]{{8}}(-replaced)?")
     for left in sorted(output.parent.glob(f".{glob.escape(output.name)}.*-*")):
-        pid = left.name[len(output.name) + 2 :].split("-", 1)[0]
-        if not pid.isdigit() or _running(int(pid)) or not left.is_dir():
+        found = ours.fullmatch(left.name)
+        if found is None or not left.is_dir() or _running(int(found.group(1))):
+            continue
+        if not (left / BUILD_MARK).exists() and not (left / MANIFEST).exists():
             continue
         if left.name.endswith("-replaced") and not output.exists() and (left / MANIFEST).exists():
             os.rename(left, output)
