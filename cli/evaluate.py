@@ -11,7 +11,18 @@ from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
 
 from . import render
-from .options import Checkpoints, Device, Precision, Quantize, Threads, decode_flags, examples, exp_dir
+from .options import (
+    Checkpoints,
+    Device,
+    Precision,
+    Quantize,
+    Threads,
+    decode_flags,
+    examples,
+    exp_dir,
+    given_once,
+    single,
+)
 
 EXAMPLES = examples("mt evaluate --exp exp/de-en", "mt evaluate --hyp out.en --ref test.en --json")
 
@@ -23,8 +34,14 @@ def evaluate(
         Optional[Path], typer.Option("--exp", "-e", help="Experiment to translate and score.", callback=exp_dir)
     ] = None,
     split: Annotated[str, typer.Option(help="test, valid or train.")] = "test",
-    hyp: Annotated[
-        Optional[Path], typer.Option(help="Score this file instead of translating (needs --ref; - is stdin).")
+    hyps: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--hyp",
+            metavar="PATH",
+            callback=given_once,
+            help="Score this file instead of translating (needs --ref; - is stdin).",
+        ),
     ] = None,
     ref: Annotated[
         Optional[list[Path]],
@@ -56,6 +73,7 @@ def evaluate(
     device: Device = "cpu",
 ) -> None:
     """BLEU and chrF (sacrebleu, detokenized) of an experiment's split, or of --hyp against --ref."""
+    hyp = single(hyps)
     if lowercase and not tokenized:
         raise ConfigError("--lowercase goes with --tokenized (sacreBLEU is scored as it comes)")
     if hyp is not None or ref is not None:

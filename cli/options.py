@@ -161,6 +161,19 @@ Checkpoint = Annotated[  # a list of at most one: `one` gives it; see _one_check
 ]
 
 
+def given_once(ctx: typer.Context, param: typer.CallbackParam, value: Optional[list]) -> Optional[list]:
+    """A file flag given twice is refused: click kept the last without a word (`mt translate -i a -i b`
+    translated b alone, a's lines lost; `mt evaluate --hyp a --hyp b` scored b alone)."""
+    if value and len(value) > 1:
+        raise typer.BadParameter(f"given {len(value)} times ({', '.join(map(str, value))}): give one")
+    return value
+
+
+def single(value: Optional[list[Path]]) -> Optional[Path]:
+    """The path a `given_once` option holds, None if not given."""
+    return value[0] if value else None
+
+
 def one(checkpoint: Optional[list[str]]) -> Optional[str]:
     """The name a Checkpoint option holds, None if not given."""
     return checkpoint[0] if checkpoint else None

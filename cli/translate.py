@@ -28,7 +28,9 @@ from .options import (
     TopP,
     decode_flags,
     examples,
+    given_once,
     sampling_of,
+    single,
 )
 
 EXAMPLES = examples(
@@ -41,11 +43,21 @@ EXAMPLES = examples(
 def translate(
     exp: Exp,
     decode: DecodeOptions,
-    input: Annotated[
-        Optional[Path], typer.Option("--input", "-i", help="Read this file instead of stdin (- is stdin).")
+    inputs: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--input", "-i", metavar="PATH", callback=given_once, help="Read this file instead of stdin (- is stdin)."
+        ),
     ] = None,
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="Write this file instead of stdout (- is stdout).")
+    outputs: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="PATH",
+            callback=given_once,
+            help="Write this file instead of stdout (- is stdout).",
+        ),
     ] = None,
     force: Force = False,
     buffer: Annotated[
@@ -140,6 +152,7 @@ def translate(
     from mt.experiment.config import read_experiment
     from mt.hardware import set_threads
 
+    input, output = single(inputs), single(outputs)
     if output is not None and str(output) == "-":  # as --input -: the standard stream, not a file named "-"
         output = None
     if output is not None and input is not None and same_file(output, input):  # --force would replace the text

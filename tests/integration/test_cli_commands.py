@@ -225,6 +225,9 @@ RUNTIME_FLAGS = [
     (["serve"], ["--threads", "-1"], "'--threads'"),
     (["translate"], ["--threads", "100000"], "less than or equal to 1024"),  # was a segmentation fault in OpenMP
     (["serve"], ["--port", "99999"], "'--port'"),
+    (["translate"], ["--input", "other.de"], "given 2 times"),  # click kept the last: the first's lines lost
+    (["translate"], ["-o", "a.en", "-o", "b.en"], "given 2 times"),
+    (["evaluate"], ["--hyp", "a.en", "--hyp", "b.en", "--ref", "r.en"], "given 2 times"),
     (["serve"], ["--api-key", ""], "empty: give the key"),  # "$KEY" unset: the server started open
     (["serve"], ["--api-key", "  "], "empty: give the key"),
     (["translate"], ["--top-k", "5"], "go with --sample"),
