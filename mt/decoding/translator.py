@@ -44,6 +44,11 @@ from mt.tokenizer import EOS_ID, PAD_ID, Tokenizer, language_tag
 ENCODE_AHEAD_TOKENS = 16384
 
 
+def line_name(names: list[str] | None, first_line: int, index: int) -> str:
+    """What a warning calls line `index` of a call: its name, else its input line."""
+    return names[index] if names is not None else f"input line {first_line + index + 1}"
+
+
 class Translator:
     """Trained model(s) with their tokenizers and decoding options; `Translator.load` makes one
     from an experiment's checkpoints.
@@ -206,7 +211,6 @@ class Translator:
         todo, encoded, cuts = self.encode_lines(lines, first_line, tag, names)
         for warning in cuts:
             log.warn(warning)
-        names = names or [f"input line {first_line + i + 1}" for i in range(len(lines))]
         if progress is not None and len(todo) < len(lines):
             progress(len(lines) - len(todo))  # blank lines: done
         phrase_ids, unmet = None, []
@@ -218,12 +222,12 @@ class Translator:
             phrase_ids = [[ids for ids in self.tgt_tok.encode(normal[i]) if ids] if normal[i] else [] for i in todo]
             searched = set(todo)
             for i in (i for i, found in enumerate(phrases) if found and i not in searched):
-                log.warn(f"{names[i]}: no source to translate: its constraints are not used")
+                log.warn(f"{line_name(names, first_line, i)}: no source to translate: its constraints are not used")
         for i, hyps in zip(todo, self.search_encoded(encoded, options, phrase_ids, unmet, progress)):
             results[i] = hyps
         for k in unmet:
             log.warn(
-                f"{names[todo[k]]}: not every constraint fits within the length limit "
+                f"{line_name(names, first_line, todo[k])}: not every constraint fits within the length limit "
                 f"(--max-len-a/--max-len-b); the translation that met the most"
             )
         return results
@@ -237,7 +241,6 @@ class Translator:
         zero-width characters, which its normalisation removes) is blank too: searched from EOS
         alone, the model would write a sentence that is not in the input."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        names = names or [f"input line {first_line + i + 1}" for i in range(len(lines))]
         form = self.unicode_form
         texts = [lines[i] if form is None else unicodedata.normalize(form, lines[i]) for i in todo]
         encoded = self.src_tok.encode(texts) if todo else []
@@ -249,7 +252,7 @@ class Translator:
             if tags and not tags.keys().isdisjoint(ids):
                 written = ", ".join(language_tag(tags[i]) for i in dict.fromkeys(ids) if i in tags)
                 cuts.append(
-                    f"{names[todo[k]]}: {written} in the text is the model's language "
+                    f"{line_name(names, first_line, todo[k])}: {written} in the text is the model's language "
                     "tag: left out (the target is the one asked for)"
                 )
                 kept = [i for i in ids if i not in tags]
@@ -259,7 +262,7 @@ class Translator:
         room = self.max_src_tokens - (tag is not None)
         for k, ids in enumerate(encoded):
             if len(ids) > room:
-                cuts.append(f"{names[todo[k]]}: {len(ids)} tokens, cut to {room}")
+                cuts.append(f"{line_name(names, first_line, todo[k])}: {len(ids)} tokens, cut to {room}")
                 encoded[k] = ids[:room]
         if tag is not None:
             encoded = [[tag, *ids] for ids in encoded]

@@ -13,15 +13,14 @@ import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from mt import log
 from mt.config.values import coerce
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span, address_spans
-from mt.text.translate import kept_warnings, labels, piece_names, segment, segments_apply, unreadable
 from mt.text.translate import search as plain_search
+from mt.text.translate import search_pieces, segment, segments_apply, unreadable
 
 
 @dataclass
@@ -110,14 +109,7 @@ def search(
     options = aligned(translator, options)
     planned = plan(translator, texts, fmt, options, first_line)
     every = [[span for spans in fragment for span in spans] for fragment in planned.pieces]
-    names = labels(len(texts), first_line, names)
-    for warning in kept_warnings(every, planned.kept, names):
-        log.warn(warning)
-    found = (
-        translator.search(planned.sources, options, first_line, names=piece_names(every, planned.kept, names))
-        if planned.sources
-        else []
-    )
+    found = search_pieces(translator, planned.sources, every, planned.kept, options, first_line, names)
     results = finish(planned, found)
     if progress is not None:
         progress(len(texts))

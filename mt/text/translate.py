@@ -155,6 +155,23 @@ def kept_warnings(plans: list[list[Span]], kept: dict[int, str], names: list[str
     return warnings
 
 
+def search_pieces(
+    translator: Translator,
+    todo: list[str],
+    plans: list[list[Span]],
+    kept: dict[int, str],
+    options: DecodeOptions,
+    first_line: int = 0,
+    names: list[str] | None = None,
+) -> list[list[tuple]]:
+    """The searched pieces' hypotheses (`todo`, of `plans` less `kept`), each warning naming the text
+    the piece is in: one for each text with pieces copied untranslated, and the search's own."""
+    names = labels(len(plans), first_line, names)
+    for warning in kept_warnings(plans, kept, names):
+        log.warn(warning)
+    return translator.search(todo, options, first_line, names=piece_names(plans, kept, names)) if todo else []
+
+
 def search(
     translator: Translator,
     texts: list[str],
@@ -169,11 +186,7 @@ def search(
     if not segments_apply(options):
         return translator.search(texts, options, first_line, progress)
     todo, plans, kept = pieces(translator, texts, options)
-    names = labels(len(texts), first_line, names)
-    for warning in kept_warnings(plans, kept, names):
-        log.warn(warning)
-    found = translator.search(todo, options, first_line, names=piece_names(plans, kept, names)) if todo else []
-    results = join(texts, plans, found, kept)
+    results = join(texts, plans, search_pieces(translator, todo, plans, kept, options, first_line, names), kept)
     if progress is not None:
         progress(len(texts))
     return results
