@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TextIO
 
 from mt import log
 
@@ -129,7 +130,7 @@ def write_translations(
 
         stream(translator, source, write, buffer, options, output_format, search)
         return
-    with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as handle, log.make_progress() as progress:
+    with atomic_path(output) as tmp, _text_file(tmp, output) as handle, log.make_progress() as progress:
         task = progress.add_task("translate", total=total)  # on a terminal only (log.progress_enabled)
 
         def counted(lines: Iterable[str | None]) -> Iterator[str | None]:
@@ -141,6 +142,23 @@ def write_translations(
         stream(
             translator, counted(source), lambda line: handle.write(line + "\n"), buffer, options, output_format, search
         )
+
+
+@contextmanager
+def _text_file(tmp: Path, output: Path) -> Iterator[TextIO]:
+    """`tmp` open for `output`'s UTF-8 text: gzip when its name ends in .gz, as mt reads such a name back
+    (mt.data.text_files; plain text there was refused as a broken gzip file), its header naming the
+    file it unpacks to rather than the temporary."""
+    if not output.name.endswith(".gz"):
+        with open(tmp, "w", encoding="utf-8") as handle:
+            yield handle
+        return
+    import gzip
+    import io
+
+    with open(tmp, "wb") as raw, gzip.GzipFile(output.name, "wb", fileobj=raw) as packed:
+        with io.TextIOWrapper(packed, encoding="utf-8") as handle:
+            yield handle
 
 
 def write_document(

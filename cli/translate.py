@@ -56,7 +56,7 @@ def translate(
             "-o",
             metavar="PATH",
             callback=given_once,
-            help="Write this file instead of stdout (- is stdout).",
+            help="Write this file instead of stdout (- is stdout); gzip when its name ends in .gz.",
         ),
     ] = None,
     force: Force = False,
@@ -250,16 +250,23 @@ def translate(
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))
     # the progress bar's total, where there is one: not from a pipe, which is read once
     total = count_lines(str(input)) if is_regular(input) and output is not None else None
-    render.write_translations(
-        translator,
-        source,
-        output,
-        buffer,
-        options,
-        ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
-        total,
-        search,
-    )
+    from mt.text.markup import MarkupError
+
+    try:
+        render.write_translations(
+            translator,
+            source,
+            output,
+            buffer,
+            options,
+            ("moses" if nbest_format == "moses" else "nbest") if nbest else "scores" if scores else "plain",
+            total,
+            search,
+        )
+    except MarkupError as exc:  # a line that does not parse: named FILE:LINE, as the readers name theirs
+        if exc.line is None:
+            raise
+        raise MarkupError(f"{input if input is not None else '<stdin>'}:{exc.line}: {exc.reason}") from None
 
 
 def document_format(input: Path | None, fmt: str | None):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -11,6 +14,7 @@ from rich.text import Text
 console = Console(stderr=True, highlight=False, emoji=False)  # ":x:" in a message is text, not an emoji
 quiet = False  # set by the CLI's --quiet
 debug = False  # set by the CLI's --debug: an error shows its traceback
+_muted: ContextVar[bool] = ContextVar("mt_warnings_muted", default=False)  # per thread: `muted`
 
 
 def info(message: str) -> None:
@@ -29,7 +33,19 @@ def line(text: str) -> None:
 def warn(message: str) -> None:
     """One warning line on stderr, its message as plain text: it quotes users' text and paths, whose
     brackets rich would read as markup (`[/b]` raised, `[music]` vanished)."""
-    console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+    if not _muted.get():
+        console.print(Text.assemble(("warning:", "yellow"), " ", message), soft_wrap=True)
+
+
+@contextmanager
+def muted() -> Iterator[None]:
+    """This thread's warnings left unsaid: a pass over a document that the next pass repeats, warnings
+    and all (`mt serve` counts a file's characters before it translates it); other threads still warn."""
+    token = _muted.set(True)
+    try:
+        yield
+    finally:
+        _muted.reset(token)
 
 
 def progress_enabled() -> bool:

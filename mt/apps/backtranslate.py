@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import os
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -42,10 +43,14 @@ from mt.data.text_files import read_lines
 from mt.decoding.options import DecodeOptions, Sampling
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
+from mt.text.sentences import UNSPACED
 from mt.tokenizer import NOISE_FILLER
 
 MONO_TEXT = "text:"  # a --mono spec of one-sided text
 DELETE, REPLACE, SHUFFLE_DISTANCE = 0.1, 0.1, 3  # Edunov et al. (2018), Sec. 3
+# The words `noisy` draws for, within a space-separated one: a character of a script written without
+# spaces, or a run of other characters
+_UNITS = re.compile(f"{UNSPACED.pattern}|(?:(?!{UNSPACED.pattern}).)+")
 
 
 def backtranslate_dir(exp: Experiment) -> Path:
@@ -70,15 +75,21 @@ def listed_spec(cfg: ExperimentConfig, exp: Experiment) -> str | None:
 
 def noisy(line: str, rng: random.Random) -> str:
     """Edunov et al.'s noise on a synthetic source: words deleted, replaced by the filler, shuffled locally
-    (each word's position moved by a uniform draw from [0, SHUFFLE_DISTANCE], then sorted)."""
+    (each word's position moved by a uniform draw from [0, SHUFFLE_DISTANCE], then sorted). In a script
+    written without spaces each character counts as a word: a Chinese line, one word by its spaces, was
+    deleted whole one time in ten and left as it was otherwise."""
     words = []
-    for word in line.split():
+    for word in (unit for spaced in line.split() for unit in _UNITS.findall(spaced)):
         draw = rng.random()
         if draw < DELETE:
             continue
         words.append(NOISE_FILLER if draw < DELETE + REPLACE else word)
     keys = [i + rng.uniform(0, SHUFFLE_DISTANCE) for i in range(len(words))]
-    return " ".join(word for _, word in sorted(zip(keys, words), key=lambda pair: pair[0]))
+    shuffled = [word for _, word in sorted(zip(keys, words), key=lambda pair: pair[0])]
+    return "".join(
+        f"{'' if k == 0 or UNSPACED.fullmatch(word) or UNSPACED.fullmatch(shuffled[k - 1]) else ' '}{word}"
+        for k, word in enumerate(shuffled)
+    )
 
 
 def read_mono(specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False) -> tuple[list[str], int]:

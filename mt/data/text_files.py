@@ -197,17 +197,21 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
     if path is None and sys.stdin is None:  # started with stdin closed (`mt translate <&-`)
         raise MtError("stdin is closed: give the text on stdin or with --input FILE")
     stream = open(path, "rb") if path is not None else sys.stdin.buffer
-    if path is not None and stream.peek(2)[:2] == _GZIP:  # a file left compressed, read as the corpora are
+    gzipped = path is not None and stream.peek(2)[:2] == _GZIP
+    if gzipped:  # a file left compressed, read as the corpora are (whole, also from a pipe)
         stream = _OwningGzip(stream)
     name = str(path) if path is not None else "<stdin>"
-    try:
-        piped = path is None and not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    try:  # a pipe or terminal, stdin or a FIFO named by --input (`<(...)`): answered at its pauses
+        piped = not gzipped and not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError):  # io.UnsupportedOperation: an in-memory stdin, read as a file is
         piped = False
+    # What the peek above read into the buffer, which reads of the descriptor below would pass over
+    # (read1 returns the buffered bytes alone when there are any)
+    head = stream.read1() if piped and path is not None else b""
 
     def lines():
         with stream, read_errors(name):
-            raws = _arriving(stream.fileno()) if piped else iter(stream.readline, b"")
+            raws = _arriving(stream.fileno(), head) if piped else iter(stream.readline, b"")
             number = 0
             for raw in raws:
                 if raw is None:
@@ -227,21 +231,23 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
     return lines()
 
 
-def _arriving(fd: int) -> Iterator[bytes | None]:
-    """The lines of a pipe or terminal as they arrive, and None each time it has no whole line ready:
-    whoever types or sends a line and waits gets its translation then, not after 256 lines (fairseq's
-    interactive mode and Marian do the same). Read in blocks, not through a buffered reader, so that
-    select(2) tells the truth about what is left."""
-    pending = bytearray()
+def _arriving(fd: int, head: bytes = b"") -> Iterator[bytes | None]:
+    """The lines of a pipe or terminal as they arrive (`head`: its first bytes, read already), and None
+    each time it has no whole line ready: whoever types or sends a line and waits gets its translation
+    then, not after 256 lines (fairseq's interactive mode and Marian do the same). Read in blocks, not
+    through a buffered reader, so that select(2) tells the truth about what is left."""
+    pending, block = bytearray(), head
     while True:
-        if not select.select([fd], [], [], 0)[0]:
-            yield None
-            select.select([fd], [], [])
-        block = os.read(fd, 1 << 16)
         if not block:
-            break
+            if not select.select([fd], [], [], 0)[0]:
+                yield None
+                select.select([fd], [], [])
+            block = os.read(fd, 1 << 16)
+            if not block:
+                break
         scanned = len(pending)  # what is pending holds no line break: a long line is not scanned again
         pending += block
+        block = b""
         start = 0
         while (end := pending.find(b"\n", max(start, scanned))) >= 0:
             yield bytes(pending[start : end + 1])

@@ -77,5 +77,9 @@ def translate_file(
         raise type(exc)(f"{source}: {exc}") from None
     if output is None:
         return translated
+    if output.name.endswith(".gz"):  # as the lines of `mt translate --output`: mt reads such a name as gzip
+        import gzip
+
+        translated = gzip.compress(translated, mtime=0)
     write_bytes_atomic(output, translated)
     return None

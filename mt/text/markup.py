@@ -56,7 +56,12 @@ CONTROLS = {c: "\ufffd" for c in [*range(0x00, 0x09), 0x0B, *range(0x0E, 0x20), 
 
 
 class MarkupError(MtError):
-    """A fragment the parser refuses (XML that is not well-formed)."""
+    """A fragment the parser refuses (XML that is not well-formed); `line`, where known, the input line
+    it is on (`mt translate` names it with its file), and `reason` the message without it."""
+
+    def __init__(self, message: str, line: int | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.line, self.reason = line, reason or message
 
 
 @dataclass
@@ -119,9 +124,10 @@ def parse(text: str, fmt: Format) -> list[Node]:
         try:
             root = lxml.etree.fromstring(f"<mt-fragment>{text}</mt-fragment>", parser)
         except lxml.etree.XMLSyntaxError as exc:  # the wrapper's name and columns are mt's: left out
-            raise MarkupError(
-                f"not well-formed XML: {exc.msg.split(', line ')[0].replace(' and mt-fragment', '')}"
-            ) from None
+            said = exc.msg.split(", line ")[0].replace(" and mt-fragment", "")
+            if "\n" not in text:  # "tag mismatch: b line 1 and i": the line in the fragment, always 1
+                said = re.sub(r" line \d+\b", "", said)
+            raise MarkupError(f"not well-formed XML: {said}") from None
         except ValueError as exc:  # a control character
             raise MarkupError(f"not well-formed XML: {exc}") from None
     elif "<?" in text and (marked := _marked(text))[1]:  # <?php ... ?>: written back as it was (libxml2's

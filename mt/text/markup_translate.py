@@ -60,7 +60,8 @@ def plan(
         try:
             fragments.append(parse(text, fmt))
         except MarkupError as exc:
-            raise MarkupError(f"input line {first_line + i + 1}: {exc}") from None
+            line = first_line + i + 1
+            raise MarkupError(f"input line {line}: {exc}", line, str(exc)) from None
     found = [segments(fragment) for fragment in fragments]
     flat = [s.plain for fragment in found for s in fragment]
     spans = iter(segment(translator, flat, options) if flat else [])

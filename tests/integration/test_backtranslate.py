@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -168,6 +169,13 @@ def test_noise_deletes_replaces_and_shuffles_locally():
         assert all(abs(survivors.index(n) - i) <= 3 for i, n in enumerate(order))
     assert 0.08 < deleted / 20000 < 0.12 and 0.08 < filled / 20000 < 0.12
     assert noisy("a b c d", random.Random(1)) == noisy("a b c d", random.Random(1))
+    # A line without spaces (Chinese) was one word: deleted whole one time in ten, else left as it was.
+    chinese = "我们今天去北京看长城然后吃晚饭" * 3
+    outs = [noisy(chinese, random.Random(seed)) for seed in range(200)]
+    fillers = re.compile(rf"{re.escape(NOISE_FILLER)}(?: {re.escape(NOISE_FILLER)})*")
+    assert all(outs) and not any(" " in fillers.sub("", out) for out in outs)  # a space between fillers alone
+    kept = sum(len(out.replace(NOISE_FILLER, "")) for out in outs) / (200 * len(chinese))
+    assert 0.75 < kept < 0.85 and sum(out.count(NOISE_FILLER) for out in outs) / (200 * len(chinese)) > 0.08
 
 
 def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):

@@ -172,6 +172,30 @@ def test_a_library_that_is_not_installed_is_one_line(experiment, capsys, monkeyp
     assert err.strip().splitlines()[-1].startswith("error: this needs the Python package that provides 'sentencex'"), err
 
 
+def test_an_output_named_gz_is_gzip_that_mt_reads_back(experiment, capsys, monkeypatch):
+    """--output NAME.gz was plain text, which mt's readers (by the name) then refused as broken gzip:
+    lines (a file of no document format) and a document (.txt) alike."""
+    import gzip
+    import shutil
+
+    document = experiment.root.parent / "in.txt"
+    lines = shutil.copy(document, experiment.root.parent / "in.de")
+    for source in (lines, document):
+        translate = ("translate", "--exp", str(experiment.root), "-i", str(source), "--threads", "1")
+        code, plain, err = mt(capsys, monkeypatch, *translate)
+        assert code == 0 and plain, err
+        packed = experiment.root.parent / f"{source.name}.en.gz"
+        code, out, err = mt(capsys, monkeypatch, *translate, "--output", str(packed))
+        assert code == 0 and out == "", err
+        with gzip.open(packed, "rt", encoding="utf-8") as handle:
+            assert handle.read() == plain, source
+        code, again, err = mt(capsys, monkeypatch, "translate", "--exp", str(experiment.root), "-i", str(packed),
+                              "--threads", "1")
+        assert code == 0 and len(again.splitlines()) == len(plain.splitlines()), err
+    header = (experiment.root.parent / "in.de.en.gz").read_bytes()[:20]
+    assert b"in.de.en\0" in header  # what it unpacks to, not the temporary's name
+
+
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
     """The short matmul's timings as a CPU without bf16 units gives them (100x slower), then as one with
     them (as fast): the warning follows the timings, whatever this machine's own would be."""

@@ -84,6 +84,16 @@ def test_a_text_file_is_translated_and_downloaded_with_its_name_encoding_and_lin
     assert head.startswith('attachment; filename="Bericht_uber_die_Hunde.txt"; ')
 
 
+def test_a_documents_warnings_are_said_once(servers, capsys):
+    """The pass that counts a file's characters before it is translated said its warnings too: each
+    one twice in the server's log."""
+    plain, _ = servers
+    capsys.readouterr()
+    translated(plain.url, "notes.md", f"{LINES[0]}\n\n[^1]: {LINES[1]}\n".encode())  # a footnote nothing cites
+    err = capsys.readouterr().err
+    assert err.count("footnote [^1] is referred to nowhere") == 1, err
+
+
 def test_source_auto_is_identified_and_the_languages_are_checked_as_for_translate(servers, units):
     plain, _ = servers
     data = "\n".join(LINES[:4]).encode()

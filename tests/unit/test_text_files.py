@@ -146,6 +146,43 @@ def test_a_pipe_is_read_once_whole_plain_or_gzip(tmp_path):
         assert got == [lines], name
 
 
+def test_input_lines_of_a_fifo_pause_when_it_does_and_keep_every_byte(tmp_path):
+    """A FIFO given with --input (`<(...)`) was read as a file: nothing was translated until 256 lines
+    or its end, where stdin's lines are answered each time the pipe pauses. Its first block (read to
+    look for gzip) is kept; a gzip FIFO is read whole."""
+    import os
+    import threading
+
+    from mt.data.text_files import input_lines
+
+    for name, first, rest in (("plain", b"eins\nzw", b"ei\ndrei\n"), ("gz", gzip.compress(b"eins\nzwei\ndrei\n"), b"")):
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+        more = threading.Event()
+        if not rest:  # gzip: read whole, no pause waited for
+            more.set()
+
+        def write(fifo=fifo, first=first, rest=rest, more=more):
+            with open(fifo, "wb", buffering=0) as pipe:
+                pipe.write(first)
+                more.wait(20)
+                pipe.write(rest)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        got = []
+        for line in input_lines(fifo):
+            got.append(line)
+            if line is None:  # a pause: what came so far is all answered; now the rest
+                more.set()
+        more.set()
+        writer.join(20)
+        if name == "plain":
+            assert got[:2] == ["eins\n", None] and [line for line in got if line] == ["eins\n", "zwei\n", "drei\n"]
+        else:
+            assert got == ["eins\n", "zwei\n", "drei\n"]
+
+
 def test_input_lines_of_a_gzip_file_are_its_text(tmp_path):
     """`mt translate --input text.de.gz` said "text.de.gz:1: not valid UTF-8"."""
     from mt.data.text_files import input_lines

@@ -415,9 +415,11 @@ class Documents:
             if same:  # its source is its target (LibreTranslate's identity): the file as it is
                 return self.results.put(name, upload.data)
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
-            # before its first units are translated, not after.
+            # before its first units are translated, not after. Its warnings (an encoding guessed, a
+            # footnote left) are the translation's to say, once.
             counted = CountingUnits(keep=units.identify)
-            translate_content(upload.data, upload.fmt, counted, DocumentOptions(target))
+            with log.muted():
+                translate_content(upload.data, upload.fmt, counted, DocumentOptions(target))
             if counted.chars > units.max_chars:
                 raise ApiError(
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
