@@ -162,7 +162,15 @@ def _text_file(tmp: Path, output: Path) -> Iterator[TextIO]:
 
 
 def write_document(
-    translator, source: Path, output: Path | None, force: bool, fmt, options, auto: bool, retranslate: bool = False
+    translator,
+    source: Path,
+    output: Path | None,
+    force: bool,
+    fmt,
+    options,
+    auto: bool,
+    retranslate: bool = False,
+    encoding: str | None = None,
 ) -> None:
     """Translate the document `source` (`mt.documents.translate`) into `output`, or to stdout (a text
     format), with a progress bar over its units on stderr when it is a terminal."""
@@ -183,7 +191,7 @@ def write_document(
             progress.update(task, completed=done, total=total)
 
         units = TranslatorUnits(translator, options, advance, identifier=identifier)
-        translated = translate_file(source, output, fmt, units, DocumentOptions(target, retranslate), force)
+        translated = translate_file(source, output, fmt, units, DocumentOptions(target, retranslate, encoding), force)
     if translated is not None:
         sys.stdout.buffer.write(translated)
         sys.stdout.flush()

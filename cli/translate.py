@@ -139,6 +139,13 @@ def translate(
             help="XLIFF and PO documents: translate again the units that already have a translation (else kept)."
         ),
     ] = False,
+    encoding: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="NAME",
+            help="The input's text encoding (cp1250, latin-1, shift_jis...), where it is not UTF-8: read in it, no guess. A text document is written back in it; translated lines are UTF-8.",
+        ),
+    ] = None,
     precision: Precision = "fp32",
     quantize: Quantize = None,
     threads: Threads = 2,
@@ -189,6 +196,7 @@ def translate(
     if document is None:
         text_format = text_format or "text"
         check_format(text_format, nbest, alignments, constraints)
+    encoding = check_encoding(encoding, document)
     auto = src_lang == "auto"
     src_lang = None if auto else src_lang  # a multilingual model's tag is its target's: the source steers nothing
     options = replace(
@@ -216,9 +224,9 @@ def translate(
         assert input is not None
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-        render.write_document(translator, input, output, force, document, options, auto, retranslate)
+        render.write_document(translator, input, output, force, document, options, auto, retranslate, encoding)
         return
-    source = input_lines(input)
+    source = input_lines(input, encoding or "utf-8")
     set_threads(threads)
     translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
     translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
@@ -302,6 +310,32 @@ def check_format(fmt: str, nbest: int, alignments: bool, constraints: bool) -> N
     ]
     if fmt != "text" and taken:
         raise ConfigError(f"--format {fmt} writes one translated fragment a line: not with {taken[0]}")
+
+
+def check_encoding(name: str | None, document) -> str | None:
+    """--encoding's codec (Python's name for it), refused before the model is loaded where it cannot
+    apply: a name Python does not know, a codec that is not for text, a binary document (its format
+    says its own), or lines in a codec whose line breaks are not the byte b"\\n" (UTF-16's)."""
+    import codecs
+
+    if name is None:
+        return None
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise ConfigError(f"--encoding {name}: not an encoding Python knows (cp1250, latin-1, shift_jis...)") from None
+    if not info._is_text_encoding:  # base64, rot13: codecs, but not of text
+        raise ConfigError(f"--encoding {name}: not a text encoding")
+    if document is not None and document.binary:
+        raise ConfigError(f"--encoding {name}: a {document.name} document says its own encoding")
+    if document is None and info.name == "utf-8-sig":  # the lines' reader leaves UTF-8's mark out
+        return "utf-8"
+    if document is None and "\n".encode(info.name) != b"\n":
+        raise ConfigError(
+            f"--encoding {info.name}: lines are cut at the byte of a line break, which {info.name} writes "
+            f"otherwise; convert the input to UTF-8 (iconv -f {info.name} -t utf-8), or give it as a .txt document"
+        )
+    return info.name
 
 
 def check_output_flags(

@@ -188,9 +188,10 @@ def is_regular(path: Path | None) -> bool:
     return path is not None and str(path) != "-" and path.is_file()
 
 
-def input_lines(path: Path | None) -> Iterator[str | None]:
+def input_lines(path: Path | None, encoding: str = "utf-8") -> Iterator[str | None]:
     """Lines of a file (gzip too) or of stdin (None, or "-" as every Unix tool takes it), read as
-    they arrive; invalid UTF-8 is an error naming the line."""
+    they arrive; invalid UTF-8 (or bytes `encoding`, one that writes a line break as b"\\n", cannot
+    read) is an error naming the line."""
     if path is not None and str(path) == "-":
         path = None
     check_input(path)
@@ -201,6 +202,7 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
     if gzipped:  # a file left compressed, read as the corpora are (whole, also from a pipe)
         stream = _OwningGzip(stream)
     name = str(path) if path is not None else "<stdin>"
+    utf8 = codecs.lookup(encoding).name == "utf-8"
     try:  # a pipe or terminal, stdin or a FIFO named by --input (`<(...)`): answered at its pauses
         piped = not gzipped and not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
     except (OSError, ValueError):  # io.UnsupportedOperation: an in-memory stdin, read as a file is
@@ -219,14 +221,14 @@ def input_lines(path: Path | None) -> Iterator[str | None]:
                     continue
                 number += 1
                 # An editor's byte-order mark is not text (as the corpus readers read it)
-                if number == 1 and raw.startswith(codecs.BOM_UTF8):
+                if number == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8) :]
                 if b"\n" not in raw and b"\r" in raw.rstrip(b"\r"):  # lines that end in CR alone: one line to us
                     raise MtError(f"{name}:{number}: {CR_ONLY}")
                 try:
-                    yield raw.decode("utf-8")
+                    yield raw.decode(encoding)
                 except UnicodeDecodeError:
-                    raise MtError(f"{name}:{number}: not valid UTF-8") from None
+                    raise MtError(f"{name}:{number}: not valid {'UTF-8' if utf8 else encoding}") from None
 
     return lines()
 

@@ -39,11 +39,14 @@ DECLARED = {
 }
 
 
-def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
+def decode(data: bytes, fmt: str = "", named: str | None = None) -> tuple[str, TextEncoding]:
     """The text of a file's bytes (line breaks as "\\n") and how to write it back; DocumentError if no
     encoding reads it. A file of ASCII bytes alone is written back in the charset its format declares
     (`fmt`: HTML's meta, XLIFF's declaration, PO's header), as the readers of the translation will read
-    it (UTF-8 there would be read as that charset's mojibake)."""
+    it (UTF-8 there would be read as that charset's mojibake). `named`: the encoding the file's user
+    names (`mt translate --encoding`), read and written in without a guess."""
+    if named is not None:
+        return _named(data, named)
     if data.isascii() and (found := DECLARED.get(fmt)) and (declared := found.search(data.decode("ascii"))):
         try:
             codec = codecs.lookup(declared.group(1)).name
@@ -69,6 +72,20 @@ def decode(data: bytes, fmt: str = "") -> tuple[str, TextEncoding]:
             ) from None
         codec, text = declared_reading(data, fmt) or guess(data)
     return text.replace("\r\n", "\n"), TextEncoding(codec or "utf-8", bom, line_ending(text))
+
+
+def _named(data: bytes, named: str) -> tuple[str, TextEncoding]:
+    """`decode` in the encoding the user names: its own byte-order mark left out (UTF-8's; UTF-16's and
+    UTF-32's codecs read theirs), bytes it cannot read an error naming their line."""
+    codec = codecs.lookup(named).name
+    bom = codecs.BOM_UTF8 if codec == "utf-8" and data.startswith(codecs.BOM_UTF8) else b""
+    try:
+        text = data[len(bom) :].decode(codec)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        where = f"line {line}: " if "\n".encode(codec) == b"\n" else ""  # not in UTF-16's bytes
+        raise DocumentError(f"{where}not {codec}, as --encoding says ({exc.reason} at byte {exc.start})") from None
+    return text.replace("\r\n", "\n"), TextEncoding(codec, bom, line_ending(text))
 
 
 def declared_reading(data: bytes, fmt: str) -> tuple[str, str] | None:

@@ -16,11 +16,14 @@ from mt.errors import MtError
 @dataclass(frozen=True)
 class DocumentOptions:
     """What a format needs to know besides the units: the language it translates into (an HTML page's
-    lang, an XLIFF file's target-language, a PO file's Language) and whether units that already have a
-    translation (XLIFF, PO) are translated again."""
+    lang, an XLIFF file's target-language, a PO file's Language), whether units that already have a
+    translation (XLIFF, PO) are translated again, and the encoding of a text file where its user names it."""
 
     target: str
     retranslate: bool = False
+    # the text file's encoding as its user names it (`mt translate --encoding`): read and written back in
+    # it, whatever a guess or the file's declared charset would say
+    encoding: str | None = None
 
 
 class DocumentError(MtError):

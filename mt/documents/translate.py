@@ -33,7 +33,7 @@ def translate_content(data: bytes, fmt: DocumentFormat, units: Units, options: D
     module = load(fmt)
     if fmt.binary:
         return module.translate(data, units, options)
-    text, encoding = decode(data, fmt.name)
+    text, encoding = decode(data, fmt.name, options.encoding)
     return encode(declared_as(module.translate(text, units, options), fmt, encoding), encoding, fmt.unwritable)
 
 

@@ -196,6 +196,40 @@ def test_an_output_named_gz_is_gzip_that_mt_reads_back(experiment, capsys, monke
     assert b"in.de.en\0" in header  # what it unpacks to, not the temporary's name
 
 
+def test_encoding_names_the_inputs_encoding_instead_of_a_guess(experiment, tmp_path, capsys, monkeypatch):
+    """A short Czech file in cp1250 is read as another code page by a guess; --encoding says which:
+    a document is read and written back in it, lines are read in it (their translations are UTF-8)."""
+    text = "Příliš žluťoučký kůň úpěl ďábelské ódy.\nEin Mann läuft.\n"
+    document = tmp_path / "kun.txt"
+    document.write_bytes(text.encode("cp1250"))
+    lines = tmp_path / "kun.cs"
+    lines.write_bytes(text.encode("cp1250"))
+    exp = ("translate", "--exp", str(experiment.root), "--threads", "1")
+    (tmp_path / "utf8.cs").write_text(text, encoding="utf-8")  # the same text in UTF-8
+    code, expected, err = mt(capsys, monkeypatch, *exp, "-i", str(tmp_path / "utf8.cs"))
+    assert code == 0 and len(expected.splitlines()) == 2, err
+    code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(lines), "--encoding", "cp1250")
+    assert code == 0 and out == expected and "warning" not in err, err
+    code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(lines))
+    assert code == 1 and "kun.cs:1: not valid UTF-8" in err, err
+    written = tmp_path / "kun.en.txt"
+    code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(document), "-o", str(written), "--encoding", "windows-1250")
+    assert code == 0 and "not UTF-8" not in err, err  # no guess said
+    assert written.read_bytes().decode("cp1250") == expected
+    code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(document), "--encoding", "latin-1")  # read, if wrongly
+    assert code == 0, err
+    code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(document), "--encoding", "ascii")
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        f"error: {document}: line 1: not ascii, as --encoding says (ordinal not in range(128) at byte 1)"), err
+    for flags, said in (
+        (("--encoding", "klingon"), "--encoding klingon: not an encoding Python knows"),
+        (("--encoding", "rot13"), "--encoding rot13: not a text encoding"),
+        (("--encoding", "utf-16"), "--encoding utf-16: lines are cut at the byte of a line break"),
+    ):
+        code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(lines), *flags)
+        assert code == 2 and said in err and out == "", err
+
+
 def test_slow_half_precision_is_warned_about_in_one_line(experiment, capsys, monkeypatch):
     """The short matmul's timings as a CPU without bf16 units gives them (100x slower), then as one with
     them (as fast): the warning follows the timings, whatever this machine's own would be."""
