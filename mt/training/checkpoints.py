@@ -8,6 +8,7 @@ uninterrupted one would (`resume_training`), and starting from another experimen
 from __future__ import annotations
 
 import random
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,7 +221,7 @@ def resume_training(run: Training) -> bool:
         if earlier:
             raise MtError(
                 f"{run.exp.checkpoints_dir}: {', '.join(p.name for p in earlier)} of an earlier run but no "
-                f"last.pt; restore last.pt to resume, or move those checkpoints aside to start again"
+                f"last.pt; {_resume_advice(earlier, path)}, or move those checkpoints aside to start again"
             )
         return False
     saved = load_checkpoint(path)
@@ -310,6 +311,20 @@ def _say_later_checkpoints(exp: Experiment, step: int) -> None:
             f"holds: this run writes over each as it reaches its step (best.pt: at its first better validation); "
             f"`mt average` takes the checkpoints up to last.pt's step"
         )
+
+
+def _resume_advice(earlier: list[Path], last: Path) -> str:
+    """How to resume without last.pt (removed when damaged, or never written: a run killed in its first
+    save): from the newest of `earlier` that holds the training state, the exact command."""
+    held = []
+    for path in earlier:
+        state = peek_checkpoint(path)
+        if state is not None and all(key in state for key in TRAINING_STATE):
+            held.append((int(state["step"]), path))
+    if not held:
+        return "restore last.pt to resume"
+    step, newest = max(reversed(held), key=lambda pair: pair[0])  # a tie: the periodic one, saved last
+    return f"to resume from step {step}: cp {shlex.quote(str(newest))} {shlex.quote(str(last))}"
 
 
 def _check_resumable(run: Training, path: Path, saved: dict[str, Any]) -> None:

@@ -253,6 +253,8 @@ def test_a_restart_without_last_pt_refuses_the_earlier_runs_step_checkpoints(tra
     with one_thread(), pytest.raises(MtError, match="of an earlier run but no last.pt") as info:
         train(exp, cfg)
     assert "\n" not in str(info.value) and all(name in str(info.value) for name in before)
+    newest = max(before)  # step_N.pt sort by step (zero-padded): the newest holds the training state
+    assert f"cp {exp.checkpoints_dir / newest} {exp.checkpoint_path('last')}" in str(info.value), info.value
     assert {p.name: p.read_bytes() for p in exp.step_checkpoints()} == before
     assert not exp.checkpoint_path("last").exists()
 

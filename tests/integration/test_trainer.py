@@ -26,7 +26,7 @@ from mt.config.schema import ExperimentConfig
 from mt.data.batching import collate, make_batches
 from mt.data.corpus import load_split
 from mt.errors import MtError
-from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint
+from mt.experiment.checkpoint_file import load_checkpoint, save_checkpoint, saved_step
 from mt.experiment.paths import Experiment
 from mt.model.layers import FeedForward
 from mt.search.single_path import greedy_search
@@ -580,6 +580,13 @@ def test_a_run_without_last_pt_beside_an_earlier_runs_best_pt_is_refused(base, t
         train(exp, cfg)
     assert "best.pt of an earlier run but no last.pt" in str(info.value) and "\n" not in str(info.value)
     assert exp.checkpoint_path("best").read_bytes() == best
+    # The way back it names (a run killed in its first save, before last.pt, is refused the same way)
+    advice = f"to resume from step 4: cp {exp.checkpoint_path('best')} {exp.checkpoint_path('last')}"
+    assert advice in str(info.value), info.value
+    shutil.copy(exp.checkpoint_path("best"), exp.checkpoint_path("last"))
+    cfg.train.max_steps = 5
+    train(exp, cfg)
+    assert saved_step(exp.checkpoint_path("last")) == 5
 
 
 def test_periodic_checkpoints_are_in_step_order_past_seven_digits(tmp_path):
