@@ -18,6 +18,7 @@ Placeholders, tags and XLIFF's inline elements come back exactly once (`mt.docum
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mt import log
@@ -30,6 +31,8 @@ REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-m
 REVIEW_2 = "translated"  # an XLIFF 2.0 segment's state
 MAX_PLURALS = 6  # gettext's largest plural families (Arabic, Welsh) have 6 forms
 DECLARED_ENCODING = DECLARED["xliff"]  # an XML declaration's encoding
+XML_DECLARATION = re.compile(r"\A\s*<\?xml\b.*?\?>", re.DOTALL)
+PROLOG_NODE = re.compile(r"\s*(?:<!--.*?-->|<\?.*?\?>|<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>)", re.DOTALL)
 
 
 def ask(units: Units, protected: list[Protected]) -> list[str]:
@@ -179,7 +182,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         p.restore(translated, into)
     if todo:
         set_target_language(store, version, options.target)
-    return serialized(store)
+    return serialized(store, text)
 
 
 def segments_of(unit) -> tuple[Any, list]:
@@ -234,17 +237,36 @@ def holds_translation(unit, target, version: int) -> bool:
     return target.get("state") not in NOT_TRANSLATED_1
 
 
-def serialized(store) -> str:
+def serialized(store, text: str) -> str:
     """The store's XML as text (the driver encodes it as the file was), written by lxml as it was read:
     translate-toolkit's writer indents the whole tree anew (spaces went into mixed content: between a
-    seg-source's segments). The declaration names the store's encoding, as translate-toolkit's does."""
+    seg-source's segments). The declaration names the store's encoding, as translate-toolkit's does.
+    What comes before the root element (comments, a doctype) keeps the line breaks it had in `text`,
+    which lxml leaves out."""
     from lxml import etree
 
     tree = etree.tostring(store.document, encoding="unicode")
+    read = text[declaration.end() :] if (declaration := XML_DECLARATION.match(text)) else text
+    theirs, mine = read[: _root_start(read)], tree[: _root_start(tree)]
+    if mine and _packed(theirs) == _packed(mine):
+        tree = theirs.lstrip() + tree[len(mine) :]
     standalone = getattr(store.document, "docinfo", None) and store.document.docinfo.standalone
     said = ' standalone="yes"' if standalone else ""  # kept as declared (lxml reads no declaration as "no")
     declaration = f'<?xml version="1.0" encoding="{store.encoding}"{said}?>\n'
     return declaration + tree + ("" if tree.endswith("\n") else "\n")
+
+
+def _root_start(xml: str) -> int:
+    """Where the root element's start tag begins: past the comments, processing instructions and
+    doctype before it."""
+    start = 0
+    while found := PROLOG_NODE.match(xml, start):
+        start = found.end()
+    return start + len(xml[start:]) - len(xml[start:].lstrip())
+
+
+def _packed(prolog: str) -> str:
+    return re.sub(r">\s+<", "><", prolog.strip())
 
 
 def read_xliff(text: str) -> tuple[Any, int]:
