@@ -13,7 +13,8 @@ non-breaking hyphen the character U+2011 of the text. The paragraph is then writ
 translated text, with a copy of the w:rPr its wrapper stood for, each hyperlink with its attributes,
 each marker's elements where the marker landed. A span the text layer left empty (its words aligned
 to none) is an empty run: its formatting kept once, as an html page keeps `<b></b>`. Spelling marks
-(w:proofErr) and rendered page breaks (w:lastRenderedPageBreak), which Word recomputes, are left out.
+(w:proofErr) and rendered page breaks (w:lastRenderedPageBreak), which Word recomputes, and soft hyphens
+(w:softHyphen), which mark where the source's words may break, are left out.
 A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is,
 but for a HYPERLINK field's, which Word shows and never regenerates: translated as a link's text.
 
@@ -45,7 +46,9 @@ RATIO_FLOOR = 2**20  # a package that unpacks to less is not checked for its rat
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 WRAPPERS = {W + tag for tag in ("hyperlink", "ins", "moveTo", "smartTag", "customXml", "dir", "bdo", "sdt")}
-DROPPED = {W + "proofErr", W + "lastRenderedPageBreak"}
+# What Word recomputes, and a soft hyphen (where the source word may break), which belongs to the
+# source's words: left out, not markers moving with a translated word
+DROPPED = {W + "proofErr", W + "lastRenderedPageBreak", W + "softHyphen"}
 # Markers the text reads as a break between words, where a sentence ends (`<br>`): line breaks, and tabs,
 # which part a label from its value or a number from its heading ("Name:<tab>John", "1.<tab>Scope").
 # As an empty marker a tab joined its neighbours into one word ("Chapter 1<tab>5" was "Chapter 15").
@@ -313,6 +316,8 @@ def run_items(run) -> list[Text | Code | Wrap]:
     """A run as text (its w:t) and codes (each other child): a run without text is one code, kept whole."""
     rpr = run.find(W + "rPr")
     content = [c for c in run if c.tag != W + "rPr" and c.tag not in DROPPED]
+    if not content and any(c.tag in DROPPED for c in run):  # nothing but what is left out
+        return []
     if not any((c.tag == W + "t" and c.text) or c.tag in CHARACTERS for c in content):
         return [Code([run], line_break=bool(content) and all(c.tag in BREAKS for c in content))]
     import lxml.etree

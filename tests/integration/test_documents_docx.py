@@ -212,6 +212,29 @@ def test_a_tab_parts_the_words_around_it_and_a_non_breaking_hyphen_is_a_characte
     assert out.paragraphs[0]._p.xpath(".//w:tab")
 
 
+def test_soft_hyphens_are_left_out_of_the_words_they_broke():
+    """A soft hyphen (where Word may break a word) was a marker: it parted the word it was in for the
+    model ("Donau" "dampf") and moved with a word of the translation; in a run of its own too."""
+    d = docx.Document()
+    p = d.add_paragraph("Das Donau")
+    p.runs[0]._r.append(parse_xml(f'<w:softHyphen {nsdecls("w")}/>'))
+    p.runs[0]._r.append(parse_xml(f'<w:t {nsdecls("w")}>dampfschiff</w:t>'))
+    p.add_run()._r.append(parse_xml(f'<w:softHyphen {nsdecls("w")}/>'))
+    p.add_run("fahrt ist lang.")
+    data = io.BytesIO()
+    d.save(data)
+    asked: list[str] = []
+
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:
+        asked.extend(texts)
+        return [t.upper() for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
+    assert asked == ["Das Donaudampfschifffahrt ist lang."]
+    assert [p.text for p in out.paragraphs] == ["DAS DONAUDAMPFSCHIFFFAHRT IST LANG."]
+    assert not out.paragraphs[0]._p.xpath(".//w:softHyphen")
+
+
 def test_text_boxes_are_translated_and_fields_kept(translator, units):
     d = docx.Document()
     p = d.add_paragraph(f"{S[0]} ")
