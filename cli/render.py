@@ -156,7 +156,7 @@ def _text_file(tmp: Path, output: Path) -> Iterator[TextIO]:
     import gzip
     import io
 
-    with open(tmp, "wb") as raw, gzip.GzipFile(output.name, "wb", fileobj=raw) as packed:
+    with open(tmp, "wb") as raw, gzip.GzipFile(output.name, "wb", fileobj=raw, mtime=0) as packed:
         with io.TextIOWrapper(packed, encoding="utf-8") as handle:
             yield handle
 

@@ -274,7 +274,8 @@ def translate(
     except MarkupError as exc:  # a line that does not parse: named FILE:LINE, as the readers name theirs
         if exc.line is None:
             raise
-        raise MarkupError(f"{input if input is not None else '<stdin>'}:{exc.line}: {exc.reason}") from None
+        name = "<stdin>" if input is None or str(input) == "-" else input
+        raise MarkupError(f"{name}:{exc.line}: {exc.reason}") from None
 
 
 def document_format(input: Path | None, fmt: str | None):
@@ -324,7 +325,11 @@ def check_encoding(name: str | None, document) -> str | None:
         info = codecs.lookup(name)
     except LookupError:
         raise ConfigError(f"--encoding {name}: not an encoding Python knows (cp1250, latin-1, shift_jis...)") from None
-    if not info._is_text_encoding:  # base64, rot13: codecs, but not of text
+    try:
+        text = info._is_text_encoding and "\n".encode(info.name)  # base64, rot13: codecs, but not of text
+    except UnicodeError:  # undefined, punycode
+        text = False
+    if not text:
         raise ConfigError(f"--encoding {name}: not a text encoding")
     if document is not None and document.binary:
         raise ConfigError(f"--encoding {name}: a {document.name} document says its own encoding")

@@ -28,7 +28,7 @@ import dataclasses
 import hashlib
 import os
 import random
-import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -48,9 +48,6 @@ from mt.tokenizer import NOISE_FILLER
 
 MONO_TEXT = "text:"  # a --mono spec of one-sided text
 DELETE, REPLACE, SHUFFLE_DISTANCE = 0.1, 0.1, 3  # Edunov et al. (2018), Sec. 3
-# The words `noisy` draws for, within a space-separated one: a character of a script written without
-# spaces, or a run of other characters
-_UNITS = re.compile(f"{UNSPACED.pattern}|(?:(?!{UNSPACED.pattern}).)+")
 
 
 def backtranslate_dir(exp: Experiment) -> Path:
@@ -76,20 +73,37 @@ def listed_spec(cfg: ExperimentConfig, exp: Experiment) -> str | None:
 def noisy(line: str, rng: random.Random) -> str:
     """Edunov et al.'s noise on a synthetic source: words deleted, replaced by the filler, shuffled locally
     (each word's position moved by a uniform draw from [0, SHUFFLE_DISTANCE], then sorted). In a script
-    written without spaces each character counts as a word: a Chinese line, one word by its spaces, was
-    deleted whole one time in ten and left as it was otherwise."""
-    words = []
-    for word in (unit for spaced in line.split() for unit in _UNITS.findall(spaced)):
-        draw = rng.random()
-        if draw < DELETE:
-            continue
-        words.append(NOISE_FILLER if draw < DELETE + REPLACE else word)
+    written without spaces each character (with its vowel signs and tone marks) counts as a word: a
+    Chinese line, one word by its spaces, was deleted whole one time in ten and left as it was otherwise.
+    Words are written with a space between them unless they come from one word of the line."""
+    words = []  # (the word or the filler, the line's word it comes from)
+    for place, spaced in enumerate(line.split()):
+        for unit in _units(spaced):
+            draw = rng.random()
+            if draw < DELETE:
+                continue
+            words.append((NOISE_FILLER if draw < DELETE + REPLACE else unit, place))
     keys = [i + rng.uniform(0, SHUFFLE_DISTANCE) for i in range(len(words))]
     shuffled = [word for _, word in sorted(zip(keys, words), key=lambda pair: pair[0])]
     return "".join(
-        f"{'' if k == 0 or UNSPACED.fullmatch(word) or UNSPACED.fullmatch(shuffled[k - 1]) else ' '}{word}"
-        for k, word in enumerate(shuffled)
+        f"{'' if k == 0 or place == shuffled[k - 1][1] else ' '}{word}" for k, (word, place) in enumerate(shuffled)
     )
+
+
+def _units(word: str) -> list[str]:
+    """The words `noisy` draws for in a word between spaces: each character of a script written without
+    spaces, with the combining marks after it (Thai's vowel signs and tone marks), and each run of
+    other characters."""
+    units: list[str] = []
+    for char in word:
+        joins = unicodedata.category(char).startswith("M") or not (
+            UNSPACED.match(char) or (units and UNSPACED.match(units[-1][0]))
+        )
+        if units and joins:
+            units[-1] += char
+        else:
+            units.append(char)
+    return units
 
 
 def read_mono(specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False) -> tuple[list[str], int]:

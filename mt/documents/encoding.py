@@ -75,16 +75,25 @@ def decode(data: bytes, fmt: str = "", named: str | None = None) -> tuple[str, T
 
 
 def _named(data: bytes, named: str) -> tuple[str, TextEncoding]:
-    """`decode` in the encoding the user names: its own byte-order mark left out (UTF-8's; UTF-16's and
-    UTF-32's codecs read theirs), bytes it cannot read an error naming their line."""
+    """`decode` in the encoding the user names: a byte-order mark of its family (UTF-8, -16, -32) kept
+    aside and written back as the file had it, its byte order the one the mark says (UTF-16 without one:
+    little-endian, as Python reads it); bytes it cannot read an error naming their line."""
     codec = codecs.lookup(named).name
-    bom = codecs.BOM_UTF8 if codec == "utf-8" and data.startswith(codecs.BOM_UTF8) else b""
+    family = next((f for f in ("utf-8", "utf-16", "utf-32") if codec.startswith(f)), None)
+    bom, marked = next(((b, c) for b, c in BOMS if family and c.startswith(family) and data.startswith(b)), (b"", ""))
+    if marked:
+        codec = marked
+    elif family is not None:
+        codec = {"utf-8-sig": "utf-8", "utf-16": "utf-16-le", "utf-32": "utf-32-le"}.get(codec, codec)
     try:
         text = data[len(bom) :].decode(codec)
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        at = len(bom) + exc.start  # in the file's bytes
+        line = data[:at].count(b"\n") + 1
         where = f"line {line}: " if "\n".encode(codec) == b"\n" else ""  # not in UTF-16's bytes
-        raise DocumentError(f"{where}not {codec}, as --encoding says ({exc.reason} at byte {exc.start})") from None
+        raise DocumentError(f"{where}not {codec}, as --encoding says ({exc.reason} at byte {at})") from None
+    except UnicodeError as exc:  # a codec that reads no file (undefined)
+        raise DocumentError(f"not {codec}, as --encoding says ({exc})") from None
     return text.replace("\r\n", "\n"), TextEncoding(codec, bom, line_ending(text))
 
 

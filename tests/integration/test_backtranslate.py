@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 
 import pytest
 from helpers import toy_corpus
@@ -176,6 +177,21 @@ def test_noise_deletes_replaces_and_shuffles_locally():
     assert all(outs) and not any(" " in fillers.sub("", out) for out in outs)  # a space between fillers alone
     kept = sum(len(out.replace(NOISE_FILLER, "")) for out in outs) / (200 * len(chinese))
     assert 0.75 < kept < 0.85 and sum(out.count(NOISE_FILLER) for out in outs) / (200 * len(chinese)) > 0.08
+    # Thai's vowel signs and tone marks stay with their letter (one came first in a line, or after a space)
+    for seed in range(100):
+        out = noisy("ภาษาไทย ง่ายนิดเดียว", random.Random(seed))
+        marks = [k for k, char in enumerate(out) if unicodedata.category(char).startswith("M")]
+        assert all(k > 0 and not out[k - 1].isspace() and out[k - 1] != ">" for k in marks), out
+
+    class Still(random.Random):  # no word deleted, replaced or moved
+        def random(self):
+            return 0.5
+
+        def uniform(self, a, b):
+            return 0.0
+
+    for line in ("ภาษาไทย ง่ายนิดเดียว", "使用 Python 编程很有趣。", "a b c"):  # the spaces stay where they were
+        assert noisy(line, Still()) == line
 
 
 def test_refusals_are_one_line_and_write_nothing(trained_experiment, tmp_path):

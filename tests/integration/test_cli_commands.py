@@ -224,6 +224,7 @@ def test_encoding_names_the_inputs_encoding_instead_of_a_guess(experiment, tmp_p
     for flags, said in (
         (("--encoding", "klingon"), "--encoding klingon: not an encoding Python knows"),
         (("--encoding", "rot13"), "--encoding rot13: not a text encoding"),
+        (("--encoding", "undefined"), "--encoding undefined: not a text encoding"),  # was a traceback
         (("--encoding", "utf-16"), "--encoding utf-16: lines are cut at the byte of a line break"),
     ):
         code, out, err = mt(capsys, monkeypatch, *exp, "-i", str(lines), *flags)

@@ -257,3 +257,24 @@ def test_a_heading_over_a_line_of_text_is_two_lines_not_a_wrapped_paragraph():
     first line was its longest and ended without a period was joined and wrapped again."""
     assert not wrapped(["Installation instructions for Linux systems", "Run the installer and follow the prompts."])
     assert wrapped(["This is a long sentence that was wrapped by fmt at seventy-two", "columns for the mail client."])
+
+
+@pytest.mark.parametrize("data, named, codec", [
+    (codecs.BOM_UTF16_BE + "Hund\n".encode("utf-16-be"), "utf-16", "utf-16-be"),  # the mark says the order
+    (codecs.BOM_UTF16_LE + "Hund\n".encode("utf-16-le"), "utf-16-le", "utf-16-le"),  # the mark is not text
+    ("Hund\n".encode("utf-16-le"), "utf-16", "utf-16-le"),
+    (b"Hund\n", "utf-8-sig", "utf-8"),  # no mark: none written
+    (codecs.BOM_UTF8 + b"Hund\n", "utf-8-sig", "utf-8"),
+    ("Hündin\n".encode("cp1250"), "windows-1250", "cp1250"),
+])
+def test_a_named_encoding_reads_and_writes_the_file_as_it_was(data, named, codec):
+    """`--encoding utf-16` wrote a big-endian file back little-endian, utf-16-le kept its mark as a
+    character of the text, utf-8-sig gave a file without a mark one."""
+    text, encoding = decode(data, "txt", named)
+    assert text.startswith("H") and encoding.codec == codec and encode(text, encoding) == data
+
+
+def test_bytes_a_named_encoding_cannot_read_are_named_by_their_line_and_place_in_the_file():
+    with pytest.raises(DocumentError) as info:
+        decode(codecs.BOM_UTF8 + b"abc\n\xffdef\n", "txt", "utf-8")
+    one_line(info, "line 2: not utf-8, as --encoding says", "at byte 7")

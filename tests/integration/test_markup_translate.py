@@ -97,6 +97,7 @@ def test_mt_translate_writes_a_line_break_in_the_markup_as_a_reference_one_line_
     (("--format", "markdown"), 2, "--format markdown: expected text, html, xml (lines) or"),
     # named as the readers name a line (was "input line 2", and libxml's "a line 1": its line in the fragment)
     (("--format", "xml"), 1, "error: <stdin>:2: not well-formed XML: Opening and ending tag mismatch: a\n"),
+    (("--format", "xml", "--input", "-"), 1, "error: <stdin>:2: not well-formed XML"),
 ])
 def test_mt_translate_format_refusals(trained_experiment, flags, code, words):
     done = mt_translate(trained_experiment, "<a>ok</a>\n<a>unclosed\n", *flags)
