@@ -173,6 +173,11 @@ def test_web_and_mail_addresses_are_found_without_the_punctuation_after_them():
         "Write to mailto:john@example.com?subject=Hi today.": ["mailto:john@example.com?subject=Hi"],
         "Mail müller@firma.de now, or josé@x.org.": ["müller@firma.de", "josé@x.org"],
         "이메일a@b.com로": ["a@b.com"],
+        # a bare domain, by its top-level domain: not a file name, nor sentences without a space between
+        "Visit example.com or heise.de/news.": ["example.com", "heise.de/news"],
+        "Go to Amazon.de, or müller-bau.de!": ["Amazon.de", "müller-bau.de"],
+        "请访问baidu.com获取": ["baidu.com"],
+        "See README.md and setup.py, it was fine.It rained.": [],
     }
     for text, expected in cases.items():
         assert [text[a:b] for a, b in address_spans(text)] == expected, text
