@@ -182,19 +182,23 @@ SEEDED_INIT = """
 import sys, torch
 from mt.config.schema import ModelConfig
 from mt.model.transformer import build_model
-junk = [[] for _ in range(int(sys.argv[2]))]  # other objects first: other addresses, another id() order
-torch.manual_seed(7)
-model = build_model(ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2), 50, 60, False)
-torch.save(model.state_dict(), sys.argv[1])
+kept = []
+for k, path in enumerate(sys.argv[2:]):
+    kept.append([[] for _ in range(int(sys.argv[1]) + 7 * k)])  # other objects first: other addresses, another id() order
+    torch.manual_seed(7)
+    model = build_model(ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2), 50, 60, False)
+    torch.save(model.state_dict(), path)
+    kept.append(model)  # alive: the next model's objects go elsewhere
 """
 
 
 @pytest.mark.slow
 def test_one_seed_gives_one_initial_model_with_separate_vocabularies(tmp_path):
     """The embeddings were initialised in a set's order (by id()): 2 of 8 runs swapped them."""
-    paths = [tmp_path / f"init{i}.pt" for i in range(6)]
-    for i, path in enumerate(paths):  # fresh processes, each with its objects at other addresses
-        subprocess.run([sys.executable, "-c", SEEDED_INIT, str(path), str(i * 3)], check=True, timeout=120)
+    paths = [tmp_path / f"init{i}.pt" for i in range(8)]
+    for i in range(2):  # fresh processes, each with its objects at other addresses, four models each
+        subprocess.run([sys.executable, "-c", SEEDED_INIT, str(i * 3), *map(str, paths[4 * i : 4 * i + 4])],
+                       check=True, timeout=120)
     states = [torch.load(path, weights_only=True) for path in paths]
     for state in states[1:]:
         assert_same(state, states[0], "initial weights")
