@@ -1,7 +1,7 @@
 """How `mt` ends: its exit code, and every failure as one `error:` line on stderr.
 
 Exit codes like ruff's: 0 ok, 1 a failure the input caused, 2 bad flags or config; 130 interrupted
-(Ctrl-C), 143 terminated (SIGTERM). The traceback is printed only with --debug (or MT_DEBUG set).
+(Ctrl-C), 143 terminated (SIGTERM), 141 the reader of stdout gone (SIGPIPE's, as `yes | head` ends `yes`). The traceback is printed only with --debug (or MT_DEBUG set).
 """
 
 from __future__ import annotations
@@ -20,12 +20,18 @@ from mt.errors import MtError
 GLOBAL_FLAGS = ("-q", "--quiet", "--debug", "--no-debug")  # mt's own flags, taken after the subcommand too
 INTERRUPTED = 130  # the shell's codes for SIGINT and SIGTERM
 TERMINATED = 143
+READER_GONE = 141  # SIGPIPE's: what a Unix tool whose stdout closed ends with
 
 
 class Terminated(BaseException):
     """SIGTERM, raised where the program is, as Ctrl-C raises KeyboardInterrupt: what is being written
     is cleaned up on the way out (an atomic file's temporary), where the signal's default would
     kill the process at once. Training and `mt serve` install handlers of their own while they run."""
+
+
+class ReaderGone(BaseException):
+    """stdout's reader left (`mt translate | head`): raised where results are written, past click, which
+    ends an EPIPE it sees with 1, the code of a failure the input caused."""
 
 
 def _terminated(signum, frame) -> None:
@@ -85,9 +91,9 @@ def run(app: typer.Typer, debug: Callable[[], bool]) -> None:
     except Terminated:
         log.console.print("terminated")
         sys.exit(TERMINATED)
-    except BrokenPipeError:  # `mt translate | head`: the reader left; stop quietly
+    except (BrokenPipeError, ReaderGone):  # `mt translate | head`: the reader left; stop quietly, as `yes | head` stops
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(READER_GONE)  # (1 said the input was at fault)
     except ModuleNotFoundError as exc:  # an optional library a feature's own check missed: one line all the same
         if debug() or os.environ.get("MT_DEBUG"):
             traceback.print_exc()

@@ -13,6 +13,8 @@ from typing import Iterable, Iterator, TextIO
 
 from mt import log
 
+from .errors import ReaderGone
+
 
 def count(n: int) -> str:
     """Exact below 100,000, then rounded (128k, 4.5M): keeps the data table within 80 columns."""
@@ -125,8 +127,11 @@ def write_translations(
     if output is None:
 
         def write(line: str) -> None:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                raise ReaderGone from None
 
         stream(translator, source, write, buffer, options, output_format, search)
         return
@@ -193,5 +198,8 @@ def write_document(
         units = TranslatorUnits(translator, options, advance, identifier=identifier)
         translated = translate_file(source, output, fmt, units, DocumentOptions(target, retranslate, encoding), force)
     if translated is not None:
-        sys.stdout.buffer.write(translated)
-        sys.stdout.flush()
+        try:
+            sys.stdout.buffer.write(translated)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise ReaderGone from None

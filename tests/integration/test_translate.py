@@ -331,6 +331,18 @@ def test_input_from_a_fifo_and_results_in_utf8_whatever_the_locale(trained_exper
     assert latin.stdout == text.encode("utf-8")  # copied as it is, in UTF-8
 
 
+def test_a_reader_that_leaves_ends_mt_as_it_ends_unix_tools(trained_experiment):
+    """`mt translate | head -1`: stop quietly with SIGPIPE's 141, as `yes | head` ends `yes` (it was 1, the
+    code of a failure the input caused)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root),
+                                "--threads", "1", "--buffer", "4"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
+    process.stdout.close()  # the reader gone before the first translation
+    _, err = process.communicate(("Ein Mann.\n" * 400).encode(), timeout=300)
+    assert process.returncode == 141 and b"error" not in err and b"Traceback" not in err, err
+
+
 def test_an_ensemble_of_one_model_twice_is_refused(trained_experiment):
     """`--checkpoint last --checkpoint best` without best.pt (best falls back to last) decoded an
     ensemble of last.pt with itself: twice the search, recorded as two models."""
