@@ -13,9 +13,9 @@ written (the `**` or `__`, a link's `](url "title")` or `][ref]`), placed around
 words and written back with it; link text and images' alt text are translated, their URLs kept. Inline
 code, autolinks, footnote references (`[^1]`, `^[...]`), inline HTML tags (a start and end tag
 pair around text is an element) are kept as written, placed as empty elements are. A hard line break
-stays a line break. A paragraph of several lines is translated whole and written on one line (with
-its first line's prefix): re-wrapping could start a line with a character that Markdown reads as a
-list or heading. An HTML block with text is translated as HTML when mt's markup writer gives it back
+stays a line break. A paragraph of several lines is translated whole; hard-wrapped at a width (as
+mt.documents.txt judges a paragraph), its translation is wrapped at it again (`rewrapped`: a line that
+would start a list or heading escaped), else written on one line (with its first line's prefix). An HTML block with text is translated as HTML when mt's markup writer gives it back
 unchanged (else, an unclosed `<details>` say, it is kept as it is).
 """
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from mt import log
 from mt.documents.formats import DocumentOptions
 from mt.documents.fragments import embrace, empty_in
+from mt.documents.txt import wrapped
 from mt.documents.units import Units
 from mt.text.markup import Element, Node, parse, segments, write
 from mt.text.sentences import address_spans, split_at
@@ -72,6 +73,9 @@ class Place:
     fragment: str
     marks: list[Mark]
     kind: str = "inline"
+    # a paragraph hard-wrapped in the source: (its width, its first line's prefix width, the prefix of
+    # the lines after it), to wrap its translation at; None: written on one line
+    wrap: tuple[int, int, str] | None = None
 
 
 def parser():
@@ -318,8 +322,43 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
                 breaks.append(written + "\n" + lines[first + i + 1][: cols[i + 1]])
         marks: list[Mark] = []
         unit = fragment(token.children or [], token.content, marks, breaks)
-        found.append(Place(start, end, unit, marks, kind or "inline"))
+        wrap = None
+        if kind == "paragraph" and len(content) > 1 and not any(c.type == "hardbreak" for c in token.children or []):
+            whole = lines[first : first + len(content)]
+            if wrapped(whole):
+                wrap = (max(len(line.rstrip()) for line in whole), start - offsets[first], whole[1][: cols[1]])
+        found.append(Place(start, end, unit, marks, kind or "inline", wrap))
     return found
+
+
+# Where a line of Markdown may not be broken: in a code span, an inline HTML tag or autolink, a link's
+# destination and title
+UNBREAKABLE = re.compile(r"(`+).*?(?<!`)\1(?!`)|<[^<>]*>|\]\([^()]*(?:\([^()]*\)[^()]*)*\)")
+
+
+def rewrapped(text: str, width: int, first: int, prefix: str) -> str:
+    """A paragraph's translation (one line) wrapped at the source's `width` (its first line after a
+    prefix `first` wide, the others after `prefix`), broken only at single spaces outside code, tags and
+    link destinations; a line that would start a block escaped (`unblock`)."""
+    kept = [range(m.start(), m.end()) for m in UNBREAKABLE.finditer(text)]
+    spots = [
+        i
+        for i, char in enumerate(text)
+        if char == " "
+        and text[i - 1 : i] not in ("", " ")
+        and text[i + 1 : i + 2] not in ("", " ")
+        and not any(i in span for span in kept)
+    ]
+    lines, start, room = [], 0, width - first
+    while len(text) - start > room:
+        fits = [spot for spot in spots if start < spot <= start + room]
+        later = fits[-1:] or [spot for spot in spots if spot > start][:1]  # a word wider than the room: alone
+        if not later:
+            break
+        lines.append(text[start : later[0]])
+        start, room = later[0] + 1, width - len(prefix)
+    lines.append(text[start:])
+    return "\n".join([lines[0], *(prefix + unblock(line) for line in lines[1:])])
 
 
 TAG = re.compile(r"<(/?)([A-Za-z][\w:.-]*)")
@@ -406,6 +445,8 @@ def _translate(text: str, units: Units, first_line: int) -> str:
             written = markdown(nodes, marks, place.kind == "cell").strip()
         if place.kind == "paragraph":
             written = unblock(written)
+            if place.wrap is not None and "\n" not in written:
+                written = rewrapped(written, *place.wrap)
         parts += [text[at : place.start], written]
         at = place.end
     return "".join(parts) + text[at:]

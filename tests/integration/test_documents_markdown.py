@@ -276,3 +276,34 @@ def test_a_footnote_nothing_refers_to_is_kept_and_said(capsys):
     front = "+++\ntitle = 'x'\n+++\n"  # the lines of TOML front matter counted (the warning said line 5)
     assert translate_content((front + source).encode(), FORMATS["md"], lambda texts, fmt="text": texts, EN).decode() == front + source
     assert "line 8: footnote [^c]" in capsys.readouterr().err
+
+
+def test_a_hard_wrapped_paragraph_is_wrapped_again_at_its_width():
+    """Was: written on one line, so that a document wrapped at 60 or 80 columns came back with each
+    paragraph one long line. Broken at spaces only; a line that would start a block (`- `, `1.`, `#`)
+    escaped, so that the paragraph renders as its one-line translation would."""
+    import textwrap
+
+    text = ("The quick brown dog jumps over the lazy fox and then runs away into the forest where nobody "
+            "can see it any more, not even the hunter who walks by with his dogs at the end of the day.")
+    for first, rest in (("", ""), ("> ", "> "), ("- ", "  ")):
+        source = textwrap.fill(text, 70, initial_indent=first, subsequent_indent=rest) + "\n"
+        assert translate_content(source.encode(), FORMATS["md"], same, EN).decode() == source  # as it was
+    source = textwrap.fill(text, 70) + "\n"
+    blocks = lambda texts, fmt="text": [t.replace(" ", " - 1. # ") for t in texts]  # noqa: E731
+    out = translate_content(source.encode(), FORMATS["md"], blocks, EN).decode()
+    one_line = translate_content(text.encode() + b"\n", FORMATS["md"], blocks, EN).decode()
+    assert len(out.splitlines()) > 4 and all(len(line) <= 70 for line in out.splitlines()), out
+    md = parser()
+    assert md.render(out).replace("\n", " ") == md.render(one_line).replace("\n", " ")
+    assert [t.type for t in md.parse(out)] == ["paragraph_open", "inline", "paragraph_close"]
+
+
+def test_a_rewrapped_line_is_not_broken_in_code_a_tag_or_a_link_destination():
+    from mt.documents.markdown import rewrapped
+
+    text = 'aa `b c d e` ff <span title="g h"> ii [j k](https://x.org/l "m n o") pp'
+    lines = rewrapped(text, 8, 0, "").split("\n")
+    assert " ".join(lines) == text and "`b c d e`" in lines and '<span title="g h">' in lines
+    assert any(line.endswith('(https://x.org/l "m n o")') for line in lines), lines
+    assert rewrapped("aaaa - b", 5, 0, "> ") == "aaaa\n> \\- b"  # a list's start escaped, the quote's prefix kept
