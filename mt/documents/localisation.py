@@ -161,6 +161,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         if target is None:
             unit.settarget("")
             target = unit.get_target_dom()
+            laid_out_as_source(target)
         for child in list(target):
             target.remove(child)
         target.text = None
@@ -183,6 +184,21 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     if todo:
         set_target_language(store, version, options.target)
     return serialized(store, text)
+
+
+def laid_out_as_source(target) -> None:
+    """A target mt added right after its source, on a line of its own with the source's indent where
+    the source has one (it was written on the source's line, glued to what came after it)."""
+    source = target.getprevious()
+    if (
+        source is None
+        or not isinstance(source.tag, str)
+        or source.tag.rpartition("}")[2] not in ("source", "seg-source")
+    ):
+        return
+    before = source.getprevious().tail if source.getprevious() is not None else source.getparent().text
+    if before and "\n" in before and not before.strip() and source.tail and not source.tail.strip():
+        target.tail, source.tail = source.tail, before
 
 
 def segments_of(unit) -> tuple[Any, list]:

@@ -306,3 +306,23 @@ def test_comments_and_a_doctype_before_the_root_keep_their_line_breaks():
     assert out.startswith(head + "<xliff ") and "<target" in out, out
     plain = translate_content(body.encode(), FORMATS["xliff"], upper, EN).decode()  # none: as before
     assert plain.startswith('<?xml version="1.0" encoding="UTF-8"?>\r\n<xliff '), plain
+
+
+def test_a_target_added_to_a_laid_out_unit_is_on_a_line_of_its_own():
+    """A target mt added was written on its source's line, glued to what followed it (`</target><note>`,
+    `</target></trans-unit>`), in XLIFF 1.2 and 2.0 alike."""
+    upper = lambda texts, fmt="text": [t.upper() for t in texts]  # noqa: E731
+    one = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">\n'
+           '  <file source-language="de" target-language="en" datatype="plaintext" original="a">\n    <body>\n'
+           '      <trans-unit id="1">\n        <source>Hallo</source>\n        <note>n</note>\n      </trans-unit>\n'
+           '      <trans-unit id="2">\n        <source>Welt</source>\n      </trans-unit>\n    </body>\n  </file>\n</xliff>\n')
+    out = translate_content(one.encode(), FORMATS["xliff"], upper, EN).decode()
+    assert '<source>Hallo</source>\n        <target state="needs-review-translation"' in out, out
+    assert ">HALLO</target>\n        <note>n</note>" in out and ">WELT</target>\n      </trans-unit>" in out, out
+    two = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" '
+           'srcLang="de" trgLang="en">\n  <file id="f">\n    <unit id="u">\n      <segment>\n'
+           '        <source>Hallo</source>\n      </segment>\n    </unit>\n  </file>\n</xliff>\n')
+    out = translate_content(two.encode(), FORMATS["xliff"], upper, EN).decode()
+    assert "<source>Hallo</source>\n        <target>HALLO</target>\n      </segment>" in out, out
+    compact = one.replace("\n        ", "").replace("\n      </trans-unit>", "</trans-unit>")  # on one line: as it was
+    assert "</source><target" in translate_content(compact.encode(), FORMATS["xliff"], upper, EN).decode()
