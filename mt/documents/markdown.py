@@ -333,20 +333,24 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
 
 # Where a line of Markdown may not be broken: in a code span, an inline HTML tag or autolink, a link's
 # destination and title
+FOOTNOTE_DEFINITION = re.compile(r"\[\^[^\]]+\]:")
 UNBREAKABLE = re.compile(r"(`+).*?(?<!`)\1(?!`)|<[^<>]*>|\]\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 
 def rewrapped(text: str, width: int, first: int, prefix: str) -> str:
     """A paragraph's translation (one line) wrapped at the source's `width` (its first line after a
     prefix `first` wide, the others after `prefix`), broken only at single spaces outside code, tags and
-    link destinations; a line that would start a block escaped (`unblock`)."""
+    link destinations, and never before what would start a block no backslash escapes (`<div>`, an
+    HTML comment, a footnote's definition `[^1]:`); a line that would start another block escaped
+    (`unblock`)."""
     kept = [range(m.start(), m.end()) for m in UNBREAKABLE.finditer(text)]
     spots = [
         i
         for i, char in enumerate(text)
         if char == " "
         and text[i - 1 : i] not in ("", " ")
-        and text[i + 1 : i + 2] not in ("", " ")
+        and text[i + 1 : i + 2] not in ("", " ", "<")
+        and not FOOTNOTE_DEFINITION.match(text, i + 1)
         and not any(i in span for span in kept)
     ]
     lines, start, room = [], 0, width - first

@@ -37,10 +37,17 @@ LINE = re.compile(r"[^\r\n\t]+")
 _UNSPACED = "\u0e00-\u0e7f\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
 _NOT_URL = f'\\s<>"{_UNSPACED}'
 _W = f"[^\\W{_UNSPACED}]"  # a letter or digit (any script's but those written without spaces) or _
+# Top-level domains a bare domain is known by: those that are no word nor file extension, and those
+# that are (`in`, `es`, `it`, `de`: `m.in.`, `gut.es regnete`, `Makefile.in`), known only under a
+# subdomain (`news.heise.de`) or with a path or port after them (`heise.de/news`)
 _TLDS = (
-    "com|org|net|edu|gov|int|info|biz|io|co|app|dev|ai|eu|de|at|ch|fr|be|nl|lu|uk|ie|es|pt|it|gr|cz|sk|pl|hu|"
-    "ro|bg|hr|si|se|no|dk|fi|ee|lv|lt|ru|ua|tr|il|cn|jp|kr|tw|hk|in|au|nz|ca|us|mx|br|ar|cl|za"
+    "com|org|net|edu|gov|int|info|biz|io|dev|eu|ch|fr|nl|lu|uk|ie|pt|gr|cz|sk|hu|bg|hr|si|dk|fi|ee|lv|lt|ru|ua|"
+    "tr|il|cn|jp|kr|tw|hk|au|nz|ca|mx|br|ar|cl|za"
 )
+_WORD_TLDS = "de|at|be|es|it|in|no|se|us|co|pl|ro|app|ai"
+_DOMAIN_LABEL = f"{_W}(?:{_W}|-)*\\."
+_DOMAIN_END = f"(?!{_W}|-)"
+_DOMAIN_TAIL = f"(?::\\d+)?(?:[/?#][^{_NOT_URL}]*)?"  # a port, a path, a query, a fragment
 ADDRESSES = re.compile(
     rf"(?<![a-z0-9+.-])(?:[a-z][a-z0-9+.-]*://|www\.)[^{_NOT_URL}]+"  # not the Thai, Hangul or CJK after it
     # a mail address, `müller@firma.de` too (`mailto:` and a `?subject=` after it; git's
@@ -48,8 +55,10 @@ ADDRESSES = re.compile(
     rf"|(?<!{_W})(?<![.%+-])(?:mailto:)?(?:{_W}|[.%+-])+@(?:{_W}|-)+(?:\.(?:{_W}|-)+)*\.[^\W\d_{_UNSPACED}]{{2,}}"
     rf"(?:[:?][^{_NOT_URL}]+|(?!{_W}|-))"
     # a bare domain (`example.com`, `heise.de/news`), known by a lower-case top-level domain of the common
-    # ones: not a file name (`README.md`, `setup.py`) nor two sentences without a space (`fine.It`)
-    rf"|(?<!{_W})(?<![@.+-])(?:{_W}(?:{_W}|-)*\.)+(?-i:{_TLDS})(?!{_W}|-)(?:/[^{_NOT_URL}]*)?",
+    # ones (_TLDS, _WORD_TLDS): not a file name (`README.md`) nor two sentences without a space (`fine.It`)
+    rf"|(?<!{_W})(?<![@.+-])(?:{_DOMAIN_LABEL})+(?-i:{_TLDS}){_DOMAIN_END}{_DOMAIN_TAIL}"
+    rf"|(?<!{_W})(?<![@.+-])(?:{_DOMAIN_LABEL}){{2,}}(?-i:{_WORD_TLDS}){_DOMAIN_END}{_DOMAIN_TAIL}"
+    rf"|(?<!{_W})(?<![@.+-]){_DOMAIN_LABEL}(?-i:{_WORD_TLDS}){_DOMAIN_END}(?::\d+|[/?#])[^{_NOT_URL}]*",
     re.IGNORECASE,
 )
 TRAILING = ".,;:!?'\"»”’)]}"  # what ends a sentence or closes a bracket or quote after an address

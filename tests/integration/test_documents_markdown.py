@@ -304,6 +304,9 @@ def test_a_rewrapped_line_is_not_broken_in_code_a_tag_or_a_link_destination():
 
     text = 'aa `b c d e` ff <span title="g h"> ii [j k](https://x.org/l "m n o") pp'
     lines = rewrapped(text, 8, 0, "").split("\n")
-    assert " ".join(lines) == text and "`b c d e`" in lines and '<span title="g h">' in lines
+    assert " ".join(lines) == text and "`b c d e`" in lines and 'ff <span title="g h">' in lines  # not before a tag
     assert any(line.endswith('(https://x.org/l "m n o")') for line in lines), lines
     assert rewrapped("aaaa - b", 5, 0, "> ") == "aaaa\n> \\- b"  # a list's start escaped, the quote's prefix kept
+    # what no backslash escapes is not put at a line's start: an HTML block would end the paragraph there
+    for text in ("aaaa <div> b", "aaaa <!-- c --> b", "aaaa [^1]: b"):
+        assert rewrapped(text, 5, 0, "").split("\n")[0] != "aaaa", text
