@@ -442,4 +442,8 @@ def translate_cues(cues: list[Cue], units: Units, vtt: bool) -> list[str | None]
     for k, (indices, tags, pieces) in enumerate(planned):
         for i, p, tokens in zip(indices, pieces, results[k]):
             out[i] += wrap(layout(p, tokens, tags, vtt), p.width, p.lines)
+        shown = [i for i in indices if any(line.strip() for line in out[i])]
+        for i in indices if shown and len(shown) < len(indices) else []:
+            if i not in shown:  # a translation of fewer words than cues: the words before stay on screen
+                out[i] = list(out[max((j for j in shown if j < i), default=shown[0])])
     return [("\n".join(out[i]) if i in out else None) for i in range(len(cues))]

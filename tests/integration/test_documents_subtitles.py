@@ -192,3 +192,14 @@ def test_a_vtt_headers_language_becomes_the_target():
     source = "WEBVTT\nKind: captions\nLanguage: de\n\n00:00:01.000 --> 00:00:02.000\nLanguage: de ist hier Text.\n"
     out = translate_content(source.encode(), FORMATS["vtt"], lambda texts, fmt="text": texts, DocumentOptions("en"))
     assert out.decode() == source.replace("Language: de\n\n", "Language: en\n\n")
+
+
+def test_a_translation_of_fewer_words_than_its_cues_leaves_none_of_them_empty():
+    """A sentence over two cues translated as one word left the second cue empty: nothing on screen
+    while the speaker went on (and an empty SRT block, which some players refuse)."""
+    text = ("1\n00:00:01,000 --> 00:00:02,000\nIch glaube, dass wir\n\n2\n00:00:02,000 --> 00:00:04,000\n"
+            "morgen gehen sollten.\n\n3\n00:00:05,000 --> 00:00:06,000\nGut.\n")
+    short = lambda texts, fmt="text": ["Ja." for _ in texts]  # noqa: E731
+    cues = list(srt.parse(translate_content(text.encode(), FORMATS["srt"], short, EN).decode()))
+    assert [c.content for c in cues] == ["Ja.", "Ja.", "Ja."]
+    assert [c.start for c in cues] == [timedelta(seconds=s) for s in (1, 2, 5)]  # the timings as they were
