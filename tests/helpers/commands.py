@@ -3,6 +3,7 @@ one-line error a user sees (one_line)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -12,8 +13,10 @@ import pytest
 from mt.cli import main as cli
 
 
-def mt(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """`mt ARGS` in this process: (exit code, stdout, stderr)."""
+def mt(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    """`mt ARGS` in this process (with `stdin`'s text on stdin): (exit code, stdout, stderr)."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))
     monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
     monkeypatch.delenv("MT_DEBUG", raising=False)
     code = 0

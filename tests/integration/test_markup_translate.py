@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import balanced, markup_tags, markup_text, toy_corpus
+from helpers import balanced, markup_tags, markup_text, mt, toy_corpus
 
 from mt.text.markup_translate import translate
 from mt.text.translate import translate as translate_text
@@ -99,6 +99,7 @@ def test_mt_translate_writes_a_line_break_in_the_markup_as_a_reference_one_line_
     (("--format", "xml"), 1, "error: <stdin>:2: not well-formed XML: Opening and ending tag mismatch: a\n"),
     (("--format", "xml", "--input", "-"), 1, "error: <stdin>:2: not well-formed XML"),
 ])
-def test_mt_translate_format_refusals(trained_experiment, flags, code, words):
-    done = mt_translate(trained_experiment, "<a>ok</a>\n<a>unclosed\n", *flags)
-    assert done.returncode == code and words in done.stderr.decode(), done.stderr.decode()
+def test_mt_translate_format_refusals(trained_experiment, flags, code, words, capsys, monkeypatch):
+    done, _, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--threads", "1", *flags,
+                      stdin="<a>ok</a>\n<a>unclosed\n")
+    assert done == code and words in err, err

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import toy_corpus
+from helpers import mt, toy_corpus
 
 from mt.data.batching import length_groups
 from mt.decoding.options import DecodeOptions, Sampling
@@ -59,28 +59,30 @@ def test_a_very_long_line_is_cut_with_a_warning(trained_experiment):
     assert "cut to" in done.stderr.decode() and "line 2" in done.stderr.decode()
 
 
-@pytest.mark.slow
-def test_nbest_and_scores_formats(trained_experiment):
-    done = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
-    assert done.returncode == 0, done.stderr.decode()
-    rows = [line.split("\t") for line in done.stdout.decode().splitlines()]
+def test_nbest_and_scores_formats(trained_experiment, capsys, monkeypatch):
+    def translate(stdin: str, *flags: str) -> tuple[int, str, str]:  # in this process: the formats, not the process
+        return mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--threads", "1", *flags,
+                  stdin=stdin)
+
+    code, out, err = translate("Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3")
+    assert code == 0, err
+    rows = [line.split("\t") for line in out.splitlines()]
     assert [r[0] for r in rows] == ["1", "1", "1", "2", "3", "3", "3"]
     for line_rows in (rows[0:3], rows[4:7]):
         scores = [float(r[1]) for r in line_rows]
         assert scores == sorted(scores, reverse=True)
     assert rows[3] == ["2", "0.0000", ""]
-    scored = mt_translate(trained_experiment, "Ein Mann läuft.\n", "--scores")
-    score, text = scored.stdout.decode().rstrip("\n").split("\t")
+    code, scored, err = translate("Ein Mann läuft.\n", "--scores")
+    score, text = scored.rstrip("\n").split("\t")
     assert float(score) == float(rows[0][1]) and text == rows[0][2]
     # Moses' n-best format: the same hypotheses, numbered from 0, the score as a feature and as the total.
-    moses = mt_translate(trained_experiment, "Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3",
-                         "--nbest-format", "moses")
-    assert moses.returncode == 0, moses.stderr.decode()
-    fields = [line.split(" ||| ") for line in moses.stdout.decode().splitlines()]
+    code, moses, err = translate("Ein Mann läuft.\n\nDie Katze sitzt.\n", "--nbest", "3", "--nbest-format", "moses")
+    assert code == 0, err
+    fields = [line.split(" ||| ") for line in moses.splitlines()]
     assert [(int(f[0]) + 1, f[3], f[1]) for f in fields] == [(int(r[0]), r[1], r[2]) for r in rows]
     assert all(f[2] == f"mt= {f[3]}" for f in fields)
-    refused = mt_translate(trained_experiment, "x\n", "--nbest-format", "moses")
-    assert refused.returncode == 2 and "goes with --nbest" in refused.stderr.decode()
+    code, _, err = translate("x\n", "--nbest-format", "moses")
+    assert code == 2 and "goes with --nbest" in err
 
 
 def test_sampling_is_seeded_and_differs_from_search(trained_experiment):
@@ -254,18 +256,18 @@ def test_input_is_brought_to_the_unicode_form_training_text_was_cleaned_to(train
     assert translator.encode_lines([decomposed])[1] == translator.encode_lines([text])[1]
 
 
-def test_output_dash_is_stdout_as_input_dash_is_stdin(trained_experiment, tmp_path):
+def test_output_dash_is_stdout_as_input_dash_is_stdin(trained_experiment, tmp_path, capsys, monkeypatch):
     """Was: a file named "-" in the working directory, and nothing on stdout."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(trained_experiment.root), "--threads",
-                           "1", "--output", "-"], input=b"Der Hund.\n", capture_output=True, env=env, timeout=300,
-                          cwd=tmp_path)
-    plain = mt_translate(trained_experiment, "Der Hund.\n")
-    assert done.returncode == 0 and done.stdout == plain.stdout != b"", done.stderr
+    monkeypatch.chdir(tmp_path)
+    exp = ("translate", "--exp", trained_experiment.root, "--threads", "1")
+    code, plain, err = mt(capsys, monkeypatch, *exp, stdin="Der Hund.\n")
+    assert code == 0 and plain != "", err
+    code, out, err = mt(capsys, monkeypatch, *exp, "--output", "-", stdin="Der Hund.\n")
+    assert code == 0 and out == plain, err
     assert not (tmp_path / "-").exists()
     (tmp_path / "-").write_text("a file named -\n")  # refused as an --output that exists (was)
-    again = subprocess.run(done.args, input=b"Der Hund.\n", capture_output=True, env=env, timeout=300, cwd=tmp_path)
-    assert again.returncode == 0 and again.stdout == plain.stdout, again.stderr
+    code, out, err = mt(capsys, monkeypatch, *exp, "--output", "-", "--input", "-", stdin="Der Hund.\n")
+    assert code == 0 and out == plain, err
     assert (tmp_path / "-").read_text() == "a file named -\n"
 
 
