@@ -7,11 +7,10 @@ by itself); the trained toy experiment takes real phrases through the CLI.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from helpers import mt as in_process
 from helpers import sources, tiny_model
 
 from mt.search.beam import beam_search
@@ -114,15 +113,15 @@ def test_split_constrained_line():
     assert split_constrained_line("Ein Hund.") == ("Ein Hund.", [])
 
 
-def mt(*args: str, stdin: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "mt", *args], input=stdin, capture_output=True, text=True,
-                          env=env, timeout=300)
-
-
-@pytest.mark.slow
-def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alone(trained_experiment):
+def test_mt_translate_constraints_puts_the_phrases_in_and_leaves_other_lines_alone(
+    trained_experiment, capsys, monkeypatch
+):
     exp = str(trained_experiment.root)
+
+    def mt(*args: str, stdin: str) -> subprocess.CompletedProcess:  # in this process: the command's output, not a process's
+        code, out, err = in_process(capsys, monkeypatch, *args, "--threads", "1", stdin=stdin)
+        return subprocess.CompletedProcess([], code, out, err)
+
     lines = ["Der Hund läuft im Park.", "Eine Katze sitzt auf dem Haus.", "Die Frau spielt."]
     plain = mt("translate", "--exp", exp, "--beam", "4", stdin="\n".join(lines) + "\n")
     assert plain.returncode == 0, plain.stderr

@@ -4,9 +4,7 @@ aligned words, the output parses; `mt translate --format html|xml`, one fragment
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
 from helpers import balanced, markup_tags, markup_text, mt, toy_corpus
@@ -18,10 +16,15 @@ S1, S2, S3 = toy_corpus(3, seed=11)[0]
 W = S1.rstrip(".").split()  # 3 to 9 words
 
 
-def mt_translate(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "mt", "translate", "--exp", str(exp.root), "--threads", "1", *flags],
-                          input=stdin.encode(), capture_output=True, env=env, timeout=300)
+@pytest.fixture
+def mt_translate(capsys, monkeypatch):
+    """`mt translate --exp EXP FLAGS` with `stdin`, in this process: as a finished process would say it."""
+
+    def run(exp, stdin: str, *flags: str) -> subprocess.CompletedProcess:
+        code, out, err = mt(capsys, monkeypatch, "translate", "--exp", exp.root, "--threads", "1", *flags, stdin=stdin)
+        return subprocess.CompletedProcess([], code, out.encode(), err.encode())
+
+    return run
 
 
 def test_a_fragment_without_tags_is_translated_as_plain_text(translator):
@@ -69,7 +72,7 @@ def test_entities_are_text_to_the_model_and_escaped_again(translator):
     assert out == "<p>" + plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</p>"
 
 
-def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment, translator):
+def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment, translator, mt_translate):
     lines = [f"<p>{S1} <b>{S2}</b></p>", "", f"  {S3}<br>{S1}"]
     done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--format", "html")
     assert done.returncode == 0, done.stderr.decode()
@@ -79,7 +82,9 @@ def test_mt_translate_format_html_and_xml_one_fragment_a_line(trained_experiment
     assert done.returncode == 0 and done.stdout.decode() == translate(translator, xml, "xml")[0] + "\n"
 
 
-def test_mt_translate_writes_a_line_break_in_the_markup_as_a_reference_one_line_out_for_one_in(trained_experiment):
+def test_mt_translate_writes_a_line_break_in_the_markup_as_a_reference_one_line_out_for_one_in(
+    trained_experiment, mt_translate
+):
     """Was: `&#10;` in a text or an attribute came out as a line break, two output lines for one."""
     lines = [f'<p title="a&#10;b">{S1}&#10;{S2}</p>', f"<p>{S3}&#13;&#10;{S1}</p>", f"<p>{S2}</p>"]
     done = mt_translate(trained_experiment, "\n".join(lines) + "\n", "--format", "html")
