@@ -9,15 +9,14 @@ trained experiment: `mt attention` writes real heatmaps and JSON, refuses to ove
 from __future__ import annotations
 
 import json
-import os
 import random
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import mt as in_process
 from helpers import tiny_model, toy_corpus
 
 from mt.apps.report.attention_maps import attention, forced_attention
@@ -147,12 +146,17 @@ def test_hard_alignment_leaves_out_end_of_sentence_and_words_pair_up_once():
 
 
 # -- on a tiny trained experiment (conftest's trained_experiment) ---------------------------------
-def mt(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("MT_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "mt", *args], input=stdin.encode(), capture_output=True,
-                          env=env, timeout=300, cwd=exp.root.parent)
-    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+@pytest.fixture
+def mt(capsys, monkeypatch):
+    """`mt ARGS` in this process, run beside the experiment (its --exp is "exp") with `stdin`: as a
+    finished process would say it (the command's output and messages, not the process, are tested)."""
+
+    def run(exp: Experiment, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        monkeypatch.chdir(exp.root.parent)
+        code, out, err = in_process(capsys, monkeypatch, *args, stdin=stdin)
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run
 
 
 @pytest.mark.slow
@@ -218,8 +222,7 @@ def test_an_alignment_layer_the_model_lacks_is_refused_before_the_search(trained
     assert translator.search(["Der hund."], DecodeOptions(alignment_layer=1))[0][0][2] != ""
 
 
-@pytest.mark.slow
-def test_translate_alignments_one_line_per_input_line(trained_experiment):
+def test_translate_alignments_one_line_per_input_line(trained_experiment, mt):
     lines = toy_corpus(12, seed=7)[0]
     lines[3] = ""
     lines[8] = "   "
@@ -247,8 +250,7 @@ def test_translate_alignments_one_line_per_input_line(trained_experiment):
     assert len(scored.stdout.rstrip("\n").split("\t")) == 3
 
 
-@pytest.mark.slow
-def test_bad_requests_end_in_one_line(trained_experiment):
+def test_bad_requests_end_in_one_line(trained_experiment, mt):
     done = mt(trained_experiment, "attention", "--exp", "exp", "Der hund.", "--layer", "5")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == "error: --layer 5: the model has 2 decoder layers (1-2)"
