@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from mt.cli import main as cli
 
@@ -19,11 +20,13 @@ def mt(capsys, monkeypatch, *args: str, stdin: str | None = None) -> tuple[int, 
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))
     monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
     monkeypatch.delenv("MT_DEBUG", raising=False)
-    code = 0
+    code, threads = 0, torch.get_num_threads()
     try:
         cli.main()
     except SystemExit as exc:
         code = exc.code or 0
+    finally:  # --threads (2 by default) set for the command, not for the tests after it in this process
+        torch.set_num_threads(threads)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
