@@ -37,7 +37,7 @@ from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import BACK_TRANSLATED, MAX_WEIGHT, absolute_spec, parse_source, reversed_spec
-from mt.data.corpus import clean_text, load_split
+from mt.data.corpus import LineOrigins, clean_text, load_split
 from mt.data.dataset import file_sha256
 from mt.data.text_files import read_lines
 from mt.decoding.options import DecodeOptions, Sampling
@@ -106,13 +106,16 @@ def _units(word: str) -> list[str]:
     return units
 
 
-def read_mono(specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False) -> tuple[list[str], int]:
+def read_mono(
+    specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False
+) -> tuple[list[str], int, LineOrigins]:
     """The non-empty lines of the monolingual specs (text:FILE, or the `lang` side of a parallel spec of
-    `pair`), in order, and how many empty lines were left out. A line that is no text (not UTF-8, a
-    malformed record) is left out with a warning (a crawl's one bad byte stopped the run), as binarize
-    leaves out such a pair."""
+    `pair`), in order, how many empty lines were left out, and where each line was read (for warnings).
+    A line that is no text (not UTF-8, a malformed record) is left out with a warning (a crawl's one bad
+    byte stopped the run), as binarize leaves out such a pair."""
     lines: list[str] = []
     invalid: list[str] = []
+    origins = LineOrigins()
     for spec in specs:
         text = str(spec).strip()
         if text.startswith(MONO_TEXT):
@@ -121,22 +124,27 @@ def read_mono(specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = 
                 raise ConfigError(f"--mono {spec!r}: text: needs a file")
             if not Path(path).is_file():
                 raise MtError(f"--mono {spec!r}: {path}: no such file")
-            lines += read_lines(path, invalid)
+            positions: list[int] = []
+            lines += read_lines(path, invalid, positions)
+            origins.add(path, "line", positions)
         else:
             try:
                 source = parse_source(text, "train", pair)
             except ConfigError as exc:
                 raise ConfigError(f"--mono {str(exc).removeprefix('data.train: ')}") from None
-            lines += load_split([source], invalid)[pair.index(lang)]
+            lines += load_split([source], invalid, (origins, pair.index(lang)))[pair.index(lang)]
     if invalid and not quiet:  # `quiet`: a done back-translation's check, which said it when it ran
         log.warn(f"--mono: {len(invalid):,} lines that are not text left out (first: {invalid[0]})")
-    kept = [line for line in lines if line.strip()]
+    keep = [bool(line.strip()) for line in lines]
+    kept = [line for line, k in zip(lines, keep) if k]
     if not kept:
         raise MtError(f"--mono {', '.join(specs)}: no text to back-translate")
-    return kept, len(lines) - len(kept)
+    return kept, len(lines) - len(kept), origins.kept(keep)
 
 
-def without_held_out(lines: list[str], exp: Experiment, reverse_cfg: ExperimentConfig) -> tuple[list[str], int]:
+def without_held_out(
+    lines: list[str], exp: Experiment, reverse_cfg: ExperimentConfig, origins: LineOrigins
+) -> tuple[list[str], int, LineOrigins]:
     """`lines` less those that are a reference of E's valid or test split (E's config's, else R's read
     the other way, as E's will be): trained on as targets, they would be scored against themselves. A
     warning says how many were left out."""
@@ -154,12 +162,13 @@ def without_held_out(lines: list[str], exp: Experiment, reverse_cfg: ExperimentC
     for split in ("valid", "test"):
         if getattr(cfg.data, split):
             held.update(cleaned(line) for line in load_split(cfg.data.sources(split))[side])
-    kept = [line for line in lines if cleaned(line) not in held]
+    keep = [cleaned(line) not in held for line in lines]
+    kept = [line for line, k in zip(lines, keep) if k]
     if len(kept) < len(lines):
         log.warn(f"--mono: {len(lines) - len(kept):,} lines are references of the valid or test split: left out")
     if not kept:
         raise MtError("--mono: every line is a reference of the valid or test split: nothing to back-translate")
-    return kept, len(lines) - len(kept)
+    return kept, len(lines) - len(kept), origins.kept(keep)
 
 
 def final_config(reverse_cfg: ExperimentConfig, exp: Experiment, spec: str) -> ExperimentConfig:
@@ -266,9 +275,11 @@ def chunk_translator(
     device: str,
     precision: str,
     quantize: str | None,
+    origins: LineOrigins | None = None,
 ) -> chunked.Translate:
     """The reverse model, loaded, as mt.apps.chunked translates with it: a chunk samples from a seed of its own
-    (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did."""
+    (sampling's + the chunk's number), and its noise too, so that a resumed run draws as the first did.
+    Its warnings name a line where `origins` says it was read (else by its place among the lines)."""
     from mt.decoding.translator import Translator
 
     translator = Translator.load(reverse, reverse_cfg, [model_file], device, precision, quantize)
@@ -276,7 +287,10 @@ def chunk_translator(
 
     def translate(index: int, pair: tuple[str, str], chunk: list[str], first: int) -> list[str]:
         draws = dataclasses.replace(sampling, seed=(sampling.seed + index) % 2**63) if sampling is not None else None
-        searched = translator.search(chunk, dataclasses.replace(options, sampling=draws), first, reseed=False)
+        names = origins.names(first, len(chunk)) if origins is not None else None
+        searched = translator.search(
+            chunk, dataclasses.replace(options, sampling=draws), first, reseed=False, names=names
+        )
         found = [hyps[0][0] for hyps in searched]
         if noise:
             rng = random.Random(f"noise-{index}")
@@ -373,9 +387,9 @@ def backtranslate(
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
-    lines, empty = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
+    lines, empty, origins = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
     mono_sha256 = _lines_sha256(lines)  # as read: a done back-translation checks the text against it
-    lines, held_out = without_held_out(lines, exp, reverse_cfg)
+    lines, held_out, origins = without_held_out(lines, exp, reverse_cfg, origins)
     how = {
         "reverse": model_file,
         "reverse_sha256": file_sha256(Path(model_file))[:16],  # the model, not only its path
@@ -386,7 +400,9 @@ def backtranslate(
     plan = chunked.plan_chunks(out, [(reverse_pair, lines)], chunk_lines, how, "the monolingual lines")
     translate = None
     if plan.todo:
-        translate = chunk_translator(reverse, reverse_cfg, model_file, options, noise, device, precision, quantize)
+        translate = chunk_translator(
+            reverse, reverse_cfg, model_file, options, noise, device, precision, quantize, origins
+        )
     # The final model's config is the reverse model's as saved: the flags changed only its search.
     cfg, spec = prepare_final(reverse, reverse_cfg, exp, corpus_spec(exp, tagged, weight), weight != 1.0)
     chunks, state = chunked.translate_chunks(out, plan, translate, "backtranslate")

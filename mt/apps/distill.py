@@ -35,7 +35,7 @@ from mt.apps import chunked
 from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import absolute_spec
-from mt.data.corpus import load_split
+from mt.data.corpus import LineOrigins, load_split
 from mt.data.dataset import file_sha256
 from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
@@ -220,7 +220,8 @@ def distill(
     checkpoints = teacher_checkpoints(teachers, checkpoint)
     teacher_cfg = lead.load_config()
     options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
-    parts, skipped = teacher_sources(teacher_cfg, keep_bt)
+    origins: dict[tuple[str, str], LineOrigins] = {}  # where each direction's lines were read: for warnings
+    parts, skipped = teacher_sources(teacher_cfg, keep_bt, origins)
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
     how = {
         "teachers": checkpoints,
@@ -234,7 +235,7 @@ def distill(
     # Refused before the student is made: a bad chunk size, chunks done otherwise, a teacher that does not load.
     plan = chunked.plan_chunks(out, parts, chunk_lines, how, "the teacher's source lines")
     translate = (
-        teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize, threads)
+        teacher_translator(lead, teacher_cfg, checkpoints, options, device, precision, quantize, threads, origins)
         if plan.todo
         else None
     )
@@ -244,10 +245,11 @@ def distill(
 
 
 def teacher_sources(
-    teacher_cfg: ExperimentConfig, keep_bt: bool
+    teacher_cfg: ExperimentConfig, keep_bt: bool, origins: dict[tuple[str, str], LineOrigins] | None = None
 ) -> tuple[list[tuple[tuple[str, str], list[str]]], int | None]:
     """Each direction's training source lines of the teacher, and how many lines of back-translated
-    sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr."""
+    sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr; given
+    `origins`, where each direction's lines were read, by direction."""
     parts, skipped, names = [], None, []
     # A pair that is no text (invalid UTF-8, a malformed record), which the teacher's binarize left out
     # with data.clean, stopped distill: left out here too, said; every other line as it is written.
@@ -259,7 +261,10 @@ def teacher_sources(
             skipped = (skipped or 0) + (0 if keep_bt else len(load_split(synthetic, [])[0]))
             names += [source.name for source in synthetic]
         kept = [s for s in sources if keep_bt or not s.back_translated]
-        parts.append((pair, load_split(kept, dropped)[0]))
+        read = LineOrigins()
+        parts.append((pair, load_split(kept, dropped, (read, 0))[0]))
+        if origins is not None:
+            origins[pair] = read
     if dropped:
         log.warn(
             f"distill: {len(dropped):,} pairs of the teacher's training data are not text and are left out "
@@ -288,18 +293,23 @@ def teacher_translator(
     precision: str,
     quantize: str | None,
     threads: int | None = None,
+    origins: dict[tuple[str, str], LineOrigins] | None = None,
 ) -> chunked.Translate:
     """The teachers, loaded (an ensemble of several), as mt.apps.chunked translates with them; torch
-    (and its threads) only now, after every refusal."""
+    (and its threads) only now, after every refusal. Warnings name a line where `origins` says it was
+    read (else by its place among its direction's lines)."""
     from mt.decoding.translator import Translator
     from mt.hardware import set_threads
 
     set_threads(threads)
     translator = Translator.load(lead, teacher_cfg, checkpoints, device, precision, quantize)
-    return lambda index, pair, lines, first: [
-        hyps[0][0]
-        for hyps in translator.search(lines, dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1]), first)
-    ]
+
+    def translate(index: int, pair: tuple[str, str], lines: list[str], first: int) -> list[str]:
+        names = origins[pair].names(first, len(lines)) if origins and pair in origins else None
+        directed = dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1])
+        return [hyps[0][0] for hyps in translator.search(lines, directed, first, names=names)]
+
+    return translate
 
 
 def check_not_a_teacher(teachers: list[Experiment], student: Experiment) -> None:

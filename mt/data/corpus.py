@@ -16,6 +16,7 @@ import json
 import os
 import re
 import unicodedata
+from array import array
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -159,6 +160,46 @@ def clean_text(text: str, normalize: str, fixed: dict[str, int]) -> str:
     return collapsed
 
 
+class LineOrigins:
+    """Where each of a list of lines was read, kept compactly (a label per file, a number per line): a
+    warning about one of them names it there (FILE:LINE, DATASET record N), not by its place in the list
+    (`mt distill` and `mt backtranslate` leave out lines that are no text, empty or held out)."""
+
+    def __init__(self) -> None:
+        self._labels: list[tuple[str, str]] = []  # (file or dataset, unit: "line" or "record"...)
+        self._known: dict[tuple[str, str], int] = {}
+        self._label = array("l")  # per line: its label's index
+        self._position = array("q")  # per line: its place in its file, from 0
+
+    def __len__(self) -> int:
+        return len(self._label)
+
+    def add(self, origin: str, unit: str, positions: Sequence[int]) -> None:
+        """Lines read from `origin` at these places, after those added before."""
+        index = self._known.setdefault((origin, unit), len(self._labels))
+        if index == len(self._labels):
+            self._labels.append((origin, unit))
+        self._label.extend([index] * len(positions))
+        self._position.extend(positions)
+
+    def kept(self, keep: Sequence[bool]) -> LineOrigins:
+        """The origins of the lines `keep` keeps (one flag a line)."""
+        out = LineOrigins()
+        out._labels, out._known = self._labels, self._known
+        out._label = array("l", (label for label, k in zip(self._label, keep) if k))
+        out._position = array("q", (position for position, k in zip(self._position, keep) if k))
+        return out
+
+    def names(self, first: int, count: int) -> list[str]:
+        """The names of `count` lines from line `first` of the list."""
+        names = []
+        for i in range(first, first + count):
+            origin, unit = self._labels[self._label[i]]
+            number = self._position[i] + 1
+            names.append(f"{origin}:{number}" if unit == "line" else f"{origin} {unit} {number}")
+        return names
+
+
 @dataclass
 class Decoded:
     """The text pairs of a chunk that passed, with what was dropped and fixed."""
@@ -271,10 +312,13 @@ def describe(sources: Sequence[Source]) -> str:
     return ", ".join(dict.fromkeys(names))
 
 
-def load_split(sources: Sequence[Source], dropped: list[str] | None = None) -> tuple[list[str], list[str]]:
+def load_split(
+    sources: Sequence[Source], dropped: list[str] | None = None, origins: tuple[LineOrigins, int] | None = None
+) -> tuple[list[str], list[str]]:
     """Source and target lines of a split, raw (as `mt evaluate` scores them): every pair of every
     source, in order, weights ignored; the first bad pair (invalid UTF-8, a malformed record) is an
-    error naming its file and line, or, given `dropped`, left out and named there ("FILE:LINE: why")."""
+    error naming its file and line, or, given `dropped`, left out and named there ("FILE:LINE: why").
+    `origins` (LineOrigins, side): where each pair's `side` was read is added to them."""
     src_lines: list[str] = []
     tgt_lines: list[str] = []
     for source in sources:
@@ -282,6 +326,9 @@ def load_split(sources: Sequence[Source], dropped: list[str] | None = None) -> t
             decoded = decode_chunk(chunk, None, skip_bad=dropped is not None)
             src_lines += decoded.src
             tgt_lines += decoded.tgt
+            if origins is not None:
+                lines, side = origins
+                lines.add(chunk.origin[side], chunk.unit, [chunk.position(k) for k in decoded.kept])
             if dropped is not None and sum(decoded.dropped.values()):
                 named = [example for examples in decoded.examples.values() for example in examples]
                 dropped += named + [f"{source.name}: a pair"] * (sum(decoded.dropped.values()) - len(named))

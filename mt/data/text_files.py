@@ -28,9 +28,12 @@ _BOM = b"\xef\xbb\xbf"
 CR_ONLY = "its lines end in a carriage return alone (CR, old Mac files); convert them to LF (mac2unix)"
 
 
-def read_lines(path: str | os.PathLike, invalid: list[str] | None = None) -> list[str]:
+def read_lines(
+    path: str | os.PathLike, invalid: list[str] | None = None, positions: list[int] | None = None
+) -> list[str]:
     """UTF-8 lines of a text file (gzip if the name ends in .gz), without line endings. A line that is
-    not UTF-8 is an error naming it, or, given `invalid`, left out and named there ("FILE:LINE: why").
+    not UTF-8 is an error naming it, or, given `invalid`, left out and named there ("FILE:LINE: why");
+    given `positions`, each line's place in the file (from 0) is appended to it.
 
     Only '\\n' ends a line (str.splitlines would also split at U+2028, form feeds etc. and break
     the alignment of parallel files); a '\\r' before it is dropped, and so is a leading BOM.
@@ -40,6 +43,8 @@ def read_lines(path: str | os.PathLike, invalid: list[str] | None = None) -> lis
         for i, raw in enumerate(batch):
             try:
                 lines.append(raw.decode("utf-8"))
+                if positions is not None:
+                    positions.append(start + i)
             except UnicodeDecodeError as exc:
                 message = f"{path}:{start + i + 1}: not valid UTF-8 (byte {raw[exc.start]:#04x})"
                 if invalid is None:

@@ -416,8 +416,22 @@ def test_a_mono_line_that_is_not_utf_8_is_left_out_with_a_warning(tmp_path, caps
 
     mono = tmp_path / "mono.en"
     mono.write_bytes(b"A man sleeps.\n\xff broken\nTwo dogs run.\n")
-    lines, empty = read_mono([f"text:{mono}"], "en", ("de", "en"))
+    lines, empty, _ = read_mono([f"text:{mono}"], "en", ("de", "en"))
     assert lines == ["A man sleeps.", "Two dogs run."] and empty == 0
     assert f"1 lines that are not text left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())
     read_mono([f"text:{mono}"], "en", ("de", "en"), quiet=True)  # a done back-translation's check: said once
     assert "not text" not in capsys.readouterr().err
+
+
+def test_monolingual_lines_keep_where_they_were_read(tmp_path):
+    """A warning about a line of --mono named its place among the kept lines ("input line 3" for the
+    file's 5th, past an empty and an invalid line); read_mono and without_held_out keep each line's
+    FILE:LINE for the search's warnings."""
+    from mt.apps.backtranslate import read_mono
+
+    path = tmp_path / "mono.de"
+    path.write_bytes(b"eins\n\nzwei\n\xff kaputt\ndrei\n")
+    lines, empty, origins = read_mono([f"text:{path}"], "de", ("en", "de"), quiet=True)
+    assert lines == ["eins", "zwei", "drei"] and empty == 1
+    assert origins.names(0, 3) == [f"{path}:1", f"{path}:3", f"{path}:5"]
+    assert origins.kept([True, False, True]).names(0, 2) == [f"{path}:1", f"{path}:5"]

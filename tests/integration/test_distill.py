@@ -511,6 +511,18 @@ def test_a_warning_names_the_line_among_all_of_its_direction_not_within_its_chun
     translate_chunks(tmp_path, plan, translate, "test")
     warnings = [line for line in capsys.readouterr().err.splitlines() if "cut to" in line]
     assert len(warnings) == 1 and "input line 5: " in warnings[0], warnings
+    # Where the lines were read (distill's teacher_sources gives it): the file's line, past a line left out
+    from mt.data.corpus import LineOrigins
+
+    read = LineOrigins()
+    read.add("train.de", "line", [0, 1, 2, 3, 5, 6])  # the file's 5th line (an invalid one) left out
+    translate = teacher_translator(trained_experiment, cfg, [str(trained_experiment.checkpoint_path("last"))],
+                                   DecodeOptions().resolved(cfg.decode), "cpu", "fp32", None, threads=1,
+                                   origins={("de", "en"): read})
+    plan = plan_chunks(tmp_path / "named", [(("de", "en"), inputs)], 2, {"beam": 5}, "the lines")
+    translate_chunks(tmp_path / "named", plan, translate, "test")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "cut to" in line]
+    assert len(warnings) == 1 and "train.de:6: " in warnings[0], warnings
     from mt.apps.chunked import first_lines
 
     chunks = [(0, ("de", "en"), ["a", "b"]), (1, ("de", "en"), ["c"]), (2, ("en", "de"), ["d", "e"]),
