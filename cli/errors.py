@@ -10,7 +10,8 @@ import os
 import signal
 import sys
 import traceback
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import typer
 
@@ -32,6 +33,15 @@ class Terminated(BaseException):
 class ReaderGone(BaseException):
     """stdout's reader left (`mt translate | head`): raised where results are written, past click, which
     ends an EPIPE it sees with 1, the code of a failure the input caused."""
+
+
+@contextmanager
+def reader_gone() -> Iterator[None]:
+    """Around a write of results to stdout: its reader gone is ReaderGone (click would end it with 1)."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise ReaderGone from None
 
 
 def _terminated(signum, frame) -> None:

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, TextIO
 
 from mt import log
 
-from .errors import ReaderGone
+from .errors import reader_gone
 
 
 def count(n: int) -> str:
@@ -127,11 +127,9 @@ def write_translations(
     if output is None:
 
         def write(line: str) -> None:
-            try:
+            with reader_gone():
                 sys.stdout.write(line + "\n")
                 sys.stdout.flush()
-            except BrokenPipeError:
-                raise ReaderGone from None
 
         stream(translator, source, write, buffer, options, output_format, search)
         return
@@ -198,8 +196,6 @@ def write_document(
         units = TranslatorUnits(translator, options, advance, identifier=identifier)
         translated = translate_file(source, output, fmt, units, DocumentOptions(target, retranslate, encoding), force)
     if translated is not None:
-        try:
+        with reader_gone():
             sys.stdout.buffer.write(translated)
             sys.stdout.flush()
-        except BrokenPipeError:
-            raise ReaderGone from None

@@ -355,12 +355,13 @@ def rewrapped(text: str, width: int, first: int, prefix: str) -> str:
     ]
     lines, start, room = [], 0, width - first
     while len(text) - start > room:
-        fits = [spot for spot in spots if start < spot <= start + room]
-        later = fits[-1:] or [spot for spot in spots if spot > start][:1]  # a word wider than the room: alone
-        if not later:
+        after = bisect.bisect_right(spots, start)  # the spots past the line's start
+        fits = bisect.bisect_right(spots, start + room)
+        if after == len(spots):
             break
-        lines.append(text[start : later[0]])
-        start, room = later[0] + 1, width - len(prefix)
+        cut = spots[fits - 1] if fits > after else spots[after]  # a word wider than the room: alone
+        lines.append(text[start:cut])
+        start, room = cut + 1, width - len(prefix)
     lines.append(text[start:])
     return "\n".join([lines[0], *(prefix + unblock(line) for line in lines[1:])])
 

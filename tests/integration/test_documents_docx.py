@@ -10,6 +10,7 @@ import io
 import struct
 import zipfile
 import zlib
+from typing import Callable
 
 import docx
 import pytest
@@ -188,6 +189,17 @@ def test_runs_of_other_formatting_become_spans_and_the_dominant_one_plain_text(u
     assert paragraph(d.add_paragraph("   ")._p) is None
 
 
+def upper_recording() -> tuple[list[str], Callable[..., list[str]]]:
+    """Units that write each text in capitals, and the list of the texts they were asked."""
+    asked: list[str] = []
+
+    def upper(texts: list[str], fmt: str = "text") -> list[str]:
+        asked.extend(texts)
+        return [t.upper() for t in texts]
+
+    return asked, upper
+
+
 def test_a_tab_parts_the_words_around_it_and_a_non_breaking_hyphen_is_a_character_of_the_text():
     """Was: both empty markers, which joined their neighbours: "Chapter 1<tab>5" reached the model as
     "Chapter 15", "COVID<nbh>19" as "COVID19"."""
@@ -200,12 +212,7 @@ def test_a_tab_parts_the_words_around_it_and_a_non_breaking_hyphen_is_a_characte
     p.add_run("1234 today")
     data = io.BytesIO()
     d.save(data)
-    asked: list[str] = []
-
-    def upper(texts: list[str], fmt: str = "text") -> list[str]:
-        asked.extend(texts)
-        return [t.upper() for t in texts]
-
+    asked, upper = upper_recording()
     out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
     assert asked == ['Name:<br data-run="0">John Smith', "Call 555\u20111234 today"]
     assert [p.text for p in out.paragraphs] == ["NAME:\tJOHN SMITH", "CALL 555\u20111234 TODAY"]
@@ -223,12 +230,7 @@ def test_soft_hyphens_are_left_out_of_the_words_they_broke():
     p.add_run("fahrt ist lang.")
     data = io.BytesIO()
     d.save(data)
-    asked: list[str] = []
-
-    def upper(texts: list[str], fmt: str = "text") -> list[str]:
-        asked.extend(texts)
-        return [t.upper() for t in texts]
-
+    asked, upper = upper_recording()
     out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
     assert asked == ["Das Donaudampfschifffahrt ist lang."]
     assert [p.text for p in out.paragraphs] == ["DAS DONAUDAMPFSCHIFFFAHRT IST LANG."]
