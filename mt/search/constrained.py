@@ -7,7 +7,8 @@ constraint tokens it has produced, the candidates of each step are each beam's b
 tokens that would advance its constraints, and the beam is shared out among "banks" of hypotheses
 with 0, 1, ... C constraint tokens met, so that hypotheses on their way through a constraint are not
 pushed out by unconstrained ones that score better for now. Constraints are unordered, and every
-phrase whose beginning the output ends with is followed at once.
+phrase whose beginning the output ends with is followed at once; a phrase given twice must
+appear twice.
 
 Finishing and stopping:
 - EOS is open only to a hypothesis that has met every constraint, so every finished hypothesis
@@ -70,14 +71,25 @@ class Progress:
         started = [
             (index, 1) for index, phrase in enumerate(constraints) if index not in self.met and phrase[0] == token
         ]
+        # A phrase given twice is met by two occurrences, as fairseq counts it: of the copies that one
+        # token completes together, one is met; the others start over at the phrase's next occurrence.
+        completed: set[tuple[int, ...]] = set()
         for index, done in grown + started:
             if index in met:
                 continue
             if done == len(constraints[index]):
-                met.add(index)
+                phrase = tuple(constraints[index])
+                if phrase not in completed:
+                    met.add(index)
+                    completed.add(phrase)
             else:
                 partial.add((index, done))
-        return Progress(frozenset(met), frozenset(p for p in partial if p[0] not in met))
+        partial = {p for p in partial if p[0] not in met}
+        # a copy's partial progress is its twin's: one of them is enough to follow
+        followed: dict[tuple, tuple[int, int]] = {}
+        for index, done in sorted(partial):
+            followed.setdefault((tuple(constraints[index]), done), (index, done))
+        return Progress(frozenset(met), frozenset(followed.values()))
 
     def next_tokens(self, constraints: list[list[int]]) -> set[int]:
         """The tokens that would advance this hypothesis: each partial phrase's next, each unmet one's first."""
@@ -157,6 +169,7 @@ class _ConstrainedSearch:
         self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
         self.fallback: list[Hypothesis | None] = [None] * batch
         self.step_count = 0
+        self.eos = torch.zeros(0)  # this step's log-probability of EOS for every row
 
     def step(self) -> None:
         """One decoder step: expand every live beam, choose each sentence's next beams, let finished
@@ -182,6 +195,7 @@ class _ConstrainedSearch:
         met every constraint, and forced at the length limit."""
         beam, active, constraints = self.beam, self.active, self.constraints
         logprobs = step_logprobs(self.model, self.tokens, self.memory, self.src_mask, self.cache)  # no PAD, BOS
+        self.eos = logprobs[:, EOS_ID].clone()  # before the constraints close it: a fallback's end (`_fall_back`)
         unmet = [
             s * beam + b
             for s, sentence in enumerate(active)
@@ -267,13 +281,14 @@ class _ConstrainedSearch:
         return sorted(candidates, key=lambda c: -c[0])
 
     def _fall_back(self, s: int, divisor: float) -> None:
-        """Nothing met every constraint in time: keep the hypothesis that met most, then scores best."""
+        """Nothing met every constraint in time: keep the hypothesis that met most, then scores best, its
+        score with its EOS (the model's log-probability of ending there) as a finished one's has."""
         sentence, cs = self.active[s], self.constraints[self.active[s]]
         b = max(
             (b for b in range(self.beam) if self.scores[s][b] > -float("inf")),
             key=lambda b: (self.progress[s][b].tokens_met(cs), self.scores[s][b]),
         )
-        score = self.scores[s][b]
+        score = self.scores[s][b] + float(self.eos[s * self.beam + b])
         self.fallback[sentence] = Hypothesis(self.tokens[s * self.beam + b, 1:].tolist(), score / divisor, score)
 
     def _leave(self, rows: torch.Tensor, still: list[bool]) -> None:

@@ -36,17 +36,19 @@ class Plan:
     kept: dict[int, str]  # pieces copied as they are (mt.text.translate.unreadable), by index among all
 
 
-def aligned(translator: Translator, options: DecodeOptions | None) -> DecodeOptions:
-    """`options` for the pieces: one best translation each, aligned by the last decoder layer (a
-    teacher-forced pass of mt's model over the translation, whichever engine found it). Under decode.engine
-    ctranslate2 they are decoded as engine auto decodes them (mt.decoding.engine): what CTranslate2
-    cannot decode as mt would (the gnmt penalty, an ensemble) goes to mt's search rather than being refused."""
+def aligned(translator: Translator, options: DecodeOptions | None, alternatives: bool = False) -> DecodeOptions:
+    """`options` for the pieces: one best translation each (with `alternatives`, the n-best list
+    `options` asks, for `finish`), aligned by the last decoder layer (a teacher-forced pass of mt's model
+    over each translation, whichever engine found it). Under decode.engine ctranslate2 they are decoded
+    as engine auto decodes them (mt.decoding.engine): what CTranslate2 cannot decode as mt would (the
+    gnmt penalty, an ensemble) goes to mt's search rather than being refused."""
     from mt.decoding.alignment import check_layer
 
     layer = check_layer(translator.model, None, "alignments")
     options = options or DecodeOptions()
     engine = options.engine or translator.decode_cfg.engine
-    return replace(options, nbest=1, alignment_layer=layer, engine="auto" if engine == "ctranslate2" else engine)
+    nbest = options.nbest if alternatives else 1
+    return replace(options, nbest=nbest, alignment_layer=layer, engine="auto" if engine == "ctranslate2" else engine)
 
 
 def plan(
@@ -72,9 +74,11 @@ def plan(
 
 
 def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
-    """Each fragment's (translation, score) from its searched pieces' (translation, score, alignment)
-    triples, a kept piece being itself aligned word for word: the score is the mean of its pieces'
-    (0 without any)."""
+    """Each fragment's (translation, score) pairs from its searched pieces' (translation, score,
+    alignment) triples, a kept piece being itself aligned word for word: the score is the mean of its
+    pieces' (0 without any). A fragment of one searched piece has a pair for each of that piece's
+    hypotheses (an n-best list, `aligned`); one of several pieces, its best, as a line of several
+    sentences has."""
     searched = iter(found)
     total = sum(len(spans) for plans in plan.pieces for spans in plans)
     found = [
@@ -85,15 +89,29 @@ def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
     ]
     results, at = [], 0
     for fragment, segs, plans in zip(plan.fragments, plan.segments, plan.pieces):
-        translated, scores = [], []
-        for seg, spans in zip(segs, plans):
-            hyps = [h[0] for h in found[at : at + len(spans)]]
-            at += len(spans)
-            translated.append(place_segment(seg, spans, [h[0] for h in hyps], [h[2] for h in hyps]))
-            scores += [h[1] for h in hyps]
-        markup = render(fragment, plan.fmt, iter(translated))
-        results.append([(markup, sum(scores) / len(scores) if scores else 0.0)])
+        mine = found[at : at + sum(len(spans) for spans in plans)]
+        at += len(mine)
+        results.append(
+            [
+                rendered(plan.fmt, fragment, segs, plans, [hyps[k] for hyps in mine])
+                for k in range(len(mine[0]) if len(mine) == 1 else 1)
+            ]
+        )
     return results
+
+
+def rendered(
+    fmt: Format, fragment: list[Node], segs: list[Segment], plans: list[list[Span]], hyps: list[tuple]
+) -> tuple[str, float]:
+    """One fragment written back from one hypothesis of each of its pieces (`hyps`, in order), with
+    their mean score."""
+    translated, at = [], 0
+    for seg, spans in zip(segs, plans):
+        mine = hyps[at : at + len(spans)]
+        at += len(spans)
+        translated.append(place_segment(seg, spans, [h[0] for h in mine], [h[2] for h in mine]))
+    scores = [h[1] for h in hyps]
+    return render(fragment, fmt, iter(translated)), sum(scores) / len(scores) if scores else 0.0
 
 
 def search(
@@ -104,10 +122,12 @@ def search(
     progress: Callable[[int], None] | None = None,
     fmt: Format = "html",
     names: list[str] | None = None,
+    alternatives: bool = False,
 ) -> list[list[tuple]]:
     """Each markup text's translation and score, as `Translator.search` gives them (module docstring);
-    `names`, what a warning calls each text (default: its input line)."""
-    options = aligned(translator, options)
+    `names`, what a warning calls each text (default: its input line). With `alternatives`, the n-best
+    list `options` asks of each text searched as one piece (`finish`); else its best."""
+    options = aligned(translator, options, alternatives)
     planned = plan(translator, texts, fmt, options, first_line)
     every = [[span for spans in fragment for span in spans] for fragment in planned.pieces]
     found = search_pieces(translator, planned.sources, every, planned.kept, options, first_line, names)
@@ -127,10 +147,10 @@ def text_search(
 ) -> list[list[tuple]]:
     """Plain text's `search` (mt.text.translate), but for a text with a web or mail address, which the
     model would read as words and write back as words: escaped into an HTML fragment and searched as
-    markup, whose segments keep the address as it is and place it by the alignment (`flatten`).
-    One-best only (segments_apply): an n-best list or alignments are of the text as it is."""
+    markup, whose segments keep the address as it is and place it by the alignment (`flatten`). An
+    n-best list too (`finish`: of a text searched as one piece); alignments are of the text as it is."""
     options = options or DecodeOptions()
-    addressed = [i for i, text in enumerate(texts) if addresses_kept(text)] if addresses_apply(options) else []
+    addressed = [i for i, text in enumerate(texts) if addresses_kept(text)] if addresses_apply(options, True) else []
     if not addressed:
         return plain_search(translator, texts, options, first_line, progress, names)
     label = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
@@ -148,7 +168,7 @@ def text_search(
             results[i] = hyps
     lines = [as_fragment(texts[i]) for i in addressed]
     for i, hyps in zip(
-        addressed, search(translator, lines, options, first_line, None, "html", [label[i] for i in addressed])
+        addressed, search(translator, lines, options, first_line, None, "html", [label[i] for i in addressed], True)
     ):
         results[i] = as_text(hyps)
     if progress is not None:
@@ -198,9 +218,8 @@ def joined_columns(texts: list[str], owner: list[int], found: list[list[tuple]])
 
 def addresses_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
     """Whether a text's addresses are kept through markup's search under `options`: one-best (with
-    `any_nbest`, an n-best list asked too, which such a line answers with its one translation, as
-    a line of several sentences does in `mt serve`), no alignments or constraints, no pivot (markup's
-    search aligns, and a pivot's two translations have no alignment)."""
+    `any_nbest`, an n-best list asked too: `search`'s alternatives), no alignments or constraints, no
+    pivot (markup's search aligns, and a pivot's two translations have no alignment)."""
     return segments_apply(options, any_nbest) and options.pivot is None
 
 

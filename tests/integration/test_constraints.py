@@ -10,11 +10,13 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import torch
 from helpers import mt as in_process
 from helpers import sources, tiny_model
 
 from mt.search.beam import beam_search
 from mt.search.constrained import Progress, allocate, constrained_beam_search, split_constrained_line
+from mt.tokenizer import BOS_ID, EOS_ID
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -44,6 +46,25 @@ def test_progress_follows_phrases_that_share_a_start_and_a_phrase_that_overlaps_
     for token in (2, 2, 2, 5):
         p = p.advance(token, overlapping)
     assert p.all_met(overlapping)
+
+
+def test_a_phrase_given_twice_is_met_by_two_occurrences():
+    twice = [[7, 8], [5], [7, 8]]
+    p = Progress()
+    for token in (7, 8, 5):
+        p = p.advance(token, twice)
+    assert len(p.met) == 2 and not p.all_met(twice) and p.tokens_met(twice) == 3
+    assert p.next_tokens(twice) == {7}
+    p = p.advance(7, twice)
+    assert p.partial == {(2, 1)} and p.tokens_met(twice) == 4
+    assert p.advance(8, twice).all_met(twice)
+    model = tiny_model(seed=4)
+    src = sources([6, 4], seed=7)
+    twice_each = [[[17], [17]], [[9, 10], [9, 10], [21]]]
+    results = constrained_beam_search(model, src, twice_each, beam=4, max_len_a=1.0, max_len_b=6)
+    assert results[0].all_met and all(h.tokens.count(17) >= 2 for h in results[0].hypotheses)
+    occurrences = [sum(h.tokens[i : i + 2] == [9, 10] for i in range(len(h.tokens))) for h in results[1].hypotheses]
+    assert results[1].all_met and min(occurrences) >= 2
 
 
 def test_allocation_shares_the_beam_among_banks_and_fills_what_a_bank_leaves():
@@ -103,6 +124,12 @@ def test_the_limit_grows_by_the_constraints_and_a_full_table_returns_the_best_pa
     # the most it could meet: as many of the phrase's tokens as the 7 positions hold with an end (was:
     # none, an empty output)
     assert result.hypotheses[0].tokens == phrase[:6]
+    # its log-probability is that of the output with its end, as a finished hypothesis's (was: without EOS)
+    memory, src_mask = model.encode(src)
+    with torch.inference_mode():
+        steps = model.decode(torch.tensor([[BOS_ID, *phrase[:6]]]), memory, src_mask).float().log_softmax(-1)
+    expected = sum(float(steps[0, i, t]) for i, t in enumerate([*phrase[:6], EOS_ID]))
+    assert result.hypotheses[0].logprob == pytest.approx(expected, abs=1e-4)
     # Without the positions' cap, a*len+b = 1 would leave no room: the constraint's tokens are added to it.
     (fits,) = constrained_beam_search(tiny_model(seed=7), src, [[[9, 10, 11]]], beam=3, max_len_a=0.0, max_len_b=1)
     assert fits.all_met and contains(fits.hypotheses[0].tokens, [9, 10, 11])

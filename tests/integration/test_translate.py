@@ -83,6 +83,11 @@ def test_nbest_and_scores_formats(trained_experiment, capsys, monkeypatch):
     assert all(f[2] == f"mt= {f[3]}" for f in fields)
     code, _, err = translate("x\n", "--nbest-format", "moses")
     assert code == 2 and "goes with --nbest" in err
+    # a web address is kept as it is in every hypothesis, as in the one-best (was: read as words)
+    code, listed, err = translate("Ein Mann läuft nach https://example.org/a?b=1 .\n", "--nbest", "3")
+    rows = [line.split("\t") for line in listed.splitlines()]
+    assert code == 0 and len(rows) == 3 and all("https://example.org/a?b=1" in r[2] for r in rows), listed
+    assert [float(r[1]) for r in rows] == sorted((float(r[1]) for r in rows), reverse=True)
 
 
 def test_sampling_is_seeded_and_differs_from_search(trained_experiment):

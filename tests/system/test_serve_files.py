@@ -162,7 +162,7 @@ def test_the_key_is_asked_for_as_on_translate(servers, units):
 
 def test_libretranslate_aio_uploads_the_file_and_downloads_the_translation(servers, units, tmp_path):
     from libretranslate_aio import LibreTranslate
-    from libretranslate_aio.exceptions import LibreTranslateError
+    from libretranslate_aio.exceptions import ForbiddenError, LibreTranslateError
 
     plain, keyed = servers
     path = tmp_path / "hunde.txt"
@@ -177,6 +177,10 @@ def test_libretranslate_aio_uploads_the_file_and_downloads_the_translation(serve
     with LibreTranslate(keyed.url) as client, pytest.raises(LibreTranslateError) as refused:
         client.translate_file(path, source="de", target="en")
     assert refused.value.status_code == 400  # no key: LibreTranslate's 400
+    # a server that keeps no suggestions answers as LibreTranslate's with them off (was: 404, no such route)
+    with LibreTranslate(plain.url) as client, pytest.raises(ForbiddenError) as forbidden:
+        client.suggest("Hallo.", "Hello.", source="de", target="en")
+    assert forbidden.value.status_code == 403 and "Suggestions are disabled" in str(forbidden.value)
 
 
 def test_deep_translators_translate_file_reads_the_file_and_asks_translate(servers, tmp_path):

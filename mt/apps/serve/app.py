@@ -176,6 +176,12 @@ def build_app(
         schema["info"] = {**schema["info"], "title": "LibreTranslate", "x-implementation": f"mt {_version()}"}
         return JSONResponse(schema)
 
+    @app.post("/suggest", include_in_schema=False)
+    async def suggest():
+        """LibreTranslate's answer where suggestions are off: a server that keeps none (its clients
+        raise their "forbidden" error, not a missing route's)."""
+        raise ApiError(403, "Suggestions are disabled on this server.")
+
     @app.get("/", response_class=HTMLResponse)
     async def page():
         if not PAGE.is_file():
@@ -251,8 +257,9 @@ def route_message(request: Request, exc: HTTPException) -> str:
     path = request.url.path if request.url.path.isprintable() else ascii(request.url.path)
     if exc.status_code == 404:
         return (
-            f"{path}: no such route; the API is POST /translate, POST /translate_file, POST /detect, "
-            "GET /languages, GET /health, POST /v1/translate, POST /v1/attention"
+            f"{path}: no such route; the API is POST /translate, POST /translate_file, GET /download_file/NAME, "
+            "POST /detect, GET /languages, GET /frontend/settings, GET /health, POST /v1/translate, "
+            "POST /v1/attention, GET /spec, GET /openapi.json and the page at /"
         )
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"

@@ -81,7 +81,7 @@ class Service:
         is, as `mt translate` does (mt.text.translate.search). `names`: what a warning calls each line
         (default: input line N, N its place in `lines`)."""
         names = labels(len(lines), 0, names)
-        # (an n-best list asked of such a line is its one translation, as a line of sentences gives)
+        # (an n-best list asked of such a line is a list if it is one sentence, as any line's)
         addressed = (
             [i for i, line in enumerate(lines) if addresses_kept(line)] if addresses_apply(options, True) else []
         )
@@ -98,7 +98,7 @@ class Service:
                 for i, hyps in zip(rest, found):
                     results[i] = hyps
             escaped = [as_fragment(lines[i]) for i in addressed]
-            for i, hyps in zip(addressed, await self.translate_markup(request, escaped, options, "html")):
+            for i, hyps in zip(addressed, await self.translate_markup(request, escaped, options, "html", True)):
                 results[i] = as_text(hyps)
             return results, cuts
         texts = lines
@@ -275,12 +275,13 @@ class Service:
         return (None if source == "auto" else source), target
 
     async def translate_markup(
-        self, request: Request, texts: list[str], options: DecodeOptions, fmt: Format
+        self, request: Request, texts: list[str], options: DecodeOptions, fmt: Format, alternatives: bool = False
     ) -> list[list[tuple]]:
         """Each text, an HTML or XML fragment, translated with its tags placed by word alignments
         (mt.text.markup_translate), its sentences through the batcher as every request's; 400 for a
-        fragment that does not parse."""
-        options = aligned(self.translator, options)
+        fragment that does not parse. `alternatives`: the n-best list `options` asks of a text of one
+        sentence (markup_translate.finish)."""
+        options = aligned(self.translator, options, alternatives)
         try:  # parsing and placing tags in a thread: a long fragment does not hold the event loop
             planned = await asyncio.to_thread(plan, self.translator, texts, fmt, options)
         except MarkupError as exc:
