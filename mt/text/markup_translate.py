@@ -19,8 +19,8 @@ from mt.decoding.translator import Translator
 from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span, address_spans
+from mt.text.translate import as_source_ends, search_pieces, segment, segments_apply, unreadable
 from mt.text.translate import search as plain_search
-from mt.text.translate import search_pieces, segment, segments_apply, unreadable
 
 
 @dataclass
@@ -79,12 +79,12 @@ def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
     pieces' (0 without any). A fragment of one searched piece has a pair for each of that piece's
     hypotheses (an n-best list, `aligned`); one of several pieces, its best, as a line of several
     sentences has."""
-    searched = iter(found)
+    searched = iter(zip(plan.sources, found, strict=True))
     total = sum(len(spans) for plans in plan.pieces for spans in plans)
     found = [
         [(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))]
         if i in plan.kept
-        else next(searched)
+        else [as_source_ends(source, h) for source, hyps in [next(searched)] for h in hyps]
         for i in range(total)
     ]
     results, at = [], 0

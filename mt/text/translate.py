@@ -31,6 +31,11 @@ from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_sp
 from mt.tokenizer import Tokenizer
 
 UNREADABLE = 0.5  # a piece with at least this share of letters the vocabulary lacks is copied, not searched
+# A source piece that ends in one of these ends a sentence; one that does not (a heading, a table cell, a
+# button's label, a clause cut off a long sentence) gets no full stop the model added (`as_source_ends`).
+SENTENCE_ENDS = ".!?…:;。！？｡।॥؟۔።"
+CLOSING = "\"'»«”’›‹」』）)]}"  # after the sentence's end: ("He left.") ends in a full stop too
+ADDED_STOPS = (".", "。", "｡")
 
 
 def segments_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
@@ -102,6 +107,24 @@ def pieces(
     return [piece for i, piece in enumerate(every) if i not in kept], plans, kept
 
 
+def as_source_ends(source: str, hyp: tuple) -> tuple:
+    """`hyp` (translation, score[, alignment]) without the full stop its translation ends in where the
+    source piece ends in none: trained on sentences, a model ends a title or a label with one ("# A dog
+    in the park" came back "# Ein Hund im Park."). An ellipsis stays; a stop that was a word of its own
+    takes its alignment links with it."""
+    text = hyp[0]
+    body = text.rstrip()
+    end = source.rstrip().rstrip(CLOSING)
+    if not end or end[-1] in SENTENCE_ENDS or not body.endswith(ADDED_STOPS) or body.endswith(".."):
+        return hyp
+    kept = body[:-1]
+    if len(hyp) > 2 and (not kept or kept[-1].isspace()):  # the stop was the last word: its links go
+        last = len(body.split()) - 1
+        links = " ".join(link for link in hyp[2].split() if int(link.split("-")[1]) != last)
+        return (kept.rstrip() + text[len(body) :], hyp[1], links, *hyp[3:])
+    return (kept.rstrip() + text[len(body) :], *hyp[1:])
+
+
 def join(
     texts: list[str], plans: list[list[Span]], found: list[list[tuple]], kept: dict[int, str] | None = None
 ) -> list[list[tuple]]:
@@ -110,7 +133,11 @@ def join(
     spaces); else one (translation, mean score)."""
     kept = kept or {}
     searched = iter(found)
-    every = [[(kept[i], 0.0)] if i in kept else next(searched) for i in range(sum(len(p) for p in plans))]
+    sources = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
+    every = [
+        [(kept[i], 0.0)] if i in kept else [as_source_ends(sources[i], h) for h in next(searched)]
+        for i in range(len(sources))
+    ]
     results, at = [], 0
     for text, plan in zip(texts, plans):
         hyps = every[at : at + len(plan)]

@@ -1,0 +1,41 @@
+"""mt.text.translate.as_source_ends: a full stop the model added where the source piece ends in none
+(a heading, a label, a clause cut off a long sentence) is taken off; every other ending is left."""
+
+from __future__ import annotations
+
+import pytest
+
+from mt.text.translate import as_source_ends, join
+
+
+@pytest.mark.parametrize(
+    "source, translation, expected",
+    [
+        ("A dog in the park", "Ein Hund im Park.", "Ein Hund im Park"),
+        ("Save file", "Datei speichern. ", "Datei speichern "),  # the spaces after it stay
+        ("Chapter 3", "Kapitel 3 .", "Kapitel 3"),
+        ("他来了", "Er kam。", "Er kam"),
+        ("A dog runs.", "Ein Hund rennt.", "Ein Hund rennt."),
+        ("Where is it?", "Wo ist es.", "Wo ist es."),  # the source ends a sentence: what the model wrote
+        ('"He left."', "„Er ging.“", "„Er ging.“"),
+        ("(A dog sleeps.)", "(Ein Hund schläft.)", "(Ein Hund schläft.)"),
+        ('He said "yes"', "Er sagte „ja“.", "Er sagte „ja“"),
+        ("To be continued", "Fortsetzung folgt...", "Fortsetzung folgt..."),  # an ellipsis stays
+        ("Next", "Weiter!", "Weiter!"),
+        ("", ".", "."),
+    ],
+)
+def test_a_full_stop_the_source_lacks_is_taken_off(source, translation, expected):
+    assert as_source_ends(source, (translation, -1.5)) == (expected, -1.5)
+
+
+def test_a_stop_of_its_own_takes_its_alignment_links_with_it():
+    assert as_source_ends("Chapter 3", ("Kapitel 3 .", -1.0, "0-0 1-1 1-2")) == ("Kapitel 3", -1.0, "0-0 1-1")
+    assert as_source_ends("Chapter 3", ("Kapitel 3.", -1.0, "0-0 1-1")) == ("Kapitel 3", -1.0, "0-0 1-1")
+
+
+def test_a_joined_line_ends_each_piece_as_its_source():
+    text = "A dog runs. A cat sleeps"
+    plans = [[(0, 11), (12, 24)]]
+    found = [[("Ein Hund rennt.", -1.0)], [("Eine Katze schläft.", -2.0)]]
+    assert join([text], plans, found) == [[("Ein Hund rennt. Eine Katze schläft", -1.5)]]
