@@ -3,7 +3,8 @@ translated piece (Pharaoh `i-j` over whitespace-separated words, `mt.decoding.al
 
 The rule, for an inline item covering source characters [start, end):
 - its target is the contiguous hull of the target words aligned to the source words it covers (a word
-  it covers in part counts), and the whole translation of a piece it covers whole; where those target
+  it covers in part counts, less the punctuation that closes or opens its translation where the
+  source's lies outside the item), and the whole translation of a piece it covers whole; where those target
   words fall apart into runs, split by target words aligned only to source words outside it (attention
   that aligns a word with a repeated word far away too), the hull of the longest run, of equals the
   one nearest the target words of its aligned neighbours (the nearest aligned source words before
@@ -37,6 +38,8 @@ from mt.text.sentences import UNSPACED, Span, gaps
 WORD = re.compile(r"\S+")
 CLOSING = ".,;:!?…)]}»”’\"'"  # what ends a sentence or closes a bracket or quote after a word
 OPENING = "([{¿¡«„“‘\"'"  # what opens a bracket or quote before a word
+TARGET_CLOSING = CLOSING + "“‘«›」』。，、！？"  # and in a translation: German and CJK closing marks too
+TARGET_OPENING = OPENING + "»‚›「『"
 
 
 class Mapping:
@@ -101,10 +104,19 @@ class Mapping:
 
     def within(self, target: Span, ws: int, we: int, start: int, end: int) -> Span:
         """The target of source characters [start, end) of word [ws, we): the same characters of the target
-        word where it is the source word copied, else the whole target word."""
-        if not self.same(target, ws, we):
-            return target
-        return target[0] + start - ws, target[0] + end - ws
+        word where it is the source word copied, else the target word without the punctuation that
+        closes or opens it where the source's lies outside the item (`<a>snow</a>.` is `<a>Schnee</a>.`,
+        not `<a>Schnee.</a>`)."""
+        if self.same(target, ws, we):
+            return target[0] + start - ws, target[0] + end - ws
+        lo, hi = target
+        if end < we and all(c in CLOSING for c in self.source[end:we]):
+            while hi - 1 > lo and self.output[hi - 1] in TARGET_CLOSING:
+                hi -= 1
+        if ws < start and all(c in OPENING for c in self.source[ws:start]):
+            while lo + 1 < hi and self.output[lo] in TARGET_OPENING:
+                lo += 1
+        return lo, hi
 
     def piece(self, start: int, end: int) -> int | None:
         """The index of the piece that holds [start, end), None if none does."""

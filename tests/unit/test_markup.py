@@ -349,6 +349,16 @@ def test_an_element_on_part_of_a_word_the_translation_copies_covers_the_same_cha
     assert aligned("die MASS<b>E</b> ist gut", "the Maße is good", "0-0 1-1 2-2 3-3") == "the <b>Maße</b> is good"
 
 
+def test_punctuation_outside_an_element_stays_outside_its_translation():
+    """`<a>snow</a>.` came back `<a>Schnee.</a>`: the target word, its full stop with it, went inside."""
+    assert aligned("in the <a>snow</a>.", "im Schnee.", "0-0 1-0 2-1") == "im <a>Schnee</a>."
+    assert aligned("a <b>bike</b>!", "ein Fahrrad!", "0-0 1-1") == "ein <b>Fahrrad</b>!"
+    assert aligned('he said "<i>yes</i>"', "er sagte „ja“", "0-0 1-1 2-2") == "er sagte „<i>ja</i>“"
+    assert aligned("(<b>see</b> above)", "(siehe oben)", "0-0 1-1") == "(<b>siehe</b> oben)"
+    # punctuation inside the element stays inside
+    assert aligned("in the <a>snow.</a>", "im Schnee.", "0-0 1-0 2-1") == "im <a>Schnee.</a>"
+
+
 KEPT = '<span translate="no">{}</span>'
 
 
