@@ -9,9 +9,10 @@ escaped, attributes as parsed (values re-escaped, never changed), HTML's void el
 
 Block elements (p, div, li, td, h1 ...; in XML an element whose parent holds no text of its own) bound
 segments; within one, the text of the inline elements (b, i, a, span, br ...) is joined, and each inline
-element remembers the characters it covers (`Segment`). script, style, code and pre, and any element with
-translate="no" or class "notranslate", are kept verbatim (`Raw`): a block one bounds segments, an inline
-one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
+element remembers the characters it covers (`Segment`). script, style, code, pre, kbd, samp, var, math
+and svg, any element with translate="no" or class "notranslate", and an inline element of no letters
+right after a word (a footnote's mark: `marker_after_word`) are kept verbatim (`Raw`): a block one
+bounds segments, an inline one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
 that the sentences break there.
 
 A text is a whole document when its doctype, `<html>`, `<head>` or `<body>` comes first (the last two
@@ -45,7 +46,8 @@ BLOCK = frozenset(  # a form's button and label too: "Email" and "Send" beside t
 VOID = frozenset(
     "area base basefont bgsound br col embed frame hr img input keygen link meta param source track wbr".split()
 )
-VERBATIM = frozenset("script style code pre".split())  # kept as they are, with translate="no" and notranslate
+# kept as they are, with translate="no" and notranslate: code, keys, sample output, variables, formulas, drawings
+VERBATIM = frozenset("script style code pre kbd samp var math svg".split())
 RAW_TEXT = frozenset("script style".split())  # HTML elements whose text is written unescaped
 # Characters libxml2 refuses and HTML does not allow: a form feed is a space, the rest U+FFFD (as a NUL in HTML).
 # libxml2's HTML parser drops, without an error, the text of elements nested 255 deep or more: a
@@ -294,6 +296,8 @@ def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:
         if child.tail:
             children.append(child.tail)
     tag, attrs = names(el, parent_nsmap or {}) if fmt == "xml" else (el.tag, list(el.attrib.items()))
+    if fmt == "html":
+        children = [Raw(write([c], fmt)) if marker_after_word(children, i) else c for i, c in enumerate(children)]
     element = Element(tag, attrs, children)
     mixed = any(isinstance(c, str) and c.strip() for c in children)
     for child in children:
@@ -304,6 +308,31 @@ def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:
     if verbatim(element, fmt):
         return Raw(write([element], fmt), element.block)
     return element
+
+
+def marker_after_word(children: list[Node], i: int) -> bool:
+    """Whether children[i] is an inline element of no letters right after a word, and not inside one:
+    a footnote's mark (`runs<sup>1</sup> and`, `sleeps<sup><a href="#fn2">[2]</a></sup>.`), a unit's
+    exponent (`m<sup>2</sup>`). Kept as it is and placed after that word's translation, as a verbatim
+    element is: in the model's text it glued a number to the word, which came back changed or not at
+    all. Within a word (`H<sub>2</sub>O`) it stays part of the word."""
+    child = children[i]
+    if not isinstance(child, Element) or child.block or child.void:
+        return False
+    words = all_text(child)
+    if not words.strip() or any(c.isalpha() for c in words):
+        return False
+    before = children[i - 1] if i else None
+    after = children[i + 1] if i + 1 < len(children) else None
+    glued = isinstance(before, str) and before[-1:].isalnum()
+    return glued and not (isinstance(after, str) and after[:1].isalnum())
+
+
+def all_text(node: Node) -> str:
+    """The text in `node` and its descendants (a kept one's: none)."""
+    if isinstance(node, str):
+        return node
+    return "".join(all_text(c) for c in node.children) if isinstance(node, Element) else ""
 
 
 def names(el, parent_nsmap: dict) -> tuple[str, list[tuple[str, str]]]:

@@ -342,11 +342,29 @@ def test_an_element_on_part_of_a_word_the_translation_copies_covers_the_same_cha
     """H<sub>2</sub>O came back as <sub>H2O</sub>: a word covered in part counted as covered whole."""
     assert reverse("H<sub>2</sub>O is water.") == "WATER. IS H<sub>2</sub>O"
     assert reverse("a room of 5 m<sup>2</sup>.") == "M<sup>2</sup>. 5 OF ROOM A"
-    assert reverse("<kbd>Ctrl</kbd>+<kbd>C</kbd> copies") == "COPIES <kbd>CTRL</kbd>+<kbd>C</kbd>"
+    assert reverse("Ctrl+<sub>C</sub> copies") == "COPIES CTRL+<sub>C</sub>"
     # a word translated otherwise: the element goes around the whole word, as before
     assert aligned("der <b>Donau</b>dampfer", "the Danube steamer", "0-0 1-1 1-2") == "the <b>Danube steamer</b>"
     # the same word in other letters of another length ("MASSE" is "Maße" folded): not copied, the whole word
     assert aligned("die MASS<b>E</b> ist gut", "the Maße is good", "0-0 1-1 2-2 3-3") == "the <b>Maße</b> is good"
+
+
+def test_a_footnote_mark_keys_and_formulas_are_kept_as_they_are():
+    """`runs<sup>1</sup>` came back with the mark gone or translated and the footnote's link around
+    other words; keys, formulas and variables were translated."""
+    assert reverse("a dog runs<sup>1</sup> and sleeps<sup><a href='#fn2'>[2]</a></sup>.") == (
+        'SLEEPS<sup><a href="#fn2">[2]</a></sup>. AND RUNS<sup>1</sup> DOG A'
+    )
+    assert reverse("5 m<sup>2</sup> big") == "BIG M<sup>2</sup> 5"
+    # the word translated: the mark after its translation (was: around it, the "1" gone)
+    assert aligned("ein Hund rennt<sup>1</sup> und", "a dog runs and", "0-0 1-1 2-2 3-3") == "a dog runs<sup>1</sup> and"
+    # (after the translation of the word before them, as every element kept verbatim)
+    assert reverse("press <kbd>Enter</kbd> now") == "NOW PRESS <kbd>Enter</kbd>"
+    assert reverse("area <math><mi>r</mi></math> big") == "BIG AREA <math><mi>r</mi></math>"
+    # within a word, or with letters, or after a space, it is read with its text as before
+    assert reverse("H<sub>2</sub>O is water") == "WATER IS H<sub>2</sub>O"
+    assert reverse("the 5<sup>th</sup> dog") == "DOG 5<sup>TH</sup> THE"
+    assert reverse("see <b>42</b> now") == "NOW <b>42</b> SEE"
 
 
 def test_punctuation_outside_an_element_stays_outside_its_translation():
