@@ -11,8 +11,9 @@ Block elements (p, div, li, td, h1 ...; in XML an element whose parent holds no 
 segments; within one, the text of the inline elements (b, i, a, span, br ...) is joined, and each inline
 element remembers the characters it covers (`Segment`). script, style, code, pre, kbd, samp, var, math
 and svg, any element with translate="no" or class "notranslate", and an inline element of no letters
-right after a word (a footnote's mark: `marker_after_word`) are kept verbatim (`Raw`): a block one
-bounds segments, an inline one stands in its segment as an empty element does. `<br>` is a line break in the segment's text, so
+right after a word (a footnote's mark: `marker_after_word`; an element in the tree, read back as one)
+are kept verbatim (`Raw`): a block one bounds segments, an inline one stands in its segment as an empty
+element does. `<br>` is a line break in the segment's text, so
 that the sentences break there.
 
 A text is a whole document when its doctype, `<html>`, `<head>` or `<body>` comes first (the last two
@@ -75,6 +76,7 @@ class Element:
     children: list[Node] = field(default_factory=list)
     block: bool = False
     void: bool = False  # written without children or end tag: HTML's void elements, an empty XML element
+    marker: bool = False  # a footnote's mark after a word (`marker_after_word`): in a segment, kept as it is
 
 
 @dataclass
@@ -297,7 +299,9 @@ def convert(el, fmt: Format, parent_nsmap: dict | None = None) -> Node:
             children.append(child.tail)
     tag, attrs = names(el, parent_nsmap or {}) if fmt == "xml" else (el.tag, list(el.attrib.items()))
     if fmt == "html":
-        children = [Raw(write([c], fmt)) if marker_after_word(children, i) else c for i, c in enumerate(children)]
+        for i, child in enumerate(children):
+            if marker_after_word(children, i):
+                child.marker = True
     element = Element(tag, attrs, children)
     mixed = any(isinstance(c, str) and c.strip() for c in children)
     for child in children:
@@ -462,6 +466,9 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
                 segment.text += " "
                 segment.plain += " "
         previous = node
+        if isinstance(node, Element) and node.marker:  # as a verbatim element, in the tree an element still
+            segment.items.append(Inline(Raw(write([node], "html")), len(segment.text), len(segment.text), parent))
+            continue
         index = len(segment.items)
         segment.items.append(Inline(node, len(segment.text), len(segment.text), parent))
         if isinstance(node, Element) and node.tag == "br":

@@ -283,6 +283,22 @@ def test_a_span_whose_words_were_aligned_to_none_comes_back_as_an_empty_run():
     assert [(r.text, bool(r.italic)) for r in out.paragraphs[0].runs] == [("eins zwei three ", False), ("", True)]
 
 
+def test_a_footnote_mark_in_a_superscript_run_stays_after_its_word(units):
+    """A superscript "1" after a word reached the model glued to the word ("park1"), and came back as a
+    superscript run of other words, the "1" gone."""
+    d = docx.Document()
+    p = d.add_paragraph(S[0].rstrip("."))
+    p.add_run("1").font.superscript = True
+    p.add_run(". " + S[1])
+    data = io.BytesIO()
+    d.save(data)
+    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    runs = [(r.text, bool(r.font.superscript)) for r in out.paragraphs[0].runs]
+    assert [text for text, up in runs if up] == ["1"], runs
+    before = "".join(text for text, _ in runs[: runs.index(("1", True))])
+    assert before.strip() and before[-1].isalnum(), runs  # right after a word of the translation
+
+
 def test_a_paragraph_the_translation_does_not_change_is_left_as_it_was(tmp_path):
     data = build()
     out = translate_content(data, DOCX, lambda texts, fmt="text": list(texts), EN)
