@@ -30,7 +30,7 @@ import html
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Union
+from typing import Callable, Iterator, Literal, Union
 
 from mt.errors import MtError
 from mt.text.sentences import address_spans, enclosed, split_at
@@ -86,7 +86,7 @@ class Raw:
 
     markup: str
     block: bool = False
-    address: bool = False  # a web or mail address in the text, kept as it is (flatten), shown as text is
+    address: bool = False  # text kept as it is (flatten: an address, what `keep` finds), shown as text is
 
 
 Node = Union[Element, Raw, str]
@@ -412,16 +412,20 @@ def translatable(run: list[Node]) -> bool:
     return any((isinstance(n, str) and n.strip()) or (isinstance(n, Element) and translatable(n.children)) for n in run)
 
 
-def segments(nodes: list[Node]) -> list[Segment]:
-    """The segments of a fragment, in document order (`render` takes their translations in that order)."""
+Keep = Callable[[str], list[tuple[int, int]]]  # a text's spans to keep out of the model's text, besides addresses
+
+
+def segments(nodes: list[Node], keep: Keep | None = None) -> list[Segment]:
+    """The segments of a fragment, in document order (`render` takes their translations in that order);
+    `keep`: what else of a text to keep as it is, as its addresses are (characters the model cannot read)."""
     found = []
     for is_run, part in runs(nodes):
         if is_run and translatable(part):
             segment = Segment("", [])
-            flatten(part, segment, None)
+            flatten(part, segment, None, keep)
             found.append(segment)
         elif not is_run and isinstance(part[0], Element):
-            found += segments(part[0].children)
+            found += segments(part[0].children, keep)
     return found
 
 
@@ -442,7 +446,7 @@ def language_text(text: str, fmt: Format) -> str:
         return text
 
 
-def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
+def flatten(nodes: list[Node], segment: Segment, parent: int | None, keep: Keep | None = None) -> None:
     """Append the text of `nodes` to the segment's, and an item for each inline element or raw markup.
 
     Two elements side by side with words at their meeting point (`<a>Home</a><a>About</a>`, a menu a
@@ -452,7 +456,7 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
     for i, node in enumerate(nodes):
         if isinstance(node, str):
             # its addresses kept as they are, out of the text the model reads (mt.text.sentences)
-            kept = kept_addresses(node, i > 0 and glues(previous), i + 1 < len(nodes) and glues(nodes[i + 1]))
+            kept = kept_addresses(node, i > 0 and glues(previous), i + 1 < len(nodes) and glues(nodes[i + 1]), keep)
             for part, address in split_at(node, kept):
                 segment.text += part
                 segment.plain += part.replace("\r", " ").replace("\n", " ").replace("\t", " ")  # markup's indentation
@@ -475,21 +479,23 @@ def flatten(nodes: list[Node], segment: Segment, parent: int | None) -> None:
             segment.text += "\n"  # a line break: sentences break here, and it marks the place
             segment.plain += "\n"
         elif isinstance(node, Element):
-            flatten(node.children, segment, index)
+            flatten(node.children, segment, index, keep)
         segment.items[index].end = len(segment.text)
 
 
-def kept_addresses(text: str, glued_before: bool, glued_after: bool) -> list[tuple[int, int]]:
+def kept_addresses(text: str, glued_before: bool, glued_after: bool, keep: Keep | None = None) -> list[tuple[int, int]]:
     """The addresses of a text node that `flatten` keeps out of the model's text, each with the bracket
-    or quotes right around it: not one that runs into what `glues` beside it (`https://x.org/` and a
-    placeholder, then `/docs`: the model would get the rest of it as a word)."""
-    found = []
-    for span in address_spans(text):
-        start, end = enclosed(text, span)
-        if (start == 0 and glued_before) or (end == len(text) and glued_after):
-            continue
-        found.append((start, end))
-    return found
+    or quotes right around it, and what `keep` finds beside them: not one that runs into what `glues`
+    beside it (`https://x.org/` and a placeholder, then `/docs`: the model would get the rest of it as
+    a word)."""
+    found = [enclosed(text, span) for span in address_spans(text)]
+    if keep is not None:
+        found += [(a, b) for a, b in keep(text) if not any(a < end and start < b for start, end in found)]
+    return sorted(
+        (start, end)
+        for start, end in found
+        if not ((start == 0 and glued_before) or (end == len(text) and glued_after))
+    )
 
 
 def glues(node: Node | None) -> bool:

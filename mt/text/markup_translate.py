@@ -11,16 +11,29 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable
 
+from mt import log
 from mt.config.values import coerce
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
-from mt.text.markup import Format, MarkupError, Node, Segment, parse, render, segments
+from mt.text.markup import Format, MarkupError, Node, Raw, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span, address_spans
-from mt.text.translate import as_source_ends, search_pieces, segment, segments_apply, unreadable
+from mt.text.translate import (
+    as_source_ends,
+    labels,
+    mostly_unreadable,
+    search_pieces,
+    segment,
+    segments_apply,
+    unknown_letters,
+    unknown_runs,
+    unreadable,
+)
 from mt.text.translate import search as plain_search
+from mt.tokenizer import Tokenizer
 
 
 @dataclass
@@ -34,6 +47,7 @@ class Plan:
     pieces: list[list[list[Span]]]
     sources: list[str]  # the pieces searched: all but `kept`
     kept: dict[int, str]  # pieces copied as they are (mt.text.translate.unreadable), by index among all
+    unknown: list[int]  # per fragment, the letters kept as they are within readable text (`readable_segments`)
 
 
 def aligned(translator: Translator, options: DecodeOptions | None, alternatives: bool = False) -> DecodeOptions:
@@ -64,13 +78,34 @@ def plan(
         except MarkupError as exc:
             line = first_line + i + 1
             raise MarkupError(f"input line {line}: {exc}", line, str(exc)) from None
-    found = [segments(fragment) for fragment in fragments]
+    found = [readable_segments(fragment, translator.src_tok) for fragment in fragments]
     flat = [s.plain for fragment in found for s in fragment]
     spans = iter(segment(translator, flat, options) if flat else [])
     pieces = [[next(spans) for _ in fragment] for fragment in found]
     every = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
     kept = unreadable(translator.src_tok, every)
-    return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept)
+    tok = translator.src_tok
+    unknown = [
+        sum(
+            unknown_letters(tok, i.node.markup)
+            for s in f
+            for i in s.items
+            if isinstance(i.node, Raw) and i.node.address
+        )
+        for f in found
+    ]
+    return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept, unknown)
+
+
+def readable_segments(fragment: list[Node], tok: Tokenizer) -> list[Segment]:
+    """The fragment's segments, in each that the model can read (not `mostly_unreadable`: such a one is
+    copied whole, with a warning) what its vocabulary cannot write kept as it is, as addresses are
+    (`unknown_runs`)."""
+    found = segments(fragment)
+    if not any(unknown_runs(tok, segment.plain) for segment in found):
+        return found
+    keeping = segments(fragment, partial(unknown_runs, tok))
+    return [kept if not mostly_unreadable(tok, whole.plain) else whole for whole, kept in zip(found, keeping)]
 
 
 def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
@@ -129,6 +164,9 @@ def search(
     list `options` asks of each text searched as one piece (`finish`); else its best."""
     options = aligned(translator, options, alternatives)
     planned = plan(translator, texts, fmt, options, first_line)
+    for name, count in zip(labels(len(texts), first_line, names), planned.unknown):
+        if count:
+            log.warn(f"{name}: {count} letters the model cannot read (not in its vocabulary) kept as they are")
     every = [[span for spans in fragment for span in spans] for fragment in planned.pieces]
     found = search_pieces(translator, planned.sources, every, planned.kept, options, first_line, names)
     results = finish(planned, found)
@@ -150,7 +188,8 @@ def text_search(
     markup, whose segments keep the address as it is and place it by the alignment (`flatten`). An
     n-best list too (`finish`: of a text searched as one piece); alignments are of the text as it is."""
     options = options or DecodeOptions()
-    addressed = [i for i, text in enumerate(texts) if addresses_kept(text)] if addresses_apply(options, True) else []
+    kept = addresses_apply(options, True)
+    addressed = [i for i, text in enumerate(texts) if addresses_kept(text, translator.src_tok)] if kept else []
     if not addressed:
         return plain_search(translator, texts, options, first_line, progress, names)
     label = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
@@ -223,9 +262,11 @@ def addresses_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
     return segments_apply(options, any_nbest) and options.pivot is None
 
 
-def addresses_kept(text: str) -> bool:
-    """Whether `text` goes through markup's search to keep its addresses (`text_search`)."""
-    return bool(address_spans(text)) and not NOT_THROUGH_MARKUP.search(text)
+def addresses_kept(text: str, tok: Tokenizer) -> bool:
+    """Whether `text` goes through markup's search to keep its addresses, or characters the model
+    cannot read (`unknown_runs`), as they are (`text_search`)."""
+    kept = address_spans(text) or (unknown_runs(tok, text) and not mostly_unreadable(tok, text))
+    return bool(kept) and not NOT_THROUGH_MARKUP.search(text)
 
 
 def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:

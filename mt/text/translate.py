@@ -16,11 +16,14 @@ byte pieces or <unk>: text in a script the model's vocabulary never held, which 
 translation as it is (score 0), with a warning where the caller shows them (`kept`). A piece of no
 letters (a list's number cut off its sentence, "42" or "12:45" alone, a rule of dashes, emoji alone)
 is copied too, without a word: there is nothing to translate, and a model asked anyway invents a
-sentence ("42" came back as "Drei Arbeiter kämpfen."). Emoji beside words are read.
+sentence ("42" came back as "Drei Arbeiter kämpfen."). In a piece the model can read, what the
+vocabulary cannot write (a name in another script, an emoji, a symbol) is kept as it is and placed by
+the alignment, as web addresses are (`unknown_runs`, through markup's search: mt.text.markup_translate).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import replace
 from typing import Callable
 
@@ -75,6 +78,45 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
     return plans
 
 
+JOINING = "\u200d\ufe0e\ufe0f\u20e3"  # inside an emoji's sequence: the joiner, the variation selectors, a keycap
+
+
+def mostly_unreadable(tok: Tokenizer, text: str) -> bool:
+    """Whether at least UNREADABLE of the letters of `text` are ones the source vocabulary cannot write."""
+    letters = [c for c in text if c.isalpha()]
+    return bool(letters) and sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters)
+
+
+def unknown_letters(tok: Tokenizer, text: str) -> int:
+    """How many letters of `text` the source vocabulary cannot write (as `unknown_runs` finds them)."""
+    return sum(1 for c in text if c.isalpha() and not c.isascii() and tok.unknown_character(c))
+
+
+def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
+    """The runs of characters the source vocabulary cannot write: a name in another script, an emoji, a
+    symbol. In a text the model can otherwise read (not `mostly_unreadable`: such a text is copied
+    whole, with a warning), they were byte pieces the model turned into a runaway ("A man from Москва"
+    lost the name and the rest of the sentence came back as "oder oder oder"); kept as they are, they
+    are placed by the alignment as addresses are. Runs one space apart are one ("Новый Город")."""
+    runs: list[list[int]] = []
+    for i, c in enumerate(text):
+        inside = bool(runs) and runs[-1][1] == i
+        if c.isspace():
+            continue
+        if c in JOINING or unicodedata.category(c) in ("Mn", "Me"):  # with what it joins, never alone
+            if inside:
+                runs[-1][1] = i + 1
+            continue
+        if not c.isascii() and tok.unknown_character(c):  # (ASCII's punctuation marks lines and lists: read)
+            if inside:
+                runs[-1][1] = i + 1
+            elif runs and text[runs[-1][1] : i] == " ":
+                runs[-1][1] = i + 1
+            else:
+                runs.append([i, i + 1])
+    return [(a, b) for a, b in runs]
+
+
 def unreadable(tok: Tokenizer, pieces: list[str]) -> dict[int, str]:
     """The pieces copied rather than searched, by index (module docstring): those without letters, and
     those at least UNREADABLE of whose letters the source vocabulary does not hold. Counted in letters,
@@ -82,10 +124,9 @@ def unreadable(tok: Tokenizer, pieces: list[str]) -> dict[int, str]:
     in one call (`tok`: the source's)."""
     found = {}
     for i, (piece, ids) in enumerate(zip(pieces, tok.encode(pieces) if pieces else [])):
-        letters = [c for c in piece if c.isalpha()]
-        if not letters:  # numbers, punctuation, symbols: nothing to translate
+        if not any(c.isalpha() for c in piece):  # numbers, punctuation, symbols: nothing to translate
             found[i] = piece
-        elif tok.unknown_pieces(ids) and sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters):
+        elif tok.unknown_pieces(ids) and mostly_unreadable(tok, piece):
             found[i] = piece
     return found
 

@@ -108,3 +108,33 @@ def test_mt_translate_format_refusals(trained_experiment, flags, code, words, ca
     done, _, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--threads", "1", *flags,
                       stdin="<a>ok</a>\n<a>unclosed\n")
     assert done == code and words in err, err
+
+
+def test_what_the_vocabulary_cannot_write_inside_a_readable_sentence_is_kept_as_it_is(translator, capsys):
+    """A name in another script, an emoji or a symbol was spelt in byte pieces to the model, which lost
+    it and most of the sentence; now each run is kept as it is, as an address is, once."""
+    from mt.text.markup_translate import text_search
+    from mt.text.translate import mostly_unreadable, unknown_runs
+
+    tok = translator.src_tok
+    words = S1.rstrip(".").split()
+    line = f"{' '.join(words[:2])} Новый Город {' '.join(words[2:])} 😀 🇩🇪 👨‍👩‍👧 x\u0301y."
+    runs = [line[a:b] for a, b in unknown_runs(tok, line)]
+    assert runs == ["Новый Город", "😀 🇩🇪 👨‍👩‍👧"]
+    assert mostly_unreadable(tok, "東京大学の図書館はとても大きい。") and unknown_runs(tok, S1) == []
+    [[(out, _)]] = text_search(translator, [line])
+    for run in runs:
+        assert out.count(run) == 1, out
+    assert "input line 1: 10 letters the model cannot read (not in its vocabulary) kept as they are" in (
+        capsys.readouterr().err
+    )
+    (html,) = translate(translator, [f"<p>{' '.join(words[:2])} <b>東京</b> {' '.join(words[2:])}</p>"], "html")
+    assert html.count("東京") == 1 and html.count("<b>") == 1, html
+    assert "input line 1: 2 letters the model cannot read" in capsys.readouterr().err
+    # a sentence in a script the model cannot read beside one it can: kept as it is, and said
+    [[(copied, _)]] = text_search(translator, [f"{S1} 東京大学の図書館はとても大きい。"])
+    assert copied.count("東京大学の図書館はとても大きい") == 1
+    assert "15 letters the model cannot read" in capsys.readouterr().err
+    # a line the model cannot read at all is copied whole, with the warning it had
+    assert text_search(translator, ["東京大学の図書館はとても大きい。"]) == [[("東京大学の図書館はとても大きい。", 0.0)]]
+    assert "16 characters in a script the model cannot read" in capsys.readouterr().err

@@ -83,7 +83,9 @@ class Service:
         names = labels(len(lines), 0, names)
         # (an n-best list asked of such a line is a list if it is one sentence, as any line's)
         addressed = (
-            [i for i, line in enumerate(lines) if addresses_kept(line)] if addresses_apply(options, True) else []
+            [i for i, line in enumerate(lines) if addresses_kept(line, self.translator.src_tok)]
+            if addresses_apply(options, True)
+            else []
         )
         if any("\t" in lines[i] for i in addressed):  # each column its own line, as plain text's pieces are
             cells, owner = columns(lines, names)
