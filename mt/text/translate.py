@@ -98,6 +98,8 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
     whole, with a warning), they were byte pieces the model turned into a runaway ("A man from Москва"
     lost the name and the rest of the sentence came back as "oder oder oder"); kept as they are, they
     are placed by the alignment as addresses are. Runs one space apart are one ("Новый Город")."""
+    if text.isascii() or not any(tok.unknown_character(c) for c in set(text) if not c.isascii()):
+        return []  # the common case, at C's speed: a server asks this of every line on its event loop
     runs: list[list[int]] = []
     for i, c in enumerate(text):
         inside = bool(runs) and runs[-1][1] == i
