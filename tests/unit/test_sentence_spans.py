@@ -4,6 +4,8 @@ between them, and long sentences cut at clauses, then spaces, then anywhere."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mt.text.sentences import cut_long, line_span, reassemble, rules_for, sentence_spans
 
@@ -189,3 +191,16 @@ def test_web_and_mail_addresses_are_found_without_the_punctuation_after_them():
     assert address_spans("a-" * 40_000) == [] and time.perf_counter() - started < 1
     started = time.perf_counter()  # and the punctuation after one: 1.7 s for 20,000 characters
     assert address_spans("see https://x.org/" + "." * 19_970 + "a") and time.perf_counter() - started < 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("aZw.@:/-_ 1é東ß(")), max_size=30))
+def test_the_quick_check_for_addresses_never_misses_one(text):
+    """address_spans answers a text MAYBE_ADDRESS does not match without the full pattern: every
+    address must hold what it looks for."""
+    from mt.text.sentences import ADDRESSES, MAYBE_ADDRESS
+
+    if ADDRESSES.search(text):
+        assert MAYBE_ADDRESS.search(text), text
+    for found in ("www.x.org", "a@b.cd", "http://localhost", "example.com", "heise.de/news", "WWW.X.ORG"):
+        assert MAYBE_ADDRESS.search(found)
