@@ -87,8 +87,10 @@ FORMATS: dict[str, DocumentFormat] = {
 
 
 def by_extension(path: Path | str) -> DocumentFormat | None:
-    """The format a file's extension names (case-insensitive), None for any other."""
-    suffix = Path(path).suffix.lower()
+    """The format a file's extension names (case-insensitive; before a .gz, which mt reads as gzip:
+    `page.html.gz` is html), None for any other."""
+    name = Path(path).name.lower()
+    suffix = Path(name[:-3] if name.endswith(".gz") else name).suffix
     return next((f for f in FORMATS.values() if suffix in f.extensions), None)
 
 

@@ -53,6 +53,19 @@ def declared_as(text: str, fmt: DocumentFormat, encoding: TextEncoding) -> str:
     return XML_DECLARED_ENCODING.sub(lambda m: f"{m.group(1)}{name}{m.group(3)}", text, count=1)
 
 
+def gunzipped(source: Path, data: bytes) -> bytes:
+    """The document inside a gzip file; one that is not gzip, or is damaged, is a one-line error."""
+    import gzip
+    import zlib
+
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DocumentError(
+            f"{source}: not a readable gzip file ({exc}); decompress it, or name it without .gz"
+        ) from None
+
+
 def translate_file(
     source: Path, output: Path | None, fmt: DocumentFormat, units: Units, options: DocumentOptions, force: bool = False
 ) -> bytes | None:
@@ -69,6 +82,8 @@ def translate_file(
         data = source.read_bytes()
     except OSError as exc:
         raise DocumentError(f"{source}: {exc.strerror}") from None
+    if source.name.endswith(".gz"):  # as a corpus or `mt translate`'s lines: such a name is read as gzip
+        data = gunzipped(source, data)
     try:
         translated = translate_content(data, fmt, units, options)
     except MtError as exc:

@@ -95,6 +95,18 @@ def test_mt_translate_writes_a_page_by_its_extension(trained_experiment, transla
     )
     assert code == 0, err
     assert (tmp_path / "index.en.html").read_text(encoding="utf-8") == translated
+    # gzipped, as mt reads lines: the page inside it (was: read as lines, its tags translated as words)
+    import gzip
+
+    packed = tmp_path / "index.html.gz"
+    packed.write_bytes(gzip.compress(PAGE.encode()))
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", packed,
+                        "--threads", "1")
+    assert code == 0 and out == translated, err
+    broken = tmp_path / "broken.html.gz"
+    broken.write_bytes(PAGE.encode())
+    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", broken)
+    assert code == 1 and out == "" and f"{broken}: not a readable gzip file" in err, err
 
 
 def test_a_page_in_a_legacy_encoding_is_written_back_in_it(translator):

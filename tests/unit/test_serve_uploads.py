@@ -44,6 +44,8 @@ def test_the_format_is_the_extensions_and_others_are_refused_naming_what_is_take
     with pytest.raises(ApiError) as refused:
         format_of("a.pdf")
     assert refused.value.status == 400 and ".txt" in refused.value.message and "a.pdf" in refused.value.message
+    with pytest.raises(ApiError):  # a server takes no gzip: how large it grows is not known before
+        format_of("page.html.gz")
 
 
 def test_zip_archives_are_measured_by_their_directory():

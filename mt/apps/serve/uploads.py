@@ -139,7 +139,7 @@ def url_name(name: str) -> str:
 
 def format_of(name: str) -> DocumentFormat:
     """The format `name`'s extension means, if this server translates it; 400 naming the ones it does."""
-    fmt = by_extension(name)
+    fmt = by_extension(name) if not name.lower().endswith(".gz") else None  # (no gzip here: its size unknown)
     if fmt is not None:
         try:
             load(fmt)
