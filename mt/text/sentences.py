@@ -161,11 +161,14 @@ def misses_initials(rules: str) -> bool:
 
 
 def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
-    """Whether the sentence cut at `cut` goes on: the cut follows an initial or a German ordinal (above)
-    and a word (or an initial's hyphen) comes next."""
+    """Whether the sentence cut at `cut` goes on: a lower-case word follows a full stop (an abbreviation
+    sentencex does not know: "3 mi. on Sun. afternoon"; no sentence of a cased script starts so), or the
+    cut follows an initial or a German ordinal (above) and a word (or an initial's hyphen) comes next."""
     after = text[cut:end].lstrip()
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
+    if after[0].islower() and text[:cut].rstrip().endswith("."):
+        return True
     word = re.match(r"[^\W\d_]+", after)
     if word and word.group().lower() in STARTERS and after[word.end() : word.end() + 1] != ".":
         return False  # a word that starts sentences ("am 3. Danach ...", "au point A. Elle ..."): one does

@@ -23,6 +23,10 @@ def pieces(text: str, spans) -> list[str]:
          ["Dr. Smith paid 3.5 dollars.", "He left...", "Then he came back!"]),
         ("de", "Das ist z. B. ein Test. Er kam am 3. Mai.", ["Das ist z. B. ein Test.", "Er kam am 3. Mai."]),
         ("ja", "今日は晴れです。明日は雨です。", ["今日は晴れです。", "明日は雨です。"]),
+        # a lower-case word after a full stop goes on (an abbreviation sentencex does not know); not
+        # after a question mark
+        ("en", "The dog ran 3 mi. on Sun. afternoon. It was fun. What? no way.",
+         ["The dog ran 3 mi. on Sun. afternoon.", "It was fun.", "What?", "no way."]),
         # German ordinals (after an article or a contracted preposition); a year or a number after a
         # noun still ends its sentence
         ("de", "Der 2. Weltkrieg endete 1945. Im 19. Jahrhundert war das anders.",
