@@ -198,8 +198,26 @@ def sentence_spans(text: str, lang: str) -> list[Span]:
         pieces = [s for s in (strip(text, a, b) for a, b in zip(cuts, [*cuts[1:], end])) if s[0] < s[1]]
         if pieces and (mark := LINE_MARK.match(text, pieces[0][0], pieces[0][1])) and mark.end() < pieces[0][1]:
             pieces[0] = (mark.end(), pieces[0][1])  # the mark stays outside, as the spaces around it do
-        spans += pieces
+        spans += [unbracketed(text, a, b) for a, b in pieces]
     return spans
+
+
+BRACKETS = {"(": ")", "[": "]", "{": "}", "（": "）", "【": "】"}
+
+
+def unbracketed(text: str, start: int, end: int) -> Span:
+    """A sentence's span inside the brackets around the whole of it ("(A dog is sleeping.)"): they stay
+    outside its translation, as a line's mark does (a model dropped them)."""
+    close = BRACKETS.get(text[start]) if start < end else None
+    if close is None or text[end - 1] != close:
+        return start, end
+    depth = 0
+    for i in range(start, end):
+        depth += (text[i] == text[start]) - (text[i] == close)
+        if depth == 0 and i < end - 1:  # "(a) and (b)": the first closes before the end
+            return start, end
+    inner = strip(text, start + 1, end - 1)
+    return inner if inner[0] < inner[1] else (start, end)
 
 
 # What a line may start with outside its text: a mail's quote marks, a list's bullet or its letter or

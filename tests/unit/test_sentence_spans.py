@@ -25,6 +25,10 @@ def pieces(text: str, spans) -> list[str]:
         ("ja", "今日は晴れです。明日は雨です。", ["今日は晴れです。", "明日は雨です。"]),
         # a lower-case word after a full stop goes on (an abbreviation sentencex does not know); not
         # after a question mark
+        # brackets around a whole sentence stay outside it; not those of part of one
+        ("en", "(A dog is sleeping.)\n[A cat runs.]\n(It is (very) late) and dark.\nBoth (a) and (b) are here. (See above).",
+         ["A dog is sleeping.", "A cat runs.", "(It is (very) late) and dark.", "Both (a) and (b) are here.",
+          "(See above)."]),
         ("en", "The dog ran 3 mi. on Sun. afternoon. It was fun. What? no way.",
          ["The dog ran 3 mi. on Sun. afternoon.", "It was fun.", "What?", "no way."]),
         # German ordinals (after an article or a contracted preposition); a year or a number after a
