@@ -24,6 +24,7 @@ from mt.documents.units import Units
 
 Span = tuple[int, int]  # [start, end) characters of the file: a cue's text
 TIMING = re.compile(r"^[ \t]*\d+:\d\d:\d\d[,.]\d+[ \t]*-+ *>?[ \t]*\d+:\d\d", re.MULTILINE)  # well formed or not
+VTT_TIMING = re.compile(r"[ \t]*(?:\d+:)?\d\d:\d\d[,.]\d+[ \t]*[-=]+ *>?[ \t]*(?:\d+:)?\d\d:\d\d")  # hours optional
 
 
 def line_of(text: str, at: int) -> int:
@@ -83,16 +84,22 @@ def read_vtt(text: str) -> tuple[list[Cue], list[Span]]:
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
     cues, spans, at = [], [], 0
+    read: set[int] = set()  # the lines of the cues read: their timing lines and texts
     for caption in captions:  # each caption's timing line: the next line with "-->" (none elsewhere is valid)
         timing = next((i for i in range(at, len(lines)) if "-->" in lines[i]), len(lines))
         payload = lines[timing + 1 : timing + 1 + len(caption.lines)]
         if timing == len(lines) or payload != caption.lines:
             break
         at = timing + 1 + len(caption.lines)
+        read.update(range(timing, at))
         start = caption.start_time.in_milliseconds() / 1000
         cues.append(Cue("\n".join(payload), start, caption.end_time.in_milliseconds() / 1000))
         spans.append((offsets[timing + 1], offsets[at] - 1) if payload else (offsets[at], offsets[at]))
-    unread = next((i for i in range(at, len(lines)) if "-->" in lines[i]), None)
+    # a timing line it did not read, well formed or not ("00:03.000 -> 00:04.000"): its cue would be
+    # left untranslated without a word, as a SubRip file's is refused
+    unread = next(
+        (i for i, line in enumerate(lines) if i not in read and ("-->" in line or VTT_TIMING.match(line))), None
+    )
     if unread is not None:
         raise DocumentError(
             f"line {unread + 1}: a cue webvtt-py cannot read: {lines[unread].strip()[:60]!r} (a timing line is "

@@ -162,6 +162,9 @@ CUE = "00:00:01,000 --> 00:00:02,000"
         ("srt", f"1\n{CUE}\nA\n\n2\nB\n", ["line 5:", "after cue 1", "not a cue", "'2'"]),
         ("vtt", "WEBVTT\n\n1\n00:00:01.000 --> 00:00:0x.000\nHallo\n", ["line 4:", "webvtt-py cannot read"]),
         ("vtt", "WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nA\n00:00:02,000 --> 00:00:03,000\nB\n", ["line 5:"]),
+        # a mistyped arrow: its cue was left untranslated without a word, after the last cue or between two
+        ("vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\nA\n\n00:03.000 -> 00:04.000\nB\n", ["line 6:", "'00:03.000 -> 00:04.000'"]),
+        ("vtt", "WEBVTT\n\n00:01.000 -> 00:02.000\nA\n\n00:03.000 --> 00:04.000\nB\n", ["line 3:", "cannot read"]),
     ],
 )
 def test_files_the_libraries_cannot_read_are_one_line_errors_naming_the_line(units, fmt, text, needles):
