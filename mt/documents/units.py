@@ -50,9 +50,9 @@ class TranslatorUnits:
             return False
         if self.identifier is None:
             return True
-        found = self.identifier.identify(language_text(text, fmt))
         target = self.translator.directions.resolve(self.options.src_lang, self.options.tgt_lang)[1]
-        if found.written_in(target) or (found.foreign is None and found.language == target):
+        found = self.identifier.identify(language_text(text, fmt), target)
+        if found.is_in(target):
             return False  # already in the target language: kept as it is, as `mt serve` gives it
         if found.foreign is not None:
             shown = text.strip()[:40]

@@ -63,12 +63,20 @@ class Identified:
     confidence: float
     ranking: tuple[tuple[str, float], ...]
     foreign: str | None = None
-    foreign_confidence: float = 0.0  # lingua's, among all its languages, that the text is in `foreign`
+    foreign_confidence: float = 0.0  # lingua's that the text is in `foreign` (among all) or in `target`
     script: str = ""  # where a short text was judged by its script alone: the script's name ("Cyrillic")
+    target: str | None = None  # the target `identify` was given, where the text is surely in it already
+
+    def is_in(self, target: str) -> bool:
+        """Whether the text is in `target` already (to come back as it is): the model's source language
+        it was identified as, or another it is surely in (`written_in`)."""
+        return self.written_in(target) or (self.foreign is None and self.language == target)
 
     def written_in(self, code: str) -> bool:
         """Whether the text is in `code` (a model's language: "pt-BR" is lingua's "pt"), a language the
         model does not read: a text already in the target language, say."""
+        if self.target is not None and self.target == code:
+            return True
         if self.foreign is None:
             return False
         language = lingua_language(code)  # "deu" and "de" are one language
@@ -136,6 +144,7 @@ class LanguageIdentifier:
         self._lock = threading.Lock()
         self._ranker: Any = None
         self._guard: Any = None
+        self._targets: dict[str, Any] = {}  # per target not among the sources: `in_target`'s detector
 
     def _detectors(self, guarded: bool = True) -> tuple[Any, Any]:
         """(ranker over the known sources or None with fewer than two, guard or None when a source is
@@ -167,8 +176,9 @@ class LanguageIdentifier:
         codes = {lang: code for code, lang in self.known.items()}
         return codes[found] if found is not None else self.sources[0]
 
-    def identify(self, text: str) -> Identified:
-        """The model's source language `text` is most likely in, and whether it is another language."""
+    def identify(self, text: str, target: str | None = None) -> Identified:
+        """The model's source language `text` is most likely in, and whether it is another language; with
+        `target`, whether it is surely in that one already (`in_target`: `target` set, `foreign` None)."""
         self._check_identifiable()
         ranker, guard = self._detectors()
         text = without_addresses(text)
@@ -180,7 +190,30 @@ class LanguageIdentifier:
             values = [(codes[v.language], v.value) for v in ranker.compute_language_confidence_values(text)]
             ranking = tuple(values) if values and values[0][1] > 0 else tuple((code, 0.0) for code in self.known)
         foreign, sure, script = self._foreign(text, guard)
+        in_target = self.in_target(text, target) if target is not None and foreign is None else 0.0
+        if in_target:
+            return Identified(ranking[0][0], ranking[0][1], ranking, None, in_target, "", target)
         return Identified(ranking[0][0], ranking[0][1], ranking, foreign, sure, script)
+
+    def in_target(self, text: str, target: str) -> float:
+        """lingua's confidence that `text`, which the guard took for one of the model's languages, is in
+        `target` when told apart from them with its high-accuracy mode, where it is all but sure
+        (SURE_AT_LEAST; else 0): the guard lets a short text in a Latin script pass ("Der Hund läuft."
+        to an English model, which then "translated" it into German), and a model of one source has no
+        ranker to ask."""
+        language = lingua_language(target)
+        if language is None or target in self.known or not self.known or not any(c.isalpha() for c in text):
+            return 0.0  # (a target among the sources: the ranker said it)
+        with self._lock:
+            detector = self._targets.get(target)
+            if detector is None:
+                from lingua import LanguageDetectorBuilder
+
+                languages = {*self.known.values(), language}
+                detector = self._targets[target] = LanguageDetectorBuilder.from_languages(*languages).build()
+        values = detector.compute_language_confidence_values(text)
+        sure = bool(values) and values[0].language == language and values[0].value >= SURE_AT_LEAST
+        return values[0].value if sure else 0.0
 
     def _foreign(self, text: str, guard: Any) -> tuple[str | None, float, str]:
         """The language lingua takes `text` for when the model's own get almost none of the confidence,
@@ -270,8 +303,8 @@ def auto_search(
         todo, copies = [], {}
         for i, line in enumerate(lines):
             number = first_line + i + 1
-            found = identifier.identify(text(line)) if line.strip() else None
-            if found is not None and (found.written_in(target) or (found.foreign is None and found.language == target)):
+            found = identifier.identify(text(line), target) if line.strip() else None
+            if found is not None and found.is_in(target):
                 if target not in seen:
                     seen.add(target)
                     log.info(

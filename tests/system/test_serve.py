@@ -368,6 +368,9 @@ def test_libretranslate_alternatives_and_auto_source(server, reference):
     assert listed["alternatives"] == [distinct_others(hyps, 2) for hyps in best]
     assert listed["detectedLanguage"] == [{"confidence": 100, "language": "de"}] * 2
     assert "alternatives" not in ok(url, {"q": LINES[0], "source": "de", "target": "en"})
+    # a short text in the target already comes back as it is (it was "translated" from German)
+    same = ok(url, {"q": "The weather is nice today.", "source": "auto", "target": "en"})
+    assert same["translatedText"] == "The weather is nice today." and same["detectedLanguage"]["language"] == "en"
     # one line between line breaks has its alternatives, the breaks around each (it had none)
     around = ok(url, {"q": f"\n{LINES[0]}\n", "source": "de", "target": "en", "alternatives": 2})
     assert around["translatedText"] == f"\n{best[0][0][0]}\n"

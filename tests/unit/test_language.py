@@ -97,6 +97,23 @@ def test_src_lang_auto_copies_the_targets_lines_and_leaves_foreign_ones_untransl
     assert "line 12: not translated: the text looks like French (fr)" in " ".join(capsys.readouterr().err.split())
 
 
+def test_a_short_text_already_in_the_target_comes_back_as_it_is():
+    """The guard lets a short text in Latin letters pass ("Der Hund läuft." to an English model's guard),
+    so an EN->DE model "translated" German into German; told apart from English, it is German."""
+    english = LanguageIdentifier(["en"])
+    found = english.identify("Der Hund läuft.", "de")
+    assert found.is_in("de") and found.foreign is None and found.foreign_confidence >= 0.9
+    assert not english.identify("Der Hund läuft.").is_in("de")  # no target asked: as before
+    for text in ("A dog runs.", "Die", "Hotel Berlin", "iPhone 15 Pro", "12 345", ""):
+        assert not english.identify(text, "de").is_in("de"), text  # English, or not surely German
+
+    def search(translator, lines, options=None, first_line=0):
+        return [[(f"<{line}>", -1.0)] for line in lines]
+
+    assert auto_search(search, english, "de")(None, ["Der Hund läuft.", "A dog runs."]) == [
+        [("Der Hund läuft.", 0.0)], [("<A dog runs.>", -1.0)]]
+
+
 def test_addresses_do_not_decide_a_texts_language_and_iso_639_3_codes_are_known():
     """A German sentence with a URL was English (or Slovak) to the guard: copied untranslated or refused;
     a model of FLORES codes (deu_Latn) could not identify at all, or took every text as its own."""

@@ -238,11 +238,11 @@ class BatcherUnits:
             return
         langs = self.service.langs
         try:
-            found = langs.identifier.identify(sample)
+            found = langs.identifier.identify(sample, self.options.tgt_lang)
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
         target = self.options.tgt_lang
-        if target is not None and (found.written_in(target) or (found.foreign is None and found.language == target)):
+        if target is not None and found.is_in(target):
             raise InTarget
         if found.foreign is not None:
             what = f"{found.script} script" if found.script else found.foreign

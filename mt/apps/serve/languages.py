@@ -73,10 +73,11 @@ class Languages:
         languages against this list."""
         return [{"code": code, "name": name_of(code), "targets": self.directions.targets(code)} for code in self.codes]
 
-    async def identify(self, texts: list[str]) -> list[Identified]:
-        """Each text's language (in a worker thread: lingua loads its models on first use)."""
+    async def identify(self, texts: list[str], target: str | None = None) -> list[Identified]:
+        """Each text's language (in a worker thread: lingua loads its models on first use); with
+        `target`, whether it is in that one already (`Identified.is_in`)."""
         try:
-            return await asyncio.to_thread(lambda: [self.identifier.identify(text) for text in texts])
+            return await asyncio.to_thread(lambda: [self.identifier.identify(text, target) for text in texts])
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
 
@@ -118,7 +119,7 @@ class Languages:
         already in `target` (their detectedLanguage the target: they come back as they are, as
         LibreTranslate's identity translation gives them); 400 when one is in another language the model
         cannot read (naming its field, /v1's text[i], where given)."""
-        found = await self.identify(texts)
+        found = await self.identify(texts, target)
         detected, same = [], set()
         for i, item in enumerate(found):
             if target is not None and item.written_in(target):
