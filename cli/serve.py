@@ -53,7 +53,7 @@ def serve(
         int, typer.Option(help="Sentences that may wait; past that a request gets 503 with Retry-After.")
     ] = 1024,
     max_chars: Annotated[int, typer.Option(help="Characters per request.")] = 20000,
-    max_lines: Annotated[int, typer.Option(help="Lines (sentences) per request.")] = 256,
+    max_lines: Annotated[int, typer.Option(help="Lines with text per request.")] = 2000,
     max_beam: Annotated[int, typer.Option(help="The widest beam (and longest n-best list) a request may ask for.")] = 8,
     max_attention_tokens: Annotated[
         int,

@@ -719,18 +719,22 @@ def test_a_full_queue_is_503_with_retry_after_and_a_failed_batch_500(trained_exp
         assert ok(url, {"text": LINES[0]})["translations"][0]["text"] == reference.translate(LINES[:1])[0]
 
 
-def test_a_request_of_more_sentences_than_the_queue_holds_is_413_not_503_until_the_queue_empties(trained_experiment):
-    """Was: admitted only into an empty queue (a 503 that no retry ends under load), and then past the bound.
-    /translate answers it as LibreTranslate answers a request over its limits (was 413: Dialect, which
-    reads LibreTranslate's 400 "exceeds text limit" as a batch too large, took it for an unknown error)."""
+def test_a_request_of_more_sentences_than_the_queue_holds_goes_in_in_parts(trained_experiment, reference):
+    """Was: refused (413; 400 on /translate), and before that admitted only into an empty queue (a 503
+    that no retry ends under load): a pasted document, deep-translator's translate_file, of more lines
+    than a quarter of the queue. Now its parts go through the queue one after the other."""
+    from mt.text.translate import translate as translate_text
+
     with Served(build_app(load(trained_experiment), Limits(max_wait_ms=0, max_queue=4), threads=1)) as served:
-        text = " ".join(LINES[:5])  # five sentences in one line
-        status, _, data = call(f"{served.url}/translate", {"q": text, "source": "de", "target": "en"})
-        assert status == 400 and data["error"].startswith(
-            "Invalid request: request (5 sentences) exceeds text limit (4 sentences, --max-queue)"), data
-        status, _, data = call(f"{served.url}/v1/translate", {"text": text})
-        assert status == 413 and "--max-queue 4" in data["error"]
-        assert ok(f"{served.url}/v1/translate", {"text": " ".join(LINES[:4])})["translations"]
+        text = " ".join(LINES[:5])  # five sentences in one line: parts of one sentence
+        (expected,) = translate_text(reference, [text])
+        answer = ok(f"{served.url}/translate", {"q": text, "source": "de", "target": "en"})
+        assert answer["translatedText"] == expected
+        assert ok(f"{served.url}/v1/translate", {"text": text})["translations"][0]["text"] == expected
+        lines = "\n".join(LINES[:7])
+        assert ok(f"{served.url}/translate", {"q": lines, "source": "de", "target": "en"})["translatedText"] == (
+            "\n".join(translate_text(reference, LINES[:7]))
+        )
 
 
 def test_libretranslate_fields_from_a_query_and_a_form_and_odd_formats(server):

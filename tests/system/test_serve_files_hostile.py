@@ -256,8 +256,11 @@ def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(tr
         held = threading.Thread(target=lambda: call(f"{served.url}/v1/translate", {"text": LINES[0]}))
         held.start()
         assert hook.entered.wait(30)  # the worker is in a search; the queue is empty
-        filling = threading.Thread(target=lambda: call(f"{served.url}/v1/translate", {"text": LINES[1:5]}))
-        filling.start()
+        # four requests of a sentence each fill the queue (one of four would go in in parts of one)
+        filling = [threading.Thread(target=call, args=(f"{served.url}/v1/translate", {"text": [line]}))
+                   for line in LINES[1:5]]
+        for thread in filling:
+            thread.start()
         deadline = time.monotonic() + 10
         while served.app.state.batcher.queued() < 4:
             assert time.monotonic() < deadline
@@ -280,7 +283,7 @@ def test_a_document_waits_for_room_in_a_full_queue_where_a_request_is_refused(tr
         assert met_a_full_queue.wait(30)  # the document finds the queue full, and waits
         assert call(f"{served.url}/v1/translate", {"text": LINES[5]})[0] == 503  # a request is refused at once
         hook.gate.set()
-        for thread in (held, filling, document):
+        for thread in (held, *filling, document):
             thread.join(60)
         assert answers[0].status_code == 200
         assert httpx.get(answers[0].json()["translatedFileUrl"]).content == httpx.get(

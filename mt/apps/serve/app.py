@@ -71,7 +71,7 @@ class Limits:
     max_wait_ms: float | None = None
     max_queue: int = 1024  # sentences waiting; a request that does not fit gets 503
     max_chars: int = 20000  # characters per request
-    max_lines: int = 256  # lines per request (mt translate's --buffer)
+    max_lines: int = 2000  # lines with text per request (a pasted document: sent to the batcher in parts)
     max_beam: int = 8
     batching: str = "static"  # mt.apps.serve.queue: each batch searched to its end, or sentences join a running search
     max_attention_tokens: int = 200  # source tokens /v1/attention draws: its answer grows with their square

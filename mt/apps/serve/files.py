@@ -35,7 +35,7 @@ from mt import log
 from mt.apps.serve.languages import name_of
 from mt.apps.serve.queue import QueueFull
 from mt.apps.serve.requests import ApiError, check_key, field_key, header_key, key_matches
-from mt.apps.serve.service import Service, disconnected, refusal
+from mt.apps.serve.service import PART, PATIENCE, Service, disconnected, refusal
 from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
 from mt.documents.encoding import BOMS
@@ -55,8 +55,6 @@ MEDIA_TYPES = {  # where the system's mime.types has none, or another
     ".xliff": "application/xliff+xml",
     ".md": "text/markdown",
 }
-CHUNK = 256  # sentences a document puts in the batcher's queue at once (two chunks in flight)
-PATIENCE = 30.0  # seconds a document's chunk waits for room in a full queue before the document gets 503
 SAMPLE = 2000  # characters of a document that `source: auto` identifies, from its longest units
 POLL = 0.1  # seconds between a worker thread's looks at whether its document was abandoned
 
@@ -191,7 +189,7 @@ class InTarget(Exception):
 class BatcherUnits:
     """`mt.documents.units.Units` for a format module running in a worker thread: each call's texts cut
     into sentences (or planned as markup) here, their sentences searched by the server's batcher in
-    chunks of CHUNK (at most a quarter of --max-queue), two in flight (so that one document neither
+    chunks of PART (at most a quarter of --max-queue), two in flight (so that one document neither
     fills the queue nor waits between chunks); a chunk that finds the queue full waits for room, up to
     PATIENCE seconds, as the other requests are refused at once. Within the file's budget of
     `max_chars` characters (413 before any is searched past it).
@@ -254,7 +252,7 @@ class BatcherUnits:
         options = replace(options, src_lang=None, tgt_lang=None)  # the tag says the direction
         found: list = []
         pending: deque[Future] = deque()
-        chunk = max(1, min(CHUNK, self.service.batcher.max_queue // 4))
+        chunk = max(1, min(PART, self.service.batcher.max_queue // 4))
         try:
             for start in range(0, len(encoded), chunk):
                 pending.append(self._submit(encoded[start : start + chunk], options, pending, found))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -53,6 +54,9 @@ from mt.text.translate import join, kept_warnings, labels, piece_names, pieces
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
 OPTIONS_KEPT = 1024  # sets of decoding options a server keeps made (`Service.options`)
+PART = 256  # sentences of one request (a document's, a long text's) in the batcher's queue at once
+PATIENCE = 30.0  # seconds a request's later part waits for room in a full queue before it gets 503
+POLL = 0.05  # seconds between its looks at the queue
 
 
 class Service:
@@ -109,19 +113,33 @@ class Service:
             lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options, True)
         else:
             lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
-        if len(lines) > self.limits.max_queue:  # it would wait for an empty queue, which a busy server never has
-            raise TooManySentences(len(lines), self.limits.max_queue)
         tag = self._tag(options.src_lang, options.tgt_lang)
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=tag, names=piece_names(plans, kept, names))
         cuts += kept_warnings(plans, kept, names)  # text in a script the model cannot read, copied
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
         options = self.options(("untagged", options), lambda: replace(options, src_lang=None, tgt_lang=None))
-        found = await wait_for(lambda: self.batcher.submit(encoded, options), request)
+        found = await self.searched(request, encoded, options)
         empty = ("", 0.0) if options.alignment_layer is None else ("", 0.0, "")
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
         return join(texts, plans, results, kept), cuts
+
+    async def searched(self, request: Request, encoded: list[list[int]], options: DecodeOptions) -> list:
+        """Each sentence's hypotheses, through the batcher: a request of more sentences than PART (a
+        quarter of --max-queue at most: a pasted document) goes in in parts, one after the other, so
+        that it never waits for an empty queue (which a busy server never has) nor fills it; its first
+        part is refused at once when the queue is full, as any request is (503), a later one waits for
+        room up to PATIENCE seconds: the request is under way."""
+        part = max(1, min(PART, self.batcher.max_queue // 4))
+        if len(encoded) <= part:
+            return await wait_for(lambda: self.batcher.submit(encoded, options), request)
+        found: list = []
+        for start in range(0, len(encoded), part):
+            chunk = encoded[start : start + part]
+            patience = PATIENCE if start else 0.0
+            found += await wait_for(lambda: self.batcher.submit(chunk, options), request, patience)  # noqa: B023
+        return found
 
     async def libre_translate(self, request: Request) -> dict[str, Any]:
         """POST /translate, as LibreTranslate answers it."""
@@ -149,18 +167,11 @@ class Service:
             options = self.options(
                 ("libre", nbest, src_lang, target), lambda: self._libre_options(nbest, src_lang, target)
             )
-            try:
-                if html:
-                    found = await self.translate_markup(request, [texts[i] for i in todo], options, "html")
-                    done = [hyps[0][0] for hyps in found], [[] for _ in todo]
-                else:
-                    done = await self._libre_lines(request, [split[i] for i in todo], options, alternatives)
-            except TooManySentences as exc:  # LibreTranslate's 400 for its limits (its clients read the words)
-                raise ApiError(
-                    400,
-                    f"Invalid request: request ({exc.count} sentences) exceeds text limit ({exc.limit} sentences, "
-                    "--max-queue); send them in several requests",
-                ) from None
+            if html:
+                found = await self.translate_markup(request, [texts[i] for i in todo], options, "html")
+                done = [hyps[0][0] for hyps in found], [[] for _ in todo]
+            else:
+                done = await self._libre_lines(request, [split[i] for i in todo], options, alternatives)
             for i, text, alternative in zip(todo, *done):
                 translated[i], others[i] = text, alternative
         answer: dict[str, Any] = {"translatedText": translated[0] if isinstance(q, str) else translated}
@@ -446,14 +457,22 @@ class Service:
         return Response(await wait_for(lambda: self.batcher.call(answer), request), media_type="application/json")
 
 
-async def wait_for(submit, request: Request):
+async def wait_for(submit, request: Request, patience: float = 0.0):
     """The result of work given to the batcher: 503 when it cannot take it (with Retry-After unless its
-    worker has died: retrying will not help), 500 when it failed. Should the client leave first, the
-    work is called off (its sentences leave the queue and a running search) and 499 is logged."""
-    try:
-        future = submit()
-    except (QueueFull, Closed, WorkerFailed) as exc:
-        raise refusal(exc) from None
+    worker has died: retrying will not help; a full queue after `patience` seconds of asking again),
+    500 when it failed. Should the client leave first, the work is called off (its sentences leave the
+    queue and a running search) and 499 is logged."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            future = submit()
+            break
+        except QueueFull as exc:
+            if time.monotonic() >= deadline:
+                raise refusal(exc) from None
+            await asyncio.sleep(POLL)
+        except (Closed, WorkerFailed) as exc:
+            raise refusal(exc) from None
     answer = asyncio.wrap_future(future)
     gone, left = asyncio.ensure_future(disconnected(request)), []
 
@@ -511,18 +530,6 @@ def v1_translation(hyps: list[tuple], options: DecodeOptions) -> dict:
     if options.nbest > 1:
         answer["nbest"] = [hypothesis(h) for h in hyps]
     return answer
-
-
-class TooManySentences(ApiError):
-    """413: a request of more sentences than the queue holds (it would wait for an empty queue, which a
-    busy server never has); /translate answers it as LibreTranslate's limits are answered."""
-
-    def __init__(self, count: int, limit: int):
-        super().__init__(
-            413,
-            f"the request has {count} sentences, more than --max-queue {limit} can hold; send them in several requests",
-        )
-        self.count, self.limit = count, limit
 
 
 def distinct_alternatives(hyps: list[tuple], count: int) -> list[str]:
