@@ -103,9 +103,13 @@ def test_a_sentence_in_a_script_the_model_cannot_read_is_copied_with_a_warning(t
     result = mt_translate(trained_experiment, f"{S1}\n{S1} {CJK}\n")
     assert result.returncode == 0
     assert result.stdout.decode().splitlines() == [t1, f"{t1} {CJK}"]
-    warning = result.stderr.decode()
-    assert f"input line 2: {len(CJK)} characters in a script the model cannot read" in warning
+    warning = result.stderr.decode()  # (beside a sentence it reads: kept as it is, as an address is)
+    letters = sum(c.isalpha() for c in CJK)
+    assert f"input line 2: {letters} letters the model cannot read (not in its vocabulary) kept as they are" in warning
     assert "input line 1" not in warning
+    alone = mt_translate(trained_experiment, f"{CJK}\n")  # a line of nothing else: copied, as a sentence was
+    assert alone.stdout.decode() == f"{CJK}\n"
+    assert f"input line 1: {len(CJK)} characters in a script the model cannot read" in alone.stderr.decode()
 
 
 def test_emoji_beside_words_are_no_reason_to_copy_a_sentence(tmp_path):
@@ -142,7 +146,8 @@ def test_markup_warns_of_what_it_copies_untranslated_as_plain_text_does(trained_
     result = mt_translate(trained_experiment, f"<p>{S1}</p>\n<p>{S1} <b>{CJK}</b></p>\n", "--format", "html")
     assert result.returncode == 0 and CJK in result.stdout.decode().splitlines()[1]
     warning = result.stderr.decode()
-    assert f"input line 2: {len(CJK)} characters in a script the model cannot read" in warning
+    letters = sum(c.isalpha() for c in CJK)
+    assert f"input line 2: {letters} letters the model cannot read (not in its vocabulary) kept as they are" in warning
     assert "input line 1" not in warning
 
 
