@@ -10,7 +10,8 @@ as one text and wrapped again at its own width, so that a sentence wrapped over 
 whole; a mark every line starts with (a mail's `> `, a comment's `# ` or `// `) is taken off before and
 put back on every line after. A list of short lines, or of lines that each end a sentence, is
 translated line by line, and so is a table or an aligned listing (columns: runs of spaces or tabs
-inside lines, rules without letters, rows of one length); `--format text` translates every line as itself.
+inside lines, rules without letters, rows of one length), each cell of a row on its own between the
+row's gaps where columns line up (`cells`); `--format text` translates every line as itself.
 """
 
 from __future__ import annotations
@@ -66,19 +67,45 @@ def wrapped(lines: list[str]) -> bool:
     return any(not text.endswith(SENTENCE_END) for text in texts[:-1])
 
 
+GAP = re.compile(r"(?<=\S)(?: {2,}|\t)[ \t]*(?=\S)")  # between two columns of a row
+
+
+def cells(lines: list[str]) -> list[list[str]]:
+    """Each line of a paragraph as its cells and the gaps between them ([cell, gap, cell, ...]): cut at
+    a gap of spaces whose next column starts where one does in another line of the paragraph (an aligned
+    listing: "Name:   John Smith" over "Age:    42"), or at a tab; a gap nothing lines up with (text
+    justified by spaces) is part of its sentence."""
+    starts = [{m.end() for m in GAP.finditer(line)} for line in lines]
+    shared = {
+        k for i, found in enumerate(starts) for k in found if any(k in other for other in starts[:i] + starts[i + 1 :])
+    }
+    rows = []
+    for line in lines:
+        row, at = [], 0
+        for gap in GAP.finditer(line):
+            if gap.end() in shared or "\t" in gap.group():
+                row += [line[at : gap.start()], gap.group()]
+                at = gap.end()
+        rows.append(row + [line[at:]])
+    return rows
+
+
 def translate(text: str, units: Units, options: DocumentOptions) -> str:
     """The translated text, paragraph by paragraph (module docstring)."""
     parts = BLANK.split(text)  # paragraphs at even indices, the blank lines between them at odd
-    plans: list[tuple[int, list[str], bool]] = []
+    plans: list[tuple[int, list[str], bool, list[list[str]]]] = []
     asked: list[str] = []
     for index in range(0, len(parts), 2):
         lines = parts[index].split("\n")
         joined = wrapped(lines)
-        todo = [" ".join(line[len(p) :].strip() for line, p in zip(lines, prefixes(lines)))] if joined else lines
-        plans.append((index, lines, joined))
-        asked += todo
+        rows = [] if joined else cells(lines)
+        if joined:
+            asked.append(" ".join(line[len(p) :].strip() for line, p in zip(lines, prefixes(lines))))
+        else:
+            asked += [cell for row in rows for cell in row[0::2]]
+        plans.append((index, lines, joined, rows))
     answers = iter(units(asked))
-    for index, lines, joined in plans:
+    for index, lines, joined, rows in plans:
         if joined:  # the first line's prefix, and the second's for the rest (a list item's hanging indent)
             indent, rest = prefixes(lines)[:2]
             width = max(len(line) for line in lines)
@@ -90,6 +117,8 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
                 break_long_words=False,
                 break_on_hyphens=False,
             )
-        else:
-            parts[index] = "\n".join(next(answers) for _ in lines)
+        else:  # each cell's translation between the row's own gaps
+            parts[index] = "\n".join(
+                "".join(next(answers) if k % 2 == 0 else gap for k, gap in enumerate(row)) for row in rows
+            )
     return "".join(parts)

@@ -228,6 +228,21 @@ def test_quote_marks_bullets_and_numbers_of_lines_stay_outside_their_translation
     assert out == f"> {t0}\n> {t1}\n\n* {t2}\n- {t0}\n\na) {t1}\n"
 
 
+def test_an_aligned_listing_is_translated_cell_by_cell_its_gaps_kept(translator, units):
+    """Was: "Name:   John Smith" one text to the model, which ran label and value together; text whose
+    words are spaced out unevenly (justified) is no listing, and stays one text a line."""
+    S = LINES
+    w = max(len(S[0]), len(S[2])) + 3  # the second column starts there on every row
+    rows = [(S[0], S[1]), (S[2], S[0]), (S[1][:3], "42")]
+    text = "\n".join(f"{a:<{w}}{b}" for a, b in rows) + f"\n\n{S[0]}  {S[1]}\n{S[2]}\n"
+    out = translate_content(text.encode(), FORMATS["txt"], units, EN).decode()
+    t0, t1, t2, t3 = translate_text(translator, [S[0], S[1], S[2], S[1][:3]])
+    (j0,) = translate_text(translator, [f"{S[0]}  {S[1]}"])
+    gaps = [" " * (w - len(a)) for a, _ in rows]
+    assert out.split("\n\n")[0] == f"{t0}{gaps[0]}{t1}\n{t2}{gaps[1]}{t0}\n{t3}{gaps[2]}42", out
+    assert out.split("\n\n")[1] == f"{j0}\n{t2}\n", out
+
+
 def test_a_unit_copied_untranslated_is_named_by_its_text(units, capsys):
     """Was: "input line 1", a count of the chunk's units that meant nothing in a .docx, .md or .srt."""
     text = f"{LINES[0]}\n\n東京大学の図書館はとても大きい。\n"
