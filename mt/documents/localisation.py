@@ -13,7 +13,8 @@ A PO entry with a plural: msgid gives msgstr[0] and msgid_plural msgstr[1] to ms
 nplurals being the header's Plural-Forms (written from the target language's default, translate-toolkit's
 table, where the header has none); a language of one form takes msgid_plural's translation.
 
-Placeholders, tags and XLIFF's inline elements come back exactly once (`mt.documents.placeholders`).
+Placeholders, tags and XLIFF's inline elements come back exactly once (`mt.documents.placeholders`),
+and a PO message's keyboard accelerator (`&File`, `Save _As`) is kept on the translation (`accelerator`).
 """
 
 from __future__ import annotations
@@ -65,16 +66,21 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
             fuzzy_kept += unit.isfuzzy()
             continue
         sources = unit.source.strings[:2] if unit.hasplural() else [str(unit.source)]
-        protected = []
+        protected, keys = [], []
         for source in sources:
+            key = accelerator(source)
             p = Protected(pattern)
-            p.html = p.text(source)
+            p.html = p.text(source if key is None else key[2])
             protected.append(p)
-        todo.append((unit, protected))
-    answers = iter(ask(units, [p for _, protected in todo for p in protected]))
+            keys.append(key)
+        todo.append((unit, protected, keys))
+    answers = iter(ask(units, [p for _, protected, _ in todo for p in protected]))
     plurals_used = False
-    for unit, protected in todo:
-        found = [p.restore(next(answers)) for p in protected]
+    for unit, protected, keys in todo:
+        found = [
+            p.restore(next(answers)) if key is None else with_accelerator(p.restore(next(answers)), *key[:2])
+            for p, key in zip(protected, keys)
+        ]
         if unit.hasplural():
             plurals_used = True
             unit.target = multistring(found[:1] + found[1:] * (nplurals - 1) if nplurals > 1 else found[1:])
@@ -95,6 +101,38 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
             "until reviewed); --retranslate translates them too"
         )
     return bytes(store).decode(store.encoding)
+
+
+# A menu's or a button's keyboard accelerator: "&File" (Qt, Windows), "Save _As" (GTK), the marker before
+# a letter or digit at a word's start; not "&amp;" (an entity) nor "file_name" (a marker inside a word)
+ACCELERATOR = re.compile(r"(?<![\w&_])([&_])(?!\w+;)(?=[^\W_])")
+
+
+def accelerator(source: str) -> tuple[str, str, str] | None:
+    """A message's one accelerator: (its marker, the letter after it, the message without the
+    marker), None where it has none or more than one. The model read "&File" as a word and dropped
+    the marker: the menu lost its key."""
+    found = list(ACCELERATOR.finditer(source))
+    if len(found) != 1:
+        return None
+    at = found[0].start()
+    return source[at], source[at + 1], source[:at] + source[at + 1 :]
+
+
+def with_accelerator(translation: str, marker: str, letter: str) -> str:
+    """The translation with the marker back: before a word that starts with the same letter, else
+    before that letter anywhere, else before its first letter or digit (a translator reviews it:
+    the entry is fuzzy); as it is where the model kept a marker itself."""
+    if re.search(re.escape(marker) + r"(?!\w+;)[^\W_]", translation):  # ("Druck&vorschau": within a word too)
+        return translation
+    folded = translation.casefold()
+    starts = [m.start() for m in re.finditer(r"\b\w", translation)]
+    at = next((k for k in starts if folded[k] == letter.casefold()), None)
+    if at is None:
+        at = folded.find(letter.casefold()) if letter.casefold() in folded else None
+    if at is None:
+        at = next((m.start() for m in re.finditer(r"[^\W_]", translation)), None)
+    return translation if at is None else translation[:at] + marker + translation[at:]
 
 
 def read_po(text: str):

@@ -203,3 +203,26 @@ def test_a_file_without_a_header_in_a_legacy_encoding_is_written_as_its_new_head
     out = translate_content('msgid "Größe ändern"\nmsgstr ""\n'.encode("latin-1"), FORMATS["po"],
                             lambda texts, fmt="text": ["Redimensionner la taille" for _ in texts], DocumentOptions("fr"))
     assert '"Content-Type: text/plain; charset=UTF-8\\n"' in out.decode("utf-8") and 'msgid "Größe ändern"' in out.decode()
+
+
+def test_a_keyboard_accelerator_is_kept_on_the_translation():
+    """"&File" and "Save _As" came back without their markers: the menu lost its keys."""
+    from mt.documents.localisation import accelerator
+
+    store = pypo.pofile()
+    store.init_headers(charset="UTF-8")
+    for source in ("&File", "Save _As...", "Tom & Jerry", "file_name here", "&Open &Recent"):
+        store.addsourceunit(source)
+    asked: list[str] = []
+    answers = {"File": "Datei", "Save As...": "Speichern unter...", "Tom &amp; Jerry": "Tom &amp; Jerry",
+               "file_name here": "Dateiname hier", "&amp;Open &amp;Recent": "Zuletzt geöffnet"}
+
+    def units(texts, fmt="text"):
+        asked.extend(texts)
+        return [answers[t] for t in texts]
+
+    out = pypo.pofile.parsestring(translate_content(bytes(store), PO, units, EN))
+    targets = [str(u.target) for u in out.units if not u.isheader()]
+    assert asked == list(answers)  # the markers are not the model's to read
+    assert targets == ["&Datei", "_Speichern unter...", "Tom & Jerry", "Dateiname hier", "Zuletzt geöffnet"]
+    assert accelerator("Print &Preview") == ("&", "P", "Print Preview") and accelerator("&amp; more") is None
