@@ -253,6 +253,7 @@ def translate(
             lambda language: translator.directions.tag(language, target),  # warns of a zero-shot direction
             lambda line: language_text(source_of(line), text_format),  # markup: its words, not its tags
             source_of,
+            sentences=text_format == "text" and split_sentences and not constraints,
         )
     if alignments:
         options = replace(options, alignment_layer=check_layer(translator.model, alignment_layer, "--alignment-layer"))

@@ -38,6 +38,7 @@ FOREIGN_AT_MOST = (
 # Cyrillic to an English model; a brand name in Latin letters to a Russian one is not).
 SHORT_LETTERS = 24
 SURE_AT_LEAST = 0.9
+SENTENCE_LETTERS = 12  # a line's sentence shorter than this goes with the line (`auto_search`'s `mixed`)
 
 
 def without_addresses(text: str) -> str:
@@ -287,6 +288,7 @@ def auto_search(
     seen_language: Callable[[str], object] = lambda language: None,
     text: Callable[[str], str] = lambda line: line,
     kept: Callable[[str], str] = lambda line: line,
+    sentences: bool = False,
 ) -> Callable[..., list[list[tuple]]]:
     """`mt translate --src-lang auto`: `search` (as mt.decoding.output.stream calls it) with each line
     identified first by its `text` (a markup line's words, a constrained line's source). A line in the
@@ -294,17 +296,49 @@ def auto_search(
     `mt serve` gives it (the model translated it into its own language, or emptied it as foreign); one
     in another language the model cannot read comes back empty, with a warning on stderr; the rest are
     translated, each language noted once and handed to `seen_language` (which warns of a direction
-    never trained)."""
+    never trained). With `sentences` (plain text, one best translation), a line whose sentences are
+    not all of one kind (`mixed`) has each sentence translated or kept as it is by its own language."""
     seen: set[str] = set()
+
+    def note(language: str, number: int) -> None:
+        if language not in seen:
+            seen.add(language)
+            if len(identifier.sources) > 1:
+                log.info(f"--src-lang auto: line {number} is {language_name(language)} ({language})")
+            seen_language(language)
+
+    def mixed(line: str, found: Identified) -> list[tuple[int, int, Identified, bool]] | None:
+        """A line's sentences, each with what it was identified as and whether it is translated (else kept
+        as it is: in the target, or in a language the model cannot read), if they are not all as the whole
+        line is: "Please read the manual. Lesen Sie bitte das Handbuch, bevor Sie ..." into German was
+        judged German whole and came back untranslated. A sentence too short to tell (SENTENCE_LETTERS)
+        goes with the line."""
+        from mt.text.sentences import sentence_spans
+
+        spans = sentence_spans(line, found.language)
+        if len(spans) < 2:
+            return None
+        parts, differs = [], False
+        for a, b in spans:
+            piece = line[a:b]
+            mine = identifier.identify(piece, target) if sum(c.isalpha() for c in piece) >= SENTENCE_LETTERS else found
+            translated = not (mine.is_in(target) or mine.foreign is not None)
+            differs = differs or translated != (not (found.is_in(target) or found.foreign is not None))
+            parts.append((a, b, mine, translated))
+        return parts if differs else None
 
     def identified_search(
         translator: Any, lines: list[str], options: Any = None, first_line: int = 0
     ) -> list[list[tuple]]:
-        todo, copies = [], {}
+        todo, copies, split = [], {}, {}
         for i, line in enumerate(lines):
             number = first_line + i + 1
             found = identifier.identify(text(line), target) if line.strip() else None
-            if found is not None and found.is_in(target):
+            parts = mixed(line, found) if sentences and found is not None and one_best(options) else None
+            if parts is not None:
+                split[i] = parts
+                todo.append("")
+            elif found is not None and found.is_in(target):
                 if target not in seen:
                     seen.add(target)
                     log.info(
@@ -317,17 +351,49 @@ def auto_search(
                 log.warn(f"line {number}: not translated: {found.message(identifier.sources)} (--src-lang)")
                 todo.append("")
             else:
-                if found is not None and found.language not in seen:
-                    seen.add(found.language)
-                    if len(identifier.sources) > 1:
-                        log.info(
-                            f"--src-lang auto: line {number} is {language_name(found.language)} ({found.language})"
-                        )
-                    seen_language(found.language)
+                if found is not None:
+                    note(found.language, number)
                 todo.append(line)
         results = search(translator, todo, options, first_line)
         for i, copy in copies.items():
             results[i] = [(copy, 0.0, *rest) for _, _, *rest in results[i][:1]]
+        if split:
+            results = sentence_by_sentence(translator, lines, split, results, options, first_line)
+        return results
+
+    def sentence_by_sentence(translator, lines, split, results, options, first_line) -> list[list[tuple]]:
+        """Each `split` line from its sentences: those to translate searched together (each warning
+        naming its line), the others as they are."""
+        from mt.text.sentences import reassemble
+
+        asked, names = [], []
+        for i, parts in split.items():
+            for a, b, found, translated in parts:
+                number = first_line + i + 1
+                if translated:
+                    note(found.language, number)
+                    asked.append(lines[i][a:b])
+                    names.append(f"input line {number}")
+                elif not found.is_in(target):
+                    log.warn(f"line {number}: a sentence not translated: {found.message(identifier.sources)}")
+        answers = iter(search(translator, asked, options, first_line, None, names) if asked else [])
+        for i, parts in split.items():
+            outs, scores = [], []
+            for a, b, _, translated in parts:
+                if not translated:
+                    outs.append(lines[i][a:b])
+                    continue
+                text, score, *_ = next(answers)[0]
+                outs.append(text)
+                scores.append(score)
+            joined = reassemble(lines[i], [(a, b) for a, b, _, _ in parts], outs)
+            results[i] = [(joined, sum(scores) / len(scores))]
         return results
 
     return identified_search
+
+
+def one_best(options: Any) -> bool:
+    """Whether `options` ask one translation of a line and nothing of its words (alignments,
+    constraints): what a line put together from its sentences can answer."""
+    return options is None or (options.nbest == 1 and options.alignment_layer is None and not options.constraints)

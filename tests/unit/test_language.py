@@ -114,6 +114,24 @@ def test_a_short_text_already_in_the_target_comes_back_as_it_is():
         [("Der Hund läuft.", 0.0)], [("<A dog runs.>", -1.0)]]
 
 
+def test_a_line_of_sentences_in_several_languages_is_translated_sentence_by_sentence():
+    """"Please read the manual. Lesen Sie bitte ..." into German was judged German whole and came back
+    untranslated; each sentence is now translated or kept by its own language."""
+    def search(translator, lines, options=None, first_line=0, progress=None, names=None):
+        return [[(f"<{line}>" if line else "", -1.0)] for line in lines]
+
+    english = auto_search(search, LanguageIdentifier(["en"]), "de", sentences=True)
+    german = "Lesen Sie bitte das Handbuch, bevor Sie das Gerät benutzen."
+    lines = [f"Please read the manual carefully.  {german}", f"{german} OK.", "A dog runs. A cat sleeps."]
+    assert english(None, lines) == [
+        [(f"<Please read the manual carefully.>  {german}", -1.0)],
+        [(f"{german} OK.", 0.0)],  # a sentence too short to tell goes with its line
+        [("<A dog runs. A cat sleeps.>", -1.0)],  # one language: the line whole, as before
+    ]
+    whole = auto_search(search, LanguageIdentifier(["en"]), "de")  # markup, n-best lists: the line whole
+    assert whole(None, lines[:1]) == [[(f"<{lines[0]}>", -1.0)]]
+
+
 def test_addresses_do_not_decide_a_texts_language_and_iso_639_3_codes_are_known():
     """A German sentence with a URL was English (or Slovak) to the guard: copied untranslated or refused;
     a model of FLORES codes (deu_Latn) could not identify at all, or took every text as its own."""
