@@ -152,7 +152,7 @@ def _text_file(tmp: Path, output: Path) -> Iterator[TextIO]:
     """`tmp` open for `output`'s UTF-8 text: gzip when its name ends in .gz, as mt reads such a name back
     (mt.data.text_files; plain text there was refused as a broken gzip file), its header naming the
     file it unpacks to rather than the temporary."""
-    if not output.name.endswith(".gz"):
+    if not output.name.lower().endswith(".gz"):
         with open(tmp, "w", encoding="utf-8") as handle:
             yield handle
         return

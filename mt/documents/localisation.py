@@ -78,7 +78,7 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     plurals_used = False
     for unit, protected, keys in todo:
         found = [
-            p.restore(next(answers)) if key is None else with_accelerator(p.restore(next(answers)), *key[:2])
+            p.restore(next(answers)) if key is None else with_accelerator(p.restore(next(answers)), *key[:2], pattern)
             for p, key in zip(protected, keys)
         ]
         if unit.hasplural():
@@ -103,35 +103,41 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     return bytes(store).decode(store.encoding)
 
 
-# A menu's or a button's keyboard accelerator: "&File" (Qt, Windows), "Save _As" (GTK), the marker before
-# a letter or digit at a word's start; not "&amp;" (an entity) nor "file_name" (a marker inside a word)
-ACCELERATOR = re.compile(r"(?<![\w&_])([&_])(?!\w+;)(?=[^\W_])")
+# A menu's or a button's keyboard accelerator: "&File", "Save &As", "E&xit" (Qt, Windows), "Save _As" (GTK):
+# the marker before a letter or digit, at a word's start (after a space, an opening bracket or quote) or,
+# "&", inside a word before a small letter; not "&amp;" (an entity), "R&D", "Q&A", "file_name", "$_POST"
+ACCELERATOR = re.compile(r"(?:(?<![^\s(\[\"'«„“])[&_]|(?<=[^\W\d_])&(?=[^\W\d_A-Z]))(?!\w+;)(?=[^\W_])")
 
 
 def accelerator(source: str) -> tuple[str, str, str] | None:
     """A message's one accelerator: (its marker, the letter after it, the message without the
-    marker), None where it has none or more than one. The model read "&File" as a word and dropped
-    the marker: the menu lost its key."""
+    marker), None where it has none, more than one, or a second "_" (Markdown's `_emphasis_`). The
+    model read "&File" as a word and dropped the marker: the menu lost its key."""
     found = list(ACCELERATOR.finditer(source))
-    if len(found) != 1:
+    if len(found) != 1 or (source[found[0].start()] == "_" and source.count("_") > 1):
         return None
     at = found[0].start()
     return source[at], source[at + 1], source[:at] + source[at + 1 :]
 
 
-def with_accelerator(translation: str, marker: str, letter: str) -> str:
+def with_accelerator(translation: str, marker: str, letter: str, protected: re.Pattern) -> str:
     """The translation with the marker back: before a word that starts with the same letter, else
     before that letter anywhere, else before its first letter or digit (a translator reviews it:
-    the entry is fuzzy); as it is where the model kept a marker itself."""
-    if re.search(re.escape(marker) + r"(?!\w+;)[^\W_]", translation):  # ("Druck&vorschau": within a word too)
-        return translation
+    the entry is fuzzy), never inside a placeholder or tag (`protected`); as it is where the model
+    kept a marker itself."""
+    inside = [m.span() for m in protected.finditer(translation)]
+
+    def free(k: int) -> bool:
+        return not any(a <= k < b for a, b in inside)
+
+    if any(free(m.start()) for m in re.finditer(re.escape(marker) + r"(?!\w+;)[^\W_]", translation)):
+        return translation  # ("Druck&vorschau": within a word too)
     folded = translation.casefold()
-    starts = [m.start() for m in re.finditer(r"\b\w", translation)]
+    letters = [m.start() for m in re.finditer(r"[^\W_]", translation) if free(m.start())]
+    starts = [k for k in letters if k == 0 or not translation[k - 1].isalnum()]
     at = next((k for k in starts if folded[k] == letter.casefold()), None)
-    if at is None:
-        at = folded.find(letter.casefold()) if letter.casefold() in folded else None
-    if at is None:
-        at = next((m.start() for m in re.finditer(r"[^\W_]", translation)), None)
+    at = at if at is not None else next((k for k in letters if folded[k] == letter.casefold()), None)
+    at = at if at is not None else next(iter(letters), None)
     return translation if at is None else translation[:at] + marker + translation[at:]
 
 

@@ -82,7 +82,7 @@ def translate_file(
         data = source.read_bytes()
     except OSError as exc:
         raise DocumentError(f"{source}: {exc.strerror}") from None
-    if source.name.endswith(".gz"):  # as a corpus or `mt translate`'s lines: such a name is read as gzip
+    if source.name.lower().endswith(".gz") or data[:2] == b"\x1f\x8b":  # as a corpus's or lines' gzip is read
         data = gunzipped(source, data)
     try:
         translated = translate_content(data, fmt, units, options)
@@ -92,7 +92,7 @@ def translate_file(
         raise type(exc)(f"{source}: {exc}") from None
     if output is None:
         return translated
-    if output.name.endswith(".gz"):  # as the lines of `mt translate --output`: mt reads such a name as gzip
+    if output.name.lower().endswith(".gz"):  # as the lines of `mt translate --output`: mt reads such a name as gzip
         import gzip
 
         translated = gzip.compress(translated, mtime=0)

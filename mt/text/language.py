@@ -198,23 +198,35 @@ class LanguageIdentifier:
 
     def in_target(self, text: str, target: str) -> float:
         """lingua's confidence that `text`, which the guard took for one of the model's languages, is in
-        `target` when told apart from them with its high-accuracy mode, where it is all but sure
-        (SURE_AT_LEAST; else 0): the guard lets a short text in a Latin script pass ("Der Hund läuft."
-        to an English model, which then "translated" it into German), and a model of one source has no
-        ranker to ask."""
+        `target` when told apart from them (`told_apart`), where it is all but sure (else 0): the guard
+        lets a short text in a Latin script pass ("Der Hund läuft." to an English model, which then
+        "translated" it into German), and a model of one source has no ranker to ask. A target among
+        the sources (or a variant of one: pt-BR beside pt) is the ranker's to say."""
         language = lingua_language(target)
-        if language is None or target in self.known or not self.known or not any(c.isalpha() for c in text):
-            return 0.0  # (a target among the sources: the ranker said it)
+        if language is None or language in self.known.values():
+            return 0.0
+        found, sure = self.told_apart(text, target)
+        return sure if found == language else 0.0
+
+    def told_apart(self, text: str, target: str) -> tuple[Any, float]:
+        """The language (lingua's) `text` is all but surely (SURE_AT_LEAST) in among the model's sources
+        and `target`, with lingua's high-accuracy mode, and its confidence; (None, 0.0) if none is."""
+        language = lingua_language(target)
+        if language is None or not self.known or not any(c.isalpha() for c in text):
+            return None, 0.0
         with self._lock:
             detector = self._targets.get(target)
             if detector is None:
                 from lingua import LanguageDetectorBuilder
 
                 languages = {*self.known.values(), language}
+                if len(languages) < 2:
+                    return None, 0.0
                 detector = self._targets[target] = LanguageDetectorBuilder.from_languages(*languages).build()
         values = detector.compute_language_confidence_values(text)
-        sure = bool(values) and values[0].language == language and values[0].value >= SURE_AT_LEAST
-        return values[0].value if sure else 0.0
+        if values and values[0].value >= SURE_AT_LEAST:
+            return values[0].language, values[0].value
+        return None, 0.0
 
     def _foreign(self, text: str, guard: Any) -> tuple[str | None, float, str]:
         """The language lingua takes `text` for when the model's own get almost none of the confidence,
@@ -318,12 +330,19 @@ def auto_search(
         spans = sentence_spans(line, found.language)
         if len(spans) < 2:
             return None
+        whole = not (found.is_in(target) or found.foreign is not None)
         parts, differs = [], False
         for a, b in spans:
             piece = line[a:b]
-            mine = identifier.identify(piece, target) if sum(c.isalpha() for c in piece) >= SENTENCE_LETTERS else found
+            letters = sum(c.isalpha() for c in piece)
+            mine = identifier.identify(piece, target) if letters >= SENTENCE_LETTERS else found
             translated = not (mine.is_in(target) or mine.foreign is not None)
-            differs = differs or translated != (not (found.is_in(target) or found.foreign is not None))
+            if translated and not whole and letters < SHORT_LETTERS:
+                # a short sentence the guard cannot call foreign ("Je suis très fatigué." to an English
+                # model) is translated only where lingua is all but sure it is one of the model's sources
+                language, _ = identifier.told_apart(piece, target)
+                translated = language is not None and language in identifier.known.values()
+            differs = differs or translated != whole
             parts.append((a, b, mine, translated))
         return parts if differs else None
 

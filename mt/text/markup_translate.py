@@ -85,16 +85,16 @@ def plan(
     every = [s.plain[a:b] for fragment, plans in zip(found, pieces) for s, p in zip(fragment, plans) for a, b in p]
     kept = unreadable(translator.src_tok, every)
     tok = translator.src_tok
-    unknown = [
-        sum(
-            unknown_letters(tok, i.node.markup)
-            for s in f
-            for i in s.items
-            if isinstance(i.node, Raw) and i.node.address
-        )
-        for f in found
-    ]
+    unknown = [sum(unknown_letters(tok, kept) for kept in unknown_kept(fragment)) for fragment in found]
     return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept, unknown)
+
+
+def unknown_kept(segments: list[Segment]) -> list[str]:
+    """What `readable_segments` kept out of the model's text for its vocabulary (not the addresses)."""
+    kept = [
+        html.unescape(i.node.markup) for s in segments for i in s.items if isinstance(i.node, Raw) and i.node.address
+    ]
+    return [text for text in kept if not address_spans(text)]
 
 
 def readable_segments(fragment: list[Node], tok: Tokenizer) -> list[Segment]:

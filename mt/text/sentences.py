@@ -161,13 +161,13 @@ def misses_initials(rules: str) -> bool:
 
 
 def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
-    """Whether the sentence cut at `cut` goes on: a lower-case word follows a full stop (an abbreviation
-    sentencex does not know: "3 mi. on Sun. afternoon"; no sentence of a cased script starts so), or the
-    cut follows an initial or a German ordinal (above) and a word (or an initial's hyphen) comes next."""
+    """Whether the sentence cut at `cut` goes on: a lower-case word follows what looks like an
+    abbreviation sentencex does not know (`abbreviated`: "3 mi. on Sun. afternoon"), or the cut follows
+    an initial or a German ordinal (above) and a word (or an initial's hyphen) comes next."""
     after = text[cut:end].lstrip()
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
-    if after[0].islower() and text[:cut].rstrip().endswith("."):
+    if after[0].islower() and text[:cut].rstrip().endswith(".") and abbreviated(text[:cut].rstrip()):
         return True
     word = re.match(r"[^\W\d_]+", after)
     if word and word.group().lower() in STARTERS and after[word.end() : word.end() + 1] != ".":
@@ -179,6 +179,17 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     german = rules.replace("_", "-").split("-")[0].lower() == "de"
     ordinal = ORDINAL.search(before) if german else None
     return ordinal is not None and ordinal.group(1).lower() in GERMAN_ORDINAL_LEADS
+
+
+ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,3}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")
+
+
+def abbreviated(before: str) -> bool:
+    """Whether `before` (a text up to a full stop) ends in what looks like an abbreviation: a word of at
+        most three letters ("mi.", "Sun.", "etc.") or short letters with stops inside ("e.g.", "z.B."; not
+    "readme.txt."), in a text
+        with capitals (lower-cased text, a chat's or a recogniser's, starts its sentences in lower case)."""
+    return bool(ABBREVIATION.search(before)) and any(c.isupper() for c in before)
 
 
 def sentence_spans(text: str, lang: str) -> list[Span]:

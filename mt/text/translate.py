@@ -23,6 +23,7 @@ the alignment, as web addresses are (`unknown_runs`, through markup's search: mt
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import replace
 from typing import Callable
@@ -36,9 +37,13 @@ from mt.tokenizer import Tokenizer
 UNREADABLE = 0.5  # a piece with at least this share of letters the vocabulary lacks is copied, not searched
 # A source piece that ends in one of these ends a sentence; one that does not (a heading, a table cell, a
 # button's label, a clause cut off a long sentence) gets no full stop the model added (`as_source_ends`).
-SENTENCE_ENDS = ".!?…:;。！？｡।॥؟۔።"
+SENTENCE_ENDS = ".!?…:;‽‼⁉⁈⁇。！？｡।॥؟۔።։။"
 CLOSING = "\"'»«”’›‹」』）)]}"  # after the sentence's end: ("He left.") ends in a full stop too
 ADDED_STOPS = (".", "。", "｡")
+# A last word whose stop is the target language's, not a sentence's: a number (a German ordinal, "3."), a
+# Roman numeral ("XIV."), a short word in small letters or letters with stops inside (an abbreviation:
+# "usw.", "z.B.")
+STOP_NEEDED = re.compile(r"(?:^|\s)(?:\d+|[IVXLCDM]+|[^\W\d_A-Z]{1,3}|\w+(?:\.\w+)+)\.$")
 
 
 def segments_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
@@ -116,7 +121,30 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
                 runs[-1][1] = i + 1
             else:
                 runs.append([i, i + 1])
-    return [(a, b) for a, b in runs]
+    return merged([whole_word(text, a, b) for a, b in runs])
+
+
+def whole_word(text: str, start: int, end: int) -> Span:
+    """[start, end) grown to the word it is in: "Wałęsa" kept whole, not "Wa" and "sa" read around a
+    kept "łę"."""
+    while start > 0 and (text[start - 1].isalnum() or unicodedata.category(text[start - 1]) in ("Mn", "Me")):
+        start -= 1
+    while end < len(text) and (
+        text[end].isalnum() or text[end] in JOINING or unicodedata.category(text[end]) in ("Mn", "Me")
+    ):
+        end += 1
+    return start, end
+
+
+def merged(spans: list[Span]) -> list[Span]:
+    """Spans in order with those that overlap or touch made one."""
+    out: list[list[int]] = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def unreadable(tok: Tokenizer, pieces: list[str]) -> dict[int, str]:
@@ -159,6 +187,8 @@ def as_source_ends(source: str, hyp: tuple) -> tuple:
     body = text.rstrip()
     end = source.rstrip().rstrip(CLOSING)
     if not end or end[-1] in SENTENCE_ENDS or not body.endswith(ADDED_STOPS) or body.endswith(".."):
+        return hyp
+    if STOP_NEEDED.search(body):  # "Ludwig XIV.", "Er wurde 3.", "usw.": the target's own stop
         return hyp
     kept = body[:-1]
     if len(hyp) > 2 and (not kept or kept[-1].isspace()):  # the stop was the last word: its links go
@@ -254,7 +284,10 @@ def search(
     counts texts, as there; `names`, what a warning calls each text (default: its input line)."""
     options = options or DecodeOptions()
     if not segments_apply(options):
-        return translator.search(texts, options, first_line, progress)
+        found = translator.search(texts, options, first_line, progress)
+        if options.constraints:  # (a phrase the translation must hold may end in its stop)
+            return found
+        return [[as_source_ends(text, h) for h in hyps] for text, hyps in zip(texts, found)]
     todo, plans, kept = pieces(translator, texts, options)
     results = join(texts, plans, search_pieces(translator, todo, plans, kept, options, first_line, names), kept)
     if progress is not None:

@@ -226,3 +226,13 @@ def test_a_keyboard_accelerator_is_kept_on_the_translation():
     assert asked == list(answers)  # the markers are not the model's to read
     assert targets == ["&Datei", "_Speichern unter...", "Tom & Jerry", "Dateiname hier", "Zuletzt geöffnet"]
     assert accelerator("Print &Preview") == ("&", "P", "Print Preview") and accelerator("&amp; more") is None
+    assert accelerator("E&xit") == ("&", "x", "Exit")
+    for text in ("R&D", "Q&A", "AT&T", "This is _important_ text", "target=_blank", "$_POST", "__init__"):
+        assert accelerator(text) is None, text
+    # never inside a placeholder or a tag: msgfmt -c refused "<&b>" and "%(&name)s"
+    from mt.documents.localisation import with_accelerator
+    from mt.documents.placeholders import placeholders
+
+    assert with_accelerator("<b>Ein Park</b>", "&", "P", placeholders()) == "<b>Ein &Park</b>"
+    assert with_accelerator("%(name)s öffnen", "&", "O", placeholders()) == "%(name)s &öffnen"
+    assert with_accelerator("{file_name} öffnen", "_", "O", placeholders()) == "{file_name} _öffnen"

@@ -31,6 +31,10 @@ def pieces(text: str, spans) -> list[str]:
           "(See above)."]),
         ("en", "The dog ran 3 mi. on Sun. afternoon. It was fun. What? no way.",
          ["The dog ran 3 mi. on Sun. afternoon.", "It was fun.", "What?", "no way."]),
+        # but not after a word (lower-cased text, a name in lower case, a file name)
+        ("en", "a dog runs. a cat sleeps.", ["a dog runs.", "a cat sleeps."]),
+        ("en", "I bought a new phone. iPhone sales rose. It is readme.txt. it is short.",
+         ["I bought a new phone.", "iPhone sales rose.", "It is readme.txt.", "it is short."]),
         # German ordinals (after an article or a contracted preposition); a year or a number after a
         # noun still ends its sentence
         ("de", "Der 2. Weltkrieg endete 1945. Im 19. Jahrhundert war das anders.",

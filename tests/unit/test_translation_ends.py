@@ -23,6 +23,12 @@ from mt.text.translate import as_source_ends, join
         ("To be continued", "Fortsetzung folgt...", "Fortsetzung folgt..."),  # an ellipsis stays
         ("Next", "Weiter!", "Weiter!"),
         ("", ".", "."),
+        ("Wow‽", "Wow.", "Wow."),
+        # the target's own stop: an ordinal, a Roman numeral, an abbreviation
+        ("He finished 3rd", "Er wurde 3.", "Er wurde 3."),
+        ("Louis XIV", "Ludwig XIV.", "Ludwig XIV."),
+        ("apples, pears etc", "Äpfel, Birnen usw.", "Äpfel, Birnen usw."),
+        ("in the US", "in den U.S.", "in den U.S."),
     ],
 )
 def test_a_full_stop_the_source_lacks_is_taken_off(source, translation, expected):
@@ -31,7 +37,7 @@ def test_a_full_stop_the_source_lacks_is_taken_off(source, translation, expected
 
 def test_a_stop_of_its_own_takes_its_alignment_links_with_it():
     assert as_source_ends("Chapter 3", ("Kapitel 3 .", -1.0, "0-0 1-1 1-2")) == ("Kapitel 3", -1.0, "0-0 1-1")
-    assert as_source_ends("Chapter 3", ("Kapitel 3.", -1.0, "0-0 1-1")) == ("Kapitel 3", -1.0, "0-0 1-1")
+    assert as_source_ends("Our Park", ("Unser Park.", -1.0, "0-0 1-1")) == ("Unser Park", -1.0, "0-0 1-1")
 
 
 def test_a_joined_line_ends_each_piece_as_its_source():

@@ -259,7 +259,7 @@ def route_message(request: Request, exc: HTTPException) -> str:
         return (
             f"{path}: no such route; the API is POST /translate, POST /translate_file, GET /download_file/NAME, "
             "POST /detect, GET /languages, GET /frontend/settings, GET /health, POST /v1/translate, "
-            "POST /v1/attention, GET /spec, GET /openapi.json and the page at /"
+            "POST /v1/attention, POST /suggest, GET /spec, GET /openapi.json and the page at /"
         )
     if exc.status_code == 405:
         return f"{request.method} {path}: this route takes {(exc.headers or {}).get('Allow', 'another method')}"

@@ -463,18 +463,22 @@ async def wait_for(submit, request: Request, patience: float = 0.0):
     500 when it failed. Should the client leave first, the work is called off (its sentences leave the
     queue and a running search) and 499 is logged."""
     deadline = time.monotonic() + patience
+    gone, left = asyncio.ensure_future(disconnected(request)), []
     while True:
         try:
             future = submit()
             break
         except QueueFull as exc:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or gone.done():  # (a client gone waits for no room)
+                gone.cancel()
+                if gone.done() and not gone.cancelled():
+                    raise ApiError(499, "the client closed the connection before its answer") from None
                 raise refusal(exc) from None
             await asyncio.sleep(POLL)
         except (Closed, WorkerFailed) as exc:
+            gone.cancel()
             raise refusal(exc) from None
     answer = asyncio.wrap_future(future)
-    gone, left = asyncio.ensure_future(disconnected(request)), []
 
     def leave(_) -> None:  # the client left: the work is called off
         left.append(True)
