@@ -98,11 +98,12 @@ def test_mt_translate_writes_a_page_by_its_extension(trained_experiment, transla
     # gzipped, as mt reads lines: the page inside it (was: read as lines, its tags translated as words)
     import gzip
 
-    packed = tmp_path / "index.html.gz"
-    packed.write_bytes(gzip.compress(PAGE.encode()))
-    code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", packed,
-                        "--threads", "1")
-    assert code == 0 and out == translated, err
+    for name in ("index.html.gz", "INDEX.HTML.GZ"):
+        packed = tmp_path / name
+        packed.write_bytes(gzip.compress(PAGE.encode()))
+        code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", packed,
+                            "--threads", "1")
+        assert code == 0 and out == translated, err
     broken = tmp_path / "broken.html.gz"
     broken.write_bytes(PAGE.encode())
     code, out, err = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--input", broken)

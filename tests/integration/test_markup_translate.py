@@ -122,6 +122,8 @@ def test_what_the_vocabulary_cannot_write_inside_a_readable_sentence_is_kept_as_
     runs = [line[a:b] for a, b in unknown_runs(tok, line)]
     assert runs == ["Новый Город", "😀 🇩🇪 👨‍👩‍👧"]
     assert mostly_unreadable(tok, "東京大学の図書館はとても大きい。") and unknown_runs(tok, S1) == []
+    # a word kept whole, not its unknown letters alone ("Wa" and "sa" read around a kept "łę")
+    assert ["x Wałęsa y"[a:b] for a, b in unknown_runs(tok, "x Wałęsa y")] == ["Wałęsa"]
     [[(out, _)]] = text_search(translator, [line])
     for run in runs:
         assert out.count(run) == 1, out
@@ -135,6 +137,9 @@ def test_what_the_vocabulary_cannot_write_inside_a_readable_sentence_is_kept_as_
     [[(copied, _)]] = text_search(translator, [f"{S1} 東京大学の図書館はとても大きい。"])
     assert copied.count("東京大学の図書館はとても大きい") == 1
     assert "15 letters the model cannot read" in capsys.readouterr().err
+    # letters in a web address are the address's: no warning for them
+    text_search(translator, [f"{S1} https://ru.wikipedia.org/wiki/Москва"])
+    assert "letters the model cannot read" not in capsys.readouterr().err
     # a line the model cannot read at all is copied whole, with the warning it had
     assert text_search(translator, ["東京大学の図書館はとても大きい。"]) == [[("東京大学の図書館はとても大きい。", 0.0)]]
     assert "16 characters in a script the model cannot read" in capsys.readouterr().err
