@@ -68,7 +68,7 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
         sources = unit.source.strings[:2] if unit.hasplural() else [str(unit.source)]
         protected, keys = [], []
         for source in sources:
-            key = accelerator(source)
+            key = accelerator(source, pattern)
             p = Protected(pattern)
             p.html = p.text(source if key is None else key[2])
             protected.append(p)
@@ -103,18 +103,20 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     return bytes(store).decode(store.encoding)
 
 
-# A menu's or a button's keyboard accelerator: "&File", "Save &As", "E&xit" (Qt, Windows), "Save _As" (GTK):
-# the marker before a letter or digit, at a word's start (after a space, an opening bracket or quote) or,
-# "&", inside a word before a small letter; not "&amp;" (an entity), "R&D", "Q&A", "file_name", "$_POST"
-ACCELERATOR = re.compile(r"(?:(?<![^\s(\[\"'«„“])[&_]|(?<=[^\W\d_])&(?=[^\W\d_A-Z]))(?!\w+;)(?=[^\W_])")
+# A menu's or a button's keyboard accelerator: "&File", "Save &As", "<b>&Help</b>", "E&xit" (Qt, Windows),
+# "Save _As" (GTK): the marker before a letter or digit, at a word's start or, "&", inside a word before a
+# small letter; not "&amp;" (an entity), "&&", "R&D", "Q&A", "file_name", "target=_blank", "$_POST", "@_x"
+ACCELERATOR = re.compile(r"(?:(?<![\w&=$@])[&_]|(?<=[^\W\d_])&(?=[^\W\d_A-Z]))(?!\w+;)(?=[^\W_])")
 
 
-def accelerator(source: str) -> tuple[str, str, str] | None:
+def accelerator(source: str, protected: re.Pattern) -> tuple[str, str, str] | None:
     """A message's one accelerator: (its marker, the letter after it, the message without the
-    marker), None where it has none, more than one, or a second "_" (Markdown's `_emphasis_`). The
-    model read "&File" as a word and dropped the marker: the menu lost its key."""
-    found = list(ACCELERATOR.finditer(source))
-    if len(found) != 1 or (source[found[0].start()] == "_" and source.count("_") > 1):
+    marker), None where it has none, more than one, or a second "_" outside its placeholders
+    (`protected`: Markdown's `_emphasis_`). The model read "&File" as a word and dropped the marker:
+    the menu lost its key."""
+    bare = protected.sub(lambda m: " " * len(m.group()), source)  # its placeholders' marks are theirs
+    found = list(ACCELERATOR.finditer(bare))
+    if len(found) != 1 or (bare[found[0].start()] == "_" and bare.count("_") > 1):
         return None
     at = found[0].start()
     return source[at], source[at + 1], source[:at] + source[at + 1 :]

@@ -208,9 +208,21 @@ class LanguageIdentifier:
         found, sure = self.told_apart(text, target)
         return sure if found == language else 0.0
 
-    def told_apart(self, text: str, target: str) -> tuple[Any, float]:
-        """The language (lingua's) `text` is all but surely (SURE_AT_LEAST) in among the model's sources
-        and `target`, with lingua's high-accuracy mode, and its confidence; (None, 0.0) if none is."""
+    def surely_source(self, text: str, target: str) -> bool:
+        """Whether a short text the guard let pass (it cannot call one foreign) is in one of the model's
+        sources: lingua tells it apart from `target` with 80% (`told_apart`; told apart from English
+        and German alone, "Merci beaucoup." is English), and the guard's likeliest language among all
+        of lingua's is that source too ("Je suis très fatigué." is French)."""
+        language, _ = self.told_apart(text, target, 0.8)
+        if language is None or language not in self.known.values():
+            return False
+        _, guard = self._detectors()
+        values = guard.compute_language_confidence_values(text) if guard is not None else []
+        return bool(values) and values[0].language == language
+
+    def told_apart(self, text: str, target: str, at_least: float = SURE_AT_LEAST) -> tuple[Any, float]:
+        """The language (lingua's) `text` is in among the model's sources and `target`, with lingua's
+        high-accuracy mode, where it is `at_least` sure, and its confidence; (None, 0.0) if none is."""
         language = lingua_language(target)
         if language is None or not self.known or not any(c.isalpha() for c in text):
             return None, 0.0
@@ -224,7 +236,7 @@ class LanguageIdentifier:
                     return None, 0.0
                 detector = self._targets[target] = LanguageDetectorBuilder.from_languages(*languages).build()
         values = detector.compute_language_confidence_values(text)
-        if values and values[0].value >= SURE_AT_LEAST:
+        if values and values[0].value >= at_least:
             return values[0].language, values[0].value
         return None, 0.0
 
@@ -339,9 +351,8 @@ def auto_search(
             translated = not (mine.is_in(target) or mine.foreign is not None)
             if translated and not whole and letters < SHORT_LETTERS:
                 # a short sentence the guard cannot call foreign ("Je suis très fatigué." to an English
-                # model) is translated only where lingua is all but sure it is one of the model's sources
-                language, _ = identifier.told_apart(piece, target)
-                translated = language is not None and language in identifier.known.values()
+                # model) is translated only where lingua is sure it is one of the model's sources
+                translated = identifier.surely_source(piece, target)
             differs = differs or translated != whole
             parts.append((a, b, mine, translated))
         return parts if differs else None

@@ -22,7 +22,7 @@ from mt.text.markup import Format, MarkupError, Node, Raw, Segment, parse, rende
 from mt.text.placement import place_segment
 from mt.text.sentences import Span, address_spans
 from mt.text.translate import (
-    as_source_ends,
+    ended_as,
     labels,
     mostly_unreadable,
     search_pieces,
@@ -119,7 +119,7 @@ def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
     found = [
         [(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))]
         if i in plan.kept
-        else [as_source_ends(source, h) for source, hyps in [next(searched)] for h in hyps]
+        else ended_as(*next(searched))
         for i in range(total)
     ]
     results, at = [], 0

@@ -167,7 +167,9 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     after = text[cut:end].lstrip()
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
-    if after[0].islower() and text[:cut].rstrip().endswith(".") and abbreviated(text[:cut].rstrip()):
+    word = re.match(r"\S+", after)
+    lower = word is not None and not any(c.isupper() for c in word.group())  # ("iPhone" starts a sentence)
+    if lower and after[0].islower() and text[:cut].rstrip().endswith(".") and abbreviated(text[:cut].rstrip()):
         return True
     word = re.match(r"[^\W\d_]+", after)
     if word and word.group().lower() in STARTERS and after[word.end() : word.end() + 1] != ".":
@@ -181,7 +183,7 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     return ordinal is not None and ordinal.group(1).lower() in GERMAN_ORDINAL_LEADS
 
 
-ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,3}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")
+ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,6}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")
 
 
 def abbreviated(before: str) -> bool:

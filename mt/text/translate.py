@@ -31,7 +31,7 @@ from typing import Callable
 from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
-from mt.text.sentences import Span, cut_long, line_span, reassemble, sentence_spans
+from mt.text.sentences import UNSPACED, Span, cut_long, line_span, reassemble, sentence_spans
 from mt.tokenizer import Tokenizer
 
 UNREADABLE = 0.5  # a piece with at least this share of letters the vocabulary lacks is copied, not searched
@@ -40,10 +40,13 @@ UNREADABLE = 0.5  # a piece with at least this share of letters the vocabulary l
 SENTENCE_ENDS = ".!?…:;‽‼⁉⁈⁇。！？｡।॥؟۔።։။"
 CLOSING = "\"'»«”’›‹」』）)]}"  # after the sentence's end: ("He left.") ends in a full stop too
 ADDED_STOPS = (".", "。", "｡")
-# A last word whose stop is the target language's, not a sentence's: a number (a German ordinal, "3."), a
-# Roman numeral ("XIV."), a short word in small letters or letters with stops inside (an abbreviation:
-# "usw.", "z.B.")
-STOP_NEEDED = re.compile(r"(?:^|\s)(?:\d+|[IVXLCDM]+|[^\W\d_A-Z]{1,3}|\w+(?:\.\w+)+)\.$")
+# Abbreviations a translation may end in, whose stop is theirs, not a sentence's (lower case, without it)
+ABBREVIATIONS = frozenset(
+    "usw bzw etc evtl ggf inkl zzgl exkl bspw vgl sog ca nr dr mr mrs ms jr sr st inc ltd co corp vs "
+    "approx dept vol fig abs tel mio mrd cf cie mme mlle env av".split()
+)
+DOTTED = re.compile(r"[^\W\d_]{1,3}(?:\.[^\W\d_]{1,3})+")  # z.B, u.a, U.S, e.g (their last stop taken off)
+ROMAN = re.compile(r"[IVXLC]{1,7}")
 
 
 def segments_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
@@ -125,13 +128,18 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
 
 
 def whole_word(text: str, start: int, end: int) -> Span:
-    """[start, end) grown to the word it is in: "Wałęsa" kept whole, not "Wa" and "sa" read around a
-    kept "łę"."""
-    while start > 0 and (text[start - 1].isalnum() or unicodedata.category(text[start - 1]) in ("Mn", "Me")):
+    """A run of letters grown to the word it is in: "Wałęsa" kept whole, not "Wa" and "sa" read around a
+    kept "łę". Only over letters of scripts written with spaces (in Chinese or Thai the "word" would be
+    the clause), and not a run of symbols or emoji ("Thanks😊": the word is read)."""
+    if not any(c.isalpha() for c in text[start:end]):
+        return start, end
+
+    def letter(c: str) -> bool:
+        return (c.isalpha() and not UNSPACED.match(c)) or unicodedata.category(c) in ("Mn", "Me")
+
+    while start > 0 and letter(text[start - 1]):
         start -= 1
-    while end < len(text) and (
-        text[end].isalnum() or text[end] in JOINING or unicodedata.category(text[end]) in ("Mn", "Me")
-    ):
+    while end < len(text) and letter(text[end]):
         end += 1
     return start, end
 
@@ -188,7 +196,7 @@ def as_source_ends(source: str, hyp: tuple) -> tuple:
     end = source.rstrip().rstrip(CLOSING)
     if not end or end[-1] in SENTENCE_ENDS or not body.endswith(ADDED_STOPS) or body.endswith(".."):
         return hyp
-    if STOP_NEEDED.search(body):  # "Ludwig XIV.", "Er wurde 3.", "usw.": the target's own stop
+    if stop_needed(source, body):  # "Ludwig XIV.", "Er wurde 3.", "usw.": the target's own stop
         return hyp
     kept = body[:-1]
     if len(hyp) > 2 and (not kept or kept[-1].isspace()):  # the stop was the last word: its links go
@@ -196,6 +204,30 @@ def as_source_ends(source: str, hyp: tuple) -> tuple:
         links = " ".join(link for link in hyp[2].split() if int(link.split("-")[1]) != last)
         return (kept.rstrip() + text[len(body) :], hyp[1], links, *hyp[3:])
     return (kept.rstrip() + text[len(body) :], *hyp[1:])
+
+
+def ended_as(source: str, hyps: list[tuple]) -> list[tuple]:
+    """Each hypothesis ended as its source (`as_source_ends`), the n-best list without the entries that
+    became another's ("Ein Hund" beside "Ein Hund.")."""
+    found, seen = [], set()
+    for hyp in (as_source_ends(source, h) for h in hyps):
+        if hyp[0] not in seen:
+            seen.add(hyp[0])
+            found.append(hyp)
+    return found
+
+
+def stop_needed(source: str, body: str) -> bool:
+    """Whether a translation's final stop is its last word's, not a sentence's: an abbreviation's
+    ("usw.", "z.B."), an ordinal's where the source marks one ("He finished 3rd": "Er wurde 3."), a
+    Roman numeral's where the source has that numeral ("Louis XIV": "Ludwig XIV.")."""
+    words = body[:-1].split()
+    last = words[-1] if words else ""
+    if last.isdigit():
+        return re.search(rf"(?<!\d){last}(?:st|nd|rd|th|\.)", source) is not None
+    if ROMAN.fullmatch(last):
+        return last in source.split()
+    return last.lower() in ABBREVIATIONS or DOTTED.fullmatch(last) is not None
 
 
 def join(
@@ -207,10 +239,7 @@ def join(
     kept = kept or {}
     searched = iter(found)
     sources = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
-    every = [
-        [(kept[i], 0.0)] if i in kept else [as_source_ends(sources[i], h) for h in next(searched)]
-        for i in range(len(sources))
-    ]
+    every = [[(kept[i], 0.0)] if i in kept else ended_as(sources[i], next(searched)) for i in range(len(sources))]
     results, at = [], 0
     for text, plan in zip(texts, plans):
         hyps = every[at : at + len(plan)]
@@ -287,7 +316,7 @@ def search(
         found = translator.search(texts, options, first_line, progress)
         if options.constraints:  # (a phrase the translation must hold may end in its stop)
             return found
-        return [[as_source_ends(text, h) for h in hyps] for text, hyps in zip(texts, found)]
+        return [ended_as(text, hyps) for text, hyps in zip(texts, found)]
     todo, plans, kept = pieces(translator, texts, options)
     results = join(texts, plans, search_pieces(translator, todo, plans, kept, options, first_line, names), kept)
     if progress is not None:

@@ -225,13 +225,17 @@ def test_a_keyboard_accelerator_is_kept_on_the_translation():
     targets = [str(u.target) for u in out.units if not u.isheader()]
     assert asked == list(answers)  # the markers are not the model's to read
     assert targets == ["&Datei", "_Speichern unter...", "Tom & Jerry", "Dateiname hier", "Zuletzt geöffnet"]
-    assert accelerator("Print &Preview") == ("&", "P", "Print Preview") and accelerator("&amp; more") is None
-    assert accelerator("E&xit") == ("&", "x", "Exit")
-    for text in ("R&D", "Q&A", "AT&T", "This is _important_ text", "target=_blank", "$_POST", "__init__"):
-        assert accelerator(text) is None, text
-    # never inside a placeholder or a tag: msgfmt -c refused "<&b>" and "%(&name)s"
     from mt.documents.localisation import with_accelerator
     from mt.documents.placeholders import placeholders
+
+    kept = placeholders()
+    assert accelerator("Print &Preview", kept) == ("&", "P", "Print Preview") and accelerator("&amp; x", kept) is None
+    assert accelerator("E&xit", kept) == ("&", "x", "Exit")
+    assert accelerator("<b>&Help</b>", kept) == ("&", "H", "<b>Help</b>")
+    assert accelerator("_Open %(file_name)s", kept) == ("_", "O", "Open %(file_name)s")  # its "_" is the placeholder's
+    for text in ("R&D", "Q&A", "AT&T", "This is _important_ text", "target=_blank", "$_POST", "__init__"):
+        assert accelerator(text, kept) is None, text
+    # never inside a placeholder or a tag: msgfmt -c refused "<&b>" and "%(&name)s"
 
     assert with_accelerator("<b>Ein Park</b>", "&", "P", placeholders()) == "<b>Ein &Park</b>"
     assert with_accelerator("%(name)s öffnen", "&", "O", placeholders()) == "%(name)s &öffnen"

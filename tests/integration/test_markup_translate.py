@@ -124,6 +124,8 @@ def test_what_the_vocabulary_cannot_write_inside_a_readable_sentence_is_kept_as_
     assert mostly_unreadable(tok, "東京大学の図書館はとても大きい。") and unknown_runs(tok, S1) == []
     # a word kept whole, not its unknown letters alone ("Wa" and "sa" read around a kept "łę")
     assert ["x Wałęsa y"[a:b] for a, b in unknown_runs(tok, "x Wałęsa y")] == ["Wałęsa"]
+    # an emoji glued to a word takes no word with it ("Thanks😊": the word is read)
+    assert [f"{W[0]}😊 x"[a:b] for a, b in unknown_runs(tok, f"{W[0]}😊 x")] == ["😊"]
     [[(out, _)]] = text_search(translator, [line])
     for run in runs:
         assert out.count(run) == 1, out

@@ -131,6 +131,8 @@ def test_a_line_of_sentences_in_several_languages_is_translated_sentence_by_sent
     # a short sentence the guard cannot call foreign is translated only where lingua is sure of its source
     french = "Je suis très fatigué. Der Hund läuft nach Hause."
     assert english(None, [french]) == [[(french, 0.0)]]
+    short = "Where is the station? Lesen Sie bitte das Handbuch, bevor Sie das Gerät benutzen."  # lingua: English
+    assert english(None, [short]) == [[(f"<Where is the station?> {short.split('? ')[1]}", -1.0)]]
     # a target that is a variant of a source (pt-BR beside pt) is the ranker's: no line is kept for it
     assert not LanguageIdentifier(["pt"]).identify("O cachorro corre no parque.", "pt-BR").is_in("pt-BR")
     whole = auto_search(search, LanguageIdentifier(["en"]), "de")  # markup, n-best lists: the line whole

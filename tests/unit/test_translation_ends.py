@@ -29,6 +29,12 @@ from mt.text.translate import as_source_ends, join
         ("Louis XIV", "Ludwig XIV.", "Ludwig XIV."),
         ("apples, pears etc", "Äpfel, Birnen usw.", "Äpfel, Birnen usw."),
         ("in the US", "in den U.S.", "in den U.S."),
+        # and not where the source marks no ordinal, numeral or abbreviation
+        ("Chapter 3", "Kapitel 3.", "Kapitel 3"),
+        ("He is here", "Er ist da.", "Er ist da"),
+        ("Abmelden", "Log out.", "Log out"),
+        ("Version 2.0", "Version 2.0.", "Version 2.0"),
+        ("DVD", "DVD.", "DVD"),
     ],
 )
 def test_a_full_stop_the_source_lacks_is_taken_off(source, translation, expected):
@@ -45,3 +51,10 @@ def test_a_joined_line_ends_each_piece_as_its_source():
     plans = [[(0, 11), (12, 24)]]
     found = [[("Ein Hund rennt.", -1.0)], [("Eine Katze schläft.", -2.0)]]
     assert join([text], plans, found) == [[("Ein Hund rennt. Eine Katze schläft", -1.5)]]
+
+
+def test_an_nbest_list_keeps_one_of_the_entries_that_ending_makes_equal():
+    from mt.text.translate import ended_as
+
+    hyps = [("Ein Hund.", -1.0), ("Ein Hund", -1.5), ("Der Hund.", -2.0)]
+    assert ended_as("A dog", hyps) == [("Ein Hund", -1.0), ("Der Hund", -2.0)]

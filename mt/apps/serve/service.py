@@ -464,20 +464,22 @@ async def wait_for(submit, request: Request, patience: float = 0.0):
     queue and a running search) and 499 is logged."""
     deadline = time.monotonic() + patience
     gone, left = asyncio.ensure_future(disconnected(request)), []
-    while True:
-        try:
-            future = submit()
-            break
-        except QueueFull as exc:
-            if time.monotonic() >= deadline or gone.done():  # (a client gone waits for no room)
-                gone.cancel()
-                if gone.done() and not gone.cancelled():
+    try:
+        while True:
+            try:
+                future = submit()
+                break
+            except QueueFull as exc:
+                if gone.done() and not gone.cancelled():  # a client gone waits for no room
                     raise ApiError(499, "the client closed the connection before its answer") from None
+                if time.monotonic() >= deadline:
+                    raise refusal(exc) from None
+                await asyncio.sleep(POLL)
+            except (Closed, WorkerFailed) as exc:
                 raise refusal(exc) from None
-            await asyncio.sleep(POLL)
-        except (Closed, WorkerFailed) as exc:
-            gone.cancel()
-            raise refusal(exc) from None
+    except BaseException:  # (this task cancelled while it waited too): the watcher goes with it
+        gone.cancel()
+        raise
     answer = asyncio.wrap_future(future)
 
     def leave(_) -> None:  # the client left: the work is called off
