@@ -124,7 +124,16 @@ def _sides(cfg: ExperimentConfig) -> tuple[str, ...]:
 
 def train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     """`mt train-tokenizer`: train the experiment's SentencePiece model(s) on a random sample of the
-    train split (tokenizer.input_sentence_size sentences per model), read as a stream."""
+    train split (tokenizer.input_sentence_size sentences per model), read as a stream. Under the
+    experiment's lock: a second run at once is refused (both had written, each its own half: the
+    config of one, the model of the other)."""
+    from mt.experiment.lock import experiment_lock
+
+    with experiment_lock(exp):
+        return _train_tokenizer(exp, cfg)
+
+
+def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     # A finished tokenizer is refused; a lone src or tgt model (written by a run that failed or was
     # killed between the two) is not one, and is trained again.
     existing = [p for p in (exp.spm_model_path(s) for s in ("joint", "src", "tgt")) if p.exists()]

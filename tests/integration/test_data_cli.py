@@ -186,6 +186,14 @@ def test_binarize_is_refused_while_a_trainer_holds_the_experiment(tmp_path, caps
         assert code == 1 and f"already being trained or binarized by process {holder.pid}" in err
         assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
         assert len(ParallelData(exp, "train")) == before
+        # a tokenizer trained beside it is refused too, and the config is left as it was (was: two
+        # train-tokenizer runs at once both wrote, the config of one and the model of the other)
+        config = exp.config_path.read_bytes()
+        for path in exp.tokenizer_dir.iterdir():
+            path.unlink()
+        code, out, err = mt(capsys, monkeypatch, "train-tokenizer", "--exp", exp.root, "--vocab-size", "123")
+        assert code == 1 and f"already being trained or binarized by process {holder.pid}" in err, err
+        assert exp.config_path.read_bytes() == config and not list(exp.tokenizer_dir.iterdir())
     finally:
         holder.kill()
         holder.wait()

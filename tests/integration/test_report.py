@@ -365,3 +365,17 @@ def test_references_changed_while_a_split_is_translated_make_its_scores_stale(ex
     with one_thread():
         record = evaluate_split(scored, cfg, "test", translator)
     assert stale(scored, cfg, "test", record) == ["the test split's lines changed since"]
+
+
+def test_a_log_axis_labels_its_ticks_as_plain_numbers():
+    """The perplexity panel's ticks read "$\\mathdefault{10^{2}}$": a log axis writes them as TeX, which
+    mt's figures draw as written."""
+    from mt.apps.report.plot import training_curves
+
+    train = [{"step": s, "loss": 9.0 - s / 100, "ppl": 6000.0 / s, "lr": 1e-3, "elapsed": s} for s in range(10, 400, 10)]
+    valid = [{"step": s, "valid_loss": 8.0 - s / 100, "valid_ppl": 5000.0 / s, "elapsed": s} for s in (100, 200, 300)]
+    fig = training_curves([("run", train, valid)])
+    fig.canvas.draw()
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels(which="both") if t.get_text()]
+    assert labels and not any("$" in label or "mathdefault" in label for label in labels), labels
+    assert any(label in ("10", "20", "50", "100", "200", "500") for label in labels), labels

@@ -31,6 +31,16 @@ def _matplotlib():
     return matplotlib
 
 
+def minor_label(value: float) -> bool:
+    """Whether a log axis's minor tick is labelled: 2 and 5 times a power of ten (as matplotlib's own)."""
+    import math
+
+    if value <= 0:
+        return False
+    digit = round(value / 10 ** math.floor(math.log10(value)), 6)
+    return digit in (2.0, 5.0)
+
+
 def new_figure(width: float, height: float):
     """A figure (inches) with the Agg canvas attached and constrained layout."""
     _matplotlib()
@@ -68,7 +78,7 @@ def training_curves(runs: Sequence[tuple[str, list[dict], list[dict]]]):
     solid, validation dashed."""
     _matplotlib()
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FormatStrFormatter
+    from matplotlib.ticker import FormatStrFormatter, FuncFormatter
 
     fig = new_figure(12, 12)
     axes = fig.subplots(len(CURVES), 2, squeeze=False)
@@ -98,6 +108,10 @@ def training_curves(runs: Sequence[tuple[str, list[dict], list[dict]]]):
             ax.tick_params(labelsize=8)
             if log_scale and drawn:
                 ax.set_yscale("log")
+                # plain numbers: a log axis labels its ticks as TeX ("$\mathdefault{10^{2}}$"), which
+                # mt's figures draw as written (text.parse_math off)
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+                ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if minor_label(value) else ""))
             if train_key == "lr":
                 ax.yaxis.set_major_formatter(FormatStrFormatter("%.1e"))
         if not drawn:
