@@ -19,3 +19,24 @@ def test_one_file_under_two_names_is_the_same_file(tmp_path):
     assert same_file(first, tmp_path / "sub" / ".." / "README.md")
     (tmp_path / "copy.md").write_text("x", encoding="utf-8")
     assert not same_file(first, tmp_path / "copy.md") and not same_file(first, tmp_path / "missing.md")
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    """"error: No space left on device" named no file: ENOSPC from a write carries none."""
+    import errno
+    import os
+
+    import pytest
+
+    from mt import atomic_files
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(atomic_files.os, "fsync", full)
+    target = tmp_path / "checkpoints" / "last.pt"
+    target.parent.mkdir()
+    with pytest.raises(OSError) as raised:
+        atomic_files.write_bytes_atomic(target, b"x" * 10)
+    assert raised.value.filename == str(target) and raised.value.errno == errno.ENOSPC
+    assert list(target.parent.iterdir()) == []  # no temporary left behind
