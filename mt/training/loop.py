@@ -109,6 +109,18 @@ def train(
             log.info(f"starting from the weights of {start_from_weights(run, init_from)}")
         if cfg.train.valid_bleu and run.valid_data is not None:
             run.bleu = bleu_sample(run)  # now: a reference file changed since binarize stops no trained step
+        if run.valid_data is None:
+            asked = [
+                name
+                for name, on in (
+                    (f"train.patience {cfg.train.patience}", cfg.train.patience),
+                    ("train.valid_bleu", cfg.train.valid_bleu),
+                    (f"train.best_metric {cfg.train.best_metric}", cfg.train.best_metric != "nll"),
+                )
+                if on
+            ]
+            if asked:  # they read validation, which this experiment has none of: they would do nothing unsaid
+                log.warn(f"{', '.join(asked)}: this experiment has no validation split (data.valid), so no effect")
         _log_start(run, resumed)
         _note_device(run, resumed)
         with (

@@ -184,3 +184,14 @@ def test_tokens_per_second_leave_out_validation_and_checkpoint_writing(base, tmp
     unsaved, saved = rates_of("unsaved", 100), rates_of("saved", 1)
     # restarted at each save, a record counted 4 updates' tokens in the last one's time: 4x
     assert saved[12] < 2 * unsaved[12] and saved[8] < 2 * unsaved[8], (saved, unsaved)
+
+
+def test_validation_settings_without_a_validation_split_are_said(base, tmp_path, capsys):
+    """train.patience, valid_bleu and best_metric did nothing, unsaid, in an experiment without data.valid."""
+    from helpers import tiny_experiment
+
+    exp, cfg = tiny_experiment(tmp_path, {"train": 200, "test": 10}, model={"enc_layers": 1, "dec_layers": 1},
+                               train={"max_steps": 2, "max_tokens": 300, "patience": 2}, decode={})
+    train(exp, cfg)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "train.patience 2: this experiment has no validation split (data.valid), so no effect" in err, err
