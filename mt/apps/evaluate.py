@@ -112,6 +112,20 @@ def _sha256_of(path: str, size: int, mtime_ns: int, ctime_ns: int) -> str:
     return file_sha256(Path(path))[:16]
 
 
+def check_writable(exp: Experiment) -> None:
+    """MtError unless the experiment can take the translations and scores `evaluate_split` saves (a
+    read-only copy was decoded whole, then refused at its first write, its scores never shown)."""
+    import os
+
+    for folder in (exp.hyp_path("x").parent, exp.score_path("x").parent):
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise MtError(
+                f"{existing}: not writable; mt evaluate saves its translations and scores in the experiment "
+                "(score a read-only one with `mt translate` and `mt evaluate --hyp FILE --ref FILE`)"
+            )
+
+
 def evaluate_split(
     exp: Experiment,
     cfg: ExperimentConfig,
@@ -133,6 +147,7 @@ def evaluate_split(
             return evaluate_split(exp, cfg, split, own, tokenized, lowercase, options)
     options = (options or DecodeOptions()).resolved(cfg.decode)
     cfg.data.check_sides(split)  # every direction's, before any is translated
+    check_writable(exp)  # before the search: a read-only experiment lost a whole split's decoding
     # the bytes of what was loaded (read now, before the search): a copy of the experiment with other
     # file times is still what was scored, a checkpoint saved again while it was is not (`stale`)
     hashes = [file_sha256(path)[:16] for path in translator.checkpoint_paths]

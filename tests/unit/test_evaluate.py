@@ -100,3 +100,21 @@ def test_chinese_of_any_code_is_scored_with_sacrebleus_tokenizer_and_several_ref
     assert both["bleu"] == pytest.approx(100.0) and both["bleu_signature"].startswith("nrefs:2|")
     with pytest.raises(MtError, match="pair up"):
         score(HYPS, REFS, "en", [HYPS[:2]])
+
+
+def test_a_read_only_experiment_is_refused_before_its_split_is_decoded(tmp_path, monkeypatch):
+    """A read-only copy was decoded whole, then refused at its first write, its scores never shown."""
+    import os
+
+    import pytest
+
+    from mt.apps.evaluate import check_writable
+    from mt.errors import MtError
+    from mt.experiment.paths import Experiment
+
+    exp = Experiment(tmp_path / "exp")
+    exp.root.mkdir()
+    check_writable(exp)  # a writable one passes, its folders not made yet
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # as a read-only mount answers
+    with pytest.raises(MtError, match=r"exp: not writable; mt evaluate saves its translations and scores"):
+        check_writable(exp)
