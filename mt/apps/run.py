@@ -580,14 +580,16 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
 
 
 def score_lines(split: str, scores: dict) -> list[str]:
-    """The split's result: BLEU, chrF and the signature; where the directions' target languages are
-    tokenized apart (zh, ja against 13a), no signature is the split's: a line per direction first."""
+    """The split's result: BLEU, chrF and the signature; a multilingual split's, a line per direction
+    first and its mean said as one (it read as a plain score, the directions' own unshown), under the
+    signature they share or none where they are tokenized apart (zh, ja against 13a)."""
     line = f"{split}: BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}"
-    if "bleu_signature" in scores:
-        return [f"{line}  ({scores['bleu_signature']})"]
     directions = scores.get("directions", {})
+    if not directions:
+        return [f"{line}  ({scores['bleu_signature']})"]
     each = [
         f"{split} {name}: BLEU {d['bleu']:.2f}  chrF {d['chrf']:.2f}  ({d['bleu_signature']})"
         for name, d in directions.items()
     ]
-    return [*each, f"{line}  (the mean of {len(directions)} directions, each scored as above)"]
+    shared = f", {scores['bleu_signature']}" if "bleu_signature" in scores else ", each scored as above"
+    return [*each, f"{line}  (the mean of {len(directions)} directions{shared})"]

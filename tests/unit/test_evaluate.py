@@ -76,8 +76,14 @@ def test_run_prints_each_direction_where_target_languages_are_tokenized_apart():
     assert len(lines) == 3 and "tok:zh" in lines[1] and "tok:13a" in lines[0]
     assert lines[0].startswith("valid en-de: BLEU 100.00") and lines[2].startswith("valid: BLEU 100.00")
     assert "the mean of 2 directions" in lines[2]
+    # one signature for all: each direction's line too, and the mean said as one (it read as a plain score)
     same = _mean({"en-de": score(REFS, HYPS, "de"), "en-fr": score(REFS, HYPS, "fr")})
-    assert score_lines("test", same) == [f"test: BLEU {same['bleu']:.2f}  chrF {same['chrf']:.2f}  ({same['bleu_signature']})"]
+    lines = score_lines("test", same)
+    assert len(lines) == 3 and lines[0].startswith("test en-de: BLEU") and lines[1].startswith("test en-fr: BLEU")
+    assert lines[2] == (f"test: BLEU {same['bleu']:.2f}  chrF {same['chrf']:.2f}  (the mean of 2 directions, "
+                        f"{same['bleu_signature']})")
+    plain = score(REFS, HYPS, "de")  # one direction: its score and signature, as before
+    assert score_lines("test", plain) == [f"test: BLEU {plain['bleu']:.2f}  chrF {plain['chrf']:.2f}  ({plain['bleu_signature']})"]
 
 
 def test_chinese_of_any_code_is_scored_with_sacrebleus_tokenizer_and_several_references_count(capsys):
