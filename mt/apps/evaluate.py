@@ -115,8 +115,6 @@ def _sha256_of(path: str, size: int, mtime_ns: int, ctime_ns: int) -> str:
 def check_writable(exp: Experiment) -> None:
     """MtError unless the experiment can take the translations and scores `evaluate_split` saves (a
     read-only copy was decoded whole, then refused at its first write, its scores never shown)."""
-    import os
-
     for folder in (exp.hyp_path("x").parent, exp.score_path("x").parent):
         existing = next(p for p in (folder, *folder.parents) if p.exists())
         if not os.access(existing, os.W_OK | os.X_OK):

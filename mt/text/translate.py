@@ -113,7 +113,7 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
         inside = bool(runs) and runs[-1][1] == i
         if c.isspace():
             continue
-        if c in JOINING or unicodedata.category(c) in ("Mn", "Me"):  # with what it joins, never alone
+        if c in JOINING or combining(c):  # with what it joins, never alone
             if inside:
                 runs[-1][1] = i + 1
             continue
@@ -127,6 +127,11 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
     return merged([whole_word(text, a, b) for a, b in runs])
 
 
+def combining(c: str) -> bool:
+    """A mark written on the character before it (an accent, an enclosing circle)."""
+    return unicodedata.category(c) in ("Mn", "Me")
+
+
 def whole_word(text: str, start: int, end: int) -> Span:
     """A run of letters grown to the word it is in: "Wałęsa" kept whole, not "Wa" and "sa" read around a
     kept "łę". Only over letters of scripts written with spaces (in Chinese or Thai the "word" would be
@@ -135,7 +140,7 @@ def whole_word(text: str, start: int, end: int) -> Span:
         return start, end
 
     def letter(c: str) -> bool:
-        return (c.isalpha() and not UNSPACED.match(c)) or unicodedata.category(c) in ("Mn", "Me")
+        return (c.isalpha() and not UNSPACED.match(c)) or combining(c)
 
     while start > 0 and letter(text[start - 1]):
         start -= 1

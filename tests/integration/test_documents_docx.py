@@ -105,6 +105,13 @@ def build() -> bytes:
     return out.getvalue()
 
 
+def translated(document, units, options: DocumentOptions = EN):
+    """`document` (python-docx's) saved and translated with `units`, read back with python-docx."""
+    data = io.BytesIO()
+    document.save(data)
+    return docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, options)))
+
+
 def resaved(data: bytes) -> dict[str, bytes]:
     """Each part of a package as python-docx saves it untouched."""
     out = io.BytesIO()
@@ -210,10 +217,8 @@ def test_a_tab_parts_the_words_around_it_and_a_non_breaking_hyphen_is_a_characte
     p = d.add_paragraph("Call 555")
     p.add_run()._r.append(parse_xml(f'<w:noBreakHyphen {nsdecls("w")}/>'))
     p.add_run("1234 today")
-    data = io.BytesIO()
-    d.save(data)
     asked, upper = upper_recording()
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
+    out = translated(d, upper, DocumentOptions("en"))
     assert asked == ['Name:<br data-run="0">John Smith', "Call 555\u20111234 today"]
     assert [p.text for p in out.paragraphs] == ["NAME:\tJOHN SMITH", "CALL 555\u20111234 TODAY"]
     assert out.paragraphs[0]._p.xpath(".//w:tab")
@@ -228,10 +233,8 @@ def test_soft_hyphens_are_left_out_of_the_words_they_broke():
     p.runs[0]._r.append(parse_xml(f'<w:t {nsdecls("w")}>dampfschiff</w:t>'))
     p.add_run()._r.append(parse_xml(f'<w:softHyphen {nsdecls("w")}/>'))
     p.add_run("fahrt ist lang.")
-    data = io.BytesIO()
-    d.save(data)
     asked, upper = upper_recording()
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, upper, DocumentOptions("en"))))
+    out = translated(d, upper, DocumentOptions("en"))
     assert asked == ["Das Donaudampfschifffahrt ist lang."]
     assert [p.text for p in out.paragraphs] == ["DAS DONAUDAMPFSCHIFFFAHRT IST LANG."]
     assert not out.paragraphs[0]._p.xpath(".//w:softHyphen")
@@ -257,9 +260,7 @@ def test_text_boxes_are_translated_and_fields_kept(translator, units):
     footer.text = f"{S[2]} "
     for run in field:
         footer._p.append(parse_xml(run))
-    data = io.BytesIO()
-    d.save(data)
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    out = translated(d, units)
     t0, t1, t2 = translate_text(translator, S[:3])
     outer = out.paragraphs[0]._p
     (inner,) = outer.findall(f".//{qn('w:txbxContent')}/{qn('w:p')}")
@@ -273,13 +274,11 @@ def test_a_span_whose_words_were_aligned_to_none_comes_back_as_an_empty_run():
     d = docx.Document()
     p = d.add_paragraph("eins zwei ")
     p.add_run("drei").italic = True
-    data = io.BytesIO()
-    d.save(data)
 
     def units(texts, fmt="text"):
         return [t.replace('<span data-run="0">drei</span>', 'three <span data-run="0"></span>') for t in texts]
 
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    out = translated(d, units)
     assert [(r.text, bool(r.italic)) for r in out.paragraphs[0].runs] == [("eins zwei three ", False), ("", True)]
 
 
@@ -290,9 +289,7 @@ def test_a_footnote_mark_in_a_superscript_run_stays_after_its_word(units):
     p = d.add_paragraph(S[0].rstrip("."))
     p.add_run("1").font.superscript = True
     p.add_run(". " + S[1])
-    data = io.BytesIO()
-    d.save(data)
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    out = translated(d, units)
     runs = [(r.text, bool(r.font.superscript)) for r in out.paragraphs[0].runs]
     assert [text for text, up in runs if up] == ["1"], runs
     before = "".join(text for text, _ in runs[: runs.index(("1", True))])
@@ -360,13 +357,11 @@ def test_a_link_whose_words_were_aligned_to_none_goes_around_a_word():
     p = d.add_paragraph("Siehe ")
     add_hyperlink(p, "den Link", URL)
     p.add_run(" am Ende.")
-    data = io.BytesIO()
-    d.save(data)
 
     def units(texts, fmt="text"):
         return ['See <a data-link="0"></a> the end. the link' if "data-link" in t else t for t in texts]
 
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN)))
+    out = translated(d, units)
     (link,) = out.paragraphs[0].hyperlinks
     assert link.address == URL and link.text == "See"
     assert out.paragraphs[0].text == "See  the end. the link"
@@ -382,9 +377,7 @@ def test_translated_runs_and_the_styles_name_the_target_language(units, target, 
     run = p.add_run(S[0])
     run._r.get_or_add_rPr().append(parse_xml(f'<w:lang {nsdecls("w")} w:val="de-DE"/>'))
     d.add_paragraph("   ")  # nothing to translate: left as it was, its language too
-    data = io.BytesIO()
-    d.save(data)
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, DocumentOptions(target))))
+    out = translated(d, units, DocumentOptions(target))
     langs = out.paragraphs[0]._p.findall(".//" + qn("w:lang"))
     assert langs and all(lang.get(qn(attribute)) == value for lang in langs)
     defaults = out.styles.element.find(qn("w:docDefaults")).find(qn("w:rPrDefault")).find(qn("w:rPr"))
@@ -418,9 +411,7 @@ def test_a_hyperlink_field_s_shown_text_is_translated_as_a_link(translator, unit
         result.addnext(parse_xml(f'<w:proofErr {nsdecls("w")} w:type="spellEnd"/>'))
         result.addnext(parse_xml(f'<w:bookmarkEnd {nsdecls("w")} w:id="0"/>'))
     p.add_run(".")
-    data = io.BytesIO()
-    d.save(data)
-    out = docx.Document(io.BytesIO(translate_content(data.getvalue(), DOCX, units, EN))).paragraphs[0]._p
+    out = translated(d, units).paragraphs[0]._p
     (expected,) = translate_text(translator, [S[5]])
     shown_text = "".join(t.text for t in out.iter(qn("w:t")))
     assert " ".join(shown_text.split()) == expected and shown not in shown_text

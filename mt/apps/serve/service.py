@@ -462,21 +462,9 @@ async def wait_for(submit, request: Request, patience: float = 0.0):
     worker has died: retrying will not help; a full queue after `patience` seconds of asking again),
     500 when it failed. Should the client leave first, the work is called off (its sentences leave the
     queue and a running search) and 499 is logged."""
-    deadline = time.monotonic() + patience
     gone, left = asyncio.ensure_future(disconnected(request)), []
     try:
-        while True:
-            try:
-                future = submit()
-                break
-            except QueueFull as exc:
-                if gone.done() and not gone.cancelled():  # a client gone waits for no room
-                    raise ApiError(499, "the client closed the connection before its answer") from None
-                if time.monotonic() >= deadline:
-                    raise refusal(exc) from None
-                await asyncio.sleep(POLL)
-            except (Closed, WorkerFailed) as exc:
-                raise refusal(exc) from None
+        future = await submitted(submit, gone, patience)
     except BaseException:  # (this task cancelled while it waited too): the watcher goes with it
         gone.cancel()
         raise
@@ -502,6 +490,23 @@ async def wait_for(submit, request: Request, patience: float = 0.0):
         gone.cancel()
         if not answer.done():
             answer.cancel()
+
+
+async def submitted(submit, gone: asyncio.Future, patience: float):
+    """submit()'s future, asked again while the queue is full for up to `patience` seconds, unless the
+    client is `gone` (499); the batcher's refusal as `refusal` answers it."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return submit()
+        except QueueFull as exc:
+            if gone.done() and not gone.cancelled():  # a client gone waits for no room
+                raise ApiError(499, "the client closed the connection before its answer") from None
+            if time.monotonic() >= deadline:
+                raise refusal(exc) from None
+            await asyncio.sleep(POLL)
+        except (Closed, WorkerFailed) as exc:
+            raise refusal(exc) from None
 
 
 def refusal(exc: Exception, answered: bool = False) -> ApiError:
