@@ -125,6 +125,12 @@ def translate(
             help="A sentence (or, with --no-split-sentences, a line) of more source tokens is cut at , ; : then at spaces and translated in pieces: bounds the time and the output of a long line."
         ),
     ] = SEGMENT_TOKENS,
+    recase: Annotated[
+        bool,
+        typer.Option(
+            help="A sentence in capitals or in title case is read in the casing the model learned (each word as its vocabulary writes it best), and one in capitals is translated into capitals; models trained on sentence-case text otherwise break down on it. Off: every sentence is read as it is written."
+        ),
+    ] = True,
     text_format: Annotated[
         Optional[str],
         typer.Option(
@@ -209,6 +215,7 @@ def translate(
         pivot=pivot,
         sentences=split_sentences and not nbest,  # an n-best list is of the whole line, even of one (--nbest 1)
         segment_tokens=segment_tokens,
+        recase=recase,
     )
     experiment, cfg = read_experiment(exp)
     check_input(input)

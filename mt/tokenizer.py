@@ -75,6 +75,7 @@ class Tokenizer:
         # byte_fallback's <0xNN> pieces, id -> byte: a search may end a character halfway (see decode)
         self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
         self._characters: dict[str, bool] = {}  # character -> whether the vocabulary writes it (unknown_character)
+        self._costs: dict[str, tuple[int, float]] = {}  # word -> its spelling's cost (spelling_costs)
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -121,6 +122,19 @@ class Tokenizer:
         except (TypeError, UnicodeEncodeError):
             _check_unicode(lines)
             raise
+
+    def spelling_costs(self, words: list[str]) -> list[tuple[int, float]]:
+        """How hard each word is for the vocabulary to write: its pieces, then their negated scores (a
+        unigram model's log probabilities, a BPE model's merge order). A casing the training text used
+        costs fewer pieces than one it never saw (mt.text.casing); remembered."""
+        costs = self._costs
+        if len(costs) > RECENT_LINES * 16:
+            costs.clear()
+        for word in words:
+            if word not in costs:
+                ids = self._sp.encode(word, out_type=int)
+                costs[word] = (len(ids), -sum(self._sp.get_score(i) for i in ids))
+        return [costs[word] for word in words]
 
     def unknown_character(self, character: str) -> bool:
         """Whether the vocabulary cannot write `character` (it is spelt in byte pieces or <unk>); cached."""

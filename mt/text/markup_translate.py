@@ -18,6 +18,7 @@ from mt import log
 from mt.config.values import coerce
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
+from mt.text.casing import restored
 from mt.text.markup import Format, MarkupError, Node, Raw, Segment, parse, render, segments
 from mt.text.placement import place_segment
 from mt.text.sentences import Span, address_spans
@@ -25,6 +26,8 @@ from mt.text.translate import (
     ended_as,
     labels,
     mostly_unreadable,
+    read_cased,
+    recasing,
     search_pieces,
     segment,
     segments_apply,
@@ -45,7 +48,9 @@ class Plan:
     fragments: list[list[Node]]
     segments: list[list[Segment]]
     pieces: list[list[list[Span]]]
-    sources: list[str]  # the pieces searched: all but `kept`
+    originals: list[str]  # the pieces searched, all but `kept`, as the text has them
+    sources: list[str]  # ... and as the model reads them (mt.text.translate.read_cased)
+    recase: bool  # whether they were recased, a translation of capitals to be written in capitals
     kept: dict[int, str]  # pieces copied as they are (mt.text.translate.unreadable), by index among all
     unknown: list[int]  # per fragment, the letters kept as they are within readable text (`readable_segments`)
 
@@ -86,7 +91,9 @@ def plan(
     kept = unreadable(translator.src_tok, every)
     tok = translator.src_tok
     unknown = [sum(unknown_letters(tok, kept) for kept in unknown_kept(fragment)) for fragment in found]
-    return Plan(fmt, fragments, found, pieces, [p for i, p in enumerate(every) if i not in kept], kept, unknown)
+    originals = [p for i, p in enumerate(every) if i not in kept]
+    sources = read_cased(translator, originals, options)
+    return Plan(fmt, fragments, found, pieces, originals, sources, recasing(options), kept, unknown)
 
 
 def unknown_kept(segments: list[Segment]) -> list[str]:
@@ -114,14 +121,16 @@ def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
     pieces' (0 without any). A fragment of one searched piece has a pair for each of that piece's
     hypotheses (an n-best list, `aligned`); one of several pieces, its best, as a line of several
     sentences has."""
-    searched = iter(zip(plan.sources, found, strict=True))
+    searched = iter(zip(plan.originals, found, strict=True))
     total = sum(len(spans) for plans in plan.pieces for spans in plans)
-    found = [
-        [(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))]
-        if i in plan.kept
-        else ended_as(*next(searched))
-        for i in range(total)
-    ]
+    every = []
+    for i in range(total):
+        if i in plan.kept:
+            every.append([(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))])
+        else:
+            source, hyps = next(searched)
+            every.append(ended_as(source, [restored(source, h) if plan.recase else h for h in hyps]))
+    found = every
     results, at = [], 0
     for fragment, segs, plans in zip(plan.fragments, plan.segments, plan.pieces):
         mine = found[at : at + sum(len(spans) for spans in plans)]

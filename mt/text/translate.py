@@ -31,6 +31,7 @@ from typing import Callable
 from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
+from mt.text.casing import recased, restored, shouted
 from mt.text.sentences import UNSPACED, Span, cut_long, line_span, reassemble, sentence_spans
 from mt.tokenizer import Tokenizer
 
@@ -74,8 +75,8 @@ def segment(translator: Translator, texts: list[str], options: DecodeOptions) ->
     cut to at most `options.segment_tokens` source tokens (within the model's positions)."""
     limit = min(options.segment_tokens, translator.max_src_tokens - 1)
 
-    def tokens(piece: str) -> int:
-        return len(translator.src_tok.encode([piece])[0])
+    def tokens(piece: str) -> int:  # (a piece in capitals is cut as it will be read: mt.text.casing)
+        return len(translator.src_tok.encode([piece.lower() if options.recase and shouted(piece) else piece])[0])
 
     plans = []
     for text in texts:
@@ -184,11 +185,27 @@ def pieces(
     from its sentences' best (`mt serve`: a page's pasted paragraph was one segment, translated badly,
     because the page asks for alternatives; `mt translate --nbest` promises K lines per input)."""
     if not segments_apply(options, nbest_of_sentences):
-        return list(texts), [[(0, len(text))] for text in texts], {}
+        return read_cased(translator, list(texts), options), [[(0, len(text))] for text in texts], {}
     plans = segment(translator, texts, options)
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
     kept = unreadable(translator.src_tok, every)
-    return [piece for i, piece in enumerate(every) if i not in kept], plans, kept
+    return read_cased(translator, [piece for i, piece in enumerate(every) if i not in kept], options), plans, kept
+
+
+def recasing(options: DecodeOptions) -> bool:
+    """Whether pieces in capitals or title case are searched in the model's casing (mt.text.casing):
+    unless `options` ask for the text as it is, or for constraints (a phrase as it is given)."""
+    return options.recase and not options.constraints
+
+
+def read_cased(translator: Translator, pieces: list[str], options: DecodeOptions) -> list[str]:
+    """`pieces` as the model reads them (`recasing`), in the source language asked or the model's only
+    one (else not known: mt.text.casing.titled)."""
+    if not recasing(options):
+        return pieces
+    sources = translator.directions.sources()
+    language = options.src_lang or (sources[0] if len(sources) == 1 else None)
+    return [recased(translator.src_tok, piece, language) for piece in pieces]
 
 
 def as_source_ends(source: str, hyp: tuple) -> tuple:
@@ -236,15 +253,26 @@ def stop_needed(source: str, body: str) -> bool:
 
 
 def join(
-    texts: list[str], plans: list[list[Span]], found: list[list[tuple]], kept: dict[int, str] | None = None
+    texts: list[str],
+    plans: list[list[Span]],
+    found: list[list[tuple]],
+    kept: dict[int, str] | None,
+    options: DecodeOptions,
 ) -> list[list[tuple]]:
-    """Each text's result from its pieces' (`found`, `Translator.search`'s, for the pieces searched;
-    `kept` pieces as they are): a plan of one piece keeps its hypotheses (put between the text's own
-    spaces); else one (translation, mean score)."""
+    """Each text's result from its pieces' (`found`, `Translator.search`'s of `pieces`, for the pieces
+    searched; `kept` pieces as they are), a piece in capitals translated into capitals (`recasing`
+    under `options`): a plan of one piece keeps its hypotheses (put between the text's own spaces);
+    else one (translation, mean score)."""
     kept = kept or {}
+    recase = recasing(options)
     searched = iter(found)
     sources = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
-    every = [[(kept[i], 0.0)] if i in kept else ended_as(sources[i], next(searched)) for i in range(len(sources))]
+    every = [
+        [(kept[i], 0.0)]
+        if i in kept
+        else ended_as(sources[i], [restored(sources[i], h) if recase else h for h in next(searched)])
+        for i in range(len(sources))
+    ]
     results, at = [], 0
     for text, plan in zip(texts, plans):
         hyps = every[at : at + len(plan)]
@@ -318,12 +346,14 @@ def search(
     counts texts, as there; `names`, what a warning calls each text (default: its input line)."""
     options = options or DecodeOptions()
     if not segments_apply(options):
-        found = translator.search(texts, options, first_line, progress)
-        if options.constraints:  # (a phrase the translation must hold may end in its stop)
-            return found
-        return [ended_as(text, hyps) for text, hyps in zip(texts, found)]
+        if options.constraints:  # (a phrase the translation must hold may end in its stop, be in capitals)
+            return translator.search(texts, options, first_line, progress)
+        found = translator.search(read_cased(translator, texts, options), options, first_line, progress)
+        recase = recasing(options)
+        return [ended_as(text, [restored(text, h) if recase else h for h in hyps]) for text, hyps in zip(texts, found)]
     todo, plans, kept = pieces(translator, texts, options)
-    results = join(texts, plans, search_pieces(translator, todo, plans, kept, options, first_line, names), kept)
+    found = search_pieces(translator, todo, plans, kept, options, first_line, names)
+    results = join(texts, plans, found, kept, options)
     if progress is not None:
         progress(len(texts))
     return results

@@ -169,9 +169,9 @@ def test_one_sentence_between_spaces_keeps_its_n_best_with_the_spaces():
     from mt.text.translate import join
 
     found = [[("Hallo Welt.", -0.1), ("Hallo, Welt.", -0.5)]]
-    assert join([" Hello world. "], [[(1, 13)]], found) == [[(" Hallo Welt. ", -0.1), (" Hallo, Welt. ", -0.5)]]
-    assert join(["Hello world."], [[(0, 12)]], found) == found  # the whole text: as it was
-    two = join(["A. B."], [[(0, 2), (3, 5)]], [[("X.", -1.0), ("Y.", -3.0)], [("Z.", -2.0)]])
+    assert join([" Hello world. "], [[(1, 13)]], found, None, DecodeOptions()) == [[(" Hallo Welt. ", -0.1), (" Hallo, Welt. ", -0.5)]]
+    assert join(["Hello world."], [[(0, 12)]], found, None, DecodeOptions()) == found  # the whole text: as it was
+    two = join(["A. B."], [[(0, 2), (3, 5)]], [[("X.", -1.0), ("Y.", -3.0)], [("Z.", -2.0)]], None, DecodeOptions())
     assert two == [[("X. Z.", -1.5)]]  # several pieces: the best of each, joined
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from mt.decoding.options import DecodeOptions
 from mt.text.translate import as_source_ends, join
 
 
@@ -50,7 +51,7 @@ def test_a_joined_line_ends_each_piece_as_its_source():
     text = "A dog runs. A cat sleeps"
     plans = [[(0, 11), (12, 24)]]
     found = [[("Ein Hund rennt.", -1.0)], [("Eine Katze schläft.", -2.0)]]
-    assert join([text], plans, found) == [[("Ein Hund rennt. Eine Katze schläft", -1.5)]]
+    assert join([text], plans, found, None, DecodeOptions()) == [[("Ein Hund rennt. Eine Katze schläft", -1.5)]]
 
 
 def test_an_nbest_list_keeps_one_of_the_entries_that_ending_makes_equal():

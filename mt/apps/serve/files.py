@@ -213,7 +213,7 @@ class BatcherUnits:
             )
         if fmt == "text":
             lines, plans, kept = pieces(translator, asked, self.options)  # kept: unreadable, copied
-            found = join(asked, plans, self.search(lines, self.options), kept)
+            found = join(asked, plans, self.search(lines, self.options), kept, self.options)
         else:
             options = aligned(translator, self.options)
             try:

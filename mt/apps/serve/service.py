@@ -123,7 +123,7 @@ class Service:
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
-        return join(texts, plans, results, kept), cuts
+        return join(texts, plans, results, kept, options), cuts
 
     async def searched(self, request: Request, encoded: list[list[int]], options: DecodeOptions) -> list:
         """Each sentence's hypotheses, through the batcher: a request of more sentences than PART (a

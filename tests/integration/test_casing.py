@@ -1,0 +1,99 @@
+"""mt.text.casing: a sentence in capitals or title case is searched in the casing the model learned
+(each word as its vocabulary writes it best) and a sentence in capitals comes back in capitals; on
+conftest's tiny model, whose toy corpus is in sentence case with its nouns in lower case."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import Served, load, mt, ok
+
+from mt.apps.serve.app import Limits, build_app
+from mt.decoding.options import DecodeOptions
+from mt.text.casing import recased, shouted, titled
+from mt.text.markup_translate import translate as markup_translate
+from mt.text.translate import search, translate
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+PLAIN = DecodeOptions(recase=False)
+
+
+@pytest.mark.parametrize(
+    "piece, capitals, title",
+    [
+        ("A MAN IS SLEEPING ON A SOFA.", True, False),
+        ("ERROR 404: PAGE NOT FOUND", True, False),
+        ("NASA", True, False),
+        ("A", False, False),  # one capital: a word, not a sentence in capitals
+        ("A man in the NASA building.", False, False),  # an acronym in a sentence
+        ("A Man Is Sleeping On A Sofa", False, True),
+        ("NASA Launches New Rocket From Florida", False, True),
+        ("A Group of Men Loading Cotton onto a Truck", False, True),  # short words in lower case
+        ("Ein Mann mit einer roten Schwimmweste sitzt in einem Boot.", False, False),  # German nouns
+        ("Barack Obama", False, False),  # a name: two words
+        ("Der Mann", False, False),
+        ("12:45", False, False),
+        ("他来了", False, False),
+    ],
+)
+def test_capitals_and_title_case_are_told_from_a_writers_casing(piece, capitals, title):
+    assert (shouted(piece), titled(piece, "en")) == (capitals, title)
+
+
+def test_a_language_that_capitalises_its_nouns_has_no_title_case():
+    assert titled("Der Hund Ist Im Park", None)
+    assert not titled("Der Hund Ist Im Park", "de")
+    assert not titled("Der Hund ist im Park.", "de-CH")
+
+
+def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
+    tok = translator.src_tok
+    assert recased(tok, "DER MANN SITZT IM PARK.", "de") == "Der mann sitzt im park."
+    # (the toy corpus's German has its nouns in lower case: its title case is asked of as of English)
+    assert recased(tok, "Der Mann Sitzt Im Park", "en") == "Der mann sitzt im park"
+    assert recased(tok, "Der Mann Sitzt Im Park", "de") == "Der Mann Sitzt Im Park"
+    # a word the vocabulary spells letter by letter in either casing (a name) keeps its capital
+    assert recased(tok, "Der Mann Sitzt Im Xaverius") == "Der mann sitzt im Xaverius"
+    assert recased(tok, "Die frau sitzt im Park.") == "Die frau sitzt im Park."  # the writer's casing
+
+
+def test_a_sentence_in_capitals_is_translated_as_its_sentence_case_and_into_capitals(translator):
+    read = translate(translator, ["Der mann sitzt im park.", "Die katze läuft."])
+    assert translate(translator, ["DER MANN SITZT IM PARK."]) == [read[0].upper()]
+    assert read[0] != read[0].upper()  # (the test means something: the model writes lower case)
+    # sentence by sentence: only the one in capitals comes back in capitals
+    assert translate(translator, ["DER MANN SITZT IM PARK. Die katze läuft."]) == [f"{read[0].upper()} {read[1]}"]
+    # an n-best list and alignments too (a text searched whole)
+    for options in (DecodeOptions(nbest=2), DecodeOptions(alignment_layer=1)):
+        found = search(translator, ["DER MANN SITZT IM PARK."], options)[0]
+        sentence_case = search(translator, ["Der mann sitzt im park."], options)[0]
+        assert found == [(h[0].upper(), *h[1:]) for h in sentence_case]
+
+
+def test_recasing_off_reads_every_sentence_as_it_is_written(translator, trained_experiment, capsys, monkeypatch):
+    as_written = translator.search(["DER MANN SITZT IM PARK."])[0][0][0]
+    assert translate(translator, ["DER MANN SITZT IM PARK."], PLAIN) == [as_written]
+    assert as_written != translate(translator, ["DER MANN SITZT IM PARK."])[0]
+    code, out, _ = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root, "--no-recase",
+                      stdin="DER MANN SITZT IM PARK.\n")
+    assert (code, out) == (0, f"{as_written}\n")
+    code, out, _ = mt(capsys, monkeypatch, "translate", "--exp", trained_experiment.root,
+                      stdin="DER MANN SITZT IM PARK.\n")
+    assert (code, out) == (0, f"{translate(translator, ['DER MANN SITZT IM PARK.'])[0]}\n")
+
+
+def test_markup_in_capitals_keeps_its_tags_and_is_translated_into_capitals(translator):
+    found = markup_translate(translator, ["<b>DER MANN</b> SITZT IM <i>PARK</i>."], "html")[0]
+    assert found.count("<b>") == found.count("</b>") == found.count("<i>") == found.count("</i>") == 1
+    text = found.replace("<b>", "").replace("</b>", "").replace("<i>", "").replace("</i>", "")
+    assert text == text.upper()
+    plain = markup_translate(translator, ["Der mann sitzt im park."], "html")[0]
+    assert text.split() == plain.upper().split()
+
+
+def test_a_server_translates_capitals_as_mt_translate_does(trained_experiment, translator):
+    limits = Limits(max_wait_ms=20, max_lines=20, max_chars=6000, max_beam=5)
+    with Served(build_app(load(trained_experiment), limits, threads=1)) as served:
+        answer = ok(f"{served.url}/translate", {"q": "DER MANN SITZT IM PARK.", "source": "de", "target": "en"})
+    assert answer["translatedText"] == translate(translator, ["DER MANN SITZT IM PARK."])[0]
+    assert answer["translatedText"] == answer["translatedText"].upper()
