@@ -108,9 +108,10 @@ def _units(word: str) -> list[str]:
 
 def read_mono(
     specs: list[str], lang: str, pair: tuple[str, str], quiet: bool = False
-) -> tuple[list[str], int, LineOrigins]:
+) -> tuple[list[str], int, int, LineOrigins]:
     """The non-empty lines of the monolingual specs (text:FILE, or the `lang` side of a parallel spec of
-    `pair`), in order, how many empty lines were left out, and where each line was read (for warnings).
+    `pair`), in order, how many empty lines and lines that are no text were left out, and where each
+    line was read (for warnings).
     A line that is no text (not UTF-8, a malformed record) is left out with a warning (a crawl's one bad
     byte stopped the run), as binarize leaves out such a pair."""
     lines: list[str] = []
@@ -139,7 +140,7 @@ def read_mono(
     kept = [line for line, k in zip(lines, keep) if k]
     if not kept:
         raise MtError(f"--mono {', '.join(specs)}: no text to back-translate")
-    return kept, len(lines) - len(kept), origins.kept(keep)
+    return kept, len(lines) - len(kept), len(invalid), origins.kept(keep)
 
 
 def without_held_out(
@@ -387,7 +388,7 @@ def backtranslate(
     reverse_pair = (reverse_cfg.data.src_lang, reverse_cfg.data.tgt_lang)
     model_file = str(reverse.find_checkpoint(checkpoint or reverse_cfg.decode.checkpoint).resolve())
     # Everything that can be refused is, before E's config is written or changed: the reverse model too.
-    lines, empty, origins = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
+    lines, empty, invalid, origins = read_mono(mono, reverse_pair[0], (reverse_pair[1], reverse_pair[0]))
     mono_sha256 = _lines_sha256(lines)  # as read: a done back-translation checks the text against it
     lines, held_out, origins = without_held_out(lines, exp, reverse_cfg, origins)
     how = {
@@ -418,6 +419,7 @@ def backtranslate(
         "mono_sha256": mono_sha256,
         "lines": len(lines),
         "empty_lines_skipped": empty,
+        "invalid_lines_skipped": invalid,  # not text (not UTF-8, a malformed record): said when read
         "held_out_lines_skipped": held_out,
         "chunks": len(chunks),
         "chunk_lines": state["chunk_lines"],

@@ -221,7 +221,7 @@ def distill(
     teacher_cfg = lead.load_config()
     options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
     origins: dict[tuple[str, str], LineOrigins] = {}  # where each direction's lines were read: for warnings
-    parts, skipped = teacher_sources(teacher_cfg, keep_bt, origins)
+    parts, skipped, invalid = teacher_sources(teacher_cfg, keep_bt, origins)
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
     how = {
         "teachers": checkpoints,
@@ -241,14 +241,17 @@ def distill(
     )
     prepare_student(lead, student, mix_original, given)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
-    return _join(student, teacher_cfg, chunks, checkpoints, how["teacher_sha256"], state, options, skipped or 0)
+    return _join(
+        student, teacher_cfg, chunks, checkpoints, how["teacher_sha256"], state, options, skipped or 0, invalid
+    )
 
 
 def teacher_sources(
     teacher_cfg: ExperimentConfig, keep_bt: bool, origins: dict[tuple[str, str], LineOrigins] | None = None
-) -> tuple[list[tuple[tuple[str, str], list[str]]], int | None]:
-    """Each direction's training source lines of the teacher, and how many lines of back-translated
-    sources (bt:) were skipped (None: it has none; 0 with keep_bt), which is said on stderr; given
+) -> tuple[list[tuple[tuple[str, str], list[str]]], int | None, int]:
+    """Each direction's training source lines of the teacher, how many lines of back-translated
+    sources (bt:) were skipped (None: it has none; 0 with keep_bt), and how many pairs that are no
+    text were left out, each said on stderr; given
     `origins`, where each direction's lines were read, by direction."""
     parts, skipped, names = [], None, []
     # A pair that is no text (invalid UTF-8, a malformed record), which the teacher's binarize left out
@@ -281,7 +284,7 @@ def teacher_sources(
             f"({', '.join(dict.fromkeys(names))}): noised synthetic text it read after <BT>; "
             f"--keep-bt translates them too"
         )
-    return parts, skipped
+    return parts, skipped, len(dropped)
 
 
 def teacher_translator(
@@ -348,6 +351,7 @@ def _join(
     state: dict,
     options: DecodeOptions,
     skipped_bt: int = 0,
+    invalid: int = 0,
 ) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
@@ -371,6 +375,7 @@ def _join(
         "decode": options.record(),
         "seconds": state["seconds"],  # translating, over all runs
         "skipped_bt_lines": skipped_bt,  # lines of the teacher's bt: sources, not translated
+        "invalid_pairs_skipped": invalid,  # pairs that are no text (not UTF-8, a malformed record)
         "corpus": specs[0] if not multilingual else specs,
     }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done

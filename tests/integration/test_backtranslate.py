@@ -51,6 +51,7 @@ def german_text(tmp_path, n: int = 60, empty: int = 0) -> tuple:
 def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_config(trained_experiment, tmp_path):
     reverse = trained_experiment  # de -> en
     path, lines = german_text(tmp_path, empty=2)
+    path.write_bytes(path.read_bytes() + b"\xff kaputt\n")  # not text: left out, counted
     final = Experiment(tmp_path / "en-de")
     manifest = backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=2), chunk_lines=25)
     out = final.root / "backtranslate"
@@ -59,6 +60,7 @@ def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_c
     assert (out / "train.de").read_text(encoding="utf-8").splitlines() == lines  # the real text, empty lines left out
     assert (out / "train.en").read_text(encoding="utf-8").splitlines() == Translator.load(reverse, reverse_cfg).translate(lines)
     assert manifest["lines"] == 60 and manifest["empty_lines_skipped"] == 2 and manifest["chunks"] == 3
+    assert manifest["invalid_lines_skipped"] == 1
     assert manifest["search"] == "beam" and manifest["beam"] == 2 and manifest["tagged"] is True
     cfg = final.load_config()
     assert (cfg.data.src_lang, cfg.data.tgt_lang) == ("en", "de")
@@ -416,8 +418,8 @@ def test_a_mono_line_that_is_not_utf_8_is_left_out_with_a_warning(tmp_path, caps
 
     mono = tmp_path / "mono.en"
     mono.write_bytes(b"A man sleeps.\n\xff broken\nTwo dogs run.\n")
-    lines, empty, _ = read_mono([f"text:{mono}"], "en", ("de", "en"))
-    assert lines == ["A man sleeps.", "Two dogs run."] and empty == 0
+    lines, empty, invalid, _ = read_mono([f"text:{mono}"], "en", ("de", "en"))
+    assert lines == ["A man sleeps.", "Two dogs run."] and (empty, invalid) == (0, 1)
     assert f"1 lines that are not text left out (first: {mono}:2: not valid UTF-8" in " ".join(capsys.readouterr().err.split())
     read_mono([f"text:{mono}"], "en", ("de", "en"), quiet=True)  # a done back-translation's check: said once
     assert "not text" not in capsys.readouterr().err
@@ -431,7 +433,7 @@ def test_monolingual_lines_keep_where_they_were_read(tmp_path):
 
     path = tmp_path / "mono.de"
     path.write_bytes(b"eins\n\nzwei\n\xff kaputt\ndrei\n")
-    lines, empty, origins = read_mono([f"text:{path}"], "de", ("en", "de"), quiet=True)
-    assert lines == ["eins", "zwei", "drei"] and empty == 1
+    lines, empty, invalid, origins = read_mono([f"text:{path}"], "de", ("en", "de"), quiet=True)
+    assert lines == ["eins", "zwei", "drei"] and (empty, invalid) == (1, 1)
     assert origins.names(0, 3) == [f"{path}:1", f"{path}:3", f"{path}:5"]
     assert origins.kept([True, False, True]).names(0, 2) == [f"{path}:1", f"{path}:5"]

@@ -471,6 +471,7 @@ def test_the_teachers_back_translated_sources_are_skipped_unless_kept(trained_ex
         assert distilled.splitlines() == want
         manifest = json.loads((tmp_path / student / "distill" / "manifest.json").read_text())
         assert manifest["skipped_bt_lines"] == (0 if flags else 3) and manifest["lines"] == len(want)
+        assert manifest["invalid_pairs_skipped"] == 0
         said = "skipped 3 lines of the teacher's back-translated sources" in done.stderr
         assert said != bool(flags) and (flags or f"bt:files:{synthetic}*2" in done.stderr), done.stderr
     cfg.data.train = [f"bt:files:{synthetic}"]
@@ -675,8 +676,8 @@ def test_a_training_pair_the_teachers_binarize_left_out_is_left_out_of_distill_t
     cfg.data.src_lang, cfg.data.tgt_lang = "de", "en"
     cfg.data.train = [f"files:{tmp_path / 't'}"]
     assert cfg.data.clean
-    parts, _ = sources_of(cfg, keep_bt=False)
-    assert parts == [(("de", "en"), [src[0], src[2]])]
+    parts, _, invalid = sources_of(cfg, keep_bt=False)
+    assert parts == [(("de", "en"), [src[0], src[2]])] and invalid == 1
     assert "distill: 1 pairs of the teacher's training data are not text and are left out" in " ".join(capsys.readouterr().err.split())
 
 
