@@ -279,9 +279,10 @@ def addresses_kept(text: str, tok: Tokenizer) -> bool:
 
 
 def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
-    """`search` for texts in `fmt` (text, html, xml): markup's, or plain text's (`text_search`)."""
+    """`search` for texts in `fmt` (text, html, xml): markup's, or plain text's (`text_search`), each
+    through a pivot where one is asked (`through_pivot`)."""
     if fmt == "text":
-        return text_search
+        return through_pivot(text_search)
     markup_format = coerce(fmt, Format, "format")
 
     def markup(translator, texts, options=None, first_line=0, progress=None, names=None):
@@ -291,7 +292,27 @@ def searcher(fmt: str) -> Callable[..., list[list[tuple]]]:
             for text, hyps in zip(texts, found)
         ]
 
-    return markup
+    return through_pivot(markup)
+
+
+def through_pivot(search: Callable[..., list[list[tuple]]]) -> Callable[..., list[list[tuple]]]:
+    """`search` (texts in, hypotheses out), which under `options.pivot` translates each text into the
+    pivot and its best translation on into the target, both times as text (or markup) is translated:
+    sentence by sentence, addresses and tags kept and placed, capitals read in the model's casing.
+    (`Translator.search` pivots sentences as they are; markup's aligned search cannot pivot at all.)"""
+
+    def pivoted(translator, texts, options=None, first_line=0, progress=None, names=None):
+        options = options or DecodeOptions()
+        if options.pivot is None:
+            return search(translator, texts, options, first_line, progress, names)
+        src_lang, tgt_lang = translator.directions.resolve(options.src_lang, options.tgt_lang)
+        translator.directions.check_pivot(src_lang, tgt_lang, options.pivot)
+        into = replace(options, pivot=None, src_lang=src_lang, tgt_lang=options.pivot, nbest=1)
+        middle = [hyps[0][0] for hyps in search(translator, texts, into, first_line, None, names)]
+        onward = replace(options, pivot=None, src_lang=options.pivot, tgt_lang=tgt_lang)
+        return search(translator, middle, onward, first_line, progress, names)
+
+    return pivoted
 
 
 def on_one_line(markup: str) -> str:

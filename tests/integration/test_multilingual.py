@@ -255,6 +255,26 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
 
 
 @pytest.mark.slow
+def test_text_and_markup_pivot_as_they_translate_each_leg(multi):
+    """`mt translate --pivot` read a web address as words, and stopped on html or a document (markup's
+    aligned search cannot pivot: "--alignments ... need one translation", no such flag given): each leg
+    is now translated as text or markup is, the address and the tags kept."""
+    from mt.text.markup_translate import searcher
+
+    translator = Translator.load(multi, multi.load_config())
+    german = toy_multiway(3, seed=96)["de"]
+    asked = DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en")
+    lines = [f"{german[0]} https://example.com/a", german[1]]
+    found = [hyps[0][0] for hyps in searcher("text")(translator, lines, asked)]
+    middle = [hyps[0][0] for hyps in searcher("text")(translator, lines, DecodeOptions(src_lang="de", tgt_lang="en"))]
+    assert "https://example.com/a" in middle[0] and "https://example.com/a" in found[0]
+    onward = searcher("text")(translator, middle, DecodeOptions(src_lang="en", tgt_lang="fr"))
+    assert found == [hyps[0][0] for hyps in onward]
+    html = searcher("html")(translator, [f"<b>{german[2]}</b>"], asked)[0][0][0]
+    assert html.startswith("<b>") and html.endswith("</b>") and html.count("<b>") == 1
+
+
+@pytest.mark.slow
 def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path):
     text = tmp_path / "in.en"
     text.write_text("\n".join(toy_multiway(3, seed=97)["en"]) + "\n", encoding="utf-8")
