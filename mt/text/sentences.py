@@ -165,6 +165,9 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     abbreviation sentencex does not know (`abbreviated`: "3 mi. on Sun. afternoon"), or the cut follows
     an initial or a German ordinal (above) and a word (or an initial's hyphen) comes next."""
     after = text[cut:end].lstrip()
+    if after[:1].isdigit():  # "approx. 5 euros", "vol. 2", "No. 5": the abbreviation of a number's
+        word = NUMBER_WORD.search(text[:cut].rstrip())
+        return word is not None and (word.group(1).lower() in BEFORE_NUMBERS or word.group(1) == "No")
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
     word = re.match(r"\S+", after)
@@ -183,6 +186,12 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     return ordinal is not None and ordinal.group(1).lower() in GERMAN_ORDINAL_LEADS
 
 
+# Abbreviations written before a number, whose stop ends no sentence (sentencex cuts "approx. 5" and
+# "vol. 2" in English); "No" only with its capital ("We said no. 5 came.")
+BEFORE_NUMBERS = frozenset(
+    "approx ca cca nr nrs nos vol vols fig figs p pp ch chap sec art abs para eq eqs ref refs tab s bd env".split()
+)
+NUMBER_WORD = re.compile(r"(?:^|[\s(])([^\W\d_]+)\.$")
 ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,6}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")
 
 

@@ -31,6 +31,10 @@ def pieces(text: str, spans) -> list[str]:
           "(See above)."]),
         ("en", "The dog ran 3 mi. on Sun. afternoon. It was fun. What? no way.",
          ["The dog ran 3 mi. on Sun. afternoon.", "It was fun.", "What?", "no way."]),
+        # an abbreviation written before a number ("approx. 5", "vol. 2", "No. 5"); a number after a
+        # word's stop starts a sentence
+        ("en", "It costs approx. 5 euros. See p. 12 and vol. 2. He sang No. 5. I like it. 5 stars!",
+         ["It costs approx. 5 euros.", "See p. 12 and vol. 2.", "He sang No. 5.", "I like it.", "5 stars!"]),
         # but not after a word (lower-cased text, a name in lower case, a file name)
         ("en", "a dog runs. a cat sleeps.", ["a dog runs.", "a cat sleeps."]),
         ("en", "I bought a new phone. iPhone sales rose. It is readme.txt. it is short.",
