@@ -40,6 +40,7 @@ BATCH_CALL_LINES = 32
 # sentence three times (to cut it, to check it is readable, to search it), each costing its event loop
 # a trip out of the interpreter; most lines of batch calls are met once. Lines up to RECENT_CHARS long.
 RECENT_LINES, RECENT_CHARS = 256, 1000
+SPELLINGS = 1 << 16  # words whose spelling's cost is remembered (spelling_costs)
 # Control characters and line/paragraph separators (with the spaces around them) in a decoded
 # translation: byte pieces can spell them (a sampled <0x0A> is a newline), and one would split one
 # translation over two output lines, or a TAB-separated output line in two fields.
@@ -75,7 +76,7 @@ class Tokenizer:
         # byte_fallback's <0xNN> pieces, id -> byte: a search may end a character halfway (see decode)
         self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
         self._characters: dict[str, bool] = {}  # character -> whether the vocabulary writes it (unknown_character)
-        self._costs: dict[str, tuple[int, float]] = {}  # word -> its spelling's cost (spelling_costs)
+        self._costs: dict[str, tuple[int, int, float]] = {}  # word -> its spelling's cost (spelling_costs)
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -123,18 +124,28 @@ class Tokenizer:
             _check_unicode(lines)
             raise
 
-    def spelling_costs(self, words: list[str]) -> list[tuple[int, float]]:
-        """How hard each word is for the vocabulary to write: its pieces, then their negated scores (a
-        unigram model's log probabilities, a BPE model's merge order). A casing the training text used
-        costs fewer pieces than one it never saw (mt.text.casing); remembered."""
+    def spelling_costs(self, words: list[str]) -> list[tuple[int, int, float]]:
+        """How hard each word is for the vocabulary to write: the pieces it lacks (byte pieces, <unk>),
+        its pieces, then their negated scores (a unigram model's log probabilities, a BPE model's merge
+        order). A casing the training text used costs fewer pieces than one it never saw
+        (mt.text.casing). Remembered, a bounded number; safe from several threads (`mt serve`)."""
         costs = self._costs
-        if len(costs) > RECENT_LINES * 16:
+        found = [costs.get(word) for word in words]
+        missing = list(dict.fromkeys(word for word, cost in zip(words, found) if cost is None))
+        if not missing:
+            return found
+        new = {}
+        if len(missing) < BATCH_CALL_LINES:  # (not through `encode`: its recent lines are a server's)
+            encoded = [self._sp.encode(word, out_type=int) for word in missing]
+        else:
+            encoded = self._sp.encode(missing, out_type=int, num_threads=self.threads)
+        for word, ids in zip(missing, encoded):
+            score = -sum(self._sp.get_score(i) for i in ids if i not in self._bytes and i != UNK_ID)
+            new[word] = (self.unknown_pieces(ids), len(ids), score)
+        if len(costs) + len(new) > SPELLINGS:
             costs.clear()
-        for word in words:
-            if word not in costs:
-                ids = self._sp.encode(word, out_type=int)
-                costs[word] = (len(ids), -sum(self._sp.get_score(i) for i in ids))
-        return [costs[word] for word in words]
+        costs.update(new)
+        return [cost if cost is not None else new[word] for word, cost in zip(words, found)]
 
     def unknown_character(self, character: str) -> bool:
         """Whether the vocabulary cannot write `character` (it is spelt in byte pieces or <unk>); cached."""

@@ -31,7 +31,7 @@ from typing import Callable
 from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
-from mt.text.casing import recased, restored, shouted
+from mt.text.casing import capitalises_nouns, recased, restored, shouted
 from mt.text.sentences import UNSPACED, Span, cut_long, line_span, reassemble, sentence_spans
 from mt.tokenizer import Tokenizer
 
@@ -93,12 +93,23 @@ JOINING = "\u200d\ufe0e\ufe0f\u20e3"  # inside an emoji's sequence: the joiner, 
 def mostly_unreadable(tok: Tokenizer, text: str) -> bool:
     """Whether at least UNREADABLE of the letters of `text` are ones the source vocabulary cannot write."""
     letters = [c for c in text if c.isalpha()]
-    return bool(letters) and sum(tok.unknown_character(c) for c in letters) >= UNREADABLE * len(letters)
+    capitals = shouted(text)
+    return bool(letters) and sum(unknown(tok, c, capitals) for c in letters) >= UNREADABLE * len(letters)
 
 
 def unknown_letters(tok: Tokenizer, text: str) -> int:
     """How many letters of `text` the source vocabulary cannot write (as `unknown_runs` finds them)."""
-    return sum(1 for c in text if c.isalpha() and not c.isascii() and tok.unknown_character(c))
+    capitals = shouted(text)
+    return sum(1 for c in text if c.isalpha() and not c.isascii() and unknown(tok, c, capitals))
+
+
+def unknown(tok: Tokenizer, c: str, capitals: bool) -> bool:
+    """Whether the source vocabulary cannot write `c`; in a text in `capitals`, which is read in lower
+    case (mt.text.casing), a capital it lacks whose lower case it has is read ("LÄUFT": "läuft")."""
+    if not tok.unknown_character(c):
+        return False
+    lower = c.lower()
+    return not (capitals and lower != c and len(lower) == 1 and not tok.unknown_character(lower))
 
 
 def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
@@ -109,6 +120,7 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
     are placed by the alignment as addresses are. Runs one space apart are one ("Новый Город")."""
     if text.isascii() or not any(tok.unknown_character(c) for c in set(text) if not c.isascii()):
         return []  # the common case, at C's speed: a server asks this of every line on its event loop
+    capitals = shouted(text)
     runs: list[list[int]] = []
     for i, c in enumerate(text):
         inside = bool(runs) and runs[-1][1] == i
@@ -118,7 +130,7 @@ def unknown_runs(tok: Tokenizer, text: str) -> list[Span]:
             if inside:
                 runs[-1][1] = i + 1
             continue
-        if not c.isascii() and tok.unknown_character(c):  # (ASCII's punctuation marks lines and lists: read)
+        if not c.isascii() and unknown(tok, c, capitals):  # (ASCII's punctuation marks lines and lists: read)
             if inside:
                 runs[-1][1] = i + 1
             elif runs and text[runs[-1][1] : i] == " ":
@@ -199,13 +211,13 @@ def recasing(options: DecodeOptions) -> bool:
 
 
 def read_cased(translator: Translator, pieces: list[str], options: DecodeOptions) -> list[str]:
-    """`pieces` as the model reads them (`recasing`), in the source language asked or the model's only
-    one (else not known: mt.text.casing.titled)."""
+    """`pieces` as the model reads them (`recasing`); title case only where neither the source language
+    asked nor, not asked, any of the model's sources capitalises its nouns (mt.text.casing)."""
     if not recasing(options):
         return pieces
-    sources = translator.directions.sources()
-    language = options.src_lang or (sources[0] if len(sources) == 1 else None)
-    return [recased(translator.src_tok, piece, language) for piece in pieces]
+    languages = [options.src_lang] if options.src_lang else translator.directions.sources()
+    titles = not any(capitalises_nouns(language) for language in languages)
+    return [recased(translator.src_tok, piece, titles) for piece in pieces]
 
 
 def as_source_ends(source: str, hyp: tuple) -> tuple:

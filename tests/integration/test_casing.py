@@ -9,9 +9,9 @@ from helpers import Served, load, mt, ok
 
 from mt.apps.serve.app import Limits, build_app
 from mt.decoding.options import DecodeOptions
-from mt.text.casing import recased, shouted, titled
+from mt.text.casing import capitalises_nouns, recased, shouted, titled
 from mt.text.markup_translate import translate as markup_translate
-from mt.text.translate import search, translate
+from mt.text.translate import read_cased, search, translate, unknown_runs
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -29,31 +29,45 @@ PLAIN = DecodeOptions(recase=False)
         ("A Man Is Sleeping On A Sofa", False, True),
         ("NASA Launches New Rocket From Florida", False, True),
         ("A Group of Men Loading Cotton onto a Truck", False, True),  # short words in lower case
+        ("Breaking News from the White House", False, True),
+        ("US Troops Leave Iraq", False, True),
         ("Ein Mann mit einer roten Schwimmweste sitzt in einem Boot.", False, False),  # German nouns
+        ("Der Mann und die Frau im Haus.", False, False),
         ("Barack Obama", False, False),  # a name: two words
+        # sentences with names
+        ("I love New York.", False, False),
+        ("My name is John Smith.", False, False),
+        ("We met at Apple in May.", False, False),
+        ("I met Tom and Ann at the zoo.", False, False),
+        ("John Smith and Mary Jones went to London", False, False),
         ("Der Mann", False, False),
         ("12:45", False, False),
         ("他来了", False, False),
     ],
 )
 def test_capitals_and_title_case_are_told_from_a_writers_casing(piece, capitals, title):
-    assert (shouted(piece), titled(piece, "en")) == (capitals, title)
+    assert (shouted(piece), titled(piece)) == (capitals, title)
 
 
-def test_a_language_that_capitalises_its_nouns_has_no_title_case():
-    assert titled("Der Hund Ist Im Park", None)
-    assert not titled("Der Hund Ist Im Park", "de")
-    assert not titled("Der Hund ist im Park.", "de-CH")
+def test_a_language_that_capitalises_its_nouns_has_no_title_case(translator):
+    assert [capitalises_nouns(code) for code in ("de", "de-CH", "de_AT", "DE", "en", "fr")] == [True] * 4 + [False] * 2
+    # the toy model's source is German: its title case is read as written (not in capitals)
+    assert read_cased(translator, ["Der Mann Sitzt Im Park", "DER MANN"], DecodeOptions()) == [
+        "Der Mann Sitzt Im Park", "Der mann"]
+    assert read_cased(translator, ["Der Mann Sitzt Im Park"], DecodeOptions(src_lang="en")) == ["Der mann sitzt im park"]
 
 
 def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
     tok = translator.src_tok
-    assert recased(tok, "DER MANN SITZT IM PARK.", "de") == "Der mann sitzt im park."
-    # (the toy corpus's German has its nouns in lower case: its title case is asked of as of English)
-    assert recased(tok, "Der Mann Sitzt Im Park", "en") == "Der mann sitzt im park"
-    assert recased(tok, "Der Mann Sitzt Im Park", "de") == "Der Mann Sitzt Im Park"
-    # a word the vocabulary spells letter by letter in either casing (a name) keeps its capital
+    assert recased(tok, "DER MANN SITZT IM PARK.") == "Der mann sitzt im park."
+    assert recased(tok, "DER MANN SITZT. DIE KATZE LÄUFT!") == "Der mann sitzt. Die katze läuft!"  # two sentences
+    # (the toy corpus's German has its nouns in lower case: its title case is read as English's is)
+    assert recased(tok, "Der Mann Sitzt Im Park") == "Der mann sitzt im park"
+    assert recased(tok, "Der Mann Sitzt Im Park", titles=False) == "Der Mann Sitzt Im Park"
+    # a word the vocabulary spells piece by piece in either casing (a name) keeps its capital; so does
+    # an acronym in a title
     assert recased(tok, "Der Mann Sitzt Im Xaverius") == "Der mann sitzt im Xaverius"
+    assert recased(tok, "Der MANN Sitzt Im Park") == "Der MANN sitzt im park"
     assert recased(tok, "Die frau sitzt im Park.") == "Die frau sitzt im Park."  # the writer's casing
 
 
@@ -97,3 +111,21 @@ def test_a_server_translates_capitals_as_mt_translate_does(trained_experiment, t
         answer = ok(f"{served.url}/translate", {"q": "DER MANN SITZT IM PARK.", "source": "de", "target": "en"})
     assert answer["translatedText"] == translate(translator, ["DER MANN SITZT IM PARK."])[0]
     assert answer["translatedText"] == answer["translatedText"].upper()
+
+
+def test_a_capital_the_vocabulary_lacks_is_read_in_lower_case_in_a_text_in_capitals(translator):
+    """"LÄUFT": the toy vocabulary has "ä" but no "Ä"; in capitals the word was kept as it is, as a name
+    in another script is, and the model read "Der hund ."."""
+    tok = translator.src_tok
+    assert tok.unknown_character("Ä") and not tok.unknown_character("ä")
+    assert unknown_runs(tok, "DER HUND LÄUFT.") == []
+    assert unknown_runs(tok, "Der Hund LÄUFT.") == [(9, 14)]  # not in capitals: read as written
+    read = translate(translator, ["Der hund läuft."])[0]
+    assert translate(translator, ["DER HUND LÄUFT."]) == [read.upper()]
+
+
+def test_spelling_costs_count_the_pieces_the_vocabulary_lacks_first(translator):
+    tok = translator.src_tok
+    (unknown, pieces, _), (known, _, _) = tok.spelling_costs(["LÄUFT", "läuft"])
+    assert unknown > 0 == known
+    assert tok.spelling_costs(["läuft"] * 3) == [tok.spelling_costs(["läuft"])[0]] * 3

@@ -299,7 +299,8 @@ class Service:
             planned = await asyncio.to_thread(plan, self.translator, texts, fmt, options)
         except MarkupError as exc:
             raise ApiError(400, str(exc).replace("input line", "text")) from None
-        results, _ = await self.translate(request, planned.sources, options)
+        # (`plan` read the pieces in the model's casing already; `finish` writes capitals back)
+        results, _ = await self.translate(request, planned.sources, replace(options, recase=False))
         return await asyncio.to_thread(finish, planned, results)
 
     def _libre_size(self, texts: list[str], lines_of: list[list[str]]) -> None:
