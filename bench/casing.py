@@ -1,4 +1,4 @@
-"""Text in capitals and in title case, read as written against read in the model's casing (mt.text.casing).
+"""Text in capitals, in title case and in lower case, read as written against read in the model's casing (mt.text.casing).
 
     python -m bench.casing --exp EXP [--data data/multi30k] [--src en --tgt de] [--splits val,test_2016_flickr]
                            [--threads 2] [--out FILE]
@@ -9,7 +9,8 @@ three versions of its sources, each translated with recasing off (`--no-recase`:
 - as written (sentence case): recasing must change nothing; the row counts the lines it recased;
 - in capitals (`str.upper`), scored against the references in capitals;
 - in title case (every word's first letter a capital, the rest as written), scored against the
-  references as they are (a title's translation is cased as the model writes it).
+  references as they are (a title's translation is cased as the model writes it);
+- all in lower case (`str.lower`), scored against the references as they are.
 BLEU and chrF are sacreBLEU's defaults (case-sensitive; deterministic). Prints a table, and as its last
 line one JSON object.
 """
@@ -32,6 +33,7 @@ VERSIONS = {
     "as written": (lambda line: line, lambda line: line),
     "capitals": (str.upper, str.upper),
     "title case": (title_case, lambda line: line),
+    "lower case": (str.lower, lambda line: line),
 }
 
 

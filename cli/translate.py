@@ -128,7 +128,7 @@ def translate(
     recase: Annotated[
         bool,
         typer.Option(
-            help="A sentence in capitals or in title case is read in the casing the model learned (each word as its vocabulary writes it best), and one in capitals is translated into capitals; models trained on sentence-case text otherwise break down on it. Off: every sentence is read as it is written."
+            help="A sentence in capitals, in title case or all in lower case is read in the casing the model learned (each word as its vocabulary writes it best), and one in capitals is translated into capitals; models trained on sentence-case text otherwise break down on it. Off: every sentence is read as it is written."
         ),
     ] = True,
     text_format: Annotated[
@@ -227,20 +227,23 @@ def translate(
     from mt.decoding.translator import Translator
     from mt.text.markup_translate import searcher
 
-    if document is not None:
-        assert input is not None
+    def loaded() -> Translator:
+        """The model, and the direction (and pivot) asked checked against it: one line, before reading."""
         set_threads(threads)
         translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
+        resolved = translator.directions.resolve(src_lang, tgt_lang)
+        if pivot is not None:
+            replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
+            translator.directions.check_pivot(src_lang, tgt_lang, pivot)
+        return translator
+
+    if document is not None:
+        assert input is not None
+        translator = loaded()
         render.write_document(translator, input, output, force, document, options, auto, retranslate, encoding)
         return
     source = input_lines(input, encoding or "utf-8")
-    set_threads(threads)
-    translator = Translator.load(experiment, cfg, checkpoint, device, precision, quantize)
-    translator.directions.resolve(src_lang, tgt_lang)  # a direction it cannot translate: one line, before reading
-    if pivot is not None:
-        resolved = translator.directions.resolve(src_lang, tgt_lang)
-        replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
-        translator.directions.check_pivot(src_lang, tgt_lang, pivot)
+    translator = loaded()
     search = searcher(text_format)
     if auto:
         from mt.search.constrained import split_constrained_line
@@ -257,7 +260,8 @@ def translate(
             search,
             identifier,
             target,
-            lambda language: translator.directions.tag(language, target),  # warns of a zero-shot direction
+            # warns of a zero-shot direction (under a pivot, each language's lines are checked as they pivot)
+            (lambda language: translator.directions.tag(language, target)) if pivot is None else (lambda _: None),
             lambda line: language_text(source_of(line), text_format),  # markup: its words, not its tags
             source_of,
             sentences=text_format == "text" and split_sentences and not constraints,

@@ -95,7 +95,7 @@ class DecodeOptions:
     # Read by mt.text, which cuts texts into pieces before `Translator.search` (one-best, plain):
     sentences: bool = True  # each text translated sentence by sentence; False: a line is one segment
     segment_tokens: int = SEGMENT_TOKENS  # a sentence of more source tokens is cut at clauses, then spaces
-    recase: bool = True  # a piece in capitals or title case searched in the model's casing (mt.text.casing)
+    recase: bool = True  # a piece in capitals, title or lower case searched in the model's casing (mt.text.casing)
 
     def __post_init__(self) -> None:
         _numbers(self, {"nbest": int, "segment_tokens": int, "alignment_layer": int})

@@ -1,38 +1,46 @@
-"""Text in capitals or in title case, searched in the casing the model learned.
+"""Text in capitals, in title case or all in lower case, searched in the casing the model learned.
 
 A model learns the casing of its training text, which is sentences in sentence case. Given a sentence
 in capitals ("A MAN IS SLEEPING ON A SOFA") it reads a string of rare pieces and writes a runaway (a
 model trained on Multi30k answered "Ein „AAAAAAAA..."); in title case ("A Man Is Sleeping On A Sofa")
-it guessed at pieces of words. So a piece (a sentence of a text, `mt.text.translate`) in capitals or
-in title case is searched with each word in the casing the source vocabulary writes best (`recased`:
-of a word's casings, the one the tokenizer spells in the fewest and likeliest pieces, the casing its
-training text used: "MANN" is read as "Mann", "SOFA" as "sofa", "NASA" stays), and a translation of
-capitals is written in capitals (`restored`). Title case is a style of headlines that not every
-language shares: its translation keeps the casing the model gave it. Any other casing is the writer's
-and is searched as it is.
+it guessed at pieces of words; all in lower case ("ein mann schläft"), it reads German nouns and
+names it knows with capitals as other pieces. So a piece (a sentence of a text, `mt.text.translate`)
+cased so is searched with each word in the casing the source vocabulary writes best (`recased`: of a
+word's casings, the one the tokenizer spells in the fewest and likeliest pieces, the casing its
+training text used: "MANN" and "mann" are read as "Mann", "SOFA" as "sofa", "NASA" stays), and a
+translation of capitals is written in capitals (`restored`). Title case is a style of headlines that
+not every language shares, and lower case a writer's haste: their translations keep the casing the
+model gave them. Any other casing is the writer's and is searched as it is.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from mt.tokenizer import Tokenizer
 
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
 # Title case: after its first word, at least TITLE_WORDS words start with a capital, more than do not,
-# and those that do not are short (fewer than TITLE_LETTERS letters) or small words titles leave in
-# lower case ("A Group of Men Loading Cotton onto a Truck"); "I love New York", "My name is John Smith"
-# are sentences. Not in a language that capitalises its nouns, where a sentence of nouns looks like a title.
+# and those that do not are SMALL_WORDS, which titles leave in lower case ("A Group of Men Loading
+# Cotton onto a Truck"); "I love New York", "I met John in New York" are sentences. Not in a language
+# that capitalises its nouns, where a sentence of nouns looks like a title.
 TITLE_WORDS = 3
-TITLE_LETTERS = 4
-SMALL_WORDS = frozenset("from into onto over upon with than that near down unto till".split())
+SMALL_WORDS = frozenset(
+    "a an the and or but nor for so yet of in on at to by as via per off out up from into onto over upon "
+    "with than near down unto till vs v de la le les los las el del des du da di y e et van von".split()
+)
 NOUNS_CAPITALISED = frozenset({"de", "lb", "gsw", "bar", "nds"})
 LIKELIER = 0.7  # nats: about twice as likely
-SENTENCE_END = re.compile(r"[.!?…]")
+# A sentence's end between two words: the mark, what closes after it, then a space ("2.0", "U.S." none)
+SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*\s")
 
 
 def shouted(piece: str) -> bool:
-    """Whether `piece` is written in capitals: two capital letters or more and no lower-case letter."""
+    """Whether `piece` is written in capitals: two capital letters or more and no lower-case letter
+    but "ß", which has no capital in common use ("STRAßE")."""
+    if "ß" in piece:
+        piece = piece.replace("ß", "")
     return piece.isupper() and sum(1 for c in piece if c.isupper()) >= 2
 
 
@@ -48,36 +56,55 @@ def titled(piece: str) -> bool:
     for word in WORD.findall(piece)[1:]:
         if word[0].isupper():
             capitalised += 1
-        elif len(word) >= TITLE_LETTERS and word.lower() not in SMALL_WORDS:
+        elif word.lower() not in SMALL_WORDS:
             return False
         else:
             lower += 1
     return capitalised >= TITLE_WORDS and capitalised > lower and not piece.isupper()
 
 
-def recased(tok: Tokenizer, piece: str, titles: bool = True) -> str:
-    """`piece` as the model should read it (module docstring): in capitals or (with `titles`: not in a
-    language that capitalises its nouns) in title case, each word in its likeliest casing, a sentence's
-    first with a capital; else as it is."""
+def lowered(piece: str) -> bool:
+    """Whether `piece` is written all in lower case, two words or more (a chat's, a recogniser's)."""
+    return piece.islower() and len(WORD.findall(piece)) > 1
+
+
+def casing_of(piece: str, titles: bool = True) -> str | None:
+    """How `piece` is cased, where it is not as the model learned: "capitals", "title" (only with
+    `titles`), "lower"; None: as written."""
     if shouted(piece):
-        capitals = True
-    elif titles and titled(piece):
-        capitals = False
-    else:
+        return "capitals"
+    if titles and titled(piece):
+        return "title"
+    return "lower" if lowered(piece) else None
+
+
+def recased(tok: Tokenizer, piece: str, titles: bool = True) -> str:
+    """`piece` as the model should read it (module docstring): in capitals, in lower case, or (with
+    `titles`: not in a language that capitalises its nouns) in title case, each word in its likeliest
+    casing, a sentence's first with a capital; else as it is."""
+    mode = casing_of(piece, titles)
+    if mode is None:
         return piece
+    capitals = mode == "capitals"
+    piece = unicodedata.normalize("NFC", piece)  # a decomposed "Ä" is one letter of its word, not two
     words = list(WORD.finditer(piece))
-    choices = [spellings(match.group(), capitals) for match in words]
+    choices = [spellings(match.group(), mode) for match in words]
     costs = iter(tok.spelling_costs([spelling for spelling_list in choices for spelling in spelling_list]))
     out, at = [], 0
     for k, (match, spelling_list) in enumerate(zip(words, choices)):
         mine = [next(costs) for _ in spelling_list]
-        # In capitals, the cheapest spelling, lower case first where costs tie. In title case, an
+        # In capitals, the spelling in the fewest pieces, lower case first where they tie (in a joint
+        # vocabulary the capitalised piece may be the other language's noun, likelier than the word:
+        # "Sofa", "Hand"); only a language that capitalises its nouns breaks ties by likelihood
+        # ("MANN": "Mann", where "mann" is one piece too). In title case, an
         # acronym stays; another word is lowered where the vocabulary writes its lower case as one
         # piece (a word it knows; in a joint vocabulary the capitalised piece may be the other
         # language's noun: "Park", "Hut"), in fewer pieces, or in pieces LIKELIER; a name it does not
         # know, spelt piece by piece either way, keeps its capital.
         if capitals:
-            best = min(range(len(spelling_list)), key=lambda i: mine[i])
+            best = min(range(len(spelling_list)), key=lambda i: mine[i] if not titles else mine[i][:2])
+        elif mode == "lower":  # a capital only where the vocabulary writes the word better with one
+            best = int(mine[1][0] <= mine[0][0] and mine[1][1] < mine[0][1])
         else:
             (as_is, as_is_score), (lower, lower_score) = [cost[1:] for cost in mine]
             known = mine[1][0] <= mine[0][0]  # (no more pieces the vocabulary lacks)
@@ -88,18 +115,32 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True) -> str:
                 and (lower < as_is or lower == 1 or (lower == as_is and lower_score < as_is_score - LIKELIER))
             )
         word = spelling_list[best]
-        if k == 0 or SENTENCE_END.search(piece, words[k - 1].end(), match.start()):
+        if starts_sentence(piece, words, k):
             word = word[:1].title() + word[1:]
         out += [piece[at : match.start()], word]
         at = match.end()
     return "".join(out) + piece[at:]
 
 
-def spellings(word: str, capitals: bool) -> list[str]:
+def starts_sentence(piece: str, words: list[re.Match], k: int) -> bool:
+    """Whether the `k`th of the `words` of `piece` starts a sentence: the first, with nothing but
+    punctuation before it ("5 MEN" is no sentence's start), or the first after a sentence's end, which
+    follows a word of two letters or more ("U.S. ARMY": an abbreviation's stop)."""
+    if k == 0:
+        return not any(c.isalnum() for c in piece[: words[0].start()])
+    return (
+        len(words[k - 1].group()) > 1 and SENTENCE_END.search(piece, words[k - 1].end(), words[k].start()) is not None
+    )
+
+
+def spellings(word: str, mode: str) -> list[str]:
     """The casings of `word` to choose from: from capitals, lower case, capitalised and capitals (an
-    acronym); from title case, the word as written and in lower case."""
-    if capitals:
+    acronym); from title case, the word as written and in lower case; from lower case, the word as
+    written and capitalised."""
+    if mode == "capitals":
         return [word.lower(), word[:1].title() + word[1:].lower(), word]
+    if mode == "lower":
+        return [word, word[:1].title() + word[1:]]
     return [word, word.lower()]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mt import log
@@ -360,7 +360,7 @@ def auto_search(
     def identified_search(
         translator: Any, lines: list[str], options: Any = None, first_line: int = 0
     ) -> list[list[tuple]]:
-        todo, copies, split = [], {}, {}
+        todo, copies, split, languages = [], {}, {}, []
         for i, line in enumerate(lines):
             number = first_line + i + 1
             found = identifier.identify(text(line), target) if line.strip() else None
@@ -384,7 +384,8 @@ def auto_search(
                 if found is not None:
                     note(found.language, number)
                 todo.append(line)
-        results = search(translator, todo, options, first_line)
+            languages.append(found.language if todo[-1] else None)
+        results = by_language(translator, todo, languages, options, first_line)
         for i, copy in copies.items():
             results[i] = [(copy, 0.0, *rest) for _, _, *rest in results[i][:1]]
         if split:
@@ -396,7 +397,7 @@ def auto_search(
         naming its line), the others as they are."""
         from mt.text.sentences import reassemble
 
-        asked, names = [], []
+        asked, names, languages = [], [], []
         for i, parts in split.items():
             for a, b, found, translated in parts:
                 number = first_line + i + 1
@@ -404,9 +405,10 @@ def auto_search(
                     note(found.language, number)
                     asked.append(lines[i][a:b])
                     names.append(f"input line {number}")
+                    languages.append(found.language)
                 elif not found.is_in(target):
                     log.warn(f"line {number}: a sentence not translated: {found.message(identifier.sources)}")
-        answers = iter(search(translator, asked, options, first_line, None, names) if asked else [])
+        answers = iter(by_language(translator, asked, languages, options, first_line, names) if asked else [])
         for i, parts in split.items():
             outs, scores = [], []
             for a, b, _, translated in parts:
@@ -418,6 +420,27 @@ def auto_search(
                 scores.append(score)
             joined = reassemble(lines[i], [(a, b) for a, b, _, _ in parts], outs)
             results[i] = [(joined, sum(scores) / len(scores))]
+        return results
+
+    def by_language(translator, texts, languages, options, first_line, names=None) -> list[list[tuple]]:
+        """`search` over `texts` (`names`: what a warning calls each; else its input line); under a
+        pivot, the texts of each language (`languages`, None: a blank text) on their own, with that
+        language as their source: one already in the pivot language is translated on into the target
+        alone (was: into the pivot too, a direction never trained)."""
+        if options is None or options.pivot is None:
+            if names is None:
+                return search(translator, texts, options, first_line)
+            return search(translator, texts, options, first_line, None, names)
+        names = names or [f"input line {first_line + i + 1}" for i in range(len(texts))]
+        results: list[list[tuple]] = [[("", 0.0)] for _ in texts]
+        for language in dict.fromkeys(found for found in languages if found is not None):
+            mine = [i for i, found in enumerate(languages) if found == language]
+            pivot = None if language == options.pivot else options.pivot
+            asked = replace(options, src_lang=language, pivot=pivot)
+            for i, hyps in zip(
+                mine, search(translator, [texts[i] for i in mine], asked, first_line, None, [names[i] for i in mine])
+            ):
+                results[i] = hyps
         return results
 
     return identified_search

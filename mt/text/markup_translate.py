@@ -267,7 +267,8 @@ def joined_columns(texts: list[str], owner: list[int], found: list[list[tuple]])
 def addresses_apply(options: DecodeOptions, any_nbest: bool = False) -> bool:
     """Whether a text's addresses are kept through markup's search under `options`: one-best (with
     `any_nbest`, an n-best list asked too: `search`'s alternatives), no alignments or constraints, no
-    pivot (markup's search aligns, and a pivot's two translations have no alignment)."""
+    pivot (markup's search aligns, and a pivot's two translations have no alignment: `through_pivot`
+    searches each leg of its own, as text)."""
     return segments_apply(options, any_nbest) and options.pivot is None
 
 
@@ -306,6 +307,7 @@ def through_pivot(search: Callable[..., list[list[tuple]]]) -> Callable[..., lis
         if options.pivot is None:
             return search(translator, texts, options, first_line, progress, names)
         src_lang, tgt_lang = translator.directions.resolve(options.src_lang, options.tgt_lang)
+        replace(options, src_lang=src_lang, tgt_lang=tgt_lang)  # made to be checked: a third language
         translator.directions.check_pivot(src_lang, tgt_lang, options.pivot)
         into = replace(options, pivot=None, src_lang=src_lang, tgt_lang=options.pivot, nbest=1)
         middle = [hyps[0][0] for hyps in search(translator, texts, into, first_line, None, names)]

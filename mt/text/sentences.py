@@ -167,7 +167,10 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
     after = text[cut:end].lstrip()
     if after[:1].isdigit():  # "approx. 5 euros", "vol. 2", "No. 5": the abbreviation of a number's
         word = NUMBER_WORD.search(text[:cut].rstrip())
-        return word is not None and (word.group(1).lower() in BEFORE_NUMBERS or word.group(1) == "No")
+        base = rules.replace("_", "-").split("-")[0].lower()
+        return word is not None and (
+            word.group(1).lower() in BEFORE_NUMBERS or word.group(1) in BEFORE_NUMBERS_IN.get(base, ())
+        )
     if not after or not (after[0].isalpha() or after[0] in "-‐"):
         return False
     word = re.match(r"\S+", after)
@@ -187,10 +190,14 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
 
 
 # Abbreviations written before a number, whose stop ends no sentence (sentencex cuts "approx. 5" and
-# "vol. 2" in English); "No" only with its capital ("We said no. 5 came.")
-BEFORE_NUMBERS = frozenset(
-    "approx ca cca nr nrs nos vol vols fig figs p pp ch chap sec art abs para eq eqs ref refs tab s bd env".split()
-)
+# "vol. 2" in English): in any language, and, as written, in one ("Art." in German; "art." ends an
+# English sentence: "He loves art. 5 people came.")
+BEFORE_NUMBERS = frozenset("approx ca cca nr nrs vol vols fig figs pp eq eqs refs".split())
+BEFORE_NUMBERS_IN = {
+    "en": frozenset("p No Nos ch Ch Sec".split()),
+    "de": frozenset("Art Abs Tab S Bd Kap Ziff".split()),
+    "fr": frozenset("env p chap n°".split()),
+}
 NUMBER_WORD = re.compile(r"(?:^|[\s(])([^\W\d_]+)\.$")
 ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,6}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")
 

@@ -9,7 +9,7 @@ from helpers import Served, load, mt, ok
 
 from mt.apps.serve.app import Limits, build_app
 from mt.decoding.options import DecodeOptions
-from mt.text.casing import capitalises_nouns, recased, shouted, titled
+from mt.text.casing import capitalises_nouns, lowered, recased, shouted, titled
 from mt.text.markup_translate import translate as markup_translate
 from mt.text.translate import read_cased, search, translate, unknown_runs
 
@@ -24,6 +24,7 @@ PLAIN = DecodeOptions(recase=False)
         ("A MAN IS SLEEPING ON A SOFA.", True, False),
         ("ERROR 404: PAGE NOT FOUND", True, False),
         ("NASA", True, False),
+        ("STRAßE GESPERRT", True, False),  # ß has no capital in common use
         ("A", False, False),  # one capital: a word, not a sentence in capitals
         ("A man in the NASA building.", False, False),  # an acronym in a sentence
         ("A Man Is Sleeping On A Sofa", False, True),
@@ -49,6 +50,16 @@ def test_capitals_and_title_case_are_told_from_a_writers_casing(piece, capitals,
     assert (shouted(piece), titled(piece)) == (capitals, title)
 
 
+def test_a_sentence_all_in_lower_case_is_read_with_the_capitals_the_vocabulary_knows(translator):
+    """All in lower case (a chat's): the sentence's first word capitalised, as the training text has it,
+    and a word the vocabulary writes in fewer pieces with a capital; its translation as the model cases it."""
+    tok = translator.src_tok
+    assert lowered("der mann sitzt.") and not lowered("ok") and not lowered("Der mann sitzt.")
+    assert recased(tok, "der mann sitzt im park. die katze läuft.") == "Der mann sitzt im park. Die katze läuft."
+    assert translate(translator, ["die katze läuft."]) == translate(translator, ["Die katze läuft."])
+    assert translate(translator, ["die katze läuft."], PLAIN) == [translator.search(["die katze läuft."])[0][0][0]]
+
+
 def test_a_language_that_capitalises_its_nouns_has_no_title_case(translator):
     assert [capitalises_nouns(code) for code in ("de", "de-CH", "de_AT", "DE", "en", "fr")] == [True] * 4 + [False] * 2
     # the toy model's source is German: its title case is read as written (not in capitals)
@@ -69,6 +80,11 @@ def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
     assert recased(tok, "Der Mann Sitzt Im Xaverius") == "Der mann sitzt im Xaverius"
     assert recased(tok, "Der MANN Sitzt Im Park") == "Der MANN sitzt im park"
     assert recased(tok, "Die frau sitzt im Park.") == "Die frau sitzt im Park."  # the writer's casing
+    # a sentence starts after a sentence's end and a space, not inside "2.0" or after "5"
+    assert recased(tok, "DER MANN 2.0 SITZT") == "Der mann 2.0 sitzt"
+    assert recased(tok, "5 MANN SITZT") == "5 mann sitzt"
+    # decomposed letters are letters of their word
+    assert recased(tok, "DIE KATZE LA\u0308UFT") == "Die katze läuft"
 
 
 def test_a_sentence_in_capitals_is_translated_as_its_sentence_case_and_into_capitals(translator):

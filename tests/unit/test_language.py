@@ -97,6 +97,26 @@ def test_src_lang_auto_copies_the_targets_lines_and_leaves_foreign_ones_untransl
     assert "line 12: not translated: the text looks like French (fr)" in " ".join(capsys.readouterr().err.split())
 
 
+def test_under_a_pivot_each_languages_lines_are_searched_from_it_and_the_pivots_own_without_it():
+    """`--src-lang auto --pivot en`: every line went source -> pivot -> target with no source named, an
+    English line through en -> en (never trained) first."""
+    from mt.decoding.options import DecodeOptions
+
+    asked = []
+
+    def search(translator, lines, options=None, first_line=0, progress=None, names=None):
+        asked.append((options.src_lang, options.pivot, lines, names))
+        return [[(f"<{line}>", -1.0)] for line in lines]
+
+    identified = auto_search(search, LanguageIdentifier(["de", "en"]), "fr")
+    lines = [SENTENCES["de"], SENTENCES["en"], "", SENTENCES["fr"], SENTENCES["de"]]
+    found = identified(None, lines, DecodeOptions(tgt_lang="fr", pivot="en"), 4)
+    assert found == [[(f"<{SENTENCES['de']}>", -1.0)], [(f"<{SENTENCES['en']}>", -1.0)], [("", 0.0)],
+                     [(SENTENCES["fr"], 0.0)], [(f"<{SENTENCES['de']}>", -1.0)]]
+    assert asked == [("de", "en", [SENTENCES["de"]] * 2, ["input line 5", "input line 9"]),
+                     ("en", None, [SENTENCES["en"]], ["input line 6"])]
+
+
 def test_a_short_text_already_in_the_target_comes_back_as_it_is():
     """The guard lets a short text in Latin letters pass ("Der Hund läuft." to an English model's guard),
     so an EN->DE model "translated" German into German; told apart from English, it is German."""
