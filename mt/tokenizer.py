@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
@@ -47,6 +49,23 @@ SPELLINGS = 1 << 16  # words whose spelling's cost is remembered (spelling_costs
 _LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 
 
+WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
+TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
+
+
+def casing_table(lines: Iterable[str]) -> dict[str, str]:
+    """Each word of `lines` (a source language's training text) in the casing it writes the word in,
+    by the word in capitals ("MANN": "Mann", "STRASSE": "Straße", "PARK": "park", "NASA": "NASA"): its
+    commonest form but as a line's first word (where every word has a capital), of the words met
+    TABLE_MIN times or more. Saved beside the tokenizer; mt.text.casing reads text in capitals or
+    title case by it."""
+    counts = Counter(word for line in lines for word in WORD.findall(line)[1:])
+    forms: dict[str, Counter] = {}
+    for word, count in counts.items():
+        forms.setdefault(word.upper(), Counter())[word] += count
+    return {key: found.most_common(1)[0][0] for key, found in forms.items() if sum(found.values()) >= TABLE_MIN}
+
+
 def model_path(prefix: Path) -> Path:
     """SentencePiece's model file for a prefix ("spm" -> "spm.model"; "spm.src" -> "spm.src.model")."""
     return Path(f"{prefix}.model")
@@ -77,6 +96,9 @@ class Tokenizer:
         self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
         self._characters: dict[str, bool] = {}  # character -> whether the vocabulary writes it (unknown_character)
         self._costs: dict[str, tuple[int, int, float]] = {}  # word -> its spelling's cost (spelling_costs)
+        # a source language -> its words' casing in the training text (mt.text.casing), where the
+        # experiment keeps one (Experiment.load_tokenizers)
+        self.casing: dict[str, dict[str, str]] = {}
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:

@@ -21,7 +21,17 @@ from mt.data import corpus
 from mt.data.dataset import input_record
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
-from mt.tokenizer import BACK_TRANSLATION_TAG, BOS_ID, EOS_ID, NOISE_FILLER, PAD_ID, UNK_ID, Tokenizer, language_tag
+from mt.tokenizer import (
+    BACK_TRANSLATION_TAG,
+    BOS_ID,
+    EOS_ID,
+    NOISE_FILLER,
+    PAD_ID,
+    UNK_ID,
+    Tokenizer,
+    casing_table,
+    language_tag,
+)
 
 
 def _train_error(exc: Exception, vocab_size: int) -> str:
@@ -172,6 +182,7 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
         models.append((lines, exp.spm_prefix(side), back_translation_symbols(cfg) if side != "tgt" else None))
     train_spms(models, cfg.tokenizer)  # written together, once every side has trained
     # after: a training that fails leaves nothing of its own (the step's config change is undone)
+    write_json_atomic(exp.casing_path, {cfg.data.src_lang: casing_table(words_of(sample.src))})
     write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {side: Tokenizer.load(exp.spm_model_path(side)).vocab_size for side in _sides(cfg)},
@@ -221,6 +232,7 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, 
         cfg.tokenizer,
         [language_tag(lang) for lang in text] + back_translation_symbols(cfg),
     )
+    write_json_atomic(exp.casing_path, {lang: casing_table(words_of(list(lines))) for lang, lines in text.items()})
     write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},
@@ -229,6 +241,11 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, 
         "languages": counts,
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def words_of(lines: list[str]) -> list[str]:
+    """Source lines as text for `casing_table`: without back-translation's tag and noise's filler."""
+    return [line.replace(BACK_TRANSLATION_TAG, " ").replace(NOISE_FILLER, " ") for line in lines]
 
 
 def back_translation_symbols(cfg: ExperimentConfig) -> list[str]:

@@ -69,6 +69,11 @@ class Experiment:
         """The training files the tokenizer was trained on (`mt.data.dataset.input_record`)."""
         return self.tokenizer_dir / "inputs.json"
 
+    @property
+    def casing_path(self) -> Path:
+        """Each source language's words in the casing its training text writes them (mt.text.casing)."""
+        return self.tokenizer_dir / "casing.json"
+
     def spm_prefix(self, side: str) -> Path:
         """side: "joint", "src" or "tgt"; SentencePiece adds .model/.vocab to this prefix."""
         return self.tokenizer_dir / ("spm" if side == "joint" else f"spm.{side}")
@@ -248,7 +253,20 @@ class Experiment:
             if not path.exists():
                 raise MtError(f"{path}: no tokenizer yet; run `mt train-tokenizer --exp {self.root}` first")
         tokenizers = [Tokenizer.load(path) for path in paths]
+        tokenizers[0].casing = self.read_casing()
         return (tokenizers[0], tokenizers[0]) if joint else (tokenizers[0], tokenizers[1])
+
+    def read_casing(self) -> dict[str, dict[str, str]]:
+        """The casing tables (`casing_path`), {} for an experiment whose tokenizer was trained without
+        them; a damaged file is a one-line error."""
+        tables = self.read_json(self.casing_path)
+        if tables is None:
+            return {}
+        if not isinstance(tables, dict) or not all(
+            isinstance(table, dict) and all(isinstance(v, str) for v in table.values()) for table in tables.values()
+        ):
+            raise MtError(f"{self.casing_path}: not a casing table (language -> word -> casing); remove it")
+        return tables
 
     # -- small readers -------------------------------------------------------------------------
     def read_json(self, path: Path) -> Any:

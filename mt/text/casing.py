@@ -18,9 +18,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import WORD, Tokenizer
 
-WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
 # Title case: after its first word, at least TITLE_WORDS words start with a capital, more than do not,
 # and those that do not are SMALL_WORDS, which titles leave in lower case ("A Group of Men Loading
 # Cotton onto a Truck"); "I love New York", "I met John in New York" are sentences. Not in a language
@@ -49,14 +48,16 @@ def capitalises_nouns(language: str) -> bool:
     return language.replace("_", "-").split("-")[0].lower() in NOUNS_CAPITALISED
 
 
-def titled(piece: str) -> bool:
-    """Whether `piece` is in title case ("Breaking News from the Capital"): see TITLE_WORDS. A word in
-    capitals (an acronym) fits a title too; a piece of capitals alone is `shouted`."""
+def titled(piece: str, strict: bool = False) -> bool:
+    """Whether `piece` is in title case ("Breaking News from the Capital"): see TITLE_WORDS; `strict`
+    (a language that capitalises its nouns, whose articles and verbs are not): every word after the
+    first with a capital ("Zwei Junge Männer Spielen Fußball"). A word in capitals (an acronym) fits a
+    title too; a piece of capitals alone is `shouted`."""
     capitalised = lower = 0
     for word in WORD.findall(piece)[1:]:
         if word[0].isupper():
             capitalised += 1
-        elif word.lower() not in SMALL_WORDS:
+        elif strict or word.lower() not in SMALL_WORDS:
             return False
         else:
             lower += 1
@@ -68,22 +69,23 @@ def lowered(piece: str) -> bool:
     return piece.islower() and len(WORD.findall(piece)) > 1
 
 
-def casing_of(piece: str, titles: bool = True) -> str | None:
+def casing_of(piece: str, titles: bool = True, strict_titles: bool = False) -> str | None:
     """How `piece` is cased, where it is not as the model learned: "capitals", "title" (only with
-    `titles`), "lower"; None: as written."""
+    `titles`, or `strict_titles`: `titled`'s strict), "lower"; None: as written."""
     if shouted(piece):
         return "capitals"
-    if titles and titled(piece):
+    if (titles and titled(piece)) or (strict_titles and titled(piece, strict=True)):
         return "title"
     return "lower" if lowered(piece) else None
 
 
-def recased(tok: Tokenizer, piece: str, titles: bool = True) -> str:
+def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, str] | None = None) -> str:
     """`piece` as the model should read it (module docstring): in capitals, in lower case, or (with
-    `titles`: not in a language that capitalises its nouns) in title case, each word in its likeliest
-    casing, a sentence's first with a capital; else as it is."""
-    mode = casing_of(piece, titles)
-    if mode is None:
+    `titles`: not in a language that capitalises its nouns) in title case, each word in the casing
+    its language's training text writes it in (`table`, where it holds the word), else the likeliest
+    for the vocabulary, a sentence's first with a capital; else as it is."""
+    mode = casing_of(piece, titles, strict_titles=table is not None)  # (a language of capitalised nouns:
+    if mode is None:  # its title case only by a table, which knows its nouns from its other words)
         return piece
     capitals = mode == "capitals"
     piece = unicodedata.normalize("NFC", piece)  # a decomposed "Ä" is one letter of its word, not two
@@ -110,11 +112,15 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True) -> str:
             known = mine[1][0] <= mine[0][0]  # (no more pieces the vocabulary lacks)
             acronym = sum(1 for c in match.group() if c.isupper()) > 1
             best = int(
-                known
+                titles  # (a strict title of capitalised nouns: only its table lowers a word)
+                and known
                 and not acronym
                 and (lower < as_is or lower == 1 or (lower == as_is and lower_score < as_is_score - LIKELIER))
             )
         word = spelling_list[best]
+        listed = table.get(match.group().upper()) if table else None
+        if listed is not None and (mode != "title" or sum(1 for c in match.group() if c.isupper()) < 2):
+            word = listed  # (in a title, an acronym stays as it is)
         if starts_sentence(piece, words, k):
             word = word[:1].title() + word[1:]
         out += [piece[at : match.start()], word]

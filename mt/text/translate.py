@@ -211,13 +211,16 @@ def recasing(options: DecodeOptions) -> bool:
 
 
 def read_cased(translator: Translator, pieces: list[str], options: DecodeOptions) -> list[str]:
-    """`pieces` as the model reads them (`recasing`); title case only where neither the source language
-    asked nor, not asked, any of the model's sources capitalises its nouns (mt.text.casing)."""
+    """`pieces` as the model reads them (`recasing`), by the source language's casing table where it is
+    known and the experiment has one; title case only where neither the source language asked nor, not
+    asked, any of the model's sources capitalises its nouns (mt.text.casing)."""
     if not recasing(options):
         return pieces
     languages = [options.src_lang] if options.src_lang else translator.directions.sources()
     titles = not any(capitalises_nouns(language) for language in languages)
-    return [recased(translator.src_tok, piece, titles) for piece in pieces]
+    tok = translator.src_tok
+    table = tok.casing.get(languages[0]) if len(languages) == 1 else None  # (one language's words)
+    return [recased(tok, piece, titles, table) for piece in pieces]
 
 
 def as_source_ends(source: str, hyp: tuple) -> tuple:

@@ -4,14 +4,20 @@ conftest's tiny model, whose toy corpus is in sentence case with its nouns in lo
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from helpers import Served, load, mt, ok
 
 from mt.apps.serve.app import Limits, build_app
 from mt.decoding.options import DecodeOptions
+from mt.decoding.translator import Translator
+from mt.errors import MtError
+from mt.experiment.paths import Experiment
 from mt.text.casing import capitalises_nouns, lowered, recased, shouted, titled
 from mt.text.markup_translate import translate as markup_translate
 from mt.text.translate import read_cased, search, translate, unknown_runs
+from mt.tokenizer import casing_table
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -60,31 +66,38 @@ def test_a_sentence_all_in_lower_case_is_read_with_the_capitals_the_vocabulary_k
     assert translate(translator, ["die katze läuft."], PLAIN) == [translator.search(["die katze läuft."])[0][0][0]]
 
 
-def test_a_language_that_capitalises_its_nouns_has_no_title_case(translator):
+def test_a_language_that_capitalises_its_nouns_has_title_case_only_by_its_table(translator):
     assert [capitalises_nouns(code) for code in ("de", "de-CH", "de_AT", "DE", "en", "fr")] == [True] * 4 + [False] * 2
-    # the toy model's source is German: its title case is read as written (not in capitals)
-    assert read_cased(translator, ["Der Mann Sitzt Im Park", "DER MANN"], DecodeOptions()) == [
-        "Der Mann Sitzt Im Park", "Der mann"]
-    assert read_cased(translator, ["Der Mann Sitzt Im Park"], DecodeOptions(src_lang="en")) == ["Der mann sitzt im park"]
-
-
-def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
     tok = translator.src_tok
-    assert recased(tok, "DER MANN SITZT IM PARK.") == "Der mann sitzt im park."
-    assert recased(tok, "DER MANN SITZT. DIE KATZE LÄUFT!") == "Der mann sitzt. Die katze läuft!"  # two sentences
-    # (the toy corpus's German has its nouns in lower case: its title case is read as English's is)
-    assert recased(tok, "Der Mann Sitzt Im Park") == "Der mann sitzt im park"
-    assert recased(tok, "Der Mann Sitzt Im Park", titles=False) == "Der Mann Sitzt Im Park"
-    # a word the vocabulary spells piece by piece in either casing (a name) keeps its capital; so does
-    # an acronym in a title
-    assert recased(tok, "Der Mann Sitzt Im Xaverius") == "Der mann sitzt im Xaverius"
-    assert recased(tok, "Der MANN Sitzt Im Park") == "Der MANN sitzt im park"
-    assert recased(tok, "Die frau sitzt im Park.") == "Die frau sitzt im Park."  # the writer's casing
-    # a sentence starts after a sentence's end and a space, not inside "2.0" or after "5"
-    assert recased(tok, "DER MANN 2.0 SITZT") == "Der mann 2.0 sitzt"
-    assert recased(tok, "5 MANN SITZT") == "5 mann sitzt"
-    # decomposed letters are letters of their word
-    assert recased(tok, "DIE KATZE LA\u0308UFT") == "Die katze läuft"
+    assert recased(tok, "Der Mann Sitzt Im Park", titles=False) == "Der Mann Sitzt Im Park"  # no table
+    table = {"MANN": "Mann", "SITZT": "sitzt", "IM": "im"}
+    assert recased(tok, "Der Mann Sitzt Im Park", titles=False, table=table) == "Der Mann sitzt im Park"
+    # strictly: a German sentence with a word in lower case after its first is no title
+    assert recased(tok, "Der Mann Sitzt im Park", titles=False, table=table) == "Der Mann Sitzt im Park"
+    # the toy model's source is German, and its experiment has the table its training text gives
+    assert set(tok.casing) == {"de"} and tok.casing["de"]["MANN"] == "mann"
+    assert read_cased(translator, ["Der Mann Sitzt Im Park", "DER MANN"], DecodeOptions()) == [
+        "Der mann sitzt im park", "Der mann"]
+
+
+def test_a_casing_table_holds_each_words_commonest_form_inside_sentences(trained_experiment, tmp_path):
+    lines = ["Die Straße ist nass.", "Der Mann sieht die Straße und die Frau.", "Ein Mann und eine Frau.", "Mann oh Mann.",
+             "Sie fliegt mit der NASA und der NASA.", "ein einzelnes Wort"]
+    table = casing_table(lines)
+    assert table["STRASSE"] == "Straße" and table["MANN"] == "Mann" and table["NASA"] == "NASA"
+    assert "DIE" in table and table["DIE"] == "die"  # ("Die" only as a sentence's first word)
+    assert "WORT" not in table  # met once: too few to tell
+    tok = Translator.load(trained_experiment, trained_experiment.load_config()).src_tok
+    assert recased(tok, "DIE STRASSE UND DER MANN", True, table) == "Die Straße und der Mann"
+    assert recased(tok, "die strasse der nasa", True, table) == "Die Straße der NASA"
+    # what `mt train-tokenizer` wrote beside the tokenizer; a damaged one is a one-line error
+    copy = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, copy.root)
+    copy.casing_path.write_text('{"de": ["not", "a", "table"]}', encoding="utf-8")
+    with pytest.raises(MtError, match="casing.json: not a casing table"):
+        copy.load_tokenizers(True)
+    copy.casing_path.unlink()  # a tokenizer trained before the tables: the vocabulary decides
+    assert copy.load_tokenizers(True)[0].casing == {}
 
 
 def test_a_sentence_in_capitals_is_translated_as_its_sentence_case_and_into_capitals(translator):
