@@ -51,19 +51,21 @@ _LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
 TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
+TABLE_WORDS = 200_000  # the commonest words it keeps (a few megabytes; rarer words are the vocabulary's)
 
 
 def casing_table(lines: Iterable[str]) -> dict[str, str]:
     """Each word of `lines` (a source language's training text) in the casing it writes the word in,
     by the word in capitals ("MANN": "Mann", "STRASSE": "Straße", "PARK": "park", "NASA": "NASA"): its
-    commonest form but as a line's first word (where every word has a capital), of the words met
-    TABLE_MIN times or more. Saved beside the tokenizer; mt.text.casing reads text in capitals or
+    commonest form but as a line's first word (where every word has a capital), of the TABLE_WORDS
+    commonest words met TABLE_MIN times or more. Saved beside the tokenizer; mt.text.casing reads text in capitals or
     title case by it."""
     counts = Counter(word for line in lines for word in WORD.findall(line)[1:])
     forms: dict[str, Counter] = {}
     for word, count in counts.items():
         forms.setdefault(word.upper(), Counter())[word] += count
-    return {key: found.most_common(1)[0][0] for key, found in forms.items() if sum(found.values()) >= TABLE_MIN}
+    met = sorted(((sum(found.values()), key) for key, found in forms.items()), reverse=True)[:TABLE_WORDS]
+    return {key: forms[key].most_common(1)[0][0] for count, key in met if count >= TABLE_MIN}
 
 
 def model_path(prefix: Path) -> Path:
