@@ -10,6 +10,7 @@ once (or once per kind), so that they are searched in the usual batches; blank u
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from mt import log
@@ -42,43 +43,59 @@ class TranslatorUnits:
         self.translator, self.options, self.progress, self.chunk = translator, options, progress, chunk
         self.identifier = identifier  # --src-lang auto: a unit the model cannot read is kept as it is
 
-    def readable(self, text: str, fmt: Format = "text") -> bool:
-        """Whether to translate a unit: it has text, in a language the model reads (a warning if not)
-        other than the target (kept as it is); a markup unit's language is its text's, not its tags',
-        styles' and scripts'."""
+    def readable(self, text: str, fmt: Format = "text") -> str | None:
+        """The language to translate a unit from, or None not to: it has text, in a language the model
+        reads (a warning if not) other than the target (kept as it is); a markup unit's language is its
+        text's, not its tags', styles' and scripts'. "" where no language is identified (not auto)."""
         if not text.strip():
-            return False
+            return None
         if self.identifier is None:
-            return True
+            return ""
         target = self.translator.directions.resolve(self.options.src_lang, self.options.tgt_lang)[1]
         found = self.identifier.identify(language_text(text, fmt), target)
         if found.is_in(target):
-            return False  # already in the target language: kept as it is, as `mt serve` gives it
+            return None  # already in the target language: kept as it is, as `mt serve` gives it
         if found.foreign is not None:
             shown = text.strip()[:40]
             log.warn(f"not translated: {shown!r}: {found.message(self.identifier.sources)} (--src-lang)")
-        return found.foreign is None
+            return None
+        return found.language
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
         from mt.text.markup_translate import searcher
 
         search = searcher(fmt)
         out = list(texts)
-        todo = [i for i, text in enumerate(texts) if self.readable(text, fmt)]
-        for start in range(0, len(todo), self.chunk):
-            chunk = todo[start : start + self.chunk]
-            # a warning names the unit by its text: "input line N" counted this call's units, no line of the file
-            names = [f"the text {' '.join(texts[i].split())[:40]!r}" for i in chunk]
-            try:
-                found = search(self.translator, [texts[i] for i in chunk], self.options, names=names)
-            except MarkupError as exc:  # "input line N" counts this call's units: the text says which
-                number = re.match(r"input line (\d+): (.*)", str(exc), re.S)
-                if number is None or not 0 < int(number.group(1)) <= len(chunk):
-                    raise
-                shown = " ".join(texts[chunk[int(number.group(1)) - 1]].split())[:60]
-                raise DocumentError(f"the text {shown!r}: {number.group(2)}") from None
-            for i, hyps in zip(chunk, found):
-                out[i] = hyps[0][0]
-            if self.progress is not None:
-                self.progress(min(start + self.chunk, len(todo)), len(todo))
+        languages = {i: self.readable(text, fmt) for i, text in enumerate(texts)}
+        todo = [i for i, language in languages.items() if language is not None]
+        # Under a pivot, each language's units are searched from it (`--src-lang auto`): those in the
+        # pivot language take one leg only, as mt.text.language's lines do
+        pivoting = self.options.pivot is not None
+        groups: dict[str, list[int]] = {}
+        for i in todo:
+            groups.setdefault(str(languages[i]) if pivoting else "", []).append(i)
+        done = 0
+        for language, units in groups.items():
+            options = self.options
+            if language:
+                options = replace(
+                    options, src_lang=language, pivot=None if language == options.pivot else options.pivot
+                )
+            for start in range(0, len(units), self.chunk):
+                chunk = units[start : start + self.chunk]
+                # a warning names the unit by its text: "input line N" counted this call's units, no line of the file
+                names = [f"the text {' '.join(texts[i].split())[:40]!r}" for i in chunk]
+                try:
+                    found = search(self.translator, [texts[i] for i in chunk], options, names=names)
+                except MarkupError as exc:  # "input line N" counts this call's units: the text says which
+                    number = re.match(r"input line (\d+): (.*)", str(exc), re.S)
+                    if number is None or not 0 < int(number.group(1)) <= len(chunk):
+                        raise
+                    shown = " ".join(texts[chunk[int(number.group(1)) - 1]].split())[:60]
+                    raise DocumentError(f"the text {shown!r}: {number.group(2)}") from None
+                for i, hyps in zip(chunk, found):
+                    out[i] = hyps[0][0]
+                done += len(chunk)
+                if self.progress is not None:
+                    self.progress(done, len(todo))
         return out

@@ -275,6 +275,28 @@ def test_text_and_markup_pivot_as_they_translate_each_leg(multi):
 
 
 @pytest.mark.slow
+def test_a_documents_units_in_the_pivot_language_take_one_leg_under_auto(multi):
+    """`mt translate --src-lang auto --pivot en` on a document: an English unit went en -> en (never
+    trained) -> fr; each language's units are now searched from it."""
+    from mt.documents.units import TranslatorUnits
+    from mt.text.language import LanguageIdentifier, identifiable
+    from mt.text.markup_translate import searcher
+
+    translator = Translator.load(multi, multi.load_config())
+    identifier = LanguageIdentifier(identifiable(translator.directions))
+    german, english = "Die katze läuft im park.", "The cat runs in the park."
+    assert [identifier.identify(text).language for text in (german, english)] == ["de", "en"]
+    units = TranslatorUnits(translator, DecodeOptions(tgt_lang="fr", pivot="en"), identifier=identifier)
+    found = units([german, english, ""])
+
+    def alone(text, options):
+        return searcher("text")(translator, [text], options)[0][0][0]
+
+    assert found == [alone(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en")),
+                     alone(english, DecodeOptions(src_lang="en", tgt_lang="fr")), ""]
+
+
+@pytest.mark.slow
 def test_the_command_line_speaks_directions(multi, capsys, monkeypatch, tmp_path):
     text = tmp_path / "in.en"
     text.write_text("\n".join(toy_multiway(3, seed=97)["en"]) + "\n", encoding="utf-8")
