@@ -58,6 +58,8 @@ def train_tokenizer(
     experiment, cfg, change = open_experiment(exp, recipe, flags, sets)
     with change.undo_if_fails():
         summary = run(experiment, cfg)
+    if "casing" in summary:  # a tokenizer trained before the casing tables: they alone were written
+        return
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
     trained_on = "sentences" if "languages" in summary else "training pairs"  # a multilingual sample: sentences
     log.info(

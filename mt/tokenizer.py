@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -52,20 +53,52 @@ _LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
 TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
 TABLE_WORDS = 200_000  # the commonest words it keeps (a few megabytes; rarer words are the vocabulary's)
+TABLE_SHARE = 0.8  # of a word's uses, the share its form in the table must have
+SENTENCE_STARTS = re.compile(r"(?<=[.!?…:])[\"'”’»)\]]*\s+|^\W*-\s+")  # a line's later sentences, a dialogue's dash
 
 
 def casing_table(lines: Iterable[str]) -> dict[str, str]:
     """Each word of `lines` (a source language's training text) in the casing it writes the word in,
     by the word in capitals ("MANN": "Mann", "STRASSE": "Straße", "PARK": "park", "NASA": "NASA"): its
-    commonest form but as a line's first word (where every word has a capital), of the TABLE_WORDS
-    commonest words met TABLE_MIN times or more. Saved beside the tokenizer; mt.text.casing reads text in capitals or
-    title case by it."""
-    counts = Counter(word for line in lines for word in WORD.findall(line)[1:])
-    forms: dict[str, Counter] = {}
+    form inside sentences (not a sentence's first word, where every word has a capital) where at least
+    TABLE_SHARE of its uses have that form ("Paar" and "paar" both common: neither), of the
+    TABLE_WORDS commonest words met TABLE_MIN times or more; words of no case (Chinese, Arabic) are
+    not kept. Saved beside the tokenizer; mt.text.casing reads text in capitals, title case or lower
+    case by it."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        for sentence in SENTENCE_STARTS.split(line):
+            counts.update(WORD.findall(sentence)[1:])
+    totals: Counter[str] = Counter()
+    best: dict[str, tuple[int, str]] = {}
     for word, count in counts.items():
-        forms.setdefault(word.upper(), Counter())[word] += count
-    met = sorted(((sum(found.values()), key) for key, found in forms.items()), reverse=True)[:TABLE_WORDS]
-    return {key: forms[key].most_common(1)[0][0] for count, key in met if count >= TABLE_MIN}
+        key = word.upper()
+        if key == word.lower():
+            continue  # no case
+        totals[key] += count
+        if count > best.get(key, (0, ""))[0]:
+            best[key] = (count, word)
+    return {
+        key: best[key][1]
+        for key, total in totals.most_common(TABLE_WORDS)
+        if total >= TABLE_MIN and best[key][0] >= TABLE_SHARE * total
+    }
+
+
+def read_casing(path: Path) -> dict[str, dict[str, str]]:
+    """Casing tables as `mt train-tokenizer` writes them (language -> `casing_table`); {} where there is
+    no file (a tokenizer trained before them)."""
+    try:
+        tables = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or not JSON
+        raise MtError(f"{path}: unreadable ({exc}); remove it (`mt train-tokenizer` writes it again)") from None
+    if not isinstance(tables, dict) or not all(
+        isinstance(table, dict) and all(isinstance(v, str) for v in table.values()) for table in tables.values()
+    ):
+        raise MtError(f"{path}: not a casing table (language -> word -> casing); remove it")
+    return tables
 
 
 def model_path(prefix: Path) -> Path:
@@ -98,9 +131,8 @@ class Tokenizer:
         self._bytes = {i: int(self._sp.id_to_piece(i)[1:-1], 16) for i in range(self.vocab_size) if self._sp.is_byte(i)}
         self._characters: dict[str, bool] = {}  # character -> whether the vocabulary writes it (unknown_character)
         self._costs: dict[str, tuple[int, int, float]] = {}  # word -> its spelling's cost (spelling_costs)
-        # a source language -> its words' casing in the training text (mt.text.casing), where the
-        # experiment keeps one (Experiment.load_tokenizers)
-        self.casing: dict[str, dict[str, str]] = {}
+        self.casing_file: Path | None = None  # its experiment's casing tables (Experiment.load_tokenizers)
+        self._casing: dict[str, dict[str, str]] | None = None
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
@@ -147,6 +179,19 @@ class Tokenizer:
         except (TypeError, UnicodeEncodeError):
             _check_unicode(lines)
             raise
+
+    @property
+    def casing(self) -> dict[str, dict[str, str]]:
+        """A source language -> its words in the casing its training text writes them (`casing_table`),
+        read from `casing_file` when first asked (only text that is recased needs it: training, binarize
+        and export never read it); {} where the experiment has none. A damaged file: a one-line error."""
+        if self._casing is None:
+            self._casing = read_casing(self.casing_file) if self.casing_file is not None else {}
+        return self._casing
+
+    @casing.setter
+    def casing(self, tables: dict[str, dict[str, str]]) -> None:
+        self._casing = tables
 
     def spelling_costs(self, words: list[str]) -> list[tuple[int, int, float]]:
         """How hard each word is for the vocabulary to write: the pieces it lacks (byte pieces, <unk>),

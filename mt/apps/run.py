@@ -108,8 +108,10 @@ def _run_step(
         from mt.data.train_tokenizer import train_tokenizer
 
         if exp.has_tokenizer():
-            log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
             _check_tokenizer_inputs(exp)
+            if not exp.casing_path.exists():  # trained before the casing tables (mt.text.casing): added
+                train_tokenizer(exp, cfg)
+            log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
             return
         log.info("[bold]train-tokenizer[/bold]")
         train_tokenizer(exp, cfg)

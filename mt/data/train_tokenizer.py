@@ -147,7 +147,8 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     # A finished tokenizer is refused; a lone src or tgt model (written by a run that failed or was
     # killed between the two) is not one, and is trained again.
     existing = [p for p in (exp.spm_model_path(s) for s in ("joint", "src", "tgt")) if p.exists()]
-    if exp.has_tokenizer():
+    casing_only = exp.has_tokenizer() and not exp.casing_path.exists()  # (trained before the tables)
+    if exp.has_tokenizer() and not casing_only:
         raise MtError(
             f"{existing[0]}: the experiment already has a tokenizer; nothing overwritten "
             f"(start a new experiment with --exp to train another)"
@@ -157,7 +158,7 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     started = time.perf_counter()
     inputs = input_record(cfg, ["train"])  # before reading: a file rewritten meanwhile is then "changed"
     if cfg.data.multilingual:
-        return _train_multilingual(exp, cfg, started, inputs)
+        return _train_multilingual(exp, cfg, started, inputs, casing_only)
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.
     pairs = cfg.tokenizer.input_sentence_size // (2 if cfg.tokenizer.joint else 1)
     sample = corpus.sample_pairs(cfg.data.sources("train"), pairs, cfg.data.cleaning("train"))
@@ -168,6 +169,9 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     )
     for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
         log.warn(f"train: skipped {example}")
+    tables = {cfg.data.src_lang: casing_table(words_of(sample.src))}
+    if casing_only:
+        return _casing_written(exp, tables, started)
     models = []
     for side in _sides(cfg):
         lines = {"joint": sample.src + sample.tgt, "src": sample.src, "tgt": sample.tgt}[side]
@@ -182,7 +186,7 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
         models.append((lines, exp.spm_prefix(side), back_translation_symbols(cfg) if side != "tgt" else None))
     train_spms(models, cfg.tokenizer)  # written together, once every side has trained
     # after: a training that fails leaves nothing of its own (the step's config change is undone)
-    write_json_atomic(exp.casing_path, {cfg.data.src_lang: casing_table(words_of(sample.src))})
+    write_json_atomic(exp.casing_path, tables)
     write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {side: Tokenizer.load(exp.spm_model_path(side)).vocab_size for side in _sides(cfg)},
@@ -192,7 +196,16 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     }
 
 
-def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, inputs: dict) -> dict:
+def _casing_written(exp: Experiment, tables: dict[str, dict[str, str]], started: float) -> dict:
+    """The casing tables alone, for a tokenizer trained before them (mt.text.casing)."""
+    write_json_atomic(exp.casing_path, tables)
+    log.info(f"{exp.tokenizer_dir}: the tokenizer is there; its casing tables written ({exp.casing_path.name})")
+    return {"casing": {lang: len(table) for lang, table in tables.items()}, "seconds": time.perf_counter() - started}
+
+
+def _train_multilingual(
+    exp: Experiment, cfg: ExperimentConfig, started: float, inputs: dict, casing_only: bool = False
+) -> dict:
     """One joint model for every language of data.directions, trained on a sample that balances the
     languages (tokenizer.language_temperature), with each language's tag as a user symbol."""
     directions = cfg.data.pairs()
@@ -210,6 +223,9 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, 
             log.warn(f"train ({src_lang}-{tgt_lang}): skipped {example}")
         text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))
         text[tgt_lang].update(dict.fromkeys(line for line in sample.tgt if line.strip()))
+    tables = {lang: casing_table(words_of(list(lines))) for lang, lines in text.items()}
+    if casing_only:
+        return _casing_written(exp, tables, started)
     counts = balanced_counts({lang: len(lines) for lang, lines in text.items()}, cfg.tokenizer.language_temperature)
     if not sum(counts.values()):
         raise MtError(
@@ -232,7 +248,7 @@ def _train_multilingual(exp: Experiment, cfg: ExperimentConfig, started: float, 
         cfg.tokenizer,
         [language_tag(lang) for lang in text] + back_translation_symbols(cfg),
     )
-    write_json_atomic(exp.casing_path, {lang: casing_table(words_of(list(lines))) for lang, lines in text.items()})
+    write_json_atomic(exp.casing_path, tables)
     write_json_atomic(exp.tokenizer_inputs_path, inputs)
     return {
         "vocab_size": {"joint": Tokenizer.load(exp.spm_model_path("joint")).vocab_size},

@@ -10,14 +10,13 @@ once (or once per kind), so that they are searched in the usual batches; blank u
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Callable, Protocol
 
 from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.documents.formats import DocumentError
-from mt.text.language import LanguageIdentifier
+from mt.text.language import LanguageIdentifier, from_language
 from mt.text.markup import Format, MarkupError, language_text
 
 Progress = Callable[[int, int], None]  # (units done, units asked) of the current request
@@ -76,11 +75,7 @@ class TranslatorUnits:
             groups.setdefault(str(languages[i]) if pivoting else "", []).append(i)
         done = 0
         for language, units in groups.items():
-            options = self.options
-            if language:
-                options = replace(
-                    options, src_lang=language, pivot=None if language == options.pivot else options.pivot
-                )
+            options = from_language(self.translator, self.options, language) if language else self.options
             for start in range(0, len(units), self.chunk):
                 chunk = units[start : start + self.chunk]
                 # a warning names the unit by its text: "input line N" counted this call's units, no line of the file

@@ -253,20 +253,8 @@ class Experiment:
             if not path.exists():
                 raise MtError(f"{path}: no tokenizer yet; run `mt train-tokenizer --exp {self.root}` first")
         tokenizers = [Tokenizer.load(path) for path in paths]
-        tokenizers[0].casing = self.read_casing()
+        tokenizers[0].casing_file = self.casing_path  # (read where text is recased: Tokenizer.casing)
         return (tokenizers[0], tokenizers[0]) if joint else (tokenizers[0], tokenizers[1])
-
-    def read_casing(self) -> dict[str, dict[str, str]]:
-        """The casing tables (`casing_path`), {} for an experiment whose tokenizer was trained without
-        them; a damaged file is a one-line error."""
-        tables = self.read_json(self.casing_path)
-        if tables is None:
-            return {}
-        if not isinstance(tables, dict) or not all(
-            isinstance(table, dict) and all(isinstance(v, str) for v in table.values()) for table in tables.values()
-        ):
-            raise MtError(f"{self.casing_path}: not a casing table (language -> word -> casing); remove it")
-        return tables
 
     # -- small readers -------------------------------------------------------------------------
     def read_json(self, path: Path) -> Any:

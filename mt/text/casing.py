@@ -32,7 +32,8 @@ SMALL_WORDS = frozenset(
 NOUNS_CAPITALISED = frozenset({"de", "lb", "gsw", "bar", "nds"})
 LIKELIER = 0.7  # nats: about twice as likely
 # A sentence's end between two words: the mark, what closes after it, then a space ("2.0", "U.S." none)
-SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*\s")
+SENTENCE_END = re.compile(r"[.!?…][\"'”’“‘»«)\]]*\s")
+CODE_MARKS = ".@#/\\_=<>{}$~|"  # next to a word: code, an address, a handle (the first: "df.groupby")
 
 
 def shouted(piece: str) -> bool:
@@ -84,12 +85,12 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
     `titles`: not in a language that capitalises its nouns) in title case, each word in the casing
     its language's training text writes it in (`table`, where it holds the word), else the likeliest
     for the vocabulary, a sentence's first with a capital; else as it is."""
-    mode = casing_of(piece, titles, strict_titles=table is not None)  # (a language of capitalised nouns:
+    normal = unicodedata.normalize("NFC", piece)  # a decomposed "Ä" is one letter of its word, not two
+    mode = casing_of(normal, titles, strict_titles=table is not None)  # (a language of capitalised nouns:
     if mode is None:  # its title case only by a table, which knows its nouns from its other words)
         return piece
-    capitals = mode == "capitals"
-    piece = unicodedata.normalize("NFC", piece)  # a decomposed "Ä" is one letter of its word, not two
-    words = list(WORD.finditer(piece))
+    capitals, piece = mode == "capitals", normal
+    words = [match for match in WORD.finditer(piece) if not in_code(piece, match)]
     choices = [spellings(match.group(), mode) for match in words]
     costs = iter(tok.spelling_costs([spelling for spelling_list in choices for spelling in spelling_list]))
     out, at = [], 0
@@ -119,13 +120,30 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
             )
         word = spelling_list[best]
         listed = table.get(match.group().upper()) if table else None
-        if listed is not None and (mode != "title" or sum(1 for c in match.group() if c.isupper()) < 2):
-            word = listed  # (in a title, an acronym stays as it is)
+        if listed is not None and (mode == "capitals" or listed.lower() == match.group().lower()):
+            # (but from capitals, the table's spelling is its casing: "STRASSE" is "Straße", where
+            # "strasse" is not "Straße", nor "schoss" "Schoß"; in a title, an acronym stays as it is)
+            if mode != "title" or sum(1 for c in match.group() if c.isupper()) < 2:
+                word = listed
         if starts_sentence(piece, words, k):
             word = word[:1].title() + word[1:]
         out += [piece[at : match.start()], word]
         at = match.end()
     return "".join(out) + piece[at:]
+
+
+def in_code(piece: str, match: re.Match) -> bool:
+    """Whether a word is part of something other than prose, whose letters are as they must be: a
+    handle, a hashtag, a path or address, an identifier ("@max_mustermann", "#berlin", "df.groupby")."""
+    before = piece[match.start() - 1] if match.start() else " "
+    after = piece[match.end()] if match.end() < len(piece) else " "
+    return (
+        before in CODE_MARKS
+        or after in CODE_MARKS[1:]
+        or before.isdigit()
+        or after.isdigit()
+        or (after == "." and match.end() + 1 < len(piece) and piece[match.end() + 1].isalnum())
+    )
 
 
 def starts_sentence(piece: str, words: list[re.Match], k: int) -> bool:

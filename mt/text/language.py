@@ -384,7 +384,7 @@ def auto_search(
                 if found is not None:
                     note(found.language, number)
                 todo.append(line)
-            languages.append(found.language if todo[-1] else None)
+            languages.append(found.language if found is not None and todo[-1] else None)
         results = by_language(translator, todo, languages, options, first_line)
         for i, copy in copies.items():
             results[i] = [(copy, 0.0, *rest) for _, _, *rest in results[i][:1]]
@@ -435,8 +435,7 @@ def auto_search(
         results: list[list[tuple]] = [[("", 0.0)] for _ in texts]
         for language in dict.fromkeys(found for found in languages if found is not None):
             mine = [i for i, found in enumerate(languages) if found == language]
-            pivot = None if language == options.pivot else options.pivot
-            asked = replace(options, src_lang=language, pivot=pivot)
+            asked = from_language(translator, options, language)
             for i, hyps in zip(
                 mine, search(translator, [texts[i] for i in mine], asked, first_line, None, [names[i] for i in mine])
             ):
@@ -444,6 +443,23 @@ def auto_search(
         return results
 
     return identified_search
+
+
+def from_language(translator: Any, options: Any, language: str) -> Any:
+    """`options` (with a pivot) for texts identified as `language`: from it, through the pivot; in the
+    pivot language, straight into the target; in a language with no trained direction into the pivot
+    (one the model reads zero-shot), as before, the source unnamed."""
+    from mt.errors import ConfigError
+
+    if language == options.pivot:
+        return replace(options, src_lang=language, pivot=None)
+    try:
+        translator.directions.check_pivot(
+            language, translator.directions.resolve(None, options.tgt_lang)[1], options.pivot
+        )
+    except ConfigError:
+        return options
+    return replace(options, src_lang=language)
 
 
 def one_best(options: Any) -> bool:

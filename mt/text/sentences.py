@@ -194,9 +194,14 @@ def continues(text: str, cut: int, end: int, rules: str, lang: str) -> bool:
 # English sentence: "He loves art. 5 people came.")
 BEFORE_NUMBERS = frozenset("approx ca cca nr nrs vol vols fig figs pp eq eqs refs".split())
 BEFORE_NUMBERS_IN = {
-    "en": frozenset("p No Nos ch Ch Sec".split()),
+    "en": frozenset("p No Nos ch Ch chap Chap para Para Tab Sec".split()),
     "de": frozenset("Art Abs Tab S Bd Kap Ziff".split()),
-    "fr": frozenset("env p chap n°".split()),
+    "fr": frozenset("env p chap para".split()),
+    "it": frozenset("p pag para".split()),
+    "es": frozenset("p pág núm".split()),
+    "pt": frozenset("p pág".split()),
+    "pl": frozenset("s".split()),
+    "cs": frozenset("s".split()),
 }
 NUMBER_WORD = re.compile(r"(?:^|[\s(])([^\W\d_]+)\.$")
 ABBREVIATION = re.compile(r"(?:^|[\s(])(?:[^\W\d_]{1,6}|[^\W\d_]{1,2}(?:\.[^\W\d_]{1,2})+)\.$")

@@ -108,9 +108,15 @@ def test_under_a_pivot_each_languages_lines_are_searched_from_it_and_the_pivots_
         asked.append((options.src_lang, options.pivot, lines, names))
         return [[(f"<{line}>", -1.0)] for line in lines]
 
+    from types import SimpleNamespace
+
+    from mt.decoding.directions import Directions
+
+    model = SimpleNamespace(directions=Directions(  # (a model's directions: its language tags)
+        (("de", "en"), ("en", "de"), ("en", "fr"), ("fr", "en")), {"de": 4, "en": 5, "fr": 6}))
     identified = auto_search(search, LanguageIdentifier(["de", "en"]), "fr")
-    lines = [SENTENCES["de"], SENTENCES["en"], "", SENTENCES["fr"], SENTENCES["de"]]
-    found = identified(None, lines, DecodeOptions(tgt_lang="fr", pivot="en"), 4)
+    lines = [SENTENCES["de"], SENTENCES["en"], " \t ", SENTENCES["fr"], SENTENCES["de"]]  # (blank: no language)
+    found = identified(model, lines, DecodeOptions(tgt_lang="fr", pivot="en"), 4)
     assert found == [[(f"<{SENTENCES['de']}>", -1.0)], [(f"<{SENTENCES['en']}>", -1.0)], [("", 0.0)],
                      [(SENTENCES["fr"], 0.0)], [(f"<{SENTENCES['de']}>", -1.0)]]
     assert asked == [("de", "en", [SENTENCES["de"]] * 2, ["input line 5", "input line 9"]),
