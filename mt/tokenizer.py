@@ -53,7 +53,7 @@ _LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
 TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
 TABLE_WORDS = 200_000  # the commonest words it keeps (a few megabytes; rarer words are the vocabulary's)
-TABLE_SHARE = 0.8  # of a word's uses, the share its form in the table must have
+TABLE_SHARE = 0.7  # of a word's uses, the share its form in the table must have (chosen on val)
 SENTENCE_STARTS = re.compile(r"(?<=[.!?…:])[\"'”’»)\]]*\s+|^\W*-\s+")  # a line's later sentences, a dialogue's dash
 
 
