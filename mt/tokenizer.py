@@ -17,6 +17,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from mt import log
 from mt.errors import MtError
 
 # Fixed in every model we train, so that batching, the model and search can use them as constants.
@@ -54,7 +55,7 @@ WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrop
 TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
 TABLE_WORDS = 200_000  # the commonest words it keeps (a few megabytes; rarer words are the vocabulary's)
 TABLE_SHARE = 0.7  # of a word's uses, the share its form in the table must have (chosen on val)
-SENTENCE_STARTS = re.compile(r"(?<=[.!?…:])[\"'”’»)\]]*\s+|^\W*-\s+")  # a line's later sentences, a dialogue's dash
+SENTENCE_STARTS = re.compile(r"(?<=[.!?…:])[\"'”’“‘»«)\]]*\s+|^\W*-\s+")  # a line's later sentences, a dialogue's dash
 
 
 def casing_table(lines: Iterable[str]) -> dict[str, str]:
@@ -186,7 +187,11 @@ class Tokenizer:
         read from `casing_file` when first asked (only text that is recased needs it: training, binarize
         and export never read it); {} where the experiment has none. A damaged file: a one-line error."""
         if self._casing is None:
-            self._casing = read_casing(self.casing_file) if self.casing_file is not None else {}
+            try:
+                self._casing = read_casing(self.casing_file) if self.casing_file is not None else {}
+            except MtError as exc:  # said once; the vocabulary reads casing alone (a server goes on)
+                log.warn(f"{exc}; text in capitals, title or lower case is read by the vocabulary alone")
+                self._casing = {}
         return self._casing
 
     @casing.setter

@@ -109,9 +109,12 @@ def _run_step(
 
         if exp.has_tokenizer():
             _check_tokenizer_inputs(exp)
-            if not exp.casing_path.exists():  # trained before the casing tables (mt.text.casing): added
-                train_tokenizer(exp, cfg)
             log.info(f"train-tokenizer: done already ({exp.tokenizer_dir})")
+            if not exp.casing_path.exists():  # trained before the casing tables (mt.text.casing): added
+                try:
+                    train_tokenizer(exp, cfg)
+                except MtError as exc:  # (the training text gone, say: the vocabulary reads casing alone)
+                    log.warn(f"train-tokenizer: its casing tables not added: {exc}")
             return
         log.info("[bold]train-tokenizer[/bold]")
         train_tokenizer(exp, cfg)

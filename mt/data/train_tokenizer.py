@@ -156,7 +156,8 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     if not cfg.data.train:  # else the sample is empty and the error names no file
         raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
     started = time.perf_counter()
-    inputs = input_record(cfg, ["train"])  # before reading: a file rewritten meanwhile is then "changed"
+    # before reading: a file rewritten meanwhile is then "changed" (the tables alone record none)
+    inputs = {} if casing_only else input_record(cfg, ["train"])
     if cfg.data.multilingual:
         return _train_multilingual(exp, cfg, started, inputs, casing_only)
     # A joint model sees both sides of each sampled pair: half as many pairs give as many sentences.

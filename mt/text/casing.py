@@ -33,7 +33,9 @@ NOUNS_CAPITALISED = frozenset({"de", "lb", "gsw", "bar", "nds"})
 LIKELIER = 0.7  # nats: about twice as likely
 # A sentence's end between two words: the mark, what closes after it, then a space ("2.0", "U.S." none)
 SENTENCE_END = re.compile(r"[.!?…][\"'”’“‘»«)\]]*\s")
-CODE_MARKS = ".@#/\\_=<>{}$~|"  # next to a word: code, an address, a handle (the first: "df.groupby")
+# In a word's token (between spaces): code, an address, a handle
+CODE_MARKS = ("://", "@", "#", "_", "\\", "=", "<", ">", "{", "}", "$", "|")
+DOTTED_NAME = re.compile(r"[^\W_]\.[^\W\d_A-Z]{2}")  # "df.groupby", "example.com"; not "z.B.", "U.S."
 
 
 def shouted(piece: str) -> bool:
@@ -90,7 +92,9 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
     if mode is None:  # its title case only by a table, which knows its nouns from its other words)
         return piece
     capitals, piece = mode == "capitals", normal
-    words = [match for match in WORD.finditer(piece) if not in_code(piece, match)]
+    every = list(WORD.finditer(piece))  # (each word's place among all: a sentence's start, `starts_sentence`)
+    places = [j for j, match in enumerate(every) if not in_code(piece, match)]
+    words = [every[j] for j in places]
     choices = [spellings(match.group(), mode) for match in words]
     costs = iter(tok.spelling_costs([spelling for spelling_list in choices for spelling in spelling_list]))
     out, at = [], 0
@@ -125,7 +129,7 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
             # "strasse" is not "Straße", nor "schoss" "Schoß"; in a title, an acronym stays as it is)
             if mode != "title" or sum(1 for c in match.group() if c.isupper()) < 2:
                 word = listed
-        if starts_sentence(piece, words, k):
+        if starts_sentence(piece, every, places[k]):
             word = word[:1].title() + word[1:]
         out += [piece[at : match.start()], word]
         at = match.end()
@@ -134,15 +138,20 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
 
 def in_code(piece: str, match: re.Match) -> bool:
     """Whether a word is part of something other than prose, whose letters are as they must be: a
-    handle, a hashtag, a path or address, an identifier ("@max_mustermann", "#berlin", "df.groupby")."""
+    handle, a hashtag, a path or address, an identifier, a unit after a number ("@max_mustermann",
+    "#berlin", "/usr/bin", "https://...", "df.groupby", "example.com", "2.5KG"); not "MÄNNER/FRAUEN",
+    "UND/ODER", "Z.B." or "NICHT...VIELLEICHT"."""
+    start = piece.rfind(" ", 0, match.start()) + 1
+    end = piece.find(" ", match.end())
+    token = piece[start : end if end >= 0 else len(piece)]
     before = piece[match.start() - 1] if match.start() else " "
     after = piece[match.end()] if match.end() < len(piece) else " "
     return (
-        before in CODE_MARKS
-        or after in CODE_MARKS[1:]
+        any(mark in token for mark in CODE_MARKS)
+        or token.startswith(("/", "~"))
         or before.isdigit()
         or after.isdigit()
-        or (after == "." and match.end() + 1 < len(piece) and piece[match.end() + 1].isalnum())
+        or DOTTED_NAME.search(token) is not None
     )
 
 

@@ -68,6 +68,7 @@ class Service:
         self.langs = Languages(self.directions)  # /languages, /detect, source auto
         self.api_key, self.checkpoint = api_key, checkpoint
         self.defaults = translator.decode_cfg  # what a request leaves unset
+        _ = translator.src_tok.casing  # read now, not on the event loop at the first request (mt.text.casing)
         self._options: dict[tuple, DecodeOptions] = {}  # `options`: made once per set of request values
         self._refusals: dict[int, tuple[DecodeOptions, str | None]] = {}  # `refusal`: by the options' identity
         # The character limit is the contract; the body may spend up to 12 bytes on a character (an
