@@ -58,9 +58,7 @@ def train_tokenizer(
     experiment, cfg, change = open_experiment(exp, recipe, flags, sets)
     with change.undo_if_fails():
         summary = run(experiment, cfg)
-    if "casing" in summary:  # a tokenizer trained before the casing tables: they alone were written
-        words = ", ".join(f"{lang} {count:,} words" for lang, count in summary["casing"].items())
-        log.info(f"casing tables written to {experiment.casing_path}: {words}; {summary['seconds']:.1f}s")
+    if "casing" in summary:  # a tokenizer trained before the casing tables: they alone were written (said)
         return
     sizes = ", ".join(f"{side} {size:,}" for side, size in summary["vocab_size"].items())
     trained_on = "sentences" if "languages" in summary else "training pairs"  # a multilingual sample: sentences

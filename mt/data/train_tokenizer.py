@@ -200,7 +200,8 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
 def _casing_written(exp: Experiment, tables: dict[str, dict[str, str]], started: float) -> dict:
     """The casing tables alone, for a tokenizer trained before them (mt.text.casing)."""
     write_json_atomic(exp.casing_path, tables)
-    log.info(f"{exp.tokenizer_dir}: the tokenizer is there; its casing tables written ({exp.casing_path.name})")
+    words = ", ".join(f"{lang} {len(table):,} words" for lang, table in tables.items())
+    log.info(f"{exp.tokenizer_dir}: the tokenizer is there; its casing tables written to {exp.casing_path}: {words}")
     return {"casing": {lang: len(table) for lang, table in tables.items()}, "seconds": time.perf_counter() - started}
 
 

@@ -34,8 +34,9 @@ LIKELIER = 0.7  # nats: about twice as likely
 # A sentence's end between two words: the mark, what closes after it, then a space ("2.0", "U.S." none)
 SENTENCE_END = re.compile(r"[.!?…][\"'”’“‘»«)\]]*\s")
 # In a word's token (between spaces): code, an address, a handle
-CODE_MARKS = ("://", "@", "#", "_", "\\", "=", "<", ">", "{", "}", "$", "|")
-DOTTED_NAME = re.compile(r"[^\W_]\.[^\W\d_A-Z]{2}")  # "df.groupby", "example.com"; not "z.B.", "U.S."
+CODE_MARKS = ("://", "@", "#", "_", "\\", "=", "{", "}", "$", "|")
+DOTTED_NAME = re.compile(r"[^\W_]\.[^\W\d_]{2}")  # "df.groupby", "WWW.EXAMPLE.DE"; not "z.B.", "U.S."
+INITIALS = re.compile(r"(?<![^\W\d_])(?:[^\W\d_]\.){2,}")  # "U.S.A.", "z.B.", "i.e.": as written
 
 
 def shouted(piece: str) -> bool:
@@ -139,8 +140,8 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
 def in_code(piece: str, match: re.Match) -> bool:
     """Whether a word is part of something other than prose, whose letters are as they must be: a
     handle, a hashtag, a path or address, an identifier, a unit after a number ("@max_mustermann",
-    "#berlin", "/usr/bin", "https://...", "df.groupby", "example.com", "2.5KG"); not "MÄNNER/FRAUEN",
-    "UND/ODER", "Z.B." or "NICHT...VIELLEICHT"."""
+    "#berlin", "/usr/bin", "https://...", "df.groupby", "example.com", "2.5KG", "KM/H"), or initials
+    ("U.S.A.", "z.B."); not "MÄNNER/FRAUEN", "UND/ODER" or "NICHT...VIELLEICHT"."""
     start = piece.rfind(" ", 0, match.start()) + 1
     end = piece.find(" ", match.end())
     token = piece[start : end if end >= 0 else len(piece)]
@@ -151,19 +152,24 @@ def in_code(piece: str, match: re.Match) -> bool:
         or token.startswith(("/", "~"))
         or before.isdigit()
         or after.isdigit()
+        or before in "<>"
+        or after in "<>"
         or DOTTED_NAME.search(token) is not None
+        or INITIALS.search(token) is not None
+        or ("/" in token and any(len(part) < 3 or not part.isalpha() for part in token.strip(".,;:!?()\"'").split("/")))
     )
 
 
 def starts_sentence(piece: str, words: list[re.Match], k: int) -> bool:
     """Whether the `k`th of the `words` of `piece` starts a sentence: the first, with nothing but
     punctuation before it ("5 MEN" is no sentence's start), or the first after a sentence's end, which
-    follows a word of two letters or more ("U.S. ARMY": an abbreviation's stop)."""
+    does not follow a single letter's stop ("U.S. ARMY": an abbreviation's; "AUF DER A7. DIE" ends one)."""
     if k == 0:
         return not any(c.isalnum() for c in piece[: words[0].start()])
-    return (
-        len(words[k - 1].group()) > 1 and SENTENCE_END.search(piece, words[k - 1].end(), words[k].start()) is not None
-    )
+    before = words[k - 1]
+    if len(before.group()) == 1 and piece[before.end() : before.end() + 1] == ".":
+        return False
+    return SENTENCE_END.search(piece, before.end(), words[k].start()) is not None
 
 
 def spellings(word: str, mode: str) -> list[str]:

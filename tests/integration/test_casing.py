@@ -135,7 +135,8 @@ def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
     # does a "/" or "..." between words end one
     assert recased(tok, "@max_mann der mann #park df.groupby example.com /usr/mann") == (
         "@max_mann der mann #park df.groupby example.com /usr/mann")
-    assert recased(tok, "DER MANN/DIE FRAU Z.B. DER HUND") == "Der mann/die frau z.B. der hund"
+    assert recased(tok, "DER MANN/DIE FRAU Z.B. DER HUND") == "Der mann/die frau Z.B. der hund"
+    assert recased(tok, "DER MANN IM A7. DIE FRAU 5 KM/H") == "Der mann im A7. Die frau 5 KM/H"
     assert recased(tok, "DER MANN...DIE FRAU") == "Der mann...die frau"
 
 
