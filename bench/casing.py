@@ -68,7 +68,7 @@ def main() -> None:
     tok = translator.src_tok
     # The casing table: the experiment's (its tokenizer trained with one), else built here from the
     # training text's source side as `mt train-tokenizer` builds it (not written into the experiment)
-    tables = tok.casing or {args.src: casing_table(words_of(read_split(args.data, "train", args.src)))}
+    tables = tok.casing or {args.src: casing_table(words_of(read_split(args.data, "train", args.src)), args.src)}
     tok.casing = tables  # (for the lines recased: as `mt translate` reads them)
     ways = {  # name -> (options, the tokenizer's casing tables)
         "off": (DecodeOptions(recase=False), {}),

@@ -52,20 +52,45 @@ _LINE_BREAKING = re.compile("\\s*[\x00-\x1f\x7f-\x9f\u2028\u2029]+\\s*")
 
 
 WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letters, with an apostrophe inside ("DON'T")
+DOTTED_I = frozenset({"tr", "az", "crh", "gag"})  # i/İ and ı/I are two letters, not one
+
+
+def dotted_i(language: str | None) -> bool:
+    """Whether `language` writes i and ı as two letters (Turkish: "İstanbul", "ISPARTA" is "Isparta")."""
+    return bool(language) and language.replace("_", "-").split("-")[0].lower() in DOTTED_I
+
+
+def lower(text: str, language: str | None = None) -> str:
+    """`text` in lower case as `language` writes it: in Turkish "İ" is "i" and "I" is "ı" (Python's
+    lower() makes "İ" an "i" with a dot above, which no vocabulary spells as a word)."""
+    return (text.replace("İ", "i").replace("I", "ı") if dotted_i(language) else text).lower()
+
+
+def upper(text: str, language: str | None = None) -> str:
+    """`text` in capitals as `language` writes it: in Turkish "i" is "İ" (and "ı" is "I", as Python has it)."""
+    return (text.replace("i", "İ") if dotted_i(language) else text).upper()
+
+
+def capitalised(word: str, language: str | None = None) -> str:
+    """`word` with its first letter a capital, the rest as it is ("istanbul": "İstanbul" in Turkish)."""
+    first = upper(word[:1], language) if dotted_i(language) else word[:1].title()
+    return first + word[1:]
+
+
 TABLE_MIN = 2  # times a word is met in the training text for `casing_table` to say how it is written
 TABLE_WORDS = 200_000  # the commonest words it keeps (a few megabytes; rarer words are the vocabulary's)
 TABLE_SHARE = 0.7  # of a word's uses, the share its form in the table must have (chosen on val)
 SENTENCE_STARTS = re.compile(r"(?<=[.!?…:])[\"'”’“‘»«)\]]*\s+|^\W*-\s+")  # a line's later sentences, a dialogue's dash
 
 
-def casing_table(lines: Iterable[str]) -> dict[str, str]:
+def casing_table(lines: Iterable[str], language: str | None = None) -> dict[str, str]:
     """Each word of `lines` (a source language's training text) in the casing it writes the word in,
     by the word in capitals ("MANN": "Mann", "STRASSE": "Straße", "PARK": "park", "NASA": "NASA"): its
     form inside sentences (not a sentence's first word, where every word has a capital) where at least
     TABLE_SHARE of its uses have that form ("Paar" and "paar" both common: neither), of the
     TABLE_WORDS commonest words met TABLE_MIN times or more; words of no case (Chinese, Arabic) are
-    not kept. Saved beside the tokenizer; mt.text.casing reads text in capitals, title case or lower
-    case by it."""
+    not kept; words in capitals as `language` writes them (Turkish "İ"). Saved beside the tokenizer;
+    mt.text.casing reads text in capitals, title case or lower case by it."""
     counts: Counter[str] = Counter()
     for line in lines:
         for sentence in SENTENCE_STARTS.split(line):
@@ -73,8 +98,8 @@ def casing_table(lines: Iterable[str]) -> dict[str, str]:
     totals: Counter[str] = Counter()
     best: dict[str, tuple[int, str]] = {}
     for word, count in counts.items():
-        key = word.upper()
-        if key == word.lower():
+        key = upper(word, language)
+        if key == lower(word, language):
             continue  # no case
         totals[key] += count
         if count > best.get(key, (0, ""))[0]:

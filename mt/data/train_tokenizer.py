@@ -170,7 +170,7 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
     )
     for example in sample.examples.get("invalid_utf8", []) + sample.examples.get("malformed", []):
         log.warn(f"train: skipped {example}")
-    tables = {cfg.data.src_lang: casing_table(words_of(sample.src))}
+    tables = {cfg.data.src_lang: casing_table(words_of(sample.src), cfg.data.src_lang)}
     if casing_only:
         return _casing_written(exp, tables, started)
     models = []
@@ -225,7 +225,7 @@ def _train_multilingual(
             log.warn(f"train ({src_lang}-{tgt_lang}): skipped {example}")
         text[src_lang].update(dict.fromkeys(line for line in sample.src if line.strip()))
         text[tgt_lang].update(dict.fromkeys(line for line in sample.tgt if line.strip()))
-    tables = {lang: casing_table(words_of(list(lines))) for lang, lines in text.items()}
+    tables = {lang: casing_table(words_of(list(lines)), lang) for lang, lines in text.items()}
     if casing_only:
         return _casing_written(exp, tables, started)
     counts = balanced_counts({lang: len(lines) for lang, lines in text.items()}, cfg.tokenizer.language_temperature)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from mt.tokenizer import WORD, Tokenizer
+from mt.tokenizer import WORD, Tokenizer, capitalised, lower, upper
 
 # Title case: after its first word, at least TITLE_WORDS words start with a capital, more than do not,
 # and those that do not are SMALL_WORDS, which titles leave in lower case ("A Group of Men Loading
@@ -83,11 +83,14 @@ def casing_of(piece: str, titles: bool = True, strict_titles: bool = False) -> s
     return "lower" if lowered(piece) else None
 
 
-def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, str] | None = None) -> str:
+def recased(
+    tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, str] | None = None, language: str | None = None
+) -> str:
     """`piece` as the model should read it (module docstring): in capitals, in lower case, or (with
     `titles`: not in a language that capitalises its nouns) in title case, each word in the casing
     its language's training text writes it in (`table`, where it holds the word), else the likeliest
-    for the vocabulary, a sentence's first with a capital; else as it is."""
+    for the vocabulary, a sentence's first with a capital; else as it is. `language`: the source's, whose
+    letters' cases are its own (Turkish "İ" and "I" are "i" and "ı" in lower case)."""
     normal = unicodedata.normalize("NFC", piece)  # a decomposed "Ä" is one letter of its word, not two
     mode = casing_of(normal, titles, strict_titles=table is not None)  # (a language of capitalised nouns:
     if mode is None:  # its title case only by a table, which knows its nouns from its other words)
@@ -96,7 +99,7 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
     every = list(WORD.finditer(piece))  # (each word's place among all: a sentence's start, `starts_sentence`)
     places = [j for j, match in enumerate(every) if not in_code(piece, match)]
     words = [every[j] for j in places]
-    choices = [spellings(match.group(), mode) for match in words]
+    choices = [spellings(match.group(), mode, language) for match in words]
     costs = iter(tok.spelling_costs([spelling for spelling_list in choices for spelling in spelling_list]))
     out, at = [], 0
     for k, (match, spelling_list) in enumerate(zip(words, choices)):
@@ -114,24 +117,28 @@ def recased(tok: Tokenizer, piece: str, titles: bool = True, table: dict[str, st
         elif mode == "lower":  # a capital only where the vocabulary writes the word better with one
             best = int(mine[1][0] <= mine[0][0] and mine[1][1] < mine[0][1])
         else:
-            (as_is, as_is_score), (lower, lower_score) = [cost[1:] for cost in mine]
+            (as_is, as_is_score), (lowered_pieces, lower_score) = [cost[1:] for cost in mine]
             known = mine[1][0] <= mine[0][0]  # (no more pieces the vocabulary lacks)
             acronym = sum(1 for c in match.group() if c.isupper()) > 1
             best = int(
                 titles  # (a strict title of capitalised nouns: only its table lowers a word)
                 and known
                 and not acronym
-                and (lower < as_is or lower == 1 or (lower == as_is and lower_score < as_is_score - LIKELIER))
+                and (
+                    lowered_pieces < as_is
+                    or lowered_pieces == 1
+                    or (lowered_pieces == as_is and lower_score < as_is_score - LIKELIER)
+                )
             )
         word = spelling_list[best]
-        listed = table.get(match.group().upper()) if table else None
-        if listed is not None and (mode == "capitals" or listed.lower() == match.group().lower()):
+        listed = table.get(upper(match.group(), language)) if table else None
+        if listed is not None and (mode == "capitals" or lower(listed, language) == lower(match.group(), language)):
             # (but from capitals, the table's spelling is its casing: "STRASSE" is "Straße", where
             # "strasse" is not "Straße", nor "schoss" "Schoß"; in a title, an acronym stays as it is)
             if mode != "title" or sum(1 for c in match.group() if c.isupper()) < 2:
                 word = listed
         if starts_sentence(piece, every, places[k]):
-            word = word[:1].title() + word[1:]
+            word = capitalised(word, language)
         out += [piece[at : match.start()], word]
         at = match.end()
     return "".join(out) + piece[at:]
@@ -172,17 +179,18 @@ def starts_sentence(piece: str, words: list[re.Match], k: int) -> bool:
     return SENTENCE_END.search(piece, before.end(), words[k].start()) is not None
 
 
-def spellings(word: str, mode: str) -> list[str]:
+def spellings(word: str, mode: str, language: str | None = None) -> list[str]:
     """The casings of `word` to choose from: from capitals, lower case, capitalised and capitals (an
     acronym); from title case, the word as written and in lower case; from lower case, the word as
     written and capitalised."""
     if mode == "capitals":
-        return [word.lower(), word[:1].title() + word[1:].lower(), word]
+        return [lower(word, language), capitalised(lower(word, language), language), word]
     if mode == "lower":
-        return [word, word[:1].title() + word[1:]]
-    return [word, word.lower()]
+        return [word, capitalised(word, language)]
+    return [word, lower(word, language)]
 
 
-def restored(source: str, hyp: tuple) -> tuple:
-    """`hyp` (translation, score[, alignment]) in capitals where its source piece is in capitals."""
-    return (hyp[0].upper(), *hyp[1:]) if shouted(source) else hyp
+def restored(source: str, hyp: tuple, language: str | None = None) -> tuple:
+    """`hyp` (translation, score[, alignment]) in capitals where its source piece is in capitals, as
+    the translation's `language` writes them."""
+    return (upper(hyp[0], language), *hyp[1:]) if shouted(source) else hyp

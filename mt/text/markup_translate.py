@@ -31,6 +31,7 @@ from mt.text.translate import (
     search_pieces,
     segment,
     segments_apply,
+    target_language,
     unknown_letters,
     unknown_runs,
     unreadable,
@@ -51,6 +52,7 @@ class Plan:
     originals: list[str]  # the pieces searched, all but `kept`, as the text has them
     sources: list[str]  # ... and as the model reads them (mt.text.translate.read_cased)
     recase: bool  # whether they were recased, a translation of capitals to be written in capitals
+    target: str | None  # ... in capitals as this language writes them (mt.text.translate.target_language)
     kept: dict[int, str]  # pieces copied as they are (mt.text.translate.unreadable), by index among all
     unknown: list[int]  # per fragment, the letters kept as they are within readable text (`readable_segments`)
 
@@ -93,7 +95,8 @@ def plan(
     unknown = [sum(unknown_letters(tok, kept) for kept in unknown_kept(fragment)) for fragment in found]
     originals = [p for i, p in enumerate(every) if i not in kept]
     sources = read_cased(translator, originals, options)
-    return Plan(fmt, fragments, found, pieces, originals, sources, recasing(options), kept, unknown)
+    target = target_language(translator, options)
+    return Plan(fmt, fragments, found, pieces, originals, sources, recasing(options), target, kept, unknown)
 
 
 def unknown_kept(segments: list[Segment]) -> list[str]:
@@ -129,7 +132,7 @@ def finish(plan: Plan, found: list[list[tuple]]) -> list[list[tuple]]:
             every.append([(plan.kept[i], 0.0, " ".join(f"{k}-{k}" for k in range(len(plan.kept[i].split()))))])
         else:
             source, hyps = next(searched)
-            every.append(ended_as(source, [restored(source, h) if plan.recase else h for h in hyps]))
+            every.append(ended_as(source, [restored(source, h, plan.target) if plan.recase else h for h in hyps]))
     found = every
     results, at = [], 0
     for fragment, segs, plans in zip(plan.fragments, plan.segments, plan.pieces):

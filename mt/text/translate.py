@@ -219,8 +219,15 @@ def read_cased(translator: Translator, pieces: list[str], options: DecodeOptions
     languages = [options.src_lang] if options.src_lang else translator.directions.sources()
     titles = not any(capitalises_nouns(language) for language in languages)
     tok = translator.src_tok
-    table = tok.casing.get(languages[0]) if len(languages) == 1 else None  # (one language's words)
-    return [recased(tok, piece, titles, table) for piece in pieces]
+    language = languages[0] if len(languages) == 1 else None  # (one language's words and letters)
+    table = tok.casing.get(language) if language else None
+    return [recased(tok, piece, titles, table, language) for piece in pieces]
+
+
+def target_language(translator: Translator, options: DecodeOptions) -> str | None:
+    """The language the translations are written in: the one asked, else the model's only one."""
+    targets = [options.tgt_lang] if options.tgt_lang else translator.directions.targets(options.src_lang)
+    return targets[0] if len(targets) == 1 else None
 
 
 def as_source_ends(source: str, hyp: tuple) -> tuple:
@@ -273,10 +280,11 @@ def join(
     found: list[list[tuple]],
     kept: dict[int, str] | None,
     options: DecodeOptions,
+    language: str | None = None,
 ) -> list[list[tuple]]:
     """Each text's result from its pieces' (`found`, `Translator.search`'s of `pieces`, for the pieces
     searched; `kept` pieces as they are), a piece in capitals translated into capitals (`recasing`
-    under `options`): a plan of one piece keeps its hypotheses (put between the text's own spaces);
+    under `options`, as the target `language` writes them): a plan of one piece keeps its hypotheses (put between the text's own spaces);
     else one (translation, mean score)."""
     kept = kept or {}
     recase = recasing(options)
@@ -285,7 +293,7 @@ def join(
     every = [
         [(kept[i], 0.0)]
         if i in kept
-        else ended_as(sources[i], [restored(sources[i], h) if recase else h for h in next(searched)])
+        else ended_as(sources[i], [restored(sources[i], h, language) if recase else h for h in next(searched)])
         for i in range(len(sources))
     ]
     results, at = [], 0
@@ -364,11 +372,14 @@ def search(
         if options.constraints:  # (a phrase the translation must hold may end in its stop, be in capitals)
             return translator.search(texts, options, first_line, progress)
         found = translator.search(read_cased(translator, texts, options), options, first_line, progress)
-        recase = recasing(options)
-        return [ended_as(text, [restored(text, h) if recase else h for h in hyps]) for text, hyps in zip(texts, found)]
+        recase, language = recasing(options), target_language(translator, options)
+        return [
+            ended_as(text, [restored(text, h, language) if recase else h for h in hyps])
+            for text, hyps in zip(texts, found)
+        ]
     todo, plans, kept = pieces(translator, texts, options)
     found = search_pieces(translator, todo, plans, kept, options, first_line, names)
-    results = join(texts, plans, found, kept, options)
+    results = join(texts, plans, found, kept, options, target_language(translator, options))
     if progress is not None:
         progress(len(texts))
     return results

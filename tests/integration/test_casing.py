@@ -14,10 +14,10 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import MtError
 from mt.experiment.paths import Experiment
-from mt.text.casing import capitalises_nouns, lowered, recased, shouted, titled
+from mt.text.casing import capitalises_nouns, lowered, recased, restored, shouted, titled
 from mt.text.markup_translate import translate as markup_translate
-from mt.text.translate import read_cased, search, translate, unknown_runs
-from mt.tokenizer import casing_table
+from mt.text.translate import read_cased, search, target_language, translate, unknown_runs
+from mt.tokenizer import capitalised, casing_table, lower, upper
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -198,3 +198,21 @@ def test_spelling_costs_count_the_pieces_the_vocabulary_lacks_first(translator):
     (unknown, pieces, _), (known, _, _) = tok.spelling_costs(["LÄUFT", "läuft"])
     assert unknown > 0 == known
     assert tok.spelling_costs(["läuft"] * 3) == [tok.spelling_costs(["läuft"])[0]] * 3
+
+
+def test_turkish_capitals_are_read_and_written_with_their_dotted_and_dotless_i(translator):
+    """In Turkish (and Azerbaijani) "İ" is "i" in lower case and "I" is "ı": Python's own lower() makes
+    "İ" an "i" with a combining dot, and its upper() writes "bir" as "BIR", a word no table holds."""
+    assert lower("İSTANBUL IĞDIR", "tr") == "istanbul ığdır" and lower("İSTANBUL", "en") != "istanbul"
+    assert upper("bir kedi ılık", "tr") == "BİR KEDİ ILIK" and upper("bir", "az-Latn") == "BİR"
+    assert upper("bir", "en") == "BIR" and capitalised("istanbul", "tr") == "İstanbul"
+    assert capitalised("ırmak", "tr") == "Irmak" and capitalised("istanbul", "en") == "Istanbul"
+    lines = ["Dün bir kedi gördük.", "Orada bir kedi vardı.", "Biz İstanbul ve Iğdır gördük.", "Biz İstanbul ve Iğdır."]
+    table = casing_table(lines, "tr")
+    assert table["BİR"] == "bir" and table["İSTANBUL"] == "İstanbul" and table["IĞDIR"] == "Iğdır"
+    assert "BIR" not in table and "BIR" in casing_table(lines)  # (as another language writes it)
+    tok = translator.src_tok
+    assert recased(tok, "BİR KEDİ VE İSTANBUL", True, table, "tr") == "Bir kedi ve İstanbul"
+    assert restored("BİR KEDİ", ("bir kedi", -0.5), "tr") == ("BİR KEDİ", -0.5)
+    assert restored("BİR KEDİ", ("bir kedi", -0.5)) == ("BIR KEDI", -0.5)
+    assert target_language(translator, DecodeOptions()) == translator.directions.targets()[0]

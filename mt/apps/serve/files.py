@@ -43,7 +43,7 @@ from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.translate import translate_content
 from mt.text.markup import Format, MarkupError, language_text
 from mt.text.markup_translate import aligned, finish, plan
-from mt.text.translate import join, pieces
+from mt.text.translate import join, pieces, target_language
 
 MEDIA_TYPES = {  # where the system's mime.types has none, or another
     ".txt": "text/plain",
@@ -213,7 +213,8 @@ class BatcherUnits:
             )
         if fmt == "text":
             lines, plans, kept = pieces(translator, asked, self.options)  # kept: unreadable, copied
-            found = join(asked, plans, self.search(lines, self.options), kept, self.options)
+            target = target_language(translator, self.options)
+            found = join(asked, plans, self.search(lines, self.options), kept, self.options, target)
         else:
             options = aligned(translator, self.options)
             try:

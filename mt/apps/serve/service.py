@@ -49,7 +49,7 @@ from mt.text.markup_translate import (
     joined_columns,
     plan,
 )
-from mt.text.translate import join, kept_warnings, labels, piece_names, pieces
+from mt.text.translate import join, kept_warnings, labels, piece_names, pieces, target_language
 
 V1_TRANSLATE_FIELDS = ("text", "source", "target", "beam", "alpha", "length_penalty", "nbest", "alignments")
 V1_ATTENTION_FIELDS = ("text", "translation", "source", "target", "layer", "encoder")
@@ -114,7 +114,7 @@ class Service:
             lines, plans, kept = await asyncio.to_thread(pieces, self.translator, texts, options, True)
         else:
             lines, plans, kept = pieces(self.translator, texts, options, True)  # kept: unreadable, copied
-        tag = self._tag(options.src_lang, options.tgt_lang)
+        tag, target = self._tag(options.src_lang, options.tgt_lang), target_language(self.translator, options)
         todo, encoded, cuts = self.translator.encode_lines(lines, tag=tag, names=piece_names(plans, kept, names))
         cuts += kept_warnings(plans, kept, names)  # text in a script the model cannot read, copied
         request.state.lines, request.state.tokens = len(lines), sum(len(ids) for ids in encoded)
@@ -124,7 +124,7 @@ class Service:
         results = [[empty] for _ in lines]
         for i, hyps in zip(todo, found):
             results[i] = hyps
-        return join(texts, plans, results, kept, options), cuts
+        return join(texts, plans, results, kept, options, target), cuts
 
     async def searched(self, request: Request, encoded: list[list[int]], options: DecodeOptions) -> list:
         """Each sentence's hypotheses, through the batcher: a request of more sentences than PART (a
