@@ -17,10 +17,17 @@ debug = False  # set by the CLI's --debug: an error shows its traceback
 _muted: ContextVar[bool] = ContextVar("mt_warnings_muted", default=False)  # per thread: `muted`
 
 
-def info(message: str) -> None:
-    """One status line on stderr (silenced by --quiet)."""
+def info(message: str | Text) -> None:
+    """One status line on stderr (silenced by --quiet). A string is plain text: it quotes paths and
+    users' text, whose brackets rich would read as markup ("exp[v2]" lost its "[v2]"); styles come
+    as a rich Text (`heading`)."""
     if not quiet:
-        console.print(message, soft_wrap=True)
+        console.print(message, soft_wrap=True, markup=False)
+
+
+def heading(title: str, rest: str = "") -> None:
+    """A status line whose `title` is in bold (a step of `mt run`), then `rest` as plain text."""
+    info(Text.assemble((title, "bold"), rest))
 
 
 def line(text: str) -> None:

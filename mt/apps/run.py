@@ -116,7 +116,7 @@ def _run_step(
                 except MtError as exc:  # (the training text gone, say: the vocabulary reads casing alone)
                     log.warn(f"train-tokenizer: its casing tables not added: {exc}")
             return
-        log.info("[bold]train-tokenizer[/bold]")
+        log.heading("train-tokenizer")
         train_tokenizer(exp, cfg)
     elif step == "binarize":
         from mt.data.binarize import binarize
@@ -128,7 +128,7 @@ def _run_step(
         if done := _data_not_needed(exp, cfg, steps):  # data/ removed to save disk: nothing left reads it
             log.info(f"binarize: not needed, training is done ({done}); {exp.data_dir} is not made again")
             return
-        log.info("[bold]binarize[/bold]")
+        log.heading("binarize")
         stats = binarize(exp, cfg)
         if print_data is not None:
             print_data(stats)
@@ -142,7 +142,7 @@ def _run_step(
         if done:
             log.info(f"train: done already ({done})")
             return
-        log.info("[bold]train[/bold]")
+        log.heading("train")
         report_stop(train(exp, cfg, device=device))
     elif step == "average":
         average_step(exp, cfg)
@@ -159,7 +159,7 @@ def shortlist_step(exp: Experiment, cfg: ExperimentConfig) -> None:
     if reason is None:
         log.info(f"shortlist: done already ({exp.shortlist_path})")
         return
-    log.info(f"[bold]shortlist[/bold]{'' if reason == 'not built' else f' (again: {reason})'}")
+    log.heading("shortlist", "" if reason == "not built" else f" (again: {reason})")
     src_tok, tgt_tok = exp.load_tokenizers(cfg.tokenizer.joint)
     build_shortlist(exp, cfg, src_tok.vocab_size, tgt_tok.vocab_size)
 
@@ -181,11 +181,11 @@ def distill_step(
     teachers = []
     for entry in [teacher] if isinstance(teacher, str) else teacher:
         if entry.endswith((".yaml", ".yml")) and not done:
-            log.info(f"[bold]teacher[/bold] {entry}")
+            log.heading("teacher", f" {entry}")
             teachers.append(run_recipe(Path(entry), None, {}, device, _labelled(f"teacher {entry}")))
         else:
             teachers.append(_experiment_of(entry))
-    log.info("[bold]distill[/bold]")
+    log.heading("distill")
     distill(teachers, exp, device=device, given=given)
     saved = exp.load_config()  # with the distilled corpus, if distill added it, and the teacher's tokenizer
     cfg.data.train, cfg.tokenizer = saved.data.train, saved.tokenizer
@@ -194,9 +194,7 @@ def distill_step(
 def _labelled(what: str) -> Callable[[str], None]:
     """A recipe run for another's results, to stderr under its name: stdout is the asked recipe's (its
     `test: BLEU` line was the teacher's first)."""
-    from rich.markup import escape
-
-    return lambda line: log.info(escape(f"{what}: {line}"))
+    return lambda line: log.info(f"{what}: {line}")
 
 
 def _experiment_of(entry: str) -> Experiment:
@@ -247,12 +245,12 @@ def backtranslate_step(exp: Experiment, cfg: ExperimentConfig, run: dict[str, An
     done = (backtranslate_dir(exp) / "manifest.json").exists()  # backtranslate says so, once it has checked
     entry = str(run["reverse"])
     if entry.endswith((".yaml", ".yml")) and not done:
-        log.info(f"[bold]reverse[/bold] {entry}")
+        log.heading("reverse", f" {entry}")
         reverse = run_recipe(Path(entry), None, {}, device, _labelled(f"reverse {entry}"))
     else:
         reverse = _experiment_of(entry)
     search = run.get("bt_search", "beam")
-    log.info("[bold]backtranslate[/bold]")
+    log.heading("backtranslate")
     backtranslate(
         reverse,
         exp,
@@ -270,8 +268,6 @@ def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPL
     Spread evenly over the split's sentences of 4-16 source words (one-word lines say little), the
     same ones on every run; of the first direction, in a multilingual experiment.
     """
-    from rich.markup import escape
-
     from mt.data.corpus import load_split, read_lines
 
     direction = cfg.data.pairs()[0]
@@ -285,11 +281,11 @@ def show_test_samples(exp: Experiment, cfg: ExperimentConfig, count: int = SAMPL
     fitting = [i for i, line in enumerate(sources) if 4 <= len(line.split()) <= 16] or list(range(len(sources)))
     picks = [fitting[(2 * k + 1) * len(fitting) // (2 * count)] for k in range(min(count, len(fitting)))]
     where = f" {'-'.join(direction)}" if cfg.data.multilingual else ""
-    log.info(f"[bold]test samples{where}[/bold] ({len(picks)} of {len(sources)}: source, reference, translation)")
+    log.heading(f"test samples{where}", f" ({len(picks)} of {len(sources)}: source, reference, translation)")
     for i in picks:
-        log.info(f"  {escape(sources[i])}")
-        log.info(f"    ref: {escape(refs[i])}")
-        log.info(f"    mt:  {escape(hyps[i])}")
+        log.info(f"  {sources[i]}")
+        log.info(f"    ref: {refs[i]}")
+        log.info(f"    mt:  {hyps[i]}")
 
 
 def _translate_examples(
@@ -469,7 +465,7 @@ def average_step(exp: Experiment, cfg: ExperimentConfig) -> None:
     if _average_fresh(exp, cfg):
         log.info(f"average: done already ({target})")
         return
-    log.info("[bold]average[/bold]")
+    log.heading("average")
     if _average_sources(exp, cfg) == [exp.checkpoint_path("last")]:
         # a training shorter than train.save_every: the run goes on, with the one model it has (it stopped here)
         from mt.experiment.checkpoint_file import save_checkpoint
@@ -574,7 +570,7 @@ def _evaluate(exp: Experiment, cfg: ExperimentConfig, device: str, print_result:
                 scores = exp.read_json(score_path)
                 log.info(f"evaluate {split}: done already ({score_path})")
             else:
-                log.info(f"[bold]evaluate {split}[/bold]")
+                log.heading(f"evaluate {split}")
                 translator = translator or Translator.load(exp, cfg, device=device)
                 scores = evaluate_split(exp, cfg, split, translator)
             for line in score_lines(split, scores):

@@ -228,7 +228,9 @@ def input_lines(path: Path | None, encoding: str = "utf-8") -> Iterator[str | No
                 # An editor's byte-order mark is not text (as the corpus readers read it)
                 if number == 1 and utf8 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8) :]
-                if b"\n" not in raw and b"\r" in raw.rstrip(b"\r"):  # lines that end in CR alone: one line to us
+                # Lines that end in CR alone are one line to us: all the text, with no line feed at all (a
+                # last line without one may hold a carriage return of its own)
+                if number == 1 and b"\n" not in raw and b"\r" in raw.rstrip(b"\r"):
                     raise MtError(f"{name}:{number}: {CR_ONLY}")
                 try:
                     yield raw.decode(encoding)

@@ -419,7 +419,7 @@ def auto_search(
                 outs.append(text)
                 scores.append(score)
             joined = reassemble(lines[i], [(a, b) for a, b, _, _ in parts], outs)
-            results[i] = [(joined, sum(scores) / len(scores))]
+            results[i] = [(joined, sum(scores) / len(scores) if scores else 0.0)]  # (none: each kept, said)
         return results
 
     def by_language(translator, texts, languages, options, first_line, names=None) -> list[list[tuple]]:

@@ -162,6 +162,10 @@ def test_a_line_of_sentences_in_several_languages_is_translated_sentence_by_sent
     # a target that is a variant of a source (pt-BR beside pt) is the ranker's: no line is kept for it
     assert not LanguageIdentifier(["pt"]).identify("O cachorro corre no parque.", "pt-BR").is_in("pt-BR")
     whole = auto_search(search, LanguageIdentifier(["en"]), "de")  # markup, n-best lists: the line whole
+    # judged German whole, but each of its sentences foreign: each kept, with a warning (was: a crash)
+    german = auto_search(search, LanguageIdentifier(["de"]), "en", sentences=True)
+    foreign = "De hond loopt snel door het grote park. Hunden løber hurtigt gennem den store park."
+    assert german(None, ["Ein Hund.", foreign]) == [[("<Ein Hund.>", -1.0)], [(foreign, 0.0)]]
     assert whole(None, lines[:1]) == [[(f"<{lines[0]}>", -1.0)]]
 
 

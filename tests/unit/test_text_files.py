@@ -94,6 +94,16 @@ def test_input_lines_leave_out_a_utf8_byte_order_mark(tmp_path):
     assert list(text_files.input_lines(path)) == ["Der Hund.\n", "\ufeffzwei\n"]  # a mark inside is text
 
 
+def test_a_carriage_return_inside_a_last_line_without_a_line_feed_is_its_text(tmp_path):
+    """Was refused as a file of lines ended by CR alone, after the lines before it were translated."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"Ein Hund.\nDie Katze.\rDer Mann.")
+    assert list(text_files.input_lines(path)) == ["Ein Hund.\n", "Die Katze.\rDer Mann."]
+    path.write_bytes(b"Ein Hund.\rDie Katze.\r")
+    with pytest.raises(MtError, match="in.txt:1: its lines end in a carriage return alone"):
+        list(text_files.input_lines(path))
+
+
 def test_files_that_are_not_utf8_text_are_refused_by_name_gzip_by_its_bytes(tmp_path):
     """UTF-16 (ASCII in it is valid UTF-8 with NULs: pairs of garbage, `G u t e n`), xz/bzip2/zstd/zip
     (counted as invalid UTF-8 line by line) and lines ended by CR alone (the whole file one line,

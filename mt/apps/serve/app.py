@@ -45,6 +45,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from rich.markup import escape
+from rich.text import Text
 from starlette.exceptions import HTTPException
 
 from mt import log
@@ -324,10 +325,13 @@ def serve(
     mode = quantize or precision
     pairs = ", ".join(f"{src} -> {tgt}" for src, tgt in translator.directions.pairs)
     log.info(
-        f"[bold]mt serve[/bold] {pairs}: {escape(str(exp.root))} "
-        f"({names}, {mode}, threads {threads or 'torch default'}, {device})"
-        f"{', API key required' if api_key else ''} "
-        f"on [bold]http://{address}:{sock.getsockname()[1]}[/bold]  (Ctrl-C stops)"
+        Text.assemble(
+            ("mt serve", "bold"),
+            f" {pairs}: {exp.root} ({names}, {mode}, threads {threads or 'torch default'}, {device})"
+            f"{', API key required' if api_key else ''} on ",
+            (f"http://{address}:{sock.getsockname()[1]}", "bold"),
+            "  (Ctrl-C stops)",
+        )
     )
     with signals_end_quietly():
         server.run(sockets=[sock])
