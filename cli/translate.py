@@ -235,6 +235,14 @@ def translate(
         if pivot is not None:
             replace(options, src_lang=resolved[0], tgt_lang=resolved[1])  # made to be checked: a third language
             translator.directions.check_pivot(src_lang, tgt_lang, pivot)
+        # CTranslate2 asked for (the flag or decode.engine) where it cannot decode plain text as mt
+        # would: refused here, not at the first line it searches, after the lines before were written
+        # (a line with an address is aligned as markup is, by `auto`'s rule, never refused)
+        from mt.decoding.engine import refused
+
+        plain = text_format == "text" if document is None else document.name == "txt"
+        if plain and (why := refused(translator, options.resolved(translator.decode_cfg))) is not None:
+            raise ConfigError(why)
         return translator
 
     if document is not None:

@@ -385,6 +385,16 @@ def test_the_flag_on_mt_translate_and_mt_serve(experiment, capsys, monkeypatch):
     assert same == out and len(out.splitlines()) == 6
     code, _, err = mt(capsys, monkeypatch, *translate, "--engine", "ctranslate2", "--constraints")
     assert code != 0 and "--engine ctranslate2: --constraints" in err
+    # refused before the first line: a line with an address (aligned, so mt's search) was written first;
+    # markup is decoded as `auto` decodes it, never refused
+    addressed = experiment.root.parent / "addressed.txt"
+    addressed.write_text("Siehe www.example.com.\n" + LINES[0] + "\n", encoding="utf-8")
+    gnmt = ("translate", "--exp", experiment.root, "--input", addressed, "--engine", "ctranslate2", "--length-penalty",
+            "gnmt")
+    code, written, err = mt(capsys, monkeypatch, *gnmt)
+    assert (code, written) == (2, "") and "--engine ctranslate2: CTranslate2 has no gnmt length penalty" in err
+    code, written, err = mt(capsys, monkeypatch, *gnmt, "--format", "html")
+    assert code == 0 and len(written.splitlines()) == 2
 
     from mt.apps.serve import service
     from mt.apps.serve.app import build_app
