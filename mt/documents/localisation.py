@@ -25,7 +25,7 @@ from typing import Any
 from mt import log
 from mt.documents.encoding import DECLARED
 from mt.documents.formats import DocumentError, DocumentOptions
-from mt.documents.placeholders import Protected, placeholders
+from mt.documents.placeholders import XML_SPACE, Protected, placeholders
 from mt.documents.units import Units
 
 REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}  # on an XLIFF 1.2 target
@@ -55,6 +55,7 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     from translate.misc.multistring import multistring
 
     store = read_po(text)
+    check_target_language(store.parseheader().get("Language"), options.target, "its header's Language")
     pattern = placeholders()
     nplurals, plural = plural_forms(store, options.target)
     todo: list[tuple[Any, list[Protected]]] = []
@@ -188,6 +189,11 @@ def translatable(unit) -> bool:
 def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     """An XLIFF file translated (module docstring)."""
     store, version = read_xliff(text)
+    if version == 2:
+        check_target_language(store.gettargetlanguage(), options.target, "its trgLang")
+    else:
+        for node in store.document.getroot().iterchildren(store.namespaced("file")):
+            check_target_language(node.get("target-language"), options.target, "a <file>'s target-language")
     pattern = placeholders()
     todo: list[tuple[Any, Any, Protected]] = []  # (unit, the segment's element: source or a seg-source mrk, ...)
     for unit in store.units:
@@ -197,7 +203,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
         if holds_translation(unit, target, version) and not options.retranslate:
             continue
         for element in segmented(unit) if version == 1 else [source]:
-            p = Protected(pattern)
+            p = Protected(pattern, wrapped=not space_preserved(element))
             p.html = p.element(element)
             todo.append((unit, element, p))
     translations = ask(units, [p for _, _, p in todo])
@@ -230,6 +236,17 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
     if todo:
         set_target_language(store, version, options.target)
     return serialized(store, text)
+
+
+def space_preserved(element) -> bool:
+    """Whether the XML text of `element` keeps its whitespace as written (xml:space="preserve" on it or
+    the nearest ancestor that says): else a line break in it is the writer's layout, as a space is."""
+    while element is not None:
+        value = element.get(XML_SPACE)
+        if value is not None:
+            return value == "preserve"
+        element = element.getparent()
+    return False
 
 
 def laid_out_as_source(target) -> None:
@@ -361,6 +378,24 @@ def read_xliff(text: str) -> tuple[Any, int]:
         raise DocumentError(f"not an XLIFF file: its root element is <{name}>, not <xliff>")
     two = root.get("version", "").startswith("2") or ":2." in (root.nsmap.get(None) or "")
     raise DocumentError(f"an XLIFF file translate-toolkit cannot read: {errors[two]}")
+
+
+def check_target_language(named: str | None, target: str, where: str) -> None:
+    """Refuse a file that names another target language than the translation's: its targets (and a
+    PO file's plural forms, which are its language's) would be written in one language under another's
+    name. Regional variants of one language are the same ("en-US" for en; "zh-Hant" for zh and zt)."""
+    if not named or not named.strip():
+        return
+
+    def base(code: str) -> str:
+        first = code.strip().replace("_", "-").split("-")[0].lower()
+        return "zh" if first == "zt" else first
+
+    if base(named) != base(target):
+        raise DocumentError(
+            f"{where} is {named.strip()!r}, not {target!r}, the language it would be translated into: "
+            "translate it with a model into that language, or change the file"
+        )
 
 
 def set_target_language(store, version: int, target: str) -> None:

@@ -3,7 +3,8 @@ html unit it is translated as (`mt.documents.inline`) and put back where the tex
 with the spaces the source had around it (the text layer puts a marker right after a word):
 printf placeholders (translate-toolkit's own pattern: %s, %d, %(name)s, %1$s, %@), %%, {name} {0}
 {{name}} %{name} ${name}, tags in the text (<b>, around the words it covered when its </b> follows),
-line breaks and tabs (as <br>, where a sentence ends: a tab parts columns, a label from its value), and XLIFF's inline elements: <x/> <ph> <it> (2.0: <ph/>
+line breaks and tabs (as <br>, where a sentence ends: a tab parts columns, a label from its value; in
+XLIFF a line break is a space unless xml:space="preserve" says otherwise), and XLIFF's inline elements: <x/> <ph> <it> (2.0: <ph/>
 <sm/> <em/> <cp/>) are kept with their content; <g>, <pc> and <mrk>, and the pairs <bpt>...<ept>,
 <bx/>...<ex/> and <sc/>...<ec/>, go around the words they covered.
 """
@@ -23,6 +24,8 @@ from mt.text.markup import parse
 PAIRED = {"g", "pc", "mrk"}  # XLIFF inline elements around translatable text
 CODE_PAIRS = {"bpt": ("ept", "id", "id"), "bx": ("ex", "rid", "rid"), "sc": ("ec", "id", "startRef")}
 TAG_NAME = re.compile(r"</?([A-Za-z][\w:.-]*)")
+WRAPPED = re.compile(r"[ \t]*\n\s*")  # a line break in XML text laid out by its writer, and the indent after it
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 PLACEHOLDER_PATTERN = r"""
     \n | \t | %% | \{\{[^{}]*\}\} | [%$]?\{[^{}]*\} | </?[A-Za-z][^<>]*> |
 """
@@ -42,6 +45,7 @@ class Protected:
     before and after it) or around translated text (`wraps`: an XLIFF element, or a tag pair's strings)."""
 
     pattern: re.Pattern
+    wrapped: bool = False  # line breaks are the file's layout, a space (XML text not xml:space="preserve")
     html: str = ""
     kept: dict[int, tuple[Any, bool, bool]] = field(default_factory=dict)
     wraps: dict[int, Any] = field(default_factory=dict)
@@ -59,6 +63,8 @@ class Protected:
 
     def text(self, text: str) -> str:
         """Text with its placeholders as markers, and a tag with its closing tag as a wrapper."""
+        if self.wrapped:  # ("Ein Hund läuft\n  im Park." was translated as two sentences)
+            text = WRAPPED.sub(" ", text)
         found = list(self.pattern.finditer(text))
         pairs = tag_pairs([m.group() for m in found])
         closing: set[int] = set()

@@ -98,10 +98,18 @@ def test_a_header_with_more_plural_forms_than_any_language_is_refused(units):
 
 
 def test_translated_entries_are_translated_again_only_when_asked(translator, units):
-    out = result(build(language="fr"), units, DocumentOptions("en", retranslate=True))
+    out = result(build(language="en_US"), units, DocumentOptions("en", retranslate=True))
     done = out.units[4]
     assert done.target == translate_text(translator, [S[4]])[0] and done.isfuzzy()
-    assert out.parseheader()["Language"] == "fr"  # a language the file names is kept
+    assert out.parseheader()["Language"] == "en_US"  # the variant the file names is kept
+
+
+def test_a_file_for_another_target_language_is_refused(units):
+    """A file for French translated into English was written with English msgstrs under "Language: fr"
+    and French plural forms; XLIFF's target-language likewise."""
+    with pytest.raises(DocumentError) as exc:
+        translate_content(bytes(build(language="fr")), PO, units, EN)
+    one_line(exc, "its header's Language is 'fr', not 'en'")
 
 
 def test_a_fuzzy_entry_is_kept_as_the_translator_wrote_it_and_said(units, capsys):

@@ -189,6 +189,11 @@ def test_entities_are_never_expanded(units):
         ('<xliff version="1.2"><file><body>', "not well-formed XML"),
         ("<html><body><p>Haus</p></body></html>", "not an XLIFF file: its root element is <html>"),
         ('<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"/>', "no <file> element"),
+        ('<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file original="a" source-language="de" '
+         'target-language="fr" datatype="plaintext"><body/></file></xliff>',
+         "a <file>'s target-language is 'fr', not 'en'"),
+        ('<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de" trgLang="fr-CA"><file id="f">'
+         '<unit id="u"><segment><source>Hallo</source></segment></unit></file></xliff>', "its trgLang is 'fr-CA'"),
     ],
 )
 def test_broken_files_are_refused_in_one_line(units, text, needle):
@@ -326,3 +331,23 @@ def test_a_target_added_to_a_laid_out_unit_is_on_a_line_of_its_own():
     assert "<source>Hallo</source>\n        <target>HALLO</target>\n      </segment>" in out, out
     compact = one.replace("\n        ", "").replace("\n      </trans-unit>", "</trans-unit>")  # on one line: as it was
     assert "</source><target" in translate_content(compact.encode(), FORMATS["xliff"], upper, EN).decode()
+
+
+def test_a_source_laid_out_over_several_lines_is_one_text_unless_its_space_is_preserved():
+    """XML text's line breaks are its writer's layout: "Ein Hund läuft\\n  im Park." was searched as two
+    sentences, each a <br> apart; under xml:space="preserve" a line break is the text's own."""
+    seen = []
+
+    def record(texts, fmt="text"):
+        seen.extend(texts)
+        return texts
+
+    unit = '<trans-unit id="{0}"{1}>\n<source>\n    Ein Hund läuft\n    im Park.\n</source>\n</trans-unit>\n'
+    data = ('<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">'
+            '<file source-language="de" datatype="plaintext" original="a"><body>\n'
+            + unit.format(1, "") + unit.format(2, ' xml:space="preserve"') + "</body></file></xliff>\n")
+    out = xliff.xlifffile.parsestring(translate_content(data.encode(), XLIFF, record, EN))
+    assert "<br" not in seen[0] and " ".join(seen[0].split()) == "Ein Hund läuft im Park."
+    assert seen[1].count("<br") == 3
+    assert " ".join(out.units[0].target.split()) == "Ein Hund läuft im Park."
+    assert out.units[1].target == "\n    Ein Hund läuft\n    im Park.\n"
