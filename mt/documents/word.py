@@ -142,13 +142,17 @@ def translate(content: bytes, units: Units, options: DocumentOptions) -> bytes:
     unique = list(dict.fromkeys(p.html for p in paragraphs))  # a text box's fallback copy is asked once
     translated = dict(zip(unique, units(unique, "html")))
     changed = False
+    right_to_left = options.target.split("-")[0].lower() in RIGHT_TO_LEFT
     for p in paragraphs:
         if translated[p.html] != p.html:
             rebuild(p, translated[p.html])
             relabel(p.element, options.target)
+            if right_to_left:
+                read_right_to_left(p.element)
             changed = True
-    if changed:  # the styles' and defaults' language: Word spell-checks and hyphenates by it
-        relabel(document.styles.element, options.target, defaults=True)
+    if changed and (styles := styles_part(document)) is not None:
+        # the styles' and defaults' language: Word spell-checks and hyphenates by it
+        relabel(styles.element, options.target, defaults=True)
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -158,6 +162,42 @@ EAST_ASIAN = {"zh", "zt", "ja", "ko"}  # w:lang's eastAsia attribute: the langua
 RIGHT_TO_LEFT = {"ar", "he", "fa", "ur", "yi", "ps", "dv", "ug"}  # its bidi attribute
 TAGS = {"zt": "zh-TW", "pb": "pt-BR"}  # Argos Translate's codes, as the language tags Word reads
 AFTER_LANG = {W + tag for tag in ("eastAsianLayout", "specVanish", "oMath", "rPrChange")}  # w:rPr's order
+
+
+# w:pPr's children that come after w:bidi (ECMA-376's order, which Word holds a document to)
+AFTER_BIDI = {
+    W + tag
+    for tag in (
+        "adjustRightInd snapToGrid spacing ind contextualSpacing mirrorIndents suppressOverlap jc textDirection "
+        "textAlignment textboxTightWrap outlineLvl divId cnfStyle rPr sectPr pPrChange"
+    ).split()
+}
+
+
+def styles_part(document):
+    """The document's styles part, None where it has none (python-docx's `styles` would add its own
+    template's, and with it another Normal style, fonts and spacing)."""
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+
+    try:
+        return document.part.part_related_by(RT.STYLES)
+    except KeyError:
+        return None
+
+
+def read_right_to_left(paragraph_element) -> None:
+    """A translated paragraph of a right-to-left language set right to left (w:bidi): its words keep
+    their order by the script, but an LTR paragraph put its full stop on the wrong side, left-aligned."""
+    ppr = paragraph_element.find(W + "pPr")
+    if ppr is None:
+        ppr = new_element("pPr")
+        paragraph_element.insert(0, ppr)
+    bidi = ppr.find(W + "bidi")
+    if bidi is None:
+        bidi = new_element("bidi")
+        later = next((i for i, child in enumerate(ppr) if child.tag in AFTER_BIDI), len(ppr))
+        ppr.insert(later, bidi)
+    bidi.attrib.pop(W + "val", None)  # (w:val="0" would say left to right)
 
 
 def relabel(root, target: str, defaults: bool = False) -> None:
@@ -226,15 +266,21 @@ def broken_part(content: bytes) -> str:
 
 
 def paragraph(element) -> Paragraph | None:
-    """A paragraph as a unit, None if it holds no text to translate."""
+    """A paragraph as a unit, None if it holds no text to translate. Its dominant formatting, which
+    a translated word outside every span takes, is that of most of its text outside links (a link's
+    style, the longest part of "See the full documentation here.", made the words around it blue and
+    underlined); of all its text where it is all links."""
     items = walk(element)
-    counts: Counter[bytes] = Counter()
-    formats: dict[bytes, Any] = {}
-    for text in texts(items):
-        counts[text.key] += len(text.text.strip())
-        formats.setdefault(text.key, text.rpr)
-    if not counts or not sum(counts.values()):
+    if not any(text.text.strip() for text in texts(items)):
         return None
+    formats: dict[bytes, Any] = {}
+    for outside in (True, False):
+        counts: Counter[bytes] = Counter()
+        for text in texts(items, links=not outside):
+            counts[text.key] += len(text.text.strip())
+            formats.setdefault(text.key, text.rpr)
+        if sum(counts.values()):
+            break
     key = counts.most_common(1)[0][0]
     p = Paragraph(element, formats[key], key)
     p.html = encode(items, p)
@@ -336,13 +382,18 @@ def run_items(run) -> list[Text | Code | Wrap]:
     return items
 
 
-def texts(items: list[Text | Code | Wrap]):
-    """The text items, wrappers' included, in order."""
+def texts(items: list[Text | Code | Wrap], links: bool = True):
+    """The text items, wrappers' included (a link's only with `links`), in order."""
     for item in items:
         if isinstance(item, Text):
             yield item
-        elif isinstance(item, Wrap):
-            yield from texts(item.items)
+        elif isinstance(item, Wrap) and (links or not is_link(item)):
+            yield from texts(item.items, links)
+
+
+def is_link(wrap: Wrap) -> bool:
+    """Whether a wrapper is a link: a w:hyperlink, or a HYPERLINK field (simple or complex)."""
+    return isinstance(wrap.element, FieldLink) or wrap.element.tag in (W + "hyperlink", W + "fldSimple")
 
 
 def encode(items: list[Text | Code | Wrap], p: Paragraph) -> str:

@@ -7,6 +7,7 @@ what is not a safe Word document is a one-line error."""
 from __future__ import annotations
 
 import io
+import re
 import struct
 import zipfile
 import zlib
@@ -367,6 +368,26 @@ def test_a_link_whose_words_were_aligned_to_none_goes_around_a_word():
     assert out.paragraphs[0].text == "See  the end. the link"
 
 
+def test_words_outside_a_link_keep_the_paragraphs_own_formatting_when_the_link_is_its_longest_part():
+    """The paragraph's dominant formatting was counted over its links' text too: where the link was most of
+    it, a word the alignment placed outside every span came out blue and underlined, and no link."""
+    d = docx.Document()
+    p = d.add_paragraph("Siehe ")
+    add_hyperlink(p, "die vollständige Dokumentation hier", URL)
+    p.add_run(".")
+
+    def units(texts, fmt="text"):
+        assert texts == ['Siehe <a data-link="0"><span data-run="1">die vollständige Dokumentation hier</span></a>.']
+        return ['See please <a data-link="0"><span data-run="1">the full documentation here</span></a>.']
+
+    out = translated(d, units)
+    runs = out.paragraphs[0]._p.findall(qn("w:r"))  # the paragraph's own runs, the link's not among them
+    assert "".join(r.text for r in out.paragraphs[0].runs) == "See please ."
+    assert all(r.find(qn("w:rPr")) is None for r in runs), [r.xml for r in runs]
+    (link,) = out.paragraphs[0].hyperlinks
+    assert link.text == "the full documentation here" and link.runs[0].font.underline
+
+
 @pytest.mark.parametrize("target, attribute, value", [("en", "w:val", "en"), ("ja", "w:eastAsia", "ja"),
                                                       ("ar", "w:bidi", "ar"), ("zt", "w:eastAsia", "zh-TW")])
 def test_translated_runs_and_the_styles_name_the_target_language(units, target, attribute, value):
@@ -384,6 +405,37 @@ def test_translated_runs_and_the_styles_name_the_target_language(units, target, 
     assert defaults.find(qn("w:lang")).get(qn(attribute)) == value
     assert all(lang.get(qn(attribute)) == value for lang in out.styles.element.iter(qn("w:lang")))
     assert out.paragraphs[1].text == "   " and not out.paragraphs[1]._p.findall(".//" + qn("w:lang"))
+    # a right-to-left language's paragraphs read right to left: the full stop on the left, aligned right
+    bidi = out.paragraphs[0]._p.find(qn("w:pPr")).find(qn("w:bidi")) if target == "ar" else None
+    assert (bidi is not None) == (target == "ar") and (bidi is None or bidi.get(qn("w:val")) is None)
+    assert out.paragraphs[1]._p.find(qn("w:pPr")) is None or out.paragraphs[1]._p.find(qn("w:pPr")).find(qn("w:bidi")) is None
+
+
+def test_a_document_without_styles_gets_none_added(units):
+    """python-docx's `styles` added its own template's styles part (another Normal style, fonts and
+    spacing) to a document that had none, changing how it looked."""
+    data = io.BytesIO()
+    d = docx.Document()
+    d.add_paragraph(S[0])
+    d.save(data)
+    parts = {}
+    with zipfile.ZipFile(data) as package:
+        for name in package.namelist():
+            parts[name] = package.read(name)
+    del parts["word/styles.xml"]
+    rels = parts["word/_rels/document.xml.rels"].decode()
+    parts["word/_rels/document.xml.rels"] = re.sub(r'<Relationship [^>]*Target="styles.xml"/>', "", rels).encode()
+    types = parts["[Content_Types].xml"].decode()
+    parts["[Content_Types].xml"] = re.sub(r'<Override PartName="/word/styles.xml"[^>]*/>', "", types).encode()
+    bare = io.BytesIO()
+    with zipfile.ZipFile(bare, "w") as package:
+        for name, content in parts.items():
+            package.writestr(name, content)
+    out = translate_content(bare.getvalue(), DOCX, units, EN)
+    names = zipfile.ZipFile(io.BytesIO(out)).namelist()
+    assert "word/styles.xml" not in names and "styles.xml" not in zipfile.ZipFile(io.BytesIO(out)).read(
+        "word/_rels/document.xml.rels").decode()
+    assert docx.Document(io.BytesIO(out)).paragraphs[0].text != S[0]
 
 
 @pytest.mark.parametrize("simple", [False, True])
