@@ -123,6 +123,10 @@ def test_detect_answers_libretranslates_shape_and_auto_refuses_a_language_the_mo
     assert call(f"{keyed.url}/detect", {"q": LINES[0]})[0] == 400  # no key: LibreTranslate's 400
     assert call(f"{plain.url}/detect", {"q": ""})[2] == {"error": "Invalid request: missing q parameter"}
     assert ok(f"{plain.url}/detect", {"q": "12 345"}) == [{"confidence": 0.0, "language": "de"}]  # no letters: was 100
+    # any length, as LibreTranslate answers (a document's text, to choose its model): judged by --max-chars
+    long = " ".join([LINES[0]] * (Limits().max_chars // len(LINES[0]) + 5))
+    assert ok(f"{plain.url}/detect", {"q": long}) == [{"confidence": 100.0, "language": "de"}]
+    assert ok(f"{plain.url}/detect", {"q": [LINES[0]] * (Limits().max_lines + 5)})[0]["language"] == "de"
     listed = ok(f"{plain.url}/translate", {"q": [LINES[0], LINES[1]], "source": "auto", "target": "en"})
     assert listed == {"translatedText": expected[:2], "detectedLanguage": [{"confidence": 100.0, "language": "de"}] * 2}
     mixed = ok(f"{plain.url}/translate", {"q": [LINES[0], ENGLISH], "source": "auto", "target": "en", "alternatives": 1})

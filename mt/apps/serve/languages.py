@@ -81,17 +81,19 @@ class Languages:
         except Unidentifiable as exc:
             raise ApiError(400, str(exc)) from None
 
-    async def detect(self, fields: dict) -> list[dict[str, Any]]:
+    async def detect(self, fields: dict, max_chars: int) -> list[dict[str, Any]]:
         """POST /detect: the model's source languages, likeliest first, with LibreTranslate's confidence;
         every confidence 0 when the text is in a language the model cannot read (LibreTranslate's
-        answer when none of its languages fits)."""
+        answer when none of its languages fits). Judged by its first `max_chars` characters (--max-chars):
+        LibreTranslate answers a text of any length (a document's, to choose its model), and the first
+        pages say its language as well as the whole would."""
         q = fields.get("q")
         if q in (None, "", []):
             raise ApiError(400, "Invalid request: missing q parameter")
         texts = [q] if isinstance(q, str) else q
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
             raise ApiError(400, "Invalid request: q must be a string or a list of strings")
-        (found,) = await self.identify(["\n".join(unicode_text(text, "q", 400) for text in texts)])
+        (found,) = await self.identify(["\n".join(unicode_text(text, "q", 400) for text in texts)[:max_chars]])
         scale = 0.0 if found.foreign is not None else 1.0
         return [{"confidence": confidence(scale * value), "language": code} for code, value in found.ranking]
 

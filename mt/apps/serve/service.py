@@ -336,12 +336,7 @@ class Service:
         """POST /detect, as LibreTranslate answers it: [{"confidence", "language"}], likeliest first."""
         fields = await libre_fields(request, self.body_limit)
         check_key(self.api_key, field_key(fields, header_key(request)), libre=True)
-        q = fields.get("q")
-        texts = [
-            text for text in ([q] if isinstance(q, str) else q if isinstance(q, list) else []) if isinstance(text, str)
-        ]
-        self._libre_size(texts, [[text] for text in texts])
-        return await self.langs.detect(fields)
+        return await self.langs.detect(fields, self.limits.max_chars)
 
     async def health(self) -> dict[str, Any]:
         batcher = self.batcher
