@@ -219,6 +219,23 @@ def test_uploads_past_the_job_limit_are_503_and_a_client_that_leaves_frees_its_s
     assert "POST /translate_file 499" in capfd.readouterr().err
 
 
+def test_a_document_whose_client_left_stops_while_it_is_counted():
+    """A client that left while its document was counted (a page of a million empty tags: a minute, with
+    little text) held its slot until the count and the translation had both read the whole file."""
+    from mt.apps.serve.files import Abandoned, CountingUnits
+    from mt.documents.formats import FORMATS, DocumentOptions
+    from mt.documents.translate import translate_content
+
+    gone = threading.Event()
+    counted = CountingUnits(abandoned=gone)
+    page = b"<p>Ein Hund.</p>" + b"<p>Eine Katze.</p>"
+    translate_content(page, FORMATS["html"], counted, DocumentOptions("en"))
+    assert counted.chars >= len("Ein Hund.Eine Katze.")
+    gone.set()
+    with pytest.raises(Abandoned):
+        translate_content(page, FORMATS["html"], counted, DocumentOptions("en"))
+
+
 def test_uploads_still_arriving_hold_no_translation_slot_and_keep_no_keyed_client_out(trained_experiment):
     # One job at once, a key: a client without it starts an upload and stops sending. It holds one of
     # the slots for uploads being read, never the one translation slot, nor a keyed client's reading slot.

@@ -150,13 +150,16 @@ class Abandoned(Exception):
 
 class CountingUnits:
     """`Units` that translate nothing (each text comes back as it is) and count the characters asked:
-    a document's budget, checked before any of it is searched."""
+    a document's budget, checked before any of it is searched. A request gone (`abandoned`) stops it at
+    its next call."""
 
-    def __init__(self, keep: bool = False) -> None:
-        self.chars, self.keep = 0, keep
+    def __init__(self, keep: bool = False, abandoned: threading.Event | None = None) -> None:
+        self.chars, self.keep, self.abandoned = 0, keep, abandoned
         self.texts: list[str] = []  # with `keep` (`source: auto`), each unit's text
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:
+        if self.abandoned is not None and self.abandoned.is_set():
+            raise Abandoned
         found = [language_text(text, fmt) for text in texts if text.strip()]
         self.chars += sum(len(text) for text in found)  # (chars_to_translate's count)
         if self.keep:
@@ -416,9 +419,11 @@ class Documents:
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused
             # before its first units are translated, not after. Its warnings (an encoding guessed, a
             # footnote left) are the translation's to say, once.
-            counted = CountingUnits(keep=units.identify)
+            counted = CountingUnits(keep=units.identify, abandoned=units.abandoned)
             with log.muted():
                 translate_content(upload.data, upload.fmt, counted, DocumentOptions(target))
+            if units.abandoned.is_set():  # gone while it was counted: not read a second time
+                raise Abandoned
             if counted.chars > units.max_chars:
                 raise ApiError(
                     413, f"file: {counted.chars} characters to translate, more than --max-file-chars {units.max_chars}"
