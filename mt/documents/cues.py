@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,17 @@ DASH = re.compile(r"[-–—]\s*")
 # "(laughs)"), a song's note; a cue with such a line after its first keeps its lines apart
 TURN = re.compile(r"[-–—]|[A-Z][A-Z0-9 .'-]*:\s|\[[^\]]*\]|\([^)]*\)|[♪♫]|#\s")
 SOUND = re.compile(r"\s*(?:\[[^\]]*\]|\([^)]*\))\s*")  # a line that is a sound alone: "[DOOR SLAMS]"
+# Chinese and Japanese are written without spaces: a line may break between any two of their
+# characters, but not before a closing mark or small kana, nor after an opening mark (kinsoku)
+UNSPACED = re.compile(
+    r"[\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff"
+    r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f\u3000-\u303f\uff00-\uffef]"
+)
+NO_BREAK_BEFORE = set(
+    "、。，．・：；？！）」』】〕〉》〙〗ー々ぁぃぅぇぉっゃゅょゎァィゥェォッャュョヮヵヶ…‥,.:;?!)]}”’%"
+)
+NO_BREAK_AFTER = set("（「『【〔〈《〘〖([{“‘")
+Word = tuple[str, int, bool]  # a word as written, its width in columns, whether it follows the one before with no space
 # A song's notes around a cue's text (SDH marks lyrics so): kept around its translation, not read
 NOTES_BEFORE, NOTES_AFTER = re.compile(r"(?:[♪♫]+|#+(?=\s))\s*"), re.compile(r"\s*(?:[♪♫]+|(?<=\s)#+)$")
 GAP, MAX_CUES, MAX_CHARS = 2.0, 5, 300  # a group ends past a 2 s gap, 5 cues or 300 characters
@@ -305,25 +317,47 @@ def cut(tokens: list[Token]) -> list[list[Token]]:
     return parts
 
 
-def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> list[tuple[str, int]]:
-    """A piece's translation as written, in words: (markup, visible length), tags attached to the word
-    they touch."""
+def columns(text: str) -> int:
+    """The width of `text` on a screen: a Chinese or Japanese character takes two columns."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def breaks_before(previous: str, char: str) -> bool:
+    """Whether a line may break between `previous` and `char` with no space between them."""
+    return bool(UNSPACED.match(char) or UNSPACED.match(previous)) and (
+        char not in NO_BREAK_BEFORE and previous not in NO_BREAK_AFTER
+    )
+
+
+def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> list[Word]:
+    """A piece's translation as written, in words: (markup, visible width, glued), tags attached to the
+    word they touch; in Chinese and Japanese each character a word of its own, glued to the one before
+    (`breaks_before`)."""
     items: list[Token] = [("raw", p) for p in piece.prefix] + tokens + [("raw", s) for s in piece.suffix]
     more = [False] * (len(items) + 1)  # whether any text or literal follows item i
     for i in range(len(items) - 1, -1, -1):
         kind, value = items[i]
         more[i] = more[i + 1] or kind == "lit" or (kind == "text" and bool(value.strip()))
-    words: list[tuple[str, int]] = []
-    word, length = "", 0
+    words: list[Word] = []
+    word, length, glued, last = "", 0, False, ""
     for i, (kind, value) in enumerate(items):
         if kind == "text":
             for part in re.split(r"(\s+)", value):
-                if part.isspace() and length:
-                    words.append((word, length))
-                    word, length = "", 0
-                elif part and not part.isspace():
-                    word += html.escape(part, quote=False) if vtt else part.replace("-->", "->")
-                    length += len(part)
+                if part.isspace():
+                    if length:
+                        words.append((word, length, glued))
+                        word, length = "", 0
+                    glued = False
+                elif part:
+                    for char in part:
+                        if length and breaks_before(last, char):
+                            words.append((word, length, glued))
+                            word, length, glued = "", 0, True
+                        word += html.escape(char, quote=False) if vtt else char
+                        length += columns(char)
+                        last = char
+                    if not vtt:
+                        word = word.replace("-->", "->")
         elif kind == "raw":
             word += value
         else:
@@ -333,26 +367,32 @@ def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> lis
             else:
                 word += tag.open
     if word and not length and words:  # end tags after the last word
-        words[-1] = (words[-1][0] + word, words[-1][1])
+        words[-1] = (words[-1][0] + word, *words[-1][1:])
     elif word:
-        words.append((word, length))
+        words.append((word, length, glued))
     return words
 
 
-def greedy(words: list[tuple[str, int]], width: int) -> list[list[str]]:
-    """Words filled into lines of at most `width` visible characters (a longer word alone)."""
-    lines: list[list[str]] = [[]]
+def greedy(words: list[Word], width: int) -> list[list[Word]]:
+    """Words filled into lines of at most `width` columns (a longer word alone)."""
+    lines: list[list[Word]] = [[]]
     filled = 0
-    for word, length in words:
-        if lines[-1] and filled + 1 + length > width:
+    for word in words:
+        step = word[1] + (0 if word[2] else 1)
+        if lines[-1] and filled + step > width:
             lines.append([])
-        filled = (filled + 1 + length) if lines[-1] else length
+        filled = (filled + step) if lines[-1] else word[1]
         lines[-1].append(word)
     return lines
 
 
-def wrap(words: list[tuple[str, int]], width: int, most: int) -> list[str]:
-    """Balanced lines of at most `width` characters, at most `most` of them (wider if the words need it)."""
+def written(line: list[Word]) -> str:
+    """A line's words, a space before each but the first and those glued to the one before."""
+    return "".join(("" if k == 0 or glued else " ") + word for k, (word, _, glued) in enumerate(line))
+
+
+def wrap(words: list[Word], width: int, most: int) -> list[str]:
+    """Balanced lines of at most `width` columns, at most `most` of them (wider if the words need it)."""
     if not words:
         return []
     lines = greedy(words, width)
@@ -361,10 +401,10 @@ def wrap(words: list[tuple[str, int]], width: int, most: int) -> list[str]:
             width += 1
             lines = greedy(words, width)
     elif len(lines) > 1:
-        total = sum(length for _, length in words) + len(words) - 1
+        total = sum(length + (0 if glued else 1) for _, length, glued in words) - 1
         narrow = next(w for w in range(-(-total // len(lines)), width + 1) if len(greedy(words, w)) == len(lines))
         lines = greedy(words, narrow)
-    return [" ".join(line) for line in lines]
+    return [written(line) for line in lines]
 
 
 def dialogue(text: str, vtt: bool) -> bool:
@@ -404,7 +444,7 @@ def piece(text: str, tags: list[Tag], index: int, vtt: bool, line: bool = False)
     """A cue's text (or a dialogue line's) as a piece of its group."""
     tokens, prefix, suffix = unwrap(tokenize(text, tags, index, vtt), tags, line)
     lines = text.split("\n")
-    width = max(WIDTH, *(len(visible(line, vtt)) for line in lines))
+    width = max(WIDTH, *(columns(visible(line, vtt)) for line in lines))
     return Piece(tokens, prefix, suffix, width, 1 if line else max(MIN_LINES, len(lines)))
 
 

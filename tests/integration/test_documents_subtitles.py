@@ -206,3 +206,24 @@ def test_a_translation_of_fewer_words_than_its_cues_leaves_none_of_them_empty():
     cues = list(srt.parse(translate_content(text.encode(), FORMATS["srt"], short, EN).decode()))
     assert [c.content for c in cues] == ["Ja.", "Ja.", "Ja."]
     assert [c.start for c in cues] == [timedelta(seconds=s) for s in (1, 2, 5)]  # the timings as they were
+
+
+def test_chinese_and_japanese_lines_break_between_characters_and_count_two_columns_each():
+    """A two-line cue translated into Chinese came back as one line of 41 characters, about 82 columns
+    wide: lines broke only at spaces, and a character counted as one column."""
+    chinese = "一个男人在公园里和他的狗一起散步，孩子们在草地上踢足球，天空很蓝。"
+    japanese = "彼は「今日はとても楽しかったです」と言いながら、駅の方へゆっくり歩いていきました。"
+    source = ("1\n00:00:01,000 --> 00:00:04,000\nA man walks his dog in the park while the children\n"
+              "play football on the grass under a blue sky.\n\n")
+    for translation in (chinese, japanese):
+        out = translate_content(source.encode(), FORMATS["srt"], lambda texts, fmt="text": [translation] * len(texts),
+                                DocumentOptions("zh"))
+        (cue,) = srt.parse(out.decode())
+        lines = cue.content.split("\n")
+        assert len(lines) == 2 and "".join(lines) == translation  # no space put between characters
+        assert all(sum(2 if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" else 1 for c in line) <= 46
+                   for line in lines), lines
+        assert not lines[1].startswith(("、", "。", "，", "」")) and not lines[0].endswith("「")
+    words = "Ein Mann geht mit seinem Hund im Park spazieren, während die Kinder Fußball spielen."
+    out = translate_content(source.encode(), FORMATS["srt"], lambda texts, fmt="text": [words] * len(texts), EN)
+    assert " ".join(next(srt.parse(out.decode())).content.split("\n")) == words  # spaced text as before
