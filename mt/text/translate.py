@@ -196,9 +196,10 @@ def pieces(
     list asked still cuts texts: a text of one sentence keeps its n best, one of several is joined
     from its sentences' best (`mt serve`: a page's pasted paragraph was one segment, translated badly,
     because the page asks for alternatives; `mt translate --nbest` promises K lines per input)."""
-    if not segments_apply(options, nbest_of_sentences):
-        return read_cased(translator, list(texts), options), [[(0, len(text))] for text in texts], {}
-    plans = segment(translator, texts, options)
+    if segments_apply(options, nbest_of_sentences):
+        plans = segment(translator, texts, options)
+    else:  # each text whole; one without letters, or in a script the model cannot read, still copied
+        plans = [[(0, len(text))] for text in texts]
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
     kept = unreadable(translator.src_tok, every)
     return read_cased(translator, [piece for i, piece in enumerate(every) if i not in kept], options), plans, kept
@@ -228,6 +229,11 @@ def target_language(translator: Translator, options: DecodeOptions) -> str | Non
     """The language the translations are written in: the one asked, else the model's only one."""
     targets = [options.tgt_lang] if options.tgt_lang else translator.directions.targets(options.src_lang)
     return targets[0] if len(targets) == 1 else None
+
+
+def identity(text: str) -> str:
+    """The alignment of a text copied as it is: each word to itself."""
+    return " ".join(f"{k}-{k}" for k in range(len(text.split())))
 
 
 def as_source_ends(source: str, hyp: tuple) -> tuple:
@@ -291,7 +297,7 @@ def join(
     searched = iter(found)
     sources = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
     every = [
-        [(kept[i], 0.0)]
+        [(kept[i], 0.0, *([identity(kept[i])] if options.alignment_layer is not None else []))]
         if i in kept
         else ended_as(sources[i], [restored(sources[i], h, language) if recase else h for h in next(searched)])
         for i in range(len(sources))
@@ -368,15 +374,8 @@ def search(
     """`Translator.search` over `texts`, each translated piece by piece (module docstring); `progress`
     counts texts, as there; `names`, what a warning calls each text (default: its input line)."""
     options = options or DecodeOptions()
-    if not segments_apply(options):
-        if options.constraints:  # (a phrase the translation must hold may end in its stop, be in capitals)
-            return translator.search(texts, options, first_line, progress)
-        found = translator.search(read_cased(translator, texts, options), options, first_line, progress)
-        recase, language = recasing(options), target_language(translator, options)
-        return [
-            ended_as(text, [restored(text, h, language) if recase else h for h in hyps])
-            for text, hyps in zip(texts, found)
-        ]
+    if options.constraints:  # (a phrase the translation must hold may end in its stop, be in capitals)
+        return translator.search(texts, options, first_line, progress)
     todo, plans, kept = pieces(translator, texts, options)
     found = search_pieces(translator, todo, plans, kept, options, first_line, names)
     results = join(texts, plans, found, kept, options, target_language(translator, options))

@@ -185,3 +185,11 @@ def test_a_piece_without_letters_is_copied_and_a_tab_separates_pieces(trained_ex
         "42", "12:45", "---", f"1. {t1}", f"{t1}\t{t2}", f"2)\t{t2}"]
     done = mt_translate(trained_experiment, "42\n")
     assert done.stdout.decode() == "42\n" and "warning" not in done.stderr.decode()  # nothing was left untranslated
+    # each line whole (n-best lists, alignments): copied as well, where a model wrote "Runs the the the"
+    from mt.text.translate import search
+
+    layer = DecodeOptions(alignment_layer=0)
+    assert search(translator, ["42", CJK, S1], layer)[:2] == [[("42", 0.0, "0-0")], [(CJK, 0.0, "0-0")]]
+    assert [hyps[0][0] for hyps in search(translator, ["12:45", S1], DecodeOptions(nbest=2))] == ["12:45", t1]
+    aligned = mt_translate(trained_experiment, f"42\n{S1}\n", "--alignments")
+    assert aligned.stdout.decode().splitlines()[0] == "42\t0-0"
