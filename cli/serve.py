@@ -92,7 +92,7 @@ def serve(
     max_file_jobs: Annotated[
         int,
         typer.Option(
-            help="Documents translated at once, and uploads read at once; one more is refused (503 with Retry-After)."
+            help="Documents translated at once (one more is refused: 503 with Retry-After); uploads being read hold at most as many files' bytes."
         ),
     ] = 4,
     batching: Annotated[

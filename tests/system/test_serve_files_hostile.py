@@ -236,27 +236,40 @@ def test_a_document_whose_client_left_stops_while_it_is_counted():
         translate_content(page, FORMATS["html"], counted, DocumentOptions("en"))
 
 
-def test_uploads_still_arriving_hold_no_translation_slot_and_keep_no_keyed_client_out(trained_experiment):
-    # One job at once, a key: a client without it starts an upload and stops sending. It holds one of
-    # the slots for uploads being read, never the one translation slot, nor a keyed client's reading slot.
-    app = build_app(load(trained_experiment), Limits(max_wait_ms=0, max_file_jobs=1), api_key="K", threads=1)
+def test_uploads_still_arriving_hold_only_the_bytes_they_sent_and_keep_no_keyed_client_out(trained_experiment):
+    # One job at once, a key. A client without it starts an upload and stops sending: it holds what it
+    # sent of the bytes uploads may hold (--max-file-jobs whole files), never the translation slot, nor
+    # a keyed client's budget. Counted in uploads, four such stalled clients shut out everyone.
+    limits = Limits(max_wait_ms=0, max_file_jobs=1, max_file_bytes=4096)
+    app = build_app(load(trained_experiment), limits, api_key="K", threads=1)
+    budget = app.state.documents.budget
     with Served(app) as served:
         host, port = served.url.removeprefix("http://").split(":")
         head = b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"slow.txt\"\r\n\r\n"
-        with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
-                         b"boundary=b\r\nContent-Length: 100000\r\n\r\n" + head + b"Hallo")
+        start = (b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+                 b"boundary=b\r\nContent-Length: %d\r\n\r\n" % budget + head)
+        with socket.create_connection((host, int(port))) as small:
+            small.sendall(start + b"Hallo")
             deadline = time.monotonic() + 10
-            while app.state.documents.reading[False] < 1:
+            while app.state.documents.receiving[False] < 1:
                 assert time.monotonic() < deadline, "the slow upload was never being read"
                 time.sleep(0.05)
-            keyless = upload(served.url, "b.txt", LINES[1].encode(), headers={"X-API-Key": "wrong"})
-            refused(keyless, 503, "receiving 1 files", "--max-file-jobs")
-            keyed = upload(served.url, "c.txt", LINES[2].encode(), headers={"Authorization": "Bearer K"})
-            assert keyed.status_code == 200, keyed.text
-            assert httpx.get(keyed.json()["translatedFileUrl"]).status_code == 200
             in_field = upload(served.url, "d.txt", LINES[3].encode(), form={**FORM, "api_key": "K"})
-            refused(in_field, 503, "receiving 1 files")  # its key is known only once the upload is read
+            assert in_field.status_code == 200, in_field.text  # room beside a stalled upload of a few bytes
+            with socket.create_connection((host, int(port))) as large:
+                large.sendall(start + b"x" * (budget - 2 * len(head) - 5 - 100))  # the budget all but filled
+                while app.state.documents.receiving[False] < budget - 100:
+                    assert time.monotonic() < deadline, "the large upload was never being read"
+                    time.sleep(0.05)
+                keyless = upload(served.url, "b.txt", LINES[1].encode(), headers={"X-API-Key": "wrong"})
+                refused(keyless, 503, "receiving", "--max-file-jobs x --max-file-bytes")
+                keyed = upload(served.url, "c.txt", LINES[2].encode(), headers={"Authorization": "Bearer K"})
+                assert keyed.status_code == 200, keyed.text
+                assert httpx.get(keyed.json()["translatedFileUrl"]).status_code == 200
+        deadline = time.monotonic() + 10
+        while app.state.documents.receiving[False]:  # what the clients that left held is given back
+            assert time.monotonic() < deadline, app.state.documents.receiving
+            time.sleep(0.05)
         assert app.state.documents.jobs == 0
 
 

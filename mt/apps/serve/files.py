@@ -36,7 +36,7 @@ from mt.apps.serve.languages import name_of
 from mt.apps.serve.queue import QueueFull
 from mt.apps.serve.requests import ApiError, check_key, field_key, header_key, key_matches
 from mt.apps.serve.service import PART, PATIENCE, Service, disconnected, refusal
-from mt.apps.serve.uploads import Upload, check_content, extensions, read_upload, url_name
+from mt.apps.serve.uploads import FORM_ROOM, Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
 from mt.documents.encoding import BOMS
 from mt.documents.formats import DocumentError, DocumentOptions
@@ -318,10 +318,13 @@ class Documents:
         self.results = Results(limits.file_ttl, limits.max_files)
         self.pool = ThreadPoolExecutor(limits.max_file_jobs, thread_name_prefix="mt-documents")
         # On the event loop: no lock. A translation holds one of `jobs`, taken once its upload is read
-        # and its key checked; an upload being read one of `reading[keyed]`, keyed when the server has a
-        # key and the request's header gives it. So clients without the key, or slow to send, keep
-        # neither documents from being translated nor keyed clients' uploads from being read.
-        self.reading = {True: 0, False: 0}
+        # and its key checked; an upload being read holds the bytes it has sent of `receiving[keyed]`
+        # (keyed when the server has a key and the request's header gives it), a budget of
+        # --max-file-jobs whole uploads. So clients without the key, or slow to send, keep neither
+        # documents from being translated nor keyed clients' uploads from being read; and a client that
+        # starts uploads and stalls holds only what it sent (counted in uploads, four such shut out everyone).
+        self.receiving = {True: 0, False: 0}
+        self.budget = limits.max_file_jobs * (limits.max_file_bytes + FORM_ROOM)
         self.jobs = 0
         self.running: set[BatcherUnits] = set()
         self._sweeper: asyncio.Task | None = None
@@ -348,17 +351,24 @@ class Documents:
         self._check_room()  # before reading: a client is not made to send a file that would be refused
         service = self.service
         keyed = service.api_key is not None and key_matches(service.api_key, header_key(request))
-        if self.reading[keyed] >= self.limits.max_file_jobs:
-            raise ApiError(
-                503,
-                f"the server is receiving {self.reading[keyed]} files (--max-file-jobs); retry in a second",
-                {"Retry-After": "1"},
-            )
-        self.reading[keyed] += 1
+        held = 0
+
+        def hold(size: int) -> None:
+            nonlocal held
+            if self.receiving[keyed] + size > self.budget:
+                raise ApiError(
+                    503,
+                    f"the server is receiving {self.receiving[keyed]:,} bytes of files, as many as "
+                    f"--max-file-jobs x --max-file-bytes; retry in a second",
+                    {"Retry-After": "1"},
+                )
+            self.receiving[keyed] += size
+            held += size
+
         try:
-            upload = await read_upload(request, self.limits.max_file_bytes)
+            upload = await read_upload(request, self.limits.max_file_bytes, hold)
         finally:
-            self.reading[keyed] -= 1
+            self.receiving[keyed] -= held
         check_key(service.api_key, field_key(upload.fields, header_key(request)), libre=True)
         source, target = service.libre_pair(upload.fields, same=True)
         same = source == target  # LibreTranslate's identity: the file as it is

@@ -13,7 +13,7 @@ import hmac
 import json
 import math
 import re
-from typing import Any, get_args
+from typing import Any, Callable, get_args
 from urllib.parse import parse_qsl
 
 from starlette.exceptions import HTTPException
@@ -36,12 +36,15 @@ class ApiError(Exception):
         self.status, self.message, self.headers = status, message, headers or {}
 
 
-async def bounded_body(request, limit: int, declared_too_big: str, too_big: str) -> bytes:
+async def bounded_body(
+    request, limit: int, declared_too_big: str, too_big: str, hold: Callable[[int], None] | None = None
+) -> bytes:
     """The body, read as it arrives (a chunked body too, which declares no length: nothing past the
     limit is held): 413 with `declared_too_big` (formatted with `declared`, the Content-Length) or
     `too_big` once it passes `limit` bytes, 499 (logged only) when the client leaves before it has sent
     it all (or is cut off: `mt.apps.serve.http.guarded_protocol`). Kept as the request's body, where
-    starlette's request.form() reads it."""
+    starlette's request.form() reads it. `hold`: told each chunk's bytes before it is kept (it may
+    refuse them: a budget shared by the bodies being read)."""
     declared = request.headers.get("content-length", "")
     # ASCII digits only ("²".isdigit() too), and no more than any length: int() of either would raise
     if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
@@ -52,6 +55,8 @@ async def bounded_body(request, limit: int, declared_too_big: str, too_big: str)
             size += len(chunk)
             if size > limit:
                 raise ApiError(413, too_big)
+            if hold is not None:
+                hold(len(chunk))
             chunks.append(chunk)
     except ClientDisconnect:
         raise ApiError(499, "the client closed the connection before it sent the whole request") from None

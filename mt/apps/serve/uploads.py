@@ -15,6 +15,7 @@ import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Callable
 from xml.parsers import expat
 
 from starlette.datastructures import UploadFile
@@ -60,10 +61,10 @@ def extensions() -> list[str]:
     return [ext for fmt in available() for ext in fmt.extensions]
 
 
-async def read_upload(request, max_bytes: int) -> Upload:
+async def read_upload(request, max_bytes: int, hold: Callable[[int], None] | None = None) -> Upload:
     """The multipart form of /translate_file (LibreTranslate's: `file`, `source`, `target`, `api_key`),
-    read within `max_bytes` for the file (413 past it, while reading), its file named and of a format
-    this server translates (400 otherwise)."""
+    read within `max_bytes` for the file (413 past it, while reading; `hold`: told each chunk's bytes,
+    as `bounded_body`), its file named and of a format this server translates (400 otherwise)."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "multipart/form-data":
         raise ApiError(
@@ -75,6 +76,7 @@ async def read_upload(request, max_bytes: int) -> Upload:
         limit,
         f"file: the request has {{declared}} bytes; a file may have at most {max_bytes} (--max-file-bytes)",
         f"file: more than {max_bytes} bytes (--max-file-bytes)",
+        hold,
     )
     try:
         form = await request.form(max_files=1, max_fields=16)
