@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from mt import log
@@ -232,6 +233,31 @@ def escaped(text: str) -> str:
     return "".join(parts)
 
 
+AS_HTML = {"**": "strong", "__": "strong", "*": "em", "_": "em", "~~": "del", "~": "del"}
+
+
+def flanking(delimiter: str, before: str, body: str, after: str) -> bool:
+    """Whether `delimiter` on both sides of `body`, between the characters `before` and `after` ("" at
+    a line's edge), is read as emphasis by CommonMark's flanking rules: the opening one is followed by
+    no space and, followed by punctuation, is preceded by a space or punctuation; the closing one
+    mirrors it; `_` only at a word's edge. Punctuation next to a letter of a script without spaces
+    (Chinese, Japanese) breaks them."""
+
+    def space(c: str) -> bool:
+        return not c or c.isspace()
+
+    def mark(c: str) -> bool:
+        return bool(c) and unicodedata.category(c)[0] in "PS"
+
+    first, last = body[:1], body[-1:]
+    opens = not space(first) and (not mark(first) or space(before) or mark(before))
+    closes = not space(last) and (not mark(last) or space(after) or mark(after))
+    if delimiter.startswith("_"):  # intraword underscores are text
+        opens = opens and (space(before) or mark(before))
+        closes = closes and (space(after) or mark(after))
+    return opens and closes
+
+
 def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
     """A translated fragment written back as Markdown: its elements with their marks, its text escaped
     (and, after a hard break, the start of the line)."""
@@ -261,7 +287,15 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
                 continue
             if m.open == m.close:  # a delimiter: `** a**` is no emphasis, so the spaces go outside
                 lead, trail = inner[: len(inner) - len(inner.lstrip(" "))], inner[len(inner.rstrip(" ")) :]
-                parts.append(lead + m.open + inner.strip(" ") + m.close + trail)
+                body = inner.strip(" ")
+                before = (parts[-1][-1:] if parts else "") + lead
+                following = nodes[i + 1] if i + 1 < len(nodes) else ""
+                after = trail or (escaped(following)[:1] if isinstance(following, str) else "a")
+                if flanking(m.open, before[-1:], body, after) or m.open not in AS_HTML:
+                    parts.append(lead + m.open + body + m.close + trail)
+                else:  # written where a delimiter would be read as itself ("**注意：**请": asterisks shown)
+                    tag = AS_HTML[m.open]
+                    parts.append(f"{lead}<{tag}>{body}</{tag}>{trail}")
             else:
                 parts.append(m.open + inner + m.close)
         elif isinstance(node, Element):

@@ -310,3 +310,23 @@ def test_a_rewrapped_line_is_not_broken_in_code_a_tag_or_a_link_destination():
     # what no backslash escapes is not put at a line's start: an HTML block would end the paragraph there
     for text in ("aaaa <div> b", "aaaa <!-- c --> b", "aaaa [^1]: b"):
         assert rewrapped(text, 5, 0, "").split("\n")[0] != "aaaa", text
+
+
+def test_emphasis_that_markdown_would_not_read_after_punctuation_next_to_a_letter_is_written_as_html():
+    """"**注意：**请这样做。" shows its asterisks: a closing `**` after punctuation and before a letter
+    is no delimiter (CommonMark's flanking rules), which Chinese and Japanese text, without spaces,
+    meets often. Such emphasis is written as <strong> or <em>; emphasis Markdown reads stays Markdown."""
+    from markdown_it import MarkdownIt
+
+    source = b"**Note:** Do this.\n\nSee *the* _x_ end.\n"
+    def into(translation):
+        return lambda texts, fmt="text": [translation for _ in texts]
+
+    out = translate_content(source, FORMATS["md"], into('<span data-t="0">注意：</span>请这样做。'), DocumentOptions("zh"))
+    assert out.decode() == "<strong>注意：</strong>请这样做。\n\n<em>注意：</em>请这样做。\n"
+    assert "*" not in MarkdownIt().render(out.decode())
+    out = translate_content(source, FORMATS["md"], into('<span data-t="0">Hinweis:</span> Tun Sie das.'), EN)
+    assert out.decode() == "**Hinweis:** Tun Sie das.\n\n*Hinweis:* Tun Sie das.\n"
+    out = translate_content(source, FORMATS["md"], into('見て<span data-t="0">これ</span>を。'), DocumentOptions("ja"))
+    assert out.decode() == "見て**これ**を。\n\n見て*これ*を。\n"  # no punctuation beside it: read as it is
+    assert MarkdownIt().render(out.decode()).count("<strong>") == 1

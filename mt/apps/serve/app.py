@@ -82,7 +82,9 @@ class Limits:
     max_file_chars: int = 200_000  # characters a document may ask to translate (about 2,000 sentences)
     file_ttl: float = 1800.0  # seconds a translated document is kept for download, as LibreTranslate keeps them
     max_files: int = 100  # translated documents kept at once; the oldest goes first
-    max_file_jobs: int = 4  # documents translated at once, and whole files' bytes uploads being read hold (files.Documents)
+    max_file_jobs: int = (
+        4  # documents translated at once, and whole files' bytes uploads being read hold (files.Documents)
+    )
 
     def __post_init__(self) -> None:
         from mt.apps.serve.queue import BATCHING
