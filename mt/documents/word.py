@@ -17,6 +17,8 @@ to none) is an empty run: its formatting kept once, as an html page keeps `<b></
 (w:softHyphen), which mark where the source's words may break, are left out.
 A field's result (a page number, a cross-reference, a table of contents' first line) is kept as it is,
 but for a HYPERLINK field's, which Word shows and never regenerates: translated as a link's text.
+The labels a reader is given beside the text (`labels`: an image's or a shape's alternative text and
+title, a hyperlink's tooltip) are translated as plain text.
 
 A .docx is a zip: `check_zip` refuses, before python-docx opens it, a package that unpacks to more
 than MAX_UNPACKED bytes or more than MAX_RATIO times its packed size (a zip bomb), so that a server can
@@ -44,6 +46,7 @@ MAX_RATIO = 100  # unpacked / packed bytes, over the whole package; Word's own f
 RATIO_FLOOR = 2**20  # a package that unpacks to less is not checked for its ratio: no bomb is that small
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+WP = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 WRAPPERS = {W + tag for tag in ("hyperlink", "ins", "moveTo", "smartTag", "customXml", "dir", "bdo", "sdt")}
 # What Word recomputes, and a soft hyphen (where the source word may break), which belongs to the
@@ -135,12 +138,17 @@ def translate(content: bytes, units: Units, options: DocumentOptions) -> bytes:
 
     document = open_document(content)
     parts = {CT.WML_DOCUMENT_MAIN, CT.WML_HEADER, CT.WML_FOOTER, CT.WML_FOOTNOTES, CT.WML_ENDNOTES}
-    paragraphs = []
+    paragraphs, shown = [], []
     for part in document.part.package.iter_parts():
         if part.content_type in parts:
             paragraphs += [p for p in map(paragraph, part.element.iter(W + "p")) if p is not None]
+            shown += labels(part.element)
     unique = list(dict.fromkeys(p.html for p in paragraphs))  # a text box's fallback copy is asked once
     translated = dict(zip(unique, units(unique, "html")))
+    asked = list(dict.fromkeys(element.get(name) for element, name in shown))  # (an image's copies: once)
+    said = dict(zip(asked, units(asked, "text"))) if asked else {}
+    for element, name in shown:
+        element.set(name, said[element.get(name)])
     changed = False
     right_to_left = options.target.split("-")[0].lower() in RIGHT_TO_LEFT
     for p in paragraphs:
@@ -198,6 +206,21 @@ def read_right_to_left(paragraph_element) -> None:
         later = next((i for i, child in enumerate(ppr) if child.tag in AFTER_BIDI), len(ppr))
         ppr.insert(later, bidi)
     bidi.attrib.pop(W + "val", None)  # (w:val="0" would say left to right)
+
+
+def labels(root) -> list[tuple[Any, str]]:
+    """The text a reader is given beside a part's content, as (element, attribute): a drawing's
+    alternative text and title (wp:docPr descr, title; a screen reader reads them aloud), a
+    hyperlink's tooltip (w:tooltip)."""
+    found = [
+        (element, name)
+        for element in root.iter(WP + "docPr")
+        for name in ("descr", "title")
+        if element.get(name, "").strip()
+    ]
+    return found + [
+        (element, W + "tooltip") for element in root.iter(W + "hyperlink") if element.get(W + "tooltip", "").strip()
+    ]
 
 
 def relabel(root, target: str, defaults: bool = False) -> None:

@@ -474,3 +474,27 @@ def test_a_hyperlink_field_s_shown_text_is_translated_as_a_link(translator, unit
         kinds = [f.get(qn("w:fldCharType")) for f in out.iter(qn("w:fldChar"))]
         assert kinds == ["begin", "separate", "end"] and out.xpath("string(.//w:instrText)") == code.replace("&amp;", "&")
         assert len(out.findall(qn("w:bookmarkStart"))) == 1 and len(out.findall(qn("w:bookmarkEnd"))) == 1
+
+
+def test_an_images_alternative_text_and_a_links_tooltip_are_translated():
+    """A screen reader reads an image's alternative text aloud, and a link shows its tooltip: both were
+    left in the source language beside a translated document."""
+    d = docx.Document()
+    p = d.add_paragraph(S[0])
+    p.add_run().add_picture(io.BytesIO(png()))
+    picture = p._p.find(".//" + qn("wp:docPr"))
+    picture.set("descr", "Ein Hund im Park")
+    picture.set("title", "Hund")
+    add_hyperlink(p, S[1], URL)
+    p._p.find(qn("w:hyperlink")).set(qn("w:tooltip"), "Mehr lesen")
+    asked = []
+
+    def units(texts, fmt="text"):
+        asked.append((fmt, list(texts)))
+        return [text.upper() for text in texts]
+
+    out = translated(d, units)
+    assert ("text", ["Ein Hund im Park", "Hund", "Mehr lesen"]) in asked
+    assert out.paragraphs[0]._p.find(".//" + qn("wp:docPr")).get("descr") == "EIN HUND IM PARK"
+    assert out.paragraphs[0]._p.find(".//" + qn("wp:docPr")).get("title") == "HUND"
+    assert out.paragraphs[0]._p.find(qn("w:hyperlink")).get(qn("w:tooltip")) == "MEHR LESEN"
