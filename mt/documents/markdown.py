@@ -25,7 +25,7 @@ import bisect
 import html
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mt import log
 from mt.documents.formats import DocumentOptions
@@ -77,6 +77,11 @@ class Place:
     # a paragraph hard-wrapped in the source: (its width, its first line's prefix width, the prefix of
     # the lines after it), to wrap its translation at; None: written on one line
     wrap: tuple[int, int, str] | None = None
+    # characters the source wrote as references ("\xa0": "&nbsp;"), written so again in the translation
+    references: dict[str, str] = field(default_factory=dict)
+
+
+REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 
 
 def parser():
@@ -356,12 +361,17 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
                 breaks.append(written + "\n" + lines[first + i + 1][: cols[i + 1]])
         marks: list[Mark] = []
         unit = fragment(token.children or [], token.content, marks, breaks)
+        references = {}  # characters other than ASCII written as references (&amp; and the like: escaped)
+        for match in REFERENCE.finditer(token.content):
+            character = html.unescape(match.group())
+            if len(character) == 1 and not character.isascii():
+                references.setdefault(character, match.group())
         wrap = None
         if kind == "paragraph" and len(content) > 1 and not any(c.type == "hardbreak" for c in token.children or []):
             whole = lines[first : first + len(content)]
             if wrapped(whole):
                 wrap = (max(len(line.rstrip()) for line in whole), start - offsets[first], whole[1][: cols[1]])
-        found.append(Place(start, end, unit, marks, kind or "inline", wrap))
+        found.append(Place(start, end, unit, marks, kind or "inline", wrap, references))
     return found
 
 
@@ -482,6 +492,8 @@ def _translate(text: str, units: Units, first_line: int) -> str:
             marks, empty = place.marks, empty_in(place.fragment)
             nodes = embrace(parse(out, "html"), lambda e: e.tag == "br" or dict(e.attrs).get("data-t", "") in empty)
             written = markdown(nodes, marks, place.kind == "cell").strip()
+            for character, reference in place.references.items():  # ("&nbsp;" was an invisible U+00A0)
+                written = written.replace(character, reference)
         if place.kind == "paragraph":
             written = unblock(written)
             if place.wrap is not None and "\n" not in written:

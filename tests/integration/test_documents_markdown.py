@@ -330,3 +330,13 @@ def test_emphasis_that_markdown_would_not_read_after_punctuation_next_to_a_lette
     out = translate_content(source, FORMATS["md"], into('見て<span data-t="0">これ</span>を。'), DocumentOptions("ja"))
     assert out.decode() == "見て**これ**を。\n\n見て*これ*を。\n"  # no punctuation beside it: read as it is
     assert MarkdownIt().render(out.decode()).count("<strong>") == 1
+
+
+def test_characters_the_source_wrote_as_references_are_written_so_again():
+    """`&nbsp;` came back as an invisible U+00A0 and `&copy;` as ©: the same page, but a diff on every
+    such line, and a hard space no one can see in the source any more."""
+    source = "Es kostet 10&nbsp;Euro &copy; Firma, M&uuml;ller &amp; Sohn.\n".encode()
+    out = translate_content(source, FORMATS["md"], lambda texts, fmt="text": [
+        "It costs 10\u00a0euros © Company, Müller &amp; Son." if fmt == "html" else "It costs 10\u00a0euros © Company, "
+        "Müller & Son." for _ in texts], EN)
+    assert out.decode() == "It costs 10&nbsp;euros &copy; Company, M&uuml;ller & Son.\n"  # (& needs none)
