@@ -63,7 +63,7 @@ def progress_enabled() -> bool:
 def make_progress(*extra_columns) -> Progress:
     """A rich progress bar with ETA on stderr; disabled (no output) unless progress_enabled()."""
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", markup=False, style="bold"),  # (a split's name is the user's)
         BarColumn(),
         MofNCompleteColumn(),
         *extra_columns,

@@ -349,6 +349,7 @@ def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> lis
                         word, length = "", 0
                     glued = False
                 elif part:
+                    part = part if vtt else part.replace("-->", "->")  # (SRT's timing arrow, never text)
                     for char in part:
                         if length and breaks_before(last, char):
                             words.append((word, length, glued))
@@ -356,8 +357,6 @@ def layout(piece: Piece, tokens: list[Token], tags: list[Tag], vtt: bool) -> lis
                         word += html.escape(char, quote=False) if vtt else char
                         length += columns(char)
                         last = char
-                    if not vtt:
-                        word = word.replace("-->", "->")
         elif kind == "raw":
             word += value
         else:

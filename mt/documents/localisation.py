@@ -380,16 +380,22 @@ def read_xliff(text: str) -> tuple[Any, int]:
     raise DocumentError(f"an XLIFF file translate-toolkit cannot read: {errors[two]}")
 
 
+OLD_CODES = {"pb": "pt", "iw": "he", "in": "id", "ji": "yi", "no": "nb", "tl": "fil", "jw": "jv"}  # -> ISO 639's
+
+
 def check_target_language(named: str | None, target: str, where: str) -> None:
     """Refuse a file that names another target language than the translation's: its targets (and a
     PO file's plural forms, which are its language's) would be written in one language under another's
-    name. Regional variants of one language are the same ("en-US" for en; "zh-Hant" for zh and zt)."""
+    name. Regional variants of one language are the same ("en-US" for en, "pt_BR" for pb); Chinese in
+    traditional characters (zh-Hant, zh-TW, zh-HK: LibreTranslate's zt) is not the simplified (zh)."""
     if not named or not named.strip():
         return
 
     def base(code: str) -> str:
-        first = code.strip().replace("_", "-").split("-")[0].lower()
-        return "zh" if first == "zt" else first
+        parts = code.strip().replace("_", "-").lower().split("-")
+        if parts[0] == "zh" and any(part in ("hant", "tw", "hk", "mo") for part in parts[1:]):
+            return "zt"
+        return OLD_CODES.get(parts[0], parts[0])
 
     if base(named) != base(target):
         raise DocumentError(

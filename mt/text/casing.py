@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from mt.tokenizer import WORD, Tokenizer, capitalised, lower, upper
+from mt.tokenizer import WORD, Tokenizer, capitalised, dotted_i, lower, upper
 
 # Title case: after its first word, at least TITLE_WORDS words start with a capital, more than do not,
 # and those that do not are SMALL_WORDS, which titles leave in lower case ("A Group of Men Loading
@@ -132,6 +132,8 @@ def recased(
             )
         word = spelling_list[best]
         listed = table.get(upper(match.group(), language)) if table else None
+        if listed is None and table and dotted_i(language):  # a table written before its language's i
+            listed = table.get(lower(match.group(), language).upper())
         if listed is not None and (mode == "capitals" or lower(listed, language) == lower(match.group(), language)):
             # (but from capitals, the table's spelling is its casing: "STRASSE" is "Straße", where
             # "strasse" is not "Straße", nor "schoss" "Schoß"; in a title, an acronym stays as it is)
@@ -184,10 +186,13 @@ def spellings(word: str, mode: str, language: str | None = None) -> list[str]:
     acronym); from title case, the word as written and in lower case; from lower case, the word as
     written and capitalised."""
     if mode == "capitals":
-        return [lower(word, language), capitalised(lower(word, language), language), word]
-    if mode == "lower":
-        return [word, capitalised(word, language)]
-    return [word, lower(word, language)]
+        found = [lower(word, language), capitalised(lower(word, language), language), word]
+    elif mode == "lower":
+        found = [word, capitalised(word, language)]
+    else:
+        found = [word, lower(word, language)]
+    # composed: lower() makes "İ" an "i" and a combining dot, which capitalised to "I" and the dot
+    return [unicodedata.normalize("NFC", spelling) for spelling in found]
 
 
 def restored(source: str, hyp: tuple, language: str | None = None) -> tuple:

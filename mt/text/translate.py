@@ -202,6 +202,8 @@ def pieces(
         plans = [[(0, len(text))] for text in texts]
     every = [text[a:b] for text, plan in zip(texts, plans) for a, b in plan]
     kept = unreadable(translator.src_tok, every)
+    if not segments_apply(options, nbest_of_sentences):  # a blank line gives an empty one, as the search's
+        kept.update({i: "" for i, text in enumerate(texts) if not text.strip()})
     return read_cased(translator, [piece for i, piece in enumerate(every) if i not in kept], options), plans, kept
 
 

@@ -14,7 +14,7 @@ from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.errors import MtError
 from mt.experiment.paths import Experiment
-from mt.text.casing import capitalises_nouns, lowered, recased, restored, shouted, titled
+from mt.text.casing import capitalises_nouns, lowered, recased, restored, shouted, spellings, titled
 from mt.text.markup_translate import translate as markup_translate
 from mt.text.translate import read_cased, search, target_language, translate, unknown_runs
 from mt.tokenizer import capitalised, casing_table, lower, upper
@@ -215,4 +215,7 @@ def test_turkish_capitals_are_read_and_written_with_their_dotted_and_dotless_i(t
     assert recased(tok, "BİR KEDİ VE İSTANBUL", True, table, "tr") == "Bir kedi ve İstanbul"
     assert restored("BİR KEDİ", ("bir kedi", -0.5), "tr") == ("BİR KEDİ", -0.5)
     assert restored("BİR KEDİ", ("bir kedi", -0.5)) == ("BIR KEDI", -0.5)
+    old = {"BIR": "bir", "KEDI": "kedi", "VE": "ve"}  # a table written before, by Python's upper()
+    assert recased(tok, "BİR KEDİ VE", True, old, "tr") == "Bir kedi ve"
+    assert spellings("İSTANBUL", "capitals")[1] == "İstanbul"  # composed, in any language
     assert target_language(translator, DecodeOptions()) == translator.directions.targets()[0]

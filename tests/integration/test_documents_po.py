@@ -110,6 +110,14 @@ def test_a_file_for_another_target_language_is_refused(units):
     with pytest.raises(DocumentError) as exc:
         translate_content(bytes(build(language="fr")), PO, units, EN)
     one_line(exc, "its header's Language is 'fr', not 'en'")
+    from mt.documents.localisation import check_target_language
+
+    for named, target in (("pt_BR", "pb"), ("pt-PT", "pt"), ("zh_TW", "zt"), ("zh-Hant-HK", "zt"), ("zh_CN", "zh"),
+                          ("iw", "he"), ("nb-NO", "no")):
+        check_target_language(named, target, "Language")  # the same language, in another code
+    for named, target in (("zh-Hant", "zh"), ("zh_CN", "zt"), ("pt", "es")):
+        with pytest.raises(DocumentError):
+            check_target_language(named, target, "Language")
 
 
 def test_a_fuzzy_entry_is_kept_as_the_translator_wrote_it_and_said(units, capsys):

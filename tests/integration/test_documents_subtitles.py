@@ -224,6 +224,9 @@ def test_chinese_and_japanese_lines_break_between_characters_and_count_two_colum
         assert all(sum(2 if "\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" else 1 for c in line) <= 46
                    for line in lines), lines
         assert not lines[1].startswith(("、", "。", "，", "」")) and not lines[0].endswith("「")
+    arrow = translate_content(source.encode(), FORMATS["srt"], lambda texts, fmt="text": ["步骤1-->步骤2"] * len(texts),
+                              DocumentOptions("zh"))
+    assert next(srt.parse(arrow.decode())).content == "步骤1->步骤2"  # SRT's timing arrow, never in a cue's text
     words = "Ein Mann geht mit seinem Hund im Park spazieren, während die Kinder Fußball spielen."
     out = translate_content(source.encode(), FORMATS["srt"], lambda texts, fmt="text": [words] * len(texts), EN)
     assert " ".join(next(srt.parse(out.decode())).content.split("\n")) == words  # spaced text as before

@@ -190,6 +190,6 @@ def test_a_piece_without_letters_is_copied_and_a_tab_separates_pieces(trained_ex
 
     layer = DecodeOptions(alignment_layer=0)
     assert search(translator, ["42", CJK, S1], layer)[:2] == [[("42", 0.0, "0-0")], [(CJK, 0.0, "0-0")]]
-    assert [hyps[0][0] for hyps in search(translator, ["12:45", S1], DecodeOptions(nbest=2))] == ["12:45", t1]
+    assert [hyps[0][0] for hyps in search(translator, ["12:45", S1, "  \t"], DecodeOptions(nbest=2))] == ["12:45", t1, ""]
     aligned = mt_translate(trained_experiment, f"42\n{S1}\n", "--alignments")
     assert aligned.stdout.decode().splitlines()[0] == "42\t0-0"
