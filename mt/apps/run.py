@@ -438,6 +438,8 @@ def _training_done(exp: Experiment, cfg: ExperimentConfig) -> str | None:
         return None
     state = load_checkpoint(last)
     step, elapsed = int(state.get("step", 0)), float(state.get("elapsed", 0.0))
+    if state.get("validated_at") not in (None, step) and cfg.data.valid:
+        return None  # stopped before its last step was validated: `mt train` validates it, then stops
     if step >= cfg.train.max_steps:
         return f"step {step} of max_steps {cfg.train.max_steps}"
     if cfg.train.max_time and elapsed >= cfg.train.max_time:  # None or 0: off

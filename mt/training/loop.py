@@ -262,7 +262,9 @@ class _Loop:
         trainer = run.trainer
         self.task = progress.add_task("train", total=self.tcfg.max_steps, completed=trainer.state.step)
         self.saved_at = saved_at  # the step of the newest checkpoint, -1 if none
-        self.validated_at = saved_at  # the step of the last validation (a resumed checkpoint's: as it was left)
+        # the step of the last validation: as the resumed checkpoint recorded it (one saved before it was
+        # recorded: its own step, as it was left)
+        self.validated_at = saved_at if trainer.state.validated_at is None else trainer.state.validated_at
         self.handled_at = trainer.state.step  # the last step whose log, validation and saving were done
         self.start_elapsed = trainer.state.elapsed
         self.last_valid: dict[str, float] = {}
@@ -345,6 +347,7 @@ class _Loop:
         if self.trainer.device.type == "cpu":
             release_freed_memory()  # validation's batches (and greedy decoding's) leave their own holes
         is_best = self.trainer.state.record_validation(metrics, on_schedule)
+        self.trainer.state.validated_at = self.trainer.state.step  # (saved with it: a resume knows)
         self.last_valid = metrics
         return metrics, is_best
 

@@ -28,6 +28,9 @@ class TrainingState:
     precision: str | None = None  # the precision trained in (train.precision auto's choice is kept on resume)
     batching: str | None = None  # how an epoch's batches were cut besides max_tokens (`batching_of`)
     best_setup: str | None = None  # what best_valid was measured on, for BLEU: the sample's size (`bleu_setup`)
+    # the step last validated (None: saved before it was recorded): a checkpoint saved at a signal or
+    # by save_every is of a step not validated, and the run's end validates it
+    validated_at: int | None = None
 
     @classmethod
     def fresh(cls, best_metric: str, best_setup: str | None = None) -> TrainingState:
@@ -59,6 +62,7 @@ class TrainingState:
         state.max_tokens = saved.get("max_tokens")
         state.precision = saved.get("precision")
         state.batching = saved.get("batching")
+        state.validated_at = saved.get("validated_at")
         return state
 
     def record_validation(self, metrics: dict[str, float], on_schedule: bool = True) -> bool:

@@ -104,6 +104,25 @@ def test_killed_and_resumed_equals_uninterrupted_bitwise(base, tmp_path):
     assert_same(*(load_checkpoint(e.checkpoint_path("ema"))["model"] for e in (killed, straight)), "ema.pt")
 
 
+def test_a_run_stopped_before_its_last_step_was_validated_validates_it_when_resumed(base, tmp_path):
+    """A checkpoint of the budget's last step saved before its validation (save_every, or a signal during
+    it): the resume took the step as validated, stopped at once, and `mt run` said "done"; best.pt
+    stayed an earlier step's."""
+    from mt.apps.run import _training_done
+
+    exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=10, save_every=5, valid_every=4, log_every=1)
+    assert run_train(exp).returncode == 0
+    state = load_checkpoint(exp.checkpoint_path("last"))
+    assert state["step"] == state["validated_at"] == 10 and _training_done(exp, cfg) is not None
+    save_checkpoint(exp.checkpoint_path("last"), {**state, "validated_at": 8})  # as a kill left it
+    assert _training_done(exp, cfg) is None
+    before = exp.train_log_path.read_text().count('"valid_nll"')
+    done = run_train(exp)
+    assert done.returncode == 0, done.stderr
+    assert exp.train_log_path.read_text().count('"valid_nll"') == before + 1
+    assert load_checkpoint(exp.checkpoint_path("last"))["validated_at"] == 10 and _training_done(exp, cfg)
+
+
 @pytest.mark.slow
 def test_a_signal_between_validations_leaves_best_and_patience_as_an_uninterrupted_run(base, tmp_path):
     """The save at a signal is not validated: a validation off the valid_every grid moved best_valid,
