@@ -153,6 +153,12 @@ def _train_tokenizer(exp: Experiment, cfg: ExperimentConfig) -> dict:
             f"{existing[0]}: the experiment already has a tokenizer; nothing overwritten "
             f"(start a new experiment with --exp to train another)"
         )
+    made = [d for d, there in ((exp.data_dir, exp.has_data()), (exp.checkpoints_dir, exp.has_checkpoints())) if there]
+    if made and not casing_only:  # made with the tokenizer that is gone: a new one reads none of it
+        raise MtError(
+            f"{exp.tokenizer_dir}: no tokenizer, but {made[0]} was made with one; put the tokenizer back, "
+            f"or start a new experiment with --exp (a new tokenizer's ids are not those {made[0].name}/ holds)"
+        )
     if not cfg.data.train:  # else the sample is empty and the error names no file
         raise ConfigError("data.train is empty: give a training corpus with --train SPEC (or start from --recipe)")
     started = time.perf_counter()

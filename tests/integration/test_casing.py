@@ -112,6 +112,12 @@ def test_a_casing_table_holds_each_words_commonest_form_inside_sentences(trained
     assert copy.spm_model_path("joint").read_bytes() == model
     with pytest.raises(MtError, match="already has a tokenizer"):
         train_tokenizer(copy, copy.load_config())
+    # a tokenizer removed beside data and checkpoints made with it is not trained again: every later step
+    # said "done already", and translating then failed on the checkpoint's other tokenizer
+    shutil.rmtree(copy.tokenizer_dir)
+    with pytest.raises(MtError, match="no tokenizer, but .*data was made with one; put the tokenizer back"):
+        train_tokenizer(copy, copy.load_config())
+    assert not copy.tokenizer_dir.exists() or not any(copy.tokenizer_dir.iterdir())
 
 
 def test_each_word_is_read_in_the_casing_the_vocabulary_writes_best(translator):
