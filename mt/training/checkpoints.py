@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import shlex
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,7 +227,7 @@ def resume_training(run: Training) -> bool:
         return False
     saved = load_checkpoint(path)
     _check_resumable(run, path, saved)
-    _say_later_checkpoints(run.exp, int(saved["step"]))
+    _set_aside_later_checkpoints(run, int(saved["step"]))
     trainer, tcfg = run.trainer, run.cfg.train
     trainer.model.load_state_dict(saved["model"])
     trainer.optimizer.load_state_dict(
@@ -297,19 +298,31 @@ def _say_cooldown_undone(trainer) -> None:
         )
 
 
-def _say_later_checkpoints(exp: Experiment, step: int) -> None:
+def _set_aside_later_checkpoints(run: Training, step: int) -> None:
     """Checkpoints saved past the step last.pt holds (last.pt put back from an earlier step_N.pt or
-    best.pt; or a save cut short after them): said, since this run writes over them only as it
-    reaches their steps."""
+    best.pt; or a save cut short after them) are another line of training: its periodic ones are moved
+    into checkpoints/after-step-N-TIME/ (by the main process), since this run, saving at other steps,
+    left them among its own, and an average or pruning took them with its own. best.pt and ema.pt are
+    said: this run writes over them (best.pt at its first better validation)."""
+    exp = run.exp
     later = [path for path in exp.step_checkpoints() if int(path.stem[5:]) > step]
-    later += [
+    kept = [
         exp.checkpoint_path(name) for name in ("best", "ema") if (saved_step(exp.checkpoint_path(name)) or 0) > step
     ]
-    if later:
+    if later and run.trainer.group.is_main:
+        aside = exp.checkpoints_dir / f"after-step-{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside.mkdir()
+        for path in later:
+            path.rename(aside / path.name)
         log.warn(
-            f"{exp.checkpoints_dir}: {', '.join(path.name for path in later)} saved past step {step}, which last.pt "
-            f"holds: this run writes over each as it reaches its step (best.pt: at its first better validation); "
-            f"`mt average` takes the checkpoints up to last.pt's step"
+            f"{exp.checkpoints_dir}: {', '.join(path.name for path in later)} saved past step {step}, which "
+            f"last.pt holds (another line of training): moved to {aside}, so that no average or pruning mixes "
+            "them with this run's"
+        )
+    if kept:
+        log.warn(
+            f"{exp.checkpoints_dir}: {', '.join(path.name for path in kept)} saved past step {step}, which last.pt "
+            f"holds: this run writes over each (best.pt: at its first better validation)"
         )
 
 

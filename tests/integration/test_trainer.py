@@ -525,31 +525,29 @@ def test_keep_last(base, tmp_path, keep_last, kept):
     assert all(path.read_bytes() == b"mine" for path in mine)
 
 
-def test_a_resume_from_an_earlier_last_pt_prunes_and_averages_only_up_to_its_step(base, tmp_path, capsys):
+def test_a_resume_from_an_earlier_last_pt_sets_the_later_checkpoints_aside(base, tmp_path, capsys):
     """Was: last.pt put back from step_2.pt (as the refusal without one advises), the resumed run's
     new step_4.pt was pruned as soon as it was written, the abandoned run's step_6/8 kept, and an
-    average took them: two runs mixed."""
+    average took them: two runs mixed. Then, left where they were, a resume saving at other steps
+    interleaved them with its own (step_6 of the abandoned run between this one's step_4 and step_8)."""
     from mt.training.average import average_last
 
     exp, cfg = copy_experiment(base, tmp_path / "exp", max_steps=8, save_every=2, keep_last=0)
     train(exp, cfg)
     shutil.copy(exp.checkpoint_path("step_2"), exp.checkpoint_path("last"))
-    abandoned = {n: exp.checkpoint_path(f"step_{n}").read_bytes() for n in (6, 8)}
+    abandoned = {n: exp.checkpoint_path(f"step_{n}").read_bytes() for n in (4, 6, 8)}
     capsys.readouterr()
-    cfg.train.max_steps, cfg.train.keep_last = 5, 2  # resumed from step 2, stopped at 5
+    cfg.train.max_steps, cfg.train.keep_last, cfg.train.save_every = 9, 2, 3  # resumed from step 2
     train(exp, cfg)
-    err = capsys.readouterr().err
-    # (best.pt too: the first run's final model, validated at its end)
-    assert "step_0000004.pt, step_0000006.pt, step_0000008.pt, best.pt saved past step 2, which last.pt holds" in err, err
-    assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == [2, 4, 6, 8]  # its new step_4 kept
-    assert all(exp.checkpoint_path(f"step_{n}").read_bytes() == abandoned[n] for n in (6, 8))
-    capsys.readouterr()
+    err = " ".join(capsys.readouterr().err.split())
+    (aside,) = exp.checkpoints_dir.glob("after-step-2-*")
+    assert f"step_0000004.pt, step_0000006.pt, step_0000008.pt saved past step 2, which last.pt holds (another line of training): moved to {aside}" in err, err
+    assert "best.pt saved past step 2, which last.pt holds: this run writes over each" in err  # the first run's final
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == {
+        exp.checkpoint_path(f"step_{n}").name: abandoned[n] for n in (4, 6, 8)}
+    assert [int(p.stem[5:]) for p in exp.step_checkpoints()] == [6, 9]  # this run's, pruned to keep_last 2
     _, used = average_last(exp, 2, "avg", force=True)
-    assert [p.stem for p in used] == [exp.checkpoint_path(f"step_{n}").stem for n in (2, 4)]  # up to step 5
-    # and said: the files left out were passed over without a word, and a refusal did not count them
-    assert "step_0000006.pt, step_0000008.pt lie past step 5 that last.pt holds" in capsys.readouterr().err
-    with pytest.raises(MtError, match=r"fewer than --last 3 \(step_0000006.pt, step_0000008.pt lie past step 5"):
-        average_last(exp, 3, "avg", force=True)
+    assert [p.stem for p in used] == [exp.checkpoint_path(f"step_{n}").stem for n in (6, 9)]
 
 
 def test_a_resume_that_puts_a_begun_cooldown_back_before_it_says_so(base, tmp_path, capsys):
