@@ -95,6 +95,33 @@ def check_directions(directions: list[str], specs: dict[str, list[str]], where: 
                 )
 
 
+def by_file_names(spec: str) -> str:
+    """`spec` with each local path by its file's name alone ("bt:tsv:/home/me/corpus.tsv*2" is
+    "bt:tsv:corpus.tsv*2", "files:/a/x.de|/b/y.en" "files:x.de|y.en"): what a published model card
+    shows. A dataset of the Hub is named as it is."""
+    text = str(spec).strip()
+    marked = BACK_TRANSLATED if text.startswith(BACK_TRANSLATED) else ""
+    text, tail = text[len(marked) :].strip(), ""
+    for suffix in (_WEIGHT, _DIRECTIONS):  # (a weight after the directions: "~de-en *2")
+        if match := suffix.search(text):
+            text, tail = text[: match.start()].rstrip(), text[match.start() :] + tail
+    kind, colon, arg = text.partition(":")
+    if not colon or kind not in KINDS or (kind == "hf" and not arg.startswith(("/", "~", "."))):
+        return spec
+
+    def name(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+    if kind == "files":
+        arg = "|".join(name(path.strip()) for path in arg.split("|"))
+    elif kind == "hf":
+        local, colon, config = arg.partition(":")
+        arg = name(local) + colon + config
+    else:
+        arg = name(arg)
+    return f"{marked}{kind}:{arg}{tail}"
+
+
 def parse_source(
     spec: str, split: str, langs: tuple[str, str], streaming: bool = False, multilingual: bool = False
 ) -> Source:

@@ -192,6 +192,13 @@ def test_the_written_generation_config_is_mts_search(trained):
         assert PAD_ID not in row[1:row.index(EOS_ID)]
     texts = tokenizer.batch_decode(out, skip_special_tokens=True)
     assert len(texts) == 6 and all(text.strip() for text in texts)
+    # transformers' translation pipeline set its own num_beams=4 over it: the task's parameters say mt's
+    from transformers import pipeline
+
+    translate = pipeline("translation", model=model, tokenizer=tokenizer)
+    assert translate.model.config.task_specific_params["translation"]["num_beams"] == cfg.decode.beam
+    with one_thread():
+        assert [t["translation_text"] for t in translate(lines)] == texts
 
 
 def _real_lines() -> list[str]:

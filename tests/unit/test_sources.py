@@ -9,7 +9,16 @@ import re
 import pytest
 
 from mt.config.schema import DataConfig, ExperimentConfig, from_dict, set_field, validate
-from mt.config.sources import DING_PATH, LEGACY_FIELDS, SPLITS, Source, absolute_spec, legacy_message, parse_source
+from mt.config.sources import (
+    DING_PATH,
+    LEGACY_FIELDS,
+    SPLITS,
+    Source,
+    absolute_spec,
+    by_file_names,
+    legacy_message,
+    parse_source,
+)
 from mt.errors import ConfigError, MtError
 
 DE_EN = ("de", "en")
@@ -282,3 +291,19 @@ def test_a_local_hub_file_with_its_directions_is_made_absolute(tmp_path, monkeyp
     assert absolute_spec("hf:sub/x.jsonl~en-de") == f"hf:{tmp_path}/sub/x.jsonl~en-de"
     assert absolute_spec("hf:sub/x.jsonl~en-de, de-en*2") == f"hf:{tmp_path}/sub/x.jsonl~en-de, de-en*2"
     assert absolute_spec("files:~/corpus") != "files:~/corpus"  # a ~ in a path is still the home's
+
+
+@pytest.mark.parametrize("spec, public", [
+    ("tsv:/home/alice/private/corpus.tsv", "tsv:corpus.tsv"),
+    ("bt:files:/home/alice/mono/news", "bt:files:news"),
+    ("files:~/data/train", "files:train"),
+    ("files:/home/me/a.de|/home/me/b.en", "files:a.de|b.en"),  # was files:b.en: the source side gone
+    ("jsonl:/x/y.jsonl*2", "jsonl:y.jsonl*2"),
+    ("files:/x/train~de-en,fr-en *2", "files:train~de-en,fr-en*2"),
+    ("hf:/data/local:conf@train", "hf:local:conf@train"),
+    ("hf:Helsinki-NLP/opus-100:de-en", "hf:Helsinki-NLP/opus-100:de-en"),  # a dataset of the Hub
+    ("ding", "ding"),
+])
+def test_a_published_spec_names_each_local_file_by_its_name_alone(spec, public):
+    """A model card showed tsv:, jsonl: and bt: corpora with their full local paths."""
+    assert by_file_names(spec) == public

@@ -257,14 +257,21 @@ def self_check(model: Transformer, marian, seed: int = 0) -> float:
 def generation_config(cfg: ExperimentConfig, max_positions: int):
     """generation_config.json: mt's search as transformers' generate() has it (the model card says
     where it cannot)."""
+    return _transformers().GenerationConfig(**generation_settings(cfg, max_positions))
+
+
+def generation_settings(cfg: ExperimentConfig, max_positions: int) -> dict[str, Any]:
+    """mt's search as generate()'s arguments. decode.stop exact has no equivalent: "never" searches
+    on to max_length (1,024 tokens) at every call, where mt stops at its length limit; False, a bound
+    on what a beam can still reach, is transformers' nearest (the model card says so)."""
     d = cfg.decode
     beam = {}  # transformers refuses to save beam settings beside num_beams=1
     if d.beam > 1:
         beam = {
             "length_penalty": 0.0 if d.length_penalty == "none" else d.alpha,
-            "early_stopping": True if d.stop == "early" else "never",
+            "early_stopping": d.stop == "early",
         }
-    return _transformers().GenerationConfig(
+    return dict(
         num_beams=d.beam,
         max_length=max_positions,
         suppress_tokens=[PAD_ID, BOS_ID],
@@ -349,6 +356,15 @@ def writer(source: Exported, quantize: str | None = None, license: str | None = 
 
     def write(directory: Path) -> None:
         marian.generation_config = generation_config(cfg, source.model.max_positions)
+        # transformers' translation pipeline (and the Hub's widget) sets its own num_beams=4 over a
+        # generation_config whose values are transformers' defaults (beam 1, a penalty of 1.0); the
+        # task's parameters in config.json come before it
+        search = generation_settings(cfg, source.model.max_positions)
+        marian.config.task_specific_params = {
+            "translation": {
+                k: search[k] for k in ("num_beams", "length_penalty", "early_stopping", "max_length") if k in search
+            }
+        }
         marian.save_pretrained(str(directory), safe_serialization=True)
         write_tokenizer(directory, source)
         (directory / "README.md").write_text(model_card(source, license or "unknown", gap), encoding="utf-8")

@@ -137,15 +137,11 @@ def own_scores(record: dict, source: Exported) -> bool:
 
 
 def public_spec(spec: str) -> str:
-    """A corpus as the card names it: a local file by its name alone (`files:/home/me/data/train` is
+    """A corpus as the card names it: each local file by its name alone (`files:/home/me/data/train` is
     `files:train`): the card is published, and where the files lay on this machine is no one's business."""
-    kind, sep, rest = spec.partition(":")
-    if not sep or kind not in ("files", "ding", "hf") or "/" not in rest:
-        return spec
-    if kind == "hf" and not rest.startswith(("/", "~", ".")):  # a dataset of the Hub: its name says it
-        return spec
-    path, tilde, directions = rest.partition("~")
-    return f"{kind}:{path.rstrip('/').rsplit('/', 1)[-1]}{tilde}{directions}"
+    from mt.config.sources import by_file_names
+
+    return by_file_names(spec)
 
 
 def public_config(text: str, cfg) -> str:
@@ -193,13 +189,18 @@ def _decoding(cfg, max_positions: int) -> str:
             f"`length_penalty={d.alpha}` is |Y|^{d.alpha}, as `mt translate --length-penalty length`."
         ),
     }[d.length_penalty]
-    stopping = "True" if d.stop == "early" else '"never"'
+    stopping = "True" if d.stop == "early" else "False"
     # greedy search has neither setting (transformers refuses them beside num_beams=1)
     search, penalty = (
         ("greedy (`num_beams=1`)", "")
         if d.beam == 1
         else (f"beam {d.beam} (`num_beams={d.beam}`), `early_stopping={stopping}`", f"\n- {penalty}")
     )
+    if d.beam > 1 and d.stop == "exact":
+        penalty += (
+            "\n- mt's exact stop (`decode.stop: exact`, on until no hypothesis can improve) has no equivalent:"
+            ' `early_stopping=False` is the nearest ("never" searches on to `max_length` at every call).'
+        )
     repeat = (
         f"\n- mt's repetition guard (no {d.no_repeat_ngram}-gram twice) is `no_repeat_ngram_size={d.no_repeat_ngram}`;"
         " transformers bans the n-grams after normalising the scores, mt before, so a beam search may"
@@ -211,7 +212,8 @@ def _decoding(cfg, max_positions: int) -> str:
 ## Translating as mt does
 
 `generation_config.json` holds mt's search: {search}, `<pad>` and `<s>` never
-generated (`suppress_tokens`), `</s>` forced at the length limit.{penalty}{shortlist}
+generated (`suppress_tokens`), `</s>` forced at the length limit; `config.json`'s
+`task_specific_params` give the translation pipeline the same beam (its own default is 4).{penalty}{shortlist}
 - It translates what it is given as one segment. `mt translate` cuts each line into sentences
   (a line of three sentences given whole comes back as one, and may lose some), leaves blank lines
   blank and copies a text without letters (`12:45`): do the same before `generate()`, one sentence
