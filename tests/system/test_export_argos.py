@@ -131,9 +131,17 @@ def test_the_splitter_is_read_by_minisbd_and_splits_sentences(tmp_path):
         "Τι κάνεις\u037e Καλά είμαι.": ["Τι κάνεις\u037e", "Καλά είμαι."],
         "这是第一句．这是第二句．": ["这是第一句．", "这是第二句．"],
         "Er kam; Dann ging er.": ["Er kam; Dann ging er."],  # a semicolon is none
+        # German quotes close a sentence as English ones do; an ordinal's stop ends none, a year's does
+        "Er sagte: „Komm.“ Dann ging er.": ["Er sagte: „Komm.“", "Dann ging er."],
+        "Sie sagte »Nein.« Er ging.": ["Sie sagte »Nein.«", "Er ging."],
+        "Am 3. Mai kam er. Am 12. Juni ging er im Jahr 2024. Dann nicht.": [
+            "Am 3. Mai kam er.", "Am 12. Juni ging er im Jahr 2024.", "Dann nicht."],
     }
     for text, sentences in cases.items():
         assert detector.sentences(text) == sentences, text
+    (tmp_path / "en.onnx").write_bytes(model_bytes("en"))  # English writes no ordinal with a stop
+    english = minisbd.SBDetect(str(tmp_path / "en.onnx"), use_gpu=False)
+    assert english.sentences("He won in 2. Then he left.") == ["He won in 2.", "Then he left."]
 
 
 def test_positions_reach_argos_limits_and_the_refusals(exported, tmp_path):

@@ -12,7 +12,8 @@ the package carries a small ONNX model in MiniSBD's format that computes a rule 
     after the closing quote or bracket right after one: 「こんにちは。」と);
 
 which keeps "z.B. der", "3.5" and "e.g. the" whole and splits "Er kam. Sie ging." (and, unlike a
-trained splitter, "Dr. Smith"). Argos reads it as MiniSBD's own (`minisbd.SBDetect(path)`): the
+trained splitter, "Dr. Smith"). In a language that writes ordinals with a stop (German's "am 3. Mai",
+ORDINAL_DOT), a stop after one or two digits ends no sentence ("2024." does). Argos reads it as MiniSBD's own (`minisbd.SBDetect(path)`): the
 per-character logits of classes 0 (inside a token), 1 (a token ends here), 2 (a sentence ends here),
 from the character ids ("units") of the vocabulary stored in the file's metadata. MiniSBD's model for
 the language is a drop-in replacement (docs/exporting.md). Building the file needs the `onnx` package.
@@ -26,7 +27,10 @@ from mt.errors import MtError
 
 TERMINALS = ".!?…؟।۔\u037e"  # end a sentence when whitespace and no lowercase letter follow (Urdu's ۔, Greek's question mark, U+037E)
 ALWAYS = "。！？．｡"  # end a sentence wherever they are (no spaces in those scripts), after a closer that follows
-CLOSERS = "\"'”’»)]」』"  # after a terminal, the sentence ends after them instead
+CLOSERS = "\"'”’“‘»«›‹)]」』"  # after a terminal, the sentence ends after them ("„Komm.“ Dann", "»Nein.« Er")
+DIGITS = "0123456789"
+# Languages whose ordinals end in a stop ("am 3. Mai", "3. kerros"): a stop after one or two digits
+ORDINAL_DOT = frozenset("de da nb nn no fi cs sk pl hu tr sl hr sr bs lv lt et is fo".split())
 SPECIALS = ("<PAD>", "<UNK>")  # MiniSBD's vocabulary begins with these (ids 0 and 1)
 # Lowercase letters of the Latin, Greek and Cyrillic blocks: a word beginning with one continues the sentence.
 LOWER_RANGES = ((0x61, 0x7B), (0xDF, 0x100), (0x100, 0x250), (0x3AC, 0x3D0), (0x430, 0x460), (0x1E00, 0x1F00))
@@ -48,7 +52,7 @@ def units() -> list[str]:
     """The splitter's vocabulary, id order: MiniSBD's two specials, the space, the punctuation of the
     rule and the lowercase letters; any other character is <UNK> (id 1)."""
     lower = [chr(c) for lo, hi in LOWER_RANGES for c in range(lo, hi) if chr(c).islower() and len(chr(c)) == 1]
-    return [*SPECIALS, " ", *TERMINALS, *ALWAYS, *CLOSERS, *dict.fromkeys(lower)]
+    return [*SPECIALS, " ", *TERMINALS, *ALWAYS, *CLOSERS, *DIGITS, *dict.fromkeys(lower)]
 
 
 def _table(vocab: list[str], chars: str | set[str]) -> list[float]:
@@ -62,13 +66,17 @@ def model_bytes(lang: str) -> bytes:
 
     vocab = units()
     lower = {u for u in vocab[len(SPECIALS) :] if u.islower()}
+    ordinals = lang.replace("_", "-").split("-")[0].lower() in ORDINAL_DOT
     tables = {"terminal": _table(vocab, TERMINALS), "always": _table(vocab, ALWAYS), "closer": _table(vocab, CLOSERS),
-              "space": _table(vocab, " "), "lower": _table(vocab, lower)}  # fmt: skip
+              "space": _table(vocab, " "), "lower": _table(vocab, lower), "stop": _table(vocab, "."),
+              "digit": _table(vocab, DIGITS if ordinals else "")}  # fmt: skip
     inits = [helper.make_tensor(name, TensorProto.FLOAT, [len(vocab)], values) for name, values in tables.items()]
     inits += [
         helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
         for name, values in {"one": [1], "two": [2], "zero": [0], "big": [1 << 62], "minus_one": [-1], "axis1": [1],
-                             "axis2": [2], "left1": [0, 0, 0, 1], "left2": [0, 0, 0, 2], "right1": [0, 1, 0, 0]}.items()
+                             "axis2": [2], "left1": [0, 0, 0, 1], "left2": [0, 0, 0, 2], "right1": [0, 1, 0, 0],
+                             "right2": [0, 2, 0, 0], "right3": [0, 3, 0, 0], "minus_two": [-2], "minus_three": [-3]
+                             }.items()
     ]  # fmt: skip
     inits += [
         helper.make_tensor(name, TensorProto.FLOAT, [], [value])
@@ -110,7 +118,20 @@ def _nodes(helper, tables: list[str]) -> list:
         helper.make_node("Max", ["terminal_at", "closed"], ["ending"]),
         helper.make_node("Mul", ["ending", "space_next"], ["spaced"]),
         helper.make_node("Sub", ["one_f", "lower_next2"], ["not_lower"]),
-        helper.make_node("Mul", ["spaced", "not_lower"], ["ends_rule"]),
+        helper.make_node("Mul", ["spaced", "not_lower"], ["ends_any"]),
+        # an ordinal's stop (ORDINAL_DOT; else the digit table is all 0): a stop after one or two digits
+        helper.make_node("Pad", ["digit_at", "right1"], ["digit_pad1"]),
+        helper.make_node("Slice", ["digit_pad1", "zero", "minus_one", "axis1"], ["digit_prev1"]),
+        helper.make_node("Pad", ["digit_at", "right2"], ["digit_pad2"]),
+        helper.make_node("Slice", ["digit_pad2", "zero", "minus_two", "axis1"], ["digit_prev2"]),
+        helper.make_node("Pad", ["digit_at", "right3"], ["digit_pad3"]),
+        helper.make_node("Slice", ["digit_pad3", "zero", "minus_three", "axis1"], ["digit_prev3"]),
+        helper.make_node("Mul", ["digit_prev2", "digit_prev3"], ["three_digits"]),
+        helper.make_node("Sub", ["one_f", "three_digits"], ["not_three"]),
+        helper.make_node("Mul", ["digit_prev1", "not_three"], ["short_number"]),
+        helper.make_node("Mul", ["stop_at", "short_number"], ["ordinal"]),
+        helper.make_node("Sub", ["one_f", "ordinal"], ["not_ordinal"]),
+        helper.make_node("Mul", ["ends_any", "not_ordinal"], ["ends_rule"]),
         # after 。！？: there, unless a closer follows; then after that closer
         helper.make_node("Pad", ["closer_at", "left1"], ["closer_pad"]),
         helper.make_node("Slice", ["closer_pad", "one", "big", "axis1"], ["closer_next"]),

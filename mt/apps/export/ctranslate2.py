@@ -158,6 +158,10 @@ To translate as `mt translate` does ({"greedy" if d.beam == 1 else f"beam {d.bea
   end before the limit are the same; to match mt's limit too, translate equally long sources together.
 - {stop_note}
 - max_input_length={max_positions}: mt cuts sources to {max_positions - 1} pieces + </s>; the position table ends there.
+- translate_batch translates what it is given as one segment. `mt translate` cuts each line into
+  sentences (a long one at clauses), leaves blank lines blank, copies a text without letters (12:45)
+  or in a script the model cannot read, and reads a sentence in capitals in the casing the model
+  learned: do the same before translate_batch, one sentence a segment.
 """
 
 
