@@ -287,8 +287,8 @@ def _pair(chunk: RawChunk, i: int) -> Pair:
         if len(fields) != 2:
             raise _BadPair("malformed", f"{chunk.where(i)}: expected 2 tab-separated fields, found {len(fields)}")
         return fields[chunk.columns[0]], fields[chunk.columns[1]]
-    try:  # jsonl
-        record = json.loads(line)
+    try:  # jsonl; a record after a byte-order mark (files joined with `cat`, one saved with a mark) is one
+        record = json.loads(line.removeprefix("\ufeff"))
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise _BadPair("malformed", f"{chunk.where(i)}: not a JSON object") from None
     if isinstance(record, dict) and isinstance(record.get("translation"), dict):

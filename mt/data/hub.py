@@ -56,8 +56,15 @@ def load(source: Source):
             ext = next((s for s in reversed(path.suffixes) if s != ".gz"), "")
             if ext not in _DATA_FILE_BUILDERS:
                 raise MtError(f"hf:{name}: a local dataset file must end in {', '.join(_DATA_FILE_BUILDERS)}")
+            # a CSV's cells as written: pandas reads "NA", "None", "null" as missing (an empty side) and
+            # "007" as the number 7, where a corpus holds text
+            as_text = (
+                {"keep_default_na": False, "na_filter": False, "converters": {lang: str for lang in source.langs}}
+                if _DATA_FILE_BUILDERS[ext] == "csv"
+                else {}
+            )
             return datasets.load_dataset(
-                _DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split, streaming=source.streaming
+                _DATA_FILE_BUILDERS[ext], data_files={split: name}, split=split, streaming=source.streaming, **as_text
             )
         if _looks_local(name):  # not a hub name: asking the hub would only delay the one-line error
             raise MtError(f"hf:{name}: no such file or directory")

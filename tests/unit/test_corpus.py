@@ -104,6 +104,10 @@ def test_records_that_break_are_errors_when_strict_and_counted_when_cleaning(tmp
     [chunk] = corpus.chunks(DataConfig(train=[f"jsonl:{tmp_path / 'n.jsonl'}"]).sources("train")[0])
     decoded = corpus.decode_chunk(chunk, "nfc")
     assert (decoded.src, decoded.dropped["empty"], decoded.dropped["malformed"]) == (["sechs"], 1, 0)
+    # a record after a byte-order mark (a file saved with one, joined with `cat`): was "not a JSON object"
+    write(tmp_path / "b.jsonl", '{"de": "eins", "en": "one"}\n\ufeff{"de": "zwei", "en": "two"}\n')
+    assert load_split(DataConfig(valid=[f"jsonl:{tmp_path / 'b.jsonl'}"]).sources("valid")) == (
+        ["eins", "zwei"], ["one", "two"])
 
 
 def test_a_jsonl_record_nested_too_deep_or_with_a_lone_surrogate_is_a_bad_pair_not_a_crash(tmp_path):

@@ -165,6 +165,10 @@ def test_an_empty_value_is_an_empty_side_not_a_missing_language(tmp_path, hf_cac
     flat.write_text("de,en\neins,one\n,two\n", encoding="utf-8")
     for path in (nested, flat):
         assert load_split(DataConfig(valid=[f"hf:{path}"]).sources("valid")) == (["eins", ""], ["one", "two"])
+    # a cell that pandas reads as missing or as a number is text: "NA" was an empty side, "007" the number 7
+    words = tmp_path / "w.csv"
+    words.write_text("de,en\nNA,NA\nNone,null\n007,42\n", encoding="utf-8")
+    assert load_split(DataConfig(valid=[f"hf:{words}"]).sources("valid")) == (["NA", "None", "007"], ["NA", "null", "42"])
 
 
 
