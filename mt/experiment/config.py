@@ -70,6 +70,8 @@ class ConfigChange:
             self._adopt_tokenizer(cfg, given)
         if any(change["key"] == "train.max_steps" for change in changes):
             self._check_budget(cfg, (origins or {}).get("train.max_steps") or (read.name if read else "--max-steps"))
+        if persist and any(change["key"].startswith("train.") for change in changes):
+            self._check_finished(cfg, changes, origins or {})
         if persist and (new or changes):
             if new:
                 self._created_root = not exp.root.exists()
@@ -100,6 +102,36 @@ class ConfigChange:
                 f"{where}: train.max_steps {cfg.train.max_steps}: {last} is at step {step} already; give "
                 f"{step} or more (a model of fewer updates: a step_N.pt checkpoint kept by train.keep_last)"
             )
+
+    def _check_finished(self, cfg: ExperimentConfig, changes: list[dict], origins: dict[str, str]) -> None:
+        """A training setting changed where training has nothing left to do (its budget spent, by the
+        new config too) would be recorded as if the model were trained with it (the config, a model
+        card's figures) though no update runs: refused. A budget given with it trains on."""
+        last = self.exp.checkpoint_path("last")
+        budget = ("train.max_steps", "train.max_time", "train.patience")
+        settings = [
+            change["key"] for change in changes if change["key"].startswith("train.") and change["key"] not in budget
+        ]
+        if not settings or not last.is_file():
+            return
+        from mt.experiment.checkpoint_file import load_checkpoint
+
+        try:
+            state = load_checkpoint(last)
+        except MtError:
+            return
+        step, elapsed = int(state.get("step", 0)), float(state.get("elapsed", 0.0))
+        if step >= cfg.train.max_steps:
+            spent = f"step {step} of train.max_steps {cfg.train.max_steps}"
+        elif cfg.train.max_time and elapsed >= cfg.train.max_time:
+            spent = f"{elapsed:.0f}s of train.max_time {cfg.train.max_time:.0f}s"
+        else:
+            return
+        key = settings[0]
+        raise ConfigError(
+            f"{origins.get(key) or key}: training is finished ({spent}): {key} would be recorded but never "
+            f"used; give a larger --max-steps to train on with it, or start a new --exp"
+        )
 
     def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:
         """A new experiment around a tokenizer copied in (fine-tuning, ensembles): the config records

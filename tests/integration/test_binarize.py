@@ -483,9 +483,13 @@ def test_manifest_and_a_retrained_tokenizer_refused_by_train(setup):
         assert entry["sha256"] == hashlib.sha256((exp.data_dir / name).read_bytes()).hexdigest()
     check_data(exp, manifest["tokenizer_sha256"])
 
-    shutil.rmtree(exp.tokenizer_dir)  # retrained after binarizing
+    shutil.rmtree(exp.tokenizer_dir)  # retrained after binarizing: refused while data/ holds the old ids
     cfg.tokenizer.vocab_size = 320
+    with pytest.raises(MtError, match="no tokenizer, but .*data was made with one"):
+        train_tokenizer(exp, cfg)
+    exp.data_dir.rename(exp.root / "data.kept")  # ... so trained beside it, and the data put back
     train_tokenizer(exp, cfg)
+    (exp.root / "data.kept").rename(exp.data_dir)
     cfg.model = ModelConfig(enc_layers=1, dec_layers=1, d_model=16, d_ff=32, n_heads=2)
     with pytest.raises(MtError, match="binarized with another tokenizer") as err:
         build_training(exp, cfg)

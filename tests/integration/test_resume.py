@@ -192,6 +192,21 @@ def test_rng_states_round_trip_through_a_checkpoint(tmp_path):
     assert again[:4] == expected[:4] and torch.equal(again[4], expected[4])
 
 
+def test_a_training_setting_changed_on_a_finished_run_is_refused_unless_it_trains_on(trained_experiment, tmp_path):
+    """Was: `mt train --lr 0.05` on a finished run said "resuming ... peak lr 5.00e-02", ran no update, and
+    the config (and so a model card) recorded a peak lr the model never trained with."""
+    exp = Experiment(tmp_path / "exp")
+    shutil.copytree(trained_experiment.root, exp.root)
+    config, step = exp.config_path.read_text(), load_checkpoint(exp.checkpoint_path("last"))["step"]
+    refused = run_train(exp, "--lr", "0.05")
+    assert refused.returncode == 2 and "training is finished (step" in refused.stderr, refused.stderr
+    assert "train.lr_peak would be recorded but never used" in refused.stderr
+    assert exp.config_path.read_text() == config
+    went_on = run_train(exp, "--lr", "0.001", "--max-steps", str(step + 2))
+    assert went_on.returncode == 0, went_on.stderr
+    assert exp.load_config().train.lr_peak == 0.001
+
+
 @pytest.mark.slow
 def test_a_new_seed_on_resume_is_refused_in_one_line(trained_experiment, tmp_path):
     exp = Experiment(tmp_path / "exp")

@@ -27,13 +27,13 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 CHECKPOINT_KEYS = {"model", "optimizer", "scaler", "model_config", "vocab", "tokenizer_sha256", "step", "epoch",
                    "batch_in_epoch", "world_size", "best_metric", "best_valid", "bad_validations", "cooldown_from",
                    "skipped", "elapsed", "init_from", "device", "rng", "ema", "max_tokens", "bad_in_row", "precision",
-                   "batching", "best_setup", "patience_best"}
+                   "batching", "best_setup", "patience_best", "validated_at"}
 
 
 def test_the_counters_round_trip_through_a_checkpoint():
     state = TrainingState(step=7, best_metric="bleu", best_valid=12.5, bad_validations=2, cooldown_from=3e-4,
                           skipped=1, elapsed=9.5, init_from="other/checkpoints/best.pt", device="cuda",
-                          max_tokens=24576, bad_in_row=2, precision="bf16", patience_best=11.0)
+                          max_tokens=24576, bad_in_row=2, precision="bf16", patience_best=11.0, validated_at=6)
     saved = state.to_checkpoint()
     assert set(saved) < CHECKPOINT_KEYS
     assert TrainingState.from_checkpoint(saved, "bleu") == state

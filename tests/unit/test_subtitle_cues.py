@@ -65,12 +65,12 @@ def test_an_element_cut_by_a_marker_stays_once_in_the_cue_it_came_from():
 
 
 def test_lines_are_balanced_at_most_42_characters_on_at_most_the_lines_allowed():
-    words = [(w, len(w)) for w in ("word " * 12).split()]  # 59 characters
+    words = [(w, len(w), False) for w in ("word " * 12).split()]  # 59 characters (no word glued to the one before)
     assert wrap(words, 42, 2) == ["word word word word word word", "word word word word word word"]
     assert wrap(words[:3], 42, 2) == ["word word word"]
     lines = wrap(words * 2, 42, 2)  # 119 characters: two lines wider than 42 rather than three
     assert len(lines) == 2 and max(len(line) for line in lines) <= 60
-    assert wrap([("<i>word</i>", 4)] * 8, 42, 2) == [" ".join(["<i>word</i>"] * 8)]  # tags are not counted
+    assert wrap([("<i>word</i>", 4, False)] * 8, 42, 2) == [" ".join(["<i>word</i>"] * 8)]  # tags are not counted
 
 
 def test_speaker_turns_sounds_and_songs_keep_their_lines_and_marks():

@@ -229,7 +229,11 @@ def routes(
 
 def _detect_route(q: dict, text_list: dict, detection: dict) -> dict[str, Any]:
     """POST /detect's part: LibreTranslate's q (a text, or a list of them as JSON) and api_key, answered
-    with the model's source languages."""
+    with the model's source languages. Any length (within the body's bytes): judged by its first
+    --max-chars characters."""
+    q = {key: value for key, value in q.items() if key not in ("maxLength", "pattern")}
+    item = {key: value for key, value in text_list["items"].items() if key != "maxLength"}
+    text_list = {"type": "array", "items": item, "minItems": 1}
     detect_form = {"type": "object", "required": ["q"], "properties": {"q": q, "api_key": {"type": "string"}}}
     detect = {**detect_form, "properties": {**detect_form["properties"], "q": {"oneOf": [q, text_list]}}}
     return {
