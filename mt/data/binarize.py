@@ -82,10 +82,11 @@ def binarize_split(
     src_tok: Tokenizer,
     tgt_tok: Tokenizer,
     train: SeenPairs | None = None,
+    remember: bool = False,
 ) -> tuple[dict, dict, SeenPairs | None]:
     """Stream one split from its sources into tmp_dir; returns (its stats, its files for the manifest,
-    the hashes of its pairs when deduplicated). `train`: the training split's hashes, which the pairs
-    of valid and test are looked up in (stats' "in_train")."""
+    the hashes of its pairs when deduplicated or `remember`ed). `train`: the training split's hashes,
+    which the pairs of valid and test are looked up in (stats' "in_train")."""
     data = cfg.data
     clean = data.cleaning(split)
     filters = Filters(
@@ -95,7 +96,7 @@ def binarize_split(
         clean is not None and data.dedup,
         cfg.tokenizer.train_segmentations if split == "train" else 1,
         cfg.tokenizer.sampling_alpha,
-        hashes=train is not None,
+        hashes=train is not None or remember,
         # valid and test read strictly: their pairs looked up as cleaned training text ("a dog " is "a dog")
         hash_clean=data.cleaning("train") if train is not None and clean is None else None,
     )
@@ -125,6 +126,7 @@ def binarize_split(
         ],
     }
     seen = SeenPairs() if filters.dedup else None
+    kept_hashes = SeenPairs() if remember and not filters.dedup else None  # (deduplicating, `seen` has them)
     in_train = 0
     tasks = (
         ((index, chunk.start), chunk, tagged)
@@ -142,6 +144,8 @@ def binarize_split(
                 _add_chunk(result, index, start, sources[index].weight, tally, seen, writer, entries[index][0])
                 if train is not None:
                     in_train += int(train.contains(result["hashes"]).sum())
+                if kept_hashes is not None:
+                    kept_hashes.first_seen(result["hashes"])
     except BaseException:
         writer.abandon()
         raise
@@ -165,7 +169,7 @@ def binarize_split(
         stats["directions"] = {"-".join(pair): writer.direction_rows.get(d, 0) for d, pair in enumerate(data.pairs())}
     if train is not None:
         stats["in_train"] = in_train  # pairs also in the training split: their scores flatter the model
-    return stats, writer.close(), seen
+    return stats, writer.close(), seen if seen is not None else kept_hashes
 
 
 def _tagged(filters: Filters, src_tok: Tokenizer, tgt_lang: str, multilingual: bool, back_translated: bool) -> Filters:
@@ -354,10 +358,14 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
     pool = Workers(src_tok, tgt_tok, workers)
     try:
         try:
-            train = None  # the training split's pair hashes, when it is deduplicated: valid and test looked up
+            train = None  # the training split's pair hashes: valid and test looked up in them
+            held_out = bool(cfg.data.valid or cfg.data.test)
             for split in splits:
                 started = time.perf_counter()
-                split_stats, files, seen = binarize_split(exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok, train)
+                remember = split == "train" and held_out  # (8 bytes a pair, as deduplication holds)
+                split_stats, files, seen = binarize_split(
+                    exp, cfg, split, tmp_dir, pool, src_tok, tgt_tok, train, remember
+                )
                 train = seen if split == "train" else train
                 if not split_stats["kept"]:
                     _refuse_empty(cfg, split, split_stats)

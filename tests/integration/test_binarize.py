@@ -592,6 +592,10 @@ def test_valid_and_test_pairs_also_in_train_are_counted_and_said(setup, capsys):
     assert test["in_train"] == test["pairs_kept"] > 0 and valid["in_train"] < valid["pairs_kept"]
     err = capsys.readouterr().err
     assert f"test: {test['pairs_kept']:,} of its {test['pairs_kept']:,} pairs are also in the training split" in err
+    # the training split not deduplicated: counted all the same (was: only with data.dedup)
+    cfg.data.dedup = False
+    again = binarize(exp, cfg, force=True)["splits"]
+    assert (again["test"]["in_train"], again["valid"]["in_train"]) == (test["in_train"], valid["in_train"])
 
 
 def test_a_test_pair_differing_from_a_training_pair_only_as_cleaning_undoes_is_in_train(setup, tmp_path):
