@@ -335,3 +335,29 @@ def test_xml_in_a_multi_byte_legacy_encoding_is_checked_not_refused():
         hostile = xliff.format(encoding, '<!DOCTYPE xliff [<!ENTITY a "aaaa">]>').encode(encoding)
         with pytest.raises(DocumentError, match="declares the XML entity 'a'"):
             check_content(hostile, FORMATS["xliff"], "a.xlf", 10_000)
+
+
+def test_a_document_of_little_text_and_much_structure_is_refused_before_it_is_read():
+    """A page of a million empty tags (or a .docx of as many empty paragraphs, a file of blank lines)
+    took a minute and gigabytes to read: --max-file-chars counts only its text."""
+    import io
+
+    import docx
+
+    from mt.apps.serve.requests import ApiError
+    from mt.apps.serve.uploads import check_content
+    from mt.documents.formats import FORMATS
+
+    page = b"<p>Ein Hund.</p>" + b"<i></i>" * 60 + b"\n" * 30
+    check_content(page, FORMATS["html"], "a.html", 10**6, 200)  # within: 122 tags, 30 lines
+    with pytest.raises(ApiError) as exc:
+        check_content(page, FORMATS["html"], "a.html", 10**6, 100)
+    assert exc.value.status == 413 and "152 tags and lines, more than 100" in str(exc.value)
+    document = docx.Document()
+    for _ in range(50):
+        document.add_paragraph()
+    data = io.BytesIO()
+    document.save(data)
+    with pytest.raises(ApiError, match="tags and lines, more than 100"):
+        check_content(data.getvalue(), FORMATS["docx"], "a.docx", 10**6, 100)
+    check_content(data.getvalue(), FORMATS["docx"], "a.docx", 10**6, 10**6)

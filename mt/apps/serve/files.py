@@ -36,7 +36,7 @@ from mt.apps.serve.languages import name_of
 from mt.apps.serve.queue import QueueFull
 from mt.apps.serve.requests import ApiError, check_key, field_key, header_key, key_matches
 from mt.apps.serve.service import PART, PATIENCE, Service, disconnected, refusal
-from mt.apps.serve.uploads import FORM_ROOM, Upload, check_content, extensions, read_upload, url_name
+from mt.apps.serve.uploads import FORM_ROOM, MIN_PARTS, Upload, check_content, extensions, read_upload, url_name
 from mt.decoding.options import DecodeOptions
 from mt.documents.encoding import BOMS
 from mt.documents.formats import DocumentError, DocumentOptions
@@ -423,7 +423,8 @@ class Documents:
         in the target already: `same`, or found so), and kept; its key."""
         name = upload.name
         try:
-            check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes)
+            parts = max(MIN_PARTS, 2 * units.max_chars)
+            check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes, parts)
             if same:  # its source is its target (LibreTranslate's identity): the file as it is
                 return self.results.put(name, upload.data)
             # Counted first, nothing searched: a format that asks twice (text, then markup) is refused

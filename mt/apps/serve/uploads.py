@@ -32,6 +32,7 @@ XML_EXTENSIONS = (".xlf", ".xliff", ".xml", ".tmx", ".svg")
 MAX_ZIP_RATIO = 100  # unzipped bytes per zipped byte, overall: Word's XML packs about 10:1
 MAX_ZIP_GROWTH = 10  # a package may unzip to 10x --max-file-bytes, at most
 MAX_ZIP_ENTRIES = 10_000
+MIN_PARTS = 100_000  # tags and lines a document may always have (`check_parts`)
 
 
 @dataclass
@@ -153,20 +154,47 @@ def format_of(name: str) -> DocumentFormat:
 
 
 # -- what the content is --------------------------------------------------------------------------
-def check_content(data: bytes, fmt: DocumentFormat, name: str, max_bytes: int) -> None:
+def check_content(data: bytes, fmt: DocumentFormat, name: str, max_bytes: int, max_parts: int | None = None) -> None:
     """DocumentError unless the bytes are what `name`'s extension says (module docstring); run before
-    the format's library reads them."""
+    the format's library reads them. `max_parts`: `check_parts`."""
     suffix = PurePosixPath(name).suffix.lower()
     if fmt.binary or suffix in ZIP_EXTENSIONS:
         check_zip(data, MAX_ZIP_GROWTH * max_bytes, suffix)
+        if max_parts is not None:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                check_parts(sum(_count_in(archive, entry) for entry in archive.infolist()), max_parts)
         return
     text, _ = decode(data)
+    if max_parts is not None:
+        check_parts(text.count("<") + text.count("\n"), max_parts)
     if "\x00" in text:
         raise DocumentError(
             f"binary data (a NUL character at character {text.index(chr(0))}), not a {fmt.name} text file"
         )
     if suffix in XML_EXTENSIONS:
         check_xml(data)
+
+
+def check_parts(parts: int, max_parts: int) -> None:
+    """413 past `max_parts` tags and lines: a document of little text and much structure (a page of a
+    million empty tags, a file of blank lines, a .docx of empty paragraphs) took a minute and gigabytes
+    to read, which --max-file-chars, counting only its text, let through."""
+    if parts > max_parts:
+        raise ApiError(
+            413,
+            f"file: {parts:,} tags and lines, more than {max_parts:,} (twice --max-file-chars): too little text for its size",
+        )
+
+
+def _count_in(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> int:
+    """The tags of one of a package's XML parts, read in blocks (its other parts: none)."""
+    if not entry.filename.endswith((".xml", ".rels")):
+        return 0
+    count = 0
+    with archive.open(entry) as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"<")
+    return count
 
 
 def check_zip(data: bytes, max_unzipped: int, suffix: str = ".zip") -> None:
