@@ -45,7 +45,9 @@ FORMAT = 1
 METHOD = "ibm1"
 ITERATIONS = 5  # EM iterations of IBM Model 1: the candidates change little after the fourth
 MAX_PAIRS = 1_000_000  # sentence pairs read at most: the lexical table of frequent pieces settles long before
-CHUNK_PAIRS = 8192  # sentence pairs whose (source, target) token pairs are held at once
+# (source, target) token pairs held at once (8,000-10,000 sentence pairs of 13 tokens a side; a few of
+# documents of hundreds: counted in sentences, those took gigabytes), each in a few 8-byte arrays
+CHUNK_TOKEN_PAIRS = 1_500_000
 SPECIALS = EOS_ID + 1  # ids 0..3 (pad, unk, bos, eos): always candidates, never in a row of the table
 VMAP_FILE = "vmap.txt"  # CTranslate2's vocabulary map, read with translate_batch(use_vmap=True)
 TRAIN_FILES = ("train.src.ids.npy", "train.src.offsets.npy", "train.tgt.ids.npy", "train.tgt.offsets.npy")
@@ -101,7 +103,7 @@ def build_table(exp: Experiment, top: int, frequent: int, src_vocab: int, tgt_vo
     data = ParallelData(exp, "train")
     start = time.perf_counter()
     picked = np.unique(np.linspace(0, len(data) - 1, min(len(data), MAX_PAIRS)).astype(np.int64))
-    chunks = [picked[i : i + CHUNK_PAIRS] for i in range(0, len(picked), CHUNK_PAIRS)]
+    chunks = _chunks(data, picked)
     null = src_vocab  # the empty source token's row
     keys = np.unique(np.concatenate([np.unique(_pairs(data, c, null, tgt_vocab)[0]) for c in chunks]))
     prob = np.ones(len(keys))  # uniform: the first E-step shares each target token equally
@@ -134,6 +136,15 @@ def build_table(exp: Experiment, top: int, frequent: int, src_vocab: int, tgt_vo
         **record,
     }
     return LexicalTable(candidates, common, meta)
+
+
+def _chunks(data: ParallelData, picked: np.ndarray) -> list[np.ndarray]:
+    """`picked` in order, cut into runs of about CHUNK_TOKEN_PAIRS token pairs (a longer sentence pair
+    alone): what `_pairs` holds at once."""
+    cost = np.cumsum((data.src_lens[picked] + 1) * data.tgt_lens[picked])  # (+1: the NULL source token)
+    window = np.maximum(cost - 1, 0) // CHUNK_TOKEN_PAIRS
+    cuts = np.flatnonzero(np.diff(window)) + 1
+    return [chunk for chunk in np.split(picked, cuts) if len(chunk)]
 
 
 def _target_ids(data: ParallelData, rows: np.ndarray) -> np.ndarray:

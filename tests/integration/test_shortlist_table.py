@@ -49,6 +49,24 @@ def test_the_table_learns_the_corpus_word_translations_and_reloads(built):
     assert all(line.count("\t") == 1 and len(line.split("\t")[1].split()) <= 3 for line in vmap[1:])
 
 
+def test_the_table_is_built_in_chunks_of_token_pairs_and_the_same_whatever_their_size(built, monkeypatch):
+    """Chunks of 8,192 sentence pairs held every (source, target) token pair of each: gigabytes for
+    documents of hundreds of tokens. Cut by token pairs, a chunk's size is bounded by them."""
+    from mt.data import shortlist
+    from mt.data.dataset import ParallelData
+
+    data = ParallelData(built, "train")
+    picked = np.arange(len(data))
+    monkeypatch.setattr(shortlist, "CHUNK_TOKEN_PAIRS", 500)
+    chunks = shortlist._chunks(data, picked)
+    assert np.array_equal(np.concatenate(chunks), picked) and len(chunks) > 3
+    most = int(((data.src_lens + 1) * data.tgt_lens).max())
+    assert all(int(((data.src_lens[c] + 1) * data.tgt_lens[c]).sum()) <= 500 + most for c in chunks)
+    tok = built.load_tokenizers(True)[0]
+    small = shortlist.build_table(built, 3, 4, tok.vocab_size, tok.vocab_size)
+    assert np.array_equal(small.candidates, load_table(built).candidates)
+
+
 def test_the_vocabulary_map_keeps_the_unknown_pieces_row_as_mts_search_reads_it():
     """Without byte fallback an unknown character is `<unk>` in the source, and mt's search adds its
     row's candidates (mt.decoding.shortlist): CTranslate2 must find the same row in the map."""
