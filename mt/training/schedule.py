@@ -58,8 +58,10 @@ class Schedule:
     def progress(self, step: int, elapsed: float) -> float:
         """How far into the budget update `step` (from 1) is, after `elapsed` training seconds: with a
         time budget, the share of whichever of time and max_steps runs out first (a fast machine
-        reached max_steps, which stops the run too, before the time's cooldown had begun)."""
-        steps = (step - 1) / max(self.max_steps, 1)
+        reached max_steps, which stops the run too, before the time's cooldown had begun). Updates
+        past max_steps (tried again after skipped ones, which the step count makes good) are at its
+        last: the cooldown had fallen to 0 there, and they changed nothing."""
+        steps = (min(step, self.max_steps) - 1) / max(self.max_steps, 1)
         if self.max_time:  # None or 0: off
             return max(elapsed / self.max_time, steps)
         return steps

@@ -58,6 +58,16 @@ def lrs_over(schedule: Schedule, steps_and_elapsed) -> tuple[list[float], float 
     return lrs, cooldown_from
 
 
+def test_updates_tried_again_after_skipped_ones_take_the_budgets_last_rate():
+    """The schedules count tried updates, the budget made ones: after k skipped (fp16's overflows, a
+    non-finite loss) the last k updates of a run with a cooldown had an lr of 0 and changed nothing."""
+    schedule = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=100, cooldown=0.2)
+    last, _ = schedule.lr(100, schedule.progress(100, 0.0), 5e-4)
+    assert last > 0
+    for tried in (101, 103):
+        assert schedule.lr(tried, schedule.progress(tried, 0.0), 5e-4) == (last, 5e-4)
+
+
 def test_cooldown_by_time():
     schedule = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=100_000, max_time=100.0, cooldown=0.2)
     expected, cooldown_from = lrs_over(schedule, ((1, 0.0), (2, 50.0), (10, 79.0), (11, 80.0), (12, 90.0),
@@ -78,8 +88,8 @@ def test_with_a_time_budget_max_steps_cools_down_too_when_it_comes_first():
     schedule = Schedule(peak_lr=1e-3, warmup_steps=4, max_steps=100, max_time=3600.0, cooldown=0.2)
     assert schedule.progress(81, 10.0) == pytest.approx(0.8)  # steps first: 80 of 100 done, 10 s of 3600
     assert schedule.progress(2, 3240.0) == pytest.approx(0.9)  # time first
-    lrs, _ = lrs_over(schedule, ((81, 10.0), (91, 11.0), (101, 12.0)))
-    assert lrs[1] == pytest.approx(lrs[0] * 0.5) and lrs[2] == 0.0
+    lrs, _ = lrs_over(schedule, ((81, 10.0), (91, 11.0), (100, 12.0)))
+    assert lrs[1] == pytest.approx(lrs[0] * 0.5) and lrs[2] == pytest.approx(lrs[0] * 0.05)  # its last update
 
 
 def test_the_schedule_is_pure():
