@@ -20,7 +20,15 @@ from mt.errors import ConfigError, MtError
 
 # ISO 639-3 and FLORES codes (zho_Hans, jpn_Jpan) of the languages sacrebleu tokenizes its own way:
 # read as their base code alone, "zho" is no language to it, and Chinese was scored with 13a (BLEU ~0)
-SACREBLEU_CODES = {"zho": "zh", "cmn": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko"}
+SACREBLEU_CODES = {
+    "zho": "zh",
+    "cmn": "zh",
+    "yue": "zh",
+    "wuu": "zh",
+    "jpn": "ja",
+    "kor": "ko",
+    "zt": "zh",
+}  # zt: Argos's
 # scripts written without spaces between words: Moses' tokenizer leaves each sentence one word
 UNSPACED = ("zh", "ja", "ko", "th", "lo", "km", "my")
 

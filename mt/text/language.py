@@ -103,6 +103,7 @@ INDIVIDUAL = {
     "arb": "ara", "cmn": "zho", "yue": "zho", "pes": "fas", "prs": "fas", "zsm": "msa", "swh": "swa",
     "als": "sqi", "lvs": "lav", "ekk": "est", "azj": "aze", "uzn": "uzb", "khk": "mon", "gaz": "orm",
     "npi": "nep", "ory": "ori", "plt": "mlg", "ydd": "yid", "quy": "que",
+    "zt": "zh", "pb": "pt",  # LibreTranslate's (Argos's) codes of Chinese in traditional characters, Brazil's Portuguese
 }  # fmt: skip
 
 

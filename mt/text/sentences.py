@@ -148,7 +148,11 @@ def rules_for(lang: str) -> str:
     import sentencex
 
     probe = "One two. Three four."
-    return lang if len(sentencex.get_sentence_boundaries(lang or "en", probe)) == 2 else "en"
+    base = (lang or "en").replace("_", "-").split("-")[0].lower()
+    for code in ({"pb": "pt", "zt": "zh"}.get(base, base), lang):  # (pt-BR, PT, Argos's pb: Portuguese)
+        if code and len(sentencex.get_sentence_boundaries(code, probe)) == 2:
+            return code
+    return "en"
 
 
 @lru_cache(maxsize=64)

@@ -222,3 +222,19 @@ def test_a_short_text_judged_by_its_script_says_so_and_is_in_any_language_of_it(
     assert found.message(["en", "de"]).startswith("the text is in Cyrillic script (perhaps ")
     assert found.written_in("ru") and found.written_in("uk") and not found.written_in("ar")
     assert LanguageIdentifier(["en"]).identify("Hello there, how are you today, my friend?").script == ""
+
+
+def test_argos_codes_and_regional_variants_read_as_their_language_everywhere():
+    """LibreTranslate's zt and pb, and pt-BR or PT: sacrebleu scored a zt model's Chinese with 13a (BLEU
+    0.0 for 77 with zh), lingua knew neither (auto refused a Portuguese text into pb), and the sentence
+    rules were English ("O Exmo. Sr. Dr. João chegou." cut after "Exmo.")."""
+    from mt.metrics import sacrebleu_code
+    from mt.text.language import lingua_language
+    from mt.text.sentences import rules_for, sentence_spans
+
+    assert sacrebleu_code("zt") == "zh" and sacrebleu_code("zh-Hant") == "zh"
+    assert lingua_language("pb") == lingua_language("pt") is not None
+    assert lingua_language("zt") == lingua_language("zh") is not None
+    assert {rules_for(code) for code in ("pb", "pt-BR", "pt_BR", "PT")} == {"pt"}
+    text = "O Exmo. Sr. Dr. João chegou. Ele foi."
+    assert [text[a:b] for a, b in sentence_spans(text, "pb")] == ["O Exmo. Sr. Dr. João chegou.", "Ele foi."]
