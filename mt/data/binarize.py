@@ -348,7 +348,7 @@ def _build(exp: Experiment, cfg: ExperimentConfig, workers: int) -> dict:
         cfg.data.check_sides(split)
         _check_files_exist(cfg, split)
     # The inputs as they are before they are read: a file changed later is told from these (`changed_inputs`).
-    inputs = input_record(cfg, splits)
+    inputs = input_record(cfg, splits, content=True)  # (read whole here anyway: a .gz's lines hashed)
     manifest: dict = {"format": 1, "tokenizer_sha256": tokenizer_sha256, "splits": {}, "files": {}, "inputs": inputs}
     for abandoned in exp.abandoned_data_builds():
         shutil.rmtree(abandoned, ignore_errors=True)

@@ -69,7 +69,7 @@ def input_files(cfg, split: str) -> list[str]:
     return list(paths)
 
 
-def input_record(cfg, splits: list[str]) -> dict[str, dict]:
+def input_record(cfg, splits: list[str], content: bool = False) -> dict[str, dict]:
     """Each input file of `splits`, as binarize reads it: size, modification time and sha256, so that
     `changed_inputs` can tell a file rewritten with the same lines from one whose lines changed."""
     record = {}
@@ -84,7 +84,9 @@ def input_record(cfg, splits: list[str]) -> dict[str, dict]:
                     "mtime_ns": stat.st_mtime_ns,
                     "sha256": file_sha256(Path(path)),
                 }
-                if _gzipped(path):  # its lines' hash too: gzip's header has a time, which compressing again changes
+                if content and _gzipped(
+                    path
+                ):  # its lines' hash: gzip's header has a time, compressing again changes it
                     record[key]["content_sha256"] = _gz_sha256(path)
     return record
 

@@ -263,14 +263,17 @@ def flanking(delimiter: str, before: str, body: str, after: str) -> bool:
     return opens and closes
 
 
-def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
+def markdown(nodes: list[Node], marks: list[Mark], cell: bool, references: dict[str, str] | None = None) -> str:
     """A translated fragment written back as Markdown: its elements with their marks, its text escaped
-    (and, after a hard break, the start of the line)."""
+    (and, after a hard break, the start of the line), the characters of `references` in its text (not
+    its code, addresses or tags) written as the source wrote them ("&nbsp;", not an invisible U+00A0)."""
     parts: list[str] = []
     pad = False  # a literal spaced from the word after it in the source: so in the translation
     for i, node in enumerate(nodes):
         if isinstance(node, str):
             text = escaped(node)
+            for character, reference in (references or {}).items():
+                text = text.replace(character, reference)
             after_break = i and isinstance(nodes[i - 1], Element) and nodes[i - 1].tag == "br"
             text = unblock(text) if after_break else " " + text if pad and text[:1].isalnum() else text
             parts.append(text.replace("|", "\\|") if cell else text)
@@ -287,7 +290,7 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
                 parts.append(" " + written if glued else written)
                 pad = m.spaced[1]
                 continue
-            inner = markdown(node.children, marks, cell)
+            inner = markdown(node.children, marks, cell, references)
             if not inner.strip() and m.open == m.close:  # an emphasis around nothing: no `****`
                 continue
             if m.open == m.close:  # a delimiter: `** a**` is no emphasis, so the spaces go outside
@@ -304,7 +307,7 @@ def markdown(nodes: list[Node], marks: list[Mark], cell: bool) -> str:
             else:
                 parts.append(m.open + inner + m.close)
         elif isinstance(node, Element):
-            parts.append(markdown(node.children, marks, cell))
+            parts.append(markdown(node.children, marks, cell, references))
     return "".join(parts)
 
 
@@ -362,7 +365,7 @@ def places(lines: list[str], offsets: list[int], tokens: list) -> list[Place]:
         marks: list[Mark] = []
         unit = fragment(token.children or [], token.content, marks, breaks)
         references = {}  # characters other than ASCII written as references (&amp; and the like: escaped)
-        for match in REFERENCE.finditer(token.content):
+        for match in REFERENCE.finditer(UNBREAKABLE.sub("", token.content)):  # (not in code, tags, URLs)
             character = html.unescape(match.group())
             if len(character) == 1 and not character.isascii():
                 references.setdefault(character, match.group())
@@ -491,9 +494,7 @@ def _translate(text: str, units: Units, first_line: int) -> str:
         else:
             marks, empty = place.marks, empty_in(place.fragment)
             nodes = embrace(parse(out, "html"), lambda e: e.tag == "br" or dict(e.attrs).get("data-t", "") in empty)
-            written = markdown(nodes, marks, place.kind == "cell").strip()
-            for character, reference in place.references.items():  # ("&nbsp;" was an invisible U+00A0)
-                written = written.replace(character, reference)
+            written = markdown(nodes, marks, place.kind == "cell", place.references).strip()
         if place.kind == "paragraph":
             written = unblock(written)
             if place.wrap is not None and "\n" not in written:

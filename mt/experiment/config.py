@@ -122,15 +122,16 @@ class ConfigChange:
             return
         step, elapsed = int(state.get("step", 0)), float(state.get("elapsed", 0.0))
         if step >= cfg.train.max_steps:
-            spent = f"step {step} of train.max_steps {cfg.train.max_steps}"
+            spent, more = f"step {step} of train.max_steps {cfg.train.max_steps}", "a larger --max-steps"
         elif cfg.train.max_time and elapsed >= cfg.train.max_time:
             spent = f"{elapsed:.0f}s of train.max_time {cfg.train.max_time:.0f}s"
+            more = "a larger --max-time (or --set train.max_time=null)"
         else:
             return
         key = settings[0]
         raise ConfigError(
             f"{origins.get(key) or key}: training is finished ({spent}): {key} would be recorded but never "
-            f"used; give a larger --max-steps to train on with it, or start a new --exp"
+            f"used; give {more} to train on with it, or start a new --exp"
         )
 
     def _adopt_tokenizer(self, cfg: ExperimentConfig, given: set[str]) -> None:

@@ -311,7 +311,7 @@ def _set_aside_later_checkpoints(run: Training, step: int) -> None:
     ]
     if later and run.trainer.group.is_main:
         aside = exp.checkpoints_dir / f"after-step-{step}-{time.strftime('%Y%m%d-%H%M%S')}"
-        aside.mkdir()
+        aside.mkdir(exist_ok=True)  # (the same step set aside twice in one second: one folder)
         for path in later:
             path.rename(aside / path.name)
         log.warn(

@@ -36,7 +36,8 @@ class TrainingState:
     def fresh(cls, best_metric: str, best_setup: str | None = None) -> TrainingState:
         """A new run's: no best yet (lower NLL is better, higher BLEU)."""
         best = math.inf if best_metric == "nll" else -math.inf
-        return cls(best_metric=best_metric, best_valid=best, best_setup=best_setup)
+        # -1: none yet (None is a checkpoint saved before the step was recorded)
+        return cls(best_metric=best_metric, best_valid=best, best_setup=best_setup, validated_at=-1)
 
     def to_checkpoint(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

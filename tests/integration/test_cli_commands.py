@@ -658,7 +658,7 @@ def test_the_corpus_record_names_a_compressed_file_as_the_reader_opens_it(tmp_pa
     cfg.data.valid = [f"files:{tmp_path / 'valid.de'}|{tmp_path / 'train.en.gz'}"]
     exp = Experiment(tmp_path / "exp")
     exp.data_dir.mkdir(parents=True)
-    write_json_atomic(exp.manifest_path, {"inputs": input_record(cfg, ["train", "valid"])})
+    write_json_atomic(exp.manifest_path, {"inputs": input_record(cfg, ["train", "valid"], content=True)})
     (tmp_path / "valid.de").unlink()
     with gzip.open(tmp_path / "valid.de.gz", "wt", encoding="utf-8") as handle:
         handle.write("drei\n")

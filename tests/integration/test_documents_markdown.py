@@ -340,3 +340,11 @@ def test_characters_the_source_wrote_as_references_are_written_so_again():
         "It costs 10\u00a0euros © Company, Müller &amp; Son." if fmt == "html" else "It costs 10\u00a0euros © Company, "
         "Müller & Son." for _ in texts], EN)
     assert out.decode() == "It costs 10&nbsp;euros &copy; Company, M&uuml;ller & Son.\n"  # (& needs none)
+
+
+def test_references_are_not_written_into_code_or_addresses():
+    source = "caf&eacute; and `café` <https://fr.wikipedia.org/wiki/Café>\n".encode()
+    out = translate_content(source, FORMATS["md"], lambda texts, fmt="text": list(texts), EN)
+    assert out.decode() == "caf&eacute; and `café` <https://fr.wikipedia.org/wiki/Café>\n"
+    only_code = "Schreib `&eacute;` als é.\n".encode()  # a reference shown in code sets up nothing
+    assert translate_content(only_code, FORMATS["md"], lambda texts, fmt="text": list(texts), EN) == only_code

@@ -205,13 +205,14 @@ def test_a_requests_language_codes_are_read_as_libretranslate_reads_them():
     from mt.decoding.directions import Directions
 
     langs = Languages(Directions((("en", "zh"), ("en", "zt"), ("en", "pb"), ("en", "de")), {}))
-    assert [langs.canonical(c) for c in ("EN", "zh-Hans", "ZH-HANT", "pt-BR", "de", "auto", "xx", 3)] == [
-        "en", "zh", "zt", "pb", "de", "auto", "xx", 3]
+    assert [langs.canonical(c) for c in ("EN", "zh-Hans", "ZH-HANT", "pt-BR", "de", "auto", "xx", 3, "zh-TW", "zh_HK")] == [
+        "en", "zh", "zt", "pb", "de", "auto", "xx", 3, "zt", "zt"]  # (Taiwan's and Hong Kong's: traditional)
     # a model that spells them pt_BR and zh_Hans (a direction has no hyphen), or has pt alone: refused before
     langs = Languages(Directions((("en", "pt_BR"), ("en", "zh_Hans"), ("en", "es")), {}))
     assert [langs.canonical(c) for c in ("pt-BR", "zh-hans", "es-419", "es-MX", "zh-Hant")] == [
         "pt_BR", "zh_Hans", "es", "es", "zh-Hant"]
     assert Languages(Directions((("en", "pt"),), {})).canonical("pt-BR") == "pt"
+    assert Languages(Directions((("en", "zh"),), {})).canonical("zh-TW") == "zh-TW"  # no simplified Chinese for it
 
 
 def test_a_short_text_judged_by_its_script_says_so_and_is_in_any_language_of_it():

@@ -360,11 +360,10 @@ def writer(source: Exported, quantize: str | None = None, license: str | None = 
         # generation_config whose values are transformers' defaults (beam 1, a penalty of 1.0); the
         # task's parameters in config.json come before it
         search = generation_settings(cfg, source.model.max_positions)
-        marian.config.task_specific_params = {
-            "translation": {
-                k: search[k] for k in ("num_beams", "length_penalty", "early_stopping", "max_length") if k in search
-            }
-        }
+        task = {k: search[k] for k in ("num_beams", "length_penalty", "early_stopping", "max_length") if k in search}
+        # (`pipeline("translation_de_to_en")` reads its own task's name)
+        names = ["translation"] + [f"translation_{src}_to_{tgt}" for src, tgt in cfg.data.pairs()]
+        marian.config.task_specific_params = {name: task for name in names}
         marian.save_pretrained(str(directory), safe_serialization=True)
         write_tokenizer(directory, source)
         (directory / "README.md").write_text(model_card(source, license or "unknown", gap), encoding="utf-8")

@@ -44,7 +44,7 @@ LANGUAGE_NAMES = {  # lingua's names for the others
 
 
 # LibreTranslate's names for the codes Argos Translate's models use (its iso2model): what its clients send
-LIBRE_ALIASES = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb"}
+LIBRE_ALIASES = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb", "zh-tw": "zt", "zh-hk": "zt", "zh-mo": "zt"}
 
 
 def name_of(code: str) -> str:
@@ -104,9 +104,11 @@ class Languages:
         if not isinstance(code, str) or code == "auto" or self.knows(code):
             return code
         lowered = code.lower()
-        spellings = [lowered, LIBRE_ALIASES.get(lowered, lowered), lowered.replace("-", "_"), lowered.replace("_", "-")]
+        alias = LIBRE_ALIASES.get(lowered.replace("_", "-"), lowered)
+        spellings = [lowered, alias, lowered.replace("-", "_"), lowered.replace("_", "-")]
         base, _, region = lowered.replace("_", "-").partition("-")
-        if region.isdigit() or len(region) == 2:  # pt-BR, es-419 into a model of pt; zh-Hant is no zh
+        traditional = base == "zh" and region in ("tw", "hk", "mo")  # (Taiwan's, Hong Kong's: zh-Hant's)
+        if (region.isdigit() or len(region) == 2) and not traditional:  # pt-BR, es-419 into pt; zh-Hant is no zh
             spellings.append(base)
         return next((self._by_lower[s] for s in spellings if s in self._by_lower), code)
 

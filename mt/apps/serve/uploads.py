@@ -187,8 +187,14 @@ def check_parts(parts: int, max_parts: int) -> None:
 
 
 def _count_in(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> int:
-    """The tags of one of a package's XML parts, read in blocks (its other parts: none)."""
-    if not entry.filename.endswith((".xml", ".rels")):
+    """The tags of one of a package's parts of text, read in blocks: a Word document's body, headers,
+    footers and notes (not its styles, theme or settings); another package's XML and XHTML."""
+    name = entry.filename
+    if name.startswith("word/"):
+        parts = ("word/document", "word/header", "word/footer", "word/footnotes", "word/endnotes")
+        if not (name.startswith(parts) and name.endswith(".xml")):
+            return 0
+    elif not name.endswith((".xml", ".xhtml", ".html", ".htm")):
         return 0
     count = 0
     with archive.open(entry) as handle:
