@@ -289,10 +289,9 @@ def chunk_translator(
     def translate(index: int, pair: tuple[str, str], chunk: list[str], first: int) -> list[str]:
         draws = dataclasses.replace(sampling, seed=(sampling.seed + index) % 2**63) if sampling is not None else None
         names = origins.names(first, len(chunk)) if origins is not None else None
-        searched = translator.search(
-            chunk, dataclasses.replace(options, sampling=draws), first, reseed=False, names=names
+        found = chunked.searched_or_copied(
+            translator, chunk, dataclasses.replace(options, sampling=draws), first, names, reseed=False
         )
-        found = [hyps[0][0] for hyps in searched]
         if noise:
             rng = random.Random(f"noise-{index}")
             found = [noisy(line, rng) for line in found]

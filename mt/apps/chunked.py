@@ -34,6 +34,23 @@ Translate = Callable[
 ]  # (chunk index, direction, lines, its first line's place among the direction's, from 0) -> a translation each
 
 
+def searched_or_copied(
+    translator, lines: list[str], options, first: int, names: list[str] | None, **search
+) -> list[str]:
+    """Each line's best translation by `translator.search` (`search`: its other arguments), but for a
+    line without letters or in a script the model cannot read, copied as `mt translate` copies it:
+    searched, "12345" or a URL came back an invented sentence, a training pair of content not there."""
+    from mt.text.translate import unreadable
+
+    kept = unreadable(translator.src_tok, lines)
+    todo = [i for i in range(len(lines)) if i not in kept]
+    named = [names[i] if names is not None else f"input line {first + i + 1}" for i in todo]
+    found = translator.search([lines[i] for i in todo], options, first, names=named, **search) if todo else []
+    out = dict(kept)
+    out.update({i: hyps[0][0] for i, hyps in zip(todo, found)})
+    return [out[i] for i in range(len(lines))]
+
+
 def chunk_paths(root: Path, index: int) -> tuple[Path, Path]:
     base = root / "chunks" / f"{index:06d}"
     return base.with_suffix(".src"), base.with_suffix(".tgt")

@@ -310,7 +310,7 @@ def teacher_translator(
     def translate(index: int, pair: tuple[str, str], lines: list[str], first: int) -> list[str]:
         names = origins[pair].names(first, len(lines)) if origins and pair in origins else None
         directed = dataclasses.replace(options, src_lang=pair[0], tgt_lang=pair[1])
-        return [hyps[0][0] for hyps in translator.search(lines, directed, first, names=names)]
+        return chunked.searched_or_copied(translator, lines, directed, first, names)
 
     return translate
 

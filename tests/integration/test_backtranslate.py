@@ -71,6 +71,21 @@ def test_backtranslation_writes_the_reverse_models_translations_and_a_reversed_c
     assert backtranslate(reverse, final, [f"text:{path}"], DecodeOptions(beam=3)) == manifest
 
 
+
+def test_a_line_without_letters_is_copied_not_made_up(trained_experiment, tmp_path):
+    """Searched, "12345" or a rule of dashes came back an invented sentence: a synthetic source of
+    content not there. Copied, as `mt translate` copies it."""
+    path, lines = german_text(tmp_path, n=6)
+    path.write_text("\n".join([lines[0], "12345", "-----", lines[1]]) + "\n", encoding="utf-8")
+    final = Experiment(tmp_path / "en-de")
+    backtranslate(trained_experiment, final, [f"text:{path}"], DecodeOptions(beam=2))
+    sources = (final.root / "backtranslate" / "train.en").read_text(encoding="utf-8").splitlines()
+    assert sources[1:3] == ["12345", "-----"]
+    reverse_cfg = trained_experiment.load_config()
+    reverse_cfg.decode.beam = 2
+    assert [sources[0], sources[3]] == Translator.load(trained_experiment, reverse_cfg).translate([lines[0], lines[1]])
+
+
 def test_the_tag_reaches_the_tokenizer_whole_and_only_the_synthetic_sources(trained_experiment, tmp_path):
     path, lines = german_text(tmp_path)
     final = Experiment(tmp_path / "en-de")
