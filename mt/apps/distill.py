@@ -200,7 +200,14 @@ def distill(
     out = distill_dir(student)
     if (out / "manifest.json").exists():  # written last: done, whatever the search flags say now
         manifest = read_manifest(student)  # a damaged one is refused, not called done
-        asked = teacher_checkpoints(teachers, checkpoint)
+        try:
+            asked = teacher_checkpoints(teachers, checkpoint)
+        except MtError:
+            if any(Path(path).exists() for path in manifest["teachers"]):
+                raise
+            # the teachers removed since (disk space): the corpus stands, and a student's training resumes
+            log.info(f"distill: done already ({out}; its teachers are gone: the corpus was checked when made)")
+            return manifest
         if manifest.get("teachers") != asked:  # other teachers (a recipe edited): not this corpus
             raise MtError(
                 f"{out}: distilled from {', '.join(manifest.get('teachers') or ['?'])}, not "

@@ -210,6 +210,14 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     assert distill([trained_experiment], student, chunk_lines=100)["chunk_lines"] == 150
     assert "distill: done already" in capsys.readouterr().err
     assert {name: (out / f"train.{name}").read_bytes() for name in lang} == straight
+    # ... and stays done when its teacher is removed (to save disk: was "--teacher ...: no experiment there")
+    gone = Experiment(tmp_path / "gone")
+    shutil.copytree(trained_experiment.root, gone.root)
+    other = Experiment(tmp_path / "other-student")
+    made = distill([gone], other, DecodeOptions(beam=1), chunk_lines=1000)
+    shutil.rmtree(gone.root)
+    assert distill([gone], other, DecodeOptions(beam=1)) == made
+    assert "its teachers are gone" in capsys.readouterr().err
 
     def kill_after_first_chunk():  # what a SIGKILL after the first chunk leaves
         for path in [out / "manifest.json", *(out / f"train.{name}" for name in lang)]:
