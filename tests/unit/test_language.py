@@ -239,3 +239,16 @@ def test_argos_codes_and_regional_variants_read_as_their_language_everywhere():
     assert {rules_for(code) for code in ("pb", "pt-BR", "pt_BR", "PT")} == {"pt"}
     text = "O Exmo. Sr. Dr. João chegou. Ele foi."
     assert [text[a:b] for a, b in sentence_spans(text, "pb")] == ["O Exmo. Sr. Dr. João chegou.", "Ele foi."]
+
+
+def test_a_foreign_sentence_in_a_line_of_the_target_language_is_said(capsys):
+    """"Dos hombres ... Der Hund läuft ..." into German came back as it was with only "line 1 is in the
+    target language": the Spanish sentence neither translated nor refused with a reason."""
+    def search(translator, lines, options=None, first_line=0, progress=None, names=None):
+        return [[(f"<{line}>" if line else "", -1.0)] for line in lines]
+
+    english = auto_search(search, LanguageIdentifier(["en"]), "de", sentences=True)
+    line = ("Dos hombres jóvenes juegan al fútbol en un campo verde. "
+            "Der Hund läuft im Park und die Katze sitzt auf dem Haus.")
+    assert english(None, [line]) == [[(line, 0.0)]]
+    assert "line 1: a sentence not translated" in " ".join(capsys.readouterr().err.split())
