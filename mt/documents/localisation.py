@@ -24,7 +24,7 @@ from typing import Any
 
 from mt import log
 from mt.documents.encoding import DECLARED
-from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.formats import DocumentError, DocumentOptions, language_tag
 from mt.documents.placeholders import XML_SPACE, Protected, placeholders
 from mt.documents.units import Units
 
@@ -57,7 +57,7 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
     store = read_po(text)
     check_target_language(store.parseheader().get("Language"), options.target, "its header's Language")
     pattern = placeholders()
-    nplurals, plural = plural_forms(store, options.target)
+    nplurals, plural = plural_forms(store, language_tag(options.target).replace("-", "_"))
     todo: list[tuple[Any, list[Protected]]] = []
     fuzzy_kept = 0
     for unit in store.units:
@@ -93,7 +93,7 @@ def translate_po(text: str, units: Units, options: DocumentOptions) -> str:
         written = (
             {} if store.header() else {"Content_Type": "text/plain; charset=UTF-8", "Content_Transfer_Encoding": "8bit"}
         )
-        store.updateheader(add=True, Language=options.target, **written)
+        store.updateheader(add=True, Language=language_tag(options.target).replace("-", "_"), **written)
     if plurals_used and plural is not None:
         store.updateheaderplural(nplurals, plural)
     if fuzzy_kept:  # a translator's draft (msgmerge's guess, say): theirs to review, but not silently
@@ -234,7 +234,7 @@ def translate_xliff(text: str, units: Units, options: DocumentOptions) -> str:
             into.text = None
         p.restore(translated, into)
     if todo:
-        set_target_language(store, version, options.target)
+        set_target_language(store, version, language_tag(options.target))
     return serialized(store, text)
 
 

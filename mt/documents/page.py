@@ -12,7 +12,7 @@ fragment: markup translation never changes an attribute, so they come through as
 
 from __future__ import annotations
 
-from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.formats import DocumentError, DocumentOptions, language_tag
 from mt.documents.units import Units
 from mt.text.markup import Element, MarkupError, Node, parse, write
 
@@ -69,6 +69,6 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
         element.attrs[i] = (element.attrs[i][0], value)
     for element in elements(nodes):
         if element.tag == "html":
-            set_language(element, options.target)
+            set_language(element, language_tag(options.target))
     before, after = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
     return before + units([write(nodes, "html").strip()], "html")[0] + after

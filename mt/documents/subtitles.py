@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from mt.documents.cues import Cue, translate_cues
-from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.formats import DocumentError, DocumentOptions, language_tag
 from mt.documents.units import Units
 
 Span = tuple[int, int]  # [start, end) characters of the file: a cue's text
@@ -120,7 +120,7 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
     out = "".join(parts) + text[at:]
     if vtt:  # the header's `Language: en` (YouTube's, many players') names the translation's language
         header = out.split("\n\n", 1)
-        header[0] = LANGUAGE.sub(lambda m: m.group(1) + options.target, header[0])
+        header[0] = LANGUAGE.sub(lambda m: m.group(1) + language_tag(options.target), header[0])
         out = "\n\n".join(header)
     return out
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mt.documents import inline
-from mt.documents.formats import DocumentError, DocumentOptions
+from mt.documents.formats import DocumentError, DocumentOptions, language_tag
 from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
 from mt.text.markup import parse
@@ -168,7 +168,6 @@ def translate(content: bytes, units: Units, options: DocumentOptions) -> bytes:
 
 EAST_ASIAN = {"zh", "zt", "ja", "ko"}  # w:lang's eastAsia attribute: the language of those scripts' runs
 RIGHT_TO_LEFT = {"ar", "he", "fa", "ur", "yi", "ps", "dv", "ug"}  # its bidi attribute
-TAGS = {"zt": "zh-TW", "pb": "pt-BR"}  # Argos Translate's codes, as the language tags Word reads
 AFTER_LANG = {W + tag for tag in ("eastAsianLayout", "specVanish", "oMath", "rPrChange")}  # w:rPr's order
 
 
@@ -229,7 +228,7 @@ def relabel(root, target: str, defaults: bool = False) -> None:
     none. The runs kept their source language: an English translation spell-checked as German."""
     code = target.split("-")[0].lower()
     attribute = W + ("eastAsia" if code in EAST_ASIAN else "bidi" if code in RIGHT_TO_LEFT else "val")
-    value = TAGS.get(code, target)
+    value = language_tag(target)
     for lang in root.iter(W + "lang"):
         lang.set(attribute, value)
     if defaults:

@@ -256,3 +256,13 @@ def test_a_keyboard_accelerator_is_kept_on_the_translation():
     assert with_accelerator("<b>Ein Park</b>", "&", "P", placeholders()) == "<b>Ein &Park</b>"
     assert with_accelerator("%(name)s öffnen", "&", "O", placeholders()) == "%(name)s &öffnen"
     assert with_accelerator("{file_name} öffnen", "_", "O", placeholders()) == "{file_name} _öffnen"
+
+
+def test_argos_codes_are_written_as_language_tags_with_their_plural_forms():
+    """A file translated into LibreTranslate's pb or zt said "Language: pb" (no language tag), with
+    English plural forms where Brazilian Portuguese has (n > 1) and Chinese one form."""
+    po = b'msgid "one file"\nmsgid_plural "%d files"\nmsgstr[0] ""\nmsgstr[1] ""\n'
+    out = translate_content(po, PO, lambda texts, fmt="text": list(texts), DocumentOptions("pb")).decode("utf-8")
+    assert "Language: pt_BR" in out and "plural=(n > 1)" in out
+    out = translate_content(po, PO, lambda texts, fmt="text": list(texts), DocumentOptions("zt")).decode("utf-8")
+    assert "Language: zh_TW" in out and "nplurals=1" in out
