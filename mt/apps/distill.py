@@ -27,6 +27,7 @@ translates them too (as they are, without the tag).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -219,6 +220,19 @@ def distill(
                 f"{out}: distilled from an earlier {', '.join(asked)} (saved again since); remove {out} to "
                 "distill again, or distill into another --exp"
             )
+        if manifest.get("keep_bt") not in (None, keep_bt):
+            raise MtError(
+                f"{out}: distilled {'with' if manifest['keep_bt'] else 'without'} --keep-bt; remove {out} to "
+                "distill again as asked, or distill into another --exp"
+            )
+        if manifest.get("sources_sha256"):  # the teacher's training text, not only its model
+            with log.muted():  # (said when it was distilled)
+                now = sources_sha256(teacher_sources(teachers[0].load_config(), manifest.get("keep_bt", keep_bt))[0])
+            if now != manifest["sources_sha256"]:
+                raise MtError(
+                    f"{out}: the teacher's training sources have changed since they were distilled; remove "
+                    f"{out} to distill them again, or distill into another --exp"
+                )
         if student.has_config():  # --mix-original asked now: added, or refused once data is made (was ignored)
             add_corpus(teachers[0].load_config(), student, mix_original)
         log.info(f"distill: done already ({out}; remove it to distill again)")
@@ -248,9 +262,29 @@ def distill(
     )
     prepare_student(lead, student, mix_original, given)
     chunks, state = chunked.translate_chunks(out, plan, translate, "distill")
-    return _join(
-        student, teacher_cfg, chunks, checkpoints, how["teacher_sha256"], state, options, skipped or 0, invalid
+    manifest = _join(
+        student,
+        teacher_cfg,
+        chunks,
+        checkpoints,
+        how["teacher_sha256"],
+        state,
+        options,
+        skipped or 0,
+        invalid,
+        {"sources_sha256": sources_sha256(parts), **({"keep_bt": keep_bt} if skipped is not None else {})},
     )
+    return manifest
+
+
+def sources_sha256(parts: list[tuple[tuple[str, str], list[str]]]) -> str:
+    """The teacher's source lines, each direction's in order: a done distillation checks them."""
+    digest = hashlib.sha256()
+    for pair, lines in parts:
+        digest.update(("-".join(pair) + "\n").encode())
+        for line in lines:
+            digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()[:16]
 
 
 def teacher_sources(
@@ -359,6 +393,7 @@ def _join(
     options: DecodeOptions,
     skipped_bt: int = 0,
     invalid: int = 0,
+    inputs: dict | None = None,
 ) -> dict:
     """distill/train.SRC and train.TGT (with directions, train.SRC-TGT.SRC and .TGT for each) from the
     chunks, in order, and the manifest; nothing is written unless both sides have a line for each source."""
@@ -384,6 +419,7 @@ def _join(
         "skipped_bt_lines": skipped_bt,  # lines of the teacher's bt: sources, not translated
         "invalid_pairs_skipped": invalid,  # pairs that are no text (not UTF-8, a malformed record)
         "corpus": specs[0] if not multilingual else specs,
+        **(inputs or {}),  # the sources' hash, --keep-bt: what a done distillation checks
     }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done
     log.info(f"distill: {lines:,} pairs in {', '.join(str(path) for path in texts)}")

@@ -12,12 +12,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from mt.apps.chunked import chunk_paths as chunk_files
 from mt.apps.distill import distill, distill_dir
 from mt.config.recipes import MODEL_PRESETS
+from mt.config.schema import save_yaml
+from mt.config.sources import parse_source
 from mt.data.corpus import load_split
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
@@ -218,6 +221,24 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     shutil.rmtree(gone.root)
     assert distill([gone], other, DecodeOptions(beam=1)) == made
     assert "its teachers are gone" in capsys.readouterr().err
+    # ... but not when the teacher's training text has changed (was: "done already", a line short)
+    train_files = [Path(p) for p in parse_source(str(trained_experiment.load_config().data.train[0]), "train",
+                                                  ("de", "en")).paths]
+    changed = Experiment(tmp_path / "changed")
+    shutil.copytree(trained_experiment.root, changed.root)
+    cfg = changed.load_config()
+    for path in train_files:
+        copy = tmp_path / "changed-data" / path.name
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copy(path, copy)
+    cfg.data.train = [f"files:{tmp_path / 'changed-data' / train_files[0].stem}"]
+    changed.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    third = Experiment(tmp_path / "third-student")
+    distill([changed], third, DecodeOptions(beam=1), chunk_lines=1000)
+    for path in (tmp_path / "changed-data").iterdir():
+        path.write_text(path.read_text(encoding="utf-8") + "Noch eins.\n", encoding="utf-8")
+    with pytest.raises(MtError, match="the teacher's training sources have changed since they were distilled"):
+        distill([changed], third, DecodeOptions(beam=1))
 
     def kill_after_first_chunk():  # what a SIGKILL after the first chunk leaves
         for path in [out / "manifest.json", *(out / f"train.{name}" for name in lang)]:
