@@ -450,17 +450,21 @@ def auto_search(
 
 def from_language(translator: Any, options: Any, language: str) -> Any:
     """`options` (with a pivot) for texts identified as `language`: from it, through the pivot; in the
-    pivot language, straight into the target; in a language with no trained direction into the pivot
-    (one the model reads zero-shot), as before, the source unnamed."""
+    pivot language, straight into the target; in a language with no trained direction into the pivot,
+    straight into the target where that direction was trained, else as before (the source unnamed),
+    its zero-shot first leg warned of (it went through a direction never trained without a word)."""
     from mt.errors import ConfigError
 
     if language == options.pivot:
         return replace(options, src_lang=language, pivot=None)
+    directions = translator.directions
+    target = directions.resolve(None, options.tgt_lang)[1]
     try:
-        translator.directions.check_pivot(
-            language, translator.directions.resolve(None, options.tgt_lang)[1], options.pivot
-        )
+        directions.check_pivot(language, target, options.pivot)
     except ConfigError:
+        if (language, target) in directions.pairs:  # no trained way through the pivot, but one straight
+            return replace(options, src_lang=language, pivot=None)
+        directions.tag(language, options.pivot)  # (warns: its first leg is zero-shot)
         return options
     return replace(options, src_lang=language)
 

@@ -121,6 +121,14 @@ def test_under_a_pivot_each_languages_lines_are_searched_from_it_and_the_pivots_
                      [(SENTENCES["fr"], 0.0)], [(f"<{SENTENCES['de']}>", -1.0)]]
     assert asked == [("de", "en", [SENTENCES["de"]] * 2, ["input line 5", "input line 9"]),
                      ("en", None, [SENTENCES["en"]], ["input line 6"])]
+    # a language with no trained way into the pivot: straight into the target where that was trained
+    # (was: through fr -> de, never trained, without a word), else through the pivot, its first leg said
+    from mt.text.language import from_language
+
+    options = DecodeOptions(tgt_lang="en", pivot="de")
+    assert (from_language(model, options, "fr").src_lang, from_language(model, options, "fr").pivot) == ("fr", None)
+    lone = SimpleNamespace(directions=Directions((("de", "en"), ("en", "de"), ("fr", "en")), {"de": 4, "en": 5, "fr": 6}))
+    assert from_language(lone, DecodeOptions(tgt_lang="de", pivot="en"), "fr").pivot == "en"  # fr-en-de: trained
 
 
 def test_a_short_text_already_in_the_target_comes_back_as_it_is():
