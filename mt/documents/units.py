@@ -9,6 +9,7 @@ once (or once per kind), so that they are searched in the usual batches; blank u
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Callable, Protocol
 
@@ -16,6 +17,7 @@ from mt import log
 from mt.decoding.options import DecodeOptions
 from mt.decoding.translator import Translator
 from mt.documents.formats import DocumentError
+from mt.errors import MtError
 from mt.text.language import LanguageIdentifier, from_language
 from mt.text.markup import Format, MarkupError, language_text
 
@@ -58,6 +60,9 @@ class TranslatorUnits:
             shown = text.strip()[:40]
             log.warn(f"not translated: {shown!r}: {found.message(self.identifier.sources)} (--src-lang)")
             return None
+        if self.options.pivot is None:  # a direction never trained: said once (under a pivot, as it pivots)
+            with contextlib.suppress(MtError):  # (one it cannot take is refused where it is searched)
+                self.translator.directions.tag(found.language, target)
         return found.language
 
     def __call__(self, texts: list[str], fmt: Format = "text") -> list[str]:

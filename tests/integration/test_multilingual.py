@@ -236,6 +236,14 @@ def test_directions_not_trained_warn_pivot_or_are_refused(multi, capsys):
     assert "de-fr was not trained (zero-shot" in capsys.readouterr().err
     pivoted = translator.search(german, DecodeOptions(src_lang="de", tgt_lang="fr", pivot="en"))
     assert len(pivoted) == 4 and "zero-shot" not in capsys.readouterr().err
+    # a document under --src-lang auto: its German units' direction said too (was: nothing on stderr)
+    from mt.documents.units import TranslatorUnits
+    from mt.text.language import LanguageIdentifier, identifiable
+
+    fresh = Translator.load(multi, multi.load_config())
+    units = TranslatorUnits(fresh, DecodeOptions(tgt_lang="fr"), identifier=LanguageIdentifier(identifiable(fresh.directions)))
+    assert units.readable("Der Hund läuft schnell durch den großen Park und die Katze schläft.") == "de"
+    assert "de-fr was not trained (zero-shot" in capsys.readouterr().err
     # a line with an address under --pivot: as plain text (markup's route aligns, which a pivot cannot:
     # it stopped `mt translate --pivot` at the first line with a URL)
     from mt.text.markup_translate import text_search

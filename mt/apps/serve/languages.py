@@ -10,10 +10,12 @@ no model for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from mt.apps.serve.requests import ApiError, unicode_text
 from mt.decoding.directions import Directions
+from mt.errors import MtError
 from mt.text.language import Identified, LanguageIdentifier, Unidentifiable, identifiable, language_name
 
 LANGUAGE_NAMES = {  # lingua's names for the others
@@ -138,4 +140,7 @@ class Languages:
                 raise ApiError(400, f"{where}{what} is not supported: {item.message(self.readable)}")
             else:
                 detected.append({"confidence": confidence(item.confidence), "language": item.language})
+                if target is not None:  # a direction never trained: said once in the log, as the docs promise
+                    with contextlib.suppress(MtError):  # (one it cannot take is refused where it is resolved)
+                        self.directions.tag(item.language, target)
         return detected, same
