@@ -203,7 +203,7 @@ def translate(
         text_format = text_format or "text"
         check_format(text_format, nbest, alignments, constraints)
     encoding = check_encoding(encoding, document)
-    auto = src_lang == "auto"
+    auto = (src_lang or "").lower() == "auto"
     src_lang = None if auto else src_lang  # a multilingual model's tag is its target's: the source steers nothing
     options = replace(
         decode,
@@ -218,6 +218,12 @@ def translate(
         recase=recase,
     )
     experiment, cfg = read_experiment(exp)
+    # the languages as the model spells them: "DE", "de-DE" are its "de" (as `mt serve` reads a request's)
+    from mt.decoding.directions import spelled
+
+    known = set(cfg.data.languages())
+    src_lang, tgt_lang, pivot = (spelled(code, known) for code in (src_lang, tgt_lang, pivot))
+    options = replace(options, src_lang=src_lang, tgt_lang=tgt_lang, pivot=pivot)
     check_input(input)
     if document is not None and document.binary and output is None:  # before the model loads, as the others
         raise ConfigError(f"{input}: a {document.name} document is not text; name the file to write with --output")

@@ -17,6 +17,21 @@ from mt.errors import ConfigError
 from mt.tokenizer import Tokenizer, language_tag
 
 
+def spelled(code: str | None, languages: set[str]) -> str | None:
+    """`code` as the model spells one of its `languages`: "DE", "de-DE" or "de_DE" is its "de", "pt-BR"
+    its "pt_BR" (or "pt" where it has no other); as it is where none fits (refused where it is resolved)."""
+    if code is None or code in languages:
+        return code
+    by_lower = {language.lower(): language for language in languages}
+    lowered = code.lower()
+    base, _, region = lowered.replace("_", "-").partition("-")
+    traditional = base == "zh" and region in ("tw", "hk", "mo", "hant")
+    for spelling in (lowered, lowered.replace("-", "_"), lowered.replace("_", "-"), "zt" if traditional else base):
+        if spelling in by_lower:
+            return by_lower[spelling]
+    return code
+
+
 @dataclass(frozen=True)
 class Directions:
     pairs: tuple[tuple[str, str], ...]  # the trained (source, target) languages

@@ -1043,3 +1043,16 @@ def test_input_that_would_be_lost_or_replaced_is_refused(experiment, tmp_path, c
     one_error(*mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", "in.de", "-o", "sub/../in.de", "--force"), 2,
               "is the input")
     assert source.read_text(encoding="utf-8") == "Ein Satz.\n"
+
+
+def test_language_flags_are_read_as_the_model_spells_its_languages(trained_experiment, tmp_path, capsys, monkeypatch):
+    """`--tgt-lang EN`, `--src-lang de-DE` were refused ("this model has no ..."), where `mt serve` read
+    the same codes in a request."""
+    source = tmp_path / "in.de"
+    source.write_text("Ein Hund.\n", encoding="utf-8")
+    exp = str(trained_experiment.root)
+    code, plain, _ = mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", str(source))
+    assert code == 0
+    code, spelled, err = mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", str(source), "--src-lang", "de-DE",
+                            "--tgt-lang", "EN")
+    assert (code, spelled) == (0, plain), err
