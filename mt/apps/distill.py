@@ -107,7 +107,7 @@ def prepare_student(
     own (a student recipe's) takes the teacher's tokenizer fields before the copy (`teacher_tokenizer`)."""
     teacher_cfg = teacher.load_config()
     if student.has_config():
-        cfg = add_corpus(teacher_cfg, student, mix_original)
+        cfg = add_corpus(teacher_cfg, student, mix_original, teacher)
         if not student.has_tokenizer() and teacher_tokenizer(cfg, teacher_cfg, teacher, given or set()):
             write_text_atomic(student.config_path, save_yaml(cfg))
     else:
@@ -153,16 +153,46 @@ def teacher_tokenizer(
     return changed
 
 
-def add_corpus(teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool) -> ExperimentConfig:
+def add_corpus(
+    teacher_cfg: ExperimentConfig, student: Experiment, mix_original: bool, teacher: Experiment | None = None
+) -> ExperimentConfig:
     """A student's own config (of the teacher's directions) with the distilled corpus in its data.train
     (unless it reads it already) and, with mix_original, the teacher's training specs it lacks; saved
-    when changed, which is refused once the student has data or checkpoints made without them."""
+    when changed, which is refused once the student has data or checkpoints made without them. What it
+    cannot read is refused before the teacher translates: another spelling of the distilled corpus, or
+    a symbol its data needs that the `teacher`'s tokenizer, which a student shares, lacks (binarize
+    refused it after the distillation's hours, and the tokenizer cannot be trained again)."""
     cfg = student.load_config()
-    if cfg.data.pairs() != teacher_cfg.data.pairs():
+    if (cfg.data.pairs(), cfg.data.multilingual) != (teacher_cfg.data.pairs(), teacher_cfg.data.multilingual):
         mine, theirs = (", ".join(f"{s}->{t}" for s, t in c.data.pairs()) for c in (cfg, teacher_cfg))
-        raise ConfigError(f"--exp {student.root}: translates {mine}, the teacher {theirs}")
+        directions = lambda c: " (data.directions)" if c.data.multilingual else ""  # noqa: E731
+        raise ConfigError(
+            f"--exp {student.root}: translates {mine}{directions(cfg)}, the teacher {theirs}{directions(teacher_cfg)}"
+        )
     here = f"files:{distill_dir(student).resolve()}/"
     have = [absolute_spec(str(spec)) for spec in cfg.data.train]
+    expected = corpus_specs(teacher_cfg, student)
+    for spec in have:
+        read = spec.removeprefix("bt:").split("*")[0].strip()
+        if read.startswith(here) and read not in expected:
+            raise ConfigError(
+                f"--exp {student.root}: its data.train reads {spec}, which is not the distilled corpus: it is "
+                f"{', '.join(expected)}"
+            )
+    if teacher is not None:
+        from mt.data.train_tokenizer import back_translation_symbols
+        from mt.tokenizer import language_tag
+
+        tok = teacher.load_tokenizers(teacher_cfg.tokenizer.joint)[0]
+        missing = [symbol for symbol in back_translation_symbols(cfg) if tok.symbol_id(symbol) is None]
+        if cfg.data.multilingual:
+            missing += [language_tag(tgt) for _, tgt in cfg.data.pairs() if tok.tag_id(tgt) is None]
+        if missing:
+            raise ConfigError(
+                f"--exp {student.root}: its data needs {', '.join(missing)}, which the teacher's tokenizer "
+                f"({teacher.tokenizer_dir}) has not, and a student shares its teacher's: leave out what needs it "
+                "(bt: corpora, directions), or give a teacher whose tokenizer has it"
+            )
     wanted = [] if any(spec.startswith(here) for spec in have) else corpus_specs(teacher_cfg, student)
     if mix_original:
         wanted += [str(spec) for spec in teacher_cfg.data.train if absolute_spec(str(spec)) not in have]

@@ -729,3 +729,24 @@ def test_a_models_row_shows_scores_only_of_its_own_checkpoint(trained_experiment
     assert "bleu" not in row and row["scores_of"] == record["checkpoint"]
     exp.score_path("test").write_text(json.dumps({**record, "data_sha256": "0"}))  # the test split changed
     assert _model_row("teacher", exp, own)["stale"] == ["the test split's lines changed since"]
+
+
+def test_a_student_whose_data_the_teachers_tokenizer_cannot_read_is_refused_before_distilling(trained_experiment,
+                                                                                               tmp_path):
+    """A student recipe reading back-translated pairs (bt:, which need <BT>) under a teacher whose tokenizer
+    has none distilled for hours, then binarize refused it, and a student cannot train another tokenizer;
+    one reading the distilled corpus by another name failed the same way ("no such file")."""
+    from mt.apps.distill import corpus_specs
+
+    student = Experiment(tmp_path / "student")
+    student.root.mkdir()
+    cfg = trained_experiment.load_config()
+    cfg.data.train = [*corpus_specs(cfg, student), f"bt:files:{tmp_path / 'mono'}"]
+    student.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    with pytest.raises(ConfigError, match="its data needs <BT>, <blank>, which the teacher's tokenizer"):
+        distill([trained_experiment], student, DecodeOptions(beam=1))
+    assert not (student.root / "distill" / "chunks").exists() or not list((student.root / "distill" / "chunks").glob("*.tgt"))
+    cfg.data.train = [f"files:{(student.root / 'distill').resolve()}/train.de-en"]
+    student.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    with pytest.raises(ConfigError, match="which is not the distilled corpus: it is files:"):
+        distill([trained_experiment], student, DecodeOptions(beam=1))
