@@ -27,7 +27,7 @@ translates them too (as they are, without the tag).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import re
 import shutil
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from mt.atomic_files import write_json_atomic, write_text_atomic
 from mt.config.schema import ExperimentConfig, save_yaml
 from mt.config.sources import absolute_spec
 from mt.data.corpus import LineOrigins, load_split
-from mt.data.dataset import file_sha256
+from mt.data.dataset import changed_inputs, file_sha256, input_record
 from mt.decoding.options import DecodeOptions
 from mt.errors import ConfigError, MtError
 from mt.experiment.paths import Experiment
@@ -172,14 +172,17 @@ def add_corpus(
     here = f"files:{distill_dir(student).resolve()}/"
     have = [absolute_spec(str(spec)) for spec in cfg.data.train]
     expected = corpus_specs(teacher_cfg, student)
+
+    def read(spec: str) -> str:  # (the corpus as read: no bt: mark, weight or spaces around ~)
+        return re.sub(r"\s*~\s*", "~", spec.removeprefix("bt:").split("*")[0].strip())
+
     for spec in have:
-        read = spec.removeprefix("bt:").split("*")[0].strip()
-        if read.startswith(here) and read not in expected:
+        if read(spec).startswith(here) and read(spec) not in expected:
             raise ConfigError(
                 f"--exp {student.root}: its data.train reads {spec}, which is not the distilled corpus: it is "
                 f"{', '.join(expected)}"
             )
-    if teacher is not None:
+    if teacher is not None and (not student.has_tokenizer() or same_tokenizer(student, teacher)):
         from mt.data.train_tokenizer import back_translation_symbols
         from mt.tokenizer import language_tag
 
@@ -193,7 +196,7 @@ def add_corpus(
                 f"({teacher.tokenizer_dir}) has not, and a student shares its teacher's: leave out what needs it "
                 "(bt: corpora, directions), or give a teacher whose tokenizer has it"
             )
-    wanted = [] if any(spec.startswith(here) for spec in have) else corpus_specs(teacher_cfg, student)
+    wanted = [] if any(read(spec).startswith(here) for spec in have) else expected
     if mix_original:
         wanted += [str(spec) for spec in teacher_cfg.data.train if absolute_spec(str(spec)) not in have]
     if not wanted:
@@ -250,19 +253,21 @@ def distill(
                 f"{out}: distilled from an earlier {', '.join(asked)} (saved again since); remove {out} to "
                 "distill again, or distill into another --exp"
             )
-        if manifest.get("keep_bt") not in (None, keep_bt):
+        if keep_bt and manifest.get("keep_bt") is False:  # (asked for lines it left: not done as asked)
             raise MtError(
-                f"{out}: distilled {'with' if manifest['keep_bt'] else 'without'} --keep-bt; remove {out} to "
-                "distill again as asked, or distill into another --exp"
+                f"{out}: distilled without --keep-bt; remove {out} to distill the back-translated sources "
+                "too, or distill into another --exp"
             )
-        if manifest.get("sources_sha256"):  # the teacher's training text, not only its model
-            with log.muted():  # (said when it was distilled)
-                now = sources_sha256(teacher_sources(teachers[0].load_config(), manifest.get("keep_bt", keep_bt))[0])
-            if now != manifest["sources_sha256"]:
-                raise MtError(
-                    f"{out}: the teacher's training sources have changed since they were distilled; remove "
-                    f"{out} to distill them again, or distill into another --exp"
-                )
+        # the teacher's training files, not only its model: their sizes and times, hashed where those moved
+        # (a file gone since: the corpus stands, as with a teacher removed)
+        changed = [
+            (path, how) for _, path, how in changed_inputs(student, manifest.get("inputs") or {}) if how != "gone"
+        ]
+        if changed:
+            raise MtError(
+                f"{out}: {changed[0][0]}, a training file of the teacher, has {changed[0][1]} since it was "
+                f"distilled; remove {out} to distill it again, or distill into another --exp"
+            )
         if student.has_config():  # --mix-original asked now: added, or refused once data is made (was ignored)
             add_corpus(teachers[0].load_config(), student, mix_original)
         log.info(f"distill: done already ({out}; remove it to distill again)")
@@ -272,6 +277,7 @@ def distill(
     teacher_cfg = lead.load_config()
     options = (options or DecodeOptions()).resolved(teacher_cfg.decode)
     origins: dict[tuple[str, str], LineOrigins] = {}  # where each direction's lines were read: for warnings
+    inputs = input_record(teacher_cfg, ["train"])  # before reading: a file rewritten meanwhile is "changed"
     parts, skipped, invalid = teacher_sources(teacher_cfg, keep_bt, origins)
     # Each teacher by its bytes too: a checkpoint trained on (or averaged again) at the same path is another model.
     how = {
@@ -302,19 +308,9 @@ def distill(
         options,
         skipped or 0,
         invalid,
-        {"sources_sha256": sources_sha256(parts), **({"keep_bt": keep_bt} if skipped is not None else {})},
+        {"inputs": inputs, **({"keep_bt": keep_bt} if skipped is not None else {})},
     )
     return manifest
-
-
-def sources_sha256(parts: list[tuple[tuple[str, str], list[str]]]) -> str:
-    """The teacher's source lines, each direction's in order: a done distillation checks them."""
-    digest = hashlib.sha256()
-    for pair, lines in parts:
-        digest.update(("-".join(pair) + "\n").encode())
-        for line in lines:
-            digest.update(line.encode("utf-8", "surrogatepass") + b"\n")
-    return digest.hexdigest()[:16]
 
 
 def teacher_sources(
@@ -449,7 +445,7 @@ def _join(
         "skipped_bt_lines": skipped_bt,  # lines of the teacher's bt: sources, not translated
         "invalid_pairs_skipped": invalid,  # pairs that are no text (not UTF-8, a malformed record)
         "corpus": specs[0] if not multilingual else specs,
-        **(inputs or {}),  # the sources' hash, --keep-bt: what a done distillation checks
+        **(inputs or {}),  # the teacher's training files, --keep-bt: what a done distillation checks
     }
     write_json_atomic(out / "manifest.json", manifest)  # last: marks the distillation done
     log.info(f"distill: {lines:,} pairs in {', '.join(str(path) for path in texts)}")

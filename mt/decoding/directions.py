@@ -18,18 +18,23 @@ from mt.tokenizer import Tokenizer, language_tag
 
 
 def spelled(code: str | None, languages: set[str]) -> str | None:
-    """`code` as the model spells one of its `languages`: "DE", "de-DE" or "de_DE" is its "de", "pt-BR"
-    its "pt_BR" (or "pt" where it has no other); as it is where none fits (refused where it is resolved)."""
+    """`code` as the model spells one of its `languages`, as `mt serve` reads a request's: "DE", "de_DE"
+    or "de-DE" is its "de", "pt-BR" its "pt_BR", its "pb" (LibreTranslate's) or, with neither, its "pt";
+    a script is not a region ("sr-Latn" is no "sr", "zh-Hant" or "zh-TW" no "zh", but LibreTranslate's
+    "zt"); as it is where none fits (refused where it is resolved)."""
     if code is None or code in languages:
         return code
     by_lower = {language.lower(): language for language in languages}
     lowered = code.lower()
-    base, _, region = lowered.replace("_", "-").partition("-")
-    traditional = base == "zh" and region in ("tw", "hk", "mo", "hant")
-    for spelling in (lowered, lowered.replace("-", "_"), lowered.replace("_", "-"), "zt" if traditional else base):
-        if spelling in by_lower:
-            return by_lower[spelling]
-    return code
+    hyphened = lowered.replace("_", "-")
+    base, *rest = hyphened.split("-")
+    aliases = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb"}
+    spellings = [lowered, lowered.replace("-", "_"), hyphened, aliases.get(hyphened, "")]
+    if base == "zh" and any(part in ("hant", "tw", "hk", "mo") for part in rest):
+        spellings.append("zt")
+    elif len(rest) == 1 and (len(rest[0]) == 2 or rest[0].isdigit()):  # a region: pt-BR, es-419
+        spellings.append(base)
+    return next((by_lower[spelling] for spelling in spellings if spelling in by_lower), code)
 
 
 @dataclass(frozen=True)

@@ -355,7 +355,7 @@ def auto_search(
                 # model) is translated only where lingua is sure it is one of the model's sources
                 translated = identifier.surely_source(piece, target)
             # (a sentence in a language the model cannot read, in a line of the target: kept, but said)
-            foreign_in_target = found.is_in(target) and not translated and not mine.is_in(target)
+            foreign_in_target = found.is_in(target) and mine.foreign is not None and not mine.is_in(target)
             differs = differs or translated != whole or foreign_in_target
             parts.append((a, b, mine, translated))
         return parts if differs else None

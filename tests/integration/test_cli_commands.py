@@ -1056,3 +1056,8 @@ def test_language_flags_are_read_as_the_model_spells_its_languages(trained_exper
     code, spelled, err = mt(capsys, monkeypatch, "translate", "--exp", exp, "-i", str(source), "--src-lang", "de-DE",
                             "--tgt-lang", "EN")
     assert (code, spelled) == (0, plain), err
+    from mt.decoding.directions import spelled as spelled_as
+
+    assert [spelled_as(code, {"zh", "sr", "pt"}) for code in ("zh-Hant-TW", "sr-Latn", "pt-BR", "zh-CN")] == [
+        "zh-Hant-TW", "sr-Latn", "pt", "zh"]  # a script is no region: refused where it is resolved
+    assert spelled_as("pt-BR", {"pb", "pt"}) == "pb" and spelled_as("zh-TW", {"zh", "zt"}) == "zt"

@@ -237,7 +237,7 @@ def test_a_resume_keeps_the_chunk_size_it_started_with_and_a_finished_distill_is
     distill([changed], third, DecodeOptions(beam=1), chunk_lines=1000)
     for path in (tmp_path / "changed-data").iterdir():
         path.write_text(path.read_text(encoding="utf-8") + "Noch eins.\n", encoding="utf-8")
-    with pytest.raises(MtError, match="the teacher's training sources have changed since they were distilled"):
+    with pytest.raises(MtError, match="a training file of the teacher, has other lines since it was distilled"):
         distill([changed], third, DecodeOptions(beam=1))
 
     def kill_after_first_chunk():  # what a SIGKILL after the first chunk leaves
@@ -750,3 +750,8 @@ def test_a_student_whose_data_the_teachers_tokenizer_cannot_read_is_refused_befo
     student.config_path.write_text(save_yaml(cfg), encoding="utf-8")
     with pytest.raises(ConfigError, match="which is not the distilled corpus: it is files:"):
         distill([trained_experiment], student, DecodeOptions(beam=1))
+    # the corpus read with a weight, or marked bt:, is the corpus: not added a second time
+    cfg.data.train = [f"{corpus_specs(cfg, student)[0]} *2"]
+    student.config_path.write_text(save_yaml(cfg), encoding="utf-8")
+    distill([trained_experiment], student, DecodeOptions(beam=1), chunk_lines=1000)
+    assert student.load_config().data.train == cfg.data.train

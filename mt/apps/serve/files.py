@@ -423,7 +423,7 @@ class Documents:
         in the target already: `same`, or found so), and kept; its key."""
         name = upload.name
         try:
-            parts = max(MIN_PARTS, 2 * units.max_chars)
+            parts = None if same else max(MIN_PARTS, 2 * units.max_chars)  # (one kept as it is: not read)
             check_content(upload.data, upload.fmt, name, self.limits.max_file_bytes, parts)
             if same:  # its source is its target (LibreTranslate's identity): the file as it is
                 return self.results.put(name, upload.data)

@@ -182,7 +182,8 @@ def check_parts(parts: int, max_parts: int) -> None:
     if parts > max_parts:
         raise ApiError(
             413,
-            f"file: {parts:,} tags and lines, more than {max_parts:,} (twice --max-file-chars): too little text for its size",
+            f"file: {parts:,} tags and lines, more than {max_parts:,} (twice --max-file-chars, at least "
+            f"{MIN_PARTS:,}): too little text for its size",
         )
 
 
@@ -190,9 +191,9 @@ def _count_in(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> int:
     """The tags of one of a package's parts of text, read in blocks: a Word document's body, headers,
     footers and notes (not its styles, theme or settings); another package's XML and XHTML."""
     name = entry.filename
-    if name.startswith("word/"):
-        parts = ("word/document", "word/header", "word/footer", "word/footnotes", "word/endnotes")
-        if not (name.startswith(parts) and name.endswith(".xml")):
+    if name.startswith("word/"):  # (by what they are not: the main part may have another name)
+        settings = ("styles", "theme", "settings", "fontTable", "numbering", "webSettings", "stylesWithEffects")
+        if not name.endswith(".xml") or any(part in name for part in settings) or "/_rels/" in name:
             return 0
     elif not name.endswith((".xml", ".xhtml", ".html", ".htm")):
         return 0
