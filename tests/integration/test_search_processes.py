@@ -194,7 +194,7 @@ def test_a_search_given_up_midway_lets_go_of_the_processes_at_once(translator):
     next(calls)  # many batches still queued
     start = time.perf_counter()
     translator.close()
-    assert time.perf_counter() - start < 4.0
+    assert time.perf_counter() - start < 8.0  # (waiting for the queue: 10 s and more; a loaded CI machine took 4.9)
 
 
 def test_parallel_is_checked_as_the_other_options():
