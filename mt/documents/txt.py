@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import unicodedata
 
 from mt.documents.formats import DocumentOptions
 from mt.documents.units import Units
@@ -117,8 +118,50 @@ def translate(text: str, units: Units, options: DocumentOptions) -> str:
                 break_long_words=False,
                 break_on_hyphens=False,
             )
-        else:  # each cell's translation between the row's own gaps
-            parts[index] = "\n".join(
-                "".join(next(answers) if k % 2 == 0 else gap for k, gap in enumerate(row)) for row in rows
-            )
+        else:  # each cell's translation, its columns lined up again
+            translated = [[next(answers) for _ in row[0::2]] for row in rows]
+            parts[index] = "\n".join(realigned(rows, translated))
     return "".join(parts)
+
+
+def width(text: str) -> int:
+    """Columns on a screen: a Chinese or Japanese character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def realigned(rows: list[list[str]], translated: list[list[str]]) -> list[str]:
+    """Each row's translated cells (`cells`' rows, `translated` the cells' translations) with its
+    columns lined up again: each column starts where the widest translation before it in any row
+    ends, plus the narrowest gap the source had there ("Name:    John" over "Alter:   42" came back
+    ragged, each translation between the source's gaps). Rows with a tab keep their gaps (tab stops
+    align them)."""
+    if any("\t" in gap for row in rows for gap in row[1::2]):
+        return [
+            "".join(t[k // 2] if k % 2 == 0 else gap for k, gap in enumerate(row)) for row, t in zip(rows, translated)
+        ]
+    starts = []  # each row's cells' columns in the source
+    for row in rows:
+        at, mine = 0, []
+        for k, part in enumerate(row):
+            if k % 2 == 0:
+                mine.append(at)
+            at += len(part)
+        starts.append(mine)
+    columns = sorted({start for mine in starts for start in mine[1:]})
+    moved = {0: 0}
+    for column in columns:  # (left to right: each from the columns before it)
+        ends, gaps = [], []
+        for row, mine, cells in zip(rows, starts, translated):
+            for i, start in enumerate(mine):
+                if i and start == column:
+                    ends.append(moved[mine[i - 1]] + width(cells[i - 1]))
+                    gaps.append(len(row[2 * i - 1]))  # the source's gap before it
+        moved[column] = max(ends) + max(min(gaps), 1)
+    lines = []
+    for mine, t in zip(starts, translated):
+        line, at = "", 0
+        for start, cell in zip(mine, t):
+            line += " " * (moved[start] - at) + cell
+            at = moved[start] + width(cell)
+        lines.append(line)
+    return lines

@@ -228,9 +228,11 @@ def test_quote_marks_bullets_and_numbers_of_lines_stay_outside_their_translation
     assert out == f"> {t0}\n> {t1}\n\n* {t2}\n- {t0}\n\na) {t1}\n"
 
 
-def test_an_aligned_listing_is_translated_cell_by_cell_its_gaps_kept(translator, units):
+def test_an_aligned_listing_is_translated_cell_by_cell_its_columns_lined_up(translator, units):
     """Was: "Name:   John Smith" one text to the model, which ran label and value together; text whose
-    words are spaced out unevenly (justified) is no listing, and stays one text a line."""
+    words are spaced out unevenly (justified) is no listing, and stays one text a line. Then each
+    translation was put between the source's own gaps, and the columns no longer lined up: the second
+    starts after the widest translation of the first, with the narrowest gap the source had there."""
     S = LINES
     w = max(len(S[0]), len(S[2])) + 3  # the second column starts there on every row
     rows = [(S[0], S[1]), (S[2], S[0]), (S[1][:3], "42")]
@@ -238,8 +240,8 @@ def test_an_aligned_listing_is_translated_cell_by_cell_its_gaps_kept(translator,
     out = translate_content(text.encode(), FORMATS["txt"], units, EN).decode()
     t0, t1, t2, t3 = translate_text(translator, [S[0], S[1], S[2], S[1][:3]])
     (j0,) = translate_text(translator, [f"{S[0]}  {S[1]}"])
-    gaps = [" " * (w - len(a)) for a, _ in rows]
-    assert out.split("\n\n")[0] == f"{t0}{gaps[0]}{t1}\n{t2}{gaps[1]}{t0}\n{t3}{gaps[2]}42", out
+    column = max(len(t0), len(t2), len(t3)) + 3  # (3: the narrowest gap of the source's first column)
+    assert out.split("\n\n")[0] == f"{t0:<{column}}{t1}\n{t2:<{column}}{t0}\n{t3:<{column}}42", out
     assert out.split("\n\n")[1] == f"{j0}\n{t2}\n", out
 
 
@@ -293,3 +295,15 @@ def test_bytes_a_named_encoding_cannot_read_are_named_by_their_line_and_place_in
     with pytest.raises(DocumentError) as info:
         decode(codecs.BOM_UTF8 + b"abc\n\xffdef\n", "txt", "utf-8")
     one_line(info, "line 2: not utf-8, as --encoding says", "at byte 7")
+
+
+def test_columns_line_up_by_screen_width_and_tabs_keep_their_gaps():
+    from mt.documents.txt import cells, realigned
+
+    rows = cells(["Name:   Anna    Berlin", "Alter:  42      Köln", "Ort:            Bonn"])
+    out = realigned(rows, [["名前：", "アンナ", "ベルリン"], ["Age:", "42", "Cologne"], ["Place:", "Bonn"]])
+    # the second column after the widest first (名前：, 6 columns) and the narrowest gap (2); the third
+    # after the widest second (アンナ, 6) and its narrowest gap (4): at 8 and 18 on every row
+    assert out == ["名前：  アンナ    ベルリン", "Age:    42        Cologne", "Place:            Bonn"]
+    tabbed = cells(["a\tb", "ccc\td"])
+    assert realigned(tabbed, [["x", "y"], ["zzzzz", "w"]]) == ["x\ty", "zzzzz\tw"]
