@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from mt import log
 from mt.errors import ConfigError
+from mt.language_codes import LIBRE_ALIASES
 from mt.tokenizer import Tokenizer, language_tag
 
 
@@ -28,8 +29,7 @@ def spelled(code: str | None, languages: set[str]) -> str | None:
     lowered = code.lower()
     hyphened = lowered.replace("_", "-")
     base, *rest = hyphened.split("-")
-    aliases = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb"}
-    spellings = [lowered, lowered.replace("-", "_"), hyphened, aliases.get(hyphened, "")]
+    spellings = [lowered, lowered.replace("-", "_"), hyphened, LIBRE_ALIASES.get(hyphened, "")]
     if base == "zh" and any(part in ("hant", "tw", "hk", "mo") for part in rest):
         spellings.append("zt")
     elif len(rest) == 1 and (len(rest[0]) == 2 or rest[0].isdigit()):  # a region: pt-BR, es-419

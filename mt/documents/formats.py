@@ -12,13 +12,6 @@ from types import ModuleType
 
 from mt.errors import MtError
 
-ARGOS_CODES = {"zt": "zh-TW", "pb": "pt-BR"}  # LibreTranslate's (Argos's) codes, which are no language tags
-
-
-def language_tag(code: str) -> str:
-    """`code` as a document names its language (BCP 47): Argos's zt is zh-TW, pb pt-BR; others as they are."""
-    return ARGOS_CODES.get(code.lower(), code)
-
 
 @dataclass(frozen=True)
 class DocumentOptions:

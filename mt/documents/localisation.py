@@ -24,9 +24,10 @@ from typing import Any
 
 from mt import log
 from mt.documents.encoding import DECLARED
-from mt.documents.formats import DocumentError, DocumentOptions, language_tag
+from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.placeholders import XML_SPACE, Protected, placeholders
 from mt.documents.units import Units
+from mt.language_codes import language_tag
 
 REVIEW_1 = {"state": "needs-review-translation", "state-qualifier": "leveraged-mt"}  # on an XLIFF 1.2 target
 REVIEW_2 = "translated"  # an XLIFF 2.0 segment's state

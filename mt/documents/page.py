@@ -12,8 +12,9 @@ fragment: markup translation never changes an attribute, so they come through as
 
 from __future__ import annotations
 
-from mt.documents.formats import DocumentError, DocumentOptions, language_tag
+from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.units import Units
+from mt.language_codes import language_tag
 from mt.text.markup import Element, MarkupError, Node, parse, write
 
 ATTRIBUTES = frozenset({"alt", "title", "placeholder", "aria-label"})

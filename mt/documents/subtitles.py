@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 
 from mt.documents.cues import Cue, translate_cues
-from mt.documents.formats import DocumentError, DocumentOptions, language_tag
+from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.units import Units
+from mt.language_codes import language_tag
 
 Span = tuple[int, int]  # [start, end) characters of the file: a cue's text
 TIMING = re.compile(r"^[ \t]*\d+:\d\d:\d\d[,.]\d+[ \t]*-+ *>?[ \t]*\d+:\d\d", re.MULTILINE)  # well formed or not

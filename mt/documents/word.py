@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mt.documents import inline
-from mt.documents.formats import DocumentError, DocumentOptions, language_tag
+from mt.documents.formats import DocumentError, DocumentOptions
 from mt.documents.fragments import embrace, empty_in
 from mt.documents.units import Units
+from mt.language_codes import language_tag
 from mt.text.markup import parse
 
 MAX_UNPACKED = 256 * 2**20  # bytes a package may unpack to
@@ -195,15 +196,7 @@ def styles_part(document):
 def read_right_to_left(paragraph_element) -> None:
     """A translated paragraph of a right-to-left language set right to left (w:bidi): its words keep
     their order by the script, but an LTR paragraph put its full stop on the wrong side, left-aligned."""
-    ppr = paragraph_element.find(W + "pPr")
-    if ppr is None:
-        ppr = new_element("pPr")
-        paragraph_element.insert(0, ppr)
-    bidi = ppr.find(W + "bidi")
-    if bidi is None:
-        bidi = new_element("bidi")
-        later = next((i for i, child in enumerate(ppr) if child.tag in AFTER_BIDI), len(ppr))
-        ppr.insert(later, bidi)
+    bidi = child(child(paragraph_element, "pPr"), "bidi", AFTER_BIDI)
     bidi.attrib.pop(W + "val", None)  # (w:val="0" would say left to right)
 
 
@@ -232,23 +225,8 @@ def relabel(root, target: str, defaults: bool = False) -> None:
     for lang in root.iter(W + "lang"):
         lang.set(attribute, value)
     if defaults:
-        doc_defaults = root.find(W + "docDefaults")
-        if doc_defaults is None:
-            doc_defaults = new_element("docDefaults")
-            root.insert(0, doc_defaults)
-        rpr_default = doc_defaults.find(W + "rPrDefault")
-        if rpr_default is None:
-            rpr_default = new_element("rPrDefault")
-            doc_defaults.insert(0, rpr_default)
-        rpr = rpr_default.find(W + "rPr")
-        if rpr is None:
-            rpr = new_element("rPr")
-            rpr_default.append(rpr)
-        if rpr.find(W + "lang") is None:
-            lang = new_element("lang")
-            lang.set(attribute, value)
-            later = next((i for i, child in enumerate(rpr) if child.tag in AFTER_LANG), len(rpr))
-            rpr.insert(later, lang)
+        rpr = child(child(child(root, "docDefaults"), "rPrDefault"), "rPr", frozenset())
+        child(rpr, "lang", AFTER_LANG).set(attribute, value)
 
 
 def open_document(content: bytes):
@@ -543,6 +521,18 @@ def copy_wrapper(element) -> tuple[Any, Any]:
         wrapper.append(content)
         return wrapper, content
     return wrapper, wrapper
+
+
+def child(parent, tag: str, later: set[str] | frozenset[str] | None = None):
+    """`parent`'s `tag` element ("pPr"), made where it has none: first, or (with `later`, the tags that
+    follow it in the schema's order, which Word holds a document to) before the first of those, else
+    last."""
+    found = parent.find(W + tag)
+    if found is None:
+        found = new_element(tag)
+        at = 0 if later is None else next((i for i, c in enumerate(parent) if c.tag in later), len(parent))
+        parent.insert(at, found)
+    return found
 
 
 def new_element(tag: str):

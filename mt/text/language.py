@@ -27,6 +27,7 @@ from typing import Any
 
 from mt import log
 from mt.errors import MtError
+from mt.language_codes import base_language
 
 FOREIGN_AT_MOST = (
     0.01  # the model's languages' share of the confidence over all languages, at or below which a text is foreign
@@ -83,7 +84,9 @@ class Identified:
         language = lingua_language(code)  # "deu" and "de" are one language
         if self.script and language is not None:  # a short text known by its script: any language of it
             return language in script_languages().get(self.script, ())
-        return language == lingua_language(self.foreign) if language is not None else self.foreign == base_code(code)
+        return (
+            language == lingua_language(self.foreign) if language is not None else self.foreign == base_language(code)
+        )
 
     def message(self, sources: Sequence[str]) -> str:
         """Why a foreign text is not translated, in one line."""
@@ -103,13 +106,7 @@ INDIVIDUAL = {
     "arb": "ara", "cmn": "zho", "yue": "zho", "pes": "fas", "prs": "fas", "zsm": "msa", "swh": "swa",
     "als": "sqi", "lvs": "lav", "ekk": "est", "azj": "aze", "uzn": "uzb", "khk": "mon", "gaz": "orm",
     "npi": "nep", "ory": "ori", "plt": "mlg", "ydd": "yid", "quy": "que",
-    "zt": "zh", "pb": "pt",  # LibreTranslate's (Argos's) codes of Chinese in traditional characters, Brazil's Portuguese
 }  # fmt: skip
-
-
-def base_code(code: str) -> str:
-    """A language code without its region or script: "pt-BR" and "pt_BR" are "pt", "eng_Latn" "eng"."""
-    return code.replace("_", "-").split("-")[0].lower()
 
 
 def lingua_language(code: str) -> Any:
@@ -117,7 +114,7 @@ def lingua_language(code: str) -> Any:
     "deu_Latn" as "deu"), or None when it knows none."""
     from lingua import IsoCode639_1, IsoCode639_3, Language
 
-    base = INDIVIDUAL.get(base_code(code), base_code(code)).upper()
+    base = INDIVIDUAL.get(base_language(code), base_language(code)).upper()  # (Argos's zt and pb too)
     table, build = (
         (IsoCode639_1, Language.from_iso_code_639_1) if len(base) == 2 else (IsoCode639_3, Language.from_iso_code_639_3)
     )

@@ -20,6 +20,8 @@ import re
 from functools import lru_cache
 from typing import Callable
 
+from mt.language_codes import base_language
+
 Span = tuple[int, int]  # [start, end) character offsets into the text
 
 # A clause ends here (the mark and the spaces after it). An ASCII mark only before a space: "1,250,000",
@@ -148,8 +150,7 @@ def rules_for(lang: str) -> str:
     import sentencex
 
     probe = "One two. Three four."
-    base = (lang or "en").replace("_", "-").split("-")[0].lower()
-    for code in ({"pb": "pt", "zt": "zh"}.get(base, base), lang):  # (pt-BR, PT, Argos's pb: Portuguese)
+    for code in (base_language(lang or "en"), lang):  # (pt-BR, PT, Argos's pb: Portuguese)
         if code and len(sentencex.get_sentence_boundaries(code, probe)) == 2:
             return code
     return "en"

@@ -105,14 +105,12 @@ def model_bytes(lang: str) -> bytes:
 def _nodes(helper, tables: list[str]) -> list:
     """The graph: per character, the class scores of the rule (module docstring) from its neighbours."""
     nodes = [helper.make_node("Gather", [name, "units"], [f"{name}_at"]) for name in tables]
+    # the next character and the one after it (0 past the end), the previous ones
+    nodes += _shifted(helper, "space", 1, "space_next") + _shifted(helper, "lower", 2, "lower_next2")
+    nodes += _shifted(helper, "terminal", -1, "terminal_prev")
+    nodes += [digit for by in (1, 2, 3) for digit in _shifted(helper, "digit", -by, f"digit_prev{by}")]
+    nodes += _shifted(helper, "closer", 1, "closer_next") + _shifted(helper, "always", -1, "always_prev")
     nodes += [
-        # the next character and the one after it (0 past the end), and the previous one: padded, then cut
-        helper.make_node("Pad", ["space_at", "left1"], ["space_pad"]),
-        helper.make_node("Slice", ["space_pad", "one", "big", "axis1"], ["space_next"]),
-        helper.make_node("Pad", ["lower_at", "left2"], ["lower_pad"]),
-        helper.make_node("Slice", ["lower_pad", "two", "big", "axis1"], ["lower_next2"]),
-        helper.make_node("Pad", ["terminal_at", "right1"], ["terminal_pad"]),
-        helper.make_node("Slice", ["terminal_pad", "zero", "minus_one", "axis1"], ["terminal_prev"]),
         # a terminal, or a closer right after one; then whitespace, then no lowercase letter
         helper.make_node("Mul", ["closer_at", "terminal_prev"], ["closed"]),
         helper.make_node("Max", ["terminal_at", "closed"], ["ending"]),
@@ -120,12 +118,6 @@ def _nodes(helper, tables: list[str]) -> list:
         helper.make_node("Sub", ["one_f", "lower_next2"], ["not_lower"]),
         helper.make_node("Mul", ["spaced", "not_lower"], ["ends_any"]),
         # an ordinal's stop (ORDINAL_DOT; else the digit table is all 0): a stop after one or two digits
-        helper.make_node("Pad", ["digit_at", "right1"], ["digit_pad1"]),
-        helper.make_node("Slice", ["digit_pad1", "zero", "minus_one", "axis1"], ["digit_prev1"]),
-        helper.make_node("Pad", ["digit_at", "right2"], ["digit_pad2"]),
-        helper.make_node("Slice", ["digit_pad2", "zero", "minus_two", "axis1"], ["digit_prev2"]),
-        helper.make_node("Pad", ["digit_at", "right3"], ["digit_pad3"]),
-        helper.make_node("Slice", ["digit_pad3", "zero", "minus_three", "axis1"], ["digit_prev3"]),
         helper.make_node("Mul", ["digit_prev2", "digit_prev3"], ["three_digits"]),
         helper.make_node("Sub", ["one_f", "three_digits"], ["not_three"]),
         helper.make_node("Mul", ["digit_prev1", "not_three"], ["short_number"]),
@@ -133,12 +125,8 @@ def _nodes(helper, tables: list[str]) -> list:
         helper.make_node("Sub", ["one_f", "ordinal"], ["not_ordinal"]),
         helper.make_node("Mul", ["ends_any", "not_ordinal"], ["ends_rule"]),
         # after 。！？: there, unless a closer follows; then after that closer
-        helper.make_node("Pad", ["closer_at", "left1"], ["closer_pad"]),
-        helper.make_node("Slice", ["closer_pad", "one", "big", "axis1"], ["closer_next"]),
         helper.make_node("Sub", ["one_f", "closer_next"], ["not_closed"]),
         helper.make_node("Mul", ["always_at", "not_closed"], ["always_end"]),
-        helper.make_node("Pad", ["always_at", "right1"], ["always_pad"]),
-        helper.make_node("Slice", ["always_pad", "zero", "minus_one", "axis1"], ["always_prev"]),
         helper.make_node("Mul", ["closer_at", "always_prev"], ["closer_end"]),
         helper.make_node("Max", ["ends_rule", "always_end", "closer_end"], ["ends"]),
         # class scores: 0.5 inside a token, 1 where a space follows (a token ends), 2 where a sentence ends
@@ -152,6 +140,19 @@ def _nodes(helper, tables: list[str]) -> list:
         helper.make_node("Concat", ["s0", "s1", "s2"], ["output"], axis=2),
     ]
     return nodes
+
+
+def _shifted(helper, table: str, by: int, out: str) -> list:
+    """Two nodes: `out` is `table`'s value of the character `by` places after each one (before, where
+    negative), 0 past the text's ends: padded on the other side, then cut."""
+    if by > 0:
+        pad, start, end = f"left{by}", {1: "one", 2: "two"}[by], "big"
+    else:
+        pad, start, end = f"right{-by}", "zero", {1: "minus_one", 2: "minus_two", 3: "minus_three"}[-by]
+    return [
+        helper.make_node("Pad", [f"{table}_at", pad], [f"{out}_pad"]),
+        helper.make_node("Slice", [f"{out}_pad", start, end, "axis1"], [out]),
+    ]
 
 
 def _metadata(lang: str, vocab: list[str]) -> dict:

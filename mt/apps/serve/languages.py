@@ -14,7 +14,7 @@ import contextlib
 from typing import Any
 
 from mt.apps.serve.requests import ApiError, unicode_text
-from mt.decoding.directions import Directions
+from mt.decoding.directions import Directions, spelled
 from mt.errors import MtError
 from mt.text.language import Identified, LanguageIdentifier, Unidentifiable, identifiable, language_name
 
@@ -46,7 +46,6 @@ LANGUAGE_NAMES = {  # lingua's names for the others
 
 
 # LibreTranslate's names for the codes Argos Translate's models use (its iso2model): what its clients send
-LIBRE_ALIASES = {"zh-hans": "zh", "zh-hant": "zt", "pt-br": "pb", "zh-tw": "zt", "zh-hk": "zt", "zh-mo": "zt"}
 
 
 def name_of(code: str) -> str:
@@ -66,7 +65,7 @@ class Languages:
         self.identifier = LanguageIdentifier(identifiable(directions))
         # every language the model knows, sources first (/languages), and by lower case (`canonical`)
         self.codes = dict.fromkeys([*self.readable, *directions.targets(), *directions.tags])
-        self._by_lower = {code.lower(): code for code in self.codes}
+        self._known = set(self.codes)  # (what `canonical` spells a request's codes as)
 
     def listing(self) -> list[dict[str, Any]]:
         """GET /languages: every language the model knows, sources first, each with the targets it was
@@ -103,16 +102,9 @@ class Languages:
         """A request's language code as the model writes it: `DE` is `de`, LibreTranslate's `zh-Hans` is
         a model's `zh` (and `zh-Hant` `zt`, `pt-BR` `pb`), `pt-BR` a model's `pt_BR`, or its `pt` where it
         has no other (a region, not a script: `zh-Hant` is no `zh`); as it is when the model has none such."""
-        if not isinstance(code, str) or code == "auto" or self.knows(code):
+        if not isinstance(code, str) or code == "auto":
             return code
-        lowered = code.lower()
-        alias = LIBRE_ALIASES.get(lowered.replace("_", "-"), lowered)
-        spellings = [lowered, alias, lowered.replace("-", "_"), lowered.replace("_", "-")]
-        base, _, region = lowered.replace("_", "-").partition("-")
-        traditional = base == "zh" and region in ("tw", "hk", "mo")  # (Taiwan's, Hong Kong's: zh-Hant's)
-        if (region.isdigit() or len(region) == 2) and not traditional:  # pt-BR, es-419 into pt; zh-Hant is no zh
-            spellings.append(base)
-        return next((self._by_lower[s] for s in spellings if s in self._by_lower), code)
+        return spelled(code, self._known)
 
     def knows(self, code: str) -> bool:
         """Whether `code` is one of the languages /languages lists."""
